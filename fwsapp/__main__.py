@@ -1,0 +1,5 @@
+import sys
+
+from fwsapp.cli import main
+
+sys.exit(main())

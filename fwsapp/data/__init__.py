@@ -1,0 +1,1 @@
+"""Medical tasks and dataset loaders."""

@@ -1,0 +1,70 @@
+"""The paper's three medical tasks and the rules (its appendix) that turn raw datasets into prompts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SUMMARIZATION_TEMPLATE = "Write a short question that summarizes this question: {text} Summarized Question:"
+
+
+@dataclass(frozen=True)
+class Sample:
+    prompt: str
+    reference: str
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    label: str
+    dataset: str
+    relevance_label: str  # the judge's second criterion: Relevance, or Completeness for summaries
+
+
+TASKS = {
+    "completion": Task("completion", "Text completion", "HealthQA", "Relevance"),
+    "qa": Task("qa", "Question answering", "HealthQA", "Relevance"),
+    "summarization": Task("summarization", "Summarization", "MeQSum", "Completeness"),
+}
+
+COMPLETION_PROMPT_WORDS = 30
+COMPLETION_REFERENCE_WORDS = 200
+QA_QUESTION_WORDS = 10
+QA_MAX_ANSWER_WORDS = 250
+SUMMARIZATION_MAX_INPUT_WORDS = 60
+SUMMARIZATION_MIN_SUMMARY_WORDS = 10
+
+
+def task(name: str) -> Task:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"Unknown task '{name}'. Choose one of: {', '.join(TASKS)}.") from None
+
+
+def completion_sample(answer: str) -> Sample | None:
+    """HealthQA answers over 230 words: of the last 230, the first 30 prompt and the next 200 are the reference."""
+    words = answer.split()
+    window = COMPLETION_PROMPT_WORDS + COMPLETION_REFERENCE_WORDS
+    if len(words) <= window:
+        return None
+    tail = words[-window:]
+    return Sample(" ".join(tail[:COMPLETION_PROMPT_WORDS]), " ".join(tail[COMPLETION_PROMPT_WORDS:]))
+
+
+def qa_sample(question: str, answer: str) -> Sample | None:
+    """HealthQA questions of exactly 10 words ending in '?', with answers under 250 words."""
+    question = question.strip()
+    if len(question.split()) != QA_QUESTION_WORDS or not question.endswith("?"):
+        return None
+    if len(answer.split()) >= QA_MAX_ANSWER_WORDS:
+        return None
+    return Sample(question, answer.strip())
+
+
+def summarization_sample(text: str, summary: str) -> Sample | None:
+    """MeQSum inputs of at most 60 words whose summaries have at least 10 words."""
+    if len(text.split()) > SUMMARIZATION_MAX_INPUT_WORDS:
+        return None
+    if len(summary.split()) < SUMMARIZATION_MIN_SUMMARY_WORDS:
+        return None
+    return Sample(SUMMARIZATION_TEMPLATE.format(text=text.strip()), summary.strip())

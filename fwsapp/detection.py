@@ -1,0 +1,89 @@
+"""Detection analytics: AUROC, ROC curves and TPR at a fixed FPR, respecting each method's score direction.
+
+Scores are oriented before any metric: for methods whose scores are p-values (lower = watermarked) the
+score is negated, so "larger means watermarked" holds everywhere below.
+
+TPR at FPR = f: the threshold is set on the negatives (unwatermarked) alone. A text is flagged when its
+oriented score is strictly greater than the threshold; the threshold is the smallest negative score that
+keeps at most floor(f · N) negatives above it. Ties with that threshold are therefore never flagged, so
+the realised FPR never exceeds f (at f = 0 no negative is flagged at all).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.metrics import roc_auc_score, roc_curve
+
+FPR_LEVELS = (0.0, 0.01, 0.05)
+
+
+def oriented(scores, direction: str) -> np.ndarray:
+    values = np.asarray(scores, dtype=float)
+    if direction not in {"higher", "lower"}:
+        raise ValueError(f"score direction must be 'higher' or 'lower', not {direction!r}")
+    return values if direction == "higher" else -values
+
+
+def auroc(positives, negatives, direction: str = "higher") -> float | None:
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    return float(roc_auc_score(labels, np.r_[pos, neg]))
+
+
+def roc_points(positives, negatives, direction: str = "higher") -> tuple[np.ndarray, np.ndarray]:
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    fpr, tpr, _ = roc_curve(labels, np.r_[pos, neg])
+    return fpr, tpr
+
+
+def threshold_at_fpr(negatives: np.ndarray, fpr: float) -> float:
+    """The oriented threshold that flags at most floor(fpr · N) negatives (strictly greater than it)."""
+    ordered = np.sort(negatives)[::-1]
+    allowed = math.floor(fpr * len(ordered) + 1e-9)
+    return float(ordered[allowed]) if allowed < len(ordered) else -math.inf
+
+
+def tpr_at_fpr(positives, negatives, fpr: float, direction: str = "higher") -> float | None:
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    threshold = threshold_at_fpr(neg, fpr)
+    return float(np.mean(pos > threshold))
+
+
+def bootstrap_auroc_ci(
+    positives, negatives, direction: str = "higher", rounds: int = 1000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile 95% CI of the AUROC, resampling positives and negatives separately."""
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    if len(pos) < 2 or len(neg) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    values = [
+        roc_auc_score(labels, np.r_[rng.choice(pos, len(pos)), rng.choice(neg, len(neg))]) for _ in range(rounds)
+    ]
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def summary(positives, negatives, direction: str = "higher") -> dict:
+    """The report's detection block for one run."""
+    pos, neg = np.asarray(positives, float), np.asarray(negatives, float)
+    return {
+        "auroc": auroc(pos, neg, direction),
+        "tpr_at_fpr": {_level_key(level): tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
+        "mean_score": {
+            "watermarked": float(pos.mean()) if len(pos) else None,
+            "unwatermarked": float(neg.mean()) if len(neg) else None,
+        },
+        "score_direction": direction,
+    }
+
+
+def _level_key(level: float) -> str:
+    return "0" if level == 0 else f"{level:g}"

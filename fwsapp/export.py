@@ -1,0 +1,34 @@
+"""Export one run: a row per sample with both texts, the reference and the detection scores."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from fwsapp.store import Store
+
+
+def run_table(store: Store, run_id: str) -> pd.DataFrame:
+    run = store.run(run_id)
+    samples = store.generations(run_id)
+    scores = store.detections([run_id])
+    scores = scores[scores.detector == run["method"]]
+    wide = scores.pivot_table(index="sample_idx", columns="text_kind", values=["score", "num_tokens_scored"])
+    wide.columns = [f"{value}_{kind}" for value, kind in wide.columns]
+    table = samples.merge(wide.reset_index(), on="sample_idx", how="left")
+    table.insert(1, "method", run["method"])
+    table.insert(2, "model", run["model"])
+    table.insert(3, "task", run["task"])
+    return table
+
+
+def export_run(store: Store, run_id: str, fmt: str, out: Path) -> Path:
+    table = run_table(store, run_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "csv":
+        table.to_csv(out, index=False)
+    elif fmt == "parquet":
+        table.to_parquet(out, index=False)
+    else:
+        raise ValueError(f"Unknown export format '{fmt}': use csv or parquet.")
+    return out

@@ -1,0 +1,227 @@
+"""The generation job: unwatermarked and watermarked outputs for N samples, batched, seeded, resumable.
+
+Batches are fixed by the config (sample i is always in batch i // batch_size) and each batch draws
+from its own seed, so a run resumed after a crash produces the same texts as one that never stopped.
+Each finished batch is written, with its detection scores, in one transaction.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from fwsapp.data.loaders import DEMO, load_dataset
+from fwsapp.models import EMBEDDED_MODEL, LoadedModel
+from fwsapp.store import Store
+from fwsapp.watermark import Watermark, canonical_name, create
+
+# MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
+# and a minimum length (MarkLLM's min_length) so every output is long enough to score.
+DEFAULT_SAMPLING = {
+    "do_sample": True,
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "no_repeat_ngram_size": 4,
+    "min_new_tokens": None,  # None: the same as max_new_tokens
+}
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class RunConfig:
+    task: str
+    method: str
+    dataset: str = DEMO
+    model: str = EMBEDDED_MODEL
+    params: dict = field(default_factory=dict)
+    n: int = 4
+    max_new_tokens: int = 64
+    batch_size: int = 4
+    seed: int = 42
+    sampling: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.method = canonical_name(self.method)
+        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
+            raise ValueError("n, max_new_tokens and batch_size must be positive.")
+
+    def resolved_sampling(self) -> dict:
+        sampling = {**DEFAULT_SAMPLING, **self.sampling}
+        if sampling["min_new_tokens"] is None:
+            sampling["min_new_tokens"] = self.max_new_tokens
+        return sampling
+
+    def identity(self) -> dict:
+        """What determines the outputs; the run id is its hash. The dataset counts by content."""
+        identity = asdict(self)
+        identity["sampling"] = self.resolved_sampling()
+        if self.dataset != DEMO:
+            identity["dataset_sha256"] = hashlib.sha256(Path(self.dataset).read_bytes()).hexdigest()
+        return identity
+
+    def run_id(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+class EntropyRecorder(LogitsProcessor):
+    """Records the entropy (nats) of the model's next-token distribution at each step, per row.
+
+    It runs first among the custom processors: after generate's own constraints, before the watermark
+    and the sampling warpers.
+    """
+
+    def __init__(self):
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.steps.append(token_entropy(scores))
+        return scores
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy in nats of softmax(logits) along the last axis; -inf logits contribute 0."""
+    logits = logits.float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = log_probs.exp()
+    return -(probs * torch.nan_to_num(log_probs, neginf=0.0)).sum(-1)
+
+
+@dataclass
+class GeneratedBatch:
+    texts: list[str]
+    token_ids: list[list[int]]
+    entropies: list[list[float]]
+    seconds: float
+
+
+def generate_batch(
+    lm: LoadedModel,
+    prompts: list[str],
+    max_new_tokens: int,
+    sampling: dict,
+    seed: int,
+    watermark: Watermark | None = None,
+) -> GeneratedBatch:
+    """Generate for a batch of prompts, left-padded; returns new tokens only, cut at end of sequence."""
+    tokenizer = lm.tokenizer
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
+    recorder = EntropyRecorder()
+    processors = LogitsProcessorList([recorder] + ([watermark.logits_processor()] if watermark else []))
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = lm.model.generate(
+            **encoded,
+            logits_processor=processors,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            **sampling,
+        )
+    seconds = time.perf_counter() - started
+    new_tokens = output[:, encoded["input_ids"].shape[1]:].tolist()
+    entropies = torch.stack(recorder.steps, dim=1).tolist() if recorder.steps else [[] for _ in prompts]
+    stop_ids = _stop_ids(lm)
+    token_ids, row_entropies = [], []
+    for tokens, entropy in zip(new_tokens, entropies):
+        length = next((i for i, token in enumerate(tokens) if token in stop_ids), len(tokens))
+        token_ids.append(tokens[:length])
+        row_entropies.append([round(value, 5) for value in entropy[:length]])
+    texts = tokenizer.batch_decode(token_ids, skip_special_tokens=True)
+    return GeneratedBatch(texts, token_ids, row_entropies, seconds)
+
+
+def _stop_ids(lm: LoadedModel) -> set[int]:
+    eos = lm.model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+    ids.add(lm.tokenizer.eos_token_id)
+    return {token for token in ids if token is not None}
+
+
+def batch_seed(seed: int, batch_index: int, kind: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{batch_index}:{kind}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+class Cancelled(Exception):
+    """The job was cancelled between batches; finished batches are stored."""
+
+
+def run_generation(
+    config: RunConfig,
+    store: Store,
+    lm: LoadedModel,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """Generate (or finish) a run; returns its id. Finished samples are skipped."""
+    run_id = config.run_id()
+    samples = load_dataset(config.task, config.dataset)[: config.n]
+    n = len(samples)
+    watermark = create(config.method, lm.vocab_size, config.params)
+    store.ensure_run(
+        run_id, config.identity(), model=config.model, task=config.task, method=config.method,
+        params=watermark.params, seed=config.seed, n=n, score_direction=watermark.score_direction,
+    )
+    store.set_status(run_id, "running")
+    done = store.finished_samples(run_id)
+    sampling = config.resolved_sampling()
+    if progress:
+        progress(len(done), n)
+    for batch_index, start in enumerate(range(0, n, config.batch_size)):
+        indices = list(range(start, min(start + config.batch_size, n)))
+        if all(index in done for index in indices):
+            continue
+        if cancel is not None and cancel.is_set():
+            store.set_status(run_id, "cancelled")
+            raise Cancelled(run_id)
+        prompts = [samples[index].prompt for index in indices]
+        plain = generate_batch(lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"))
+        marked = generate_batch(
+            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark
+        )
+        rows, detections = [], []
+        for offset, index in enumerate(indices):
+            rows.append({
+                "sample_idx": index,
+                "prompt": samples[index].prompt,
+                "reference": samples[index].reference,
+                "unwatermarked_text": plain.texts[offset],
+                "watermarked_text": marked.texts[offset],
+                "unwatermarked_ids": plain.token_ids[offset],
+                "watermarked_ids": marked.token_ids[offset],
+                "unwatermarked_entropy": plain.entropies[offset],
+                "watermarked_entropy": marked.entropies[offset],
+                "unwatermarked_seconds": plain.seconds / len(indices),
+                "watermarked_seconds": marked.seconds / len(indices),
+            })
+            context = lm.tokenizer(samples[index].prompt)["input_ids"]
+            for kind, batch in (("unwatermarked", plain), ("watermarked", marked)):
+                detections.append(detection_row(index, kind, config.method, watermark.detect(batch.token_ids[offset], context)))
+        store.write_batch(run_id, rows, detections)
+        done.update(indices)
+        if progress:
+            progress(len(done), n)
+    store.set_status(run_id, "done")
+    return run_id
+
+
+def detection_row(sample_idx: int, text_kind: str, detector: str, detection) -> dict:
+    return {
+        "sample_idx": sample_idx,
+        "text_kind": text_kind,
+        "detector": detector,
+        "score": detection.score,
+        "z": detection.z,
+        "p": detection.p,
+        "num_tokens_scored": detection.num_tokens_scored,
+    }

@@ -1,0 +1,8 @@
+"""Where the app keeps its files: the project's cache/ and data/ folders, overridable by environment."""
+import os
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+CACHE_DIR = Path(os.environ.get("FWSAPP_CACHE", PROJECT_DIR / "cache"))
+DEMO_DATA_DIR = PROJECT_DIR / "data"
+DEFAULT_DB = Path(os.environ.get("FWSAPP_DB", CACHE_DIR / "fwsapp.duckdb"))

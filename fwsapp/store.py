@@ -1,0 +1,232 @@
+"""DuckDB store: runs, generations and detection scores, in one file under cache/.
+
+One connection per process; each thread works through its own cursor (DuckDB connections are not
+thread-safe, cursors are). Every batch is written in one transaction, so a killed job leaves whole
+batches behind and a re-run resumes exactly where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from fwsapp.paths import DEFAULT_DB
+
+SCHEMA_VERSION = 1
+
+# Each entry migrates the schema from version i to i + 1; append, never edit.
+MIGRATIONS = [
+    """
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY,
+        config_hash VARCHAR NOT NULL,
+        config JSON NOT NULL,
+        model VARCHAR,
+        task VARCHAR NOT NULL,
+        method VARCHAR NOT NULL,
+        params JSON NOT NULL,
+        seed BIGINT,
+        n INTEGER NOT NULL,
+        imported BOOLEAN NOT NULL DEFAULT FALSE,
+        score_direction VARCHAR NOT NULL DEFAULT 'higher',
+        status VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL
+    );
+    CREATE TABLE generations (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        prompt VARCHAR NOT NULL,
+        reference VARCHAR,
+        unwatermarked_text VARCHAR,
+        watermarked_text VARCHAR,
+        unwatermarked_ids INTEGER[],
+        watermarked_ids INTEGER[],
+        unwatermarked_entropy FLOAT[],
+        watermarked_entropy FLOAT[],
+        unwatermarked_seconds DOUBLE,
+        watermarked_seconds DOUBLE,
+        PRIMARY KEY (run_id, sample_idx)
+    );
+    CREATE TABLE detections (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        detector VARCHAR NOT NULL,
+        score DOUBLE,
+        z DOUBLE,
+        p DOUBLE,
+        num_tokens_scored INTEGER,
+        PRIMARY KEY (run_id, sample_idx, text_kind, detector)
+    );
+    """,
+]
+
+TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
+
+
+class StoreError(RuntimeError):
+    """The database cannot be used; the message says why and what to do."""
+
+
+class Store:
+    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connection = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as error:
+            if "lock" in str(error).lower():
+                raise StoreError(
+                    f"The database {self.path} is in use by another process (is the app or another "
+                    f"`python -m fwsapp` command running?). Stop it, or pass --db with another file."
+                ) from None
+            raise StoreError(f"The database {self.path} cannot be opened: {error}") from None
+        self._local = threading.local()
+        if not read_only:
+            self._migrate()
+
+    # -- connections ---------------------------------------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor on the shared connection."""
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._connection.cursor()
+            self._local.cursor = cursor
+        return cursor
+
+    @contextmanager
+    def transaction(self):
+        cursor = self.cursor()
+        cursor.begin()
+        try:
+            yield cursor
+        except BaseException:
+            cursor.rollback()
+            raise
+        cursor.commit()
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def schema_version(self) -> int:
+        self.cursor().execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        row = self.cursor().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"The database {self.path} has schema version {version}, newer than this app's "
+                f"{SCHEMA_VERSION}. Update fwsapp, or use another --db."
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction() as cursor:
+                cursor.execute(MIGRATIONS[target - 1])
+                cursor.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(target)]
+                )
+
+    # -- runs ----------------------------------------------------------------------------------
+    def ensure_run(
+        self,
+        run_id: str,
+        config: dict,
+        *,
+        model: str | None,
+        task: str,
+        method: str,
+        params: dict,
+        seed: int | None,
+        n: int,
+        imported: bool = False,
+        score_direction: str = "higher",
+    ) -> None:
+        """Create the run if it is new; a run that exists keeps its rows."""
+        with self.transaction() as cursor:
+            cursor.execute(
+                """INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)
+                   ON CONFLICT DO NOTHING""",
+                [
+                    run_id, run_id, json.dumps(config, sort_keys=True), model, task, method,
+                    json.dumps(params, sort_keys=True), seed, n, imported, score_direction,
+                    datetime.now(timezone.utc).replace(tzinfo=None),
+                ],
+            )
+
+    def set_status(self, run_id: str, status: str) -> None:
+        self.cursor().execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
+
+    def runs(self) -> pd.DataFrame:
+        return self.cursor().execute(
+            """SELECT r.run_id, r.method, r.model, r.task, r.n, r.imported, r.status, r.created,
+                      r.seed, r.params, r.score_direction, count(g.sample_idx) AS samples_done
+               FROM runs r LEFT JOIN generations g USING (run_id)
+               GROUP BY ALL ORDER BY r.created DESC"""
+        ).df()
+
+    def run(self, run_id: str) -> dict:
+        row = self.cursor().execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).fetchdf()
+        if row.empty:
+            raise StoreError(f"No run '{run_id}' in {self.path}. `python -m fwsapp runs` lists them.")
+        record = row.iloc[0].to_dict()
+        record["config"] = json.loads(record["config"])
+        record["params"] = json.loads(record["params"])
+        return record
+
+    # -- generations and detections ------------------------------------------------------------
+    def finished_samples(self, run_id: str) -> set[int]:
+        rows = self.cursor().execute(
+            "SELECT sample_idx FROM generations WHERE run_id = ?", [run_id]
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    def write_batch(self, run_id: str, generations: list[dict], detections: list[dict]) -> None:
+        """Write one batch of generations and their detection scores atomically."""
+        with self.transaction() as cursor:
+            if generations:
+                _insert(cursor, "generations", run_id, generations)
+            if detections:
+                _insert(cursor, "detections", run_id, detections)
+
+    def generations(self, run_id: str) -> pd.DataFrame:
+        return self.cursor().execute(
+            "SELECT * FROM generations WHERE run_id = ? ORDER BY sample_idx", [run_id]
+        ).df()
+
+    def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        query = """SELECT d.*, r.method, r.model, r.task, r.score_direction
+                   FROM detections d JOIN runs r USING (run_id)"""
+        if run_ids is None:
+            return self.cursor().execute(query + " ORDER BY run_id, sample_idx").df()
+        return self.cursor().execute(
+            query + " WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, sample_idx", [run_ids]
+        ).df()
+
+    def revision(self) -> str:
+        """Changes whenever rows are added or a run changes status; keys the app's query cache."""
+        row = self.cursor().execute(
+            """SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM generations),
+                      (SELECT count(*) FROM detections),
+                      (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
+        ).fetchone()
+        return "|".join(str(value) for value in row)
+
+    def count(self, table: str, run_id: str) -> int:
+        if table not in {"generations", "detections"}:
+            raise ValueError(table)
+        return self.cursor().execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def _insert(cursor: duckdb.DuckDBPyConnection, table: str, run_id: str, rows: list[dict]) -> None:
+    frame = pd.DataFrame([{"run_id": run_id, **row} for row in rows])
+    cursor.register("incoming", frame)
+    try:
+        cursor.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM incoming")
+    finally:
+        cursor.unregister("incoming")

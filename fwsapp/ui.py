@@ -1,0 +1,105 @@
+"""Streamlit glue: cached resources (store, models, jobs), cached queries, and safe text rendering.
+
+Pages import from here and draw; they hold no SQL and no model code. Query results are cached per
+store revision, so a page reload is instant and new rows show up as soon as a batch is written.
+"""
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from fwsapp.export import run_table
+from fwsapp.jobs import JobManager
+from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
+from fwsapp.paths import DEFAULT_DB
+from fwsapp.report import run_detection
+from fwsapp.store import Store
+
+
+def db_path() -> Path:
+    return Path(os.environ.get("FWSAPP_DB", DEFAULT_DB))
+
+
+@st.cache_resource(show_spinner=False)
+def store(path: str | None = None) -> Store:
+    return Store(path or db_path())
+
+
+_loaded_models: dict[str, str] = {}
+
+
+@st.cache_resource(show_spinner="Loading the model (the embedded model is converted once, about 30 s)…")
+def model(name: str = EMBEDDED_MODEL) -> LoadedModel:
+    loaded = load_model(name)
+    _loaded_models[name] = loaded.description
+    return loaded
+
+
+def loaded_models() -> list[str]:
+    """Descriptions ('name on device (dtype)') of the models this app process holds."""
+    return list(_loaded_models.values())
+
+
+@st.cache_resource(show_spinner=False)
+def jobs() -> JobManager:
+    return JobManager(store(), model)
+
+
+def revision() -> str:
+    return store().revision()
+
+
+@st.cache_data(show_spinner=False)
+def runs(_revision: str) -> pd.DataFrame:
+    return store().runs()
+
+
+@st.cache_data(show_spinner=False)
+def detections(_revision: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    return store().detections(list(run_ids))
+
+
+@st.cache_data(show_spinner=False)
+def samples(_revision: str, run_id: str) -> pd.DataFrame:
+    return run_table(store(), run_id)
+
+
+def detection_summary(scores: pd.DataFrame, direction: str) -> dict | None:
+    return run_detection(scores, direction)
+
+
+def param_inputs(defaults: dict, key_prefix: str) -> dict:
+    """One number input per method parameter, typed like its default."""
+    params = {}
+    for column, (key, value) in zip(st.columns(len(defaults)), defaults.items()):
+        with column:
+            if isinstance(value, float):
+                params[key] = st.number_input(key, value=value, step=0.1, format="%.2f", key=f"{key_prefix}-{key}")
+            else:
+                params[key] = int(st.number_input(key, value=value, step=1, key=f"{key_prefix}-{key}"))
+    return params
+
+
+def run_label(run) -> str:
+    return f"{run['method']} · {run['task']} · {run['model']} · n={run['samples_done']} · {run['run_id']}"
+
+
+def escaped(text: str | None) -> str:
+    """Model or file text made safe for st.markdown/HTML: no tag, script or markdown syntax survives."""
+    if text is None:
+        return ""
+    return html.escape(text).replace("\n", "<br>").replace("*", "&#42;").replace("_", "&#95;").replace("`", "&#96;")
+
+
+def token_view(tokens: list[str], flags: list[int]) -> str:
+    """Tokens coloured green/red (unscored grey), each escaped before it is wrapped."""
+    colours = {1: "#c8f7c5", 0: "#f7c5c5", -1: "#e0e0e0"}
+    spans = [
+        f'<span style="background:{colours[flag]};padding:0 1px;border-radius:2px">{escaped(token)}</span>'
+        for token, flag in zip(tokens, flags)
+    ]
+    return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"

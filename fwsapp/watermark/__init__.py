@@ -1,0 +1,64 @@
+"""Watermarking methods, registered by name (case-insensitive, with the paper's file spellings)."""
+from __future__ import annotations
+
+from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.kgw import KGW
+
+METHODS: dict[str, type[Watermark]] = {cls.name: cls for cls in (KGW,)}
+ALIASES: dict[str, str] = {}
+
+
+def canonical_name(name: str) -> str:
+    """The registered spelling of a method name: 'kgw' -> 'KGW'."""
+    wanted = name.strip().lower().replace("_", "-")
+    for key in list(METHODS) + list(ALIASES):
+        if key.lower() == wanted:
+            return ALIASES.get(key, key)
+    raise ValueError(f"Unknown watermark method '{name}'. Available: {', '.join(METHODS)}.")
+
+
+def method_class(name: str) -> type[Watermark]:
+    return METHODS[canonical_name(name)]
+
+
+def parse_params(method: str, pairs: list[str] | dict) -> dict:
+    """Turn `key=value` strings (or a dict of strings) into typed parameters, using the defaults' types."""
+    defaults = method_class(method).defaults
+    items = pairs.items() if isinstance(pairs, dict) else (_split(pair) for pair in pairs)
+    params = {}
+    for key, value in items:
+        if key not in defaults:
+            raise ValueError(f"{canonical_name(method)} has no parameter '{key}'; it has {', '.join(defaults)}.")
+        kind = type(defaults[key])
+        try:
+            params[key] = kind(value) if not isinstance(value, kind) else value
+        except ValueError:
+            raise ValueError(f"Parameter {key}={value!r} must be a {kind.__name__}.") from None
+    return params
+
+
+def _split(pair: str) -> tuple[str, str]:
+    key, sep, value = pair.partition("=")
+    if not sep:
+        raise ValueError(f"Parameter '{pair}' must look like key=value.")
+    return key.strip(), value.strip()
+
+
+def create(method: str, vocab_size: int, params: dict | None = None) -> Watermark:
+    return method_class(method)(vocab_size, **(params or {}))
+
+
+def detect_text(method: str, params: dict, tokenizer, text: str) -> tuple[Detection, list[str]]:
+    """Detect a watermark in pasted text: tokenised without special tokens, as MarkLLM does.
+
+    Returns the detection and the decoded tokens, for a token-level view.
+    """
+    if not text.strip():
+        raise ValueError("The text is empty: paste the text to check.")
+    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    watermark = create(method, len(tokenizer), params)
+    detection = watermark.detect(token_ids)
+    return detection, [tokenizer.decode([token]) for token in token_ids]
+
+
+__all__ = ["Detection", "Watermark", "METHODS", "canonical_name", "method_class", "parse_params", "create", "detect_text"]

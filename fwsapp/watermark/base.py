@@ -1,0 +1,62 @@
+"""The interface every watermark shares: a batched logits processor and a detector.
+
+Modelled on transformers' generation/watermarking.py: the processor biases or samples logits during
+`generate`, and the detector scores token ids after the fact. Detectors score generated tokens only;
+the prompt is context (it seeds the first green list), never scored (MarkLLM issue #65).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+from transformers import LogitsProcessor
+
+
+@dataclass
+class Detection:
+    """One text's detection result. `score` is what thresholds and ROC curves use."""
+
+    score: float
+    num_tokens_scored: int
+    z: float | None = None
+    p: float | None = None
+    # Per token: 1 green, 0 red, -1 not scored (context or too short a prefix).
+    token_flags: list[int] = field(default_factory=list)
+
+
+class Watermark(ABC):
+    """A watermarking method: parameters, a logits processor for generation, a detector."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    defaults: ClassVar[dict]
+    # "higher": larger scores mean watermarked (z-scores); "lower": p-values.
+    score_direction: ClassVar[str] = "higher"
+
+    def __init__(self, vocab_size: int, **params):
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise ValueError(
+                f"{self.name} has no parameter {', '.join(sorted(unknown))}; "
+                f"its parameters are {', '.join(self.defaults)}."
+            )
+        self.vocab_size = vocab_size
+        self.params = {**self.defaults, **params}
+
+    @abstractmethod
+    def logits_processor(self) -> LogitsProcessor:
+        """A processor for `model.generate(logits_processor=[...])`, batched over rows."""
+
+    @abstractmethod
+    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        """Score `token_ids`; `context_ids` (the prompt) only seed the first positions."""
+
+    def detect_batch(
+        self, sequences: Sequence[Sequence[int]], contexts: Sequence[Sequence[int]] | None = None
+    ) -> list[Detection]:
+        contexts = contexts if contexts is not None else [()] * len(sequences)
+        return [self.detect(ids, context) for ids, context in zip(sequences, contexts)]
+
+    def is_watermarked(self, detection: Detection) -> bool:
+        return detection.score > self.params["z_threshold"]

@@ -1,0 +1,99 @@
+"""Generate: unwatermarked and watermarked outputs for a medical task, in a background job."""
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
+from fwsapp.data.tasks import TASKS
+from fwsapp.generate import RunConfig
+from fwsapp.models import EMBEDDED_MODEL, PRESETS
+from fwsapp.watermark import METHODS
+
+st.title("Generate")
+st.caption(
+    "Pick a medical task and a watermark. The job generates an unwatermarked and a watermarked output per "
+    "prompt with the same model and seed, stores both with their detection scores, and survives leaving the page."
+)
+
+left, right = st.columns(2)
+with left:
+    task = st.selectbox("Task", list(TASKS), format_func=lambda name: f"{TASKS[name].label} ({TASKS[name].dataset})")
+    source = st.radio("Dataset", ["Built-in demo data", "Upload a file"], horizontal=True)
+    dataset = DEMO
+    if source == "Upload a file":
+        upload = st.file_uploader("JSON, JSONL or CSV: `prompt` + `natural`/`reference`, or a raw table", type=["json", "jsonl", "csv"])
+        if upload is None:
+            st.info("Upload a file, or use the built-in demo data.")
+            st.stop()
+        try:
+            dataset = str(save_upload(task, upload.name, upload.getvalue()))
+        except DatasetError as error:
+            st.error(str(error))
+            st.stop()
+    else:
+        st.caption("Demo data written for fwsapp: short, illustrative, not clinical advice.")
+    try:
+        available = len(load_dataset(task, dataset))
+    except DatasetError as error:
+        st.error(str(error))
+        st.stop()
+    preset = st.selectbox("Model", list(PRESETS) + ["Other Hugging Face id or local path"], format_func=lambda name: PRESETS.get(name, name))
+    model_name = st.text_input("Model id or path", placeholder="org/model or /path/to/model") if preset not in PRESETS else preset
+    if preset != EMBEDDED_MODEL:
+        st.caption("7B models need a GPU and a local copy or Hub access; the embedded model always works offline.")
+with right:
+    method = st.selectbox("Watermark", list(METHODS), help="; ".join(f"{m}: {cls.description}" for m, cls in METHODS.items()))
+    params = ui.param_inputs(METHODS[method].defaults, f"generate-{method}")
+    count, tokens, batch, seed = st.columns(4)
+    n = count.number_input("Samples", 1, available, min(4, available), help=f"{available} available")
+    max_new_tokens = tokens.number_input("New tokens", 8, 1024, 64, step=8)
+    batch_size = batch.number_input("Batch size", 1, 64, 4)
+    seed_value = seed.number_input("Seed", 0, 2**31 - 1, 42)
+
+if not model_name:
+    st.stop()
+config = RunConfig(
+    task=task, method=method, dataset=dataset, model=model_name, params=params, n=int(n),
+    max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), seed=int(seed_value),
+)
+manager = ui.jobs()
+if st.button("Run", type="primary", disabled=bool(manager.active())):
+    manager.start(config)
+    st.rerun()
+
+
+@st.fragment(run_every=1.0)
+def job_panel():
+    job = manager.latest()
+    if job is None:
+        return
+    st.subheader(f"Run {job.run_id}")
+    if job.status == "failed":
+        st.error(f"The job failed: {job.error}. Finished batches are kept; press Run to resume.")
+    elif job.status == "cancelled":
+        st.warning(f"Cancelled after {job.done} of {job.total} samples. Press Run to resume.")
+    else:
+        st.progress(job.fraction, text=f"{job.status}: {job.done} of {job.total} samples")
+        if not job.finished and st.button("Cancel", key="cancel"):
+            job.cancel()
+    latest_samples(job.run_id)
+    if job.finished and st.session_state.get("shown_finished") != (job.run_id, job.status):
+        st.session_state["shown_finished"] = (job.run_id, job.status)
+        st.rerun()  # re-enable the Run button
+
+
+def latest_samples(run_id: str) -> None:
+    table = ui.samples(ui.revision(), run_id)
+    if table.empty:
+        return
+    st.caption("Latest samples: the same prompt, without and with the watermark")
+    for row in table.tail(3).iloc[::-1].itertuples():
+        st.markdown(f"**Prompt {row.sample_idx}:** {ui.escaped(row.prompt)}", unsafe_allow_html=True)
+        plain, marked = st.columns(2)
+        plain.markdown(f"**Unwatermarked** · z = {row.score_unwatermarked:.2f}", unsafe_allow_html=True)
+        plain.markdown(ui.escaped(row.unwatermarked_text), unsafe_allow_html=True)
+        marked.markdown(f"**Watermarked** · z = {row.score_watermarked:.2f}", unsafe_allow_html=True)
+        marked.markdown(ui.escaped(row.watermarked_text), unsafe_allow_html=True)
+        st.divider()
+
+
+job_panel()
