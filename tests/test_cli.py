@@ -1,0 +1,41 @@
+import json
+import shutil
+
+import pandas as pd
+
+from fwsapp.cli import main
+
+
+def test_runs_report_and_export(qa_run, tmp_path, capsys):
+    store, config, run_id = qa_run
+    # The CLI opens the file itself, as a separate user would: give it a checkpointed copy.
+    store.cursor().execute("CHECKPOINT")
+    db = str(tmp_path / "copy.duckdb")
+    shutil.copy(store.path, db)
+    assert main(["runs", "--db", db, "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [run["run_id"] for run in listed] == [run_id]
+
+    assert main(["report", "--db", db, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    detection = report["runs"][0]["detection"]
+    assert set(detection["tpr_at_fpr"]) == {"0", "0.01", "0.05"}
+    assert set(detection["mean_score"]) == {"watermarked", "unwatermarked"}
+
+    for fmt in ("csv", "parquet"):
+        out = tmp_path / f"run.{fmt}"
+        assert main(["export", "--run", run_id, "--format", fmt, "--out", str(out), "--db", db]) == 0
+        table = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
+        assert len(table) == 4
+        assert {"prompt", "reference", "watermarked_text", "score_watermarked", "score_unwatermarked"} <= set(table.columns)
+
+
+def test_bad_input_is_one_clear_line(tmp_path, capsys):
+    assert main(["generate", "--task", "qa", "--method", "KGW", "--dataset", str(tmp_path / "none.json"),
+                 "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["generate", "--task", "qa", "--method", "nope", "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "Unknown watermark method" in capsys.readouterr().err
+    assert main(["export", "--run", "missing", "--format", "csv", "--out", str(tmp_path / "o.csv"),
+                 "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "No run 'missing'" in capsys.readouterr().err

@@ -1,0 +1,49 @@
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from fwsapp.detection import auroc, bootstrap_auroc_ci, summary, tpr_at_fpr
+
+
+def test_tpr_at_fpr_with_ties_never_exceeds_the_fpr():
+    negatives = [0.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]
+    positives = [3.0, 3.0, 4.0, 5.0]
+    # FPR 0: threshold is the top negative (3.0); positives tied at 3.0 are not flagged.
+    assert tpr_at_fpr(positives, negatives, 0.0) == 0.5
+    # FPR 0.1 allows one negative above the threshold, but six tie at 3.0: still threshold 3.0.
+    assert tpr_at_fpr(positives, negatives, 0.1) == 0.5
+    # FPR 0.7 allows seven: threshold drops to the 8th highest, 2.0, and flags the 3.0 ties.
+    assert tpr_at_fpr(positives, negatives, 0.7) == 1.0
+
+
+def test_tpr_at_fpr_levels_on_a_clean_separation():
+    negatives = list(np.linspace(-2, 2, 100))
+    positives = [1.9, 2.5, 3.0, 10.0]
+    assert tpr_at_fpr(positives, negatives, 0.0) == 0.75  # threshold 2.0
+    # Five negatives may lie above the threshold: it drops to the sixth highest, about 1.80.
+    assert tpr_at_fpr(positives, negatives, 0.05) == 1.0
+
+
+def test_p_value_direction_is_respected():
+    watermarked_p = [0.001, 0.01, 0.02, 0.3]
+    plain_p = [0.4, 0.6, 0.8, 0.9, 0.05]
+    assert auroc(watermarked_p, plain_p, "lower") == pytest.approx(
+        roc_auc_score([1] * 4 + [0] * 5, [-p for p in watermarked_p + plain_p])
+    )
+    assert auroc(watermarked_p, plain_p, "lower") > 0.8
+    assert auroc(watermarked_p, plain_p, "higher") < 0.2
+    # At FPR 0 the threshold is the smallest negative p (0.05): 3 of 4 are strictly below it.
+    assert tpr_at_fpr(watermarked_p, plain_p, 0.0, "lower") == 0.75
+
+
+def test_summary_schema_and_bootstrap():
+    result = summary([5.0, 6.0, 4.5], [0.0, -1.0, 1.0])
+    assert result["auroc"] == 1.0
+    assert set(result["tpr_at_fpr"]) == {"0", "0.01", "0.05"}
+    assert result["mean_score"] == {"watermarked": pytest.approx(5.1666, 1e-3), "unwatermarked": 0.0}
+    low, high = bootstrap_auroc_ci([1, 2, 3, 0.5], [0, 1, 0.7, 0.2])
+    assert 0 <= low <= high <= 1
+
+
+def test_empty_sides_give_none():
+    assert auroc([], [1.0]) is None and tpr_at_fpr([1.0], [], 0.01) is None

@@ -1,0 +1,106 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fwsapp.generate import RunConfig, run_generation, token_entropy
+from fwsapp.report import build_report
+from fwsapp.store import Store
+from tests.conftest import PROJECT
+
+SMALL = dict(task="summarization", method="kgw", n=3, max_new_tokens=12, batch_size=2, seed=3)
+
+
+def test_qa_demo_run_separates_watermarked_from_unwatermarked(qa_run):
+    store, config, run_id = qa_run
+    entry = next(run for run in build_report(store)["runs"] if run["run_id"] == run_id)
+    assert entry["n"] == 4 and entry["imported"] is False and entry["method"] == "KGW"
+    assert entry["detection"]["mean_score"]["watermarked"] > 4
+    assert entry["detection"]["mean_score"]["unwatermarked"] < 2
+    assert entry["detection"]["auroc"] == 1.0
+    assert entry["quality"] is None and entry["judge"] is None and entry["entities"] is None
+
+
+def test_stored_rows_hold_ids_entropies_and_text(qa_run):
+    store, config, run_id = qa_run
+    rows = store.generations(run_id)
+    assert len(rows) == 4
+    for row in rows.itertuples():
+        assert len(row.watermarked_ids) == len(row.watermarked_entropy) == 64  # min_new_tokens = max_new_tokens
+        assert row.watermarked_text and row.unwatermarked_text and row.reference
+        assert all(value >= 0 for value in row.unwatermarked_entropy)
+    scores = store.detections([run_id])
+    assert set(scores.num_tokens_scored) == {64}  # generated tokens only, never the prompt
+
+
+def test_running_the_same_config_twice_adds_no_rows(qa_run, lm):
+    store, config, run_id = qa_run
+    before = (store.count("generations", run_id), store.count("detections", run_id))
+    assert run_generation(RunConfig(**{**config.__dict__}), store, lm) == run_id
+    assert (store.count("generations", run_id), store.count("detections", run_id)) == before
+
+
+def test_a_crashed_run_resumes_to_the_same_texts_as_an_uninterrupted_one(lm, tmp_path):
+    class Crash(Exception):
+        pass
+
+    def crash_after_first_batch(done, total):
+        if done == 2:
+            raise Crash
+
+    crashed = Store(tmp_path / "crashed.duckdb")
+    with pytest.raises(Crash):
+        run_generation(RunConfig(**SMALL), crashed, lm, progress=crash_after_first_batch)
+    run_id = RunConfig(**SMALL).run_id()
+    assert crashed.count("generations", run_id) == 2
+    assert crashed.run(run_id)["status"] == "running"
+    run_generation(RunConfig(**SMALL), crashed, lm)
+    assert crashed.run(run_id)["status"] == "done"
+
+    clean = Store(tmp_path / "clean.duckdb")
+    run_generation(RunConfig(**SMALL), clean, lm)
+    columns = ["sample_idx", "watermarked_text", "unwatermarked_text"]
+    assert crashed.generations(run_id)[columns].equals(clean.generations(run_id)[columns])
+
+
+def test_a_different_seed_gives_a_different_run(lm):
+    assert RunConfig(**SMALL).run_id() != RunConfig(**{**SMALL, "seed": 4}).run_id()
+    assert RunConfig(**SMALL).run_id() == RunConfig(**{**SMALL, "method": "KGW"}).run_id()
+
+
+def test_sigkill_mid_run_then_rerun_ends_with_exactly_n_samples(tmp_path):
+    db = tmp_path / "killed.duckdb"
+    command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "4",
+               "--max-new-tokens", "24", "--batch-size", "1", "--seed", "11", "--db", str(db)]
+    log_path = tmp_path / "progress.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=log, text=True)
+        deadline = time.time() + 240
+        while time.time() < deadline and "2/4" not in log_path.read_text():
+            time.sleep(0.2)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    assert "2/4" in log_path.read_text(), "the job never reached the second sample"
+
+    finished = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    run_id = finished.stdout.strip()
+    store = Store(db)
+    assert store.count("generations", run_id) == 4
+    assert store.count("detections", run_id) == 8
+    assert sorted(store.generations(run_id).sample_idx) == [0, 1, 2, 3]
+
+
+def test_entropy_of_a_known_distribution():
+    import math
+
+    import torch
+
+    uniform = torch.zeros(1, 8)
+    assert token_entropy(uniform).item() == pytest.approx(math.log(8))
+    two = torch.tensor([[0.0, 0.0, -math.inf, -math.inf]])
+    assert token_entropy(two).item() == pytest.approx(math.log(2))

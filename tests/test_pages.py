@@ -1,0 +1,80 @@
+"""The pages in streamlit's AppTest: the Generate page runs a job, the Detect page shows its scores."""
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import PROJECT
+
+APP = str(PROJECT / "app.py")
+
+
+@pytest.fixture
+def app_db(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWSAPP_DB", str(tmp_path / "app.duckdb"))
+    return tmp_path / "app.duckdb"
+
+
+def run_until(app: AppTest, condition, timeout: float = 180) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        app.run(timeout=60)
+        if condition(app):
+            return
+        time.sleep(1)
+    raise AssertionError("condition not reached; page shows: " + " | ".join(m.value for m in app.markdown))
+
+
+def test_generate_page_runs_a_job_and_shows_both_texts(app_db):
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    assert not app.exception
+    assert app.title[0].value == "Generate"
+    app.selectbox[0].select("qa").run()
+    inputs = {widget.label: widget for widget in app.number_input}
+    inputs["Samples"].set_value(2)
+    inputs["New tokens"].set_value(16)
+    inputs["Batch size"].set_value(2)
+    app.button[0].click().run()
+    assert not app.exception
+    run_until(app, lambda a: any("Watermarked" in m.value for m in a.markdown))
+    texts = [m.value for m in app.markdown]
+    assert any(text.startswith("**Watermarked** · z = ") for text in texts)
+    assert any(text.startswith("**Unwatermarked** · z = ") for text in texts)
+
+
+def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
+    import shutil
+
+    store, config, run_id = qa_run
+    store.cursor().execute("CHECKPOINT")
+    shutil.copy(store.path, app_db)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception
+    assert app.title[0].value == "Detect"
+    metrics = app.dataframe[0].value
+    assert metrics.loc[0, "AUROC"] == 1.0
+    assert metrics.loc[0, "mean score (watermarked)"] > 4
+    per_text = app.dataframe[1].value
+    assert len(per_text) == 8
+
+    app.text_area[0].set_value("").run()
+    app.button[0].click().run()
+    assert "The text is empty" in app.error[0].value
+
+    watermarked = store.generations(run_id).watermarked_text[0]
+    app.text_area[0].set_value(watermarked).run()
+    app.button[0].click().run()
+    assert not app.exception
+    z = float(app.metric[0].value)
+    assert z > 2
+    assert any("Verdict at z > 4.0" in m.value for m in app.markdown)
+
+
+def test_detect_page_without_runs_says_what_to_do(app_db):
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert "No runs yet" in app.info[0].value

@@ -1,0 +1,70 @@
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from fwsapp.store import SCHEMA_VERSION, Store, StoreError
+from tests.conftest import PROJECT
+
+
+def make_run(store, run_id="r1"):
+    store.ensure_run(run_id, {"x": 1}, model="m", task="qa", method="KGW", params={"delta": 2.0}, seed=1, n=2)
+
+
+def test_round_trip(store):
+    make_run(store)
+    generation = {
+        "sample_idx": 0, "prompt": "Q?", "reference": "A.", "unwatermarked_text": "u", "watermarked_text": "w",
+        "unwatermarked_ids": [1, 2], "watermarked_ids": [3, 4, 5], "unwatermarked_entropy": [0.5, 1.5],
+        "watermarked_entropy": [0.1, 0.2, 0.3], "unwatermarked_seconds": 0.1, "watermarked_seconds": 0.2,
+    }
+    detection = {"sample_idx": 0, "text_kind": "watermarked", "detector": "KGW", "score": 4.2, "z": 4.2,
+                 "p": None, "num_tokens_scored": 3}
+    store.write_batch("r1", [generation], [detection])
+    rows = store.generations("r1")
+    assert rows.watermarked_ids[0].tolist() == [3, 4, 5]
+    assert rows.unwatermarked_entropy[0].tolist() == pytest.approx([0.5, 1.5])
+    scores = store.detections(["r1"])
+    assert scores.score.tolist() == [4.2] and scores.method.tolist() == ["KGW"]
+    run = store.run("r1")
+    assert run["params"] == {"delta": 2.0} and run["status"] == "running"
+    # Writing the same batch again replaces it: no duplicates.
+    store.write_batch("r1", [generation], [detection])
+    assert store.count("generations", "r1") == 1 and store.count("detections", "r1") == 1
+
+
+def test_a_failed_batch_writes_nothing(store):
+    make_run(store)
+    good = {"sample_idx": 0, "prompt": "Q?"}
+    bad = {"sample_idx": 1, "prompt": None}  # NOT NULL violation inside the same transaction
+    with pytest.raises(duckdb.Error):
+        store.write_batch("r1", [good, bad], [])
+    assert store.count("generations", "r1") == 0
+
+
+def test_schema_version_is_recorded_and_reopened(tmp_path):
+    path = tmp_path / "v.duckdb"
+    Store(path).close()
+    reopened = Store(path)
+    assert reopened.schema_version() == SCHEMA_VERSION
+    reopened.cursor().execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    reopened.close()
+    with pytest.raises(StoreError, match="newer than this app"):
+        Store(path)
+
+
+def test_a_second_process_gets_a_clear_message(store):
+    make_run(store)
+    result = subprocess.run(
+        [sys.executable, "-m", "fwsapp", "runs", "--db", str(store.path)],
+        cwd=PROJECT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "is in use by another process" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_run_is_a_clear_error(store):
+    with pytest.raises(StoreError, match="No run 'nope'"):
+        store.run("nope")
