@@ -11,7 +11,11 @@ pages = st.navigation(
         "Pipeline": [
             st.Page("pages/generate.py", title="Generate", icon="✍️", default=True),
             st.Page("pages/detect.py", title="Detect", icon="🔎"),
-        ]
+        ],
+        "Results": [
+            st.Page("pages/report.py", title="Report", icon="📋"),
+            st.Page("pages/import_logs.py", title="Import", icon="📥"),
+        ],
     }
 )
 

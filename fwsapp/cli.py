@@ -49,10 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
     _db(export)
     export.set_defaults(handler=cmd_export)
 
-    report = commands.add_parser("report", help="report every run")
-    report.add_argument("--format", choices=["json"], default="json")
+    report = commands.add_parser("report", help="report every run, or the paper's tables")
+    report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
+    report.add_argument("--alpha", type=float, default=0.4, help="FWS weight of relevance and factual accuracy")
+    report.add_argument("--beta", type=float, default=0.2, help="FWS weight of coherence")
     _db(report)
     report.set_defaults(handler=cmd_report)
+    importer = commands.add_parser("import", help="import generations, detection scores and judge logs; prints the run id")
+    importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
+    importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
+    importer.add_argument("--judged", help="the paper's judge log: JSON list with sample_id, judge_output, scores_U, scores_W, ...")
+    importer.add_argument("--method", required=True, help="KGW, SWEET, DiPmark (DIP), EXP-edit (EXPEdit), ...")
+    importer.add_argument("--model", required=True)
+    importer.add_argument("--task", required=True, choices=["completion", "qa", "summarization"])
+    importer.add_argument("--dataset", help="a dataset file whose prompts align by index, when the generations lack them")
+    importer.add_argument("--score-direction", choices=["higher", "lower"], help="overrides the method's direction")
+    _db(importer)
+    importer.set_defaults(handler=cmd_import)
     return parser
 
 
@@ -113,6 +126,25 @@ def cmd_export(args) -> int:
 def cmd_report(args) -> int:
     from fwsapp.report import build_report
     from fwsapp.store import Store
+    from fwsapp.tables import render
 
-    print(json.dumps(build_report(Store(args.db)), indent=2))
+    report = build_report(Store(args.db), alpha=args.alpha, beta=args.beta)
+    print(json.dumps(report, indent=2) if args.format == "json" else render(report, args.format))
+    return 0
+
+
+def cmd_import(args) -> int:
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    files = {
+        name: LogFile.from_path(path) if path else None
+        for name, path in (("generations", args.generations), ("detection", args.detection), ("judged", args.judged))
+    }
+    store = Store(args.db)
+    run_id = import_logs(
+        store, method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
+        score_direction=args.score_direction, **files,
+    )
+    print(run_id)
     return 0

@@ -19,7 +19,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
-from fwsapp.store import Store
+from fwsapp.store import Store, detection_record
 from fwsapp.watermark import Watermark, canonical_name, create
 
 # MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
@@ -206,7 +206,11 @@ def run_generation(
             })
             context = lm.tokenizer(samples[index].prompt)["input_ids"]
             for kind, batch in (("unwatermarked", plain), ("watermarked", marked)):
-                detections.append(detection_row(index, kind, config.method, watermark.detect(batch.token_ids[offset], context)))
+                found = watermark.detect(batch.token_ids[offset], context)
+                detections.append(detection_record(
+                    index, kind, config.method, found.score, z=found.z, p=found.p,
+                    num_tokens_scored=found.num_tokens_scored,
+                ))
         store.write_batch(run_id, rows, detections)
         done.update(indices)
         if progress:
@@ -214,14 +218,3 @@ def run_generation(
     store.set_status(run_id, "done")
     return run_id
 
-
-def detection_row(sample_idx: int, text_kind: str, detector: str, detection) -> dict:
-    return {
-        "sample_idx": sample_idx,
-        "text_kind": text_kind,
-        "detector": detector,
-        "score": detection.score,
-        "z": detection.z,
-        "p": detection.p,
-        "num_tokens_scored": detection.num_tokens_scored,
-    }

@@ -1,9 +1,15 @@
-"""The headless report: one JSON object per run. Parts not computed yet (quality, judge, entities) are null."""
+"""The headless report: one JSON object per run, and the paper's tables built from it.
+
+Parts not computed for a run are null: a generated run has no judge block until it is judged.
+"""
 from __future__ import annotations
 
 import pandas as pd
 
 from fwsapp import detection
+from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws
+from fwsapp.judge.summary import judge_block
+from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
 from fwsapp.store import Store
 
 
@@ -16,23 +22,41 @@ def run_detection(scores: pd.DataFrame, direction: str) -> dict | None:
     return detection.summary(positives, negatives, direction)
 
 
-def build_report(store: Store) -> dict:
+def auto_fws(metrics: pd.DataFrame, task_name: str, alpha: float, beta: float) -> dict | None:
+    """Auto-FWS from the default metric mapping: Coh = SimCSE, Rel = ROUGE-L (F1 for QA), FactAcc = factuality."""
+    relevance = "f1" if task_name == "qa" else "rougeL"
+    wanted = {"coherence": "simcse", "relevance": relevance, "factual_accuracy": "factuality"}
+    result = {}
+    for kind in GENERATED_KINDS:
+        rows = metrics[metrics.text_kind == kind].pivot_table(index="sample_idx", columns="metric", values="value")
+        if any(metric not in rows.columns for metric in wanted.values()):
+            return None
+        values = fws(rows[wanted["coherence"]], rows[wanted["relevance"]], rows[wanted["factual_accuracy"]], alpha, beta)
+        result[kind] = float(values.mean())
+    return result
+
+
+def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
     runs = store.runs()
-    scores = store.detections()
+    scores, metrics, judgments = store.detections(), store.metrics(), store.judgments()
     entries = []
-    for run in runs.sort_values("created").itertuples():
+    for run in runs.sort_values(["task", "model", "method", "created"]).itertuples():
         run_scores = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
+        run_metrics = metrics[metrics.run_id == run.run_id]
+        quality = quality_block(run_metrics) if not run_metrics.empty else None
+        if quality is not None:
+            quality["fws_auto"] = auto_fws(run_metrics, run.task, alpha, beta)
         entries.append({
             "run_id": run.run_id,
             "method": run.method,
             "model": run.model,
             "task": run.task,
-            "n": int(run.samples_done),
+            "n": int(max(run.samples_done, run.n if run.imported else 0)),
             "imported": bool(run.imported),
             "status": run.status,
             "detection": run_detection(run_scores, run.score_direction),
-            "quality": None,
-            "judge": None,
+            "quality": quality,
+            "judge": judge_block(judgments[judgments.run_id == run.run_id], alpha, beta),
             "entities": None,
         })
-    return {"runs": entries}
+    return {"alpha": alpha, "beta": beta, "runs": entries}

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -64,9 +64,41 @@ MIGRATIONS = [
         PRIMARY KEY (run_id, sample_idx, text_kind, detector)
     );
     """,
+    # 2: per-sample quality metrics, and judge verdicts (raw output always kept, with its parse status).
+    """
+    CREATE TABLE metrics (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        metric VARCHAR NOT NULL,
+        config VARCHAR NOT NULL,
+        value DOUBLE,
+        PRIMARY KEY (run_id, sample_idx, text_kind, metric, config)
+    );
+    CREATE TABLE judgments (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        judge_model VARCHAR NOT NULL,
+        prompt_version VARCHAR NOT NULL,
+        watermarked_first BOOLEAN NOT NULL,
+        texts_hash VARCHAR NOT NULL,
+        backend VARCHAR,
+        raw_output VARCHAR,
+        status VARCHAR NOT NULL,
+        reason VARCHAR,
+        scores_watermarked DOUBLE[],
+        scores_unwatermarked DOUBLE[],
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        seconds DOUBLE,
+        created TIMESTAMP,
+        PRIMARY KEY (run_id, sample_idx, judge_model, prompt_version, watermarked_first, texts_hash)
+    );
+    """,
 ]
 
 TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
+PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments")
 
 
 class StoreError(RuntimeError):
@@ -133,6 +165,17 @@ class Store:
                 )
 
     # -- runs ----------------------------------------------------------------------------------
+    def replace_run(self, run_id: str, run: dict, tables: dict[str, list[dict]]) -> None:
+        """Write a whole run (an import) in one transaction, replacing any earlier copy of it."""
+        with self.transaction() as cursor:
+            for table in PER_RUN_TABLES:
+                cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            cursor.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            _insert_run(cursor, run_id, run)
+            for table, rows in tables.items():
+                if rows:
+                    _insert(cursor, table, run_id, rows)
+
     def ensure_run(
         self,
         run_id: str,
@@ -149,15 +192,11 @@ class Store:
     ) -> None:
         """Create the run if it is new; a run that exists keeps its rows."""
         with self.transaction() as cursor:
-            cursor.execute(
-                """INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)
-                   ON CONFLICT DO NOTHING""",
-                [
-                    run_id, run_id, json.dumps(config, sort_keys=True), model, task, method,
-                    json.dumps(params, sort_keys=True), seed, n, imported, score_direction,
-                    datetime.now(timezone.utc).replace(tzinfo=None),
-                ],
-            )
+            if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                _insert_run(cursor, run_id, {
+                    "config": config, "model": model, "task": task, "method": method, "params": params,
+                    "seed": seed, "n": n, "imported": imported, "score_direction": score_direction,
+                })
 
     def set_status(self, run_id: str, status: str) -> None:
         self.cursor().execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
@@ -194,33 +233,69 @@ class Store:
             if detections:
                 _insert(cursor, "detections", run_id, detections)
 
+    def write_rows(self, table: str, run_id: str, rows: list[dict]) -> None:
+        """Insert or replace rows of a per-run table in one transaction."""
+        if table not in PER_RUN_TABLES:
+            raise ValueError(f"not a per-run table: {table}")
+        with self.transaction() as cursor:
+            _insert(cursor, table, run_id, rows)
+
     def generations(self, run_id: str) -> pd.DataFrame:
         return self.cursor().execute(
             "SELECT * FROM generations WHERE run_id = ? ORDER BY sample_idx", [run_id]
         ).df()
 
     def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        query = """SELECT d.*, r.method, r.model, r.task, r.score_direction
-                   FROM detections d JOIN runs r USING (run_id)"""
+        return self._per_run("detections", run_ids)
+
+    def revision(self) -> str:
+        """Changes whenever rows are added or a run changes status; keys the app's query cache."""
+        row = self.cursor().execute(
+            """SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM generations),
+                      (SELECT count(*) FROM detections), (SELECT count(*) FROM metrics),
+                      (SELECT count(*) FROM judgments),
+                      (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
+        ).fetchone()
+        return "|".join(str(value) for value in row)
+
+    def metrics(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("metrics", run_ids)
+
+    def judgments(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("judgments", run_ids)
+
+    def _per_run(self, table: str, run_ids: list[str] | None) -> pd.DataFrame:
+        query = f"""SELECT t.*, r.method, r.model, r.task, r.score_direction
+                    FROM {table} t JOIN runs r USING (run_id)"""
         if run_ids is None:
             return self.cursor().execute(query + " ORDER BY run_id, sample_idx").df()
         return self.cursor().execute(
             query + " WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, sample_idx", [run_ids]
         ).df()
 
-    def revision(self) -> str:
-        """Changes whenever rows are added or a run changes status; keys the app's query cache."""
-        row = self.cursor().execute(
-            """SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM generations),
-                      (SELECT count(*) FROM detections),
-                      (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
-        ).fetchone()
-        return "|".join(str(value) for value in row)
-
     def count(self, table: str, run_id: str) -> int:
-        if table not in {"generations", "detections"}:
+        if table not in PER_RUN_TABLES:
             raise ValueError(table)
         return self.cursor().execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def detection_record(sample_idx: int, text_kind: str, detector: str, score: float, *, z=None, p=None,
+                     num_tokens_scored: int | None = None) -> dict:
+    """A row of the detections table."""
+    return {"sample_idx": sample_idx, "text_kind": text_kind, "detector": detector, "score": score,
+            "z": z, "p": p, "num_tokens_scored": num_tokens_scored}
+
+
+def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> None:
+    cursor.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run_id, run_id, json.dumps(run["config"], sort_keys=True), run["model"], run["task"], run["method"],
+            json.dumps(run["params"], sort_keys=True), run.get("seed"), run["n"], run.get("imported", False),
+            run.get("score_direction", "higher"), run.get("status", "running"),
+            datetime.now(timezone.utc).replace(tzinfo=None),
+        ],
+    )
 
 
 def _insert(cursor: duckdb.DuckDBPyConnection, table: str, run_id: str, rows: list[dict]) -> None:

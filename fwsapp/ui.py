@@ -16,7 +16,7 @@ from fwsapp.export import run_table
 from fwsapp.jobs import JobManager
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
 from fwsapp.paths import DEFAULT_DB
-from fwsapp.report import run_detection
+from fwsapp.report import build_report, run_detection
 from fwsapp.store import Store
 
 
@@ -77,6 +77,11 @@ def samples(revision_key: str, run_id: str) -> pd.DataFrame:
     if run_id not in set(runs(revision_key).run_id):
         return pd.DataFrame()
     return run_table(store(), run_id)
+
+
+@st.cache_data(show_spinner=False)
+def report(revision_key: str, alpha: float, beta: float) -> dict:
+    return build_report(store(), alpha=alpha, beta=beta)
 
 
 def detection_summary(scores: pd.DataFrame, direction: str) -> dict | None:

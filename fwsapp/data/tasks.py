@@ -68,3 +68,10 @@ def summarization_sample(text: str, summary: str) -> Sample | None:
     if len(summary.split()) < SUMMARIZATION_MIN_SUMMARY_WORDS:
         return None
     return Sample(SUMMARIZATION_TEMPLATE.format(text=text.strip()), summary.strip())
+
+
+def strip_prompt(text: str, prompt: str) -> str:
+    """Remove the prompt from the start of an output (MarkLLM logs often keep it), before any metric."""
+    if prompt and text.startswith(prompt):
+        return text[len(prompt):].lstrip()
+    return text

@@ -1,24 +1,20 @@
 """Watermarking methods, registered by name (case-insensitive, with the paper's file spellings)."""
 from __future__ import annotations
 
+from fwsapp.methods import SCORE_DIRECTIONS, canonical_name
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.kgw import KGW
 
 METHODS: dict[str, type[Watermark]] = {cls.name: cls for cls in (KGW,)}
-ALIASES: dict[str, str] = {}
-
-
-def canonical_name(name: str) -> str:
-    """The registered spelling of a method name: 'kgw' -> 'KGW'."""
-    wanted = name.strip().lower().replace("_", "-")
-    for key in list(METHODS) + list(ALIASES):
-        if key.lower() == wanted:
-            return ALIASES.get(key, key)
-    raise ValueError(f"Unknown watermark method '{name}'. Available: {', '.join(METHODS)}.")
-
 
 def method_class(name: str) -> type[Watermark]:
-    return METHODS[canonical_name(name)]
+    canonical = canonical_name(name)
+    if canonical not in METHODS:
+        raise ValueError(
+            f"{canonical} cannot generate or detect in this version; import its logs instead. "
+            f"Available for generation: {', '.join(METHODS)}."
+        )
+    return METHODS[canonical]
 
 
 def parse_params(method: str, pairs: list[str] | dict) -> dict:
@@ -61,4 +57,4 @@ def detect_text(method: str, params: dict, tokenizer, text: str) -> tuple[Detect
     return detection, [tokenizer.decode([token]) for token in token_ids]
 
 
-__all__ = ["Detection", "Watermark", "METHODS", "canonical_name", "method_class", "parse_params", "create", "detect_text"]
+__all__ = ["Detection", "Watermark", "METHODS", "SCORE_DIRECTIONS", "canonical_name", "method_class", "parse_params", "create", "detect_text"]

@@ -1,0 +1,207 @@
+"""Import published or MarkLLM logs: generations, detection scores and judge verdicts, as one run.
+
+Every file is read and checked before anything is written, and the run is written in one transaction:
+a malformed import gives one clear error and leaves the database as it was. Pickles are refused:
+unpickling runs code from the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwsapp.data.loaders import load_dataset
+from fwsapp.data.tasks import strip_prompt, task
+from fwsapp.judge.records import JudgedLogError, paper_judgments
+from fwsapp.metrics.quality import text_metric_rows
+from fwsapp.methods import SCORE_DIRECTIONS, canonical_name
+from fwsapp.store import Store, detection_record
+
+GENERATION_KEYS = ("watermarked_text", "unwatermarked_text", "natural_text")
+DETECTION_KEYS = ("watermarked_scores", "unwatermarked_scores")
+PICKLE_SUFFIXES = {".pkl", ".pickle", ".pk", ".p"}
+
+
+class ImportProblem(ValueError):
+    """A log that cannot be imported; the message names the file and the problem."""
+
+
+@dataclass
+class LogFile:
+    """A log given as a path, or as uploaded bytes with their file name."""
+
+    name: str
+    content: bytes
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> "LogFile":
+        path = Path(path)
+        try:
+            return cls(path.name, path.read_bytes())
+        except OSError as error:
+            raise ImportProblem(f"{path}: cannot be read ({error.strerror}).") from None
+
+
+def read_json(log: LogFile):
+    if Path(log.name).suffix.lower() in PICKLE_SUFFIXES or log.content[:1] == b"\x80":
+        raise ImportProblem(
+            f"{log.name}: is a pickle. fwsapp never unpickles files, because unpickling runs code from the file. "
+            "Convert it to JSON in a trusted session first (json.dump of the unpickled object)."
+        )
+    if not log.content.strip():
+        raise ImportProblem(f"{log.name}: the file is empty.")
+    try:
+        return json.loads(log.content.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ImportProblem(f"{log.name}: is not UTF-8 JSON.") from None
+    except json.JSONDecodeError as error:
+        raise ImportProblem(f"{log.name}: broken JSON at line {error.lineno}, column {error.colno}: {error.msg}.") from None
+
+
+def _generations(log: LogFile) -> list[dict]:
+    """A list of objects, or the column layout (an object of equal-length lists)."""
+    records = read_json(log)
+    if isinstance(records, dict):
+        records = _columns_to_records(log.name, records)
+    if not isinstance(records, list) or not records:
+        raise ImportProblem(f"{log.name}: expected a non-empty JSON list of generations.")
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            raise ImportProblem(f"{log.name}, row {number}: expected an object.")
+        missing = [key for key in GENERATION_KEYS if key not in record]
+        if missing:
+            raise ImportProblem(f"{log.name}, row {number}: missing {', '.join(missing)}.")
+        for key in GENERATION_KEYS + ("prompt",):
+            if key in record and not isinstance(record[key], str):
+                raise ImportProblem(f"{log.name}, row {number}: '{key}' must be text.")
+    return records
+
+
+def _columns_to_records(name: str, columns: dict) -> list[dict]:
+    lists = {key: value for key, value in columns.items() if isinstance(value, list)}
+    if not lists:
+        raise ImportProblem(f"{name}: expected a JSON list of generations, or an object of equal-length lists.")
+    lengths = {key: len(value) for key, value in lists.items()}
+    if len(set(lengths.values())) > 1:
+        described = ", ".join(f"{key}: {length}" for key, length in lengths.items())
+        raise ImportProblem(f"{name}: the lists have unequal lengths ({described}).")
+    count = next(iter(lengths.values()))
+    return [{key: value[index] for key, value in lists.items()} for index in range(count)]
+
+
+def _scores(log: LogFile) -> dict[str, list[float]]:
+    data = read_json(log)
+    if not isinstance(data, dict) or any(key not in data for key in DETECTION_KEYS):
+        raise ImportProblem(f"{log.name}: expected {{\"watermarked_scores\": [...], \"unwatermarked_scores\": [...]}}.")
+    for key in DETECTION_KEYS:
+        values = data[key]
+        if not isinstance(values, list) or not values:
+            raise ImportProblem(f"{log.name}: '{key}' must be a non-empty list of numbers.")
+        for position, value in enumerate(values, start=1):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ImportProblem(f"{log.name}: '{key}' item {position} is {value!r}, not a number.")
+    return {key: [float(value) for value in data[key]] for key in DETECTION_KEYS}
+
+
+def import_logs(
+    store: Store,
+    *,
+    method: str,
+    model: str,
+    task_name: str,
+    generations: LogFile | None = None,
+    detection: LogFile | None = None,
+    judged: LogFile | None = None,
+    dataset: str | Path | None = None,
+    score_direction: str | None = None,
+) -> str:
+    """Check and import any subset of the three logs as one run; returns its id."""
+    method = canonical_name(method)
+    task(task_name)
+    direction = score_direction or SCORE_DIRECTIONS[method]
+    if direction not in {"higher", "lower"}:
+        raise ImportProblem(f"--score-direction must be 'higher' or 'lower', not {direction!r}.")
+    if not (generations or detection or judged):
+        raise ImportProblem("Give at least one of --generations, --detection and --judged.")
+
+    records = _generations(generations) if generations else []
+    scores = _scores(detection) if detection else None
+    judgments = []
+    if judged:
+        data = read_json(judged)
+        if not isinstance(data, list) or not data:
+            raise ImportProblem(f"{judged.name}: expected a non-empty JSON list of judged samples.")
+        try:
+            judgments = paper_judgments(data, judged.name)
+        except JudgedLogError as error:
+            raise ImportProblem(str(error)) from None
+    alignment = _check_alignment(records, scores, generations, detection)
+    prompts = _prompts(records, dataset, task_name)
+
+    generation_rows = [
+        {
+            "sample_idx": index,
+            "prompt": prompts[index],
+            "reference": record["natural_text"],
+            "watermarked_text": strip_prompt(record["watermarked_text"], prompts[index]),
+            "unwatermarked_text": strip_prompt(record["unwatermarked_text"], prompts[index]),
+        }
+        for index, record in enumerate(records)
+    ]
+    detection_rows = []
+    if scores:
+        for kind in ("watermarked", "unwatermarked"):
+            for index, value in enumerate(scores[f"{kind}_scores"]):
+                statistic = {"p": value} if direction == "lower" else {"z": value}
+                detection_rows.append(detection_record(index, kind, method, value, **statistic))
+    metric_rows = text_metric_rows(generation_rows, task_name)
+
+    files = [log for log in (generations, detection, judged) if log]
+    identity = {
+        "imported": True, "method": method, "model": model, "task": task_name, "score_direction": direction,
+        "files": {log.name: hashlib.sha256(log.content).hexdigest() for log in files},
+    }
+    if alignment:
+        identity["detection_alignment"] = alignment
+    run_id = "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    n = max(len(records), len(scores["watermarked_scores"]) if scores else 0, len(judgments))
+    store.replace_run(
+        run_id,
+        {
+            "config": identity, "model": model, "task": task_name, "method": method, "params": {},
+            "n": n, "imported": True, "score_direction": direction, "status": "done",
+        },
+        {"generations": generation_rows, "detections": detection_rows, "metrics": metric_rows, "judgments": judgments},
+    )
+    return run_id
+
+
+def _check_alignment(records, scores, generations: LogFile | None, detection: LogFile | None) -> str | None:
+    """Scores pair with generations by position. MarkLLM drops texts too short to score, so a list may be
+    shorter than the generations (ROC metrics need no pairing); a longer one cannot belong to them."""
+    if not (records and scores):
+        return None
+    lengths = {key: len(values) for key, values in scores.items()}
+    longer = {key: length for key, length in lengths.items() if length > len(records)}
+    if longer:
+        key, length = next(iter(longer.items()))
+        raise ImportProblem(
+            f"{detection.name}: '{key}' has {length} scores but {generations.name} has {len(records)} "
+            "generations: the lists have unequal lengths, so the scores cannot belong to these texts."
+        )
+    shorter = {key: length for key, length in lengths.items() if length < len(records)}
+    if not shorter:
+        return None
+    return "positional; " + ", ".join(f"{key} has {length} of {len(records)}" for key, length in shorter.items()) + (
+        " (a detector skipped texts too short to score; per-sample pairing of that list is approximate)"
+    )
+
+
+def _prompts(records: list[dict], dataset: str | Path | None, task_name: str) -> list[str]:
+    """Each generation's prompt: its own, else the dataset's by index, else empty."""
+    aligned = [sample.prompt for sample in load_dataset(task_name, dataset)] if dataset else []
+    if dataset and len(aligned) < len(records):
+        raise ImportProblem(f"{dataset}: has {len(aligned)} samples, fewer than the {len(records)} generations.")
+    return [record.get("prompt") or (aligned[index] if aligned else "") for index, record in enumerate(records)]

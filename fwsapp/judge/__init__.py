@@ -1,0 +1,1 @@
+"""The pairwise LLM judge: prompts, verdict parsing, backends, the runner, and judged-log import."""

@@ -1,0 +1,50 @@
+"""Per-sample judge scores (both orders averaged when judged twice) and the report's judge block."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws_from_likert
+from fwsapp.judge.parser import ASPECTS
+
+
+def per_sample_scores(judgments: pd.DataFrame) -> pd.DataFrame:
+    """One row per sample: mean of its parsed verdicts, columns `{aspect}_{kind}` on the 1-5 scale."""
+    ok = judgments[judgments.status == "ok"]
+    if ok.empty:
+        return pd.DataFrame(columns=["run_id", "sample_idx"])
+    rows = []
+    for (run_id, sample_idx), group in ok.groupby(["run_id", "sample_idx"]):
+        row = {"run_id": run_id, "sample_idx": sample_idx, "orders": len(group)}
+        for kind in ("watermarked", "unwatermarked"):
+            means = np.mean(np.stack(group[f"scores_{kind}"].map(np.asarray).to_list()), axis=0)
+            row.update({f"{aspect}_{kind}": value for aspect, value in zip(ASPECTS, means)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def judge_block(judgments: pd.DataFrame, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict | None:
+    """The report's judge block for one run; None when the run has no verdicts."""
+    if judgments.empty:
+        return None
+    samples = per_sample_scores(judgments)
+    judged = set(samples.sample_idx) if not samples.empty else set()
+    failed = set(judgments.sample_idx) - judged
+    block = {"n_judged": len(judged), "n_failed": len(failed)}
+    if samples.empty:
+        return {**block, **{aspect: None for aspect in ASPECTS}, "drop_pct": None, "fws": None}
+    for aspect in ASPECTS:
+        block[aspect] = {kind: float(samples[f"{aspect}_{kind}"].mean()) for kind in ("watermarked", "unwatermarked")}
+    block["drop_pct"] = {
+        aspect: drop_pct(block[aspect]["unwatermarked"], block[aspect]["watermarked"]) for aspect in ASPECTS
+    }
+    block["fws"] = {
+        kind: float(fws_from_likert(samples[[f"{aspect}_{kind}" for aspect in ASPECTS]].to_numpy(), alpha, beta).mean())
+        for kind in ("watermarked", "unwatermarked")
+    }
+    return block
+
+
+def drop_pct(unwatermarked: float, watermarked: float) -> float | None:
+    """(unwatermarked − watermarked) / unwatermarked × 100."""
+    return None if not unwatermarked else (unwatermarked - watermarked) / unwatermarked * 100

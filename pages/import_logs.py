@@ -1,0 +1,50 @@
+"""Import: bring generations, detection scores and judge logs from MarkLLM pipelines or the paper."""
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.data.tasks import TASKS
+from fwsapp.importer import ImportProblem, LogFile, import_logs
+from fwsapp.methods import ALIASES, SCORE_DIRECTIONS
+
+st.title("Import logs")
+st.caption(
+    "Any subset of three JSON files becomes one run, marked as imported (no model). Texts that begin with "
+    "their prompt have it removed before any metric. Pickle files are refused: unpickling runs code."
+)
+left, right = st.columns(2)
+with left:
+    generations = st.file_uploader("Generations: a JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}", type=["json"])
+    detection = st.file_uploader('Detection scores: {"watermarked_scores": [...], "unwatermarked_scores": [...]}', type=["json"])
+    judged = st.file_uploader("Judge log (the paper's layout: sample_id, judge_output, scores_U, scores_W, ...)", type=["json"])
+with right:
+    method = st.selectbox("Method", list(SCORE_DIRECTIONS), help="The paper's spellings " + ", ".join(f"{a} = {m}" for a, m in ALIASES.items()))
+    model = st.text_input("Model", placeholder="e.g. meditron")
+    task = st.selectbox("Task", list(TASKS), format_func=lambda name: TASKS[name].label)
+    direction = st.selectbox(
+        "Score direction", ["from the method", "higher", "lower"],
+        help="Higher means watermarked for z-scores; EXP-edit's p-values are lower-is-watermarked.",
+    )
+
+if st.button("Import", type="primary"):
+    files = {
+        name: LogFile(upload.name, upload.getvalue()) if upload else None
+        for name, upload in (("generations", generations), ("detection", detection), ("judged", judged))
+    }
+    if not model.strip():
+        st.error("Name the model the logs come from (for example meditron).")
+    else:
+        try:
+            run_id = import_logs(
+                ui.store(), method=method, model=model.strip(), task_name=task,
+                score_direction=None if direction == "from the method" else direction, **files,
+            )
+        except (ImportProblem, ValueError) as error:
+            st.error(f"Nothing was imported. {error}")
+        else:
+            st.success(f"Imported as run {run_id}. It appears on every page; the Report page has the paper's tables.")
+
+runs = ui.runs(ui.revision())
+imported = runs[runs.imported]
+if not imported.empty:
+    st.subheader("Imported runs")
+    st.dataframe(imported[["run_id", "method", "model", "task", "n", "created"]], hide_index=True, use_container_width=True)

@@ -1,0 +1,152 @@
+"""Importing the paper's published KGW logs reproduces its tables; malformed imports change nothing."""
+import json
+import pickle
+import re
+
+import pytest
+
+from fwsapp.importer import ImportProblem, LogFile, import_logs
+from fwsapp.report import build_report
+from fwsapp.tables import render
+from tests.conftest import SHARED_DATA
+
+PAPER = SHARED_DATA / "paper"
+TASK_FILES = {"completion": "HQA", "qa": "HQA2", "summarization": "MEQS"}
+needs_paper_logs = pytest.mark.skipif(not PAPER.exists(), reason="../shared/data/paper is not beside the project")
+
+# The paper's Table 1 AUROC (truncated to 3 decimals), Table 2 ROUGE-2 and Table 4 GPTJ FWS for KGW.
+AUROC = {
+    "meditron": (0.999, 0.999, 0.962), "biomistral": (1.0, 1.0, 0.914), "jsl": (0.995, 0.990, 0.786),
+}
+ROUGE2_MEDITRON = (0.030, 0.021, 0.025)
+GPTJ_FWS_MEDITRON = (0.540, 0.411, 0.419)
+
+
+@pytest.fixture(scope="module")
+def paper_store(tmp_path_factory):
+    from fwsapp.store import Store
+
+    store = Store(tmp_path_factory.mktemp("paper") / "paper.duckdb")
+    for model in AUROC:
+        for task, code in TASK_FILES.items():
+            stem = PAPER / f"KGW-g0.5-d2-{model}-{code}"
+            judged = stem.with_name(stem.name + ".judged.json")
+            import_logs(
+                store, method="KGW", model=model, task_name=task,
+                generations=LogFile.from_path(stem.with_name(stem.name + ".generations.json")),
+                detection=LogFile.from_path(stem.with_name(stem.name + ".detection.json")),
+                judged=LogFile.from_path(judged) if judged.exists() else None,
+            )
+    return store
+
+
+def runs_by(report, model):
+    return {run["task"]: run for run in report["runs"] if run["model"] == model}
+
+
+@needs_paper_logs
+def test_paper_tables_are_reproduced(paper_store):
+    report = build_report(paper_store)
+    assert len(report["runs"]) == 9 and all(run["imported"] for run in report["runs"])
+    for model, expected in AUROC.items():
+        runs = runs_by(report, model)
+        for task, value in zip(TASK_FILES, expected):
+            assert runs[task]["detection"]["auroc"] == pytest.approx(value, abs=0.0015), (model, task)
+    meditron = runs_by(report, "meditron")
+    for task, rouge2, fws in zip(TASK_FILES, ROUGE2_MEDITRON, GPTJ_FWS_MEDITRON):
+        assert meditron[task]["quality"]["rouge2"]["watermarked"] == pytest.approx(rouge2, abs=0.0005)
+        assert meditron[task]["judge"]["fws"]["watermarked"] == pytest.approx(fws, abs=0.0005)
+
+
+@needs_paper_logs
+def test_paper_judge_means_and_drops_for_kgw_qa(paper_store):
+    judge = runs_by(build_report(paper_store), "meditron")["qa"]["judge"]
+    assert judge["n_judged"] == 200 and judge["n_failed"] == 0
+    means = [judge[a]["unwatermarked"] for a in ("coherence", "relevance", "factual_accuracy")]
+    assert means == pytest.approx([2.33, 2.075, 2.185])
+    means = [judge[a]["watermarked"] for a in ("coherence", "relevance", "factual_accuracy")]
+    assert means == pytest.approx([2.17, 1.975, 2.08])
+    drops = [judge["drop_pct"][a] for a in ("coherence", "relevance", "factual_accuracy")]
+    assert drops == pytest.approx([6.9, 4.8, 4.8], abs=0.05)
+
+
+@needs_paper_logs
+def test_report_alpha_beta_and_imported_prompts_are_stripped(paper_store):
+    report = build_report(paper_store, alpha=0.25, beta=0.5)
+    meditron_qa = runs_by(report, "meditron")["qa"]
+    assert meditron_qa["judge"]["fws"]["watermarked"] == pytest.approx(0.25 * (1.975 + 2.08) / 5 + 0.5 * 2.17 / 5)
+    run_id = meditron_qa["run_id"]
+    row = paper_store.generations(run_id).iloc[0]
+    assert row.prompt == "What is the treatment for cri du chat syndrome ?"
+    assert not row.watermarked_text.startswith(row.prompt)
+
+
+@needs_paper_logs
+def test_markdown_and_latex_tables(paper_store):
+    report = build_report(paper_store)
+    markdown = render(report, "markdown")
+    assert "## Table 4: FWS (Auto and GPTJ)" in markdown and "| meditron | KGW |" in markdown
+    latex = render(report, "latex")
+    assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 4
+    assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 4
+    for block in re.findall(r"\\begin\{tabular\}\{([lrc]+)\}(.*?)\\end\{tabular\}", latex, re.S):
+        columns, body = block
+        rows = [line for line in body.splitlines() if line.rstrip().endswith("\\\\")]
+        assert rows and all(line.count("&") == len(columns) - 1 for line in rows)
+    assert "TPR@1\\%" in latex and "0.411" in latex
+    assert not re.search(r"(?<!\\)[%#_]", latex.replace("\\%", "").replace("\\_", "").replace("\\#", ""))
+
+
+GOOD_GENERATIONS = [
+    {"prompt": "Q?", "watermarked_text": "Q? A w.", "unwatermarked_text": "Q? A u.", "natural_text": "A."},
+    {"prompt": "R?", "watermarked_text": "B w.", "unwatermarked_text": "B u.", "natural_text": "B."},
+]
+
+
+@pytest.mark.parametrize(
+    "kind, name, content, message",
+    [
+        ("generations", "g.json", json.dumps([{"watermarked_text": "x", "natural_text": "y"}]), "row 1: missing unwatermarked_text"),
+        ("generations", "g.json", json.dumps({"watermarked_text": ["a", "b"], "unwatermarked_text": ["c"], "natural_text": ["d", "e"]}),
+         "the lists have unequal lengths"),
+        ("detection", "d.json", json.dumps({"watermarked_scores": [1.0, 2.0, 3.0], "unwatermarked_scores": [0.1, 0.2]}),
+         "has 3 scores but g.json has 2 generations"),
+        ("detection", "d.json", json.dumps({"watermarked_scores": ["4.2", "5.0"], "unwatermarked_scores": [0.1, 0.2]}),
+         "item 1 is '4.2', not a number"),
+        ("detection", "d.json", "", "the file is empty"),
+        ("judged", "j.json", json.dumps([{"sample_id": "0", "w_output": "a", "uw_output": "b"}]), "row 1: missing judge_output"),
+        ("detection", "d.pkl", pickle.dumps({"watermarked_scores": [1.0]}), "is a pickle"),
+        ("generations", "g.json", pickle.dumps(GOOD_GENERATIONS), "unpickling runs code"),
+    ],
+)
+def test_malformed_imports_fail_clearly_and_change_nothing(store, kind, name, content, message):
+    good = LogFile("g.json", json.dumps(GOOD_GENERATIONS).encode())
+    import_logs(store, method="kgw", model="m", task_name="qa", generations=good)
+    before = store.revision()
+    files = {"generations": good}
+    files[kind] = LogFile(name, content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ImportProblem) as error:
+        import_logs(store, method="EXPEdit", model="m2", task_name="qa", **files)
+    assert message in str(error.value)
+    assert store.revision() == before
+
+
+def test_scores_direction_comes_from_the_method_and_can_be_overridden(store):
+    detection = LogFile("d.json", json.dumps({"watermarked_scores": [0.01, 0.02], "unwatermarked_scores": [0.5, 0.9]}).encode())
+    exp_edit = import_logs(store, method="expedit", model="m", task_name="qa", detection=detection)
+    flipped = import_logs(store, method="EXPEdit", model="m", task_name="qa", detection=detection, score_direction="higher")
+    runs = {run["run_id"]: run for run in build_report(store)["runs"]}
+    assert runs[exp_edit]["method"] == "EXP-edit" and runs[exp_edit]["detection"]["auroc"] == 1.0
+    assert runs[flipped]["detection"]["auroc"] == 0.0
+
+
+def test_prompts_align_from_a_dataset_and_reimport_is_idempotent(store, tmp_path):
+    dataset = tmp_path / "qa.json"
+    dataset.write_text(json.dumps([{"prompt": "Q?", "reference": "A."}, {"prompt": "R?", "reference": "B."}]))
+    records = [{key: value for key, value in row.items() if key != "prompt"} for row in GOOD_GENERATIONS]
+    log = LogFile("g.json", json.dumps(records).encode())
+    first = import_logs(store, method="DIP", model="m", task_name="qa", generations=log, dataset=dataset)
+    second = import_logs(store, method="dipmark", model="m", task_name="qa", generations=log, dataset=dataset)
+    assert first == second and store.count("generations", first) == 2
+    rows = store.generations(first)
+    assert rows.prompt.tolist() == ["Q?", "R?"] and rows.watermarked_text[0] == "A w."
