@@ -11,6 +11,7 @@ pages = st.navigation(
         "Pipeline": [
             st.Page("pages/generate.py", title="Generate", icon="✍️", default=True),
             st.Page("pages/detect.py", title="Detect", icon="🔎"),
+            st.Page("pages/judge.py", title="Judge", icon="⚖️"),
         ],
         "Results": [
             st.Page("pages/report.py", title="Report", icon="📋"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from fwsapp.paths import DEFAULT_DB
@@ -55,6 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--beta", type=float, default=0.2, help="FWS weight of coherence")
     _db(report)
     report.set_defaults(handler=cmd_report)
+    judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
+    target = judge.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", action="append", help="a run id (repeatable)")
+    target.add_argument("--all", action="store_true", help="every run in the database")
+    judge.add_argument("--backend", required=True, choices=["openai", "compatible", "local"])
+    judge.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (vLLM)")
+    judge.add_argument("--judge-model", help="default gpt-4o-2024-08-06 (openai) or the embedded model (local)")
+    judge.add_argument("--concurrency", type=int, default=8)
+    judge.add_argument("--swap", action="store_true", help="judge both A/B orders and average them")
+    judge.add_argument("--budget", type=float, help="stop cleanly once the estimated spend reaches this many US$")
+    judge.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    judge.add_argument("--retry-failed", action="store_true", help="ask again for pairs recorded as failed")
+    _db(judge)
+    judge.set_defaults(handler=cmd_judge)
+
     importer = commands.add_parser("import", help="import generations, detection scores and judge logs; prints the run id")
     importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
     importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
@@ -73,9 +89,21 @@ def _db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")
 
 
-def cmd_generate(args) -> int:
+@contextmanager
+def progress_bar(description: str, unit: str):
+    """A tqdm bar on stderr, driven by the backend's (done, total) progress callbacks."""
     from tqdm import tqdm
 
+    with tqdm(desc=description, unit=unit, file=sys.stderr) as bar:
+        def update(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        yield update
+
+
+def cmd_generate(args) -> int:
     from fwsapp.generate import RunConfig, run_generation
     from fwsapp.models import EMBEDDED_MODEL, load_model
     from fwsapp.store import Store
@@ -90,12 +118,7 @@ def cmd_generate(args) -> int:
     )
     store = Store(args.db)
     lm = load_model(config.model)
-    with tqdm(total=config.n, desc=f"{config.method} {config.task}", unit="sample", file=sys.stderr) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
+    with progress_bar(f"{config.method} {config.task}", "sample") as progress:
         run_id = run_generation(config, store, lm, progress=progress)
     print(run_id)
     return 0
@@ -147,4 +170,27 @@ def cmd_import(args) -> int:
         score_direction=args.score_direction, **files,
     )
     print(run_id)
+    return 0
+
+
+def cmd_judge(args) -> int:
+    from fwsapp.judge.backends import make_backend
+    from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    run_ids = list(store.runs().run_id) if args.all else args.run
+    for run_id in run_ids:
+        store.run(run_id)  # a clear error for an unknown id
+    backend = make_backend(args.backend, args.judge_model, args.base_url, timeout=args.timeout)
+    settings = JudgeSettings(concurrency=args.concurrency, swap=args.swap, budget_usd=args.budget,
+                             retry_failed=args.retry_failed)
+    pairs, skipped = plan_pairs(store, run_ids, backend.model, settings)
+    usage, cost = estimate(pairs, backend.model)
+    print(f"{len(pairs)} pairs to judge with {backend.model} ({skipped} already judged): about "
+          f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
+          + (f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
+    with progress_bar(f"judge {backend.model}", "pair") as progress:
+        outcome = run_judge(store, run_ids, backend, settings, progress=progress)
+    print(outcome.describe(backend.model))
     return 0

@@ -1,6 +1,6 @@
-"""Background generation jobs for the app: one thread per job, so a run survives leaving the page.
+"""Background jobs for the app (generation, judging): one thread each, so work survives leaving the page.
 
-The job writes through the store's per-thread cursor; the page polls `Job.progress` to draw its bar.
+A job writes through the store's per-thread cursor; the page polls `Job.done`/`Job.total` for its bar.
 """
 from __future__ import annotations
 
@@ -10,20 +10,24 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from fwsapp.generate import Cancelled, RunConfig, run_generation
-from fwsapp.models import LoadedModel
+from fwsapp.judge.backends import make_backend
+from fwsapp.judge.runner import JudgeSettings, run_judge
+from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store
+
+Work = Callable[[Callable[[int, int], None], threading.Event], str | None]
 
 
 @dataclass
 class Job:
-    config: RunConfig
-    run_id: str
+    kind: str  # "generate" or "judge"
+    key: str
+    label: str
     done: int = 0
     total: int = 0
-    status: str = "starting"  # starting, loading model, running, done, cancelled, failed
-    error: str | None = None
+    status: str = "starting"  # starting, running, done, cancelled, failed
+    message: str | None = None  # the result line, or the error
     cancel_event: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
 
     @property
     def finished(self) -> bool:
@@ -31,14 +35,14 @@ class Job:
 
     @property
     def fraction(self) -> float:
-        return self.done / self.total if self.total else 0.0
+        return min(1.0, self.done / self.total) if self.total else 0.0
 
     def cancel(self) -> None:
         self.cancel_event.set()
 
 
 class JobManager:
-    """Starts generation jobs and remembers them for the lifetime of the app process."""
+    """Starts jobs and remembers them for the lifetime of the app process."""
 
     def __init__(self, store: Store, model_loader: Callable[[str], LoadedModel]):
         self.store = store
@@ -46,36 +50,52 @@ class JobManager:
         self.jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def start(self, config: RunConfig) -> Job:
-        run_id = config.run_id()
+    def start(self, kind: str, key: str, label: str, work: Work) -> Job:
         with self._lock:
-            current = self.jobs.get(run_id)
+            current = self.jobs.get(key)
             if current is not None and not current.finished:
-                return current  # the same run is already going
-            job = Job(config=config, run_id=run_id, total=config.n)
-            job.thread = threading.Thread(target=self._work, args=(job,), name=f"fwsapp-{run_id}", daemon=True)
-            self.jobs[run_id] = job
-        job.thread.start()
+                return current  # the same work is already going
+            job = Job(kind=kind, key=key, label=label)
+            self.jobs[key] = job
+        threading.Thread(target=self._run, args=(job, work), name=f"fwsapp-{kind}", daemon=True).start()
         return job
 
-    def active(self) -> list[Job]:
-        return [job for job in self.jobs.values() if not job.finished]
+    def start_generation(self, config: RunConfig) -> Job:
+        def work(progress, cancel):
+            run_generation(config, self.store, self.model_loader(config.model), progress=progress, cancel=cancel)
+            return None
 
-    def latest(self) -> Job | None:
-        return next(reversed(self.jobs.values()), None)
+        run_id = config.run_id()
+        job = self.start("generate", f"generate:{run_id}", f"Run {run_id}", work)
+        job.total = job.total or config.n
+        return job
 
-    def _work(self, job: Job) -> None:
+    def start_judge(self, run_ids: list[str], backend_kind: str, judge_model: str | None, base_url: str | None,
+                    settings: JudgeSettings, timeout: float = 60.0) -> Job:
+        def work(progress, cancel):
+            loaded = self.model_loader(judge_model or EMBEDDED_MODEL) if backend_kind == "local" else None
+            backend = make_backend(backend_kind, judge_model, base_url, timeout=timeout, loaded=loaded)
+            return run_judge(self.store, run_ids, backend, settings, progress=progress, cancel=cancel).describe(backend.model)
+
+        key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
+        return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)
+
+    def active(self, kind: str) -> list[Job]:
+        return [job for job in self.jobs.values() if job.kind == kind and not job.finished]
+
+    def latest(self, kind: str) -> Job | None:
+        return next((job for job in reversed(self.jobs.values()) if job.kind == kind), None)
+
+    def _run(self, job: Job, work: Work) -> None:
         def progress(done: int, total: int) -> None:
             job.done, job.total, job.status = done, total, "running"
 
         try:
-            job.status = "loading model"
-            lm = self.model_loader(job.config.model)
-            run_generation(job.config, self.store, lm, progress=progress, cancel=job.cancel_event)
-            job.status = "done"
+            job.message = work(progress, job.cancel_event)
+            job.status = "cancelled" if job.cancel_event.is_set() else "done"
         except Cancelled:
             job.status = "cancelled"
-        except Exception as error:  # shown on the page; the finished batches stay stored
+        except Exception as error:  # shown on the page; finished work stays stored
             job.status = "failed"
-            job.error = f"{type(error).__name__}: {error}"
+            job.message = f"{type(error).__name__}: {error}"
             traceback.print_exc()

@@ -14,6 +14,9 @@ import streamlit as st
 
 from fwsapp.export import run_table
 from fwsapp.jobs import JobManager
+from fwsapp.judge.backends import make_backend
+from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
+from fwsapp.judge.summary import aspect_means
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
 from fwsapp.paths import DEFAULT_DB
 from fwsapp.report import build_report, run_detection
@@ -82,6 +85,74 @@ def samples(revision_key: str, run_id: str) -> pd.DataFrame:
 @st.cache_data(show_spinner=False)
 def report(revision_key: str, alpha: float, beta: float) -> dict:
     return build_report(store(), alpha=alpha, beta=beta)
+
+
+@st.cache_data(show_spinner=False)
+def judgments(revision_key: str) -> pd.DataFrame:
+    return store().judgments()
+
+
+@st.cache_data(show_spinner=False)
+def judge_means(revision_key: str) -> pd.DataFrame:
+    return aspect_means(store().judgments())
+
+
+@st.cache_data(show_spinner=False)
+def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, swap: bool) -> dict:
+    pairs, skipped = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap))
+    usage, cost = estimate(pairs, judge_model)
+    return {"pairs": len(pairs), "skipped": skipped, "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens, "cost": cost}
+
+
+def judge_backend_check(kind: str, judge_model: str | None, base_url: str | None, timeout: float) -> str:
+    loaded = model(judge_model or EMBEDDED_MODEL) if kind == "local" else None
+    return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded).check()
+
+
+def filter_verdicts(frame: pd.DataFrame, method: str, task: str, status: str, max_factual: float) -> pd.DataFrame:
+    """Verdicts narrowed by the browser's filters; 'all' keeps everything for that filter."""
+    keep = pd.Series(True, index=frame.index)
+    for column, wanted in (("method", method), ("task", task), ("status", status)):
+        if wanted != "all":
+            keep &= frame[column] == wanted
+    if max_factual < 5:
+        factual = frame.scores_watermarked.map(lambda scores: None if _missing(scores) else scores[2])
+        keep &= factual.notna() & (factual <= max_factual)
+    return frame[keep].reset_index(drop=True)
+
+
+def _missing(scores) -> bool:
+    """NULL score arrays come back from DuckDB as None, NaN or pd.NA."""
+    return scores is None or not hasattr(scores, "__len__")
+
+
+def scores_text(scores) -> str:
+    if _missing(scores):
+        return "none (failed)"
+    return " / ".join(f"{value:g}" for value in scores) + " (coherence / relevance / factual accuracy)"
+
+
+def verdict_table(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "run": frame.run_id, "method": frame.method, "task": frame.task, "sample": frame.sample_idx,
+        "judge": frame.judge_model, "A is": frame.watermarked_first.map({True: "watermarked", False: "unwatermarked"}),
+        "status": frame.status, "watermarked": frame.scores_watermarked.map(_short_scores),
+        "unwatermarked": frame.scores_unwatermarked.map(_short_scores), "reason": frame.reason,
+    })
+
+
+def _short_scores(scores) -> str:
+    return "–" if _missing(scores) else ", ".join(f"{value:g}" for value in scores)
+
+
+def verdict_label(row) -> str:
+    return f"{row.method} · {row.task} · sample {row.sample_idx} · {row.judge_model} · {row.status}"
+
+
+def sample_row(revision_key: str, run_id: str, sample_idx: int) -> dict:
+    table = samples(revision_key, run_id)
+    return table[table.sample_idx == sample_idx].iloc[0].to_dict()
 
 
 def detection_summary(scores: pd.DataFrame, direction: str) -> dict | None:

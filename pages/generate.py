@@ -56,28 +56,29 @@ config = RunConfig(
     max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), seed=int(seed_value),
 )
 manager = ui.jobs()
-if st.button("Run", type="primary", disabled=bool(manager.active())):
-    manager.start(config)
+if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
+    manager.start_generation(config)
     st.rerun()
 
 
 @st.fragment(run_every=1.0)
 def job_panel():
-    job = manager.latest()
+    job = manager.latest("generate")
     if job is None:
         return
-    st.subheader(f"Run {job.run_id}")
+    run_id = job.key.removeprefix("generate:")
+    st.subheader(job.label)
     if job.status == "failed":
-        st.error(f"The job failed: {job.error}. Finished batches are kept; press Run to resume.")
+        st.error(f"The job failed: {job.message}. Finished batches are kept; press Run to resume.")
     elif job.status == "cancelled":
         st.warning(f"Cancelled after {job.done} of {job.total} samples. Press Run to resume.")
     else:
         st.progress(job.fraction, text=f"{job.status}: {job.done} of {job.total} samples")
         if not job.finished and st.button("Cancel", key="cancel"):
             job.cancel()
-    latest_samples(job.run_id)
-    if job.finished and st.session_state.get("shown_finished") != (job.run_id, job.status):
-        st.session_state["shown_finished"] = (job.run_id, job.status)
+    latest_samples(run_id)
+    if job.finished and st.session_state.get("shown_finished") != (job.key, job.status):
+        st.session_state["shown_finished"] = (job.key, job.status)
         st.rerun()  # re-enable the Run button
 
 

@@ -78,3 +78,64 @@ def test_detect_page_without_runs_says_what_to_do(app_db):
     app.run()
     app.switch_page("pages/detect.py").run()
     assert "No runs yet" in app.info[0].value
+
+
+def copy_store(store, target):
+    import shutil
+
+    store.cursor().execute("CHECKPOINT")
+    shutil.copy(store.path, target)
+
+
+def wait_for_judge(app: AppTest) -> None:
+    run_until(app, lambda a: any("Judged" in s.value for s in a.success), timeout=240)
+
+
+def test_judge_page_runs_the_local_backend_on_a_demo_run(app_db, lm):
+    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.store import Store
+
+    demo = Store(app_db)
+    run_generation(RunConfig(task="qa", method="KGW", n=2, max_new_tokens=16, batch_size=2), demo, lm)
+    demo.close()
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/judge.py").run()
+    assert not app.exception
+    assert app.radio(key="judge-backend").value == "local"
+    assert "2 pairs to judge (0 already judged)" in " ".join(m.value for m in app.markdown)
+    next(b for b in app.button if b.label == "Judge").click().run()
+    wait_for_judge(app)
+    verdicts = app.dataframe[-1].value
+    assert len(verdicts) == 2 and set(verdicts.status) <= {"ok", "failed"}
+    assert all(verdicts.loc[verdicts.status == "failed", "reason"].str.len() > 0)
+
+
+def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
+    import json
+
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+    from tests.openai_stub import StubServer
+
+    rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
+             "natural_text": f"Ref {i}."} for i in range(5)]
+    seeded = Store(tmp_path / "seed.duckdb")
+    import_logs(seeded, method="KGW", model="meditron", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    copy_store(seeded, app_db)
+    with StubServer(latency=0.05) as stub:
+        stub.plan = {"condition 2?": ["500", "valid"]}
+        app = AppTest.from_file(APP, default_timeout=60)
+        app.run()
+        app.switch_page("pages/judge.py").run()
+        app.radio(key="judge-backend").set_value("compatible").run()
+        app.text_input(key="judge-base-url").set_value(stub.base_url).run()
+        app.text_input(key="judge-model-compatible").set_value("stub-judge").run()
+        next(b for b in app.button if b.label == "Test connection").click().run()
+        assert "compatible backend answered with model stub-judge" in app.success[0].value
+        next(b for b in app.button if b.label == "Judge").click().run()
+        wait_for_judge(app)
+    assert not app.exception
+    verdicts = app.dataframe[-1].value
+    assert len(verdicts) == 5 and set(verdicts.status) == {"ok"}
+    assert len(app.get("plotly_chart")) == 1

@@ -30,7 +30,7 @@ def judge_block(judgments: pd.DataFrame, alpha: float = DEFAULT_ALPHA, beta: flo
     samples = per_sample_scores(judgments)
     judged = set(samples.sample_idx) if not samples.empty else set()
     failed = set(judgments.sample_idx) - judged
-    block = {"n_judged": len(judged), "n_failed": len(failed)}
+    block = {"n_judged": len(judged), "n_failed": len(failed), "position_consistency": position_consistency(judgments)}
     if samples.empty:
         return {**block, **{aspect: None for aspect in ASPECTS}, "drop_pct": None, "fws": None}
     for aspect in ASPECTS:
@@ -45,6 +45,40 @@ def judge_block(judgments: pd.DataFrame, alpha: float = DEFAULT_ALPHA, beta: flo
     return block
 
 
+def _winner(row) -> str:
+    watermarked, unwatermarked = sum(row.scores_watermarked), sum(row.scores_unwatermarked)
+    return "tie" if watermarked == unwatermarked else ("watermarked" if watermarked > unwatermarked else "unwatermarked")
+
+
+def position_consistency(judgments: pd.DataFrame) -> float | None:
+    """Share of samples judged in both orders whose winner is the same both times (as FastChat's llm_judge)."""
+    ok = judgments[judgments.status == "ok"]
+    both = ok.groupby(["run_id", "sample_idx", "judge_model"]).filter(lambda group: group.watermarked_first.nunique() == 2)
+    if both.empty:
+        return None
+    agreements = [
+        group.apply(_winner, axis=1).nunique() == 1 for _, group in both.groupby(["run_id", "sample_idx", "judge_model"])
+    ]
+    return float(sum(agreements) / len(agreements))
+
+
 def drop_pct(unwatermarked: float, watermarked: float) -> float | None:
     """(unwatermarked − watermarked) / unwatermarked × 100."""
     return None if not unwatermarked else (unwatermarked - watermarked) / unwatermarked * 100
+
+
+def aspect_means(judgments: pd.DataFrame) -> pd.DataFrame:
+    """Long table for the paper's Figure 2: mean score per method × task × aspect × text kind, with drop %."""
+    samples = per_sample_scores(judgments)
+    if samples.empty:
+        return pd.DataFrame(columns=["method", "task", "aspect", "kind", "mean", "drop_pct"])
+    runs = judgments.drop_duplicates("run_id").set_index("run_id")[["method", "task", "model"]]
+    samples = samples.join(runs, on="run_id")
+    rows = []
+    for (method, task), group in samples.groupby(["method", "task"]):
+        for aspect in ASPECTS:
+            means = {kind: group[f"{aspect}_{kind}"].mean() for kind in ("watermarked", "unwatermarked")}
+            for kind, mean in means.items():
+                rows.append({"method": method, "task": task, "aspect": aspect, "kind": kind, "mean": mean,
+                             "drop_pct": drop_pct(means["unwatermarked"], means["watermarked"])})
+    return pd.DataFrame(rows)

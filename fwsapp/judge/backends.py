@@ -1,0 +1,181 @@
+"""Judge backends: OpenAI, any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio), or a local
+transformers chat model in-process.
+
+A backend answers chat messages. Faults worth retrying raise TransientError (with the server's
+Retry-After when it sent one); anything else raises JudgeError. The runner owns retries and backoff, so
+the SDK's own retries are off. The API key is read from the environment or st.secrets and lives only in
+the client object: it is never stored, logged or exported.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-2024-08-06"
+LOCAL_DEMO_NOTE = "demo only: too small to judge reliably"
+
+# US$ per million tokens (input, output); used for estimates and the budget cap.
+PRICES = {
+    "gpt-4o-2024-08-06": (2.50, 10.00),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+}
+
+
+class JudgeError(RuntimeError):
+    """A fault that retrying will not fix (bad key, unknown model, refused request)."""
+
+
+class TransientError(JudgeError):
+    """A fault worth retrying: 429, 5xx, a timeout, a dropped or truncated response."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def api_key_from_environment() -> str | None:
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        return key
+    try:
+        import streamlit as st
+
+        return st.secrets.get("OPENAI_API_KEY")
+    except Exception:  # no secrets file, or not running under streamlit
+        return None
+
+
+class OpenAIBackend:
+    """OpenAI or any OpenAI-compatible server through `base_url`, with the openai SDK (1.x or later)."""
+
+    def __init__(self, model: str = DEFAULT_OPENAI_MODEL, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = 60.0, max_tokens: int = 1024):
+        from openai import OpenAI
+
+        self.model = model
+        self.base_url = base_url
+        self.name = "openai" if base_url is None else "compatible"
+        key = api_key or api_key_from_environment()
+        if key is None and base_url is None:
+            raise JudgeError("No OpenAI API key: set OPENAI_API_KEY or add it to .streamlit/secrets.toml.")
+        # Local servers usually take any key; the SDK insists on one.
+        self._client = OpenAI(api_key=key or "not-needed", base_url=base_url, timeout=timeout, max_retries=0)
+        self.max_tokens = max_tokens
+
+    @property
+    def concurrency_limit(self) -> int | None:
+        return None
+
+    def complete(self, messages: list[dict]) -> Completion:
+        import openai
+
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
+            )
+        except openai.RateLimitError as error:
+            raise TransientError(f"429 rate limited: {_short(error)}", _retry_after(error)) from None
+        except openai.InternalServerError as error:
+            raise TransientError(f"{error.status_code} server error: {_short(error)}", _retry_after(error)) from None
+        except openai.APITimeoutError:
+            raise TransientError("timeout: no response in time") from None
+        except openai.APIConnectionError as error:
+            raise TransientError(f"connection failed or response cut off: {_short(error)}") from None
+        except openai.APIStatusError as error:
+            raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
+        except ValueError as error:  # a body that is not valid JSON
+            raise TransientError(f"unreadable response: {error}") from None
+        if not getattr(response, "choices", None):
+            raise TransientError("response without choices")
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=response.choices[0].message.content or "",
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+        )
+
+    def check(self) -> str:
+        """A tiny request, for the page's connection test."""
+        reply = self.complete([{"role": "user", "content": "Reply with the single word: ready"}])
+        return f"{self.name} backend answered with model {self.model}: {reply.text[:60]!r}"
+
+
+def _retry_after(error) -> float | None:
+    response = getattr(error, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _short(error) -> str:
+    return str(error).splitlines()[0][:200]
+
+
+class LocalBackend:
+    """A transformers chat model in-process; the embedded SmolLM2 by default (demo only)."""
+
+    def __init__(self, model_name: str | None = None, max_new_tokens: int = 96, loaded=None):
+        from fwsapp.models import EMBEDDED_MODEL, load_model
+
+        self.model = model_name or EMBEDDED_MODEL
+        self.name = "local"
+        self._lm = loaded or load_model(self.model)
+        self.max_new_tokens = max_new_tokens
+        self._lock = threading.Lock()  # one forward pass at a time on one device
+
+    @property
+    def concurrency_limit(self) -> int | None:
+        return 1
+
+    def complete(self, messages: list[dict]) -> Completion:
+        import torch
+
+        tokenizer = self._lm.tokenizer
+        encoded = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        ).to(self._lm.device)
+        with self._lock, torch.inference_mode():
+            output = self._lm.model.generate(
+                **encoded, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+        new_tokens = output[0, encoded["input_ids"].shape[1]:]
+        return Completion(
+            text=tokenizer.decode(new_tokens, skip_special_tokens=True),
+            prompt_tokens=int(encoded["input_ids"].shape[1]),
+            completion_tokens=int(new_tokens.shape[0]),
+        )
+
+    def check(self) -> str:
+        return f"local model {self._lm.description} loaded ({LOCAL_DEMO_NOTE})"
+
+
+def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = 60.0,
+                 loaded=None):
+    if kind == "openai":
+        return OpenAIBackend(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout)
+    if kind == "compatible":
+        if not base_url:
+            raise JudgeError("The compatible backend needs --base-url, e.g. http://localhost:8000/v1 for vLLM.")
+        if not judge_model:
+            raise JudgeError("The compatible backend needs --judge-model: the model name the server serves.")
+        return OpenAIBackend(judge_model, base_url=base_url, timeout=timeout)
+    if kind == "local":
+        return LocalBackend(judge_model, loaded=loaded)
+    raise JudgeError(f"Unknown judge backend '{kind}': use openai, compatible or local.")
+
+
+def price(model: str) -> tuple[float, float] | None:
+    return PRICES.get(model)

@@ -1,0 +1,245 @@
+"""The judge runner: concurrent pairwise judging that survives API faults and is never paid for twice.
+
+- Requests run in a thread pool (8 by default). 429, 5xx, timeouts and cut-off responses back off
+  exponentially with jitter, honouring Retry-After, up to `max_attempts`.
+- An unparsable verdict is asked again once, with a reminder of the format; then it is recorded as
+  failed with its reason and the raw output. A score is never guessed.
+- Every verdict is written as it arrives, keyed by (run, sample, texts hash, judge model, prompt
+  version, order); a re-run skips the keys already stored, so only missing pairs are requested.
+- A budget cap stops submitting new requests once the spend reaches it; requests in flight finish and
+  are recorded.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from fwsapp.judge import prompts
+from fwsapp.judge.backends import Completion, JudgeError, TransientError, price
+from fwsapp.judge.parser import parse_verdict
+from fwsapp.judge.records import texts_hash
+from fwsapp.store import Store
+
+log = logging.getLogger(__name__)
+
+# Rough planning figures: about 4 characters per token, and a verdict with justifications.
+CHARS_PER_TOKEN = 4
+EXPECTED_COMPLETION_TOKENS = 350
+
+
+@dataclass
+class JudgeSettings:
+    concurrency: int = 8
+    swap: bool = False
+    order_seed: int = 0
+    max_attempts: int = 6
+    backoff_base: float = 1.0
+    backoff_cap: float = 60.0
+    budget_usd: float | None = None
+    retry_failed: bool = False
+
+
+@dataclass(frozen=True)
+class Pair:
+    run_id: str
+    sample_idx: int
+    task: str
+    prompt: str
+    watermarked: str
+    unwatermarked: str
+    watermarked_first: bool
+
+    @property
+    def key(self) -> tuple:
+        return (self.run_id, self.sample_idx, self.watermarked_first, texts_hash(self.watermarked, self.unwatermarked))
+
+    def messages(self) -> list[dict]:
+        a, b = (self.watermarked, self.unwatermarked) if self.watermarked_first else (self.unwatermarked, self.watermarked)
+        return prompts.messages(self.task, self.prompt, a, b)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def cost(self, model: str) -> float | None:
+        rates = price(model)
+        if rates is None:
+            return None
+        return (self.prompt_tokens * rates[0] + self.completion_tokens * rates[1]) / 1_000_000
+
+
+@dataclass
+class Outcome:
+    requested: int = 0
+    judged: int = 0
+    failed: int = 0
+    skipped: int = 0
+    stopped: str | None = None  # "budget" or "cancelled" when the run ended early
+    usage: Usage = field(default_factory=Usage)
+    seconds: float = 0.0
+
+    def describe(self, model: str) -> str:
+        cost = self.usage.cost(model)
+        spent = f", ${cost:.4f}" if cost is not None else ""
+        ending = {"budget": " Stopped at the budget cap; run again to continue.",
+                  "cancelled": " Cancelled; run again to continue."}.get(self.stopped, "")
+        return (f"Judged {self.judged}, failed {self.failed}, skipped {self.skipped} already judged, in "
+                f"{self.seconds:.1f} s; {self.usage.prompt_tokens:,} prompt + {self.usage.completion_tokens:,} "
+                f"completion tokens{spent}.{ending}")
+
+
+def watermarked_first(order_seed: int, run_id: str, sample_idx: int) -> bool:
+    """The stored random A/B order of a sample: a pure function of the seed, so a re-run agrees."""
+    digest = hashlib.sha256(f"{order_seed}:{run_id}:{sample_idx}".encode()).digest()
+    return digest[0] % 2 == 0
+
+
+def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: JudgeSettings) -> tuple[list[Pair], int]:
+    """The pairs still to judge, and how many were skipped because they are already stored."""
+    existing = store.judgments(run_ids)
+    existing = existing[(existing.judge_model == judge_model) & (existing.prompt_version == prompts.PROMPT_VERSION)]
+    if settings.retry_failed:
+        existing = existing[existing.status == "ok"]
+    done = {
+        (row.run_id, row.sample_idx, bool(row.watermarked_first), row.texts_hash) for row in existing.itertuples()
+    }
+    pairs, skipped = [], 0
+    for run_id in run_ids:
+        task = store.run(run_id)["task"]
+        for row in store.generations(run_id).itertuples():
+            if not row.watermarked_text or not row.unwatermarked_text:
+                continue
+            orders = (True, False) if settings.swap else (watermarked_first(settings.order_seed, run_id, row.sample_idx),)
+            for order in orders:
+                pair = Pair(run_id, int(row.sample_idx), task, row.prompt, row.watermarked_text, row.unwatermarked_text, order)
+                if pair.key in done:
+                    skipped += 1
+                else:
+                    pairs.append(pair)
+    return pairs, skipped
+
+
+def estimate(pairs: list[Pair], judge_model: str) -> tuple[Usage, float | None]:
+    """Expected tokens and cost before a run, from the prompt lengths."""
+    characters = sum(len(message["content"]) for pair in pairs for message in pair.messages())
+    usage = Usage(characters // CHARS_PER_TOKEN, EXPECTED_COMPLETION_TOKENS * len(pairs))
+    return usage, usage.cost(judge_model)
+
+
+def _call_with_retries(backend, messages: list[dict], settings: JudgeSettings, stop: threading.Event) -> Completion:
+    for attempt in range(1, settings.max_attempts + 1):
+        try:
+            return backend.complete(messages)
+        except TransientError as error:
+            if attempt == settings.max_attempts or stop.is_set():
+                raise JudgeError(f"gave up after {attempt} attempts; last: {error}") from None
+            delay = min(settings.backoff_cap, settings.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            if error.retry_after is not None:
+                delay = max(delay, error.retry_after)
+            log.info("judge retry %d after %.2fs: %s", attempt, delay, error)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Event) -> tuple[dict, Usage]:
+    """Judge one ordered pair; always returns a row, judged or failed with its reason."""
+    started = time.perf_counter()
+    usage = Usage()
+    outputs: list[str] = []
+    row = {
+        "sample_idx": pair.sample_idx, "judge_model": backend.model, "prompt_version": prompts.PROMPT_VERSION,
+        "watermarked_first": pair.watermarked_first, "texts_hash": pair.key[3], "backend": backend.name,
+        "status": "failed", "reason": None, "scores_watermarked": None, "scores_unwatermarked": None,
+    }
+    messages = pair.messages()
+    try:
+        for attempt in range(2):  # the verdict, then once more with a format reminder
+            completion = _call_with_retries(backend, messages, settings, stop)
+            usage.prompt_tokens += completion.prompt_tokens or 0
+            usage.completion_tokens += completion.completion_tokens or 0
+            outputs.append(completion.text)
+            verdict = parse_verdict(completion.text)
+            if verdict.ok:
+                first, second = list(verdict.a), list(verdict.b)
+                scores_w, scores_u = (first, second) if pair.watermarked_first else (second, first)
+                row.update(status="ok", reason=None, scores_watermarked=scores_w, scores_unwatermarked=scores_u)
+                break
+            row["reason"] = f"unparsable verdict ({verdict.reason})" + (" after a format reminder" if attempt else "")
+            messages = messages + [
+                {"role": "assistant", "content": completion.text},
+                {"role": "user", "content": prompts.FORMAT_REMINDER},
+            ]
+    except JudgeError as error:
+        row["reason"] = str(error)
+    row.update(
+        raw_output="\n\n--- retry with format reminder ---\n\n".join(outputs) if outputs else None,
+        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+        seconds=time.perf_counter() - started, created=datetime.now(timezone.utc).replace(tzinfo=None),
+    )
+    return row, usage
+
+
+def run_judge(
+    store: Store,
+    run_ids: list[str],
+    backend,
+    settings: JudgeSettings | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> Outcome:
+    """Judge every missing pair of the runs; verdicts are written as they arrive."""
+    settings = settings or JudgeSettings()
+    pairs, skipped = plan_pairs(store, run_ids, backend.model, settings)
+    outcome = Outcome(requested=len(pairs), skipped=skipped)
+    stop = cancel or threading.Event()
+    workers = max(1, min(settings.concurrency, backend.concurrency_limit or settings.concurrency))
+    started = time.perf_counter()
+    pending_pairs = iter(pairs)
+    finished = 0
+    if progress:
+        progress(0, len(pairs))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fwsapp-judge") as pool:
+        in_flight = {}
+
+        def submit_next() -> bool:
+            pair = next(pending_pairs, None)
+            if pair is None:
+                return False
+            in_flight[pool.submit(judge_pair, pair, backend, settings, stop)] = pair
+            return True
+
+        for _ in range(workers):
+            if not submit_next():
+                break
+        while in_flight:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                pair = in_flight.pop(future)
+                row, usage = future.result()
+                store.write_rows("judgments", pair.run_id, [row])
+                outcome.usage.prompt_tokens += usage.prompt_tokens
+                outcome.usage.completion_tokens += usage.completion_tokens
+                outcome.judged += row["status"] == "ok"
+                outcome.failed += row["status"] == "failed"
+                finished += 1
+                if progress:
+                    progress(finished, len(pairs))
+            spent = outcome.usage.cost(backend.model)
+            if settings.budget_usd is not None and spent is not None and spent >= settings.budget_usd:
+                outcome.stopped = "budget"
+            elif cancel is not None and cancel.is_set():
+                outcome.stopped = "cancelled"
+            if outcome.stopped is None:
+                while len(in_flight) < workers and submit_next():
+                    pass
+    outcome.seconds = time.perf_counter() - started
+    return outcome

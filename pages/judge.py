@@ -1,0 +1,139 @@
+"""Judge: a pairwise LLM judge scores unwatermarked vs watermarked outputs on the paper's three criteria."""
+import plotly.express as px
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.data.tasks import TASKS
+from fwsapp.judge.backends import DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, JudgeError, api_key_from_environment
+from fwsapp.judge.parser import ASPECTS
+from fwsapp.judge.prompts import PROMPT_VERSION, template_text
+from fwsapp.judge.runner import JudgeSettings
+from fwsapp.models import EMBEDDED_MODEL
+
+st.title("Judge")
+st.caption(
+    "For every sample an LLM judge sees the prompt and both outputs as answers A and B (in a stored random "
+    "order) and scores each 1–5 for coherence, relevance (completeness for summaries) and factual accuracy. "
+    "The paper used gpt-4o-2024-08-06."
+)
+
+runs = ui.runs(ui.revision())
+if runs.empty:
+    st.info("No runs yet: generate one, or import logs on the Import page.")
+    st.stop()
+
+with st.expander(f"Judge prompt templates (version {PROMPT_VERSION})"):
+    shown = st.radio("Task", list(TASKS), horizontal=True, format_func=lambda name: TASKS[name].label, key="template-task")
+    st.code(template_text(shown), language=None, wrap_lines=True)
+
+st.subheader("Backend")
+backend_kind = st.radio(
+    "Backend", ["local", "openai", "compatible"], horizontal=True,
+    format_func={"local": f"Local model ({LOCAL_DEMO_NOTE})", "openai": "OpenAI",
+                 "compatible": "OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)"}.get,
+    key="judge-backend",
+)
+settings_columns = st.columns(4)
+base_url = None
+if backend_kind == "compatible":
+    base_url = settings_columns[0].text_input("Base URL", "http://localhost:8000/v1", key="judge-base-url")
+default_model = {"local": EMBEDDED_MODEL, "openai": DEFAULT_OPENAI_MODEL, "compatible": ""}[backend_kind]
+judge_model = settings_columns[1].text_input("Judge model", default_model, key=f"judge-model-{backend_kind}") or None
+concurrency = settings_columns[2].number_input("Concurrent requests", 1, 64, 8)
+timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60)
+option_columns = st.columns(3)
+swap = option_columns[0].checkbox("Swap: judge both orders and average", help="Also reports position consistency.")
+use_budget = option_columns[1].checkbox("Budget cap")
+budget = option_columns[2].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
+if backend_kind == "openai":
+    if api_key_from_environment():
+        st.caption("API key: found in OPENAI_API_KEY or st.secrets. It is never stored or exported.")
+    else:
+        st.warning("No OpenAI key: set OPENAI_API_KEY or add it to .streamlit/secrets.toml.")
+
+if st.button("Test connection"):
+    try:
+        st.success(ui.judge_backend_check(backend_kind, judge_model, base_url, float(timeout)))
+    except (JudgeError, ValueError, OSError) as error:
+        st.error(f"The backend did not answer: {error}")
+
+st.subheader("Run")
+labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+chosen = st.multiselect("Runs to judge", list(labels), default=list(labels)[:1], format_func=labels.get, key="judge-runs")
+settings = JudgeSettings(concurrency=int(concurrency), swap=swap, budget_usd=budget if use_budget else None)
+if chosen:
+    plan = ui.judge_plan(ui.revision(), tuple(chosen), judge_model or default_model, swap)
+    cost = f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model"
+    st.write(
+        f"{plan['pairs']} pairs to judge ({plan['skipped']} already judged): about {plan['prompt_tokens']:,} prompt "
+        f"and {plan['completion_tokens']:,} completion tokens, {cost}."
+    )
+manager = ui.jobs()
+if st.button("Judge", type="primary", disabled=not chosen or bool(manager.active("judge"))):
+    manager.start_judge(chosen, backend_kind, judge_model, base_url, settings, timeout=float(timeout))
+    st.rerun()
+
+
+@st.fragment(run_every=1.0)
+def judge_progress():
+    job = manager.latest("judge")
+    if job is None:
+        return
+    if job.status == "failed":
+        st.error(f"The judge run failed: {job.message}. Verdicts already received are kept.")
+    elif job.finished:
+        st.success(job.message or job.status)
+    else:
+        st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} pairs")
+        if st.button("Cancel", key="cancel-judge"):
+            job.cancel()
+    if job.finished and st.session_state.get("judge_shown") != (job.key, job.status):
+        st.session_state["judge_shown"] = (job.key, job.status)
+        st.rerun()
+
+
+judge_progress()
+
+judgments = ui.judgments(ui.revision())
+if judgments.empty:
+    st.stop()
+
+st.subheader("Mean scores, unwatermarked vs watermarked")
+means = ui.judge_means(ui.revision())
+if not means.empty:
+    figure = px.bar(
+        means, x="method", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
+        category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
+        color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"},
+        labels={"mean": "mean score (1–5)", "method": "method", "kind": "text"}, range_y=[0, 5],
+    )
+    st.plotly_chart(figure, use_container_width=True)
+    drops = means[means.kind == "watermarked"].pivot_table(index=["task", "method"], columns="aspect", values="drop_pct")
+    st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
+    st.dataframe(drops.round(1), use_container_width=True)
+
+st.subheader("Verdicts")
+filters = st.columns(4)
+method = filters[0].selectbox("Method", ["all"] + sorted(judgments.method.unique()))
+task = filters[1].selectbox("Task", ["all"] + sorted(judgments.task.unique()))
+status = filters[2].selectbox("Parse status", ["all", "ok", "failed"])
+max_fact = filters[3].slider("Watermarked factual accuracy at most", 1.0, 5.0, 5.0, 0.5)
+view = ui.filter_verdicts(judgments, method, task, status, max_fact)
+st.caption(f"{len(view)} verdicts")
+if view.empty:
+    st.stop()
+st.dataframe(ui.verdict_table(view), hide_index=True, use_container_width=True)
+picked = st.selectbox("Open a verdict", range(len(view)), format_func=lambda i: ui.verdict_label(view.iloc[i]))
+verdict = view.iloc[picked]
+sample = ui.sample_row(ui.revision(), verdict.run_id, int(verdict.sample_idx))
+st.markdown(f"**Prompt:** {ui.escaped(sample['prompt'])}", unsafe_allow_html=True)
+st.markdown(f"**Reference:** {ui.escaped(sample['reference'])}", unsafe_allow_html=True)
+answer_a, answer_b = st.columns(2)
+for column, letter, is_watermarked in ((answer_a, "A", verdict.watermarked_first), (answer_b, "B", not verdict.watermarked_first)):
+    kind = "watermarked" if is_watermarked else "unwatermarked"
+    scores = verdict[f"scores_{kind}"]
+    column.markdown(f"**Answer {letter}** ({kind}) · scores {ui.scores_text(scores)}", unsafe_allow_html=True)
+    column.markdown(ui.escaped(sample[f"{kind}_text"]), unsafe_allow_html=True)
+st.markdown(f"**Parse status:** {verdict.status}" + (f" ({ui.escaped(verdict.reason)})" if verdict.reason else ""), unsafe_allow_html=True)
+st.markdown("**Judge's reasoning**")
+st.markdown(ui.escaped(verdict.raw_output), unsafe_allow_html=True)

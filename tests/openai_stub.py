@@ -1,0 +1,125 @@
+"""A small OpenAI-compatible chat server on 127.0.0.1 that adds latency and fails on demand.
+
+`plan` maps a marker (any substring of the request body, e.g. a sample's prompt) to a list of modes
+used by successive matching requests; other requests get `default`. Modes:
+  valid      a verdict in the paper's format, with token usage
+  429        rate limited, with Retry-After
+  500        a server error
+  hang       no answer until well after the client's timeout
+  truncated  a body cut off mid-JSON (Content-Length larger than what is sent)
+  noscores   a reasoned reply with no [[A]]/[[B]] scores
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+VALID_VERDICT = "A is clear and accurate; B drifts off topic.\n\n```\n[[A]]: [4, 4, 5]\n[[B]]: [3, 2, 2]\n```"
+
+
+class StubServer:
+    def __init__(self, latency: float = 0.0, default: str = "valid", retry_after: float = 0.2, hang_seconds: float = 5.0):
+        self.latency = latency
+        self.default = default
+        self.retry_after = retry_after
+        self.hang_seconds = hang_seconds
+        self.plan: dict[str, list[str]] = {}
+        self.served = Counter()
+        self.requests: list[dict] = []
+        self.headers_seen: list[dict] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "StubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _mode(self, body: str) -> str:
+        with self._lock:
+            for marker, modes in self.plan.items():
+                if marker in body and modes:
+                    return modes.pop(0)
+            return self.default
+
+    def _handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(length).decode()
+                with stub._lock:
+                    stub.requests.append(json.loads(body))
+                    stub.headers_seen.append(dict(self.headers))
+                mode = stub._mode(body)
+                with stub._lock:
+                    stub.served[mode] += 1
+                time.sleep(stub.latency)
+                if mode == "hang":
+                    time.sleep(stub.hang_seconds)
+                    return self._json(200, _completion(VALID_VERDICT))
+                if mode == "429":
+                    return self._json(429, {"error": {"message": "slow down", "type": "rate_limit"}},
+                                      {"Retry-After": str(stub.retry_after)})
+                if mode == "500":
+                    return self._json(500, {"error": {"message": "boom", "type": "server_error"}})
+                if mode == "truncated":
+                    data = json.dumps(_completion(VALID_VERDICT)).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if mode == "noscores":
+                    return self._json(200, _completion("Both answers are reasonable; A is slightly better."))
+                return self._json(200, _completion(VALID_VERDICT))
+
+            def _json(self, status: int, payload: dict, headers: dict | None = None):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except BrokenPipeError:  # the client gave up (a timeout): nothing to do
+                    pass
+
+        return Handler
+
+
+def _completion(text: str) -> dict:
+    return {
+        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": "stub-judge",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 500, "completion_tokens": 120, "total_tokens": 620},
+    }
+
+
+def plan_by_sample(store, run_id: str) -> dict[int, str]:
+    """Each sample's prompt, usable as a plan marker (prompts are unique in the test runs)."""
+    return {int(row.sample_idx): row.prompt for row in store.generations(run_id).itertuples()}

@@ -1,0 +1,121 @@
+"""The judge runner against a real HTTP stub on 127.0.0.1: every fault ends judged or failed, never lost."""
+import json
+import logging
+import time
+
+import pytest
+
+from fwsapp.export import run_table
+from fwsapp.importer import LogFile, import_logs
+from fwsapp.judge.backends import OpenAIBackend
+from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
+from fwsapp.judge.summary import judge_block
+from fwsapp.report import build_report
+from tests.openai_stub import StubServer
+
+FAST = dict(backoff_base=0.01, backoff_cap=0.05, max_attempts=4)
+
+
+def make_run(store, n=12, task="qa"):
+    rows = [
+        {"prompt": f"Question number {i} about gout?", "watermarked_text": f"Watermarked answer {i}.",
+         "unwatermarked_text": f"Plain answer {i}.", "natural_text": f"Reference {i}."}
+        for i in range(n)
+    ]
+    return import_logs(store, method="KGW", model="m", task_name=task,
+                       generations=LogFile("g.json", json.dumps(rows).encode()))
+
+
+def backend(stub, model="stub-judge", timeout=1.0):
+    return OpenAIBackend(model, base_url=stub.base_url, timeout=timeout)
+
+
+def marker(i):
+    return f"Question number {i} about"
+
+
+def test_every_fault_ends_judged_or_failed_with_no_duplicates_and_resume_does_only_missing(store):
+    run_id = make_run(store)
+    with StubServer(retry_after=0.05, hang_seconds=3) as stub:
+        stub.plan = {
+            marker(0): ["429", "valid"], marker(1): ["500", "500", "valid"], marker(2): ["hang", "valid"],
+            marker(3): ["truncated", "valid"], marker(4): ["noscores", "valid"],
+            marker(5): ["noscores", "noscores"], marker(6): ["500"] * 4,
+        }
+        outcome = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, **FAST))
+        rows = store.judgments([run_id]).set_index("sample_idx")
+        assert len(rows) == 12 and rows.index.is_unique
+        assert outcome.judged == 10 and outcome.failed == 2 and outcome.requested == 12
+        assert rows.loc[5, "status"] == "failed" and "unparsable verdict" in rows.loc[5, "reason"]
+        assert "after a format reminder" in rows.loc[5, "reason"]
+        assert "Both answers are reasonable" in rows.loc[5, "raw_output"]
+        assert rows.loc[6, "status"] == "failed" and "gave up after 4 attempts" in rows.loc[6, "reason"]
+        for sample in (0, 1, 2, 3, 4):
+            assert rows.loc[sample, "status"] == "ok", rows.loc[sample, "reason"]
+        assert stub.served["hang"] == 1 and stub.served["truncated"] == 1 and stub.served["429"] == 1
+        order_w_first = bool(rows.loc[0, "watermarked_first"])
+        expected_w = [4, 4, 5] if order_w_first else [3, 2, 2]
+        assert list(rows.loc[0, "scores_watermarked"]) == expected_w
+
+        served = sum(stub.served.values())
+        again = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, **FAST))
+        assert again.requested == 0 and again.skipped == 12 and sum(stub.served.values()) == served
+        retried = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, retry_failed=True, **FAST))
+        assert retried.requested == 2 and retried.judged == 2
+        assert len(store.judgments([run_id])) == 12  # replaced in place, no duplicates
+
+
+def test_retry_after_is_honoured(store):
+    run_id = make_run(store, n=1)
+    with StubServer(retry_after=0.6) as stub:
+        stub.plan = {marker(0): ["429"]}
+        started = time.perf_counter()
+        outcome = run_judge(store, [run_id], backend(stub), JudgeSettings(**FAST))
+        assert outcome.judged == 1 and time.perf_counter() - started >= 0.6
+
+
+def test_swap_judges_both_orders_and_reports_position_consistency(store):
+    run_id = make_run(store, n=4)
+    with StubServer() as stub:
+        outcome = run_judge(store, [run_id], backend(stub), JudgeSettings(swap=True, **FAST))
+    assert outcome.requested == 8 and outcome.judged == 8
+    judgments = store.judgments([run_id])
+    block = judge_block(judgments)
+    # The stub always prefers answer A, so the two orders never agree on the winner.
+    assert block["position_consistency"] == 0.0
+    assert block["coherence"]["watermarked"] == pytest.approx(3.5)  # (4 + 3) / 2 per sample
+
+
+def test_budget_cap_stops_cleanly_and_the_rest_resumes(store):
+    run_id = make_run(store, n=10)
+    with StubServer(latency=0.05) as stub:
+        judge = backend(stub, model="gpt-4o")  # priced: 500 in + 120 out tokens = $0.00245 a call
+        pairs, _ = plan_pairs(store, [run_id], "gpt-4o", JudgeSettings())
+        usage, cost = estimate(pairs, "gpt-4o")
+        assert usage.prompt_tokens > 0 and cost > 0
+        outcome = run_judge(store, [run_id], judge, JudgeSettings(concurrency=2, budget_usd=0.006, **FAST))
+        assert outcome.stopped == "budget"
+        assert 3 <= outcome.judged <= 4 and outcome.usage.cost("gpt-4o") >= 0.006
+        rest = run_judge(store, [run_id], judge, JudgeSettings(concurrency=2, **FAST))
+        assert rest.requested == 10 - outcome.judged
+        assert len(store.judgments([run_id])) == 10
+
+
+def test_api_key_appears_in_no_table_log_or_export(store, monkeypatch, caplog, capsys, tmp_path):
+    secret = "sk-test-DO-NOT-STORE-4242"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    run_id = make_run(store, n=3)
+    caplog.set_level(logging.DEBUG)
+    with StubServer() as stub:
+        stub.plan = {marker(0): ["429", "valid"]}
+        run_judge(store, [run_id], backend(stub), JudgeSettings(**FAST))
+        sent = [value for headers in stub.headers_seen for key, value in headers.items() if key.lower() == "authorization"]
+        assert any(secret in value for value in sent)  # the key was really used
+    for table in ("runs", "generations", "detections", "metrics", "judgments", "meta"):
+        dump = store.cursor().execute(f"SELECT * FROM {table}").df().to_csv()
+        assert secret not in dump, table
+    run_table(store, run_id).to_csv(tmp_path / "export.csv")
+    assert secret not in (tmp_path / "export.csv").read_text()
+    assert secret not in json.dumps(build_report(store))
+    captured = capsys.readouterr()
+    assert secret not in caplog.text + captured.out + captured.err
