@@ -11,6 +11,7 @@ pages = st.navigation(
         "Pipeline": [
             st.Page("pages/generate.py", title="Generate", icon="✍️", default=True),
             st.Page("pages/detect.py", title="Detect", icon="🔎"),
+            st.Page("pages/quality.py", title="Quality", icon="📏"),
             st.Page("pages/judge.py", title="Judge", icon="⚖️"),
         ],
         "Results": [

@@ -71,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     _db(judge)
     judge.set_defaults(handler=cmd_judge)
 
+    score = commands.add_parser("score", help="compute the quality metrics a run lacks")
+    target = score.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", action="append", help="a run id (repeatable)")
+    target.add_argument("--all", action="store_true", help="every run in the database")
+    score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
+                       help="ppl simcse rouge f1 factuality bertscore (default: all but bertscore)")
+    score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
+    score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
+    _db(score)
+    score.set_defaults(handler=cmd_score)
+
     importer = commands.add_parser("import", help="import generations, detection scores and judge logs; prints the run id")
     importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
     importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
@@ -179,18 +190,42 @@ def cmd_judge(args) -> int:
     from fwsapp.store import Store
 
     store = Store(args.db)
-    run_ids = list(store.runs().run_id) if args.all else args.run
-    for run_id in run_ids:
-        store.run(run_id)  # a clear error for an unknown id
+    targets = run_ids(store, args)
     backend = make_backend(args.backend, args.judge_model, args.base_url, timeout=args.timeout)
     settings = JudgeSettings(concurrency=args.concurrency, swap=args.swap, budget_usd=args.budget,
                              retry_failed=args.retry_failed)
-    pairs, skipped = plan_pairs(store, run_ids, backend.model, settings)
+    pairs, skipped = plan_pairs(store, targets, backend.model, settings)
     usage, cost = estimate(pairs, backend.model)
     print(f"{len(pairs)} pairs to judge with {backend.model} ({skipped} already judged): about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
           + (f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
     with progress_bar(f"judge {backend.model}", "pair") as progress:
-        outcome = run_judge(store, run_ids, backend, settings, progress=progress)
+        outcome = run_judge(store, targets, backend, settings, progress=progress)
     print(outcome.describe(backend.model))
+    return 0
+
+
+def run_ids(store, args) -> list[str]:
+    """The runs a command targets: --all, or each --run checked to exist."""
+    ids = list(store.runs().run_id) if args.all else args.run
+    for run_id in ids:
+        store.run(run_id)  # a clear error for an unknown id
+    return ids
+
+
+def cmd_score(args) -> int:
+    from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
+    from fwsapp.models import load_model
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    models = {}
+    resources = QualityResources(
+        model_loader=lambda name: models.setdefault(name, load_model(name)) if name not in models else models[name],
+        oracle=args.oracle, alignscore_checkpoint=args.alignscore_checkpoint,
+    )
+    for run_id in run_ids(store, args):
+        with progress_bar(f"score {run_id}", "metric") as progress:
+            computed = score_run(store, run_id, resources, tuple(args.metrics or OFFLINE_METRICS), progress=progress)
+        print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items()) + " values computed")
     return 0

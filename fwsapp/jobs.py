@@ -12,6 +12,7 @@ from typing import Callable
 from fwsapp.generate import Cancelled, RunConfig, run_generation
 from fwsapp.judge.backends import make_backend
 from fwsapp.judge.runner import JudgeSettings, run_judge
+from fwsapp.metrics.quality import QualityResources, score_run
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store
 
@@ -79,6 +80,21 @@ class JobManager:
 
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
         return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)
+
+    def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
+                      alignscore_checkpoint: str | None) -> Job:
+        def work(progress, cancel):
+            resources = QualityResources(self.model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint)
+            counts: dict[str, int] = {}
+            for index, run_id in enumerate(run_ids):
+                if cancel.is_set():
+                    break
+                step = lambda done, total, index=index: progress(index * len(metrics) + done, len(run_ids) * len(metrics))  # noqa: E731
+                for metric, count in score_run(self.store, run_id, resources, metrics, progress=step).items():
+                    counts[metric] = counts.get(metric, 0) + count
+            return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values."
+
+        return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {len(run_ids)} run(s)", work)
 
     def active(self, kind: str) -> list[Job]:
         return [job for job in self.jobs.values() if job.kind == kind and not job.finished]

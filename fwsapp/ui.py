@@ -93,6 +93,11 @@ def judgments(revision_key: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
+def metric_values(revision_key: str) -> pd.DataFrame:
+    return store().metrics()
+
+
+@st.cache_data(show_spinner=False)
 def judge_means(revision_key: str) -> pd.DataFrame:
     return aspect_means(store().judgments())
 

@@ -139,3 +139,21 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
     verdicts = app.dataframe[-1].value
     assert len(verdicts) == 5 and set(verdicts.status) == {"ok"}
     assert len(app.get("plotly_chart")) == 1
+
+
+def test_quality_page_computes_missing_metrics_and_shows_the_table(app_db, qa_run):
+    store, config, run_id = qa_run
+    copy_store(store, app_db)
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/quality.py").run()
+    assert not app.exception
+    next(b for b in app.button if b.label == "Compute").click().run()
+    run_until(app, lambda a: any("Computed" in s.value for s in a.success), timeout=240)
+    table = app.dataframe[0].value
+    table = table.data if hasattr(table, "data") else table  # a Styler
+    assert list(table.Method) == ["Unwatermarked", "KGW"]
+    assert {"PPL", "SimCSE", "ROUGE-2", "F1", "Disease-entity support (offline stand-in)"} <= set(table.columns)
+    assert "AlignScore" not in " ".join(table.columns)
+    assert table.loc[table.Method == "Unwatermarked", "SimCSE"].item() == 1.0
+    assert table.loc[table.Method == "KGW", "PPL"].item() > 1

@@ -1,12 +1,31 @@
-"""Quality metrics for a run's texts, as rows of the metrics table, and their per-run means."""
+"""Quality scoring for runs: every metric computed once per (run, sample, text kind, metric, config).
+
+`score_run` computes only what the metrics table lacks, so a second call computes nothing. The report's
+quality block reads the table back as per-run means.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from fwsapp.metrics import f1, rouge
+from fwsapp.metrics.factuality import ALIGNSCORE_NAME, STAND_IN_NAME
+from fwsapp.models import EMBEDDED_MODEL
+
+if TYPE_CHECKING:
+    from fwsapp.models import LoadedModel
 
 GENERATED_KINDS = ("watermarked", "unwatermarked")
-REPORT_METRICS = ("ppl", "simcse", "rouge2", "rougeL", "f1")
+REPORT_METRICS = ("ppl", "simcse", "rouge2", "rougeL", "f1", "bertscore")
+OFFLINE_METRICS = ("ppl", "simcse", "rouge", "f1", "factuality")
+ALL_METRICS = OFFLINE_METRICS + ("bertscore",)
+
+
+def metric_row(sample_idx: int, kind: str, metric: str, config: str, value) -> dict:
+    return {"sample_idx": int(sample_idx), "text_kind": kind, "metric": metric, "config": config,
+            "value": None if value is None else float(value)}
 
 
 def text_metric_rows(generations: list[dict], task_name: str) -> list[dict]:
@@ -20,21 +39,165 @@ def text_metric_rows(generations: list[dict], task_name: str) -> list[dict]:
             values["f1"] = f1.f1(outputs, references)
         for metric, series in values.items():
             config = f1.CONFIG if metric == "f1" else rouge.CONFIG
-            rows.extend(
-                {"sample_idx": row["sample_idx"], "text_kind": kind, "metric": metric, "config": config, "value": value}
-                for row, value in zip(generations, series)
-            )
+            rows.extend(metric_row(row["sample_idx"], kind, metric, config, value) for row, value in zip(generations, series))
     return rows
+
+
+@dataclass
+class QualityResources:
+    """What the model-based metrics need, loaded on first use."""
+
+    model_loader: Callable[[str], "LoadedModel"]
+    oracle: str | None = None  # perplexity model; None = the run's own model (embedded for imports)
+    alignscore_checkpoint: str | None = None
+    _encoder: object = field(default=None, repr=False)
+    _recognizer: object = field(default=None, repr=False)
+
+    @property
+    def encoder_name(self) -> str:
+        from fwsapp.encoder import DEFAULT_ENCODER
+
+        return DEFAULT_ENCODER if self._encoder is None else self._encoder.name
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from fwsapp.encoder import load_encoder
+
+            self._encoder = load_encoder()
+        return self._encoder
+
+    @property
+    def recognizer(self):
+        if self._recognizer is None:
+            from fwsapp.entities import load_recognizer
+
+            self._recognizer = load_recognizer()
+        return self._recognizer
+
+
+def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_METRICS,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+    """Compute the metrics a run lacks; returns how many values were computed per metric."""
+    unknown = set(metrics) - set(ALL_METRICS)
+    if unknown:
+        raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(ALL_METRICS)}.")
+    run = store.run(run_id)
+    samples = store.generations(run_id)
+    samples = samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()]
+    existing = store.metrics([run_id])
+    have = set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind))
+    computed = {}
+    for step, metric in enumerate(metrics):
+        if progress:
+            progress(step, len(metrics))
+        if metric == "f1" and run["task"] != "qa":
+            continue
+        rows = _compute(metric, run, samples, resources, have)
+        if rows:
+            store.write_rows("metrics", run_id, rows)
+        computed[metric] = len(rows)
+    if progress:
+        progress(len(metrics), len(metrics))
+    return computed
+
+
+def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=GENERATED_KINDS) -> pd.DataFrame:
+    keep = [
+        any((metric, config, row.sample_idx, kind) not in have for kind in kinds) for row in samples.itertuples()
+    ]
+    return samples[keep]
+
+
+def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set) -> list[dict]:
+    # Model-based metrics import torch; imports and reports of text metrics should not pay for that.
+    from fwsapp.entities import backend_name
+    from fwsapp.metrics import bertscore, factuality, perplexity, simcse
+
+    if metric in ("rouge", "f1"):
+        name, config = ("rouge2", rouge.CONFIG) if metric == "rouge" else ("f1", f1.CONFIG)
+        todo = _missing(samples, have, name, config)
+        rows = text_metric_rows(todo.to_dict("records"), run["task"]) if not todo.empty else []
+        return [row for row in rows if (row["metric"] == "f1") == (metric == "f1")]
+    if metric == "ppl":
+        oracle = resources.oracle or (run["model"] if not run["imported"] else EMBEDDED_MODEL)
+        config = f"oracle={oracle}"
+        todo = _missing(samples, have, "ppl", config)
+        if todo.empty:
+            return []
+        lm = resources.model_loader(oracle)
+        own_tokens = oracle == run["model"] and not run["imported"]
+        rows = []
+        for kind in GENERATED_KINDS:
+            pairs = [
+                (lm.tokenizer(row.prompt)["input_ids"], list(getattr(row, f"{kind}_ids")))
+                if own_tokens else perplexity.encode_pair(lm, row.prompt, getattr(row, f"{kind}_text"))
+                for row in todo.itertuples()
+            ]
+            values = perplexity.perplexity(lm, pairs)
+            rows += [metric_row(row.sample_idx, kind, "ppl", config, value) for row, value in zip(todo.itertuples(), values)]
+        return rows
+    if metric == "simcse":
+        config = f"encoder={resources.encoder_name}"
+        todo = _missing(samples, have, "simcse", config)
+        if todo.empty:
+            return []
+        values = simcse.similarity(resources.encoder, todo.watermarked_text.tolist(), todo.unwatermarked_text.tolist())
+        return [metric_row(row.sample_idx, "watermarked", "simcse", config, value) for row, value in zip(todo.itertuples(), values)] + [
+            metric_row(row.sample_idx, "unwatermarked", "simcse", config, 1.0) for row in todo.itertuples()
+        ]
+    if metric == "factuality":
+        if resources.alignscore_checkpoint:
+            config = f"alignscore;{resources.alignscore_checkpoint}"
+            score = lambda outputs, references: factuality.alignscore(resources.alignscore_checkpoint, outputs, references)  # noqa: E731
+        else:
+            config = factuality.stand_in_config(backend_name(), resources.encoder_name)
+            score = lambda outputs, references: factuality.entity_support(  # noqa: E731
+                resources.recognizer, resources.encoder, outputs, references)
+        return _per_kind(samples, have, "factuality", config, score)
+    if metric == "bertscore":
+        return _per_kind(samples, have, "bertscore", bertscore.CONFIG, bertscore.bertscore_f1)
+    raise AssertionError(metric)
+
+
+def _per_kind(samples, have, metric: str, config: str, score) -> list[dict]:
+    """A metric of each output against its reference, for both text kinds."""
+    todo = _missing(samples, have, metric, config)
+    rows = []
+    for kind in GENERATED_KINDS:
+        if todo.empty:
+            break
+        values = score(todo[f"{kind}_text"].tolist(), todo.reference.tolist())
+        rows += [metric_row(row.sample_idx, kind, metric, config, value) for row, value in zip(todo.itertuples(), values)]
+    return rows
+
+
+def factuality_name(config: str | None) -> str | None:
+    if config is None:
+        return None
+    return ALIGNSCORE_NAME if config.startswith("alignscore") else STAND_IN_NAME
+
+
+def _main_config(rows: pd.DataFrame) -> str | None:
+    """The config with the most values, when a metric was computed under several (two oracles, say)."""
+    if rows.empty:
+        return None
+    counts = rows.groupby("config").size()
+    return str(counts.sort_values(ascending=False, kind="stable").index[0])
 
 
 def quality_block(metrics: pd.DataFrame) -> dict:
     """The report's quality block for one run: mean per metric and text kind; null where not computed."""
-    block = {}
-    for metric in REPORT_METRICS:
+    block, configs = {}, {}
+    for metric in REPORT_METRICS + ("factuality",):
         rows = metrics[metrics.metric == metric]
-        block[metric] = {
+        config = _main_config(rows)
+        rows = rows[rows.config == config]
+        means = {
             kind: (float(rows.loc[rows.text_kind == kind, "value"].mean()) if (rows.text_kind == kind).any() else None)
             for kind in GENERATED_KINDS
         }
-    block["factuality"] = {"name": None, "watermarked": None, "unwatermarked": None}
+        configs[metric] = config
+        block[metric] = means if metric != "factuality" else {"name": factuality_name(config), **means}
+    block["configs"] = configs
     return block

