@@ -37,3 +37,155 @@ def ratio_weights(ratio: float) -> tuple[float, float]:
     if ratio <= 0:
         raise ValueError("the factuality : coherence ratio must be positive")
     return ratio / (2 * ratio + 1), 1 / (2 * ratio + 1)
+
+
+ASPECTS = ("coherence", "relevance", "factual_accuracy")
+KINDS = ("watermarked", "unwatermarked")
+# The default Auto-FWS mapping of metrics onto aspects: Coh = SimCSE, Rel = ROUGE-L (F1 for QA),
+# FactAcc = AlignScore or its stand-in. The relevance entry "rougeL|f1" picks F1 for QA tasks.
+DEFAULT_MAPPING = {"coherence": "simcse", "relevance": "rougeL|f1", "factual_accuracy": "factuality"}
+
+
+def judge_aspects(judgments) -> "pd.DataFrame":
+    """Long table (run, sample, kind) -> aspects in [0, 1] from the judge's 1-5 scores (both orders averaged)."""
+    import pandas as pd
+
+    from fwsapp.judge.summary import per_sample_scores
+
+    samples = per_sample_scores(judgments)
+    if samples.empty:
+        return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
+    frames = [
+        samples[["run_id", "sample_idx"]].assign(kind=kind, **{a: samples[f"{a}_{kind}"] / LIKERT_MAX for a in ASPECTS})
+        for kind in KINDS
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEFAULT_MAPPING) -> "pd.DataFrame":
+    """Long table (run, sample, kind) -> aspects in [0, 1] from stored metrics, by the given mapping.
+
+    Samples lacking any mapped metric are left out, so every row has all three aspects.
+    """
+    import pandas as pd
+
+    if metrics.empty:
+        return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
+    wide = metrics.pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric", values="value").reset_index()
+    wide = wide.rename(columns={"text_kind": "kind"})
+    qa = wide.run_id.map(tasks).eq("qa")
+    out = wide[["run_id", "sample_idx", "kind"]].copy()
+    for aspect, source in mapping.items():
+        choices = source.split("|")
+        column = choices[0] if len(choices) == 1 else None
+        if column is None:
+            general, for_qa = choices
+            values = wide.get(general, pd.Series(index=wide.index, dtype=float)).where(
+                ~qa, wide.get(for_qa, pd.Series(index=wide.index, dtype=float)))
+        else:
+            values = wide.get(column, pd.Series(index=wide.index, dtype=float))
+        out[aspect] = values.clip(0, 1)
+    return out.dropna(subset=list(ASPECTS))
+
+
+def run_means(aspects, runs, detection=None) -> "pd.DataFrame":
+    """Mean of each aspect per run and text kind, with the sample count, the run's method, model and
+    task, and (when given) its detectability columns.
+
+    FWS is linear in the aspects, so a run's mean FWS is the FWS of its mean aspects: the page computes
+    these means once per database revision, and a slider move re-weights a few rows, not every sample.
+    """
+    import pandas as pd
+
+    columns = ["run_id", "kind", *ASPECTS, "n", "method", "model", "task"]
+    if aspects.empty:
+        return pd.DataFrame(columns=columns + (list(detection.columns[1:]) if detection is not None else []))
+    grouped = aspects.groupby(["run_id", "kind"], as_index=False)
+    means = grouped[list(ASPECTS)].mean().merge(grouped.size().rename(columns={"size": "n"}), on=["run_id", "kind"])
+    means = means.merge(runs[["run_id", "method", "model", "task"]], on="run_id")
+    if detection is not None:
+        means = means.merge(detection, on="run_id", how="left")
+    return means
+
+
+def fws_by_run(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> "pd.DataFrame":
+    """`run_means` with each run's mean FWS added."""
+    return means.assign(fws=fws(means.coherence, means.relevance, means.factual_accuracy, alpha, beta))
+
+
+def _with_reference(scored) -> "pd.DataFrame":
+    """Watermarked rows by method, unwatermarked rows relabelled as the 'Unwatermarked' reference."""
+    import pandas as pd
+
+    plain = scored[scored.kind == "unwatermarked"].assign(method="Unwatermarked")
+    return pd.concat([plain, scored[scored.kind == "watermarked"]])
+
+
+def fws_table(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> "pd.DataFrame":
+    """The paper's Table 4 layout for one source: rows model × method (Unwatermarked first), columns tasks.
+    The unwatermarked row of a model and task averages over that model's runs of the task."""
+    import pandas as pd
+
+    if means.empty:
+        return pd.DataFrame()
+    rows = _with_reference(fws_by_run(means, alpha, beta))
+    table = rows.groupby(["model", "method", "task"]).fws.mean().unstack("task").reset_index()
+    table.columns.name = None
+    table["_order"] = table.method.ne("Unwatermarked")
+    return table.sort_values(["model", "_order", "method"]).drop(columns="_order").reset_index(drop=True)
+
+
+def ratio_sweep(means, ratios) -> "pd.DataFrame":
+    """FWS per method and task along the factuality : coherence ratio (2α + β = 1), for the flip chart."""
+    import pandas as pd
+
+    frames = [_with_reference(fws_by_run(means, *ratio_weights(ratio))).assign(ratio=ratio) for ratio in ratios]
+    if not frames or means.empty:
+        return pd.DataFrame(columns=["ratio", "method", "task", "fws"])
+    return pd.concat(frames).groupby(["ratio", "method", "task"], as_index=False).fws.mean()
+
+
+def ranking(table) -> "pd.DataFrame":
+    """Methods ranked by FWS within each model and task (1 = best), from a Table 4-layout frame."""
+    import pandas as pd
+
+    if table.empty:
+        return pd.DataFrame(columns=["model", "task", "rank", "method", "fws"])
+    long = table.melt(id_vars=["model", "method"], var_name="task", value_name="fws").dropna(subset=["fws"])
+    long["rank"] = long.groupby(["model", "task"]).fws.rank(ascending=False, method="min").astype(int)
+    return long.sort_values(["model", "task", "rank"])[["model", "task", "rank", "method", "fws"]].reset_index(drop=True)
+
+
+def tradeoff_points(means, detect_column: str, alpha: float, beta: float):
+    """One point per run (method × task × model): detectability against watermarked FWS, the Pareto
+    front over them, and each task's unwatermarked FWS as the reference."""
+    scored = fws_by_run(means, alpha, beta)
+    points = scored[scored.kind == "watermarked"].dropna(subset=[detect_column, "fws"])
+    reference = scored[scored.kind == "unwatermarked"].groupby("task", as_index=False).fws.mean()
+    front = pareto_front(points, detect_column, "fws") if not points.empty else points
+    return points, front, reference
+
+
+def fws_views(judge, auto, alpha: float, beta: float, detect_column: str = "auroc", tradeoff_source: str = "GPTJ") -> dict:
+    """Every table and chart input of the FWS page that depends on α and β; no model call, no re-scoring.
+    `judge` and `auto` are `run_means` (with detection) of the judge's and the metrics' aspects."""
+    gptj_table = fws_table(judge, alpha, beta)
+    auto_table = fws_table(auto, alpha, beta)
+    points, front, reference = tradeoff_points(judge if tradeoff_source == "GPTJ" else auto, detect_column, alpha, beta)
+    return {
+        "gptj": gptj_table, "auto": auto_table,
+        "ranking": ranking(gptj_table if not gptj_table.empty else auto_table),
+        "tradeoff": points, "front": front, "reference": reference,
+    }
+
+
+def pareto_front(points, x: str, y: str):
+    """The points not dominated on (x, y), both larger-is-better, ordered by x."""
+    ordered = points.sort_values([x, y], ascending=[False, False])
+    front, best_y = [], float("-inf")
+    for index, row in ordered.iterrows():
+        if row[y] > best_y:
+            front.append(index)
+            best_y = row[y]
+    return points.loc[front].sort_values(x)
+

@@ -60,3 +60,18 @@ def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAU
             "entities": None,
         })
     return {"alpha": alpha, "beta": beta, "runs": entries}
+
+
+DETECTABILITY = {"auroc": "AUROC", "tpr@0": "TPR at FPR 0%", "tpr@0.01": "TPR at FPR 1%", "tpr@0.05": "TPR at FPR 5%"}
+
+
+def detection_frame(store: Store) -> pd.DataFrame:
+    """Detectability per run: AUROC and TPR at each FPR level, in the run's score direction."""
+    runs, scores = store.runs(), store.detections()
+    rows = []
+    for run in runs.itertuples():
+        summary = run_detection(scores[(scores.run_id == run.run_id) & (scores.detector == run.method)], run.score_direction)
+        if summary:
+            rows.append({"run_id": run.run_id, "auroc": summary["auroc"],
+                         **{f"tpr@{level}": value for level, value in summary["tpr_at_fpr"].items()}})
+    return pd.DataFrame(rows, columns=["run_id", *DETECTABILITY])

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -93,6 +93,33 @@ MIGRATIONS = [
         seconds DOUBLE,
         created TIMESTAMP,
         PRIMARY KEY (run_id, sample_idx, judge_model, prompt_version, watermarked_first, texts_hash)
+    );
+    """,
+    # 3: human evaluation: the sampled items (with their stored A/B order), ratings, and skips.
+    """
+    CREATE TABLE human_items (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        watermarked_first BOOLEAN NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, sample_idx)
+    );
+    CREATE TABLE human_ratings (
+        rater VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        scores_watermarked DOUBLE[] NOT NULL,
+        scores_unwatermarked DOUBLE[] NOT NULL,
+        comment VARCHAR,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (rater, run_id, sample_idx)
+    );
+    CREATE TABLE human_skips (
+        rater VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (rater, run_id, sample_idx)
     );
     """,
 ]
@@ -253,7 +280,8 @@ class Store:
         row = self.cursor().execute(
             """SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM generations),
                       (SELECT count(*) FROM detections), (SELECT count(*) FROM metrics),
-                      (SELECT count(*) FROM judgments),
+                      (SELECT count(*) FROM judgments), (SELECT count(*) FROM human_items),
+                      (SELECT count(*) FROM human_ratings), (SELECT count(*) FROM human_skips),
                       (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
         ).fetchone()
         return "|".join(str(value) for value in row)

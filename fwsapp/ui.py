@@ -9,18 +9,25 @@ import html
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from fwsapp.export import run_table
+from fwsapp.fws import judge_aspects, metric_aspects, ratio_sweep, run_means
+from fwsapp.human import ratings, sample_items
 from fwsapp.jobs import JobManager
 from fwsapp.judge.backends import make_backend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
 from fwsapp.paths import DEFAULT_DB
-from fwsapp.report import build_report, run_detection
+from fwsapp.report import build_report, detection_frame, run_detection
 from fwsapp.store import Store
+
+
+# Factuality : coherence ratios for the flip chart, from coherence-heavy 1:4 to factuality-heavy 8:1.
+RATIOS = tuple(round(value, 3) for value in np.geomspace(0.25, 8, 41))
 
 
 def db_path() -> Path:
@@ -158,6 +165,38 @@ def verdict_label(row) -> str:
 def sample_row(revision_key: str, run_id: str, sample_idx: int) -> dict:
     table = samples(revision_key, run_id)
     return table[table.sample_idx == sample_idx].iloc[0].to_dict()
+
+
+@st.cache_data(show_spinner=False)
+def fws_inputs(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+    """Everything the FWS page re-weights on a slider move, loaded once per database revision."""
+    db = store()
+    runs_frame = db.runs()
+    tasks = dict(zip(runs_frame.run_id, runs_frame.task))
+    metrics_frame = db.metrics()
+    judge = judge_aspects(db.judgments())
+    auto = metric_aspects(metrics_frame, tasks, dict(mapping))
+    detection = detection_frame(db)
+    return {
+        "runs": runs_frame, "metrics": metrics_frame,
+        "judge_samples": judge, "auto_samples": auto,  # per sample, for agreement with human ratings
+        "judge": run_means(judge, runs_frame, detection), "auto": run_means(auto, runs_frame, detection),
+    }
+
+
+@st.cache_data(show_spinner=False)
+def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], source: str) -> pd.DataFrame:
+    inputs = fws_inputs(revision_key, mapping)
+    return ratio_sweep(inputs["judge" if source == "GPTJ" else "auto"], RATIOS)
+
+
+@st.cache_data(show_spinner=False)
+def human_ratings(revision_key: str) -> pd.DataFrame:
+    return ratings(store())
+
+
+def add_rating_items(run_id: str, fraction: float) -> int:
+    return sample_items(store(), run_id, fraction)
 
 
 def detection_summary(scores: pd.DataFrame, direction: str) -> dict | None:

@@ -34,7 +34,7 @@ else:
     if summary_rows:
         st.subheader("Detection metrics")
         st.caption("Positives: watermarked texts. Negatives: unwatermarked texts. TPR thresholds are set on the negatives; ties at the threshold are not flagged.")
-        st.dataframe(pd.DataFrame(summary_rows).round(3), hide_index=True, use_container_width=True)
+        st.dataframe(pd.DataFrame(summary_rows).round(3), hide_index=True, width="stretch")
         st.subheader("Score distributions")
         shown = scores.assign(run=scores.run_id + " · " + scores.method)
         figure = px.histogram(
@@ -43,11 +43,11 @@ else:
             color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51", "reference": "#8d99ae"},
         )
         figure.update_yaxes(title_text="texts")
-        st.plotly_chart(figure, use_container_width=True)
+        st.plotly_chart(figure, width="stretch")
         st.subheader("Scores per text")
         st.dataframe(
             scores[["run_id", "method", "sample_idx", "text_kind", "score", "num_tokens_scored"]].round(3),
-            hide_index=True, use_container_width=True,
+            hide_index=True, width="stretch",
         )
 
 st.subheader("Detect a watermark in any text")

@@ -47,4 +47,4 @@ runs = ui.runs(ui.revision())
 imported = runs[runs.imported]
 if not imported.empty:
     st.subheader("Imported runs")
-    st.dataframe(imported[["run_id", "method", "model", "task", "n", "created"]], hide_index=True, use_container_width=True)
+    st.dataframe(imported[["run_id", "method", "model", "task", "n", "created"]], hide_index=True, width="stretch")

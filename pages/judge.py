@@ -107,10 +107,10 @@ if not means.empty:
         color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"},
         labels={"mean": "mean score (1–5)", "method": "method", "kind": "text"}, range_y=[0, 5],
     )
-    st.plotly_chart(figure, use_container_width=True)
+    st.plotly_chart(figure, width="stretch")
     drops = means[means.kind == "watermarked"].pivot_table(index=["task", "method"], columns="aspect", values="drop_pct")
     st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
-    st.dataframe(drops.round(1), use_container_width=True)
+    st.dataframe(drops.round(1), width="stretch")
 
 st.subheader("Verdicts")
 filters = st.columns(4)
@@ -122,7 +122,7 @@ view = ui.filter_verdicts(judgments, method, task, status, max_fact)
 st.caption(f"{len(view)} verdicts")
 if view.empty:
     st.stop()
-st.dataframe(ui.verdict_table(view), hide_index=True, use_container_width=True)
+st.dataframe(ui.verdict_table(view), hide_index=True, width="stretch")
 picked = st.selectbox("Open a verdict", range(len(view)), format_func=lambda i: ui.verdict_label(view.iloc[i]))
 verdict = view.iloc[picked]
 sample = ui.sample_row(ui.revision(), verdict.run_id, int(verdict.sample_idx))

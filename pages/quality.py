@@ -61,9 +61,9 @@ for task in [name for name in TASKS if name in set(runs.task)]:
     styled = table.style.format(precision=3, na_rep="–").apply(
         lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
     )
-    st.dataframe(styled, hide_index=True, use_container_width=True)
+    st.dataframe(styled, hide_index=True, width="stretch")
     st.caption("Best value per column and model in bold (lowest perplexity, highest otherwise). Difference from unwatermarked:")
-    st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, use_container_width=True)
+    st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
     downloads = st.columns(2)
     downloads[0].download_button("CSV", table.to_csv(index=False), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
     downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
@@ -77,4 +77,4 @@ if not values.empty:
     figure = px.box(shown, x="method", y="value", color="text_kind", facet_col="task", points="outliers",
                     labels={"value": metric, "text_kind": "text"},
                     color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"})
-    st.plotly_chart(figure, use_container_width=True)
+    st.plotly_chart(figure, width="stretch")

@@ -19,7 +19,7 @@ for title, build in TABLES.items():
     if frame.empty:
         continue
     st.subheader(title)
-    st.dataframe(frame.round(3), hide_index=True, use_container_width=True)
+    st.dataframe(frame.round(3), hide_index=True, width="stretch")
 downloads = st.columns(2)
 downloads[0].download_button("Download Markdown", render(report, "markdown"), "fwsapp-tables.md", "text/markdown")
 downloads[1].download_button("Download LaTeX", render(report, "latex"), "fwsapp-tables.tex", "text/x-tex")

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,11 +50,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def streamlit_server(tmp_path):
+@contextmanager
+def start_streamlit(tmp_path, db):
     """`streamlit run app.py` on a free loopback port, with its own database."""
     port = free_port()
-    env = {**os.environ, "FWSAPP_DB": str(tmp_path / "browser.duckdb"), "PYTHONPATH": str(PROJECT)}
+    env = {**os.environ, "FWSAPP_DB": str(db), "PYTHONPATH": str(PROJECT)}
     log = open(tmp_path / "streamlit.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -69,9 +70,17 @@ def streamlit_server(tmp_path):
                 break
         except OSError:
             time.sleep(0.5)
-    yield url
-    process.terminate()
-    process.wait(timeout=20)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.fixture
+def streamlit_server(tmp_path):
+    with start_streamlit(tmp_path, tmp_path / "browser.duckdb") as url:
+        yield url
 
 
 @pytest.fixture
@@ -89,3 +98,28 @@ def browser_page():
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         yield page
         browser.close()
+
+
+def judged_rating_db(path, n=3):
+    """An imported qa run with judge verdicts and every sample up for human rating; returns the run id."""
+    import json
+
+    from fwsapp.human import sample_items
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    rows = [{"prompt": f"Is condition {i} serious?", "watermarked_text": f"Watermarked answer {i} <b>bold</b>.",
+             "unwatermarked_text": f"Plain answer {i}.", "natural_text": f"Reference answer {i}."} for i in range(n)]
+    scores_w = [[4, 2, 3], [2, 2, 2], [3, 3, 4], [5, 4, 4]][:n]
+    scores_u = [[5, 5, 5], [3, 3, 3], [4, 4, 4], [5, 5, 4]][:n]
+    judged = [{"sample_id": str(i), "prompt": rows[i]["prompt"], "w_output": rows[i]["watermarked_text"],
+               "uw_output": rows[i]["unwatermarked_text"], "judge_output": "[[A]]: [1, 1, 1]\n[[B]]: [1, 1, 1]",
+               "randomized": "False", "judge_choice": "Watermarked", "scores_W": scores_w[i], "scores_U": scores_u[i]}
+              for i in range(n)]
+    store = Store(path)
+    run_id = import_logs(store, method="KGW", model="meditron", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()),
+                         judged=LogFile("j.json", json.dumps(judged).encode()))
+    sample_items(store, run_id, fraction=1.0)
+    store.close()
+    return run_id

@@ -26,3 +26,43 @@ def test_two_sample_demo_generation_shows_watermarked_text_and_z(streamlit_serve
     page.get_by_role("heading", name="Detection metrics").wait_for(timeout=60_000)
     page.wait_for_timeout(2000)
     page.screenshot(path=str(ARTIFACTS / "detect.png"), full_page=True)
+
+
+def rate_items_as(page, base_url, rater, count, offset):
+    page.goto(base_url)
+    page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+    page.get_by_role("link", name="Rate", exact=True).click()
+    page.get_by_role("heading", name="Rate answers").wait_for(timeout=30_000)
+    page.get_by_label("Your name").fill(rater)
+    page.get_by_label("Your name").press("Enter")
+    for item in range(count):
+        page.get_by_text(f"{item + 1} of {count}").wait_for(timeout=30_000)
+        groups = page.get_by_role("radiogroup")
+        groups.nth(5).wait_for(timeout=30_000)
+        assert groups.count() == 6
+        for index in range(6):
+            value = (index + item + offset) % 5 + 1  # ratings that vary across items and raters
+            groups.nth(index).get_by_text(str(value), exact=True).click()
+        page.get_by_role("button", name="Submit").click()
+        page.wait_for_timeout(1500)
+    page.get_by_text("Nothing left to rate").wait_for(timeout=30_000)
+
+
+def test_two_raters_rate_three_items_and_see_the_correlation_table(tmp_path, browser_page):
+    import os
+
+    from tests.conftest import judged_rating_db, start_streamlit
+
+    db = tmp_path / "rating.duckdb"
+    judged_rating_db(db, n=3)
+    with start_streamlit(tmp_path, db) as url:
+        page = browser_page
+        rate_items_as(page, url, "Dr Ada", 3, offset=0)
+        # Model text is escaped: the answer's <b> tag shows as text, it does not render.
+        rate_items_as(page, url, "Dr Bo", 3, offset=2)
+        page.get_by_role("link", name="FWS", exact=True).click()
+        page.get_by_text("Correlation of human ratings with the judge and the metrics").wait_for(timeout=60_000)
+        page.wait_for_timeout(2000)
+        assert page.get_by_text("2 raters, 6 ratings of 3 items.").count() == 1
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "fws-agreement.png"), full_page=True)

@@ -1,6 +1,8 @@
 """The pages in streamlit's AppTest: the Generate page runs a job, the Detect page shows its scores."""
 import time
 
+import numpy as np
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -157,3 +159,26 @@ def test_quality_page_computes_missing_metrics_and_shows_the_table(app_db, qa_ru
     assert "AlignScore" not in " ".join(table.columns)
     assert table.loc[table.Method == "Unwatermarked", "SimCSE"].item() == 1.0
     assert table.loc[table.Method == "KGW", "PPL"].item() > 1
+
+
+def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
+    from tests.conftest import judged_rating_db
+
+    judged_rating_db(app_db, n=2)  # watermarked judge scores [4,2,3] and [2,2,2]; unwatermarked [5,5,5], [3,3,3]
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/fws.py").run()
+    assert not app.exception
+    table = app.dataframe[0].value.set_index("method")
+    assert table.loc["KGW", "Question answering"] == pytest.approx((0.56 + 0.40) / 2, abs=5e-4)
+    assert table.loc["Unwatermarked", "Question answering"] == pytest.approx((1.0 + 0.6) / 2, abs=5e-4)
+    app.radio(key="fws-mode").set_value("Free α and β").run()
+    app.slider(key="fws-alpha").set_value(0.3).run()
+    app.slider(key="fws-beta").set_value(0.4).run()
+    table = app.dataframe[0].value.set_index("method")
+    assert table.loc["KGW", "Question answering"] == pytest.approx((0.62 + 0.40) / 2, abs=5e-4)
+    app.radio(key="fws-mode").set_value("Factuality : coherence ratio").run()
+    app.slider(key="fws-ratio").set_value(4.0).run()
+    alpha, beta = 4 / 9, 1 / 9
+    expected = np.mean([alpha * (2 + 3) / 5 + beta * 4 / 5, alpha * (2 + 2) / 5 + beta * 2 / 5])
+    assert app.dataframe[0].value.set_index("method").loc["KGW", "Question answering"] == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals

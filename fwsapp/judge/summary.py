@@ -12,15 +12,14 @@ def per_sample_scores(judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per sample: mean of its parsed verdicts, columns `{aspect}_{kind}` on the 1-5 scale."""
     ok = judgments[judgments.status == "ok"]
     if ok.empty:
-        return pd.DataFrame(columns=["run_id", "sample_idx"])
-    rows = []
-    for (run_id, sample_idx), group in ok.groupby(["run_id", "sample_idx"]):
-        row = {"run_id": run_id, "sample_idx": sample_idx, "orders": len(group)}
-        for kind in ("watermarked", "unwatermarked"):
-            means = np.mean(np.stack(group[f"scores_{kind}"].map(np.asarray).to_list()), axis=0)
-            row.update({f"{aspect}_{kind}": value for aspect, value in zip(ASPECTS, means)})
-        rows.append(row)
-    return pd.DataFrame(rows)
+        return pd.DataFrame(columns=["run_id", "sample_idx", "orders"])
+    frame = ok[["run_id", "sample_idx"]].reset_index(drop=True)
+    for kind in ("watermarked", "unwatermarked"):
+        scores = np.stack(ok[f"scores_{kind}"].map(np.asarray).to_list())
+        for position, aspect in enumerate(ASPECTS):
+            frame[f"{aspect}_{kind}"] = scores[:, position]
+    grouped = frame.groupby(["run_id", "sample_idx"], as_index=False)
+    return grouped.mean().merge(grouped.size().rename(columns={"size": "orders"}), on=["run_id", "sample_idx"])
 
 
 def judge_block(judgments: pd.DataFrame, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict | None:

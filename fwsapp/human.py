@@ -1,0 +1,243 @@
+"""Human evaluation: clinicians rate watermarked vs unwatermarked outputs, and how the judge and the
+metrics agree with them (the paper's Tables 5 and 6).
+
+- Sampling: a share of each run's samples (10% by default) becomes rating items, each with a random,
+  stored A/B order.
+- Assignment: each item goes to 3 different raters; no rater sees an item twice (rated or skipped).
+  A rater gets the item closest to complete first, so finished items accumulate early.
+- Ratings are written on submit and survive reloads; the database refuses a second rating by the same
+  rater of the same item.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.fws import ASPECTS, PRESETS, fws
+from fwsapp.store import Store
+
+RATERS_PER_ITEM = 3
+DEFAULT_FRACTION = 0.10
+LIKERT = range(1, 6)
+
+# The paper's questions to human raters, per aspect.
+QUESTIONS = {
+    "coherence": "Coherence: is the answer well structured, logically consistent and easy to follow?",
+    "relevance": "Relevance (completeness for summaries): does it address the prompt and cover its essential parts?",
+    "factual_accuracy": "Factual accuracy: is the medical content correct, with no inaccurate or unrelated medical terms?",
+}
+
+
+class RatingError(ValueError):
+    """A rating that cannot be stored; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Item:
+    run_id: str
+    sample_idx: int
+    watermarked_first: bool
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def sample_items(store: Store, run_id: str, fraction: float = DEFAULT_FRACTION, seed: int = 0) -> int:
+    """Add ceil(fraction · n) of the run's samples as rating items; returns how many were new."""
+    if not 0 < fraction <= 1:
+        raise ValueError("The share of items to rate must be between 0 and 1.")
+    samples = sorted(int(index) for index in store.generations(run_id).sample_idx)
+    if not samples:
+        raise ValueError(f"Run {run_id} has no samples to rate.")
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{run_id}".encode()).digest()[:8], "little"))
+    chosen = rng.sample(samples, max(1, math.ceil(fraction * len(samples))))
+    existing = {row[0] for row in store.cursor().execute(
+        "SELECT sample_idx FROM human_items WHERE run_id = ?", [run_id]).fetchall()}
+    new = [(run_id, index, rng.random() < 0.5, _now()) for index in chosen if index not in existing]
+    if new:
+        with store.transaction() as cursor:
+            cursor.executemany("INSERT INTO human_items VALUES (?, ?, ?, ?)", new)
+    return len(new)
+
+
+def _rater(name: str) -> str:
+    name = " ".join((name or "").split())
+    if not name:
+        raise RatingError("Enter your name first: ratings are stored per rater.")
+    if len(name) > 80:
+        raise RatingError("A rater name may have at most 80 characters.")
+    return name
+
+
+def next_item(store: Store, rater: str) -> Item | None:
+    """The next item for this rater: not yet rated or skipped by them, with fewer than 3 ratings."""
+    row = store.cursor().execute(
+        """SELECT i.run_id, i.sample_idx, i.watermarked_first
+           FROM human_items i
+           LEFT JOIN (SELECT run_id, sample_idx, count(*) AS ratings FROM human_ratings GROUP BY ALL) r
+                  USING (run_id, sample_idx)
+           WHERE coalesce(r.ratings, 0) < ?
+             AND NOT EXISTS (SELECT 1 FROM human_ratings h WHERE h.rater = ? AND h.run_id = i.run_id AND h.sample_idx = i.sample_idx)
+             AND NOT EXISTS (SELECT 1 FROM human_skips s WHERE s.rater = ? AND s.run_id = i.run_id AND s.sample_idx = i.sample_idx)
+           ORDER BY coalesce(r.ratings, 0) DESC, i.run_id, i.sample_idx
+           LIMIT 1""",
+        [RATERS_PER_ITEM, _rater(rater), _rater(rater)],
+    ).fetchone()
+    return Item(row[0], int(row[1]), bool(row[2])) if row else None
+
+
+def _check_scores(scores, which: str) -> list[float]:
+    values = list(scores)
+    if len(values) != 3 or any(value not in LIKERT for value in values):
+        raise RatingError(f"Answer {which} needs three ratings from 1 to 5.")
+    return [float(value) for value in values]
+
+
+def submit_rating(store: Store, rater: str, item: Item, scores_a, scores_b, comment: str = "") -> None:
+    """Store one rater's scores for answers A and B of an item (A/B mapped back to the texts)."""
+    rater = _rater(rater)
+    a, b = _check_scores(scores_a, "A"), _check_scores(scores_b, "B")
+    watermarked, unwatermarked = (a, b) if item.watermarked_first else (b, a)
+    with store.transaction() as cursor:
+        taken = cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE rater = ?) FROM human_ratings WHERE run_id = ? AND sample_idx = ?",
+            [rater, item.run_id, item.sample_idx],
+        ).fetchone()
+        if taken[1]:
+            raise RatingError("You have already rated this item.")
+        if taken[0] >= RATERS_PER_ITEM:
+            raise RatingError(f"This item already has {RATERS_PER_ITEM} ratings; take the next one.")
+        cursor.execute(
+            "INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [rater, item.run_id, item.sample_idx, watermarked, unwatermarked, comment.strip() or None, _now()],
+        )
+
+
+def skip(store: Store, rater: str, item: Item) -> None:
+    store.cursor().execute(
+        "INSERT OR IGNORE INTO human_skips VALUES (?, ?, ?, ?)", [_rater(rater), item.run_id, item.sample_idx, _now()]
+    )
+
+
+def progress(store: Store, rater: str) -> tuple[int, int]:
+    """(items this rater has rated or skipped, items there are to rate)."""
+    rater = _rater(rater)
+    done, total = store.cursor().execute(
+        """SELECT (SELECT count(*) FROM human_ratings WHERE rater = ?) + (SELECT count(*) FROM human_skips WHERE rater = ?),
+                  (SELECT count(*) FROM human_items)""",
+        [rater, rater],
+    ).fetchone()
+    return int(done), int(total)
+
+
+def ratings(store: Store) -> pd.DataFrame:
+    """All ratings, one row per rater × item × text kind, aspects on the 1-5 scale (the CSV export)."""
+    raw = store.cursor().execute(
+        """SELECT h.*, r.method, r.model, r.task FROM human_ratings h JOIN runs r USING (run_id)
+           ORDER BY run_id, sample_idx, rater"""
+    ).df()
+    rows = []
+    for row in raw.itertuples():
+        for kind in ("watermarked", "unwatermarked"):
+            scores = getattr(row, f"scores_{kind}")
+            rows.append({"rater": row.rater, "run_id": row.run_id, "sample_idx": row.sample_idx, "method": row.method,
+                         "model": row.model, "task": row.task, "kind": kind, **dict(zip(ASPECTS, scores)),
+                         "comment": row.comment, "created": row.created})
+    return pd.DataFrame(rows, columns=["rater", "run_id", "sample_idx", "method", "model", "task", "kind", *ASPECTS,
+                                       "comment", "created"])
+
+
+# -- agreement --------------------------------------------------------------------------------------
+
+UNIT = ["run_id", "sample_idx", "kind"]
+
+
+def human_means(rated: pd.DataFrame) -> pd.DataFrame:
+    """Mean human rating per text (run, sample, kind), aspects scaled to [0, 1]."""
+    if rated.empty:
+        return pd.DataFrame(columns=UNIT + list(ASPECTS) + ["raters"])
+    means = rated.groupby(UNIT, as_index=False)[list(ASPECTS)].mean()
+    means[list(ASPECTS)] = means[list(ASPECTS)] / 5.0
+    return means.merge(rated.groupby(UNIT, as_index=False).size().rename(columns={"size": "raters"}), on=UNIT)
+
+
+def _pearson(x, y) -> tuple[float | None, float | None, int]:
+    from scipy.stats import pearsonr
+
+    pairs = pd.DataFrame({"x": x, "y": y}).dropna()
+    if len(pairs) < 3 or pairs.x.nunique() < 2 or pairs.y.nunique() < 2:
+        return None, None, len(pairs)
+    result = pearsonr(pairs.x, pairs.y)
+    return float(result.statistic), float(result.pvalue), len(pairs)
+
+
+def correlation_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame, metrics: pd.DataFrame,
+                      alpha: float, beta: float) -> pd.DataFrame:
+    """Pearson r (with p and n) of the mean human rating against the judge and each automatic metric,
+    per aspect and for FWS (the paper's Table 6). Long format: aspect, source, r, p, n."""
+    h = humans.assign(fws=fws(humans.coherence, humans.relevance, humans.factual_accuracy, alpha, beta))
+    j = judge.assign(fws=fws(judge.coherence, judge.relevance, judge.factual_accuracy, alpha, beta))
+    a = auto.assign(fws=fws(auto.coherence, auto.relevance, auto.factual_accuracy, alpha, beta))
+    raw = metrics.rename(columns={"text_kind": "kind"}).pivot_table(index=UNIT, columns="metric", values="value").reset_index()
+    rows = []
+    for aspect in (*ASPECTS, "fws"):
+        sources = {"GPT judge": j[UNIT + [aspect]], "Auto-FWS mapping": a[UNIT + [aspect]]}
+        for metric in [column for column in raw.columns if column not in UNIT]:
+            sources[metric] = raw[UNIT + [metric]].rename(columns={metric: aspect})
+        for source, values in sources.items():
+            joined = h[UNIT + [aspect]].merge(values, on=UNIT, suffixes=("_human", "_source"))
+            r, p, n = _pearson(joined[f"{aspect}_human"], joined[f"{aspect}_source"])
+            rows.append({"aspect": aspect, "source": source, "r": r, "p": p, "n": n})
+    return pd.DataFrame(rows)
+
+
+def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame) -> pd.DataFrame:
+    """Each preset weighting's FWS-to-human Pearson r, for GPTJ and for Auto (the paper's Table 5)."""
+    rows = []
+    for name, (alpha, beta) in PRESETS.items():
+        h = humans.assign(fws=fws(humans.coherence, humans.relevance, humans.factual_accuracy, alpha, beta))
+        row = {"preset": name, "alpha": alpha, "beta": beta}
+        for label, source in (("GPTJ", judge), ("Auto", auto)):
+            s = source.assign(fws=fws(source.coherence, source.relevance, source.factual_accuracy, alpha, beta))
+            joined = h[UNIT + ["fws"]].merge(s[UNIT + ["fws"]], on=UNIT, suffixes=("_human", "_source"))
+            row[f"r {label}"], row[f"p {label}"], row[f"n {label}"] = _pearson(joined.fws_human, joined.fws_source)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def friedman_nemenyi(rated: pd.DataFrame) -> tuple[float | None, float | None, pd.DataFrame | None]:
+    """Friedman test across the three aspects' human ratings (blocks: each rating of each text), and the
+    Nemenyi post-hoc p-values between aspects (scikit-posthocs)."""
+    import scikit_posthocs as posthocs
+    from scipy.stats import friedmanchisquare
+
+    data = rated[list(ASPECTS)].dropna().to_numpy(dtype=float)
+    if len(data) < 3:
+        return None, None, None
+    statistic, p_value = friedmanchisquare(*data.T)
+    nemenyi = posthocs.posthoc_nemenyi_friedman(data)
+    nemenyi.index = nemenyi.columns = list(ASPECTS)
+    return float(statistic), float(p_value), nemenyi
+
+
+def krippendorff_alpha(rated: pd.DataFrame) -> dict[str, float | None]:
+    """Inter-rater agreement per aspect: Krippendorff's alpha, ordinal, over texts rated by 2+ raters."""
+    import krippendorff
+
+    result = {}
+    for aspect in ASPECTS:
+        matrix = rated.pivot_table(index="rater", columns=UNIT, values=aspect)
+        matrix = matrix.loc[:, matrix.notna().sum() >= 2]
+        values = matrix.to_numpy(dtype=float)
+        if matrix.shape[0] < 2 or matrix.shape[1] < 1 or len(np.unique(values[~np.isnan(values)])) < 2:
+            result[aspect] = None
+            continue
+        result[aspect] = float(krippendorff.alpha(reliability_data=values, level_of_measurement="ordinal"))
+    return result

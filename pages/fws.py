@@ -1,0 +1,135 @@
+"""FWS: the Factuality-Weighted Score, live under α and β, with where method rankings flip, the
+detectability trade-off, and agreement with clinicians' ratings."""
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.data.tasks import TASKS
+from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
+from fwsapp.human import DEFAULT_FRACTION, correlation_table, friedman_nemenyi, human_means, krippendorff_alpha, sensitivity_table
+from fwsapp.report import DETECTABILITY
+from fwsapp.tables import judge_drop_table
+
+st.title("Factuality-Weighted Score")
+st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
+st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. GPTJ uses the LLM judge; Auto uses automatic metrics.")
+
+runs = ui.runs(ui.revision())
+if runs.empty:
+    st.info("No runs yet: generate one, or import logs on the Import page.")
+    st.stop()
+
+mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True, key="fws-mode")
+if mode == "Paper preset":
+    preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index("Current"), key="fws-preset",
+                          format_func=lambda name: f"{name} (α={PRESETS[name][0]}, β={PRESETS[name][1]})")
+    alpha, beta = PRESETS[preset]
+elif mode == "Factuality : coherence ratio":
+    ratio = st.slider("Factuality : coherence (α : β), keeping 2α + β = 1", 0.25, 8.0, 2.0, 0.25, key="fws-ratio")
+    alpha, beta = ratio_weights(ratio)
+else:
+    columns = st.columns(2)
+    alpha = columns[0].slider("α (relevance and factual accuracy)", 0.0, 1.0, DEFAULT_ALPHA, 0.01, key="fws-alpha")
+    beta = columns[1].slider("β (coherence)", 0.0, 1.0, DEFAULT_BETA, 0.01, key="fws-beta")
+st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f}")
+
+with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
+    metric_names = sorted(set(ui.metric_values(ui.revision()).metric)) or ["simcse", "rougeL", "f1", "factuality"]
+    choices = {
+        "coherence": ["simcse", "bertscore", "rougeL"],
+        "relevance": ["rougeL|f1", "rougeL", "rouge2", "f1", "bertscore"],
+        "factual_accuracy": ["factuality", "bertscore", "rouge2"],
+    }
+    mapping = {}
+    for aspect, options in choices.items():
+        mapping[aspect] = st.selectbox(
+            aspect.replace("_", " ").capitalize(), options, index=options.index(DEFAULT_MAPPING[aspect]),
+            key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default).",
+        )
+    st.caption(f"Metrics stored so far: {', '.join(metric_names)}. Compute missing ones on the Quality page.")
+
+mapping_key = tuple(sorted(mapping.items()))
+inputs = ui.fws_inputs(ui.revision(), mapping_key)
+detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY), format_func=DETECTABILITY.get, key="fws-detect")
+tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source")
+views = fws_views(inputs["judge"], inputs["auto"], alpha, beta, detect_column, tradeoff_source)
+
+
+def show_table(title: str, table, empty: str) -> None:
+    st.subheader(title)
+    if table.empty:
+        st.info(empty)
+        return
+    st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
+
+
+show_table("FWS, GPTJ (judge)", views["gptj"], "No judge verdicts yet: run the Judge page, or import a judged log.")
+show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet: compute them on the Quality page.")
+
+if not views["ranking"].empty:
+    st.subheader("Ranking of methods")
+    st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
+
+sweep = ui.ratio_sweep_cached(ui.revision(), mapping_key, "GPTJ" if not views["gptj"].empty else "Auto")
+if not sweep.empty:
+    st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
+    figure = px.line(sweep, x="ratio", y="fws", color="method", facet_col="task", log_x=True, markers=False,
+                     labels={"ratio": "factuality : coherence (α/β, with 2α + β = 1)", "fws": "FWS"})
+    if beta > 0:
+        figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
+    st.plotly_chart(figure, width="stretch")
+
+drops = judge_drop_table(ui.report(ui.revision(), alpha, beta))
+if not drops.empty:
+    st.subheader("Judge drop % per aspect")
+    st.dataframe(drops.round(1), hide_index=True, width="stretch")
+
+st.subheader("Trade-off: detectability against FWS")
+points, front, reference = views["tradeoff"], views["front"], views["reference"]
+if points.empty:
+    st.info("Needs runs with both detection scores and FWS inputs.")
+else:
+    figure = px.scatter(points, x=detect_column, y="fws", color="method", symbol="task", hover_data=["model", "run_id"],
+                        labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS ({tradeoff_source})"})
+    figure.add_trace(go.Scatter(x=front[detect_column], y=front.fws, mode="lines", name="Pareto front",
+                                line={"color": "black", "dash": "dash"}))
+    for row in reference.itertuples():
+        figure.add_hline(y=row.fws, line_dash="dot", line_color="grey",
+                         annotation_text=f"unwatermarked, {row.task}", annotation_position="bottom right")
+    figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
+    st.plotly_chart(figure, width="stretch")
+
+st.header("Agreement with clinicians")
+with st.expander("Choose items for human rating"):
+    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+    chosen = st.multiselect("Runs", list(labels), format_func=labels.get, key="human-runs")
+    fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
+    if st.button("Add items to rate", disabled=not chosen):
+        added = sum(ui.add_rating_items(run_id, fraction) for run_id in chosen)
+        st.success(f"Added {added} items. Each goes to 3 different raters on the Rate page.")
+
+rated = ui.human_ratings(ui.revision())
+if rated.empty:
+    st.info("No human ratings yet. Raters use the Rate page.")
+    st.stop()
+humans = human_means(rated)
+st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
+st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
+correlations = correlation_table(humans, inputs["judge_samples"], inputs["auto_samples"], inputs["metrics"], alpha, beta)
+pivot = correlations.pivot_table(index="aspect", columns="source", values="r")
+st.dataframe(pivot.round(3), width="stretch")
+with st.expander("p-values and sample sizes"):
+    st.dataframe(correlations.round(4), hide_index=True, width="stretch")
+st.subheader("Sensitivity of each weighting (FWS-to-human r)")
+st.dataframe(sensitivity_table(humans, inputs["judge_samples"], inputs["auto_samples"]).round(3), hide_index=True, width="stretch")
+statistic, p_value, nemenyi = friedman_nemenyi(rated)
+st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
+if statistic is None:
+    st.info("Needs at least 3 ratings.")
+else:
+    st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
+    st.dataframe(nemenyi.round(4), width="stretch")
+st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
+st.dataframe({aspect: [value] for aspect, value in krippendorff_alpha(rated).items()}, width="stretch")
+st.download_button("Download ratings (CSV)", rated.to_csv(index=False), "human-ratings.csv", "text/csv")

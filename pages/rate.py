@@ -1,0 +1,61 @@
+"""Rate: clinicians score two answers to the same prompt, blind to which one carries the watermark."""
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.human import QUESTIONS, RatingError, next_item, progress, skip, submit_rating
+
+st.title("Rate answers")
+st.caption(
+    "You see a prompt, its ground-truth reference and two answers, A and B. One was generated with a "
+    "watermark and one without; you are not told which. Rate each answer from 1 (very poor) to 5 (excellent)."
+)
+name = st.text_input("Your name", value=st.session_state.get("rater", ""), key="rater-name")
+if not name.strip():
+    st.info("Enter your name to start. Your ratings are saved as you submit them.")
+    st.stop()
+st.session_state["rater"] = name
+store = ui.store()
+try:
+    item = next_item(store, name)
+    done, total = progress(store, name)
+except RatingError as error:
+    st.error(str(error))
+    st.stop()
+if item is None:
+    st.success(f"Nothing left to rate: you have done {done} of {total} items. Thank you.")
+    st.stop()
+st.progress(done / total if total else 0.0, text=f"{done + 1} of {total}")
+
+sample = ui.sample_row(ui.revision(), item.run_id, item.sample_idx)
+st.markdown(f"**Prompt:** {ui.escaped(sample['prompt'])}", unsafe_allow_html=True)
+st.markdown(f"**Reference (ground truth):** {ui.escaped(sample['reference'])}", unsafe_allow_html=True)
+answers = ("watermarked_text", "unwatermarked_text") if item.watermarked_first else ("unwatermarked_text", "watermarked_text")
+key = f"{item.run_id}-{item.sample_idx}"
+scores = {}
+with st.form(f"rate-{key}", clear_on_submit=True):
+    columns = st.columns(2)
+    for column, letter, text_key in zip(columns, "AB", answers):
+        with column:
+            st.markdown(f"**Answer {letter}**")
+            st.markdown(ui.escaped(sample[text_key]), unsafe_allow_html=True)
+            scores[letter] = [
+                st.radio(question, [1, 2, 3, 4, 5], index=None, horizontal=True, key=f"{key}-{letter}-{aspect}")
+                for aspect, question in QUESTIONS.items()
+            ]
+    comment = st.text_area("Comment (optional)", key=f"{key}-comment")
+    buttons = st.columns([1, 1, 6])
+    submitted = buttons[0].form_submit_button("Submit", type="primary")
+    skipped = buttons[1].form_submit_button("Skip")
+if skipped:
+    skip(store, name, item)
+    st.rerun()
+if submitted:
+    if any(value is None for letter in "AB" for value in scores[letter]):
+        st.error("Rate all three questions for both answers, or press Skip.")
+    else:
+        try:
+            submit_rating(store, name, item, scores["A"], scores["B"], comment)
+        except RatingError as error:
+            st.error(str(error))
+        else:
+            st.rerun()
