@@ -18,6 +18,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from fwsapp.data.loaders import DEMO, load_dataset
+from fwsapp.entropy import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store, detection_record
 from fwsapp.watermark import Watermark, canonical_name, create
@@ -88,14 +89,6 @@ class EntropyRecorder(LogitsProcessor):
         return scores
 
 
-def token_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy in nats of softmax(logits) along the last axis; -inf logits contribute 0."""
-    logits = logits.float()
-    log_probs = torch.log_softmax(logits, dim=-1)
-    probs = log_probs.exp()
-    return -(probs * torch.nan_to_num(log_probs, neginf=0.0)).sum(-1)
-
-
 @dataclass
 class GeneratedBatch:
     texts: list[str]
@@ -116,7 +109,8 @@ def generate_batch(
     tokenizer = lm.tokenizer
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
     recorder = EntropyRecorder()
-    processors = LogitsProcessorList([recorder] + ([watermark.logits_processor()] if watermark else []))
+    extra = watermark.generation_kwargs(len(prompts), seed) if watermark else {}
+    processors = LogitsProcessorList([recorder] + list(extra.pop("logits_processor", [])))
     torch.manual_seed(seed)
     started = time.perf_counter()
     with torch.inference_mode():
@@ -126,6 +120,7 @@ def generate_batch(
             max_new_tokens=max_new_tokens,
             pad_token_id=tokenizer.pad_token_id,
             **sampling,
+            **extra,
         )
     seconds = time.perf_counter() - started
     new_tokens = output[:, encoded["input_ids"].shape[1]:].tolist()
@@ -145,6 +140,22 @@ def _stop_ids(lm: LoadedModel) -> set[int]:
     ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
     ids.add(lm.tokenizer.eos_token_id)
     return {token for token in ids if token is not None}
+
+
+def generation_row(index: int, sample, plain: GeneratedBatch, marked: GeneratedBatch | None, offset: int,
+                   batch_size: int) -> dict:
+    """A generations-table row; the watermarked columns stay empty for post-hoc detectors."""
+    row = {
+        "sample_idx": index, "prompt": sample.prompt, "reference": sample.reference,
+        "unwatermarked_text": plain.texts[offset], "unwatermarked_ids": plain.token_ids[offset],
+        "unwatermarked_entropy": plain.entropies[offset], "unwatermarked_seconds": plain.seconds / batch_size,
+    }
+    if marked is not None:
+        row.update(
+            watermarked_text=marked.texts[offset], watermarked_ids=marked.token_ids[offset],
+            watermarked_entropy=marked.entropies[offset], watermarked_seconds=marked.seconds / batch_size,
+        )
+    return row
 
 
 def batch_seed(seed: int, batch_index: int, kind: str) -> int:
@@ -167,7 +178,7 @@ def run_generation(
     run_id = config.run_id()
     samples = load_dataset(config.task, config.dataset)[: config.n]
     n = len(samples)
-    watermark = create(config.method, lm.vocab_size, config.params)
+    watermark = create(config.method, lm.vocab_size, config.params, lm=lm)
     store.ensure_run(
         run_id, config.identity(), model=config.model, task=config.task, method=config.method,
         params=watermark.params, seed=config.seed, n=n, score_direction=watermark.score_direction,
@@ -186,27 +197,22 @@ def run_generation(
             raise Cancelled(run_id)
         prompts = [samples[index].prompt for index in indices]
         plain = generate_batch(lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"))
-        marked = generate_batch(
+        # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
+        marked = None if watermark.post_hoc else generate_batch(
             lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark
         )
         rows, detections = [], []
         for offset, index in enumerate(indices):
-            rows.append({
-                "sample_idx": index,
-                "prompt": samples[index].prompt,
-                "reference": samples[index].reference,
-                "unwatermarked_text": plain.texts[offset],
-                "watermarked_text": marked.texts[offset],
-                "unwatermarked_ids": plain.token_ids[offset],
-                "watermarked_ids": marked.token_ids[offset],
-                "unwatermarked_entropy": plain.entropies[offset],
-                "watermarked_entropy": marked.entropies[offset],
-                "unwatermarked_seconds": plain.seconds / len(indices),
-                "watermarked_seconds": marked.seconds / len(indices),
-            })
-            context = lm.tokenizer(samples[index].prompt)["input_ids"]
-            for kind, batch in (("unwatermarked", plain), ("watermarked", marked)):
-                found = watermark.detect(batch.token_ids[offset], context)
+            sample = samples[index]
+            rows.append(generation_row(index, sample, plain, marked, offset, len(indices)))
+            context = lm.tokenizer(sample.prompt)["input_ids"]
+            scored = {"unwatermarked": plain.token_ids[offset]}
+            if marked is not None:
+                scored["watermarked"] = marked.token_ids[offset]
+            else:
+                scored["reference"] = lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"]
+            for kind, token_ids in scored.items():
+                found = watermark.detect(token_ids, context)
                 detections.append(detection_record(
                     index, kind, config.method, found.score, z=found.z, p=found.p,
                     num_tokens_scored=found.num_tokens_scored,

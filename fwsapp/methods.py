@@ -10,6 +10,13 @@ SCORE_DIRECTIONS = {
     "SynthID": "higher", "LogRank": "higher", "DetectGPT": "higher", "Fast-DetectGPT": "higher",
 }
 ALIASES = {"DIP": "DiPmark", "EXPEdit": "EXP-edit"}
+# Detectors with no watermark: model text (positives) against the dataset's human reference (negatives).
+POST_HOC = ("LogRank", "DetectGPT", "Fast-DetectGPT")
+
+
+def detection_kinds(method: str) -> tuple[str, str]:
+    """(positive, negative) text kinds for a method's detection metrics."""
+    return ("unwatermarked", "reference") if canonical_name(method) in POST_HOC else ("watermarked", "unwatermarked")
 
 
 def canonical_name(name: str) -> str:

@@ -9,16 +9,19 @@ import pandas as pd
 from fwsapp import detection
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws
 from fwsapp.judge.summary import judge_block
+from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
 from fwsapp.store import Store
 
 
-def run_detection(scores: pd.DataFrame, direction: str) -> dict | None:
-    """Detection summary for one run's scores: watermarked texts are positives, unwatermarked negatives."""
+def run_detection(scores: pd.DataFrame, direction: str, method: str = "KGW") -> dict | None:
+    """Detection summary for one run's scores: watermarked texts are positives and unwatermarked ones
+    negatives; for post-hoc detectors, model text against the human reference."""
     if scores.empty:
         return None
-    positives = scores.loc[scores.text_kind == "watermarked", "score"].dropna()
-    negatives = scores.loc[scores.text_kind == "unwatermarked", "score"].dropna()
+    positive, negative = detection_kinds(method)
+    positives = scores.loc[scores.text_kind == positive, "score"].dropna()
+    negatives = scores.loc[scores.text_kind == negative, "score"].dropna()
     return detection.summary(positives, negatives, direction)
 
 
@@ -54,7 +57,7 @@ def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAU
             "n": int(max(run.samples_done, run.n if run.imported else 0)),
             "imported": bool(run.imported),
             "status": run.status,
-            "detection": run_detection(run_scores, run.score_direction),
+            "detection": run_detection(run_scores, run.score_direction, run.method),
             "quality": quality,
             "judge": judge_block(judgments[judgments.run_id == run.run_id], alpha, beta),
             "entities": None,
@@ -70,7 +73,8 @@ def detection_frame(store: Store) -> pd.DataFrame:
     runs, scores = store.runs(), store.detections()
     rows = []
     for run in runs.itertuples():
-        summary = run_detection(scores[(scores.run_id == run.run_id) & (scores.detector == run.method)], run.score_direction)
+        summary = run_detection(scores[(scores.run_id == run.run_id) & (scores.detector == run.method)],
+                                run.score_direction, run.method)
         if summary:
             rows.append({"run_id": run.run_id, "auroc": summary["auroc"],
                          **{f"tpr@{level}": value for level, value in summary["tpr_at_fpr"].items()}})

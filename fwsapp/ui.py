@@ -199,8 +199,8 @@ def add_rating_items(run_id: str, fraction: float) -> int:
     return sample_items(store(), run_id, fraction)
 
 
-def detection_summary(scores: pd.DataFrame, direction: str) -> dict | None:
-    return run_detection(scores, direction)
+def detection_summary(scores: pd.DataFrame, direction: str, method: str) -> dict | None:
+    return run_detection(scores, direction, method)
 
 
 def param_inputs(defaults: dict, key_prefix: str) -> dict:

@@ -20,7 +20,7 @@ else:
     for run_id in chosen:
         run = runs[runs.run_id == run_id].iloc[0]
         own = scores[(scores.run_id == run_id) & (scores.detector == run.method)]
-        summary = ui.detection_summary(own, run.score_direction)
+        summary = ui.detection_summary(own, run.score_direction, run.method)
         if summary is None:
             continue
         summary_rows.append({
@@ -56,7 +56,7 @@ params = ui.param_inputs(METHODS[method].defaults, f"paste-{method}")
 text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
 if st.button("Detect"):
     try:
-        detection, tokens = detect_text(method, params, ui.model(EMBEDDED_MODEL).tokenizer, text)
+        detection, tokens = detect_text(method, params, ui.model(EMBEDDED_MODEL), text)
     except ValueError as error:
         st.error(str(error))
     else:

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from fwsapp.generate import RunConfig, run_generation, token_entropy
+from fwsapp.entropy import token_entropy
+from fwsapp.generate import RunConfig, run_generation
 from fwsapp.report import build_report
 from fwsapp.store import Store
 from tests.conftest import PROJECT

@@ -3,9 +3,19 @@ from __future__ import annotations
 
 from fwsapp.methods import SCORE_DIRECTIONS, canonical_name
 from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.dipmark import DiPmark
+from fwsapp.watermark.exp_edit import ExpEdit
 from fwsapp.watermark.kgw import KGW
+from fwsapp.watermark.posthoc import DetectGPT, FastDetectGPT, LogRank
+from fwsapp.watermark.sweet import SWEET
+from fwsapp.watermark.synthid import SynthID
+from fwsapp.watermark.unigram import Unigram
 
-METHODS: dict[str, type[Watermark]] = {cls.name: cls for cls in (KGW,)}
+METHODS: dict[str, type[Watermark]] = {
+    cls.name: cls for cls in (KGW, SWEET, DiPmark, ExpEdit, Unigram, SynthID, LogRank, DetectGPT, FastDetectGPT)
+}
+WATERMARKS = [name for name, cls in METHODS.items() if not getattr(cls, "post_hoc", False)]
+POST_HOC = [name for name, cls in METHODS.items() if getattr(cls, "post_hoc", False)]
 
 def method_class(name: str) -> type[Watermark]:
     canonical = canonical_name(name)
@@ -40,21 +50,22 @@ def _split(pair: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def create(method: str, vocab_size: int, params: dict | None = None) -> Watermark:
-    return method_class(method)(vocab_size, **(params or {}))
+def create(method: str, vocab_size: int, params: dict | None = None, lm=None) -> Watermark:
+    return method_class(method)(vocab_size, lm=lm, **(params or {}))
 
 
-def detect_text(method: str, params: dict, tokenizer, text: str) -> tuple[Detection, list[str]]:
+def detect_text(method: str, params: dict, lm, text: str) -> tuple[Detection, list[str]]:
     """Detect a watermark in pasted text: tokenised without special tokens, as MarkLLM does.
 
     Returns the detection and the decoded tokens, for a token-level view.
     """
     if not text.strip():
         raise ValueError("The text is empty: paste the text to check.")
+    tokenizer = lm.tokenizer
     token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    watermark = create(method, len(tokenizer), params)
+    watermark = create(method, len(tokenizer), params, lm=lm)
     detection = watermark.detect(token_ids)
     return detection, [tokenizer.decode([token]) for token in token_ids]
 
 
-__all__ = ["Detection", "Watermark", "METHODS", "SCORE_DIRECTIONS", "canonical_name", "method_class", "parse_params", "create", "detect_text"]
+__all__ = ["Detection", "Watermark", "METHODS", "WATERMARKS", "POST_HOC", "SCORE_DIRECTIONS", "canonical_name", "method_class", "parse_params", "create", "detect_text"]

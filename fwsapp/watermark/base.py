@@ -33,20 +33,32 @@ class Watermark(ABC):
     defaults: ClassVar[dict]
     # "higher": larger scores mean watermarked (z-scores); "lower": p-values.
     score_direction: ClassVar[str] = "higher"
+    # The detector runs the model itself (SWEET's entropies, the post-hoc detectors).
+    needs_model: ClassVar[bool] = False
+    # Post-hoc detectors watermark nothing; they separate model text from human reference text.
+    post_hoc: ClassVar[bool] = False
+    threshold_param: ClassVar[str] = "z_threshold"
 
-    def __init__(self, vocab_size: int, **params):
+    def __init__(self, vocab_size: int, lm=None, **params):
         unknown = set(params) - set(self.defaults)
         if unknown:
             raise ValueError(
                 f"{self.name} has no parameter {', '.join(sorted(unknown))}; "
                 f"its parameters are {', '.join(self.defaults)}."
             )
+        if self.needs_model and lm is None:
+            raise ValueError(f"{self.name} needs the model to detect: load one first.")
         self.vocab_size = vocab_size
+        self.lm = lm
         self.params = {**self.defaults, **params}
 
     @abstractmethod
     def logits_processor(self) -> LogitsProcessor:
         """A processor for `model.generate(logits_processor=[...])`, batched over rows."""
+
+    def generation_kwargs(self, batch_size: int, seed: int) -> dict:
+        """Extra `generate` arguments for one batch: by default, this method's logits processor."""
+        return {"logits_processor": [self.logits_processor()]}
 
     @abstractmethod
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
@@ -59,4 +71,5 @@ class Watermark(ABC):
         return [self.detect(ids, context) for ids, context in zip(sequences, contexts)]
 
     def is_watermarked(self, detection: Detection) -> bool:
-        return detection.score > self.params["z_threshold"]
+        threshold = self.params[self.threshold_param]
+        return detection.score < threshold if self.score_direction == "lower" else detection.score > threshold

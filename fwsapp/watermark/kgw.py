@@ -20,9 +20,14 @@ from fwsapp.watermark.base import Detection, Watermark
 
 
 class GreenLists:
-    """MarkLLM's left-hash green lists, cached per seed: each list depends only on the seed."""
+    """MarkLLM's left-hash green lists, cached per seed: each list depends only on the seed.
 
-    def __init__(self, vocab_size: int, gamma: float, hash_key: int, prefix_length: int, cache_size: int = 4096):
+    Two seeding schemes, as MarkLLM has them: "kgw" passes the prefix through a keyed pseudo-random
+    permutation (KGW's f_time); "sweet" multiplies the hash key by the prefix (SWEET's _seed_rng).
+    """
+
+    def __init__(self, vocab_size: int, gamma: float, hash_key: int, prefix_length: int, cache_size: int = 4096,
+                 scheme: str = "kgw"):
         self.vocab_size = vocab_size
         self.gamma = gamma
         self.hash_key = hash_key
@@ -33,12 +38,15 @@ class GreenLists:
         self._prf = torch.randperm(vocab_size, generator=self._rng).tolist()
         self._cache: OrderedDict[int, torch.Tensor] = OrderedDict()
         self._cache_size = cache_size
+        self.scheme = scheme
 
     def seed(self, prefix: Sequence[int]) -> int:
-        """MarkLLM's f_time: product of the last `prefix_length` token ids, through the PRF."""
+        """The generator seed for the token after `prefix`, from the product of its last tokens."""
         product = 1
         for token in prefix[-self.prefix_length:]:
             product *= int(token)
+        if self.scheme == "sweet":
+            return self.hash_key * (product % self.vocab_size)
         return (self.hash_key * self._prf[product % self.vocab_size]) % self.vocab_size
 
     def mask(self, seed: int) -> torch.Tensor:
@@ -96,6 +104,7 @@ def z_score(green_count: int, scored: int, gamma: float) -> float:
 
 
 def count_detection(flags: list[int], gamma: float) -> Detection:
+    """z-score over the scored tokens (flags 0 or 1; -1 is not scored)."""
     scored = [flag for flag in flags if flag >= 0]
     z = z_score(sum(scored), len(scored), gamma)
     return Detection(score=z, z=z, num_tokens_scored=len(scored), token_flags=flags)
@@ -109,18 +118,23 @@ class KGWLogitsProcessor(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[-1] < self.green_lists.prefix_length:
             return scores
-        return bias_green(scores, self.green_lists.batch_mask(input_ids), self.delta)
+        return bias_green(scores, self.green_mask(input_ids, scores), self.delta)
+
+    def green_mask(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
+        """Where δ is added: the green list of each row."""
+        return self.green_lists.batch_mask(input_ids)
 
 
 class KGW(Watermark):
     name = "KGW"
     description = "Kirchenbauer et al. (2023): bias a pseudo-random green list seeded by the previous token."
     defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0}
+    seeding = "kgw"
 
     def __init__(self, vocab_size: int, **params):
         super().__init__(vocab_size, **params)
         p = self.params
-        self.green_lists = GreenLists(vocab_size, p["gamma"], p["hash_key"], p["prefix_length"])
+        self.green_lists = GreenLists(vocab_size, p["gamma"], p["hash_key"], p["prefix_length"], scheme=self.seeding)
 
     def logits_processor(self) -> LogitsProcessor:
         return KGWLogitsProcessor(self.green_lists, self.params["delta"])

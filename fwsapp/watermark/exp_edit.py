@@ -1,0 +1,124 @@
+"""EXP-edit (Kuditipudi et al., 2024): distortion-free exponential-minimum sampling with an edit-robust test.
+
+Generation: a key gives a sequence ξ of `pseudo_length` uniform vectors over the vocabulary. Each text
+starts at a random shift s; its token i is argmax_v ξ[s + i][v]^(1/p(v)) (the exponential-minimum trick:
+an exact sample from p, made deterministic by the key).
+
+Detection: the test statistic is the minimum over shifts j of a Levenshtein alignment cost between the
+tokens and ξ[j:j+k], with substitution cost log(1 − ξ[·][token]) and insertion/deletion cost γ (0.0 as in
+MarkLLM). A permutation test against `n_runs` other keys, each seeded, gives the p-value
+(1 + #{null ≤ observed}) / (1 + n_runs): the same text always gets the same p-value. Lower means
+watermarked.
+
+Speed: only the columns of ξ for the text's tokens matter. The alignment is computed for all shifts at
+once, row by row: with insertion cost γ, row i is l·γ + cummin(B − l·γ) where B holds the diagonal and
+vertical moves. MarkLLM's Cython loop takes ~30 s per text; this is numpy, and equals the plain
+recurrence exactly (tests/test_watermarks.py keeps the reference).
+
+ξ is drawn with numpy's PCG64 from the key (MarkLLM draws it with a pure-Python Mersenne twister,
+too slow for 12.6M values), so keys are not interchangeable with MarkLLM's.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+from fwsapp.watermark.base import Detection, Watermark
+
+
+@lru_cache(maxsize=2)
+def key_sequence(key: int, pseudo_length: int, vocab_size: int) -> np.ndarray:
+    """ξ: pseudo_length × vocab_size uniforms in (0, 1) from the key."""
+    return np.random.default_rng(key).random((pseudo_length, vocab_size), dtype=np.float32)
+
+
+def alignment_costs(columns: np.ndarray, gamma: float = 0.0) -> np.ndarray:
+    """Levenshtein alignment cost for every shift at once.
+
+    `columns[r, i]` is ξ[r][token_i] (r over the pseudo length n, i over the k tokens). For each shift j
+    the text is aligned to rows j, j+1, …, j+k−1 (mod n). Returns the n costs.
+    """
+    n, k = columns.shape
+    # log(1 − ξ[(j + l) mod n][token_i]) for every shift j, window position l, token i: cost[j, l] per row i.
+    window = (np.arange(n)[:, None] + np.arange(k)[None, :]) % n  # (n, k) row indices
+    costs = np.log1p(-columns[window, :])  # (n, k, k): [shift, window position l, token i]
+    positions = np.arange(k + 1, dtype=np.float64) * gamma
+    previous = np.broadcast_to(positions, (n, k + 1)).astype(np.float64)  # row 0: A[0][l] = l·γ
+    for i in range(1, k + 1):
+        diagonal = previous[:, :-1] + costs[:, :, i - 1]  # A[i-1][l-1] + cost(i, l)
+        best = np.empty_like(previous)
+        best[:, 0] = i * gamma
+        best[:, 1:] = np.minimum(previous[:, 1:] + gamma, diagonal)
+        previous = positions + np.minimum.accumulate(best - positions, axis=1)
+    return previous[:, k]
+
+
+def test_statistic(columns: np.ndarray, gamma: float = 0.0) -> float:
+    return float(alignment_costs(columns, gamma).min())
+
+
+class ExpEditLogitsProcessor(LogitsProcessor):
+    """Exponential-minimum sampling as a processor: every logit but the chosen token's becomes -inf,
+    so whatever sampler runs after it returns that token. Row b reads ξ from its own shift."""
+
+    def __init__(self, xi: np.ndarray, shifts: np.ndarray):
+        self.xi = torch.from_numpy(xi)
+        self.shifts = torch.from_numpy(np.asarray(shifts))
+        self.start: int | None = None  # the padded prompt length, learned on the first step
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.start is None:
+            self.start = input_ids.shape[1]
+        step = input_ids.shape[1] - self.start
+        width = min(scores.shape[-1], self.xi.shape[1])
+        probs = torch.softmax(scores[:, :width].float(), dim=-1).cpu()
+        rows = self.xi[(self.shifts + step) % self.xi.shape[0], :width]
+        # argmax u^(1/p) = argmax log(u)/p; zero-probability tokens can never win.
+        keys = torch.where(probs > 0, torch.log(rows) / probs, torch.tensor(float("-inf")))
+        chosen = keys.argmax(dim=-1).to(scores.device)
+        forced = torch.full_like(scores, float("-inf"))
+        forced.scatter_(1, chosen.unsqueeze(1), 0.0)
+        return forced
+
+
+class ExpEdit(Watermark):
+    name = "EXP-edit"
+    description = "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values."
+    defaults = {"pseudo_length": 256, "sequence_length": 200, "n_runs": 100, "key": 42, "gamma": 0.0,
+                "p_threshold": 0.2}
+    score_direction = "lower"
+    threshold_param = "p_threshold"
+
+    def __init__(self, vocab_size: int, lm=None, **params):
+        super().__init__(vocab_size, lm, **params)
+        self.xi = key_sequence(self.params["key"], self.params["pseudo_length"], vocab_size)
+
+    def logits_processor(self, shifts: Sequence[int] = (0,)) -> LogitsProcessor:
+        """A processor reading ξ from the given shift of each row (one shift serves every row)."""
+        return ExpEditLogitsProcessor(self.xi, np.asarray(shifts))
+
+    def generation_kwargs(self, batch_size: int, seed: int) -> dict:
+        """A random, seeded shift per text, as in Kuditipudi et al."""
+        shifts = np.random.default_rng(seed).integers(0, self.params["pseudo_length"], batch_size)
+        return {"logits_processor": [self.logits_processor(shifts)]}
+
+    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        tokens = np.asarray([token for token in token_ids if token < self.vocab_size][: self.params["sequence_length"]])
+        if len(tokens) == 0:
+            return Detection(score=1.0, p=1.0, num_tokens_scored=0)
+        gamma = self.params["gamma"]
+        observed = test_statistic(self.xi[:, tokens], gamma)
+        unique, inverse = np.unique(tokens, return_inverse=True)
+        at_least_as_extreme = 0
+        for run in range(self.params["n_runs"]):
+            # Null keys: fresh uniforms for the text's distinct tokens (only those columns matter).
+            null = np.random.default_rng([self.params["key"], run + 1]).random(
+                (self.params["pseudo_length"], len(unique)), dtype=np.float32)
+            at_least_as_extreme += test_statistic(null[:, inverse], gamma) <= observed
+        p_value = (at_least_as_extreme + 1.0) / (self.params["n_runs"] + 1.0)
+        return Detection(score=p_value, p=p_value, num_tokens_scored=len(tokens))
+

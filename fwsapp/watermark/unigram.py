@@ -1,0 +1,51 @@
+"""Unigram watermark (Zhao et al., 2024): one fixed green list for every position.
+
+A fixed list is robust to edits (no context to destroy) at the cost of a detectable token-frequency
+shift. The list is MarkLLM 0.1.5's: a boolean mask of γ·|V| True values shuffled by numpy's generator
+seeded from sha256 of the hash key. Every token is scored; there is no context.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.kgw import bias_green, count_detection
+
+
+def unigram_mask(vocab_size: int, gamma: float, hash_key: int) -> np.ndarray:
+    green = int(gamma * vocab_size)
+    mask = np.array([True] * green + [False] * (vocab_size - green))
+    seed = int.from_bytes(hashlib.sha256(np.int64(hash_key)).digest()[:4], "little")
+    np.random.default_rng(seed).shuffle(mask)
+    return mask
+
+
+class UnigramLogitsProcessor(LogitsProcessor):
+    def __init__(self, mask: np.ndarray, delta: float):
+        self.mask = torch.from_numpy(mask)
+        self.delta = delta
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return bias_green(scores, self.mask.expand(scores.shape[0], -1), self.delta)
+
+
+class Unigram(Watermark):
+    name = "Unigram"
+    description = "Zhao et al. (2024): one fixed green list for all positions, robust to edits."
+    defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "z_threshold": 4.0}
+
+    def __init__(self, vocab_size: int, lm=None, **params):
+        super().__init__(vocab_size, lm, **params)
+        self.mask = unigram_mask(vocab_size, self.params["gamma"], self.params["hash_key"])
+
+    def logits_processor(self) -> LogitsProcessor:
+        return UnigramLogitsProcessor(self.mask, self.params["delta"])
+
+    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        flags = [int(token < self.vocab_size and bool(self.mask[token])) for token in token_ids]
+        return count_detection(flags, self.params["gamma"])
