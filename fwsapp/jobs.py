@@ -15,6 +15,7 @@ from fwsapp.judge.runner import JudgeSettings, run_judge
 from fwsapp.metrics.quality import QualityResources, score_run
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store
+from fwsapp.sweeps import grid_points, run_sweep
 
 Work = Callable[[Callable[[int, int], None], threading.Event], str | None]
 
@@ -49,6 +50,7 @@ class JobManager:
         self.store = store
         self.model_loader = model_loader
         self.jobs: dict[str, Job] = {}
+        self.sweeps: dict[str, list[str]] = {}  # sweep job key -> its run ids
         self._lock = threading.Lock()
 
     def start(self, kind: str, key: str, label: str, work: Work) -> Job:
@@ -80,6 +82,17 @@ class JobManager:
 
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
         return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)
+
+    def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:
+        def work(progress, cancel):
+            run_ids = run_sweep(base, self.store, self.model_loader(base.model), grid, progress=progress, cancel=cancel)
+            self.sweeps[key] = run_ids
+            return f"Sweep finished: {len(run_ids)} runs."
+
+        key = f"sweep:{base.run_id()}:{sorted(grid.items())}"
+        job = self.start("sweep", key, f"{base.method} sweep over {', '.join(grid)}", work)
+        job.total = job.total or len(grid_points(base.method, grid))
+        return job
 
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:

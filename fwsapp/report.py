@@ -79,3 +79,45 @@ def detection_frame(store: Store) -> pd.DataFrame:
             rows.append({"run_id": run.run_id, "auroc": summary["auroc"],
                          **{f"tpr@{level}": value for level, value in summary["tpr_at_fpr"].items()}})
     return pd.DataFrame(rows, columns=["run_id", *DETECTABILITY])
+
+
+def _sides(scores: pd.DataFrame, method: str) -> tuple[pd.Series, pd.Series]:
+    positive, negative = detection_kinds(method)
+    return (scores.loc[scores.text_kind == positive, "score"].dropna(),
+            scores.loc[scores.text_kind == negative, "score"].dropna())
+
+
+def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """The Detect page's method comparison: one row per run, in each run's own score direction."""
+    rows = []
+    for run in runs.itertuples():
+        own = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
+        positives, negatives = _sides(own, run.method)
+        if positives.empty or negatives.empty:
+            continue
+        summary = detection.summary(positives, negatives, run.score_direction)
+        interval = detection.bootstrap_auroc_ci(positives, negatives, run.score_direction, rounds=500)
+        statistic = "median p" if run.score_direction == "lower" else "mean z"
+        centre = positives.median() if run.score_direction == "lower" else positives.mean()
+        rows.append({
+            "run": run.run_id, "method": run.method, "task": run.task, "model": run.model,
+            "params": run.params, "AUROC": summary["auroc"],
+            "AUROC 95% CI": f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "–",
+            **{f"TPR@FPR={key}": value for key, value in summary["tpr_at_fpr"].items()},
+            "statistic": statistic, "positives": float(centre), "tokens scored": float(own.num_tokens_scored.mean()),
+        })
+    return pd.DataFrame(rows)
+
+
+def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """ROC curve points per run, for an overlay: columns run, label, fpr, tpr."""
+    frames = []
+    for run in runs.itertuples():
+        own = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
+        positives, negatives = _sides(own, run.method)
+        if positives.empty or negatives.empty:
+            continue
+        fpr, tpr = detection.roc_points(positives, negatives, run.score_direction)
+        label = f"{run.method} {run.task} {run.params} ({run.run_id})"
+        frames.append(pd.DataFrame({"run": run.run_id, "label": label, "fpr": fpr, "tpr": tpr}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "label", "fpr", "tpr"])

@@ -276,7 +276,8 @@ class Store:
         return self._per_run("detections", run_ids)
 
     def revision(self) -> str:
-        """Changes whenever rows are added or a run changes status; keys the app's query cache."""
+        """Changes whenever rows are added or a run changes status; keys the app's query cache.
+        It names the file too, so two databases never share cached results."""
         row = self.cursor().execute(
             """SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM generations),
                       (SELECT count(*) FROM detections), (SELECT count(*) FROM metrics),
@@ -284,7 +285,7 @@ class Store:
                       (SELECT count(*) FROM human_ratings), (SELECT count(*) FROM human_skips),
                       (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
         ).fetchone()
-        return "|".join(str(value) for value in row)
+        return "|".join([str(self.path), *(str(value) for value in row)])
 
     def metrics(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("metrics", run_ids)

@@ -22,7 +22,8 @@ from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
 from fwsapp.paths import DEFAULT_DB
-from fwsapp.report import build_report, detection_frame, run_detection
+from fwsapp.report import build_report, detection_comparison as compare_detection, detection_frame, roc_frame, run_detection
+from fwsapp.watermark import explain
 from fwsapp.store import Store
 
 
@@ -193,6 +194,39 @@ def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], 
 @st.cache_data(show_spinner=False)
 def human_ratings(revision_key: str) -> pd.DataFrame:
     return ratings(store())
+
+
+@st.cache_data(show_spinner=False)
+def detection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    db = store()
+    runs_frame = db.runs()
+    return compare_detection(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
+
+
+@st.cache_data(show_spinner=False)
+def roc_curves(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    db = store()
+    runs_frame = db.runs()
+    return roc_frame(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
+
+
+@st.cache_data(show_spinner="Scoring the tokens…")
+def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str):
+    """A stored text's detection with per-token flags, recomputed with the run's method and parameters."""
+    run = store().run(run_id)
+    row = store().generations(run_id).set_index("sample_idx").loc[sample_idx]
+    token_ids = row[f"{kind}_ids"]
+    if token_ids is None or not hasattr(token_ids, "__len__"):
+        raise ValueError(f"This run stores no {kind} tokens (post-hoc detectors generate no watermarked text).")
+    lm = model(run["model"])
+    context = lm.tokenizer(row.prompt)["input_ids"]
+    return explain(run["method"], run["params"], lm, [int(token) for token in token_ids], context)
+
+
+def latest_sweep() -> list[str] | None:
+    """The run ids of the newest finished sweep, to preselect on the Detect page."""
+    job = jobs().latest("sweep")
+    return jobs().sweeps.get(job.key) if job is not None and job.finished else None
 
 
 def add_rating_items(run_id: str, fraction: float) -> int:

@@ -1,57 +1,114 @@
-"""Detect: score distributions and detection metrics per run, and a detector for any pasted text."""
-import pandas as pd
+"""Detect: how detectable each watermark is (RQ1): method comparison, ROC curves, sweeps, score
+distributions, a token-level view, and a detector for any pasted text."""
 import plotly.express as px
 import streamlit as st
 
 from fwsapp import ui
-from fwsapp.detection import FPR_LEVELS
+from fwsapp.data.tasks import TASKS
+from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.watermark import METHODS, detect_text
+from fwsapp.sweeps import GRIDS
+from fwsapp.watermark import METHODS, WATERMARKS, detect_text
+from fwsapp.watermark.synthid import DETECTOR_NOTE
 
 st.title("Detect")
+st.caption(
+    "Positives are watermarked texts and negatives unwatermarked ones; for the post-hoc detectors (LogRank, "
+    "DetectGPT, Fast-DetectGPT) positives are model text and negatives the dataset's human reference. "
+    "EXP-edit scores are p-values (lower means watermarked); every metric below respects each run's direction. "
+    "TPR thresholds are set on the negatives; ties at the threshold are not flagged, so the FPR never exceeds "
+    f"its target. SynthID uses its {DETECTOR_NOTE}."
+)
 runs = ui.runs(ui.revision())
 if runs.empty:
     st.info("No runs yet. Generate one on the Generate page, or with `python -m fwsapp generate`.")
 else:
     labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
-    chosen = st.multiselect("Runs", list(labels), default=list(labels)[:1], format_func=labels.get)
+    default = ui.latest_sweep() or list(labels)[: min(4, len(labels))]
+    chosen = st.multiselect("Runs", list(labels), default=[run for run in default if run in labels],
+                            format_func=labels.get, key="detect-runs")
+    selected = runs[runs.run_id.isin(chosen)]
     scores = ui.detections(ui.revision(), tuple(chosen))
-    summary_rows = []
-    for run_id in chosen:
-        run = runs[runs.run_id == run_id].iloc[0]
-        own = scores[(scores.run_id == run_id) & (scores.detector == run.method)]
-        summary = ui.detection_summary(own, run.score_direction, run.method)
-        if summary is None:
-            continue
-        summary_rows.append({
-            "run": run_id, "method": run.method, "task": run.task, "model": run.model,
-            "AUROC": summary["auroc"],
-            **{f"TPR@FPR={level:g}": summary["tpr_at_fpr"]["0" if level == 0 else f"{level:g}"] for level in FPR_LEVELS},
-            "mean score (watermarked)": summary["mean_score"]["watermarked"],
-            "mean score (unwatermarked)": summary["mean_score"]["unwatermarked"],
-            "tokens scored (mean)": own.num_tokens_scored.mean(),
-        })
-    if summary_rows:
-        st.subheader("Detection metrics")
-        st.caption("Positives: watermarked texts. Negatives: unwatermarked texts. TPR thresholds are set on the negatives; ties at the threshold are not flagged.")
-        st.dataframe(pd.DataFrame(summary_rows).round(3), hide_index=True, width="stretch")
+    comparison = ui.detection_comparison(ui.revision(), tuple(chosen))
+    if not comparison.empty:
+        st.subheader("Method comparison")
+        st.dataframe(comparison.round(3), hide_index=True, width="stretch")
+        st.subheader("ROC curves")
+        curves = ui.roc_curves(ui.revision(), tuple(chosen))
+        figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
+                         "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
+        figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
+        figure.update_layout(legend={"orientation": "h", "y": -0.25})
+        st.plotly_chart(figure, width="stretch")
         st.subheader("Score distributions")
         shown = scores.assign(run=scores.run_id + " · " + scores.method)
         figure = px.histogram(
             shown, x="score", color="text_kind", facet_row="run", barmode="overlay", nbins=30, opacity=0.65,
-            labels={"score": "detection score (z for KGW)", "text_kind": "text"},
+            labels={"score": "detection score (z, mean g or p-value by method)", "text_kind": "text"},
             color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51", "reference": "#8d99ae"},
         )
         figure.update_yaxes(title_text="texts")
         st.plotly_chart(figure, width="stretch")
         st.subheader("Scores per text")
-        st.dataframe(
-            scores[["run_id", "method", "sample_idx", "text_kind", "score", "num_tokens_scored"]].round(3),
-            hide_index=True, width="stretch",
-        )
+        st.dataframe(scores[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]].round(4),
+                     hide_index=True, width="stretch")
+
+        st.subheader("Token-level view")
+        generated = selected[~selected.imported]
+        if generated.empty:
+            st.info("Imported runs have no token ids or model: the token view needs a generated run.")
+        else:
+            columns = st.columns(3)
+            run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
+            table = ui.samples(ui.revision(), run_id)
+            sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
+            kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
+            run = generated[generated.run_id == run_id].iloc[0]
+            try:
+                detection, tokens = ui.token_flags(ui.revision(), run_id, int(sample_idx), kind)
+            except ValueError as error:
+                st.info(str(error))
+            else:
+                st.markdown(ui.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
+                st.caption(f"{run.method}: green = token counts for the watermark, red = against, grey = not scored. "
+                           f"Score {detection.score:.3f} over {detection.num_tokens_scored} tokens.")
+
+with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
+    sweep_method = st.selectbox("Method", list(GRIDS), key="sweep-method")
+    grid = {key: st.multiselect(key, values, default=values, key=f"sweep-{sweep_method}-{key}")
+            for key, values in GRIDS[sweep_method].items()}
+    columns = st.columns(4)
+    task = columns[0].selectbox("Task", list(TASKS), index=1, key="sweep-task")
+    count = columns[1].number_input("Samples", 2, 200, 8, key="sweep-n")
+    tokens = columns[2].number_input("New tokens", 8, 512, 48, step=8, key="sweep-tokens")
+    seed = columns[3].number_input("Seed", 0, 2**31 - 1, 42, key="sweep-seed")
+    manager = ui.jobs()
+    if st.button("Run sweep", disabled=not all(grid.values()) or bool(manager.active("sweep"))):
+        base = RunConfig(task=task, method=sweep_method, n=int(count), max_new_tokens=int(tokens), batch_size=4, seed=int(seed))
+        manager.start_sweep(base, grid)
+        st.rerun()
+
+    @st.fragment(run_every=1.0)
+    def sweep_progress():
+        job = manager.latest("sweep")
+        if job is None:
+            return
+        if job.status == "failed":
+            st.error(f"The sweep failed: {job.message}. Finished runs are kept.")
+        elif job.finished:
+            st.success(f"{job.message} They are selected above.")
+        else:
+            st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} runs")
+        if job.finished and st.session_state.get("sweep_shown") != (job.key, job.status):
+            st.session_state["sweep_shown"] = (job.key, job.status)
+            st.session_state.pop("detect-runs", None)  # select the sweep's runs
+            st.rerun()
+
+    sweep_progress()
 
 st.subheader("Detect a watermark in any text")
-method = st.selectbox("Method", list(METHODS), key="paste-method")
+method = st.selectbox("Method", list(METHODS), key="paste-method",
+                      help="Watermarks: " + ", ".join(WATERMARKS) + ". The others are post-hoc detectors.")
 params = ui.param_inputs(METHODS[method].defaults, f"paste-{method}")
 text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
 if st.button("Detect"):
@@ -60,8 +117,13 @@ if st.button("Detect"):
     except ValueError as error:
         st.error(str(error))
     else:
-        verdict = "watermarked" if detection.score > params["z_threshold"] else "not watermarked"
-        st.metric("z-score", f"{detection.score:.2f}", help=f"{detection.num_tokens_scored} tokens scored")
-        st.write(f"Verdict at z > {params['z_threshold']}: **{verdict}** ({detection.num_tokens_scored} tokens scored)")
-        st.markdown(ui.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
-        st.caption("Green: token in its green list. Red: not. Grey: not scored (no preceding token).")
+        threshold_key = METHODS[method].threshold_param
+        lower = METHODS[method].score_direction == "lower"
+        flagged = detection.score < params[threshold_key] if lower else detection.score > params[threshold_key]
+        st.metric("p-value" if lower else "score", f"{detection.score:.3f}", help=f"{detection.num_tokens_scored} tokens scored")
+        comparison_sign = "<" if lower else ">"
+        st.write(f"Verdict at score {comparison_sign} {params[threshold_key]}: "
+                 f"**{'watermarked' if flagged else 'not watermarked'}** ({detection.num_tokens_scored} tokens scored)")
+        if detection.token_flags:
+            st.markdown(ui.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
+            st.caption("Green: the token counts for the watermark. Red: against. Grey: not scored.")

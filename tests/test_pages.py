@@ -58,21 +58,43 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert app.title[0].value == "Detect"
     metrics = app.dataframe[0].value
     assert metrics.loc[0, "AUROC"] == 1.0
-    assert metrics.loc[0, "mean score (watermarked)"] > 4
+    assert metrics.loc[0, "statistic"] == "mean z" and metrics.loc[0, "positives"] > 4
+    assert {"TPR@FPR=0", "TPR@FPR=0.01", "TPR@FPR=0.05", "AUROC 95% CI", "tokens scored"} <= set(metrics.columns)
     per_text = app.dataframe[1].value
     assert len(per_text) == 8
+    assert len(app.get("plotly_chart")) == 2  # the ROC overlay and the score distributions
+    assert "span" in next(m.value for m in app.markdown if "background:" in m.value)  # the token view
 
+    detect = lambda: next(b for b in app.button if b.label == "Detect")  # noqa: E731
     app.text_area[0].set_value("").run()
-    app.button[0].click().run()
+    detect().click().run()
     assert "The text is empty" in app.error[0].value
 
     watermarked = store.generations(run_id).watermarked_text[0]
     app.text_area[0].set_value(watermarked).run()
-    app.button[0].click().run()
+    detect().click().run()
     assert not app.exception
     z = float(app.metric[0].value)
     assert z > 2
-    assert any("Verdict at z > 4.0" in m.value for m in app.markdown)
+    assert any("Verdict at score > 4.0" in m.value for m in app.markdown)
+
+
+def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    app.multiselect(key="sweep-KGW-delta").set_value([1.0, 2.0]).run()
+    app.multiselect(key="sweep-KGW-gamma").set_value([0.5]).run()
+    app.number_input(key="sweep-n").set_value(2).run()
+    app.number_input(key="sweep-tokens").set_value(8).run()
+    next(b for b in app.button if b.label == "Run sweep").click().run()
+    run_until(app, lambda a: any("Sweep finished: 2 runs" in s.value for s in a.success), timeout=240)
+    app.run()
+    comparison = app.dataframe[0].value
+    assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
+    assert {str(p) for p in comparison.params} == {'{"delta": 1.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0}',
+                                                  '{"delta": 2.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0}'}
+    assert len(app.get("plotly_chart")) == 2
 
 
 def test_detect_page_without_runs_says_what_to_do(app_db):

@@ -61,11 +61,15 @@ def detect_text(method: str, params: dict, lm, text: str) -> tuple[Detection, li
     """
     if not text.strip():
         raise ValueError("The text is empty: paste the text to check.")
-    tokenizer = lm.tokenizer
-    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    watermark = create(method, len(tokenizer), params, lm=lm)
-    detection = watermark.detect(token_ids)
-    return detection, [tokenizer.decode([token]) for token in token_ids]
+    token_ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return explain(method, params, lm, token_ids)
 
 
-__all__ = ["Detection", "Watermark", "METHODS", "WATERMARKS", "POST_HOC", "SCORE_DIRECTIONS", "canonical_name", "method_class", "parse_params", "create", "detect_text"]
+def explain(method: str, params: dict, lm, token_ids, context_ids=()) -> tuple[Detection, list[str]]:
+    """A detection with its per-token flags, and each token decoded, for a token-level view."""
+    watermark = create(method, len(lm.tokenizer), params, lm=lm)
+    detection = watermark.detect(list(token_ids), list(context_ids))
+    return detection, [lm.tokenizer.decode([token]) for token in token_ids]
+
+
+__all__ = ["Detection", "Watermark", "METHODS", "WATERMARKS", "POST_HOC", "SCORE_DIRECTIONS", "canonical_name", "method_class", "parse_params", "create", "detect_text", "explain"]
