@@ -14,6 +14,10 @@ pages = st.navigation(
             st.Page("pages/quality.py", title="Quality", icon="📏"),
             st.Page("pages/judge.py", title="Judge", icon="⚖️"),
         ],
+        "Why": [
+            st.Page("pages/entities.py", title="Entities", icon="🧬"),
+            st.Page("pages/entropy.py", title="Entropy", icon="📈"),
+        ],
         "Results": [
             st.Page("pages/fws.py", title="FWS", icon="⚖"),
             st.Page("pages/rate.py", title="Rate", icon="🩺"),

@@ -82,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     _db(score)
     score.set_defaults(handler=cmd_score)
 
+    analyze = commands.add_parser("analyze", help="entropy and disease-entity analyses a run lacks")
+    target = analyze.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", action="append", help="a run id (repeatable)")
+    target.add_argument("--all", action="store_true", help="every run in the database")
+    analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
+                         "default: skip entropy for imported runs")
+    analyze.add_argument("--threshold", type=float, default=0.6, help="hallucination: similarity below this to every reference entity")
+    _db(analyze)
+    analyze.set_defaults(handler=cmd_analyze)
+
     importer = commands.add_parser("import", help="import generations, detection scores and judge logs; prints the run id")
     importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
     importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
@@ -228,4 +238,31 @@ def cmd_score(args) -> int:
         with progress_bar(f"score {run_id}", "metric") as progress:
             computed = score_run(store, run_id, resources, tuple(args.metrics or OFFLINE_METRICS), progress=progress)
         print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items()) + " values computed")
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run, load_recognizer
+    from fwsapp.entropy import compute_entropies
+    from fwsapp.models import load_model
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    recognizer, encoder, models = load_recognizer(), load_encoder(), {}
+    for run_id in run_ids(store, args):
+        run = store.run(run_id)
+        name = args.entropy_model if run["imported"] else run["model"]
+        lm = None
+        if name:
+            lm = models.setdefault(name, load_model(name)) if name not in models else models[name]
+            with progress_bar(f"entropy {run_id}", "text") as progress:
+                computed = compute_entropies(store, run_id, lm, progress=progress)
+            print(f"{run_id}: entropies of {computed} texts computed with {name}")
+        else:
+            print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
+        with progress_bar(f"entities {run_id}", "sample") as progress:
+            analysed = analyze_run(store, run_id, recognizer, encoder, lm.tokenizer if lm else None,
+                                   threshold=args.threshold, progress=progress)
+        print(f"{run_id}: disease entities of {analysed} samples analysed ({recognizer.backend})")
     return 0

@@ -21,6 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from fwsapp.models import package_folder
+from fwsapp.store import insert_rows
 
 HALLUCINATION_THRESHOLD = 0.6
 SCISPACY_MODEL = "en_ner_bc5cdr_md"
@@ -207,3 +208,154 @@ def analyze_pair(
     new_vectors = encoder.span_embeddings(generated_text, [(e.start, e.end) for e in new])
     reference_vectors = encoder.span_embeddings(reference_text, [(e.start, e.end) for e in reference])
     return SampleEntities(reference, generated, judge_introduced(new, new_vectors, reference, reference_vectors, threshold))
+
+
+# -- per-run analysis -------------------------------------------------------------------------------
+
+TEXT_KINDS = ("reference", "unwatermarked", "watermarked")
+
+
+def analysis_config(recognizer_name: str, encoder_name: str, threshold: float) -> str:
+    return f"{recognizer_name};{encoder_name};sim<{threshold}"
+
+
+def _covered(spans, start: int, end: int) -> list[int]:
+    return [index for index, (token_start, token_end) in enumerate(spans) if token_start < end and token_end > start]
+
+
+def _token_info(store, run: dict, row, tokenizer) -> dict[str, tuple[list, list]]:
+    """Per text kind: (token character spans, token entropies), where known."""
+    info = {}
+    stored = store.cursor().execute(
+        "SELECT text_kind, token_spans, entropy FROM entropies WHERE run_id = ? AND sample_idx = ?",
+        [run["run_id"], int(row.sample_idx)]).fetchall()
+    for kind, spans, entropy in stored:
+        info[kind] = ([tuple(span) for span in spans], list(entropy))
+    if not run["imported"] and tokenizer is not None:
+        from fwsapp.entropy import token_spans
+
+        for kind in ("unwatermarked", "watermarked"):
+            ids = getattr(row, f"{kind}_ids")
+            if ids is not None and hasattr(ids, "__len__"):
+                info[kind] = (token_spans(tokenizer, [int(i) for i in ids]), list(getattr(row, f"{kind}_entropy")))
+    return info
+
+
+def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
+                threshold: float = HALLUCINATION_THRESHOLD, progress=None) -> int:
+    """Find the disease entities of every text of a run, mark introduced and hallucinated ones, map them
+    to tokens and their entropy, and store them; samples already analysed are skipped."""
+    run = store.run(run_id)
+    config = analysis_config(recognizer.backend, encoder.name, threshold)
+    done = {row[0] for row in store.cursor().execute(
+        "SELECT sample_idx FROM entity_analyses WHERE run_id = ? AND config = ?", [run_id, config]).fetchall()}
+    samples = [row for row in store.generations(run_id).itertuples() if int(row.sample_idx) not in done]
+    for position, row in enumerate(samples, start=1):
+        texts = {kind: (row.reference if kind == "reference" else getattr(row, f"{kind}_text")) for kind in TEXT_KINDS}
+        texts = {kind: text for kind, text in texts.items() if isinstance(text, str)}
+        found = dict(zip(texts, recognizer.find_many(list(texts.values()))))
+        tokens = _token_info(store, run, row, tokenizer)
+        entity_rows, counts = [], []
+        for kind in TEXT_KINDS:
+            spans, entropy = tokens.get(kind, ([], []))
+            counts.append(len(spans) if kind in tokens else None)
+            if kind not in texts:
+                continue
+            verdicts = {}
+            if kind != "reference":
+                pair = analyze_pair(texts["reference"], texts[kind], found["reference"], found[kind], encoder, threshold)
+                verdicts = {item.entity.start: item for item in pair.introduced}
+            for entity in found[kind]:
+                covered = _covered(spans, entity.start, entity.end)
+                values = [entropy[i] for i in covered if i < len(entropy) and entropy[i] is not None and np.isfinite(entropy[i])]
+                verdict = verdicts.get(entity.start)
+                entity_rows.append({
+                    "sample_idx": int(row.sample_idx), "text_kind": kind, "config": config,
+                    "start_char": entity.start, "end_char": entity.end, "entity": entity.text,
+                    "normalized": entity.normalized, "introduced": verdict is not None,
+                    "hallucinated": bool(verdict and verdict.hallucinated),
+                    "closest_reference": verdict.closest_reference if verdict else None,
+                    "similarity": verdict.similarity if verdict else None,
+                    "token_indices": covered, "entropy": float(np.mean(values)) if values else None,
+                })
+        with store.transaction() as cursor:  # a sample's entities and its done-marker land together
+            if entity_rows:
+                insert_rows(cursor, "entities", run_id, entity_rows)
+            insert_rows(cursor, "entity_analyses", run_id,
+                        [{"sample_idx": int(row.sample_idx), "config": config, "token_counts": counts}])
+        if progress:
+            progress(position, len(samples))
+    return len(samples)
+
+
+def entity_summary(entities, analyses, runs):
+    """The paper's Table 7 per run: introduced entities per text, the share of tokens inside introduced
+    entities, the hallucination rate (hallucinated share of the text's disease mentions), and the
+    increase of each over unwatermarked."""
+    import pandas as pd
+
+    rows = []
+    for run in runs.itertuples():
+        own = entities[entities.run_id == run.run_id]
+        samples = analyses[analyses.run_id == run.run_id]
+        if samples.empty:
+            continue
+        row = {"run_id": run.run_id, "method": run.method, "task": run.task, "model": run.model, "texts": len(samples)}
+        for position, kind in ((1, "unwatermarked"), (2, "watermarked")):
+            mentions = own[own.text_kind == kind]
+            introduced = mentions[mentions.introduced]
+            tokens = samples.token_counts.map(lambda counts, p=position: counts[p] if counts is not None and counts[p] is not None else None)
+            token_total = tokens.dropna().sum()
+            row[f"introduced per text ({kind})"] = len(introduced) / len(samples)
+            row[f"introduced token share % ({kind})"] = (
+                introduced.token_indices.map(len).sum() / token_total * 100 if token_total else None)
+            row[f"hallucination rate % ({kind})"] = mentions.hallucinated.mean() * 100 if len(mentions) else None
+        for measure in ("introduced per text", "introduced token share %", "hallucination rate %"):
+            marked, plain = row[f"{measure} (watermarked)"], row[f"{measure} (unwatermarked)"]
+            row[f"{measure}: increase"] = None if marked is None or plain is None else marked - plain
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# -- clinicians' verdicts ----------------------------------------------------------------------------
+
+VERDICTS = ("correct", "hallucinated")
+
+
+def record_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int, verdict: str) -> None:
+    """A clinician's verdict on one entity; a later verdict by the same rater replaces the earlier one."""
+    from datetime import datetime, timezone
+
+    rater = " ".join((rater or "").split())
+    if not rater:
+        raise ValueError("Enter your name first: verdicts are stored per clinician.")
+    if verdict not in VERDICTS:
+        raise ValueError(f"A verdict is one of {', '.join(VERDICTS)}.")
+    store.cursor().execute(
+        "INSERT OR REPLACE INTO entity_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [run_id, int(sample_idx), text_kind, int(start_char), rater, verdict, datetime.now(timezone.utc).replace(tzinfo=None)],
+    )
+
+
+def verdict_agreement(store):
+    """Clinicians' verdicts against the automatic rule, per entity verdict: the confusion counts and the
+    precision (and recall) of 'similarity below the threshold means hallucinated'."""
+    import pandas as pd
+
+    joined = store.cursor().execute(
+        """SELECT v.rater, v.verdict, e.hallucinated, e.entity, e.similarity, e.run_id, e.sample_idx, e.text_kind
+           FROM entity_verdicts v JOIN entities e USING (run_id, sample_idx, text_kind, start_char)"""
+    ).df()
+    if joined.empty:
+        return joined, {}
+    clinician = joined.verdict.eq("hallucinated")
+    automatic = joined.hallucinated.astype(bool)
+    counts = pd.crosstab(automatic.map({True: "rule: hallucinated", False: "rule: supported"}),
+                         clinician.map({True: "clinician: hallucinated", False: "clinician: correct"}))
+    flagged = automatic.sum()
+    stats = {
+        "verdicts": int(len(joined)),
+        "precision": float((automatic & clinician).sum() / flagged) if flagged else None,
+        "recall": float((automatic & clinician).sum() / clinician.sum()) if clinician.sum() else None,
+    }
+    return counts, stats

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import torch
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 # Bins of the paper's entropy-shift analysis (nats).
 LOW, HIGH = 1.5, 4.0
 
 
-def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+def token_entropy(logits: "torch.Tensor") -> "torch.Tensor":
     """Shannon entropy in nats of softmax(logits) along the last axis; -inf logits contribute 0."""
+    import torch
+
     logits = logits.float()
     log_probs = torch.log_softmax(logits, dim=-1)
     probs = log_probs.exp()
@@ -27,6 +34,8 @@ def sequence_entropies(lm, token_ids: Sequence[int], context_ids: Sequence[int] 
 
     A token with nothing before it (the first of a pasted text) gets -inf: no distribution is known.
     """
+    import torch
+
     context = list(context_ids)
     ids = torch.tensor([context + list(token_ids)], device=lm.device)
     if ids.shape[1] == 0:
@@ -35,3 +44,128 @@ def sequence_entropies(lm, token_ids: Sequence[int], context_ids: Sequence[int] 
         logits = lm.model(ids).logits[0]
     entropy = token_entropy(logits).cpu().tolist()  # entropy[i] is for the token at i + 1
     return ([float("-inf")] + entropy[:-1])[len(context):]
+
+
+BINS = {"low": (float("-inf"), LOW), "mid": (LOW, HIGH), "high": (HIGH, float("inf"))}
+
+
+def token_spans(tokenizer, token_ids: Sequence[int]) -> list[tuple[int, int]]:
+    """Character span of each generated token in the decoded text, by decoding incrementally (exact for
+    the stored ids, unlike re-tokenising the text)."""
+    spans, previous = [], 0
+    for end in range(1, len(token_ids) + 1):
+        length = len(tokenizer.decode(list(token_ids[:end]), skip_special_tokens=True))
+        spans.append((previous, length))
+        previous = length
+    return spans
+
+
+def teacher_forced(lm, prompt: str, text: str) -> dict:
+    """Token ids, character spans and entropies of a text the model did not write, after its prompt."""
+    encoded = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = encoded["input_ids"]
+    context = lm.tokenizer(prompt)["input_ids"] if prompt else []
+    values = sequence_entropies(lm, ids, context)
+    return {"token_ids": ids, "token_spans": [list(span) for span in encoded["offset_mapping"]],
+            "entropy": [value if value != float("-inf") else None for value in values]}
+
+
+def missing_texts(store, run_id: str, model_name: str) -> list[tuple[int, str, str, str]]:
+    """(sample, kind, prompt, text) whose entropies are not stored: references always; generated texts
+    too when the run was imported (no entropies were recorded while generating them)."""
+    run = store.run(run_id)
+    have = set(map(tuple, store.cursor().execute(
+        "SELECT sample_idx, text_kind FROM entropies WHERE run_id = ? AND model = ?", [run_id, model_name]).fetchall()))
+    kinds = ("reference", "unwatermarked", "watermarked") if run["imported"] else ("reference",)
+    todo = []
+    for row in store.generations(run_id).itertuples():
+        for kind in kinds:
+            text = row.reference if kind == "reference" else getattr(row, f"{kind}_text")
+            if isinstance(text, str) and text and (row.sample_idx, kind) not in have:
+                todo.append((int(row.sample_idx), kind, row.prompt, text))
+    return todo
+
+
+def compute_entropies(store, run_id: str, lm, progress=None) -> int:
+    """Store teacher-forced entropies for a run's references (and imported texts); returns how many."""
+    todo = missing_texts(store, run_id, lm.name)
+    rows = []
+    for done, (sample_idx, kind, prompt, text) in enumerate(todo, start=1):
+        rows.append({"sample_idx": sample_idx, "text_kind": kind, "model": lm.name, **teacher_forced(lm, prompt, text)})
+        if len(rows) == 16 or done == len(todo):  # write as we go: a killed job keeps what it finished
+            store.write_rows("entropies", run_id, rows)
+            rows = []
+        if progress:
+            progress(done, len(todo))
+    return len(todo)
+
+
+def token_values(store, run_ids: list[str] | None = None):
+    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy (generated texts from the
+    generation job, references and imported texts from `entropies`)."""
+    import pandas as pd
+
+    frames = []
+    cursor = store.cursor()
+    where, parameters = ("WHERE run_id IN (SELECT unnest(?))", [run_ids]) if run_ids is not None else ("", [])
+    for kind in ("unwatermarked", "watermarked"):
+        frames.append(cursor.execute(
+            f"""SELECT run_id, sample_idx, '{kind}' AS text_kind, unnest({kind}_entropy) AS entropy
+                FROM generations {where}""", parameters).df())
+    frames.append(cursor.execute(
+        f"""SELECT run_id, sample_idx, text_kind, unnest(entropy) AS entropy FROM entropies {where}""", parameters).df())
+    values = pd.concat(frames, ignore_index=True)
+    return values[values.entropy.notna() & (values.entropy > float("-inf"))]
+
+
+def bin_shares(values) -> dict[str, float]:
+    """Percent of tokens in the low (< 1.5), mid (1.5-4) and high (> 4) entropy bins."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return {name: None for name in BINS}
+    return {name: float(np.mean((values >= low) & (values < high)) * 100) for name, (low, high) in BINS.items()}
+
+
+def density(values, grid) -> np.ndarray:
+    """Gaussian KDE (scipy) of the values on the grid."""
+    from scipy.stats import gaussian_kde
+
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 or np.ptp(values) == 0:
+        return np.zeros(len(grid))
+    return gaussian_kde(values)(grid)
+
+
+def series_values(values, runs, task: str):
+    """Per-token entropies of one task labelled by series: 'reference', 'unwatermarked', or the method."""
+    own = values.merge(runs[["run_id", "method", "task"]], on="run_id")
+    own = own[own.task == task]
+    return own.assign(series=own.text_kind.where(own.text_kind != "watermarked", own.method))
+
+
+def density_frame(values, runs, task: str, grid=None):
+    """KDE curves per series for a task: columns series, entropy, density."""
+    import pandas as pd
+
+    grid = np.linspace(0, 10, 201) if grid is None else grid
+    labelled = series_values(values, runs, task)
+    frames = [pd.DataFrame({"series": series, "entropy": grid, "density": density(group.entropy, grid)})
+              for series, group in labelled.groupby("series")]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["series", "entropy", "density"])
+
+
+def bin_table(values, runs, task: str):
+    """Percent of tokens per entropy bin and series, with the shift from unwatermarked and from the
+    reference in percentage points (the paper's entropy-shift analysis)."""
+    import pandas as pd
+
+    labelled = series_values(values, runs, task)
+    rows = [{"series": series, "tokens": len(group), **bin_shares(group.entropy)} for series, group in labelled.groupby("series")]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    for baseline in ("unwatermarked", "reference"):
+        base = table[table.series == baseline]
+        for name in BINS:
+            table[f"{name} shift vs {baseline} (pp)"] = table[name] - base[name].iloc[0] if not base.empty else None
+    return table

@@ -94,6 +94,34 @@ class JobManager:
         job.total = job.total or len(grid_points(base.method, grid))
         return job
 
+    def start_analysis(self, run_ids: list[str], entropy_model: str | None) -> Job:
+        """Entropies (references; imported texts with `entropy_model`) and disease entities of each run."""
+        def work(progress, cancel):
+            from fwsapp.encoder import load_encoder
+            from fwsapp.entities import analyze_run, load_recognizer
+            from fwsapp.entropy import compute_entropies
+
+            recognizer, encoder = load_recognizer(), load_encoder()
+            skipped = []
+            for index, run_id in enumerate(run_ids):
+                if cancel.is_set():
+                    break
+                run = self.store.run(run_id)
+                name = entropy_model if run["imported"] else run["model"]
+                lm = self.model_loader(name) if name else None
+                if lm is not None:
+                    compute_entropies(self.store, run_id, lm)
+                else:
+                    skipped.append(run_id)
+                analyze_run(self.store, run_id, recognizer, encoder, lm.tokenizer if lm else None)
+                progress(index + 1, len(run_ids))
+            note = f" Entropy skipped for imported runs {', '.join(skipped)}: choose a model for them." if skipped else ""
+            return f"Analysed {len(run_ids)} run(s).{note}"
+
+        job = self.start("analyze", f"analyze:{','.join(run_ids)}:{entropy_model}", f"Analysing {len(run_ids)} run(s)", work)
+        job.total = job.total or len(run_ids)
+        return job
+
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:
         def work(progress, cancel):

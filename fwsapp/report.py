@@ -8,6 +8,8 @@ import pandas as pd
 
 from fwsapp import detection
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws
+from fwsapp.entities import entity_summary
+from fwsapp.entropy import bin_shares, token_values
 from fwsapp.judge.summary import judge_block
 from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
@@ -42,6 +44,8 @@ def auto_fws(metrics: pd.DataFrame, task_name: str, alpha: float, beta: float) -
 def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
     runs = store.runs()
     scores, metrics, judgments = store.detections(), store.metrics(), store.judgments()
+    entity_rows, analyses = store.entities(), store.entity_analyses()
+    entropy_values = token_values(store)
     entries = []
     for run in runs.sort_values(["task", "model", "method", "created"]).itertuples():
         run_scores = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
@@ -60,9 +64,34 @@ def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAU
             "detection": run_detection(run_scores, run.score_direction, run.method),
             "quality": quality,
             "judge": judge_block(judgments[judgments.run_id == run.run_id], alpha, beta),
-            "entities": None,
+            "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
         })
     return {"alpha": alpha, "beta": beta, "runs": entries}
+
+
+def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFrame, runs: pd.DataFrame,
+                   entropy_values: pd.DataFrame) -> dict | None:
+    """The report's entities block: introduced entities per text, hallucination rate (%), and the share of
+    tokens (%) in each entropy bin per text kind."""
+    summary = entity_summary(entity_rows, analyses, runs[runs.run_id == run_id])
+    own_entropy = entropy_values[entropy_values.run_id == run_id]
+    if summary.empty and own_entropy.empty:
+        return None
+    row = summary.iloc[0] if not summary.empty else {}
+    kinds = ("watermarked", "unwatermarked")
+    return {
+        "introduced_per_text": {kind: _number(row, f"introduced per text ({kind})") for kind in kinds},
+        "hallucination_rate": {kind: _number(row, f"hallucination rate % ({kind})") for kind in kinds},
+        "entropy_bins": {
+            kind: bin_shares(own_entropy.loc[own_entropy.text_kind == kind, "entropy"])
+            for kind in ("reference", "unwatermarked", "watermarked")
+        },
+    }
+
+
+def _number(row, key: str):
+    value = row.get(key) if hasattr(row, "get") else None
+    return None if value is None or pd.isna(value) else float(value)
 
 
 DETECTABILITY = {"auroc": "AUROC", "tpr@0": "TPR at FPR 0%", "tpr@0.01": "TPR at FPR 1%", "tpr@0.05": "TPR at FPR 5%"}

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -122,10 +122,58 @@ MIGRATIONS = [
         PRIMARY KEY (rater, run_id, sample_idx)
     );
     """,
+    # 4: why factuality degrades: teacher-forced entropies of texts the generator did not write (references,
+    # imports), disease entities per text with the introduced/hallucinated verdicts, and clinicians' verdicts.
+    """
+    CREATE TABLE entropies (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        model VARCHAR NOT NULL,
+        token_ids INTEGER[],
+        token_spans INTEGER[][],
+        entropy FLOAT[],
+        PRIMARY KEY (run_id, sample_idx, text_kind, model)
+    );
+    CREATE TABLE entities (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        config VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        end_char INTEGER NOT NULL,
+        entity VARCHAR NOT NULL,
+        normalized VARCHAR NOT NULL,
+        introduced BOOLEAN NOT NULL,
+        hallucinated BOOLEAN NOT NULL,
+        closest_reference VARCHAR,
+        similarity DOUBLE,
+        token_indices INTEGER[],
+        entropy DOUBLE,
+        PRIMARY KEY (run_id, sample_idx, text_kind, config, start_char)
+    );
+    CREATE TABLE entity_analyses (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        config VARCHAR NOT NULL,
+        token_counts INTEGER[],
+        PRIMARY KEY (run_id, sample_idx, config)
+    );
+    CREATE TABLE entity_verdicts (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        rater VARCHAR NOT NULL,
+        verdict VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, text_kind, start_char, rater)
+    );
+    """,
 ]
 
 TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
-PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments")
+PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments", "entropies", "entities", "entity_analyses")
 
 
 class StoreError(RuntimeError):
@@ -201,7 +249,7 @@ class Store:
             _insert_run(cursor, run_id, run)
             for table, rows in tables.items():
                 if rows:
-                    _insert(cursor, table, run_id, rows)
+                    insert_rows(cursor, table, run_id, rows)
 
     def ensure_run(
         self,
@@ -256,16 +304,16 @@ class Store:
         """Write one batch of generations and their detection scores atomically."""
         with self.transaction() as cursor:
             if generations:
-                _insert(cursor, "generations", run_id, generations)
+                insert_rows(cursor, "generations", run_id, generations)
             if detections:
-                _insert(cursor, "detections", run_id, detections)
+                insert_rows(cursor, "detections", run_id, detections)
 
     def write_rows(self, table: str, run_id: str, rows: list[dict]) -> None:
         """Insert or replace rows of a per-run table in one transaction."""
         if table not in PER_RUN_TABLES:
             raise ValueError(f"not a per-run table: {table}")
         with self.transaction() as cursor:
-            _insert(cursor, table, run_id, rows)
+            insert_rows(cursor, table, run_id, rows)
 
     def generations(self, run_id: str) -> pd.DataFrame:
         return self.cursor().execute(
@@ -283,6 +331,8 @@ class Store:
                       (SELECT count(*) FROM detections), (SELECT count(*) FROM metrics),
                       (SELECT count(*) FROM judgments), (SELECT count(*) FROM human_items),
                       (SELECT count(*) FROM human_ratings), (SELECT count(*) FROM human_skips),
+                      (SELECT count(*) FROM entropies), (SELECT count(*) FROM entities),
+                      (SELECT count(*) FROM entity_analyses), (SELECT count(*) FROM entity_verdicts),
                       (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
         ).fetchone()
         return "|".join([str(self.path), *(str(value) for value in row)])
@@ -301,6 +351,12 @@ class Store:
         return self.cursor().execute(
             query + " WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, sample_idx", [run_ids]
         ).df()
+
+    def entities(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("entities", run_ids)
+
+    def entity_analyses(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("entity_analyses", run_ids)
 
     def count(self, table: str, run_id: str) -> int:
         if table not in PER_RUN_TABLES:
@@ -327,7 +383,8 @@ def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> No
     )
 
 
-def _insert(cursor: duckdb.DuckDBPyConnection, table: str, run_id: str, rows: list[dict]) -> None:
+def insert_rows(cursor: duckdb.DuckDBPyConnection, table: str, run_id: str, rows: list[dict]) -> None:
+    """Insert or replace rows of a per-run table inside the caller's transaction."""
     frame = pd.DataFrame([{"run_id": run_id, **row} for row in rows])
     cursor.register("incoming", frame)
     try:

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from fwsapp.export import run_table
+from fwsapp.entropy import token_values
 from fwsapp.fws import judge_aspects, metric_aspects, ratio_sweep, run_means
 from fwsapp.human import ratings, sample_items
 from fwsapp.jobs import JobManager
@@ -229,6 +230,53 @@ def latest_sweep() -> list[str] | None:
     return jobs().sweeps.get(job.key) if job is not None and job.finished else None
 
 
+@st.cache_data(show_spinner=False)
+def entropy_values(revision_key: str) -> pd.DataFrame:
+    return token_values(store())
+
+
+@st.cache_data(show_spinner=False)
+def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return store().entities(), store().entity_analyses()
+
+
+def job_status(kind: str, noun: str) -> None:
+    """A background job's progress bar, or its result, redrawn every second; reruns the page when it ends."""
+    @st.fragment(run_every=1.0)
+    def panel():
+        job = jobs().latest(kind)
+        if job is None:
+            return
+        if job.status == "failed":
+            st.error(f"{job.label} failed: {job.message}. Finished work is kept.")
+        elif job.finished:
+            st.success(job.message or "Done.")
+        else:
+            st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} {noun}")
+        if job.finished and st.session_state.get(f"{kind}_shown") != (job.key, job.status):
+            st.session_state[f"{kind}_shown"] = (job.key, job.status)
+            st.rerun()
+
+    panel()
+
+
+def samples_by_hallucination(entities: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
+    """The analysed samples, most hallucinated entities first, with their counts."""
+    counts = (entities.groupby(["run_id", "sample_idx"])
+              .agg(hallucinated=("hallucinated", "sum"), introduced=("introduced", "sum"), entities=("entity", "size"))
+              .reset_index())
+    table = analyses[["run_id", "sample_idx", "method", "task"]].merge(counts, on=["run_id", "sample_idx"], how="left")
+    if entities.empty or table.empty:
+        return table.iloc[0:0]
+    table = table.dropna(subset=["entities"]).fillna(0)
+    return table.sort_values(["hallucinated", "introduced"], ascending=False).reset_index(drop=True)
+
+
+def entity_sample_label(row) -> str:
+    return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.hallucinated)} hallucinated, "
+            f"{int(row.introduced)} introduced")
+
+
 def add_rating_items(run_id: str, fraction: float) -> int:
     return sample_items(store(), run_id, fraction)
 
@@ -258,6 +306,31 @@ def escaped(text: str | None) -> str:
     if text is None:
         return ""
     return html.escape(text).replace("\n", "<br>").replace("*", "&#42;").replace("_", "&#95;").replace("`", "&#96;")
+
+
+ENTITY_COLOURS = {"hallucinated": "#f4a6a6", "introduced": "#ffe08a", "entity": "#cfe3ff"}
+
+
+def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
+    """Text with its disease entities highlighted; every piece of text is escaped before it is wrapped,
+    and tooltips (the closest reference entity and its similarity) are escaped as attributes."""
+    if not isinstance(text, str):
+        return "<em>(no text)</em>"
+    pieces, position = [], 0
+    for row in entities.sort_values("start_char").itertuples():
+        if row.start_char < position:
+            continue
+        pieces.append(escaped(text[position:row.start_char]))
+        kind = "hallucinated" if row.hallucinated else "introduced" if row.introduced else "entity"
+        tip = kind
+        if row.introduced:
+            closest = row.closest_reference if isinstance(row.closest_reference, str) else "none in the reference"
+            tip = f"{kind}: closest reference entity {closest} (similarity {row.similarity:.2f})"
+        pieces.append(f'<span title="{html.escape(tip, quote=True)}" style="background:{ENTITY_COLOURS[kind]};'
+                      f'padding:0 2px;border-radius:3px">{escaped(text[row.start_char:row.end_char])}</span>')
+        position = row.end_char
+    pieces.append(escaped(text[position:]))
+    return "".join(pieces)
 
 
 def token_view(tokens: list[str], flags: list[int]) -> str:

@@ -123,3 +123,26 @@ def judged_rating_db(path, n=3):
     sample_items(store, run_id, fraction=1.0)
     store.close()
     return run_id
+
+
+HOSTILE = ('Diabetes mellitus <script>window.__pwned = 1</script> and gout '
+           '<img src=x onerror="window.__pwned = 2"> with **asthma**.')
+
+
+def hostile_entity_db(path):
+    """An imported run whose texts carry HTML and script, analysed for disease entities."""
+    import json
+
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run, load_recognizer
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    rows = [{"prompt": "What is <b>gout</b>?", "natural_text": "Gout and diabetes mellitus are common.",
+             "unwatermarked_text": "Gout is common; diabetes mellitus too.", "watermarked_text": HOSTILE}]
+    store = Store(path)
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()))
+    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    store.close()
+    return run_id

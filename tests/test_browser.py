@@ -23,7 +23,7 @@ def test_two_sample_demo_generation_shows_watermarked_text_and_z(streamlit_serve
     page.screenshot(path=str(ARTIFACTS / "generate.png"), full_page=True)
 
     page.get_by_role("link", name="Detect").click()
-    page.get_by_role("heading", name="Detection metrics").wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Method comparison").wait_for(timeout=60_000)
     page.wait_for_timeout(2000)
     page.screenshot(path=str(ARTIFACTS / "detect.png"), full_page=True)
 
@@ -66,3 +66,22 @@ def test_two_raters_rate_three_items_and_see_the_correlation_table(tmp_path, bro
         assert page.get_by_text("2 raters, 6 ratings of 3 items.").count() == 1
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "fws-agreement.png"), full_page=True)
+
+
+def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
+    from tests.conftest import hostile_entity_db, start_streamlit
+
+    db = tmp_path / "hostile.duckdb"
+    hostile_entity_db(db)
+    with start_streamlit(tmp_path, db) as url:
+        page = browser_page
+        page.goto(url)
+        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        page.get_by_role("link", name="Entities", exact=True).click()
+        page.get_by_text("<script>window.__pwned = 1</script>", exact=False).first.wait_for(timeout=60_000)
+        assert page.get_by_text('<img src=x onerror="window.__pwned = 2">', exact=False).count() >= 1
+        assert page.evaluate("window.__pwned") is None  # neither the script nor the onerror ran
+        assert page.locator("main img[src='x']").count() == 0
+        assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "entities-escaping.png"), full_page=True)

@@ -204,3 +204,44 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     alpha, beta = 4 / 9, 1 / 9
     expected = np.mean([alpha * (2 + 3) / 5 + beta * 4 / 5, alpha * (2 + 2) / 5 + beta * 2 / 5])
     assert app.dataframe[0].value.set_index("method").loc["KGW", "Question answering"] == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals
+
+
+def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run, load_recognizer
+    from fwsapp.entropy import compute_entropies
+    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.store import Store
+
+    demo = Store(app_db)
+    run_id = run_generation(RunConfig(task="qa", method="KGW", n=2, max_new_tokens=16, batch_size=2), demo, lm)
+    compute_entropies(demo, run_id, lm)
+    analyze_run(demo, run_id, load_recognizer(), load_encoder(), lm.tokenizer)
+    demo.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/entities.py").run()
+    assert not app.exception
+    summary = app.dataframe[0].value
+    assert list(summary.method) == ["KGW"] and "hallucination rate % (watermarked)" in summary.columns
+    assert any("Reference" in m.value for m in app.markdown)
+    app.switch_page("pages/entropy.py").run()
+    assert not app.exception
+    bins = app.dataframe[0].value.set_index("series")
+    assert set(bins.index) == {"reference", "unwatermarked", "KGW"}
+    assert bins.loc["KGW", ["low", "mid", "high"]].sum() == pytest.approx(100)
+    assert bins.loc["unwatermarked", "low shift vs unwatermarked (pp)"] == 0
+    assert len(app.get("plotly_chart")) >= 1
+
+
+def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
+    from tests.conftest import hostile_entity_db
+
+    hostile_entity_db(app_db)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/entropy.py").run()
+    assert not app.exception
+    assert any("No entropies for this task yet" in info.value for info in app.info)
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception

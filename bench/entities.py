@@ -1,0 +1,53 @@
+"""Entity analysis cost: disease entities, introduced and hallucinated, for 200 samples × 3 texts
+(reference, unwatermarked, watermarked) of the paper's meditron QA logs, on this CPU.
+
+Run: .venv/bin/python -m bench.entities [--samples 200]
+Reports the one-off load (recognizer, encoder), the analysis, and a second pass (all cached) as a
+ratio of the first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fwsapp.encoder import load_encoder  # noqa: E402
+from fwsapp.entities import analyze_run, load_recognizer  # noqa: E402
+from fwsapp.importer import LogFile, import_logs  # noqa: E402
+from fwsapp.store import Store  # noqa: E402
+
+GENERATIONS = ROOT.parent / "shared" / "data" / "paper" / "KGW-g0.5-d2-meditron-HQA2.generations.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=200)
+    args = parser.parse_args()
+    records = json.loads(GENERATIONS.read_text())[: args.samples]
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(Path(folder) / "bench.duckdb")
+        run_id = import_logs(store, method="KGW", model="meditron", task_name="qa",
+                             generations=LogFile("g.json", json.dumps(records).encode()))
+        started = time.perf_counter()
+        recognizer, encoder = load_recognizer(), load_encoder()
+        loading = time.perf_counter() - started
+        started = time.perf_counter()
+        analyze_run(store, run_id, recognizer, encoder)
+        first = time.perf_counter() - started
+        started = time.perf_counter()
+        analyze_run(store, run_id, recognizer, encoder)
+        second = time.perf_counter() - started
+        found = store.count("entities", run_id)
+        print(f"load recognizer ({recognizer.backend}) and encoder: {loading:.1f} s")
+        print(f"{args.samples} samples × 3 texts: {first:.1f} s ({first / (3 * args.samples) * 1000:.0f} ms a text), {found} entities")
+        print(f"second pass (cached): {second:.2f} s = {second / first:.3f} of the first")
+
+
+if __name__ == "__main__":
+    main()

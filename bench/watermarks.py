@@ -1,0 +1,79 @@
+"""Watermark speed, as ratios measured in the same run on the embedded model (2-core CPU here).
+
+Run: .venv/bin/python -m bench.watermarks [--tokens 32] [--repeats 3]
+
+1. EXP-edit detection: the vectorised alignment vs the plain recurrence (MarkLLM's loop, in Python), on
+   a 200-token text with the 49k vocabulary and pseudo_length 256 (one test statistic each; the
+   permutation test repeats it n_runs + 1 times in both).
+2. Batched generation (batch 8) vs a per-sample loop like MarkLLM's, for each method.
+3. Each processor's overhead vs plain `generate` at the same batch size and length.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fwsapp.data.loaders import load_dataset  # noqa: E402
+from fwsapp.generate import DEFAULT_SAMPLING, generate_batch  # noqa: E402
+from fwsapp.models import load_model  # noqa: E402
+from fwsapp.watermark import WATERMARKS, create  # noqa: E402
+from fwsapp.watermark.exp_edit import ExpEdit, key_sequence, test_statistic  # noqa: E402
+from tests.test_watermarks import plain_statistic  # noqa: E402  (the reference the tests keep)
+
+
+def seconds(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def exp_edit_detection(vocab_size: int) -> None:
+    xi = key_sequence(42, 256, vocab_size)
+    tokens = np.random.default_rng(0).integers(0, vocab_size, 200)
+    fast = seconds(lambda: test_statistic(xi[:, tokens]), 3)
+    started = time.perf_counter()
+    reference = plain_statistic(tokens.tolist(), xi, 0.0)
+    plain = time.perf_counter() - started
+    assert abs(reference - test_statistic(xi[:, tokens])) < 1e-3
+    detector = ExpEdit(vocab_size)
+    whole = seconds(lambda: detector.detect(tokens.tolist()), 1)
+    print(f"EXP-edit statistic, 200 tokens, V={vocab_size}, n=256: plain {plain:.2f} s, fast {fast * 1000:.1f} ms, "
+          f"speed-up {plain / fast:.0f}x; full p-value (101 statistics) {whole:.2f} s")
+
+
+def generation(lm, tokens: int, repeats: int) -> None:
+    prompts = [sample.prompt for sample in load_dataset("qa")[:8]]
+    sampling = {**DEFAULT_SAMPLING, "min_new_tokens": tokens}
+    plain = seconds(lambda: generate_batch(lm, prompts, tokens, sampling, 1), repeats)
+    print(f"plain generate, batch 8, {tokens} new tokens: {plain:.2f} s")
+    print(f"{'method':>10} | batched s | loop s | loop/batched | overhead vs plain")
+    for method in WATERMARKS:
+        params = {"n_runs": 10} if method == "EXP-edit" else {}
+        watermark = create(method, lm.vocab_size, params, lm=lm)
+        batched = seconds(lambda: generate_batch(lm, prompts, tokens, sampling, 1, watermark), repeats)
+        loop = seconds(lambda: [generate_batch(lm, [prompt], tokens, sampling, 1, watermark) for prompt in prompts], 1)
+        print(f"{method:>10} | {batched:9.2f} | {loop:6.2f} | {loop / batched:11.1f}x | {batched / plain:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    lm = load_model()
+    exp_edit_detection(lm.vocab_size)
+    generation(lm, args.tokens, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

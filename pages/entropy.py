@@ -1,0 +1,63 @@
+"""Entropy: where the watermark moves probability mass (the paper's Figures 3, 4 and 7)."""
+import plotly.express as px
+import streamlit as st
+
+from fwsapp import ui
+from fwsapp.data.tasks import TASKS
+from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
+from fwsapp.models import EMBEDDED_MODEL
+
+st.title("Token entropy")
+st.caption(
+    "The entropy of the generating model's next-token distribution at each token, for the reference "
+    "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
+    f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
+)
+runs = ui.runs(ui.revision())
+if runs.empty:
+    st.info("No runs yet: generate one, or import logs on the Import page.")
+    st.stop()
+
+with st.expander("Compute missing analyses (entropies and disease entities)"):
+    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+    chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
+    imported = runs[runs.run_id.isin(chosen) & runs.imported]
+    entropy_model = None
+    if not imported.empty:
+        st.info("Imported runs have no model: their entropies need one. The embedded model is a stand-in for "
+                "the paper's 7B generators, so treat its entropies as indicative only.")
+        if st.checkbox(f"Use {EMBEDDED_MODEL} for imported runs", key="analyze-embedded"):
+            entropy_model = EMBEDDED_MODEL
+    if st.button("Analyse", disabled=not chosen or bool(ui.jobs().active("analyze"))):
+        ui.jobs().start_analysis(chosen, entropy_model)
+        st.rerun()
+    ui.job_status("analyze", "runs")
+
+values = ui.entropy_values(ui.revision())
+tasks = [task for task in TASKS if task in set(runs.task)]
+task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
+curves = density_frame(values, runs, task)
+if curves.empty:
+    st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
+            "the analysis above (imported runs need a model).")
+else:
+    st.subheader("Entropy densities")
+    figure = px.line(curves, x="entropy", y="density", color="series",
+                     labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
+    for boundary in (LOW, HIGH):
+        figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
+    st.plotly_chart(figure, width="stretch")
+    st.subheader("Share of tokens per entropy bin")
+    st.dataframe(bin_table(values, runs, task).round(2), hide_index=True, width="stretch")
+
+entities, _ = ui.entity_rows(ui.revision())
+entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
+if not entities.empty:
+    st.subheader("Entropy inside disease entities")
+    top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
+    frequent = entities.normalized.value_counts().head(top).index
+    shown = entities[entities.normalized.isin(frequent)]
+    shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method))
+    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
+                    labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
+    st.plotly_chart(figure, width="stretch")

@@ -1,0 +1,92 @@
+"""Disease entities: recognition, the introduced and hallucinated rules, and a run's analysis."""
+import numpy as np
+import pytest
+
+from fwsapp.entities import (STOPLIST, Entity, analyze_run, entity_summary, introduced_entities, judge_introduced,
+                             load_recognizer, record_verdict, verdict_agreement)
+from fwsapp.entropy import bin_shares, token_spans
+
+
+@pytest.fixture(scope="module")
+def recognizer():
+    return load_recognizer()
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from fwsapp.encoder import load_encoder
+
+    return load_encoder()
+
+
+def names(entities):
+    return [entity.text for entity in entities]
+
+
+def test_recognizer_finds_disease_names_case_insensitively_longest_first(recognizer):
+    text = ("Plantar Fasciitis often troubles runners; diabetes mellitus and Breast Cancer need screening. "
+            "Type 2 diabetes mellitus is common.")
+    found = names(recognizer.find(text))
+    assert found == ["Plantar Fasciitis", "diabetes mellitus", "Breast Cancer", "Type 2 diabetes mellitus"]
+    spans = recognizer.find(text)
+    assert text[spans[0].start:spans[0].end] == "Plantar Fasciitis"
+
+
+def test_recognizer_skips_stoplisted_generic_words(recognizer):
+    assert {"injury", "pain", "disease", "syndrome"} <= STOPLIST
+    assert names(recognizer.find("The injury caused pain; the disease and the syndrome worsened.")) == []
+    assert names(recognizer.find("Iron deficiency anaemia and coeliac disease")) == ["Iron deficiency anaemia", "coeliac disease"]
+
+
+def test_introduced_is_a_normalised_name_absent_from_the_reference():
+    reference = [Entity("Breast cancer", 0, 13), Entity("gout", 20, 24)]
+    generated = [Entity("breast  Cancer", 0, 14), Entity("asthma", 30, 36), Entity("Gout", 40, 44)]
+    assert names(introduced_entities(generated, reference)) == ["asthma"]
+
+
+def test_hallucinated_means_no_reference_entity_is_similar_enough():
+    introduced = [Entity("tumour", 0, 6), Entity("fracture", 10, 18)]
+    reference = [Entity("neoplasm", 0, 8), Entity("asthma", 10, 16)]
+    unit = lambda v: np.asarray(v, float) / np.linalg.norm(v)  # noqa: E731
+    introduced_vectors = np.stack([unit([1, 0.2, 0]), unit([0, 0, 1])])
+    reference_vectors = np.stack([unit([1, 0, 0]), unit([0, 1, 0])])
+    judged = judge_introduced(introduced, introduced_vectors, reference, reference_vectors, threshold=0.6)
+    assert [(item.entity.text, item.closest_reference, item.hallucinated) for item in judged] == [
+        ("tumour", "neoplasm", False), ("fracture", "neoplasm", True)]
+    assert judged[0].similarity == pytest.approx(1 / np.sqrt(1.04))
+    alone = judge_introduced(introduced, introduced_vectors, [], np.zeros((0, 3)))
+    assert all(item.hallucinated and item.closest_reference is None for item in alone)
+
+
+def test_bin_shares_and_token_spans(lm):
+    assert bin_shares([0.5, 1.0, 2.0, 5.0]) == {"low": 50.0, "mid": 25.0, "high": 25.0}
+    ids = lm.tokenizer("Gout is painful.", add_special_tokens=False)["input_ids"]
+    spans = token_spans(lm.tokenizer, ids)
+    assert spans[0][0] == 0 and spans[-1][1] == len("Gout is painful.")
+
+
+def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, recognizer, encoder):
+    import json
+
+    from fwsapp.importer import LogFile, import_logs
+
+    rows = [{"prompt": "What causes gout?", "natural_text": "Gout is caused by uric acid; obesity raises the risk.",
+             "unwatermarked_text": "Gout comes from uric acid crystals, and obesity raises the risk.",
+             "watermarked_text": "Gout follows tuberculosis and leukemia, and obesity raises the risk."}]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    assert analyze_run(store, run_id, recognizer, encoder) == 1
+    assert analyze_run(store, run_id, recognizer, encoder) == 0
+    found = store.entities([run_id])
+    marked = found[found.text_kind == "watermarked"].set_index("entity")
+    assert set(marked.index) == {"Gout", "tuberculosis", "leukemia", "obesity"}
+    assert bool(marked.loc["tuberculosis", "introduced"]) and not bool(marked.loc["Gout", "introduced"])
+    summary = entity_summary(found, store.entity_analyses([run_id]), store.runs()).iloc[0]
+    assert summary["introduced per text (watermarked)"] == 2 and summary["introduced per text (unwatermarked)"] == 0
+    assert summary["introduced per text: increase"] == 2
+    start = int(marked.loc["tuberculosis", "start_char"])
+    hallucinated = bool(marked.loc["tuberculosis", "hallucinated"])
+    record_verdict(store, "Dr C", run_id, 0, "watermarked", start, "hallucinated")
+    counts, stats = verdict_agreement(store)
+    assert stats["verdicts"] == 1 and stats["precision"] == (1.0 if hallucinated else None)
+    with pytest.raises(ValueError, match="Enter your name"):
+        record_verdict(store, " ", run_id, 0, "watermarked", start, "correct")
