@@ -8,32 +8,23 @@ ratio of the first.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from fwsapp.encoder import load_encoder  # noqa: E402
-from fwsapp.entities import analyze_run, load_recognizer  # noqa: E402
-from fwsapp.importer import LogFile, import_logs  # noqa: E402
-from fwsapp.store import Store  # noqa: E402
-
-GENERATIONS = ROOT.parent / "shared" / "data" / "paper" / "KGW-g0.5-d2-meditron-HQA2.generations.json"
+from bench.common import paper_qa_run
+from fwsapp.encoder import load_encoder
+from fwsapp.entities import analyze_run, load_recognizer
+from fwsapp.store import Store
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args()
-    records = json.loads(GENERATIONS.read_text())[: args.samples]
     with tempfile.TemporaryDirectory() as folder:
         store = Store(Path(folder) / "bench.duckdb")
-        run_id = import_logs(store, method="KGW", model="meditron", task_name="qa",
-                             generations=LogFile("g.json", json.dumps(records).encode()))
+        run_id = paper_qa_run(store, args.samples)
         started = time.perf_counter()
         recognizer, encoder = load_recognizer(), load_encoder()
         loading = time.perf_counter() - started

@@ -7,20 +7,15 @@ The page loads per-sample aspects once per database revision; a slider move only
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fwsapp.fws import fws_views, judge_aspects, metric_aspects, run_means  # noqa: E402
-from fwsapp.report import detection_frame  # noqa: E402
-from fwsapp.store import Store  # noqa: E402
+from bench.common import median_seconds as timed
+from fwsapp.fws import fws_views, judge_aspects, metric_aspects, run_means
+from fwsapp.report import detection_frame
+from fwsapp.store import Store
 
 METHODS = ("KGW", "SWEET", "DiPmark", "EXP-edit")
 TASKS = ("completion", "qa", "summarization")
@@ -54,15 +49,6 @@ def load_inputs(store: Store) -> dict:
     detection = detection_frame(store)
     return {"runs": runs, "judge": run_means(judge, runs, detection), "auto": run_means(auto, runs, detection),
             "pairs": len(judge) // 2, "scored": len(auto) // 2}
-
-
-def timed(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def main() -> None:

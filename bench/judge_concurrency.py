@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fwsapp.importer import LogFile, import_logs  # noqa: E402
-from fwsapp.judge.backends import OpenAIBackend  # noqa: E402
-from fwsapp.judge.runner import JudgeSettings, run_judge  # noqa: E402
-from fwsapp.store import Store  # noqa: E402
-from tests.openai_stub import StubServer  # noqa: E402
+import bench.common  # noqa: F401  (puts the project on the path)
+from fwsapp.importer import LogFile, import_logs
+from fwsapp.judge.backends import OpenAIBackend
+from fwsapp.judge.runner import JudgeSettings, run_judge
+from fwsapp.store import Store
+from tests.openai_stub import StubServer
 
 
 def timed_run(pairs: int, latency: float, concurrency: int) -> float:

@@ -11,30 +11,17 @@ Run: .venv/bin/python -m bench.watermarks [--tokens 32] [--repeats 3]
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fwsapp.data.loaders import load_dataset  # noqa: E402
-from fwsapp.generate import DEFAULT_SAMPLING, generate_batch  # noqa: E402
-from fwsapp.models import load_model  # noqa: E402
-from fwsapp.watermark import WATERMARKS, create  # noqa: E402
-from fwsapp.watermark.exp_edit import ExpEdit, key_sequence, test_statistic  # noqa: E402
-from tests.test_watermarks import plain_statistic  # noqa: E402  (the reference the tests keep)
-
-
-def seconds(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+from bench.common import median_seconds as seconds
+from fwsapp.data.loaders import load_dataset
+from fwsapp.generate import DEFAULT_SAMPLING, generate_batch
+from fwsapp.models import load_model
+from fwsapp.watermark import WATERMARKS, create
+from fwsapp.watermark.exp_edit import ExpEdit, key_sequence, test_statistic
+from tests.test_watermarks import plain_statistic  # the reference the tests keep
 
 
 def exp_edit_detection(vocab_size: int) -> None:

@@ -57,9 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _db(report)
     report.set_defaults(handler=cmd_report)
     judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
-    target = judge.add_mutually_exclusive_group(required=True)
-    target.add_argument("--run", action="append", help="a run id (repeatable)")
-    target.add_argument("--all", action="store_true", help="every run in the database")
+    _targets(judge)
     judge.add_argument("--backend", required=True, choices=["openai", "compatible", "local"])
     judge.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (vLLM)")
     judge.add_argument("--judge-model", help="default gpt-4o-2024-08-06 (openai) or the embedded model (local)")
@@ -72,9 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.set_defaults(handler=cmd_judge)
 
     score = commands.add_parser("score", help="compute the quality metrics a run lacks")
-    target = score.add_mutually_exclusive_group(required=True)
-    target.add_argument("--run", action="append", help="a run id (repeatable)")
-    target.add_argument("--all", action="store_true", help="every run in the database")
+    _targets(score)
     score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
                        help="ppl simcse rouge f1 factuality bertscore (default: all but bertscore)")
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
@@ -83,9 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.set_defaults(handler=cmd_score)
 
     analyze = commands.add_parser("analyze", help="entropy and disease-entity analyses a run lacks")
-    target = analyze.add_mutually_exclusive_group(required=True)
-    target.add_argument("--run", action="append", help="a run id (repeatable)")
-    target.add_argument("--all", action="store_true", help="every run in the database")
+    _targets(analyze)
     analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
                          "default: skip entropy for imported runs")
     analyze.add_argument("--threshold", type=float, default=0.6, help="hallucination: similarity below this to every reference entity")
@@ -104,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     _db(importer)
     importer.set_defaults(handler=cmd_import)
     return parser
+
+
+def _targets(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", action="append", help="a run id (repeatable)")
+    target.add_argument("--all", action="store_true", help="every run in the database")
 
 
 def _db(parser: argparse.ArgumentParser) -> None:

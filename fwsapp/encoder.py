@@ -48,22 +48,34 @@ class Encoder:
         return np.concatenate(rows) if rows else np.zeros((0, self.model.config.hidden_size))
 
     def span_embeddings(self, text: str, spans: list[tuple[int, int]]) -> np.ndarray:
-        """Unit-length contextual embeddings of character spans: the mean of the tokens they overlap.
+        """Unit-length contextual embeddings of character spans: the mean of the tokens they overlap."""
+        return self.span_embeddings_many([text], [spans])[0]
+
+    def span_embeddings_many(self, texts: list[str], spans: list[list[tuple[int, int]]],
+                             batch_size: int = 16) -> list[np.ndarray]:
+        """`span_embeddings` for many texts, in batched forward passes; texts without spans cost nothing.
 
         A span past the truncation limit falls back to encoding its own text.
         """
-        if not spans:
-            return np.zeros((0, self.model.config.hidden_size))
-        hidden, mask, offsets = self._forward([text])
-        vectors = []
-        for start, end in spans:
-            overlap = [
-                index for index, (token_start, token_end) in enumerate(offsets[0].tolist())
-                if mask[0, index] and token_end > token_start and token_start < end and token_end > start
-            ]
-            vector = hidden[0, overlap].mean(0).numpy() if overlap else self.encode([text[start:end]])[0]
-            vectors.append(vector / (np.linalg.norm(vector) or 1.0))
-        return np.stack(vectors)
+        width = self.model.config.hidden_size
+        results = [np.zeros((0, width)) for _ in texts]
+        wanted = [index for index, text_spans in enumerate(spans) if text_spans]
+        for start in range(0, len(wanted), batch_size):
+            chunk = wanted[start:start + batch_size]
+            hidden, mask, offsets = self._forward([texts[index] for index in chunk])
+            for row, index in enumerate(chunk):
+                token_offsets = offsets[row].tolist()
+                vectors = []
+                for span_start, span_end in spans[index]:
+                    overlap = [
+                        position for position, (token_start, token_end) in enumerate(token_offsets)
+                        if mask[row, position] and token_end > token_start and token_start < span_end and token_end > span_start
+                    ]
+                    vector = (hidden[row, overlap].mean(0).numpy() if overlap
+                              else self.encode([texts[index][span_start:span_end]])[0])
+                    vectors.append(vector / (np.linalg.norm(vector) or 1.0))
+                results[index] = np.stack(vectors)
+        return results
 
 
 @lru_cache(maxsize=2)

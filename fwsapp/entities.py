@@ -202,12 +202,27 @@ def analyze_pair(
     threshold: float = HALLUCINATION_THRESHOLD,
 ) -> SampleEntities:
     """Introduced and hallucinated entities of one generated text against its reference."""
-    new = introduced_entities(generated, reference)
-    if not new:
-        return SampleEntities(reference, generated, [])
-    new_vectors = encoder.span_embeddings(generated_text, [(e.start, e.end) for e in new])
-    reference_vectors = encoder.span_embeddings(reference_text, [(e.start, e.end) for e in reference])
-    return SampleEntities(reference, generated, judge_introduced(new, new_vectors, reference, reference_vectors, threshold))
+    return analyze_pairs([reference_text], [generated_text], [reference], [generated], encoder, threshold)[0]
+
+
+def analyze_pairs(reference_texts, generated_texts, references, generated, encoder,
+                  threshold: float = HALLUCINATION_THRESHOLD) -> list[SampleEntities]:
+    """`analyze_pair` for many pairs, embedding each distinct text's entities once, in batches."""
+    introduced = [introduced_entities(found, reference) for found, reference in zip(generated, references)]
+    # Reference entities matter only where something was introduced; embed each reference text once.
+    needed = {text: entities for text, entities, new in zip(reference_texts, references, introduced) if new}
+    reference_keys = list(needed)
+    texts = reference_keys + list(generated_texts)
+    spans = [[(e.start, e.end) for e in needed[text]] for text in reference_keys] + [
+        [(e.start, e.end) for e in new] for new in introduced]
+    vectors = encoder.span_embeddings_many(texts, spans) if any(spans) else [np.zeros((0, 1))] * len(texts)
+    reference_vectors = dict(zip(reference_keys, vectors[: len(reference_keys)]))
+    results = []
+    for position, (reference_text, reference, found, new) in enumerate(zip(reference_texts, references, generated, introduced)):
+        judged = judge_introduced(new, vectors[len(reference_keys) + position], reference,
+                                  reference_vectors.get(reference_text, np.zeros((0, 1))), threshold) if new else []
+        results.append(SampleEntities(reference, found, judged))
+    return results
 
 
 # -- per-run analysis -------------------------------------------------------------------------------
@@ -255,16 +270,17 @@ def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
         texts = {kind: text for kind, text in texts.items() if isinstance(text, str)}
         found = dict(zip(texts, recognizer.find_many(list(texts.values()))))
         tokens = _token_info(store, run, row, tokenizer)
+        generated_kinds = [kind for kind in ("unwatermarked", "watermarked") if kind in texts]
+        pairs = dict(zip(generated_kinds, analyze_pairs(
+            [texts["reference"]] * len(generated_kinds), [texts[kind] for kind in generated_kinds],
+            [found["reference"]] * len(generated_kinds), [found[kind] for kind in generated_kinds], encoder, threshold)))
         entity_rows, counts = [], []
         for kind in TEXT_KINDS:
             spans, entropy = tokens.get(kind, ([], []))
             counts.append(len(spans) if kind in tokens else None)
             if kind not in texts:
                 continue
-            verdicts = {}
-            if kind != "reference":
-                pair = analyze_pair(texts["reference"], texts[kind], found["reference"], found[kind], encoder, threshold)
-                verdicts = {item.entity.start: item for item in pair.introduced}
+            verdicts = {item.entity.start: item for item in pairs[kind].introduced} if kind in pairs else {}
             for entity in found[kind]:
                 covered = _covered(spans, entity.start, entity.end)
                 values = [entropy[i] for i in covered if i < len(entropy) and entropy[i] is not None and np.isfinite(entropy[i])]

@@ -116,14 +116,19 @@ def _sides(scores: pd.DataFrame, method: str) -> tuple[pd.Series, pd.Series]:
             scores.loc[scores.text_kind == negative, "score"].dropna())
 
 
-def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    """The Detect page's method comparison: one row per run, in each run's own score direction."""
-    rows = []
+def _scored_runs(runs: pd.DataFrame, scores: pd.DataFrame):
+    """Each run with detection scores on both sides: (run, its own scores, positives, negatives)."""
     for run in runs.itertuples():
         own = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
         positives, negatives = _sides(own, run.method)
-        if positives.empty or negatives.empty:
-            continue
+        if not positives.empty and not negatives.empty:
+            yield run, own, positives, negatives
+
+
+def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """The Detect page's method comparison: one row per run, in each run's own score direction."""
+    rows = []
+    for run, own, positives, negatives in _scored_runs(runs, scores):
         summary = detection.summary(positives, negatives, run.score_direction)
         interval = detection.bootstrap_auroc_ci(positives, negatives, run.score_direction, rounds=500)
         statistic = "median p" if run.score_direction == "lower" else "mean z"
@@ -141,11 +146,7 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
 def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     """ROC curve points per run, for an overlay: columns run, label, fpr, tpr."""
     frames = []
-    for run in runs.itertuples():
-        own = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
-        positives, negatives = _sides(own, run.method)
-        if positives.empty or negatives.empty:
-            continue
+    for run, _, positives, negatives in _scored_runs(runs, scores):
         fpr, tpr = detection.roc_points(positives, negatives, run.score_direction)
         label = f"{run.method} {run.task} {run.params} ({run.run_id})"
         frames.append(pd.DataFrame({"run": run.run_id, "label": label, "fpr": fpr, "tpr": tpr}))

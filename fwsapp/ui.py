@@ -18,6 +18,7 @@ from fwsapp.entropy import token_values
 from fwsapp.fws import judge_aspects, metric_aspects, ratio_sweep, run_means
 from fwsapp.human import ratings, sample_items
 from fwsapp.jobs import JobManager
+from fwsapp.methods import POST_HOC, SCORE_DIRECTIONS
 from fwsapp.judge.backends import make_backend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means
@@ -30,6 +31,16 @@ from fwsapp.store import Store
 
 # Factuality : coherence ratios for the flip chart, from coherence-heavy 1:4 to factuality-heavy 8:1.
 RATIOS = tuple(round(value, 3) for value in np.geomspace(0.25, 8, 41))
+
+
+def runs_or_stop() -> pd.DataFrame:
+    """Every run; a page with nothing to show says what to do and stops."""
+    frame = runs(revision())
+    if frame.empty:
+        st.info("No runs yet: generate one on the Generate page, or import logs on the Import page "
+                "(`python -m fwsapp generate` and `python -m fwsapp import` do the same headless).")
+        st.stop()
+    return frame
 
 
 def db_path() -> Path:
@@ -240,19 +251,26 @@ def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return store().entities(), store().entity_analyses()
 
 
-def job_status(kind: str, noun: str) -> None:
-    """A background job's progress bar, or its result, redrawn every second; reruns the page when it ends."""
+def job_status(kind: str, noun: str, body=None) -> None:
+    """A background job's progress bar with Cancel, or its result, redrawn every second; `body(job)` draws
+    more inside the same fragment. Reruns the page when the job ends, so its results show."""
     @st.fragment(run_every=1.0)
     def panel():
         job = jobs().latest(kind)
         if job is None:
             return
         if job.status == "failed":
-            st.error(f"{job.label} failed: {job.message}. Finished work is kept.")
+            st.error(f"{job.label} failed: {job.message}. Finished work is kept; start it again to resume.")
+        elif job.status == "cancelled":
+            st.warning(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to resume.")
         elif job.finished:
             st.success(job.message or "Done.")
         else:
-            st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} {noun}")
+            st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}")
+            if st.button("Cancel", key=f"cancel-{kind}"):
+                job.cancel()
+        if body is not None:
+            body(job)
         if job.finished and st.session_state.get(f"{kind}_shown") != (job.key, job.status):
             st.session_state[f"{kind}_shown"] = (job.key, job.status)
             st.rerun()
@@ -295,6 +313,12 @@ def param_inputs(defaults: dict, key_prefix: str) -> dict:
             else:
                 params[key] = int(st.number_input(key, value=value, step=1, key=f"{key_prefix}-{key}"))
     return params
+
+
+def score_name(method: str) -> str:
+    """What a method's detection score is: a z-score, a p-value, or SynthID's mean g-value."""
+    direction = SCORE_DIRECTIONS.get(method, "higher")
+    return "p" if direction == "lower" else "mean g" if method == "SynthID" else "score" if method in POST_HOC else "z"
 
 
 def run_label(run) -> str:

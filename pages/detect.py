@@ -88,23 +88,12 @@ with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
         manager.start_sweep(base, grid)
         st.rerun()
 
-    @st.fragment(run_every=1.0)
-    def sweep_progress():
-        job = manager.latest("sweep")
-        if job is None:
-            return
-        if job.status == "failed":
-            st.error(f"The sweep failed: {job.message}. Finished runs are kept.")
-        elif job.finished:
-            st.success(f"{job.message} They are selected above.")
-        else:
-            st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} runs")
-        if job.finished and st.session_state.get("sweep_shown") != (job.key, job.status):
-            st.session_state["sweep_shown"] = (job.key, job.status)
-            st.session_state.pop("detect-runs", None)  # select the sweep's runs
-            st.rerun()
+    def select_sweep_runs(job) -> None:
+        if job.finished and st.session_state.get("sweep_selected") != job.key:
+            st.session_state["sweep_selected"] = job.key
+            st.session_state.pop("detect-runs", None)  # the page reselects: the sweep's runs
 
-    sweep_progress()
+    ui.job_status("sweep", "runs", body=select_sweep_runs)
 
 st.subheader("Detect a watermark in any text")
 method = st.selectbox("Method", list(METHODS), key="paste-method",

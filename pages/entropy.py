@@ -13,10 +13,7 @@ st.caption(
     "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
     f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
 )
-runs = ui.runs(ui.revision())
-if runs.empty:
-    st.info("No runs yet: generate one, or import logs on the Import page.")
-    st.stop()
+runs = ui.runs_or_stop()
 
 with st.expander("Compute missing analyses (entropies and disease entities)"):
     labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}

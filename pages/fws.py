@@ -15,10 +15,7 @@ st.title("Factuality-Weighted Score")
 st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
 st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. GPTJ uses the LLM judge; Auto uses automatic metrics.")
 
-runs = ui.runs(ui.revision())
-if runs.empty:
-    st.info("No runs yet: generate one, or import logs on the Import page.")
-    st.stop()
+runs = ui.runs_or_stop()
 
 mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True, key="fws-mode")
 if mode == "Paper preset":

@@ -61,40 +61,23 @@ if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
     st.rerun()
 
 
-@st.fragment(run_every=1.0)
-def job_panel():
-    job = manager.latest("generate")
-    if job is None:
-        return
-    run_id = job.key.removeprefix("generate:")
-    st.subheader(job.label)
-    if job.status == "failed":
-        st.error(f"The job failed: {job.message}. Finished batches are kept; press Run to resume.")
-    elif job.status == "cancelled":
-        st.warning(f"Cancelled after {job.done} of {job.total} samples. Press Run to resume.")
-    else:
-        st.progress(job.fraction, text=f"{job.status}: {job.done} of {job.total} samples")
-        if not job.finished and st.button("Cancel", key="cancel"):
-            job.cancel()
-    latest_samples(run_id)
-    if job.finished and st.session_state.get("shown_finished") != (job.key, job.status):
-        st.session_state["shown_finished"] = (job.key, job.status)
-        st.rerun()  # re-enable the Run button
-
-
-def latest_samples(run_id: str) -> None:
-    table = ui.samples(ui.revision(), run_id)
+def latest_samples(job) -> None:
+    table = ui.samples(ui.revision(), job.key.removeprefix("generate:"))
     if table.empty:
         return
     st.caption("Latest samples: the same prompt, without and with the watermark")
     for row in table.tail(3).iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {ui.escaped(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)
-        plain.markdown(f"**Unwatermarked** · z = {row.score_unwatermarked:.2f}", unsafe_allow_html=True)
+        name = ui.score_name(row.method)
+        plain.markdown(f"**Unwatermarked** · {name} = {row.score_unwatermarked:.2f}", unsafe_allow_html=True)
         plain.markdown(ui.escaped(row.unwatermarked_text), unsafe_allow_html=True)
-        marked.markdown(f"**Watermarked** · z = {row.score_watermarked:.2f}", unsafe_allow_html=True)
-        marked.markdown(ui.escaped(row.watermarked_text), unsafe_allow_html=True)
+        if isinstance(row.watermarked_text, str):
+            marked.markdown(f"**Watermarked** · {name} = {row.score_watermarked:.2f}", unsafe_allow_html=True)
+            marked.markdown(ui.escaped(row.watermarked_text), unsafe_allow_html=True)
+        else:
+            marked.caption("Post-hoc detector: no watermarked text; the model text is scored against the reference.")
         st.divider()
 
 
-job_panel()
+ui.job_status("generate", "samples", body=latest_samples)

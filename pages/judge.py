@@ -17,10 +17,7 @@ st.caption(
     "The paper used gpt-4o-2024-08-06."
 )
 
-runs = ui.runs(ui.revision())
-if runs.empty:
-    st.info("No runs yet: generate one, or import logs on the Import page.")
-    st.stop()
+runs = ui.runs_or_stop()
 
 with st.expander(f"Judge prompt templates (version {PROMPT_VERSION})"):
     shown = st.radio("Task", list(TASKS), horizontal=True, format_func=lambda name: TASKS[name].label, key="template-task")
@@ -74,25 +71,7 @@ if st.button("Judge", type="primary", disabled=not chosen or bool(manager.active
     st.rerun()
 
 
-@st.fragment(run_every=1.0)
-def judge_progress():
-    job = manager.latest("judge")
-    if job is None:
-        return
-    if job.status == "failed":
-        st.error(f"The judge run failed: {job.message}. Verdicts already received are kept.")
-    elif job.finished:
-        st.success(job.message or job.status)
-    else:
-        st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} pairs")
-        if st.button("Cancel", key="cancel-judge"):
-            job.cancel()
-    if job.finished and st.session_state.get("judge_shown") != (job.key, job.status):
-        st.session_state["judge_shown"] = (job.key, job.status)
-        st.rerun()
-
-
-judge_progress()
+ui.job_status("judge", "pairs")
 
 judgments = ui.judgments(ui.revision())
 if judgments.empty:

@@ -17,10 +17,7 @@ st.caption(
     "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
     "mentions that the reference supports)."
 )
-runs = ui.runs(ui.revision())
-if runs.empty:
-    st.info("No runs yet: generate one, or import logs on the Import page.")
-    st.stop()
+runs = ui.runs_or_stop()
 
 with st.expander("Compute missing metrics", expanded=False):
     labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
@@ -34,22 +31,7 @@ with st.expander("Compute missing metrics", expanded=False):
         manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
         st.rerun()
 
-    @st.fragment(run_every=1.0)
-    def score_progress():
-        job = manager.latest("score")
-        if job is None:
-            return
-        if job.status == "failed":
-            st.error(f"Scoring failed: {job.message}. Values already computed are kept.")
-        elif job.finished:
-            st.success(job.message or "Done.")
-        else:
-            st.progress(job.fraction, text=f"{job.label}: {job.done} of {job.total} steps")
-        if job.finished and st.session_state.get("score_shown") != (job.key, job.status):
-            st.session_state["score_shown"] = (job.key, job.status)
-            st.rerun()
-
-    score_progress()
+    ui.job_status("score", "steps")
 
 report = ui.report(ui.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
 for task in [name for name in TASKS if name in set(runs.task)]:

@@ -7,7 +7,7 @@ reference supports: the same entity (normalised name) or one whose contextual em
 """
 from __future__ import annotations
 
-from fwsapp.entities import HALLUCINATION_THRESHOLD, analyze_pair
+from fwsapp.entities import HALLUCINATION_THRESHOLD, analyze_pairs
 
 STAND_IN_NAME = "Disease-entity support (offline stand-in)"
 ALIGNSCORE_NAME = "AlignScore"
@@ -21,10 +21,8 @@ def entity_support(recognizer, encoder, outputs: list[str], references: list[str
                    threshold: float = HALLUCINATION_THRESHOLD) -> list[float]:
     found_outputs = recognizer.find_many(outputs)
     found_references = recognizer.find_many(references)
-    return [
-        analyze_pair(reference, output, reference_entities, output_entities, encoder, threshold).support
-        for output, reference, output_entities, reference_entities in zip(outputs, references, found_outputs, found_references)
-    ]
+    analysed = analyze_pairs(references, outputs, found_references, found_outputs, encoder, threshold)
+    return [sample.support for sample in analysed]
 
 
 def alignscore(checkpoint: str, outputs: list[str], references: list[str]) -> list[float]:

@@ -10,10 +10,9 @@ MarkLLM). A permutation test against `n_runs` other keys, each seeded, gives the
 (1 + #{null ≤ observed}) / (1 + n_runs): the same text always gets the same p-value. Lower means
 watermarked.
 
-Speed: only the columns of ξ for the text's tokens matter. The alignment is computed for all shifts at
-once, row by row: with insertion cost γ, row i is l·γ + cummin(B − l·γ) where B holds the diagonal and
-vertical moves. MarkLLM's Cython loop takes ~30 s per text; this is numpy, and equals the plain
-recurrence exactly (tests/test_watermarks.py keeps the reference).
+Speed: only the columns of ξ for the text's tokens matter, and their log(1 − ξ) is computed once. The
+recurrence is compiled with numba and runs its shifts in parallel; it equals the plain recurrence
+exactly (tests/test_watermarks.py keeps the reference). MarkLLM's Cython loop takes ~30 s per text.
 
 ξ is drawn with numpy's PCG64 from the key (MarkLLM draws it with a pure-Python Mersenne twister,
 too slow for 12.6M values), so keys are not interchangeable with MarkLLM's.
@@ -23,6 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
+import numba
 import numpy as np
 import torch
 from transformers import LogitsProcessor
@@ -36,25 +36,38 @@ def key_sequence(key: int, pseudo_length: int, vocab_size: int) -> np.ndarray:
     return np.random.default_rng(key).random((pseudo_length, vocab_size), dtype=np.float32)
 
 
+@numba.njit(parallel=True, cache=True)
+def _alignment_costs(logs: np.ndarray, gamma: float) -> np.ndarray:
+    n, k = logs.shape
+    costs = np.empty(n)
+    for shift in numba.prange(n):  # shifts are independent: one per core
+        previous = np.empty(k + 1)
+        current = np.empty(k + 1)
+        for l in range(k + 1):
+            previous[l] = l * gamma
+        for i in range(1, k + 1):
+            current[0] = i * gamma
+            for l in range(1, k + 1):
+                best = previous[l] + gamma
+                if current[l - 1] + gamma < best:
+                    best = current[l - 1] + gamma
+                substitution = previous[l - 1] + logs[(shift + l - 1) % n, i - 1]
+                if substitution < best:
+                    best = substitution
+                current[l] = best
+            previous, current = current, previous
+        costs[shift] = previous[k]
+    return costs
+
+
 def alignment_costs(columns: np.ndarray, gamma: float = 0.0) -> np.ndarray:
     """Levenshtein alignment cost for every shift at once.
 
     `columns[r, i]` is ξ[r][token_i] (r over the pseudo length n, i over the k tokens). For each shift j
-    the text is aligned to rows j, j+1, …, j+k−1 (mod n). Returns the n costs.
+    the text is aligned to rows j, j+1, …, j+k−1 (mod n). The recurrence is MarkLLM's, compiled with numba
+    and run in parallel over shifts, with log(1 − ξ) computed once per (row, token). Returns the n costs.
     """
-    n, k = columns.shape
-    # log(1 − ξ[(j + l) mod n][token_i]) for every shift j, window position l, token i: cost[j, l] per row i.
-    window = (np.arange(n)[:, None] + np.arange(k)[None, :]) % n  # (n, k) row indices
-    costs = np.log1p(-columns[window, :])  # (n, k, k): [shift, window position l, token i]
-    positions = np.arange(k + 1, dtype=np.float64) * gamma
-    previous = np.broadcast_to(positions, (n, k + 1)).astype(np.float64)  # row 0: A[0][l] = l·γ
-    for i in range(1, k + 1):
-        diagonal = previous[:, :-1] + costs[:, :, i - 1]  # A[i-1][l-1] + cost(i, l)
-        best = np.empty_like(previous)
-        best[:, 0] = i * gamma
-        best[:, 1:] = np.minimum(previous[:, 1:] + gamma, diagonal)
-        previous = positions + np.minimum.accumulate(best - positions, axis=1)
-    return previous[:, k]
+    return _alignment_costs(np.log1p(-columns.astype(np.float64)), float(gamma))
 
 
 def test_statistic(columns: np.ndarray, gamma: float = 0.0) -> float:
