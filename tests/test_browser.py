@@ -85,3 +85,36 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
         assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "entities-escaping.png"), full_page=True)
+
+
+def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_path, browser_page):
+    import pytest
+
+    from tests.conftest import SHARED_DATA, start_streamlit
+
+    paper = SHARED_DATA / "paper"
+    if not paper.exists():
+        pytest.skip("../shared/data/paper is not beside the project")
+    with start_streamlit(tmp_path, tmp_path / "import.duckdb") as url:
+        page = browser_page
+        page.goto(url)
+        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        page.get_by_role("link", name="Import", exact=True).click()
+        page.get_by_role("heading", name="Import logs").wait_for(timeout=30_000)
+        uploads = page.locator("input[type=file]")
+        stem = paper / "KGW-g0.5-d2-meditron-HQA2"
+        for index, suffix in enumerate(("generations", "detection", "judged")):
+            uploads.nth(index).set_input_files(str(stem.with_name(f"{stem.name}.{suffix}.json")))
+            page.wait_for_timeout(1000)
+        page.get_by_label("Model").fill("meditron")
+        page.get_by_label("Model").press("Enter")
+        page.get_by_role("combobox").nth(1).click()  # the Task select: method first, then task
+        page.get_by_role("option", name="Question answering").click()
+        page.get_by_role("button", name="Import", exact=True).click()
+        page.get_by_text("Imported as run").wait_for(timeout=60_000)
+        page.get_by_role("link", name="Report", exact=True).click()
+        page.get_by_role("heading", name="Table 4: FWS (Auto and GPTJ)").wait_for(timeout=60_000)
+        page.wait_for_timeout(2000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        assert page.get_by_text("0.411").count() >= 1
