@@ -32,7 +32,7 @@ browser:
 		echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)."; }
 
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
 test: install-test browser
 	$(PY) -m pytest
