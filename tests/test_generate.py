@@ -23,7 +23,11 @@ def test_qa_demo_run_separates_watermarked_from_unwatermarked(qa_run):
     assert entry["detection"]["mean_score"]["watermarked"] > 4
     assert entry["detection"]["mean_score"]["unwatermarked"] < 2
     assert entry["detection"]["auroc"] == 1.0
-    assert entry["quality"] is None and entry["judge"] is None and entry["entities"] is None
+    assert entry["quality"] is None and entry["judge"] is None
+    # Entropies are recorded while generating, so their bins are known; entities need `analyze` first.
+    bins = entry["entities"]["entropy_bins"]
+    assert sum(bins["watermarked"].values()) == pytest.approx(100) and bins["reference"]["low"] is None
+    assert entry["entities"]["introduced_per_text"] == {"watermarked": None, "unwatermarked": None}
 
 
 def test_stored_rows_hold_ids_entropies_and_text(qa_run):
