@@ -65,8 +65,8 @@ class JobManager:
 
     def start_generation(self, config: RunConfig) -> Job:
         def work(progress, cancel):
-            run_generation(config, self.store, self.model_loader(config.model), progress=progress, cancel=cancel)
-            return None
+            run_id = run_generation(config, self.store, self.model_loader(config.model), progress=progress, cancel=cancel)
+            return f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page."
 
         run_id = config.run_id()
         job = self.start("generate", f"generate:{run_id}", f"Run {run_id}", work)
