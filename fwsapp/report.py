@@ -134,11 +134,11 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
         statistic = "median p" if run.score_direction == "lower" else "mean z"
         centre = positives.median() if run.score_direction == "lower" else positives.mean()
         rows.append({
-            "run": run.run_id, "method": run.method, "task": run.task, "model": run.model,
-            "params": run.params, "AUROC": summary["auroc"],
+            "run": run.run_id, "method": run.method, "task": run.task, "model": run.model, "AUROC": summary["auroc"],
             "AUROC 95% CI": f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "–",
             **{f"TPR@FPR={key}": value for key, value in summary["tpr_at_fpr"].items()},
             "statistic": statistic, "positives": float(centre), "tokens scored": float(own.num_tokens_scored.mean()),
+            "params": run.params,
         })
     return pd.DataFrame(rows)
 
