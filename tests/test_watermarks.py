@@ -175,3 +175,23 @@ def test_detectgpt_needs_a_mask_filler_and_says_so(lm, monkeypatch):
     detector = DetectGPT(lm.vocab_size, lm=lm, filler=lambda texts: [t.replace("<extra_id_0>", "x") for t in texts],
                          perturbations=4)
     assert math.isfinite(detector.detect(lm.tokenizer(TEXT, add_special_tokens=False)["input_ids"]).score)
+
+
+def test_synthid_top_k_keeps_candidates_and_marks_its_own_text(lm):
+    watermark = create("SynthID", lm.vocab_size, lm=lm)
+    processor = watermark.logits_processor()
+    scores = torch.randn(2, lm.vocab_size)
+    out = processor(torch.randint(0, lm.vocab_size, (2, 6)), scores)
+    kept = torch.isfinite(out)
+    assert kept.sum(-1).tolist() == [40, 40]
+    assert torch.equal(kept, torch.zeros_like(kept).scatter(1, scores.topk(40).indices, True))
+    # Tokens chosen by the watermarked tournament score above one half under the unchanged detector.
+    context, tokens = [1, 2, 3, 4], []
+    processor = watermark.logits_processor()
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(60):
+        ids = torch.tensor([context + tokens])
+        logits = torch.randn(1, lm.vocab_size, generator=generator)
+        probs = torch.softmax(processor(ids, logits), -1)
+        tokens.append(int(torch.multinomial(probs, 1, generator=generator)))
+    assert watermark.detect(tokens, context).score > 0.55
