@@ -5,6 +5,7 @@ Judge Likert scores are divided by 5 (the scale maximum), as the paper's Table 4
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 DEFAULT_ALPHA, DEFAULT_BETA = 0.4, 0.2
 LIKERT_MAX = 5.0
@@ -46,10 +47,8 @@ KINDS = ("watermarked", "unwatermarked")
 DEFAULT_MAPPING = {"coherence": "simcse", "relevance": "rougeL|f1", "factual_accuracy": "factuality"}
 
 
-def judge_aspects(judgments) -> "pd.DataFrame":
+def judge_aspects(judgments) -> pd.DataFrame:
     """Long table (run, sample, kind) -> aspects in [0, 1] from the judge's 1-5 scores (both orders averaged)."""
-    import pandas as pd
-
     from fwsapp.judge.summary import per_sample_scores
 
     samples = per_sample_scores(judgments)
@@ -62,13 +61,11 @@ def judge_aspects(judgments) -> "pd.DataFrame":
     return pd.concat(frames, ignore_index=True)
 
 
-def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEFAULT_MAPPING) -> "pd.DataFrame":
+def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEFAULT_MAPPING) -> pd.DataFrame:
     """Long table (run, sample, kind) -> aspects in [0, 1] from stored metrics, by the given mapping.
 
     Samples lacking any mapped metric are left out, so every row has all three aspects.
     """
-    import pandas as pd
-
     if metrics.empty:
         return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
     wide = metrics.pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric", values="value").reset_index()
@@ -88,15 +85,13 @@ def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEF
     return out.dropna(subset=list(ASPECTS))
 
 
-def run_means(aspects, runs, detection=None) -> "pd.DataFrame":
+def run_means(aspects, runs, detection=None) -> pd.DataFrame:
     """Mean of each aspect per run and text kind, with the sample count, the run's method, model and
     task, and (when given) its detectability columns.
 
     FWS is linear in the aspects, so a run's mean FWS is the FWS of its mean aspects: the page computes
     these means once per database revision, and a slider move re-weights a few rows, not every sample.
     """
-    import pandas as pd
-
     columns = ["run_id", "kind", *ASPECTS, "n", "method", "model", "task"]
     if aspects.empty:
         return pd.DataFrame(columns=columns + (list(detection.columns[1:]) if detection is not None else []))
@@ -108,24 +103,20 @@ def run_means(aspects, runs, detection=None) -> "pd.DataFrame":
     return means
 
 
-def fws_by_run(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> "pd.DataFrame":
+def fws_by_run(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> pd.DataFrame:
     """`run_means` with each run's mean FWS added."""
     return means.assign(fws=fws(means.coherence, means.relevance, means.factual_accuracy, alpha, beta))
 
 
-def _with_reference(scored) -> "pd.DataFrame":
+def _with_reference(scored) -> pd.DataFrame:
     """Watermarked rows by method, unwatermarked rows relabelled as the 'Unwatermarked' reference."""
-    import pandas as pd
-
     plain = scored[scored.kind == "unwatermarked"].assign(method="Unwatermarked")
     return pd.concat([plain, scored[scored.kind == "watermarked"]])
 
 
-def fws_table(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> "pd.DataFrame":
+def fws_table(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> pd.DataFrame:
     """The paper's Table 4 layout for one source: rows model × method (Unwatermarked first), columns tasks.
     The unwatermarked row of a model and task averages over that model's runs of the task."""
-    import pandas as pd
-
     if means.empty:
         return pd.DataFrame()
     rows = _with_reference(fws_by_run(means, alpha, beta))
@@ -135,20 +126,16 @@ def fws_table(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -
     return table.sort_values(["model", "_order", "method"]).drop(columns="_order").reset_index(drop=True)
 
 
-def ratio_sweep(means, ratios) -> "pd.DataFrame":
+def ratio_sweep(means, ratios) -> pd.DataFrame:
     """FWS per method and task along the factuality : coherence ratio (2α + β = 1), for the flip chart."""
-    import pandas as pd
-
     frames = [_with_reference(fws_by_run(means, *ratio_weights(ratio))).assign(ratio=ratio) for ratio in ratios]
     if not frames or means.empty:
         return pd.DataFrame(columns=["ratio", "method", "task", "fws"])
     return pd.concat(frames).groupby(["ratio", "method", "task"], as_index=False).fws.mean()
 
 
-def ranking(table) -> "pd.DataFrame":
+def ranking(table) -> pd.DataFrame:
     """Methods ranked by FWS within each model and task (1 = best), from a Table 4-layout frame."""
-    import pandas as pd
-
     if table.empty:
         return pd.DataFrame(columns=["model", "task", "rank", "method", "fws"])
     long = table.melt(id_vars=["model", "method"], var_name="task", value_name="fws").dropna(subset=["fws"])

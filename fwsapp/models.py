@@ -137,7 +137,3 @@ def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR) -> Loade
     tokenizer.padding_side = "left"  # decoder-only models generate after the prompt
     model.to(device).eval()
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
-
-
-def model_label(name: str) -> str:
-    return PRESETS.get(name, name)

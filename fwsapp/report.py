@@ -21,9 +21,7 @@ def run_detection(scores: pd.DataFrame, direction: str, method: str = "KGW") -> 
     negatives; for post-hoc detectors, model text against the human reference."""
     if scores.empty:
         return None
-    positive, negative = detection_kinds(method)
-    positives = scores.loc[scores.text_kind == positive, "score"].dropna()
-    negatives = scores.loc[scores.text_kind == negative, "score"].dropna()
+    positives, negatives = _sides(scores, method)
     return detection.summary(positives, negatives, direction)
 
 
@@ -99,14 +97,11 @@ DETECTABILITY = {"auroc": "AUROC", "tpr@0": "TPR at FPR 0%", "tpr@0.01": "TPR at
 
 def detection_frame(store: Store) -> pd.DataFrame:
     """Detectability per run: AUROC and TPR at each FPR level, in the run's score direction."""
-    runs, scores = store.runs(), store.detections()
     rows = []
-    for run in runs.itertuples():
-        summary = run_detection(scores[(scores.run_id == run.run_id) & (scores.detector == run.method)],
-                                run.score_direction, run.method)
-        if summary:
-            rows.append({"run_id": run.run_id, "auroc": summary["auroc"],
-                         **{f"tpr@{level}": value for level, value in summary["tpr_at_fpr"].items()}})
+    for run, _, positives, negatives in _scored_runs(store.runs(), store.detections()):
+        summary = detection.summary(positives, negatives, run.score_direction)
+        rows.append({"run_id": run.run_id, "auroc": summary["auroc"],
+                     **{f"tpr@{level}": value for level, value in summary["tpr_at_fpr"].items()}})
     return pd.DataFrame(rows, columns=["run_id", *DETECTABILITY])
 
 

@@ -24,7 +24,7 @@ from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
 from fwsapp.paths import DEFAULT_DB
-from fwsapp.report import build_report, detection_comparison as compare_detection, detection_frame, roc_frame, run_detection
+from fwsapp.report import build_report, detection_comparison as compare_detection, detection_frame, roc_frame
 from fwsapp.watermark import explain
 from fwsapp.store import Store
 
@@ -297,10 +297,6 @@ def entity_sample_label(row) -> str:
 
 def add_rating_items(run_id: str, fraction: float) -> int:
     return sample_items(store(), run_id, fraction)
-
-
-def detection_summary(scores: pd.DataFrame, direction: str, method: str) -> dict | None:
-    return run_detection(scores, direction, method)
 
 
 def param_inputs(defaults: dict, key_prefix: str) -> dict:

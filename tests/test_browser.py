@@ -49,8 +49,6 @@ def rate_items_as(page, base_url, rater, count, offset):
 
 
 def test_two_raters_rate_three_items_and_see_the_correlation_table(tmp_path, browser_page):
-    import os
-
     from tests.conftest import judged_rating_db, start_streamlit
 
     db = tmp_path / "rating.duckdb"

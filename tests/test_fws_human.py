@@ -6,7 +6,7 @@ import scikit_posthocs
 from scipy.stats import friedmanchisquare, pearsonr
 
 from fwsapp.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_weights
-from fwsapp.human import (RATERS_PER_ITEM, Item, RatingError, correlation_table, friedman_nemenyi, human_means,
+from fwsapp.human import (RATERS_PER_ITEM, RatingError, correlation_table, friedman_nemenyi, human_means,
                           krippendorff_alpha, next_item, progress, sample_items, skip, submit_rating)
 from fwsapp.importer import LogFile, import_logs
 

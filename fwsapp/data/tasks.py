@@ -17,13 +17,12 @@ class Task:
     name: str
     label: str
     dataset: str
-    relevance_label: str  # the judge's second criterion: Relevance, or Completeness for summaries
 
 
 TASKS = {
-    "completion": Task("completion", "Text completion", "HealthQA", "Relevance"),
-    "qa": Task("qa", "Question answering", "HealthQA", "Relevance"),
-    "summarization": Task("summarization", "Summarization", "MeQSum", "Completeness"),
+    "completion": Task("completion", "Text completion", "HealthQA"),
+    "qa": Task("qa", "Question answering", "HealthQA"),
+    "summarization": Task("summarization", "Summarization", "MeQSum"),
 }
 
 COMPLETION_PROMPT_WORDS = 30

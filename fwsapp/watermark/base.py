@@ -64,12 +64,6 @@ class Watermark(ABC):
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         """Score `token_ids`; `context_ids` (the prompt) only seed the first positions."""
 
-    def detect_batch(
-        self, sequences: Sequence[Sequence[int]], contexts: Sequence[Sequence[int]] | None = None
-    ) -> list[Detection]:
-        contexts = contexts if contexts is not None else [()] * len(sequences)
-        return [self.detect(ids, context) for ids, context in zip(sequences, contexts)]
-
     def is_watermarked(self, detection: Detection) -> bool:
         threshold = self.params[self.threshold_param]
         return detection.score < threshold if self.score_direction == "lower" else detection.score > threshold
