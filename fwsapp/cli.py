@@ -69,6 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     _db(judge)
     judge.set_defaults(handler=cmd_judge)
 
+    detect = commands.add_parser(
+        "detect", help="score a run's stored texts again under any method, parameters and tokenizer",
+        description="Re-detect: every stored text of the run (watermarked, unwatermarked, reference) scored as "
+                    "MarkLLM's detection scores it. Results are a detection set beside the stored scores.")
+    _targets(detect)
+    detect.add_argument("--method", help="default: the run's own method")
+    detect.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")
+    detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
+                        "(default: the one the run's model implies)")
+    detect.add_argument("--out", help="write sample_idx,text,score,num_tokens_scored to this CSV file")
+    _db(detect)
+    detect.set_defaults(handler=cmd_detect)
+
     score = commands.add_parser("score", help="compute the quality metrics a run lacks")
     _targets(score)
     score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
@@ -95,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("--task", required=True, choices=["completion", "qa", "summarization"])
     importer.add_argument("--dataset", help="a dataset file whose prompts align by index, when the generations lack them")
     importer.add_argument("--score-direction", choices=["higher", "lower"], help="overrides the method's direction")
+    importer.add_argument("--negatives", choices=["reference", "unwatermarked"], default="reference",
+                          help="what the unwatermarked scores scored: the human reference (MarkLLM's natural mode, "
+                               "as in the paper's logs; default) or the unwatermarked output")
     _db(importer)
     importer.set_defaults(handler=cmd_import)
     return parser
@@ -188,7 +205,7 @@ def cmd_import(args) -> int:
     store = Store(args.db)
     run_id = import_logs(
         store, method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
-        score_direction=args.score_direction, **files,
+        score_direction=args.score_direction, negatives=args.negatives, **files,
     )
     print(run_id)
     return 0
@@ -266,3 +283,46 @@ def cmd_analyze(args) -> int:
                                    threshold=args.threshold, progress=progress)
         print(f"{run_id}: disease entities of {analysed} samples analysed ({recognizer.backend})")
     return 0
+
+
+def cmd_detect(args) -> int:
+    from fwsapp.redetect import redetect, set_scores
+    from fwsapp.store import Store
+    from fwsapp.tokenizers import load_tokenizer, tokenizer_for_model
+    from fwsapp.watermark import method_class, parse_params
+
+    store = Store(args.db)
+    targets = run_ids(store, args)
+    if args.out and len(targets) != 1:
+        raise ValueError("--out writes one run's scores: give a single --run.")
+    tokenizers, frames = {}, []
+    for run_id in targets:
+        run = store.run(run_id)
+        method = args.method or run["method"]
+        # The run's own parameters carry over when its method is kept; --param overrides them.
+        params = {**(run["params"] if method_class(method).name == run["method"] else {}),
+                  **parse_params(method, args.param)}
+        name = args.tokenizer or tokenizer_for_model(run["model"]) or run["model"]
+        if not name:
+            raise ValueError(f"{run_id}: its model is unknown, so pass --tokenizer NAME|PATH.")
+        tokenizer = tokenizers.setdefault(name, load_tokenizer(name)) if name not in tokenizers else tokenizers[name]
+        lm = _detector_model(method, name)
+        with progress_bar(f"detect {run_id}", "text") as progress:
+            set_id = redetect(store, run_id, method, params, tokenizer, lm=lm, progress=progress)
+        frames.append(set_scores(store, set_id))
+        print(f"{run_id}: detection set {set_id} ({method}, {tokenizer.name})")
+    if args.out:
+        frames[0].to_csv(args.out, index=False)
+        print(args.out)
+    return 0
+
+
+def _detector_model(method: str, name: str):
+    """The model a detector runs itself (SWEET's entropies), else None."""
+    from fwsapp.watermark import method_class
+
+    if not method_class(method).needs_model:
+        return None
+    from fwsapp.models import load_model
+
+    return load_model(name)

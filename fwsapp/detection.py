@@ -18,6 +18,15 @@ from sklearn.metrics import roc_auc_score, roc_curve
 FPR_LEVELS = (0.0, 0.01, 0.05)
 
 
+def negative_kind(available: set[str], method: str) -> str:
+    """The text kind a run's negatives are: the method's own, unless only the human reference was scored
+    (the paper's logs, MarkLLM's "natural" mode)."""
+    from fwsapp.methods import detection_kinds
+
+    default = detection_kinds(method)[1]
+    return "reference" if default not in available and "reference" in available else default
+
+
 def oriented(scores, direction: str) -> np.ndarray:
     values = np.asarray(scores, dtype=float)
     if direction not in {"higher", "lower"}:

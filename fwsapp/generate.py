@@ -21,7 +21,7 @@ from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.entropy import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store, detection_record
-from fwsapp.watermark import Watermark, canonical_name, create
+from fwsapp.watermark import Watermark, canonical_name, create, method_class
 
 # MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
 # and a minimum length (MarkLLM's min_length) so every output is long enough to score.
@@ -54,6 +54,11 @@ class RunConfig:
         self.method = canonical_name(self.method)
         if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
             raise ValueError("n, max_new_tokens and batch_size must be positive.")
+        watermark_class = method_class(self.method)
+        watermark_class.checked_params(self.params)  # before any run is created or model loaded
+        if "rng" in watermark_class.defaults and "rng" not in self.params:
+            # Recorded explicitly: runs made before the generator became a parameter used the CPU one.
+            self.params = {**self.params, "rng": watermark_class.defaults["rng"]}
 
     def resolved_sampling(self) -> dict:
         sampling = {**DEFAULT_SAMPLING, **self.sampling}

@@ -22,6 +22,7 @@ from fwsapp.store import Store, detection_record
 GENERATION_KEYS = ("watermarked_text", "unwatermarked_text", "natural_text")
 DETECTION_KEYS = ("watermarked_scores", "unwatermarked_scores")
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".pk", ".p"}
+NEGATIVE_KINDS = ("reference", "unwatermarked")
 
 
 class ImportProblem(ValueError):
@@ -116,8 +117,13 @@ def import_logs(
     judged: LogFile | None = None,
     dataset: str | Path | None = None,
     score_direction: str | None = None,
+    negatives: str = "reference",
 ) -> str:
-    """Check and import any subset of the three logs as one run; returns its id."""
+    """Check and import any subset of the three logs as one run; returns its id.
+
+    `negatives` says what the "unwatermarked" scores scored: the human reference (MarkLLM's "natural" mode,
+    as in the paper's logs) or the unwatermarked output. Importing the same files again changes nothing.
+    """
     method = canonical_name(method)
     task(task_name)
     direction = score_direction or SCORE_DIRECTIONS[method]
@@ -125,6 +131,8 @@ def import_logs(
         raise ImportProblem(f"--score-direction must be 'higher' or 'lower', not {direction!r}.")
     if not (generations or detection or judged):
         raise ImportProblem("Give at least one of --generations, --detection and --judged.")
+    if negatives not in NEGATIVE_KINDS:
+        raise ImportProblem(f"--negatives must be 'reference' or 'unwatermarked', not {negatives!r}.")
 
     records = _generations(generations) if generations else []
     scores = _scores(detection) if detection else None
@@ -137,7 +145,6 @@ def import_logs(
             judgments = paper_judgments(data, judged.name)
         except JudgedLogError as error:
             raise ImportProblem(str(error)) from None
-    alignment = _check_alignment(records, scores, generations, detection)
     prompts = _prompts(records, dataset, task_name)
 
     generation_rows = [
@@ -150,10 +157,12 @@ def import_logs(
         }
         for index, record in enumerate(records)
     ]
-    detection_rows = []
+    detection_rows, alignment = [], {}
     if scores:
-        for kind in ("watermarked", "unwatermarked"):
-            for index, value in enumerate(scores[f"{kind}_scores"]):
+        kinds = {"watermarked_scores": "watermarked", "unwatermarked_scores": negatives}
+        for key, kind in kinds.items():
+            indices, alignment[key] = _score_rows(generation_rows, kind, scores[key], generations, detection, key)
+            for index, value in zip(indices, scores[key]):
                 statistic = {"p": value} if direction == "lower" else {"z": value}
                 detection_rows.append(detection_record(index, kind, method, value, **statistic))
     metric_rows = text_metric_rows(generation_rows, task_name)
@@ -163,9 +172,12 @@ def import_logs(
         "imported": True, "method": method, "model": model, "task": task_name, "score_direction": direction,
         "files": {log.name: hashlib.sha256(log.content).hexdigest() for log in files},
     }
-    if alignment:
+    if scores:
+        identity["negatives"] = negatives
         identity["detection_alignment"] = alignment
     run_id = "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    if store.has_run(run_id):
+        return run_id  # the same files again: everything computed for the run since stays
     n = max(len(records), len(scores["watermarked_scores"]) if scores else 0, len(judgments))
     store.replace_run(
         run_id,
@@ -178,24 +190,25 @@ def import_logs(
     return run_id
 
 
-def _check_alignment(records, scores, generations: LogFile | None, detection: LogFile | None) -> str | None:
-    """Scores pair with generations by position. MarkLLM drops texts too short to score, so a list may be
-    shorter than the generations (ROC metrics need no pairing); a longer one cannot belong to them."""
-    if not (records and scores):
-        return None
-    lengths = {key: len(values) for key, values in scores.items()}
-    longer = {key: length for key, length in lengths.items() if length > len(records)}
-    if longer:
-        key, length = next(iter(longer.items()))
-        raise ImportProblem(
-            f"{detection.name}: '{key}' has {length} scores but {generations.name} has {len(records)} "
-            "generations: the lists have unequal lengths, so the scores cannot belong to these texts."
-        )
-    shorter = {key: length for key, length in lengths.items() if length < len(records)}
-    if not shorter:
-        return None
-    return "positional; " + ", ".join(f"{key} has {length} of {len(records)}" for key, length in shorter.items()) + (
-        " (a detector skipped texts too short to score; per-sample pairing of that list is approximate)"
+def _score_rows(rows: list[dict], kind: str, values: list[float], generations: LogFile | None,
+                detection: LogFile | None, key: str) -> tuple[list[int], str]:
+    """The sample each score belongs to. MarkLLM skips texts with nothing to score (an empty generated
+    part), so a list as long as the non-empty texts pairs with those; a full list pairs one to one."""
+    if not rows:
+        return list(range(len(values))), "by position (no generations)"
+    if len(values) == len(rows):
+        return list(range(len(rows))), "one score per generation"
+    column = {"watermarked": "watermarked_text", "unwatermarked": "unwatermarked_text", "reference": "reference"}[kind]
+    non_empty = [row["sample_idx"] for row in rows if row[column].split()]
+    if len(values) == len(non_empty):
+        return non_empty, f"skips the {len(rows) - len(non_empty)} empty {kind} text(s), as MarkLLM does"
+    hint = ""
+    if key == "unwatermarked_scores":
+        other = "unwatermarked" if kind == "reference" else "reference"
+        hint = f" If they scored the {other} texts, pass --negatives {other}."
+    raise ImportProblem(
+        f"{detection.name}: '{key}' has {len(values)} scores but {generations.name} has {len(rows)} generations "
+        f"({len(non_empty)} with {kind} text), so the scores cannot be paired with these texts.{hint}"
     )
 
 

@@ -13,6 +13,7 @@ from fwsapp.entropy import bin_shares, token_values
 from fwsapp.judge.summary import judge_block
 from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
+from fwsapp.redetect import set_summaries
 from fwsapp.store import Store
 
 
@@ -44,6 +45,7 @@ def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAU
     scores, metrics, judgments = store.detections(), store.metrics(), store.judgments()
     entity_rows, analyses = store.entities(), store.entity_analyses()
     entropy_values = token_values(store)
+    redetections = set_summaries(store)
     entries = []
     for run in runs.sort_values(["task", "model", "method", "created"]).itertuples():
         run_scores = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
@@ -63,6 +65,7 @@ def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAU
             "quality": quality,
             "judge": judge_block(judgments[judgments.run_id == run.run_id], alpha, beta),
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
+            "redetections": redetections.get(run.run_id, []),
         })
     return {"alpha": alpha, "beta": beta, "runs": entries}
 
@@ -106,7 +109,8 @@ def detection_frame(store: Store) -> pd.DataFrame:
 
 
 def _sides(scores: pd.DataFrame, method: str) -> tuple[pd.Series, pd.Series]:
-    positive, negative = detection_kinds(method)
+    positive = detection_kinds(method)[0]
+    negative = detection.negative_kind(set(scores.text_kind), method)
     return (scores.loc[scores.text_kind == positive, "score"].dropna(),
             scores.loc[scores.text_kind == negative, "score"].dropna())
 

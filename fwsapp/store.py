@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -170,10 +170,37 @@ MIGRATIONS = [
         PRIMARY KEY (run_id, sample_idx, text_kind, start_char, rater)
     );
     """,
+    # 5: runs generated before the green-list generator became a parameter used the CPU one; re-detection
+    # sets: a run's texts scored again under a method, its parameters and a tokenizer, beside what is stored.
+    """
+    UPDATE runs SET params = json_merge_patch(params, '{"rng": "cpu"}')
+    WHERE method IN ('KGW', 'SWEET', 'DiPmark') AND NOT imported AND json_extract(params, '$.rng') IS NULL;
+    CREATE TABLE detection_sets (
+        set_id VARCHAR PRIMARY KEY,
+        run_id VARCHAR NOT NULL,
+        method VARCHAR NOT NULL,
+        params JSON NOT NULL,
+        tokenizer VARCHAR NOT NULL,
+        score_direction VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL
+    );
+    CREATE TABLE redetections (
+        set_id VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        score DOUBLE,
+        z DOUBLE,
+        p DOUBLE,
+        num_tokens_scored INTEGER,
+        PRIMARY KEY (set_id, sample_idx, text_kind)
+    );
+    """,
 ]
 
 TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
-PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments", "entropies", "entities", "entity_analyses")
+PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments", "entropies", "entities", "entity_analyses",
+                  "redetections")
 
 
 class StoreError(RuntimeError):
@@ -273,6 +300,9 @@ class Store:
                     "seed": seed, "n": n, "imported": imported, "score_direction": score_direction,
                 })
 
+    def has_run(self, run_id: str) -> bool:
+        return self.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is not None
+
     def set_status(self, run_id: str, status: str) -> None:
         self.cursor().execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
 
@@ -333,6 +363,7 @@ class Store:
                       (SELECT count(*) FROM human_ratings), (SELECT count(*) FROM human_skips),
                       (SELECT count(*) FROM entropies), (SELECT count(*) FROM entities),
                       (SELECT count(*) FROM entity_analyses), (SELECT count(*) FROM entity_verdicts),
+                      (SELECT count(*) FROM detection_sets), (SELECT count(*) FROM redetections),
                       (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
         ).fetchone()
         return "|".join([str(self.path), *(str(value) for value in row)])
@@ -357,6 +388,37 @@ class Store:
 
     def entity_analyses(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("entity_analyses", run_ids)
+
+    # -- re-detection ----------------------------------------------------------------------------
+    def ensure_detection_set(self, set_id: str, run_id: str, method: str, params: dict, tokenizer: str,
+                             score_direction: str) -> None:
+        with self.transaction() as cursor:
+            if not cursor.execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
+                cursor.execute(
+                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction,
+                     datetime.now(timezone.utc).replace(tzinfo=None)],
+                )
+
+    def write_redetections(self, set_id: str, run_id: str, rows: list[dict]) -> None:
+        """One transaction of a detection set's scores (detection records; the set names the detector)."""
+        with self.transaction() as cursor:
+            insert_rows(cursor, "redetections", run_id, [
+                {"set_id": set_id, **{key: value for key, value in row.items() if key != "detector"}} for row in rows
+            ])
+
+    def detection_sets(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        query = "SELECT * FROM detection_sets"
+        if run_ids is None:
+            return self.cursor().execute(query + " ORDER BY run_id, created").df()
+        return self.cursor().execute(query + " WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, created",
+                                     [run_ids]).df()
+
+    def redetections(self, set_ids: list[str]) -> pd.DataFrame:
+        return self.cursor().execute(
+            "SELECT * FROM redetections WHERE set_id IN (SELECT unnest(?)) ORDER BY set_id, sample_idx, text_kind",
+            [set_ids],
+        ).df()
 
     def count(self, table: str, run_id: str) -> int:
         if table not in PER_RUN_TABLES:

@@ -1,4 +1,4 @@
-"""KGW against markllm 0.1.5, the paper's implementation, as a test-only oracle."""
+"""KGW against markllm 0.1.5, the paper's implementation, as a test-only oracle on the CPU (rng=cpu)."""
 import pytest
 import torch
 
@@ -21,15 +21,18 @@ def oracle(lm):
     return markllm_kgw.KGWUtils(config)
 
 
+CPU = {"rng": "cpu"}  # markllm here runs on the CPU, so its lists come from the CPU generator
+
+
 def test_green_lists_equal_markllm(lm, oracle):
-    ours = create("KGW", lm.vocab_size)
+    ours = create("KGW", lm.vocab_size, CPU)
     for previous in [0, 1, 2, 17, 1234, 20000, lm.vocab_size - 1]:
         expected = sorted(oracle.get_greenlist_ids(torch.tensor([5, previous])).tolist())
         assert ours.green_lists.green_ids([5, previous]).tolist() == expected
 
 
 def test_z_scores_equal_markllm_on_text(lm, oracle):
-    ours = create("KGW", lm.vocab_size)
+    ours = create("KGW", lm.vocab_size, CPU)
     for text in (TEXT, TEXT.upper(), "The patient has type 2 diabetes mellitus and hypertension."):
         ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
         expected_z, expected_flags = oracle.score_sequence(torch.tensor(ids))

@@ -30,7 +30,7 @@ def markllm_config(module, config_class, lm):
 def test_sweet_equals_markllm(lm, text_ids):
     sweet = pytest.importorskip("markllm.watermark.sweet.sweet")
     oracle = sweet.SWEETUtils(markllm_config(sweet, sweet.SWEETConfig, lm))
-    ours = create("SWEET", lm.vocab_size, lm=lm)
+    ours = create("SWEET", lm.vocab_size, {"rng": "cpu"}, lm=lm)
     for previous in (0, 17, 1234, lm.vocab_size - 1):
         expected = sorted(oracle.get_greenlist_ids(torch.tensor([3, previous])).tolist())
         assert ours.green_lists.green_ids([3, previous]).tolist() == expected
@@ -131,6 +131,10 @@ def test_dipmark_detects_its_own_tokens(lm):
         prefix.append(token)
     detection = watermark.detect(tokens, context)
     assert detection.num_tokens_scored == 30 and detection.score == pytest.approx(15 / math.sqrt(30))
+    # Scored alone, as MarkLLM scores a text: the first token has no prefix, yet counts in N.
+    alone = watermark.detect(tokens)
+    assert alone.token_flags[0] == -1 and alone.num_tokens_scored == 30
+    assert alone.score == pytest.approx((sum(alone.token_flags[1:]) - 0.5 * 30) / math.sqrt(30))
 
 
 @pytest.mark.parametrize("method", ["SWEET", "DiPmark", "EXP-edit", "Unigram", "SynthID"])

@@ -1,6 +1,8 @@
 """The paper's three medical tasks and the rules (its appendix) that turn raw datasets into prompts."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 SUMMARIZATION_TEMPLATE = "Write a short question that summarizes this question: {text} Summarized Question:"
@@ -70,7 +72,16 @@ def summarization_sample(text: str, summary: str) -> Sample | None:
 
 
 def strip_prompt(text: str, prompt: str) -> str:
-    """Remove the prompt from the start of an output (MarkLLM logs often keep it), before any metric."""
-    if prompt and text.startswith(prompt):
-        return text[len(prompt):].lstrip()
+    """The generated part of an output that begins with its prompt (MarkLLM logs keep it), before any metric.
+
+    As the paper scored it: the text's words after as many words as the prompt has, joined by single
+    spaces. The decoder's clean-up may have changed the prompt's spacing ("age ." became "age."), so an
+    output begins with its prompt when their letters and digits do.
+    """
+    if prompt and _letters(text).startswith(_letters(prompt)):
+        return " ".join(text.split()[len(prompt.split()):])
     return text
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"\W+", "", text)

@@ -4,10 +4,12 @@ At each step a key and the last `prefix_length` tokens seed a permutation of the
 order the cumulative probability F is remapped to F'(F) = max(F − α, 0) + max(F − (1 − α), 0), which
 moves mass toward the end of the permutation. Averaged over keys, the watermarked distribution equals the model's: the
 watermark is unbiased. Detection counts tokens in the last (1 − γ) of their permutation ("green"):
-score = (N_G − (1 − γ)·T) / sqrt(T), the green-token ratio's deviation in units of sqrt(T).
+score = (N_G − (1 − γ)·N) / sqrt(N), the green-token ratio's deviation in units of sqrt(N).
 
 Key derivation and seeds follow MarkLLM's DiP (sha256 of the context's int64 bytes and a 1024-bit key
-drawn from Python's `random` seeded with `key`). Every step is reweighted (MarkLLM's ignore_history).
+drawn from Python's `random` seeded with `key`), and so does the score: z = (G − (1 − γ)·N) / √N over all
+N tokens. Every step is reweighted (MarkLLM's ignore_history). Permutations come from the generator that
+`rng` names (see `rng.py`).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import KEY, RNG_PARAMS, Z_THRESHOLD, Detection, Param, Watermark
+from fwsapp.watermark.rng import VocabularyShuffle
 
 
 def dip_reweight(logits: torch.Tensor, permutation: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -43,11 +46,12 @@ def dip_reweight(logits: torch.Tensor, permutation: torch.Tensor, alpha: float) 
 
 
 class DiPKey:
-    def __init__(self, key: int, prefix_length: int, vocab_size: int):
+    def __init__(self, key: int, prefix_length: int, vocab_size: int, rng: str = "cuda", cuda_blocks: int = 0):
         generator = random.Random(key)
         self.secret = generator.getrandbits(1024).to_bytes(128, "big")
         self.prefix_length = prefix_length
         self.vocab_size = vocab_size
+        self.shuffle = VocabularyShuffle(vocab_size, rng, cuda_blocks)
 
     def seed(self, context: Sequence[int]) -> int:
         tail = list(context)[-self.prefix_length:] if self.prefix_length else list(context)
@@ -55,7 +59,11 @@ class DiPKey:
         return int.from_bytes(digest, "big") % (2**32 - 1)
 
     def permutation(self, context: Sequence[int]) -> torch.Tensor:
-        return torch.randperm(self.vocab_size, generator=torch.Generator().manual_seed(self.seed(context)))
+        return torch.from_numpy(self.shuffle.permutation(self.seed(context)))
+
+    def quantile(self, context: Sequence[int], token: int) -> float:
+        """MarkLLM's token quantile: (position of `token` in the context's permutation + 1) / V."""
+        return (self.shuffle.rank(self.seed(context), token) + 1) / self.vocab_size
 
 
 class DiPLogitsProcessor(LogitsProcessor):
@@ -76,29 +84,38 @@ class DiPLogitsProcessor(LogitsProcessor):
 class DiPmark(Watermark):
     name = "DiPmark"
     description = "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased)."
-    defaults = {"gamma": 0.5, "alpha": 0.45, "key": 42, "prefix_length": 5, "z_threshold": 1.513}
+    defaults = {"gamma": 0.5, "alpha": 0.45, "key": 42, "prefix_length": 5, "z_threshold": 1.513,
+                "rng": "cuda", "cuda_blocks": 0}
+    param_specs = {
+        "gamma": Param("quantile of the permutation above which a token counts as green", low=0, high=1,
+                       open_low=True, open_high=True),
+        "alpha": Param("reweighting strength (0 = no watermark, 0.5 = strongest)", low=0, high=0.5),
+        "key": KEY, "z_threshold": Z_THRESHOLD,
+        "prefix_length": Param("context tokens hashed into each permutation (0 = the whole context)", low=0),
+        **RNG_PARAMS,
+    }
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
-        if not 0 <= self.params["alpha"] <= 0.5:
-            raise ValueError("DiPmark's alpha must lie in [0, 0.5].")
-        self.key = DiPKey(self.params["key"], self.params["prefix_length"], vocab_size)
+        p = self.params
+        self.key = DiPKey(p["key"], p["prefix_length"], vocab_size, p["rng"], p["cuda_blocks"])
 
     def logits_processor(self) -> LogitsProcessor:
         return DiPLogitsProcessor(self.key, self.params["alpha"])
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        """MarkLLM's score: z = (G − (1 − γ)·N) / √N over all N tokens; a token with no prefix (the first of a
+        text scored alone) counts in N but cannot be green."""
         context = list(context_ids)
         gamma = self.params["gamma"]
         flags = []
         for position, token in enumerate(token_ids):
             prefix = context + list(token_ids[:position])
-            if not prefix or token >= self.vocab_size:
-                flags.append(-1 if not prefix else 0)
-                continue
-            rank = int((self.key.permutation(prefix) == token).nonzero()[0, 0])
-            flags.append(int((rank + 1) / self.vocab_size >= gamma))
-        scored = [flag for flag in flags if flag >= 0]
-        count = len(scored)
-        score = (sum(scored) - (1 - gamma) * count) / sqrt(count) if count else 0.0
+            if not prefix:
+                flags.append(-1)
+            else:
+                flags.append(int(token < self.vocab_size and self.key.quantile(prefix, int(token)) >= gamma))
+        count = len(flags)
+        green = sum(flag == 1 for flag in flags)
+        score = (green - (1 - gamma) * count) / sqrt(count) if count else 0.0
         return Detection(score=score, z=score, num_tokens_scored=count, token_flags=flags)

@@ -14,8 +14,11 @@ Speed: only the columns of ξ for the text's tokens matter, and their log(1 − 
 recurrence is compiled with numba and runs its shifts in parallel; it equals the plain recurrence
 exactly (tests/test_watermarks.py keeps the reference). MarkLLM's Cython loop takes ~30 s per text.
 
-ξ is drawn with numpy's PCG64 from the key (MarkLLM draws it with a pure-Python Mersenne twister,
-too slow for 12.6M values), so keys are not interchangeable with MarkLLM's.
+ξ is drawn with numpy's PCG64 from the key by default. `xi="markllm"` draws MarkLLM's own ξ: its pure-Python
+Mersenne twister is MT19937 seeded as `init_genrand(key)`, with rand() = 32-bit output / 2³², which numpy's
+MT19937 produces in a fraction of a second, so MarkLLM's EXP-edit texts can be checked. `align="all"`
+aligns every token as MarkLLM does; the default aligns the first `sequence_length`. MarkLLM's null keys are
+unseeded, so its p-values cannot be reproduced draw for draw; the test statistic can.
 """
 from __future__ import annotations
 
@@ -27,12 +30,21 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import KEY, Detection, Param, Watermark
+
+
+XI_SOURCES = ("pcg64", "markllm")
+ALIGNMENTS = ("first", "all")
 
 
 @lru_cache(maxsize=2)
-def key_sequence(key: int, pseudo_length: int, vocab_size: int) -> np.ndarray:
-    """ξ: pseudo_length × vocab_size uniforms in (0, 1) from the key."""
+def key_sequence(key: int, pseudo_length: int, vocab_size: int, source: str = "pcg64") -> np.ndarray:
+    """ξ: pseudo_length × vocab_size uniforms in [0, 1) from the key, as float32."""
+    if source == "markllm":
+        generator = np.random.MT19937()
+        generator.state = np.random.RandomState(key).get_state(legacy=False)  # init_genrand(key), as MarkLLM
+        raw = generator.random_raw(pseudo_length * vocab_size)
+        return (raw * (1.0 / 2**32)).astype(np.float32).reshape(pseudo_length, vocab_size)
     return np.random.default_rng(key).random((pseudo_length, vocab_size), dtype=np.float32)
 
 
@@ -102,13 +114,22 @@ class ExpEdit(Watermark):
     name = "EXP-edit"
     description = "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values."
     defaults = {"pseudo_length": 256, "sequence_length": 200, "n_runs": 100, "key": 42, "gamma": 0.0,
-                "p_threshold": 0.2}
+                "p_threshold": 0.2, "xi": "pcg64", "align": "first"}
+    param_specs = {
+        "pseudo_length": Param("length of the key sequence ξ", low=1),
+        "sequence_length": Param("tokens aligned at detection (with align=first)", low=1),
+        "n_runs": Param("null keys in the permutation test", low=1),
+        "key": KEY, "gamma": Param("insertion/deletion cost of the alignment", low=0),
+        "p_threshold": Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True),
+        "xi": Param("key sequence: pcg64 (fast), or markllm to check MarkLLM's EXP-edit texts", choices=XI_SOURCES),
+        "align": Param("first = the first sequence_length tokens; all = every token, as MarkLLM", choices=ALIGNMENTS),
+    }
     score_direction = "lower"
     threshold_param = "p_threshold"
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
-        self.xi = key_sequence(self.params["key"], self.params["pseudo_length"], vocab_size)
+        self.xi = key_sequence(self.params["key"], self.params["pseudo_length"], vocab_size, self.params["xi"])
 
     def logits_processor(self, shifts: Sequence[int] = (0,)) -> LogitsProcessor:
         """A processor reading ξ from the given shift of each row (one shift serves every row)."""
@@ -120,7 +141,8 @@ class ExpEdit(Watermark):
         return {"logits_processor": [self.logits_processor(shifts)]}
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        tokens = np.asarray([token for token in token_ids if token < self.vocab_size][: self.params["sequence_length"]])
+        tokens = [token for token in token_ids if token < self.vocab_size]
+        tokens = np.asarray(tokens if self.params["align"] == "all" else tokens[: self.params["sequence_length"]])
         if len(tokens) == 0:
             return Detection(score=1.0, p=1.0, num_tokens_scored=0)
         gamma = self.params["gamma"]

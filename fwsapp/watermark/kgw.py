@@ -5,7 +5,8 @@ and gets δ added to its logits. A detector counts green tokens and reports
     z = (|s|_G − γT) / sqrt(T γ (1 − γ)).
 
 Green lists are bit-identical to MarkLLM 0.1.5's KGW ("time" f-scheme, "left" window) for the same
-vocabulary size, so scores here and in the paper's MarkLLM pipeline agree.
+vocabulary size and generator: `rng="cuda"` (the default) is MarkLLM on a GPU, as the paper ran it, and
+reproduces its published z-scores; `rng="cpu"` is MarkLLM on a CPU.
 """
 from __future__ import annotations
 
@@ -13,32 +14,38 @@ from collections import OrderedDict
 from math import sqrt
 from typing import Sequence
 
+import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import DELTA, GAMMA, KEY, RNG_PARAMS, Z_THRESHOLD, Detection, Param, Watermark
+from fwsapp.watermark.rng import VocabularyShuffle
+
+
+# Packed green lists kept per detector: a Llama 3 run meets tens of thousands of seeds (16 KiB each).
+GREEN_CACHE_BYTES = 256 * 2**20
 
 
 class GreenLists:
-    """MarkLLM's left-hash green lists, cached per seed: each list depends only on the seed.
+    """MarkLLM's left-hash green lists, cached per seed (each list depends only on its seed).
 
     Two seeding schemes, as MarkLLM has them: "kgw" passes the prefix through a keyed pseudo-random
     permutation (KGW's f_time); "sweet" multiplies the hash key by the prefix (SWEET's _seed_rng).
+    `rng` and `cuda_blocks` choose the generator (see `rng.py`): the same lists on any device.
     """
 
-    def __init__(self, vocab_size: int, gamma: float, hash_key: int, prefix_length: int, cache_size: int = 4096,
-                 scheme: str = "kgw"):
+    def __init__(self, vocab_size: int, gamma: float, hash_key: int, prefix_length: int, scheme: str = "kgw",
+                 rng: str = "cuda", cuda_blocks: int = 0, cache_bytes: int = GREEN_CACHE_BYTES):
         self.vocab_size = vocab_size
         self.gamma = gamma
         self.hash_key = hash_key
         self.prefix_length = prefix_length
         self.green_size = int(vocab_size * gamma)
-        self._rng = torch.Generator(device="cpu")
-        self._rng.manual_seed(hash_key)
-        self._prf = torch.randperm(vocab_size, generator=self._rng).tolist()
-        self._cache: OrderedDict[int, torch.Tensor] = OrderedDict()
-        self._cache_size = cache_size
         self.scheme = scheme
+        self.shuffle = VocabularyShuffle(vocab_size, rng, cuda_blocks)
+        self._prf = self.shuffle.permutation(hash_key).tolist() if scheme == "kgw" else None
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._cache_entries = max(1, cache_bytes // (vocab_size // 8 + 1))
 
     def seed(self, prefix: Sequence[int]) -> int:
         """The generator seed for the token after `prefix`, from the product of its last tokens."""
@@ -49,20 +56,24 @@ class GreenLists:
             return self.hash_key * (product % self.vocab_size)
         return (self.hash_key * self._prf[product % self.vocab_size]) % self.vocab_size
 
-    def mask(self, seed: int) -> torch.Tensor:
-        """Boolean mask over the vocabulary: True where green."""
+    def packed(self, seed: int) -> np.ndarray:
+        """The green list for `seed` as packed bits (np.packbits of the mask)."""
         cached = self._cache.get(seed)
         if cached is not None:
             self._cache.move_to_end(seed)
             return cached
-        self._rng.manual_seed(seed)
-        permutation = torch.randperm(self.vocab_size, generator=self._rng)
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[permutation[: self.green_size]] = True
-        self._cache[seed] = mask
-        if len(self._cache) > self._cache_size:
+        packed = np.packbits(self.shuffle.green_mask(seed, self.green_size))
+        self._cache[seed] = packed
+        if len(self._cache) > self._cache_entries:
             self._cache.popitem(last=False)
-        return mask
+        return packed
+
+    def mask(self, seed: int) -> torch.Tensor:
+        """Boolean mask over the vocabulary: True where green."""
+        return torch.from_numpy(np.unpackbits(self.packed(seed), count=self.vocab_size).view(bool))
+
+    def is_green(self, seed: int, token: int) -> bool:
+        return 0 <= token < self.vocab_size and bool(self.packed(seed)[token >> 3] >> (7 - (token & 7)) & 1)
 
     def green_ids(self, prefix: Sequence[int]) -> torch.Tensor:
         return self.mask(self.seed(prefix)).nonzero().flatten()
@@ -75,17 +86,14 @@ class GreenLists:
     def flags(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> list[int]:
         """1/0 per token for green/red; -1 where fewer than `prefix_length` tokens precede it."""
         context = list(context_ids)[-self.prefix_length:] if self.prefix_length else []
-        full = context + list(token_ids)
+        full = context + [int(token) for token in token_ids]
         offset = len(context)
         flags = []
-        for position, token in enumerate(token_ids):
-            end = offset + position
+        for end in range(offset, len(full)):
             if end < self.prefix_length:
                 flags.append(-1)
                 continue
-            token = int(token)
-            green = token < self.vocab_size and bool(self.mask(self.seed(full[end - self.prefix_length:end]))[token])
-            flags.append(int(green))
+            flags.append(int(self.is_green(self.seed(full[end - self.prefix_length:end]), full[end])))
         return flags
 
 
@@ -128,13 +136,19 @@ class KGWLogitsProcessor(LogitsProcessor):
 class KGW(Watermark):
     name = "KGW"
     description = "Kirchenbauer et al. (2023): bias a pseudo-random green list seeded by the previous token."
-    defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0}
+    defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0,
+                "rng": "cuda", "cuda_blocks": 0}
+    param_specs = {
+        "gamma": GAMMA, "delta": DELTA, "hash_key": KEY, "z_threshold": Z_THRESHOLD,
+        "prefix_length": Param("tokens before each position that seed its green list", low=1), **RNG_PARAMS,
+    }
     seeding = "kgw"
 
     def __init__(self, vocab_size: int, **params):
         super().__init__(vocab_size, **params)
         p = self.params
-        self.green_lists = GreenLists(vocab_size, p["gamma"], p["hash_key"], p["prefix_length"], scheme=self.seeding)
+        self.green_lists = GreenLists(vocab_size, p["gamma"], p["hash_key"], p["prefix_length"], scheme=self.seeding,
+                                      rng=p["rng"], cuda_blocks=p["cuda_blocks"])
 
     def logits_processor(self) -> LogitsProcessor:
         return KGWLogitsProcessor(self.green_lists, self.params["delta"])

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import Detection, Param, Watermark
 
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
 
@@ -84,6 +84,10 @@ class DetectGPT(PostHoc):
     name = "DetectGPT"
     description = "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model)."
     defaults = {"perturbations": 20, "span_length": 2, "mask_fraction": 0.15, "seed": 0, "threshold": 1.0}
+    param_specs = {
+        "perturbations": Param("perturbed copies per text", low=1), "span_length": Param("words per masked span", low=1),
+        "mask_fraction": Param("share of words masked", low=0, high=1, open_low=True, open_high=True),
+    }
     threshold_param = "threshold"
 
     def __init__(self, vocab_size: int, lm=None, filler: Callable[[list[str]], list[str]] | None = None, **params):

@@ -15,7 +15,7 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.entropy import sequence_entropies, token_entropy
-from fwsapp.watermark.base import Detection
+from fwsapp.watermark.base import Detection, Param
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
 
@@ -32,8 +32,9 @@ class SWEETLogitsProcessor(KGWLogitsProcessor):
 class SWEET(KGW):
     name = "SWEET"
     description = "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold."
-    defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0,
-                "entropy_threshold": 0.9}
+    defaults = {**KGW.defaults, "entropy_threshold": 0.9}
+    param_specs = {**KGW.param_specs,
+                   "entropy_threshold": Param("watermark only where the next-token entropy exceeds this (nats)", low=0)}
     seeding = "sweet"
     needs_model = True
 

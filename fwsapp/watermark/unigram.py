@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import DELTA, GAMMA, KEY, Z_THRESHOLD, Detection, Watermark
 from fwsapp.watermark.kgw import bias_green, count_detection
 
 
@@ -38,6 +38,7 @@ class Unigram(Watermark):
     name = "Unigram"
     description = "Zhao et al. (2024): one fixed green list for all positions, robust to edits."
     defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "z_threshold": 4.0}
+    param_specs = {"gamma": GAMMA, "delta": DELTA, "hash_key": KEY, "z_threshold": Z_THRESHOLD}
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

@@ -1,0 +1,132 @@
+"""Re-detection: score a stored run's texts again, under any method, parameters and tokenizer.
+
+This is how texts watermarked elsewhere are checked: the paper's logs, or MarkLLM output from a GPU. Each
+text is scored as MarkLLM's detection scores it: alone (no prompt as context), encoded without special
+tokens. Watermarked and unwatermarked texts are the generated part with single spaces, the words of the
+prompt already dropped (the paper's `text.split()[len(prompt.split()):]`); the reference is scored as it is.
+A text with fewer than two tokens is stored with no score, as MarkLLM skips it.
+
+Scores form a detection set keyed by the run, the method, its full parameters and the tokenizer. Stored
+scores are never overwritten, and texts already scored in a set are not scored again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from fwsapp import detection
+from fwsapp.methods import canonical_name
+from fwsapp.store import Store, detection_record
+from fwsapp.tokenizers import TextTokenizer
+
+SCORED_COLUMNS = (("watermarked", "watermarked_text"), ("unwatermarked", "unwatermarked_text"),
+                  ("reference", "reference"))
+CSV_COLUMNS = ["sample_idx", "text", "score", "num_tokens_scored"]
+WRITE_EVERY = 50  # texts per transaction: a killed job keeps what it scored
+
+
+def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
+    """(sample index, text kind, text as MarkLLM scored it) for every stored text of a run."""
+    for row in generations.itertuples():
+        for kind, column in SCORED_COLUMNS:
+            text = getattr(row, column)
+            if isinstance(text, str):
+                yield int(row.sample_idx), kind, text if kind == "reference" else " ".join(text.split())
+
+
+def detection_set_id(run_id: str, method: str, params: dict, tokenizer: str) -> str:
+    identity = json.dumps({"run": run_id, "method": method, "params": params, "tokenizer": tokenizer}, sort_keys=True)
+    return "det-" + hashlib.sha256(identity.encode()).hexdigest()[:10]
+
+
+def redetect(
+    store: Store,
+    run_id: str,
+    method: str,
+    params: dict,
+    tokenizer: TextTokenizer,
+    lm=None,
+    progress: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """Score every stored text of a run under `method`; returns the detection set's id."""
+    from fwsapp.watermark import create, method_class
+
+    method = canonical_name(method)
+    if method_class(method).post_hoc:
+        raise ValueError(f"{method} is a post-hoc detector with no key to check; re-detect with a watermark method.")
+    watermark = create(method, tokenizer.vocab_size, params, lm=lm)  # checks the parameters before any work
+    store.run(run_id)
+    set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name)
+    store.ensure_detection_set(set_id, run_id, method, watermark.params, tokenizer.name, watermark.score_direction)
+    done = {(row.sample_idx, row.text_kind) for row in store.redetections([set_id]).itertuples()}
+    texts = [item for item in scored_texts(store.generations(run_id)) if item[:2] not in done]
+    total = len(done) + len(texts)
+    if progress:
+        progress(len(done), total)
+    rows = []
+    for number, (sample_idx, kind, text) in enumerate(texts, start=1):
+        if cancel is not None and cancel.is_set():
+            break
+        token_ids = tokenizer.encode(text)
+        if len(token_ids) < 2:
+            rows.append(detection_record(sample_idx, kind, method, None, num_tokens_scored=0))
+        else:
+            found = watermark.detect(token_ids)
+            rows.append(detection_record(sample_idx, kind, method, found.score, z=found.z, p=found.p,
+                                         num_tokens_scored=found.num_tokens_scored))
+        if len(rows) == WRITE_EVERY or number == len(texts):
+            store.write_redetections(set_id, run_id, rows)
+            rows = []
+            if progress:
+                progress(len(done) + number, total)
+    if rows:
+        store.write_redetections(set_id, run_id, rows)
+    return set_id
+
+
+def set_scores(store: Store, set_id: str) -> pd.DataFrame:
+    """A set's scores as the CSV export has them: sample_idx, text, score, num_tokens_scored."""
+    scores = store.redetections([set_id]).rename(columns={"text_kind": "text"})
+    return scores[CSV_COLUMNS]
+
+
+def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, list[dict]]:
+    """Per run, each detection set's detectability and its agreement with the run's own stored scores."""
+    sets = store.detection_sets(run_ids)
+    if sets.empty:
+        return {}
+    scores = store.redetections(list(sets.set_id))
+    runs = store.runs().set_index("run_id")
+    stored = store.detections(list(sets.run_id.unique()))
+    summaries: dict[str, list[dict]] = {}
+    for entry in sets.itertuples():
+        own = scores[scores.set_id == entry.set_id]
+        negative = detection.negative_kind(set(stored.loc[stored.run_id == entry.run_id, "text_kind"]), entry.method)
+        positives = own.loc[own.text_kind == "watermarked", "score"].dropna()
+        negatives = own.loc[own.text_kind == negative, "score"].dropna()
+        block = detection.summary(positives, negatives, entry.score_direction) if len(positives) and len(negatives) else None
+        summaries.setdefault(entry.run_id, []).append({
+            "set_id": entry.set_id, "method": entry.method, "params": json.loads(entry.params),
+            "tokenizer": entry.tokenizer, "negatives": negative, "texts_scored": int(own.score.notna().sum()),
+            "auroc": block["auroc"] if block else None, "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
+            "agreement": agreement(own, stored[(stored.run_id == entry.run_id) & (stored.detector == entry.method)])
+            if bool(runs.loc[entry.run_id, "imported"]) else None,
+        })
+    return summaries
+
+
+def agreement(scores: pd.DataFrame, stored: pd.DataFrame) -> dict | None:
+    """How closely a set reproduces stored scores of the same texts: pairs compared and the largest gap."""
+    if stored.empty:
+        return None
+    merged = scores.merge(stored, on=["sample_idx", "text_kind"], suffixes=("", "_stored")).dropna(
+        subset=["score", "score_stored"])
+    if merged.empty:
+        return {"n": 0, "max_abs_diff": None}
+    return {"n": int(len(merged)), "max_abs_diff": float(np.max(np.abs(merged.score - merged.score_stored)))}

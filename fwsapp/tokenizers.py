@@ -1,0 +1,112 @@
+"""Tokenizers for detection, by name: the paper's, offline from PyPI wheels, or any Hugging Face id or path.
+
+Detection needs the generator's tokenizer, not its weights, so the paper's texts can be checked offline:
+- `mistral-v1`: BioMistral-7B and Mistral-7B v0.1, the sentencepiece model `tokenizer.model.v1` inside the
+  `mistral-common` wheel, used through sentencepiece itself (the fast tokenizer differs on double spaces).
+- `llama-3`: JSL-MedLlama-3-8B, the tiktoken BPE file `llama3/tokenizer.model` inside the `llama-models`
+  wheel, converted once with Llama 3's split pattern and its 256 special tokens (vocabulary 128,256).
+Both wheels are installed with --no-deps and never imported: only their files are read.
+
+Encoding adds no special tokens, as MarkLLM's detection does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fwsapp.models import EMBEDDED_MODEL, ModelLoadError, package_folder
+from fwsapp.paths import CACHE_DIR
+
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+LLAMA3_SPECIAL = [
+    "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>", "<|step_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>",
+    "<|eot_id|>", "<|python_tag|>",
+] + [f"<|reserved_special_token_{i}|>" for i in range(2, 247)]
+
+TOKENIZERS = {
+    "mistral-v1": "Mistral-7B v0.1 / BioMistral-7B (sentencepiece, 32,000; from mistral-common)",
+    "llama-3": "Llama 3 / JSL-MedLlama-3-8B (tiktoken BPE, 128,256; from llama-models)",
+}
+# The model names the importer knows, and the paper's Hugging Face ids, with their tokenizers.
+MODEL_TOKENIZERS = {
+    "biomistral": "mistral-v1", "BioMistral/BioMistral-7B": "mistral-v1",
+    "jsl": "llama-3", "johnsnowlabs/JSL-MedLlama-3-8B-v2.0": "llama-3",
+    "meditron": "epfl-llm/meditron-7b",
+}
+
+
+@dataclass
+class TextTokenizer:
+    """What detection needs of a tokenizer: ids without special tokens, one token's text, the vocabulary."""
+
+    name: str
+    vocab_size: int
+    encode: Callable[[str], list[int]]
+    decode_token: Callable[[int], str]
+
+
+def tokenizer_for_model(model: str | None) -> str | None:
+    """The tokenizer a known model name implies, or None."""
+    return MODEL_TOKENIZERS.get(model or "")
+
+
+def load_tokenizer(name: str, cache_dir: Path = CACHE_DIR) -> TextTokenizer:
+    """A registered tokenizer, the embedded model's, or any Hugging Face id or local path."""
+    if name == "mistral-v1":
+        return _mistral_v1()
+    if name == "llama-3":
+        return _llama_3(cache_dir)
+    return _huggingface(name, cache_dir)
+
+
+def _mistral_v1() -> TextTokenizer:
+    import sentencepiece
+
+    path = package_folder("mistral_common") / "data" / "tokenizer.model.v1"
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
+    return TextTokenizer("mistral-v1", processor.get_piece_size(), lambda text: processor.encode(text),
+                         lambda token: processor.decode([token]))
+
+
+def _llama_3(cache_dir: Path) -> TextTokenizer:
+    from transformers import PreTrainedTokenizerFast
+
+    converted = cache_dir / "tokenizers" / "llama-3" / "tokenizer.json"
+    if not converted.exists():
+        from transformers.integrations.tiktoken import TikTokenConverter
+
+        source = package_folder("llama_models") / "llama3" / "tokenizer.model"
+        backend = TikTokenConverter(str(source), pattern=LLAMA3_PATTERN,
+                                    extra_special_tokens=LLAMA3_SPECIAL).converted()
+        converted.parent.mkdir(parents=True, exist_ok=True)
+        partial = converted.with_suffix(".partial")
+        backend.save(str(partial))
+        partial.replace(converted)  # a killed conversion never leaves half a file behind
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(converted))
+    return _wrap("llama-3", tokenizer)
+
+
+def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
+    from transformers import AutoTokenizer
+
+    from fwsapp.models import converted_embedded_folder
+
+    source = converted_embedded_folder(cache_dir) if name == EMBEDDED_MODEL else name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(
+            f"No tokenizer '{name}': it is neither {', '.join(TOKENIZERS)} nor a local folder or Hugging Face id "
+            f"this machine can reach ({str(error).splitlines()[0][:200]}). Meditron-7B needs its Llama-2 "
+            "tokenizer: give the folder of a local copy."
+        ) from None
+    return _wrap(name, tokenizer)
+
+
+def _wrap(name: str, tokenizer) -> TextTokenizer:
+    return TextTokenizer(name, len(tokenizer), lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
+                         lambda token: tokenizer.decode([token]))

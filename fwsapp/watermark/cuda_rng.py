@@ -1,0 +1,197 @@
+"""PyTorch's CUDA `randperm`, reproduced exactly on the CPU.
+
+MarkLLM seeds its green lists with `torch.Generator(device="cuda")` whenever it runs on a GPU, as the paper
+did, and CUDA's `randperm` is a different algorithm from the CPU's Fisher-Yates over mt19937. Its steps
+(aten/src/ATen/native/cuda/Randperm.cu, Randperm.cuh and DistributionTemplates.h; cuRAND's Philox4x32-10):
+
+1. One random key per element. `random_` runs a grid-stride kernel of 256-thread blocks, grid
+   min(⌈n/256⌉, SMs × resident blocks per SM). Thread t calls `curand_init(seed, subsequence=t, offset=0)`
+   and draws with `curand4`, two 64-bit values per call ((x << 32) | y and (z << 32) | w), for the elements
+   t, t + stride, t + 2·stride, … (stride = 256 · grid). A key is (value mod range) + base; only its low
+   `bits` bits are sorted on, bits = ⌈log2(n − (6n² + 1) / (12 ln 0.9))⌉.
+2. A stable radix sort of arange(n) by those low bits.
+3. "Islands" of equal keys are shuffled: the first position of each island runs Fisher-Yates with its own
+   Philox stream (subsequence = its position, offset = what step 1 consumed), r = curand() mod (i + 1).
+
+When ⌈n/256⌉ blocks fit on the GPU (always at 32,000 tokens), every element is one thread's first draw,
+and the keys do not depend on the GPU; above that the cap (`cuda_blocks`) decides which draw an element
+gets, so it is a parameter: 492 for an 82-SM RTX 3090-class card at 128,256 tokens.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
+PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
+BLOCK = 256
+UNROLL = 2  # curand4 yields two 64-bit values per call
+MASK32 = 0xFFFFFFFF
+
+
+@numba.njit(cache=True, inline="always")
+def _philox(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10: ten rounds over a 128-bit counter with a 64-bit key (Salmon et al., 2011).
+
+    Words are held in uint64 lanes (low 32 bits used), which lets the compiler vectorise the rounds.
+    """
+    low = np.uint64(MASK32)
+    c0, c1, c2, c3 = np.uint64(c0), np.uint64(c1), np.uint64(c2), np.uint64(c3)
+    k0, k1 = np.uint64(k0), np.uint64(k1)
+    for _ in range(10):
+        product0 = np.uint64(PHILOX_M0) * c0
+        product1 = np.uint64(PHILOX_M1) * c2
+        c0, c1, c2, c3 = ((product1 >> np.uint64(32)) ^ c1 ^ k0, product1 & low,
+                          (product0 >> np.uint64(32)) ^ c3 ^ k1, product0 & low)
+        k0 = (k0 + np.uint64(PHILOX_W0)) & low
+        k1 = (k1 + np.uint64(PHILOX_W1)) & low
+    return c0, c1, c2, c3
+
+
+def key_bits(n: int) -> int:
+    """How many low key bits CUDA's randperm sorts on (at most 64)."""
+    return min(64, math.ceil(math.log2(n - (6 * n * n + 1) / (12 * math.log(0.9)))))
+
+
+def grid_blocks(n: int, cuda_blocks: int | None = None) -> int:
+    """Blocks of the random kernel: ⌈n/256⌉, capped by what the GPU keeps resident (None: not capped)."""
+    blocks = -(-n // BLOCK)
+    return min(blocks, cuda_blocks) if cuda_blocks else blocks
+
+
+@numba.njit(cache=True, inline="always")
+def _modulo_range(value, int32_keys):
+    """value mod range, without a 64-bit division: random_(int_min, int_max) has range 2**32 - 1 on int32
+    keys and 2**64 - 1 on int64 keys, and x mod (2**k - 1) folds the high half onto the low one."""
+    if not int32_keys:
+        return np.uint64(0) if value == np.uint64(0xFFFFFFFFFFFFFFFF) else value
+    folded = (value >> np.uint64(32)) + (value & np.uint64(MASK32))
+    folded = (folded >> np.uint64(32)) + (folded & np.uint64(MASK32))
+    return np.uint64(0) if folded == np.uint64(MASK32) else folded
+
+
+@numba.njit(cache=True)
+def _sort_keys(n, seed, stride, bits):
+    """Each element's sort key: its draw's (value mod range) masked to the low `bits` bits."""
+    k0, k1 = np.uint32(seed & MASK32), np.uint32((seed >> 32) & MASK32)
+    int32_keys = bits <= 32
+    mask = np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1)
+    keys = np.empty(n, dtype=np.uint64)
+    for call in range((n - 1) // (UNROLL * stride) + 1):
+        base = call * UNROLL * stride
+        # curand_init(seed, subsequence=thread, offset=0): the call-th curand4 reads counter (call, 0, thread, 0)
+        for thread in range(min(stride, n - base)):
+            x, y, z, w = _philox(np.uint32(call), np.uint32(0), np.uint32(thread), np.uint32(0), k0, k1)
+            first = (x << np.uint64(32)) | y
+            keys[base + thread] = _modulo_range(first, int32_keys) & mask
+            if base + stride + thread < n:
+                second = (z << np.uint64(32)) | w
+                keys[base + stride + thread] = _modulo_range(second, int32_keys) & mask
+    return keys
+
+
+class _IslandStream:
+    """curand() for one island leader: curand_init(seed, subsequence=position, offset), one word at a time."""
+
+    def __init__(self, seed: int, subsequence: int, offset: int):
+        self.key = (seed & MASK32, (seed >> 32) & MASK32)
+        self.counter = offset // 4
+        self.word = offset % 4
+        self.subsequence = subsequence
+        self.block = self._draw()
+
+    def _draw(self):
+        c = self.counter
+        return _philox(np.uint32(c & MASK32), np.uint32((c >> 32) & MASK32),
+                       np.uint32(self.subsequence & MASK32), np.uint32(self.subsequence >> 32), *map(np.uint32, self.key))
+
+    def next(self) -> int:
+        value = int(self.block[self.word])
+        self.word += 1
+        if self.word == 4:
+            self.word, self.counter = 0, self.counter + 1
+            self.block = self._draw()
+        return value
+
+
+def _consumed_offset(n: int, stride: int) -> int:
+    """The Philox offset the key kernel advanced the generator by (calc_execution_policy)."""
+    return ((n - 1) // (stride * UNROLL) + 1) * 4
+
+
+def _shuffle_island(order: np.ndarray, start: int, size: int, seed: int, offset: int) -> None:
+    stream = _IslandStream(seed, start, offset)
+    for i in range(size - 1, 0, -1):
+        r = stream.next() % (i + 1)
+        if r != i:
+            order[start + i], order[start + r] = order[start + r], order[start + i]
+
+
+def _keys(n: int, seed: int, cuda_blocks: int | None) -> tuple[np.ndarray, int]:
+    stride = BLOCK * grid_blocks(n, cuda_blocks)
+    return _sort_keys(n, seed, stride, key_bits(n)), _consumed_offset(n, stride)
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """argsort(keys, kind="stable"), faster: keys and indices packed into one uint64 when they fit."""
+    index_bits = max(1, (len(keys) - 1).bit_length())
+    if key_bits(len(keys)) + index_bits > 64:
+        return np.argsort(keys, kind="stable")
+    packed = np.sort((keys << np.uint64(index_bits)) | np.arange(len(keys), dtype=np.uint64))
+    return (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+
+
+def randperm(n: int, seed: int, cuda_blocks: int | None = None) -> np.ndarray:
+    """`torch.randperm(n, generator=torch.Generator("cuda").manual_seed(seed))`, computed on the CPU."""
+    keys, offset = _keys(n, seed, cuda_blocks)
+    order = _stable_order(keys)
+    ordered = keys[order]
+    equal_next = ordered[1:] == ordered[:-1]
+    if equal_next.any():
+        starts = np.flatnonzero(equal_next & np.r_[True, ~equal_next[:-1]])
+        for start in starts:
+            size = 1
+            while start + size < n and ordered[start + size] == ordered[start]:
+                size += 1
+            _shuffle_island(order, int(start), size, seed, offset)
+    return order
+
+
+def _island_order(keys: np.ndarray, key: np.uint64, seed: int, offset: int) -> tuple[int, np.ndarray]:
+    """The sorted position where the island of `key` starts, and its members in their shuffled order."""
+    start = int(np.count_nonzero(keys < key))
+    members = np.flatnonzero(keys == key)
+    if len(members) > 1:
+        order = np.empty(start + len(members), dtype=np.int64)
+        order[start:] = members
+        _shuffle_island(order, start, len(members), seed, offset)
+        members = order[start:]
+    return start, members
+
+
+def green_mask(n: int, seed: int, green_size: int, cuda_blocks: int | None = None) -> np.ndarray:
+    """Boolean mask of randperm(n, seed)[:green_size], without sorting the whole vocabulary.
+
+    Only the keys below the green_size-th smallest matter, plus the island of keys equal to it, whose
+    shuffle decides which of its members fall inside.
+    """
+    mask = np.zeros(n, dtype=bool)
+    if green_size >= n:
+        mask[:] = True
+    if not 0 < green_size < n:
+        return mask
+    keys, offset = _keys(n, seed, cuda_blocks)
+    boundary = np.partition(keys, green_size - 1)[green_size - 1]
+    mask[keys < boundary] = True
+    start, island = _island_order(keys, boundary, seed, offset)
+    mask[island[: green_size - start]] = True
+    return mask
+
+
+def rank(n: int, seed: int, token: int, cuda_blocks: int | None = None) -> int:
+    """Where `token` lands in randperm(n, seed), without sorting the whole vocabulary."""
+    keys, offset = _keys(n, seed, cuda_blocks)
+    start, island = _island_order(keys, keys[token], seed, offset)
+    return start + int(np.flatnonzero(island == token)[0])

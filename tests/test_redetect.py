@@ -1,0 +1,206 @@
+"""Reading the watermarks users have: CUDA green lists, the paper's tokenizers, and re-detection.
+
+The paper's published KGW z-scores are GPU output (MarkLLM on CUDA): re-detecting its logs with the
+emulated CUDA generator must give every one of them back.
+"""
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fwsapp.cli import main
+from fwsapp.importer import LogFile, import_logs
+from fwsapp.redetect import redetect, set_summaries
+from fwsapp.store import Store
+from fwsapp.tokenizers import load_tokenizer
+from fwsapp.watermark import cuda_rng, create
+from fwsapp.watermark.rng import VocabularyShuffle
+from tests.conftest import SHARED_DATA
+
+PAPER = SHARED_DATA / "paper"
+needs_paper_logs = pytest.mark.skipif(not PAPER.exists(), reason="../shared/data/paper is not beside the project")
+TASKS = {"completion": "HQA", "qa": "HQA2", "summarization": "MEQS"}
+
+
+def import_paper(store, model, task):
+    stem = PAPER / f"KGW-g0.5-d2-{model}-{TASKS[task]}"
+    return import_logs(store, method="KGW", model=model, task_name=task,
+                       generations=LogFile.from_path(f"{stem}.generations.json"),
+                       detection=LogFile.from_path(f"{stem}.detection.json"))
+
+
+# -- the emulated CUDA generator -------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, seed, blocks", [(100, 3, None), (32000, 0, 3), (49152, 15485863, None), (128256, 7, 492)])
+def test_emulated_randperm_is_a_permutation_and_its_shortcuts_agree(n, seed, blocks):
+    permutation = cuda_rng.randperm(n, seed, blocks)
+    assert np.array_equal(np.sort(permutation), np.arange(n))
+    mask = cuda_rng.green_mask(n, seed, n // 2, blocks)
+    assert mask.sum() == n // 2 and mask[permutation[: n // 2]].all()
+    for token in (0, n // 3, n - 1):
+        assert permutation[cuda_rng.rank(n, seed, token, blocks)] == token
+
+
+def test_equal_keys_are_shuffled_as_the_island_kernel_does():
+    # 32,000 elements on 3 blocks, seed 0: one pair of equal keys, which the island shuffle must resolve.
+    keys, _ = cuda_rng._keys(32000, 0, 3)
+    ordered = np.sort(keys)
+    assert (np.diff(ordered) == 0).sum() == 1
+    assert np.array_equal(np.sort(cuda_rng.randperm(32000, 0, 3)), np.arange(32000))
+
+
+def test_known_cuda_permutations():
+    """First and last entries of CUDA randperm, as the paper's GPU logs confirm them (see below)."""
+    assert cuda_rng.randperm(32000, 15485863)[:8].tolist() == [26322, 9324, 23465, 6074, 21699, 2578, 5273, 29255]
+    assert cuda_rng.randperm(128256, 15485863)[:4].tolist() == [36673, 3559, 88721, 81312]
+    assert cuda_rng.randperm(128256, 15485863, 492)[-4:].tolist() == [123724, 81107, 110238, 14441]
+    assert [cuda_rng.key_bits(n) for n in (100, 20000, 32000, 128256)] == [16, 31, 33, 37]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU to compare with the real generator")
+@pytest.mark.parametrize("n", [1000, 30000, 32000, 49152, 128256])
+def test_emulation_equals_torch_randperm_on_cuda(n):
+    generator = torch.Generator(device="cuda")
+    for seed in (0, 15485863, 2**33 + 5):
+        expected = torch.randperm(n, generator=generator.manual_seed(seed), device="cuda").cpu().numpy()
+        assert np.array_equal(cuda_rng.randperm(n, seed), expected)
+
+
+def test_rng_choice_and_its_checks():
+    assert not np.array_equal(VocabularyShuffle(1000, "cuda").permutation(5), VocabularyShuffle(1000, "cpu").permutation(5))
+    cpu = torch.randperm(1000, generator=torch.Generator().manual_seed(5)).numpy()
+    assert np.array_equal(VocabularyShuffle(1000, "cpu").permutation(5), cpu)
+    with pytest.raises(ValueError, match="rng='gpu' is out of range; it must be one of cuda, cpu"):
+        create("KGW", 1000, {"rng": "gpu"})
+    with pytest.raises(ValueError, match="cuda_blocks"):
+        create("KGW", 1000, {"cuda_blocks": -1})
+
+
+def test_generation_and_detection_share_the_cuda_lists(lm):
+    """The processor biases exactly the list the detector counts, under the default (CUDA) generator."""
+    watermark = create("KGW", lm.vocab_size)
+    assert watermark.params["rng"] == "cuda"
+    biased = watermark.logits_processor()(torch.tensor([[11, 42]]), torch.zeros(1, lm.vocab_size))
+    green = set(torch.nonzero(biased[0]).flatten().tolist())
+    flags = watermark.detect(sorted(green)[:5] + [next(t for t in range(lm.vocab_size) if t not in green)], [42])
+    assert flags.token_flags[0] == 1 and flags.token_flags[-1] == 0
+
+
+def test_green_list_cache_is_bounded_by_memory():
+    watermark = create("KGW", 32000, {"rng": "cpu"})
+    lists = watermark.green_lists
+    lists._cache_entries = 3
+    for seed in range(10):
+        lists.packed(seed)
+    assert len(lists._cache) == 3 and list(lists._cache) == [7, 8, 9]
+
+
+# -- tokenizers ------------------------------------------------------------------------------------
+
+def test_paper_tokenizers_load_offline():
+    mistral = load_tokenizer("mistral-v1")
+    assert mistral.vocab_size == 32000
+    # sentencepiece itself keeps a double space as its own piece, as MarkLLM's Mistral tokenizer did.
+    assert mistral.encode("Hello  world") != mistral.encode("Hello world")
+    llama = load_tokenizer("llama-3")
+    assert llama.vocab_size == 128256
+    assert llama.encode("Type 2 diabetes mellitus.") == [941, 220, 17, 20335, 54448, 36891, 13]
+
+
+# -- the paper's published scores ----------------------------------------------------------------------
+
+@needs_paper_logs
+@pytest.mark.parametrize("model, task, blocks", [
+    ("biomistral", "completion", 0), ("biomistral", "qa", 0), ("biomistral", "summarization", 0),
+    ("jsl", "completion", 0), ("jsl", "qa", 0), ("jsl", "summarization", 492),
+])
+def test_redetecting_the_paper_logs_reproduces_every_published_z_score(tmp_path, model, task, blocks):
+    store = Store(tmp_path / "paper.duckdb")
+    run_id = import_paper(store, model, task)
+    published = store.detections([run_id])
+    tokenizer = load_tokenizer({"biomistral": "mistral-v1", "jsl": "llama-3"}[model])
+    set_id = redetect(store, run_id, "KGW", {"cuda_blocks": blocks}, tokenizer)
+    ours = store.redetections([set_id])
+    merged = published.merge(ours, on=["sample_idx", "text_kind"], suffixes=("_published", ""))
+    # Every published score, watermarked and reference, paired with its own text and reproduced.
+    assert len(merged) == len(published) and set(published.text_kind) == {"watermarked", "reference"}
+    assert np.max(np.abs(merged.score - merged.score_published)) < 1e-6
+    summary = set_summaries(store, [run_id])[run_id][0]
+    assert summary["agreement"]["n"] == len(published) and summary["agreement"]["max_abs_diff"] < 1e-6
+    # The CPU generator, today's MarkLLM on a CPU, does not read these GPU watermarks.
+    cpu = redetect(store, run_id, "KGW", {"rng": "cpu"}, tokenizer)
+    assert set_summaries(store, [run_id])[run_id][1]["agreement"]["max_abs_diff"] > 1
+    assert cpu != set_id
+
+
+@needs_paper_logs
+def test_import_pairs_scores_by_skipping_the_texts_markllm_skipped(tmp_path):
+    store = Store(tmp_path / "paper.duckdb")
+    run_id = import_paper(store, "biomistral", "summarization")  # 199 watermarked scores for 200 texts
+    scores = store.detections([run_id])
+    watermarked = scores[scores.text_kind == "watermarked"]
+    assert len(watermarked) == 199 and 144 not in set(watermarked.sample_idx)  # row 144's output is only its prompt
+    assert store.generations(run_id).watermarked_text[144] == ""
+    assert len(scores[scores.text_kind == "reference"]) == 200
+    assert import_paper(store, "biomistral", "summarization") == run_id  # the same files again: no change
+    assert store.count("detections", run_id) == 399
+
+
+# -- the command ---------------------------------------------------------------------------------------
+
+def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_path, capsys):
+    import shutil
+
+    store, _, run_id = qa_run
+    store.cursor().execute("CHECKPOINT")
+    db = str(tmp_path / "copy.duckdb")
+    shutil.copy(store.path, db)
+    out = tmp_path / "scores.csv"
+    args = ["detect", "--run", run_id, "--tokenizer", "smollm2-135m-instruct", "--out", str(out), "--db", db]
+    assert main(args) == 0
+    with open(out) as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["sample_idx", "text", "score", "num_tokens_scored"]
+    assert {row["text"] for row in rows} == {"watermarked", "unwatermarked", "reference"} and len(rows) == 12
+    # Generated with the run's parameters (rng=cuda, emulated) and its prompt as context; scored alone, as
+    # MarkLLM scores a text, the watermark shows; under the CPU generator's lists it does not.
+    watermarked = [float(row["score"]) for row in rows if row["text"] == "watermarked"]
+    assert sum(watermarked) / len(watermarked) > 4
+    assert main(["detect", "--run", run_id, "--tokenizer", "smollm2-135m-instruct", "--param", "rng=cpu",
+                 "--out", str(out), "--db", db]) == 0
+    with open(out) as handle:
+        assert max(float(row["score"]) for row in csv.DictReader(handle) if row["text"] == "watermarked") < 2.5
+    revision = Store(db).revision()
+    assert main(args) == 0
+    assert Store(db).revision() == revision
+    capsys.readouterr()
+    assert main(["report", "--db", db, "--format", "json"]) == 0
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    cuda, cpu = run["redetections"]
+    assert cuda["method"] == "KGW" and cuda["tokenizer"] == "smollm2-135m-instruct" and cuda["auroc"] == 1.0
+    assert cuda["params"]["rng"] == "cuda" and cpu["params"]["rng"] == "cpu"
+    assert cuda["agreement"] is None  # a generated run: nothing imported to agree with
+    assert main(["detect", "--run", run_id, "--param", "gamma=2", "--db", db]) == 2
+    assert "gamma" in capsys.readouterr().err
+
+
+def test_runs_stored_before_the_rng_parameter_keep_the_cpu_lists(tmp_path):
+    import duckdb
+
+    from fwsapp.store import MIGRATIONS
+
+    path = tmp_path / "v4.duckdb"
+    connection = duckdb.connect(str(path))
+    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for migration in MIGRATIONS[:4]:
+        connection.execute(migration)
+    connection.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    for run_id, method, imported in (("old", "KGW", False), ("exp", "EXP-edit", False), ("imp", "KGW", True)):
+        connection.execute("INSERT INTO runs VALUES (?, ?, '{}', 'm', 'qa', ?, '{\"gamma\": 0.5}', 1, 1, ?, "
+                           "'higher', 'done', now())", [run_id, run_id, method, imported])
+    connection.close()
+    store = Store(path)
+    assert store.run("old")["params"] == {"gamma": 0.5, "rng": "cpu"}
+    assert store.run("exp")["params"] == {"gamma": 0.5} and store.run("imp")["params"] == {"gamma": 0.5}
