@@ -83,6 +83,21 @@ class JobManager:
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
         return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)
 
+    def start_redetect(self, run_id: str, method: str, params: dict, tokenizer_name: str) -> Job:
+        """Score a run's stored texts again (see redetect.py); a detection set beside its own scores."""
+        def work(progress, cancel):
+            from fwsapp.redetect import redetect
+            from fwsapp.tokenizers import load_tokenizer
+            from fwsapp.watermark import method_class
+
+            tokenizer = load_tokenizer(tokenizer_name)
+            lm = self.model_loader(tokenizer_name) if method_class(method).needs_model else None
+            set_id = redetect(self.store, run_id, method, params, tokenizer, lm=lm, progress=progress, cancel=cancel)
+            return f"Detection set {set_id}: run {run_id} scored with {method} and the {tokenizer_name} tokenizer."
+
+        key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}"
+        return self.start("redetect", key, f"Re-detecting {run_id} with {method} ({tokenizer_name})", work)
+
     def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:
         def work(progress, cancel):
             run_ids = run_sweep(base, self.store, self.model_loader(base.model), grid, progress=progress, cancel=cancel)

@@ -4,6 +4,9 @@ Parts not computed for a run are null: a generated run has no judge block until 
 """
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
 
 from fwsapp import detection
@@ -136,7 +139,9 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
             "run": run.run_id, "method": run.method, "task": run.task, "model": run.model, "AUROC": summary["auroc"],
             "AUROC 95% CI": f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "–",
             **{f"TPR@FPR={key}": value for key, value in summary["tpr_at_fpr"].items()},
-            "statistic": statistic, "positives": float(centre), "tokens scored": float(own.num_tokens_scored.mean()),
+            "statistic": statistic, "positives": float(centre),
+            # Imported scores carry no token counts: NaN, shown as empty.
+            "tokens scored": _mean_or_nan(own.num_tokens_scored),
             "params": run.params,
         })
     return pd.DataFrame(rows)
@@ -150,3 +155,24 @@ def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         label = f"{run.method} {run.task} {run.params} ({run.run_id})"
         frames.append(pd.DataFrame({"run": run.run_id, "label": label, "fpr": fpr, "tpr": tpr}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "label", "fpr", "tpr"])
+
+
+def _mean_or_nan(values: pd.Series) -> float:
+    numbers = values.to_numpy(dtype=float, na_value=np.nan)
+    return float(numbers[~np.isnan(numbers)].mean()) if (~np.isnan(numbers)).any() else float("nan")
+
+
+def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
+    """The Detect page's rows for detection sets: one per set, beside the runs' own scores."""
+    rows = []
+    for run_id, sets in summaries.items():
+        for entry in sets:
+            agreement = entry["agreement"] or {}
+            rows.append({
+                "run": f"{run_id} · {entry['set_id']}", "method": entry["method"], "tokenizer": entry["tokenizer"],
+                "AUROC": entry["auroc"],
+                **{f"TPR@FPR={key}": value for key, value in (entry["tpr_at_fpr"] or {}).items()},
+                "texts scored": entry["texts_scored"], "negatives": entry["negatives"],
+                "max |Δ| vs imported": agreement.get("max_abs_diff"), "params": json.dumps(entry["params"]),
+            })
+    return pd.DataFrame(rows)

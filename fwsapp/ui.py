@@ -216,6 +216,14 @@ def detection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.Data
 
 
 @st.cache_data(show_spinner=False)
+def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    from fwsapp.redetect import set_summaries
+    from fwsapp.report import redetection_comparison as comparison
+
+    return comparison(set_summaries(store(), list(run_ids)))
+
+
+@st.cache_data(show_spinner=False)
 def roc_curves(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
     db = store()
     runs_frame = db.runs()
@@ -223,9 +231,11 @@ def roc_curves(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Scoring the tokens…")
-def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str):
-    """A stored text's detection with per-token flags, recomputed with the run's method and parameters."""
+def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, overrides: tuple = ()):
+    """A stored text's detection with per-token flags, recomputed with the run's method and parameters
+    (`overrides`: (name, value) pairs replacing some, such as the green-list generator)."""
     run = store().run(run_id)
+    run["params"] = {**run["params"], **dict(overrides)}
     row = store().generations(run_id).set_index("sample_idx").loc[sample_idx]
     token_ids = row[f"{kind}_ids"]
     if token_ids is None or not hasattr(token_ids, "__len__"):
@@ -299,16 +309,37 @@ def add_rating_items(run_id: str, fraction: float) -> int:
     return sample_items(store(), run_id, fraction)
 
 
-def param_inputs(defaults: dict, key_prefix: str) -> dict:
-    """One number input per method parameter, typed like its default."""
+def param_inputs(method: type, key_prefix: str, values: dict | None = None) -> dict:
+    """One input per method parameter: a choice for named options, else a number bounded by its spec,
+    each with its one-line help. `values` pre-fills them (a run's own parameters)."""
     params = {}
-    for column, (key, value) in zip(st.columns(len(defaults)), defaults.items()):
-        with column:
-            if isinstance(value, float):
-                params[key] = st.number_input(key, value=value, step=0.1, format="%.2f", key=f"{key_prefix}-{key}")
-            else:
-                params[key] = int(st.number_input(key, value=value, step=1, key=f"{key_prefix}-{key}"))
+    defaults = {**method.defaults, **(values or {})}
+    per_row = 4
+    names = list(method.defaults)
+    for start in range(0, len(names), per_row):
+        for column, key in zip(st.columns(per_row), names[start:start + per_row]):
+            spec, value = method.param_specs.get(key), defaults[key]
+            help_text = f"{spec.help}; {spec.describe()}" if spec else None
+            with column:
+                if spec is not None and spec.choices:
+                    params[key] = st.selectbox(key, spec.choices, index=spec.choices.index(value), help=help_text,
+                                               key=f"{key_prefix}-{key}")
+                elif isinstance(method.defaults[key], float):
+                    params[key] = st.number_input(key, value=float(value), step=0.1, format="%.3f", help=help_text,
+                                                  min_value=_bound(spec, "low", float), max_value=_bound(spec, "high", float),
+                                                  key=f"{key_prefix}-{key}")
+                else:
+                    params[key] = int(st.number_input(key, value=int(value), step=1, help=help_text,
+                                                      min_value=_bound(spec, "low", int),
+                                                      max_value=_bound(spec, "high", int), key=f"{key_prefix}-{key}"))
     return params
+
+
+def _bound(spec, side: str, kind: type):
+    """A closed bound for an input; open bounds are left to the parameter check, which says what is wrong."""
+    if spec is None or getattr(spec, side) is None or getattr(spec, f"open_{side}"):
+        return None
+    return kind(getattr(spec, side))
 
 
 def score_name(method: str) -> str:

@@ -1,5 +1,7 @@
 """Detect: how detectable each watermark is (RQ1): method comparison, ROC curves, sweeps, score
 distributions, a token-level view, and a detector for any pasted text."""
+import json
+
 import plotly.express as px
 import streamlit as st
 
@@ -8,6 +10,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.sweeps import GRIDS
+from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
 from fwsapp.watermark import METHODS, WATERMARKS, detect_text
 from fwsapp.watermark.synthid import DETECTOR_NOTE
 
@@ -33,6 +36,11 @@ else:
     if not comparison.empty:
         st.subheader("Method comparison")
         st.dataframe(comparison.round(3), hide_index=True, width="stretch")
+        redetected = ui.redetection_comparison(ui.revision(), tuple(chosen))
+        if not redetected.empty:
+            st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
+                       "max |Δ| compares with the imported scores of the same texts.")
+            st.dataframe(redetected.round(6), hide_index=True, width="stretch")
         st.subheader("ROC curves")
         curves = ui.roc_curves(ui.revision(), tuple(chosen))
         figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
@@ -64,14 +72,54 @@ else:
             sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
             kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
             run = generated[generated.run_id == run_id].iloc[0]
+            overrides = ()
+            if "rng" in METHODS[run.method].defaults:
+                own = json.loads(run.params).get("rng", "cpu")
+                rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
+                               key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
+                               f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
+                overrides = (("rng", rng),)
             try:
-                detection, tokens = ui.token_flags(ui.revision(), run_id, int(sample_idx), kind)
+                detection, tokens = ui.token_flags(ui.revision(), run_id, int(sample_idx), kind, overrides)
             except ValueError as error:
                 st.info(str(error))
             else:
                 st.markdown(ui.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
                 st.caption(f"{run.method}: green = token counts for the watermark, red = against, grey = not scored. "
                            f"Score {detection.score:.3f} over {detection.num_tokens_scored} tokens.")
+
+with st.expander("Re-detect a run: its texts scored under any method, parameters and tokenizer"):
+    st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
+               "stored text (watermarked, unwatermarked, reference) is scored alone, as MarkLLM scores it. The "
+               "scores are kept as a detection set beside the run's own; nothing is overwritten.")
+    all_runs = ui.runs(ui.revision())
+    if all_runs.empty:
+        st.info("No runs to re-detect yet.")
+    else:
+        run_labels = {row.run_id: ui.run_label(row._asdict()) for row in all_runs.itertuples()}
+        columns = st.columns(3)
+        target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
+        target_run = all_runs[all_runs.run_id == target].iloc[0]
+        watermarks = [name for name in WATERMARKS]
+        own_method = target_run.method if target_run.method in watermarks else watermarks[0]
+        redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
+                                               key=f"redetect-method-{target}")
+        suggested = tokenizer_for_model(target_run.model) or target_run.model or EMBEDDED_MODEL
+        tokenizer_name = columns[2].text_input(
+            "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
+            help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
+        own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
+        redetect_params = ui.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+        manager = ui.jobs()
+        if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
+            try:
+                METHODS[redetect_method].checked_params(redetect_params)
+            except ValueError as error:
+                st.error(str(error))
+            else:
+                manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip())
+                st.rerun()
+    ui.job_status("redetect", "texts")
 
 with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
     sweep_method = st.selectbox("Method", list(GRIDS), key="sweep-method")
@@ -98,7 +146,7 @@ with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
 st.subheader("Detect a watermark in any text")
 method = st.selectbox("Method", list(METHODS), key="paste-method",
                       help="Watermarks: " + ", ".join(WATERMARKS) + ". The others are post-hoc detectors.")
-params = ui.param_inputs(METHODS[method].defaults, f"paste-{method}")
+params = ui.param_inputs(METHODS[method], f"paste-{method}")
 text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
 if st.button("Detect"):
     try:

@@ -42,7 +42,7 @@ with left:
         st.caption("7B models need a GPU and a local copy or Hub access; the embedded model always works offline.")
 with right:
     method = st.selectbox("Watermark", list(METHODS), help="; ".join(f"{m}: {cls.description}" for m, cls in METHODS.items()))
-    params = ui.param_inputs(METHODS[method].defaults, f"generate-{method}")
+    params = ui.param_inputs(METHODS[method], f"generate-{method}")
     count, tokens, batch, seed = st.columns(4)
     n = count.number_input("Samples", 1, available, min(4, available), help=f"{available} available")
     max_new_tokens = tokens.number_input("New tokens", 8, 1024, 64, step=8)
@@ -51,10 +51,14 @@ with right:
 
 if not model_name:
     st.stop()
-config = RunConfig(
-    task=task, method=method, dataset=dataset, model=model_name, params=params, n=int(n),
-    max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), seed=int(seed_value),
-)
+try:
+    config = RunConfig(
+        task=task, method=method, dataset=dataset, model=model_name, params=params, n=int(n),
+        max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), seed=int(seed_value),
+    )
+except ValueError as error:  # a parameter out of range: said before any work starts
+    st.error(str(error))
+    st.stop()
 manager = ui.jobs()
 if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
     manager.start_generation(config)

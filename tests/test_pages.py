@@ -92,8 +92,9 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     app.run()
     comparison = app.dataframe[0].value
     assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
-    assert {str(p) for p in comparison.params} == {'{"delta": 1.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0}',
-                                                  '{"delta": 2.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0}'}
+    assert {str(p) for p in comparison.params} == {
+        '{"cuda_blocks": 0, "delta": 1.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "rng": "cuda", "z_threshold": 4.0}',
+        '{"cuda_blocks": 0, "delta": 2.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "rng": "cuda", "z_threshold": 4.0}'}
     assert len(app.get("plotly_chart")) == 2
 
 
@@ -245,3 +246,37 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
     assert any("No entropies for this task yet" in info.value for info in app.info)
     app.switch_page("pages/detect.py").run()
     assert not app.exception
+
+
+@pytest.mark.skipif(not (PROJECT.parent / "shared" / "data" / "paper").exists(), reason="needs ../shared/data/paper")
+def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
+    """Imported scores have no token counts (the page used to crash on them); a re-detection job scores the
+    texts again with the paper's tokenizer and agrees with the published scores."""
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    paper = PROJECT.parent / "shared" / "data" / "paper"
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="biomistral", task_name="qa",
+                         generations=LogFile.from_path(paper / "KGW-g0.5-d2-biomistral-HQA2.generations.json"),
+                         detection=LogFile.from_path(paper / "KGW-g0.5-d2-biomistral-HQA2.detection.json"))
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception
+    assert app.dataframe[0].value.loc[0, "AUROC"] == 1.0
+    assert app.text_input(key=f"redetect-tokenizer-{run_id}").value == "mistral-v1"
+    next(b for b in app.button if b.label == "Re-detect").click().run()
+    run_until(app, lambda a: any("Detection set" in s.value for s in a.success), timeout=240)
+    app.run()
+    sets = next(frame.value for frame in app.dataframe if "max |Δ| vs imported" in frame.value.columns)
+    assert sets.loc[0, "tokenizer"] == "mistral-v1" and sets.loc[0, "max |Δ| vs imported"] < 1e-6
+
+
+def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.number_input(key="generate-KGW-gamma").set_value(0.0).run()
+    assert not app.exception
+    assert "gamma=0.0 is out of range; it must be in (0, 1)" in app.error[0].value
