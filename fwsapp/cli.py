@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,11 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--backend", required=True, choices=["openai", "compatible", "local"])
     judge.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (vLLM)")
     judge.add_argument("--judge-model", help="default gpt-4o-2024-08-06 (openai) or the embedded model (local)")
+    judge.add_argument("--api-key-env", metavar="VAR",
+                       help="the environment variable whose value is sent as the API key (default: OPENAI_API_KEY "
+                            "for openai; no key for a compatible server)")
     judge.add_argument("--concurrency", type=int, default=8)
     judge.add_argument("--swap", action="store_true", help="judge both A/B orders and average them")
     judge.add_argument("--budget", type=float, help="stop cleanly once the estimated spend reaches this many US$")
     judge.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    judge.add_argument("--retry-failed", action="store_true", help="ask again for pairs recorded as failed")
+    judge.add_argument("--retry-failed", action="store_true",
+                       help="ask again for pairs whose verdict could not be parsed (unreachable pairs always are)")
+    judge.add_argument("--max-attempts", type=int, default=6, help="tries per request before a pair is unreachable")
     _db(judge)
     judge.set_defaults(handler=cmd_judge)
 
@@ -154,6 +160,7 @@ def cmd_generate(args) -> int:
         params=parse_params(args.method, args.param), n=args.n, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,
     )
+    config.samples()  # the dataset and n are checked before the database or the model is touched
     store = Store(args.db)
     lm = load_model(config.model)
     with progress_bar(f"{config.method} {config.task}", "sample") as progress:
@@ -216,11 +223,21 @@ def cmd_judge(args) -> int:
     from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
     from fwsapp.store import Store
 
+    for option, value in (("--max-attempts", args.max_attempts), ("--concurrency", args.concurrency)):
+        if value < 1:
+            raise ValueError(f"{option} must be at least 1, not {value}.")
+    if args.timeout <= 0 or (args.budget is not None and args.budget < 0):
+        raise ValueError("--timeout must be positive and --budget not negative.")
     store = Store(args.db)
     targets = run_ids(store, args)
-    backend = make_backend(args.backend, args.judge_model, args.base_url, timeout=args.timeout)
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
+    backend = make_backend(args.backend, args.judge_model, args.base_url, timeout=args.timeout, api_key=api_key)
     settings = JudgeSettings(concurrency=args.concurrency, swap=args.swap, budget_usd=args.budget,
-                             retry_failed=args.retry_failed)
+                             retry_failed=args.retry_failed, max_attempts=args.max_attempts)
     pairs, skipped = plan_pairs(store, targets, backend.model, settings)
     usage, cost = estimate(pairs, backend.model)
     print(f"{len(pairs)} pairs to judge with {backend.model} ({skipped} already judged): about "
@@ -229,6 +246,11 @@ def cmd_judge(args) -> int:
     with progress_bar(f"judge {backend.model}", "pair") as progress:
         outcome = run_judge(store, targets, backend, settings, progress=progress)
     print(outcome.describe(backend.model))
+    if outcome.all_unreachable:
+        reasons = "\n".join(f"  {count} × {reason}" for reason, count in outcome.reasons.most_common())
+        print(f"error: the judge could not be reached for any of the {outcome.requested} pairs:\n{reasons}\n"
+              "Check --base-url, the server and the key; the next run asks for these pairs again.", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import threading
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -65,6 +66,14 @@ class RunConfig:
         if sampling["min_new_tokens"] is None:
             sampling["min_new_tokens"] = self.max_new_tokens
         return sampling
+
+    def samples(self) -> list:
+        """The run's samples; more than the dataset holds is refused, not cut silently."""
+        dataset = load_dataset(self.task, self.dataset)
+        if self.n > len(dataset):
+            raise ValueError(f"n={self.n} is more than the {len(dataset)} samples in {self.dataset}; "
+                             f"ask for {len(dataset)} or fewer.")
+        return dataset[: self.n]
 
     def identity(self) -> dict:
         """What determines the outputs; the run id is its hash. The dataset counts by content."""
@@ -163,6 +172,27 @@ def generation_row(index: int, sample, plain: GeneratedBatch, marked: GeneratedB
     return row
 
 
+def _prompt_limit(lm: LoadedModel, max_new_tokens: int) -> int:
+    """Prompt tokens that fit: the model's context less the new tokens."""
+    context = getattr(lm.model.config, "max_position_embeddings", None) or 2048
+    room = context - max_new_tokens - 8  # a few tokens for the special ones the tokenizer adds
+    if room < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} does not fit the model's context of {context} tokens.")
+    return room
+
+
+def _capped_prompt(lm: LoadedModel, prompt: str, limit: int, index: int) -> str:
+    """The prompt, cut from the left to `limit` tokens when longer, with a warning naming the sample."""
+    if len(prompt) <= limit:  # a token spans at least one character: no need to count
+        return prompt
+    ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if len(ids) <= limit:
+        return prompt
+    warnings.warn(f"sample {index}: the prompt has {len(ids):,} tokens, more than the {limit:,} that fit before the "
+                  f"new tokens; its first {len(ids) - limit:,} tokens were dropped.", stacklevel=2)
+    return lm.tokenizer.decode(ids[-limit:])
+
+
 def batch_seed(seed: int, batch_index: int, kind: str) -> int:
     digest = hashlib.sha256(f"{seed}:{batch_index}:{kind}".encode()).digest()
     return int.from_bytes(digest[:4], "little")
@@ -181,8 +211,9 @@ def run_generation(
 ) -> str:
     """Generate (or finish) a run; returns its id. Finished samples are skipped."""
     run_id = config.run_id()
-    samples = load_dataset(config.task, config.dataset)[: config.n]
+    samples = config.samples()
     n = len(samples)
+    prompt_limit = _prompt_limit(lm, config.max_new_tokens)
     watermark = create(config.method, lm.vocab_size, config.params, lm=lm)
     store.ensure_run(
         run_id, config.identity(), model=config.model, task=config.task, method=config.method,
@@ -200,7 +231,7 @@ def run_generation(
         if cancel is not None and cancel.is_set():
             store.set_status(run_id, "cancelled")
             raise Cancelled(run_id)
-        prompts = [samples[index].prompt for index in indices]
+        prompts = [_capped_prompt(lm, samples[index].prompt, prompt_limit, index) for index in indices]
         plain = generate_batch(lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"))
         # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
         marked = None if watermark.post_hoc else generate_batch(

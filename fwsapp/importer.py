@@ -54,11 +54,28 @@ def read_json(log: LogFile):
     if not log.content.strip():
         raise ImportProblem(f"{log.name}: the file is empty.")
     try:
-        return json.loads(log.content.decode("utf-8-sig"))
+        text = log.content.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ImportProblem(f"{log.name}: is not UTF-8 JSON.") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as error:
+        if error.msg == "Extra data":
+            return _json_lines(log.name, text)
         raise ImportProblem(f"{log.name}: broken JSON at line {error.lineno}, column {error.colno}: {error.msg}.") from None
+
+
+def _json_lines(name: str, text: str) -> list:
+    """JSON Lines (one object per line), read as the list it stands for."""
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ImportProblem(f"{name}: neither one JSON value nor JSON Lines: line {number}, column "
+                                    f"{error.colno}: {error.msg}.") from None
+    return records
 
 
 def _generations(log: LogFile) -> list[dict]:
@@ -142,7 +159,7 @@ def import_logs(
         if not isinstance(data, list) or not data:
             raise ImportProblem(f"{judged.name}: expected a non-empty JSON list of judged samples.")
         try:
-            judgments = paper_judgments(data, judged.name)
+            judgments = paper_judgments(data, judged.name, len(records) if records else None)
         except JudgedLogError as error:
             raise ImportProblem(str(error)) from None
     prompts = _prompts(records, dataset, task_name)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from fwsapp.generate import Cancelled, RunConfig, run_generation
-from fwsapp.judge.backends import make_backend
+from fwsapp.judge.backends import JudgeError, make_backend
 from fwsapp.judge.runner import JudgeSettings, run_judge
 from fwsapp.metrics.quality import QualityResources, score_run
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
@@ -74,11 +74,15 @@ class JobManager:
         return job
 
     def start_judge(self, run_ids: list[str], backend_kind: str, judge_model: str | None, base_url: str | None,
-                    settings: JudgeSettings, timeout: float = 60.0) -> Job:
+                    settings: JudgeSettings, timeout: float = 60.0, api_key: str | None = None) -> Job:
+        # The key lives in this closure only: not in the job's key, label or message.
         def work(progress, cancel):
             loaded = self.model_loader(judge_model or EMBEDDED_MODEL) if backend_kind == "local" else None
-            backend = make_backend(backend_kind, judge_model, base_url, timeout=timeout, loaded=loaded)
-            return run_judge(self.store, run_ids, backend, settings, progress=progress, cancel=cancel).describe(backend.model)
+            backend = make_backend(backend_kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key)
+            outcome = run_judge(self.store, run_ids, backend, settings, progress=progress, cancel=cancel)
+            if outcome.requested and not outcome.judged and not outcome.stopped:
+                raise JudgeError("no verdict came back. " + outcome.describe(backend.model))
+            return outcome.describe(backend.model)
 
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
         return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)

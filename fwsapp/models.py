@@ -122,12 +122,20 @@ def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR) -> Loade
             source = converted_embedded_folder(cache_dir)
         else:
             source = name
+        folder = Path(str(source))
+        if folder.is_dir() and not (folder / "config.json").exists():
+            raise ModelLoadError(
+                f"Could not load the model '{name}': the folder has no config.json, so it is not a model folder "
+                f"(one holds config.json, the tokenizer files and the weights). The embedded default "
+                f"'{EMBEDDED_MODEL}' always works offline."
+            )
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
         except (OSError, ValueError) as error:
+            reason = " ".join(str(error).split())[:300]
             raise ModelLoadError(
-                f"Could not load the model '{name}': {str(error).splitlines()[0]} "
+                f"Could not load the model '{name}': {reason} "
                 f"It must be a local folder or a Hugging Face id this machine can download "
                 f"(set HF_HOME to a folder that already holds it when offline). "
                 f"The embedded default '{EMBEDDED_MODEL}' always works offline."

@@ -210,19 +210,30 @@ class StoreError(RuntimeError):
 class Store:
     def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False):
         self.path = Path(path)
+        _check_database_file(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._connection = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as error:
+        except duckdb.Error as error:
             if "lock" in str(error).lower():
                 raise StoreError(
                     f"The database {self.path} is in use by another process (is the app or another "
                     f"`python -m fwsapp` command running?). Stop it, or pass --db with another file."
                 ) from None
-            raise StoreError(f"The database {self.path} cannot be opened: {error}") from None
+            raise self._damaged(error) from None
         self._local = threading.local()
-        if not read_only:
-            self._migrate()
+        try:
+            self.schema_version() if read_only else self._migrate()
+        except duckdb.Error as error:
+            self._connection.close()
+            raise self._damaged(error) from None
+
+    def _damaged(self, error: Exception) -> StoreError:
+        first_line = str(error).strip().splitlines()[0][:200]
+        return StoreError(
+            f"The database {self.path} cannot be opened ({first_line}). It may be truncated or damaged: "
+            f"restore it from a copy, or move it aside and pass --db with a new file."
+        )
 
     # -- connections ---------------------------------------------------------------------------
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -424,6 +435,21 @@ class Store:
         if table not in PER_RUN_TABLES:
             raise ValueError(table)
         return self.cursor().execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def _check_database_file(path: Path) -> None:
+    """Refuse a path that exists and is not a DuckDB database, before DuckDB writes anything to it."""
+    if path.is_dir():
+        raise StoreError(f"--db {path} is a folder; give a database file, e.g. {path / 'fwsapp.duckdb'}.")
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as handle:
+        header = handle.read(12)
+    if header[8:12] != b"DUCK":
+        raise StoreError(
+            f"--db {path} exists and is not a DuckDB database (is it a {path.suffix or 'data'} file?). "
+            "Pass --db with the fwsapp database, or a new file name to create one; the file was left as it is."
+        )
 
 
 def detection_record(sample_idx: int, text_kind: str, detector: str, score: float, *, z=None, p=None,

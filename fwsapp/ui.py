@@ -5,7 +5,6 @@ store revision, so a page reload is instant and new rows show up as soon as a ba
 """
 from __future__ import annotations
 
-import html
 import os
 from pathlib import Path
 
@@ -130,9 +129,10 @@ def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, sw
             "completion_tokens": usage.completion_tokens, "cost": cost}
 
 
-def judge_backend_check(kind: str, judge_model: str | None, base_url: str | None, timeout: float) -> str:
+def judge_backend_check(kind: str, judge_model: str | None, base_url: str | None, timeout: float,
+                        api_key: str | None = None) -> str:
     loaded = model(judge_model or EMBEDDED_MODEL) if kind == "local" else None
-    return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded).check()
+    return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key).check()
 
 
 def filter_verdicts(frame: pd.DataFrame, method: str, task: str, status: str, max_factual: float) -> pd.DataFrame:
@@ -350,45 +350,3 @@ def score_name(method: str) -> str:
 
 def run_label(run) -> str:
     return f"{run['method']} · {run['task']} · {run['model']} · n={run['samples_done']} · {run['run_id']}"
-
-
-def escaped(text: str | None) -> str:
-    """Model or file text made safe for st.markdown/HTML: no tag, script or markdown syntax survives."""
-    if text is None:
-        return ""
-    return html.escape(text).replace("\n", "<br>").replace("*", "&#42;").replace("_", "&#95;").replace("`", "&#96;")
-
-
-ENTITY_COLOURS = {"hallucinated": "#f4a6a6", "introduced": "#ffe08a", "entity": "#cfe3ff"}
-
-
-def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
-    """Text with its disease entities highlighted; every piece of text is escaped before it is wrapped,
-    and tooltips (the closest reference entity and its similarity) are escaped as attributes."""
-    if not isinstance(text, str):
-        return "<em>(no text)</em>"
-    pieces, position = [], 0
-    for row in entities.sort_values("start_char").itertuples():
-        if row.start_char < position:
-            continue
-        pieces.append(escaped(text[position:row.start_char]))
-        kind = "hallucinated" if row.hallucinated else "introduced" if row.introduced else "entity"
-        tip = kind
-        if row.introduced:
-            closest = row.closest_reference if isinstance(row.closest_reference, str) else "none in the reference"
-            tip = f"{kind}: closest reference entity {closest} (similarity {row.similarity:.2f})"
-        pieces.append(f'<span title="{html.escape(tip, quote=True)}" style="background:{ENTITY_COLOURS[kind]};'
-                      f'padding:0 2px;border-radius:3px">{escaped(text[row.start_char:row.end_char])}</span>')
-        position = row.end_char
-    pieces.append(escaped(text[position:]))
-    return "".join(pieces)
-
-
-def token_view(tokens: list[str], flags: list[int]) -> str:
-    """Tokens coloured green/red (unscored grey), each escaped before it is wrapped."""
-    colours = {1: "#c8f7c5", 0: "#f7c5c5", -1: "#e0e0e0"}
-    spans = [
-        f'<span style="background:{colours[flag]};padding:0 1px;border-radius:2px">{escaped(token)}</span>'
-        for token, flag in zip(tokens, flags)
-    ]
-    return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"

@@ -5,7 +5,7 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp import render, ui
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
@@ -82,9 +82,9 @@ else:
             try:
                 detection, tokens = ui.token_flags(ui.revision(), run_id, int(sample_idx), kind, overrides)
             except ValueError as error:
-                st.info(str(error))
+                st.info(render.message(str(error)))
             else:
-                st.markdown(ui.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
+                st.markdown(render.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
                 st.caption(f"{run.method}: green = token counts for the watermark, red = against, grey = not scored. "
                            f"Score {detection.score:.3f} over {detection.num_tokens_scored} tokens.")
 
@@ -115,7 +115,7 @@ with st.expander("Re-detect a run: its texts scored under any method, parameters
             try:
                 METHODS[redetect_method].checked_params(redetect_params)
             except ValueError as error:
-                st.error(str(error))
+                st.error(render.message(str(error)))
             else:
                 manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip())
                 st.rerun()
@@ -152,7 +152,7 @@ if st.button("Detect"):
     try:
         detection, tokens = detect_text(method, params, ui.model(EMBEDDED_MODEL), text)
     except ValueError as error:
-        st.error(str(error))
+        st.error(render.message(str(error)))
     else:
         threshold_key = METHODS[method].threshold_param
         lower = METHODS[method].score_direction == "lower"
@@ -162,5 +162,5 @@ if st.button("Detect"):
         st.write(f"Verdict at score {comparison_sign} {params[threshold_key]}: "
                  f"**{'watermarked' if flagged else 'not watermarked'}** ({detection.num_tokens_scored} tokens scored)")
         if detection.token_flags:
-            st.markdown(ui.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
+            st.markdown(render.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
             st.caption("Green: the token counts for the watermark. Red: against. Grey: not scored.")

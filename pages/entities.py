@@ -1,7 +1,7 @@
 """Entities: disease names a watermark introduced or hallucinated, side by side with the reference."""
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp import render, ui
 from fwsapp.entities import HALLUCINATION_THRESHOLD, STOPLIST, entity_summary, record_verdict, verdict_agreement
 
 st.title("Disease entities")
@@ -44,12 +44,12 @@ picked = st.selectbox("Sample (most hallucinated first)", range(len(ranking)), k
 current = ranking.iloc[picked]
 sample = ui.sample_row(ui.revision(), current.run_id, int(current.sample_idx))
 mine = entities[(entities.run_id == current.run_id) & (entities.sample_idx == current.sample_idx)]
-st.markdown(f"**Prompt:** {ui.escaped(sample['prompt'])}", unsafe_allow_html=True)
+st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
 columns = st.columns(3)
 for column, kind, title in zip(columns, ("reference", "unwatermarked", "watermarked"), ("Reference", "Unwatermarked", "Watermarked")):
     column.markdown(f"**{title}**")
     text = sample["reference"] if kind == "reference" else sample.get(f"{kind}_text")
-    column.markdown(ui.highlight_entities(text, mine[mine.text_kind == kind]), unsafe_allow_html=True)
+    column.markdown(render.highlight_entities(text, mine[mine.text_kind == kind]), unsafe_allow_html=True)
 
 st.subheader("Your verdicts")
 rater = st.text_input("Your name", value=st.session_state.get("rater", ""), key="entity-rater")
@@ -59,7 +59,7 @@ if candidates.empty:
 for row in candidates.itertuples():
     line = st.columns([4, 1, 1])
     status = "hallucinated (rule)" if row.hallucinated else "supported (rule)"
-    line[0].markdown(f"{ui.escaped(row.entity)} · {row.text_kind} · {status}, similarity {row.similarity:.2f}",
+    line[0].markdown(f"{render.inert(row.entity)} · {row.text_kind} · {status}, similarity {row.similarity:.2f}",
                      unsafe_allow_html=True)
     for column, verdict, label in ((line[1], "correct", "Correct"), (line[2], "hallucinated", "Hallucinated")):
         if column.button(label, key=f"verdict-{row.run_id}-{row.sample_idx}-{row.text_kind}-{row.start_char}-{verdict}"):
@@ -68,7 +68,7 @@ for row in candidates.itertuples():
                 st.session_state["rater"] = rater
                 st.rerun()
             except ValueError as error:
-                st.error(str(error))
+                st.error(render.message(str(error)))
 
 counts, stats = verdict_agreement(ui.store())
 if stats:

@@ -1,7 +1,7 @@
 """Generate: unwatermarked and watermarked outputs for a medical task, in a background job."""
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp import render, ui
 from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
@@ -27,14 +27,14 @@ with left:
         try:
             dataset = str(save_upload(task, upload.name, upload.getvalue()))
         except DatasetError as error:
-            st.error(str(error))
+            st.error(render.message(str(error)))
             st.stop()
     else:
         st.caption("Demo data written for fwsapp: short, illustrative, not clinical advice.")
     try:
         available = len(load_dataset(task, dataset))
     except DatasetError as error:
-        st.error(str(error))
+        st.error(render.message(str(error)))
         st.stop()
     preset = st.selectbox("Model", list(PRESETS) + ["Other Hugging Face id or local path"], format_func=lambda name: PRESETS.get(name, name))
     model_name = st.text_input("Model id or path", placeholder="org/model or /path/to/model") if preset not in PRESETS else preset
@@ -57,7 +57,7 @@ try:
         max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), seed=int(seed_value),
     )
 except ValueError as error:  # a parameter out of range: said before any work starts
-    st.error(str(error))
+    st.error(render.message(str(error)))
     st.stop()
 manager = ui.jobs()
 if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
@@ -71,14 +71,14 @@ def latest_samples(job) -> None:
         return
     st.caption("Latest samples: the same prompt, without and with the watermark")
     for row in table.tail(3).iloc[::-1].itertuples():
-        st.markdown(f"**Prompt {row.sample_idx}:** {ui.escaped(row.prompt)}", unsafe_allow_html=True)
+        st.markdown(f"**Prompt {row.sample_idx}:** {render.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)
         name = ui.score_name(row.method)
         plain.markdown(f"**Unwatermarked** · {name} = {row.score_unwatermarked:.2f}", unsafe_allow_html=True)
-        plain.markdown(ui.escaped(row.unwatermarked_text), unsafe_allow_html=True)
+        plain.markdown(render.inert(row.unwatermarked_text), unsafe_allow_html=True)
         if isinstance(row.watermarked_text, str):
             marked.markdown(f"**Watermarked** · {name} = {row.score_watermarked:.2f}", unsafe_allow_html=True)
-            marked.markdown(ui.escaped(row.watermarked_text), unsafe_allow_html=True)
+            marked.markdown(render.inert(row.watermarked_text), unsafe_allow_html=True)
         else:
             marked.caption("Post-hoc detector: no watermarked text; the model text is scored against the reference.")
         st.divider()

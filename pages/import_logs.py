@@ -1,7 +1,7 @@
 """Import: bring generations, detection scores and judge logs from MarkLLM pipelines or the paper."""
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp import render, ui
 from fwsapp.data.tasks import TASKS
 from fwsapp.importer import ImportProblem, LogFile, import_logs
 from fwsapp.methods import ALIASES, SCORE_DIRECTIONS
@@ -39,7 +39,7 @@ if st.button("Import", type="primary"):
                 score_direction=None if direction == "from the method" else direction, **files,
             )
         except (ImportProblem, ValueError) as error:
-            st.error(f"Nothing was imported. {error}")
+            st.error(render.message(f"Nothing was imported. {error}"))
         else:
             st.success(f"Imported as run {run_id}. It appears on every page; the Report page has the paper's tables.")
 

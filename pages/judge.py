@@ -2,7 +2,7 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp import render, ui
 from fwsapp.data.tasks import TASKS
 from fwsapp.judge.backends import DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, JudgeError, api_key_from_environment
 from fwsapp.judge.parser import ASPECTS
@@ -42,17 +42,24 @@ option_columns = st.columns(3)
 swap = option_columns[0].checkbox("Swap: judge both orders and average", help="Also reports position consistency.")
 use_budget = option_columns[1].checkbox("Budget cap")
 budget = option_columns[2].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
-if backend_kind == "openai":
+api_key = None
+if backend_kind != "local":
+    api_key = st.text_input(
+        "API key (kept for this browser session only; never stored, logged or exported)", type="password",
+        key=f"judge-api-key-{backend_kind}",
+        help="OpenAI: without it, OPENAI_API_KEY or st.secrets is used. A compatible server gets only the key "
+             "entered here, never OPENAI_API_KEY.") or None
+if backend_kind == "openai" and not api_key:
     if api_key_from_environment():
         st.caption("API key: found in OPENAI_API_KEY or st.secrets. It is never stored or exported.")
     else:
-        st.warning("No OpenAI key: set OPENAI_API_KEY or add it to .streamlit/secrets.toml.")
+        st.warning("No OpenAI key: enter it above, set OPENAI_API_KEY, or add it to .streamlit/secrets.toml.")
 
 if st.button("Test connection"):
     try:
-        st.success(ui.judge_backend_check(backend_kind, judge_model, base_url, float(timeout)))
+        st.success(ui.judge_backend_check(backend_kind, judge_model, base_url, float(timeout), api_key))
     except (JudgeError, ValueError, OSError) as error:
-        st.error(f"The backend did not answer: {error}")
+        st.error(render.message(f"The backend did not answer: {error}"))
 
 st.subheader("Run")
 labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
@@ -67,7 +74,7 @@ if chosen:
     )
 manager = ui.jobs()
 if st.button("Judge", type="primary", disabled=not chosen or bool(manager.active("judge"))):
-    manager.start_judge(chosen, backend_kind, judge_model, base_url, settings, timeout=float(timeout))
+    manager.start_judge(chosen, backend_kind, judge_model, base_url, settings, timeout=float(timeout), api_key=api_key)
     st.rerun()
 
 
@@ -95,7 +102,9 @@ st.subheader("Verdicts")
 filters = st.columns(4)
 method = filters[0].selectbox("Method", ["all"] + sorted(judgments.method.unique()))
 task = filters[1].selectbox("Task", ["all"] + sorted(judgments.task.unique()))
-status = filters[2].selectbox("Parse status", ["all", "ok", "failed"])
+status = filters[2].selectbox("Status", ["all", "ok", "failed", "unreachable"],
+                              help="failed: a verdict came back but could not be parsed; unreachable: no verdict came "
+                                   "back (asked again on the next run)")
 max_fact = filters[3].slider("Watermarked factual accuracy at most", 1.0, 5.0, 5.0, 0.5)
 view = ui.filter_verdicts(judgments, method, task, status, max_fact)
 st.caption(f"{len(view)} verdicts")
@@ -105,14 +114,14 @@ st.dataframe(ui.verdict_table(view), hide_index=True, width="stretch")
 picked = st.selectbox("Open a verdict", range(len(view)), format_func=lambda i: ui.verdict_label(view.iloc[i]))
 verdict = view.iloc[picked]
 sample = ui.sample_row(ui.revision(), verdict.run_id, int(verdict.sample_idx))
-st.markdown(f"**Prompt:** {ui.escaped(sample['prompt'])}", unsafe_allow_html=True)
-st.markdown(f"**Reference:** {ui.escaped(sample['reference'])}", unsafe_allow_html=True)
+st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
+st.markdown(f"**Reference:** {render.inert(sample['reference'])}", unsafe_allow_html=True)
 answer_a, answer_b = st.columns(2)
 for column, letter, is_watermarked in ((answer_a, "A", verdict.watermarked_first), (answer_b, "B", not verdict.watermarked_first)):
     kind = "watermarked" if is_watermarked else "unwatermarked"
     scores = verdict[f"scores_{kind}"]
     column.markdown(f"**Answer {letter}** ({kind}) · scores {ui.scores_text(scores)}", unsafe_allow_html=True)
-    column.markdown(ui.escaped(sample[f"{kind}_text"]), unsafe_allow_html=True)
-st.markdown(f"**Parse status:** {verdict.status}" + (f" ({ui.escaped(verdict.reason)})" if verdict.reason else ""), unsafe_allow_html=True)
+    column.markdown(render.inert(sample[f"{kind}_text"]), unsafe_allow_html=True)
+st.markdown(f"**Parse status:** {verdict.status}" + (f" ({render.inert(verdict.reason)})" if verdict.reason else ""), unsafe_allow_html=True)
 st.markdown("**Judge's reasoning**")
-st.markdown(ui.escaped(verdict.raw_output), unsafe_allow_html=True)
+st.markdown(render.inert(verdict.raw_output), unsafe_allow_html=True)

@@ -1,7 +1,7 @@
 """Rate: clinicians score two answers to the same prompt, blind to which one carries the watermark."""
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp import render, ui
 from fwsapp.human import QUESTIONS, RatingError, next_item, progress, skip, submit_rating
 
 st.title("Rate answers")
@@ -19,7 +19,7 @@ try:
     item = next_item(store, name)
     done, total = progress(store, name)
 except RatingError as error:
-    st.error(str(error))
+    st.error(render.message(str(error)))
     st.stop()
 if item is None:
     st.success(f"Nothing left to rate: you have done {done} of {total} items. Thank you.")
@@ -27,8 +27,8 @@ if item is None:
 st.progress(done / total if total else 0.0, text=f"{done + 1} of {total}")
 
 sample = ui.sample_row(ui.revision(), item.run_id, item.sample_idx)
-st.markdown(f"**Prompt:** {ui.escaped(sample['prompt'])}", unsafe_allow_html=True)
-st.markdown(f"**Reference (ground truth):** {ui.escaped(sample['reference'])}", unsafe_allow_html=True)
+st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
+st.markdown(f"**Reference (ground truth):** {render.inert(sample['reference'])}", unsafe_allow_html=True)
 answers = ("watermarked_text", "unwatermarked_text") if item.watermarked_first else ("unwatermarked_text", "watermarked_text")
 key = f"{item.run_id}-{item.sample_idx}"
 scores = {}
@@ -37,7 +37,7 @@ with st.form(f"rate-{key}", clear_on_submit=True):
     for column, letter, text_key in zip(columns, "AB", answers):
         with column:
             st.markdown(f"**Answer {letter}**")
-            st.markdown(ui.escaped(sample[text_key]), unsafe_allow_html=True)
+            st.markdown(render.inert(sample[text_key]), unsafe_allow_html=True)
             scores[letter] = [
                 st.radio(question, [1, 2, 3, 4, 5], index=None, horizontal=True, key=f"{key}-{letter}-{aspect}")
                 for aspect, question in QUESTIONS.items()
@@ -56,6 +56,6 @@ if submitted:
         try:
             submit_rating(store, name, item, scores["A"], scores["B"], comment)
         except RatingError as error:
-            st.error(str(error))
+            st.error(render.message(str(error)))
         else:
             st.rerun()

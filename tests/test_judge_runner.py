@@ -45,11 +45,12 @@ def test_every_fault_ends_judged_or_failed_with_no_duplicates_and_resume_does_on
         outcome = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, **FAST))
         rows = store.judgments([run_id]).set_index("sample_idx")
         assert len(rows) == 12 and rows.index.is_unique
-        assert outcome.judged == 10 and outcome.failed == 2 and outcome.requested == 12
+        assert outcome.judged == 10 and outcome.failed == 1 and outcome.unreachable == 1 and outcome.requested == 12
+        assert outcome.reasons == {"500 server error": 1} and "1 × 500 server error" in outcome.describe("m")
         assert rows.loc[5, "status"] == "failed" and "unparsable verdict" in rows.loc[5, "reason"]
         assert "after a format reminder" in rows.loc[5, "reason"]
         assert "Both answers are reasonable" in rows.loc[5, "raw_output"]
-        assert rows.loc[6, "status"] == "failed" and "gave up after 4 attempts" in rows.loc[6, "reason"]
+        assert rows.loc[6, "status"] == "unreachable" and "gave up after 4 attempts" in rows.loc[6, "reason"]
         for sample in (0, 1, 2, 3, 4):
             assert rows.loc[sample, "status"] == "ok", rows.loc[sample, "reason"]
         assert stub.served["hang"] == 1 and stub.served["truncated"] == 1 and stub.served["429"] == 1
@@ -57,11 +58,15 @@ def test_every_fault_ends_judged_or_failed_with_no_duplicates_and_resume_does_on
         expected_w = [4, 4, 5] if order_w_first else [3, 2, 2]
         assert list(rows.loc[0, "scores_watermarked"]) == expected_w
 
-        served = sum(stub.served.values())
+        # A re-run asks again only for the pair that never got through; the unparsable one is final…
         again = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, **FAST))
-        assert again.requested == 0 and again.skipped == 12 and sum(stub.served.values()) == served
+        assert again.requested == 1 and again.skipped == 11 and again.judged == 1
+        served = sum(stub.served.values())
+        assert run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, **FAST)).requested == 0
+        assert sum(stub.served.values()) == served
+        # …until asked for explicitly.
         retried = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=4, retry_failed=True, **FAST))
-        assert retried.requested == 2 and retried.judged == 2
+        assert retried.requested == 1 and retried.judged == 1
         assert len(store.judgments([run_id])) == 12  # replaced in place, no duplicates
 
 
@@ -101,16 +106,19 @@ def test_budget_cap_stops_cleanly_and_the_rest_resumes(store):
         assert len(store.judgments([run_id])) == 10
 
 
+def authorizations(stub) -> list[str]:
+    return [value for headers in stub.headers_seen for key, value in headers.items() if key.lower() == "authorization"]
+
+
 def test_api_key_appears_in_no_table_log_or_export(store, monkeypatch, caplog, capsys, tmp_path):
     secret = "sk-test-DO-NOT-STORE-4242"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)
     run_id = make_run(store, n=3)
     caplog.set_level(logging.DEBUG)
     with StubServer() as stub:
         stub.plan = {marker(0): ["429", "valid"]}
-        run_judge(store, [run_id], backend(stub), JudgeSettings(**FAST))
-        sent = [value for headers in stub.headers_seen for key, value in headers.items() if key.lower() == "authorization"]
-        assert any(secret in value for value in sent)  # the key was really used
+        run_judge(store, [run_id], OpenAIBackend("stub-judge", base_url=stub.base_url, timeout=1.0, api_key=secret),
+                  JudgeSettings(**FAST))
+        assert any(secret in value for value in authorizations(stub))  # the key given was really used
     for table in ("runs", "generations", "detections", "metrics", "judgments", "meta"):
         dump = store.cursor().execute(f"SELECT * FROM {table}").df().to_csv()
         assert secret not in dump, table
@@ -119,3 +127,36 @@ def test_api_key_appears_in_no_table_log_or_export(store, monkeypatch, caplog, c
     assert secret not in json.dumps(build_report(store))
     captured = capsys.readouterr()
     assert secret not in caplog.text + captured.out + captured.err
+
+
+def test_openai_key_goes_only_to_openai_and_a_compatible_server_gets_the_named_one(store, monkeypatch, tmp_path, capsys):
+    from fwsapp.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-only-1111")
+    monkeypatch.setenv("LOCAL_JUDGE_KEY", "local-key-2222")
+    run_id = make_run(store, n=2)
+    store.close()
+    with StubServer() as stub:
+        common = ["judge", "--run", run_id, "--backend", "compatible", "--base-url", stub.base_url,
+                  "--judge-model", "stub-judge", "--db", str(store.path)]
+        assert main(common) == 0
+        assert authorizations(stub) and not any("sk-openai-only" in value for value in authorizations(stub))
+        stub.headers_seen.clear()
+        assert main(common + ["--retry-failed", "--swap", "--api-key-env", "LOCAL_JUDGE_KEY"]) == 0
+        assert authorizations(stub) and all(value == "Bearer local-key-2222" for value in authorizations(stub))
+    assert main(common + ["--api-key-env", "NOT_SET_ANYWHERE"]) == 2
+    assert "NOT_SET_ANYWHERE: that environment variable is not set" in capsys.readouterr().err
+
+
+def test_an_unreachable_judge_exits_non_zero_with_grouped_reasons_and_is_retried(store, capsys):
+    from fwsapp.cli import main
+
+    run_id = make_run(store, n=3)
+    store.close()
+    args = ["judge", "--run", run_id, "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1",
+            "--judge-model", "m", "--timeout", "0.5", "--max-attempts", "1", "--db", str(store.path)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "could not be reached for any of the 3 pairs" in err and "3 × connection failed" in err
+    assert main(args) == 1  # nothing was recorded as final: all 3 are asked for again
+    assert "any of the 3 pairs" in capsys.readouterr().err

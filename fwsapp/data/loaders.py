@@ -69,8 +69,16 @@ def parse_rows(name: str, content: bytes) -> list[dict]:
         raise DatasetError(name, f"is not UTF-8 text (bad byte at offset {error.start}). Save it as UTF-8.") from None
     suffix = Path(name).suffix.lower()
     if suffix == ".csv":
-        rows = list(csv.DictReader(io.StringIO(text)))
-        first_row = 2  # after the header line
+        reader = csv.DictReader(io.StringIO(text), strict=True)
+        try:
+            rows = list(reader)
+        except csv.Error as error:
+            raise DatasetError(name, f"malformed CSV at line {reader.line_num} of the file ({error}); look for a "
+                                     "quote that is opened and never closed.") from None
+        for number, row in enumerate(rows, start=1):
+            if None in row or None in row.values():
+                raise DatasetError(name, f"has {'more' if None in row else 'fewer'} fields than the header.", number)
+        first_row = 1  # rows count data rows, the header excluded, in every message
     elif suffix == ".jsonl":
         rows = []
         for number, line in enumerate(text.splitlines(), start=1):

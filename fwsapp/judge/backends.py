@@ -66,9 +66,11 @@ class OpenAIBackend:
         self.model = model
         self.base_url = base_url
         self.name = "openai" if base_url is None else "compatible"
-        key = api_key or api_key_from_environment()
+        # OPENAI_API_KEY goes to OpenAI's own endpoint only; a compatible server gets the key it is given.
+        key = api_key or (api_key_from_environment() if base_url is None else None)
         if key is None and base_url is None:
-            raise JudgeError("No OpenAI API key: set OPENAI_API_KEY or add it to .streamlit/secrets.toml.")
+            raise JudgeError("No OpenAI API key: set OPENAI_API_KEY, add it to .streamlit/secrets.toml, or enter it "
+                             "on the Judge page.")
         # Local servers usually take any key; the SDK insists on one.
         self._client = OpenAI(api_key=key or "not-needed", base_url=base_url, timeout=timeout, max_retries=0)
         self.max_tokens = max_tokens
@@ -163,15 +165,16 @@ class LocalBackend:
 
 
 def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = 60.0,
-                 loaded=None):
+                 loaded=None, api_key: str | None = None):
+    """`api_key` is sent as given; without it OpenAI gets OPENAI_API_KEY and a compatible server no key."""
     if kind == "openai":
-        return OpenAIBackend(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout)
+        return OpenAIBackend(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout, api_key=api_key)
     if kind == "compatible":
         if not base_url:
             raise JudgeError("The compatible backend needs --base-url, e.g. http://localhost:8000/v1 for vLLM.")
         if not judge_model:
             raise JudgeError("The compatible backend needs --judge-model: the model name the server serves.")
-        return OpenAIBackend(judge_model, base_url=base_url, timeout=timeout)
+        return OpenAIBackend(judge_model, base_url=base_url, timeout=timeout, api_key=api_key)
     if kind == "local":
         return LocalBackend(judge_model, loaded=loaded)
     raise JudgeError(f"Unknown judge backend '{kind}': use openai, compatible or local.")

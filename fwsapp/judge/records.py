@@ -43,22 +43,38 @@ def _scores(value, source: str, row: int, field: str) -> list[float] | None:
         isinstance(item, (int, float)) and not isinstance(item, bool) for item in value
     ):
         raise JudgedLogError(source, f"'{field}' must be a list of three numbers, not {value!r}", row)
+    if not all(float(item).is_integer() and 1 <= item <= 5 for item in value):
+        raise JudgedLogError(source, f"'{field}' scores must be whole numbers from 1 to 5, not {value!r}", row)
     return [float(item) for item in value]
 
 
-def paper_judgments(records: list, source: str) -> list[dict]:
-    """Judgment rows from the paper's layout; raises JudgedLogError naming the row on any problem."""
-    rows = []
+def _sample_id(value, source: str, row: int, limit: int | None, seen: set[int]) -> int:
+    """A unique non-negative whole number, below the number of generations when they are known."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or (isinstance(value, float) and not value.is_integer()):
+        raise JudgedLogError(source, f"sample_id {value!r} must be a whole number ≥ 0", row)
+    sample_idx = int(text)
+    if limit is not None and sample_idx >= limit:
+        raise JudgedLogError(source, f"sample_id {sample_idx} is beyond the {limit} generations (ids 0–{limit - 1})", row)
+    if sample_idx >= 2**31:
+        raise JudgedLogError(source, f"sample_id {sample_idx} is too large", row)
+    if sample_idx in seen:
+        raise JudgedLogError(source, f"sample_id {sample_idx} appears twice", row)
+    seen.add(sample_idx)
+    return sample_idx
+
+
+def paper_judgments(records: list, source: str, samples: int | None = None) -> list[dict]:
+    """Judgment rows from the paper's layout; raises JudgedLogError naming the row on any problem.
+    `samples`: how many generations the run has, which sample ids must stay below."""
+    rows, seen = [], set()
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
             raise JudgedLogError(source, "expected an object per sample", number)
         missing = [key for key in PAPER_KEYS if key not in record]
         if missing:
             raise JudgedLogError(source, f"missing {', '.join(missing)}", number)
-        try:
-            sample_idx = int(record["sample_id"])
-        except (TypeError, ValueError):
-            raise JudgedLogError(source, f"sample_id {record['sample_id']!r} is not an integer", number) from None
+        sample_idx = _sample_id(record["sample_id"], source, number, samples, seen)
         watermarked_first = not _truthy(record.get("randomized", False))
         scores_w = _scores(record.get("scores_W"), source, number, "scores_W")
         scores_u = _scores(record.get("scores_U"), source, number, "scores_U")

@@ -4,6 +4,9 @@
   exponentially with jitter, honouring Retry-After, up to `max_attempts`.
 - An unparsable verdict is asked again once, with a reminder of the format; then it is recorded as
   failed with its reason and the raw output. A score is never guessed.
+- A pair whose requests never got through (connection, timeouts, 5xx after every retry, a refused
+  request) is recorded as unreachable with its reason, and a re-run asks for it again: only a verdict
+  that was received and could not be parsed is a final failure.
 - Every verdict is written as it arrives, keyed by (run, sample, texts hash, judge model, prompt
   version, order); a re-run skips the keys already stored, so only missing pairs are requested.
 - A budget cap stops submitting new requests once the spend reaches it; requests in flight finish and
@@ -16,6 +19,7 @@ import logging
 import random
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +32,8 @@ from fwsapp.judge.records import texts_hash
 from fwsapp.store import Store
 
 log = logging.getLogger(__name__)
+
+UNREACHABLE = "unreachable"  # the request never got a verdict back; retried on the next run
 
 # Rough planning figures: about 4 characters per token, and a verdict with justifications.
 CHARS_PER_TOKEN = 4
@@ -82,7 +88,9 @@ class Outcome:
     requested: int = 0
     judged: int = 0
     failed: int = 0
+    unreachable: int = 0
     skipped: int = 0
+    reasons: Counter = field(default_factory=Counter)  # why pairs were unreachable, grouped
     stopped: str | None = None  # "budget" or "cancelled" when the run ended early
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
@@ -92,9 +100,25 @@ class Outcome:
         spent = f", ${cost:.4f}" if cost is not None else ""
         ending = {"budget": " Stopped at the budget cap; run again to continue.",
                   "cancelled": " Cancelled; run again to continue."}.get(self.stopped, "")
-        return (f"Judged {self.judged}, failed {self.failed}, skipped {self.skipped} already judged, in "
-                f"{self.seconds:.1f} s; {self.usage.prompt_tokens:,} prompt + {self.usage.completion_tokens:,} "
-                f"completion tokens{spent}.{ending}")
+        unreachable = ""
+        if self.unreachable:
+            grouped = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
+            unreachable = (f" {self.unreachable} unreachable ({grouped}); they are asked again on the next run.")
+        return (f"Judged {self.judged}, failed {self.failed} (unparsable verdicts), skipped {self.skipped} already "
+                f"judged, in {self.seconds:.1f} s; {self.usage.prompt_tokens:,} prompt + "
+                f"{self.usage.completion_tokens:,} completion tokens{spent}.{ending}{unreachable}")
+
+    @property
+    def all_unreachable(self) -> bool:
+        """Every pair asked for failed in transport: the judge could not be reached at all."""
+        return self.requested > 0 and self.unreachable == self.requested
+
+
+def reason_group(reason: str) -> str:
+    """A transport failure's kind, for counting: 'gave up after 6 attempts; last: 500 server error: …'
+    groups as '500 server error'."""
+    last = reason.split("last: ", 1)[-1]
+    return last.split(":", 1)[0].strip()
 
 
 def watermarked_first(order_seed: int, run_id: str, sample_idx: int) -> bool:
@@ -107,6 +131,7 @@ def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: Jud
     """The pairs still to judge, and how many were skipped because they are already stored."""
     existing = store.judgments(run_ids)
     existing = existing[(existing.judge_model == judge_model) & (existing.prompt_version == prompts.PROMPT_VERSION)]
+    existing = existing[existing.status != UNREACHABLE]  # transport failures are always asked again
     if settings.retry_failed:
         existing = existing[existing.status == "ok"]
     done = {
@@ -179,7 +204,7 @@ def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Eve
                 {"role": "user", "content": prompts.FORMAT_REMINDER},
             ]
     except JudgeError as error:
-        row["reason"] = str(error)
+        row.update(status=UNREACHABLE, reason=str(error))
     row.update(
         raw_output="\n\n--- retry with format reminder ---\n\n".join(outputs) if outputs else None,
         prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
@@ -230,6 +255,9 @@ def run_judge(
                 outcome.usage.completion_tokens += usage.completion_tokens
                 outcome.judged += row["status"] == "ok"
                 outcome.failed += row["status"] == "failed"
+                if row["status"] == UNREACHABLE:
+                    outcome.unreachable += 1
+                    outcome.reasons[reason_group(row["reason"])] += 1
                 finished += 1
                 if progress:
                     progress(finished, len(pairs))

@@ -72,7 +72,7 @@ def _modulo_range(value, int32_keys):
     return np.uint64(0) if folded == np.uint64(MASK32) else folded
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _sort_keys(n, seed, stride, bits):
     """Each element's sort key: its draw's (value mod range) masked to the low `bits` bits."""
     k0, k1 = np.uint32(seed & MASK32), np.uint32((seed >> 32) & MASK32)
@@ -81,14 +81,15 @@ def _sort_keys(n, seed, stride, bits):
     keys = np.empty(n, dtype=np.uint64)
     for call in range((n - 1) // (UNROLL * stride) + 1):
         base = call * UNROLL * stride
-        # curand_init(seed, subsequence=thread, offset=0): the call-th curand4 reads counter (call, 0, thread, 0)
-        for thread in range(min(stride, n - base)):
+        firsts = min(stride, n - base)
+        # curand_init(seed, subsequence=thread, offset=0): the call-th curand4 reads counter (call, 0, thread, 0).
+        # One branch-free loop per half, so the compiler vectorises the rounds.
+        for thread in range(firsts):
             x, y, z, w = _philox(np.uint32(call), np.uint32(0), np.uint32(thread), np.uint32(0), k0, k1)
-            first = (x << np.uint64(32)) | y
-            keys[base + thread] = _modulo_range(first, int32_keys) & mask
-            if base + stride + thread < n:
-                second = (z << np.uint64(32)) | w
-                keys[base + stride + thread] = _modulo_range(second, int32_keys) & mask
+            keys[base + thread] = _modulo_range((x << np.uint64(32)) | y, int32_keys) & mask
+        for thread in range(max(0, min(stride, n - base - stride))):
+            x, y, z, w = _philox(np.uint32(call), np.uint32(0), np.uint32(thread), np.uint32(0), k0, k1)
+            keys[base + stride + thread] = _modulo_range((z << np.uint64(32)) | w, int32_keys) & mask
     return keys
 
 
@@ -171,6 +172,20 @@ def _island_order(keys: np.ndarray, key: np.uint64, seed: int, offset: int) -> t
     return start, members
 
 
+def _kth_smallest(keys: np.ndarray, k: int, bits: int) -> np.uint64:
+    """np.partition(keys, k)[k] for uniform keys, partitioning only a window around the expected quantile:
+    its spread is about √n, so a window of ±8/√n of the range holds it (else the whole array is used)."""
+    n = len(keys)
+    expected, spread = (k + 1) / n * 2.0**bits, 8 * 2.0**bits / math.sqrt(n)
+    low = np.uint64(max(0.0, expected - spread))
+    high = np.uint64(min(2.0**bits - 1, expected + spread))
+    rank = k - np.count_nonzero(keys < low)
+    window = keys[(keys >= low) & (keys < high)]
+    if 0 <= rank < len(window):
+        return np.partition(window, rank)[rank]
+    return np.partition(keys, k)[k]
+
+
 def green_mask(n: int, seed: int, green_size: int, cuda_blocks: int | None = None) -> np.ndarray:
     """Boolean mask of randperm(n, seed)[:green_size], without sorting the whole vocabulary.
 
@@ -183,7 +198,7 @@ def green_mask(n: int, seed: int, green_size: int, cuda_blocks: int | None = Non
     if not 0 < green_size < n:
         return mask
     keys, offset = _keys(n, seed, cuda_blocks)
-    boundary = np.partition(keys, green_size - 1)[green_size - 1]
+    boundary = _kth_smallest(keys, green_size - 1, key_bits(n))
     mask[keys < boundary] = True
     start, island = _island_order(keys, boundary, seed, offset)
     mask[island[: green_size - start]] = True

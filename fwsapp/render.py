@@ -1,0 +1,65 @@
+"""Stored text made inert for the page: model output and imported files are data, never markup.
+
+Streamlit's markdown interprets far more than HTML: links and images (`[x](url)`, `![x](url)`, bare
+`http://…` and `www.…`), emphasis, `:red[…]` colours, `:material/…:` icons, `$…$` maths, headings, tables
+and quotes. Escaping only HTML leaves all of that live: an imported text with `![x](http://host/…)` makes
+a reviewer's browser fetch that URL. So every ASCII punctuation character becomes a numeric character
+reference: the markdown parser decodes it back to the same character after parsing, as text, so the page
+shows the text literally and no syntax survives. Letters, digits and spaces are left alone.
+"""
+from __future__ import annotations
+
+import html
+import string
+
+import pandas as pd
+
+_INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
+
+
+def inert(text: str | None, line_breaks: str = "<br>") -> str:
+    """`text` as literal page content for st.markdown (with unsafe_allow_html) or any markdown element;
+    newlines become `line_breaks` (use "  \n" where HTML is not allowed, as in st.error)."""
+    if text is None:
+        return ""
+    return str(text).translate(_INERT).replace("\r\n", "\n").replace("\n", line_breaks)
+
+
+def message(text: str) -> str:
+    """An error or notice that may quote file names or file content, for st.error, st.warning and st.info."""
+    return inert(text, line_breaks="  \n")
+
+
+ENTITY_COLOURS = {"hallucinated": "#f4a6a6", "introduced": "#ffe08a", "entity": "#cfe3ff"}
+
+
+def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
+    """Text with its disease entities highlighted; every piece of text is made inert before it is wrapped,
+    and tooltips (the closest reference entity and its similarity) are escaped as attributes."""
+    if not isinstance(text, str):
+        return "<em>(no text)</em>"
+    pieces, position = [], 0
+    for row in entities.sort_values("start_char").itertuples():
+        if row.start_char < position:
+            continue
+        pieces.append(inert(text[position:row.start_char]))
+        kind = "hallucinated" if row.hallucinated else "introduced" if row.introduced else "entity"
+        tip = kind
+        if row.introduced:
+            closest = row.closest_reference if isinstance(row.closest_reference, str) else "none in the reference"
+            tip = f"{kind}: closest reference entity {closest} (similarity {row.similarity:.2f})"
+        pieces.append(f'<span title="{html.escape(tip, quote=True)}" style="background:{ENTITY_COLOURS[kind]};'
+                      f'padding:0 2px;border-radius:3px">{inert(text[row.start_char:row.end_char])}</span>')
+        position = row.end_char
+    pieces.append(inert(text[position:]))
+    return "".join(pieces)
+
+
+def token_view(tokens: list[str], flags: list[int]) -> str:
+    """Tokens coloured green/red (unscored grey), each made inert before it is wrapped."""
+    colours = {1: "#c8f7c5", 0: "#f7c5c5", -1: "#e0e0e0"}
+    spans = [
+        f'<span style="background:{colours[flag]};padding:0 1px;border-radius:2px">{inert(token)}</span>'
+        for token, flag in zip(tokens, flags)
+    ]
+    return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"

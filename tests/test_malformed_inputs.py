@@ -1,0 +1,183 @@
+"""Malformed files and arguments through `import`, `generate --dataset` and `judge`: each one exits 2 with one
+line naming the file, the row and the problem, never a traceback, and leaves every table as it was."""
+import json
+import pickle
+
+import pytest
+
+from fwsapp.cli import main
+from fwsapp.store import Store
+
+GOOD = [{"prompt": f"Is gout {i} serious?", "watermarked_text": f"Is gout {i} serious? Yes, it can be.",
+         "unwatermarked_text": f"Is gout {i} serious? It can be.", "natural_text": f"Gout {i} can be serious."}
+        for i in range(3)]
+JUDGED = [{"sample_id": str(i), "w_output": "a", "uw_output": "b", "judge_output": "[[A]]: [3, 3, 3]\n[[B]]: [4, 4, 4]",
+           "randomized": "False", "scores_W": [3, 3, 3], "scores_U": [4, 4, 4]} for i in range(3)]
+DETECTION = {"watermarked_scores": [5.0, 6.0, 7.0], "unwatermarked_scores": [0.1, 0.2, -0.3]}
+
+
+def judged(**change):
+    rows = [dict(row) for row in JUDGED]
+    rows[1].update(change)
+    return json.dumps(rows)
+
+
+def detection(**change):
+    return json.dumps({**DETECTION, **change})
+
+
+# (which file, its name, its content, what the message must say)
+IMPORT_FILES = [
+    ("generations", "g.json", b"", ["g.json", "the file is empty"]),
+    ("generations", "g.json", b"\xff\xfe\x00broken", ["g.json", "not UTF-8"]),
+    ("generations", "g.json", b'[{"prompt": "x",', ["g.json", "broken JSON at line 1"]),
+    ("generations", "g.json", pickle.dumps(GOOD), ["g.json", "is a pickle"]),
+    ("generations", "g.pkl", b"[]", ["g.pkl", "is a pickle"]),
+    ("generations", "g.json", b"42", ["g.json", "expected a non-empty JSON list"]),
+    ("generations", "g.json", b"[]", ["g.json", "expected a non-empty JSON list"]),
+    ("generations", "g.json", b'["just text"]', ["g.json, row 1", "expected an object"]),
+    ("generations", "g.json", json.dumps([{"watermarked_text": "a", "unwatermarked_text": "b"}]).encode(),
+     ["g.json, row 1", "missing natural_text"]),
+    ("generations", "g.json", json.dumps([{**GOOD[0], "watermarked_text": 7}]).encode(),
+     ["g.json, row 1", "'watermarked_text' must be text"]),
+    ("generations", "g.json", json.dumps([GOOD[0], {**GOOD[1], "prompt": ["a"]}]).encode(),
+     ["g.json, row 2", "'prompt' must be text"]),
+    ("generations", "g.json", json.dumps({"watermarked_text": ["a"], "unwatermarked_text": [], "natural_text": ["c"]}).encode(),
+     ["g.json", "unequal lengths"]),
+    ("generations", "g.jsonl", (json.dumps(GOOD[0]) + "\n{broken\n").encode(), ["g.jsonl", "line 2"]),
+    ("detection", "d.json", json.dumps({"watermarked_scores": [1.0]}).encode(), ["d.json", "unwatermarked_scores"]),
+    ("detection", "d.json", detection(watermarked_scores=5).encode(), ["d.json", "'watermarked_scores' must be a non-empty list"]),
+    ("detection", "d.json", detection(watermarked_scores=[5.0, "4.2", 1.0]).encode(), ["d.json", "item 2 is '4.2'"]),
+    ("detection", "d.json", b'{"watermarked_scores": [NaN, 1, 2], "unwatermarked_scores": [0, 0, 0]}', ["d.json", "item 1 is nan"]),
+    ("detection", "d.json", b'{"watermarked_scores": [1e400, 1, 2], "unwatermarked_scores": [0, 0, 0]}', ["d.json", "item 1 is inf"]),
+    ("detection", "d.json", detection(watermarked_scores=[True, 1.0, 2.0]).encode(), ["d.json", "item 1 is True"]),
+    ("detection", "d.json", detection(watermarked_scores=[1.0, 2.0, 3.0, 4.0]).encode(), ["d.json", "has 4 scores but g.json has 3"]),
+    ("detection", "d.json", detection(watermarked_scores=[]).encode(), ["d.json", "must be a non-empty list"]),
+    ("detection", "d.json", detection(unwatermarked_scores=[1.0]).encode(), ["d.json", "'unwatermarked_scores' has 1 scores"]),
+    ("judged", "j.json", b'{"sample_id": 0}', ["j.json", "expected a non-empty JSON list"]),
+    ("judged", "j.json", json.dumps([{"sample_id": 0, "w_output": "a", "uw_output": "b"}]).encode(), ["j.json, row 1", "missing judge_output"]),
+    ("judged", "j.json", judged(sample_id="abc").encode(), ["j.json, row 2", "sample_id 'abc' must be a whole number"]),
+    ("judged", "j.json", judged(sample_id=-1).encode(), ["j.json, row 2", "sample_id -1 must be a whole number"]),
+    ("judged", "j.json", judged(sample_id=1.5).encode(), ["j.json, row 2", "sample_id 1.5 must be a whole number"]),
+    ("judged", "j.json", judged(sample_id=10**12).encode(), ["j.json, row 2", "beyond the 3 generations"]),
+    ("judged", "j.json", judged(sample_id="0").encode(), ["j.json, row 2", "sample_id 0 appears twice"]),
+    ("judged", "j.json", judged(sample_id=5).encode(), ["j.json, row 2", "beyond the 3 generations (ids 0–2)"]),
+    ("judged", "j.json", judged(scores_W=[3, 3, 3, 3]).encode(), ["j.json, row 2", "'scores_W' must be a list of three"]),
+    ("judged", "j.json", judged(scores_W=[0, 3, 3]).encode(), ["j.json, row 2", "whole numbers from 1 to 5"]),
+    ("judged", "j.json", judged(scores_W=[9, 1, 1]).encode(), ["j.json, row 2", "whole numbers from 1 to 5"]),
+    ("judged", "j.json", judged(scores_U=[2.5, 3, 3]).encode(), ["j.json, row 2", "'scores_U' scores must be whole"]),
+    ("judged", "j.json", judged(scores_W="not json").encode(), ["j.json, row 2", "not a list of three numbers"]),
+    ("judged", "j.json", judged(scores_U='[NaN, 3, 3]').encode(), ["j.json, row 2", "whole numbers from 1 to 5"]),
+]
+
+DATASETS = [
+    ("data.json", None, ["data.json", "no such file"]),
+    ("data.json", b"", ["data.json", "the file is empty"]),
+    ("data.csv", b'prompt,natural\n"What is gout?,Arthritis.\nIs it bad?,Yes.\n', ["data.csv", "malformed CSV", "quote"]),
+    ("data.csv", b"prompt,natural\nWhat is gout?,Arthritis.,extra\n", ["data.csv, row 1", "more fields than the header"]),
+    ("data.csv", b"prompt,natural\nWhat is gout?\n", ["data.csv, row 1", "fewer fields than the header"]),
+    ("data.json", json.dumps([{"prompt": "What is gout?"}]).encode(), ["data.json, row 1", "missing the reference"]),
+    ("data.json", json.dumps([{"prompt": "", "natural": "x"}]).encode(), ["data.json, row 1", "'prompt' must be non-empty"]),
+    ("data.jsonl", b'{"prompt": "a", "natural": "b"}\n{oops\n', ["data.jsonl, row 2", "broken JSON"]),
+    ("data.json", json.dumps([{"title": "x"}]).encode(), ["data.json, row 1", "unknown columns"]),
+    ("data.json", json.dumps({"prompt": "x"}).encode(), ["data.json", "expected a JSON list"]),
+]
+
+GENERATE_ARGUMENTS = [
+    (["--n", "500"], ["n=500 is more than the 20 samples"]),
+    (["--param", "gamma=0"], ["gamma=0.0 is out of range", "(0, 1)"]),
+    (["--param", "delta=nan"], ["delta=nan is out of range", "finite"]),
+    (["--param", "prefix_length=0"], ["prefix_length=0 is out of range", "≥ 1"]),
+    (["--param", "rng=gpu"], ["rng='gpu' is out of range", "cuda, cpu"]),
+    (["--param", "alpha=1"], ["KGW has no parameter 'alpha'"]),
+    (["--param", "gamma"], ["must look like key=value"]),
+    (["--param", "delta=big"], ["delta='big' must be a float"]),
+]
+
+
+def row_counts(path) -> dict:
+    store = Store(path)
+    tables = [row[0] for row in store.cursor().execute("SELECT table_name FROM information_schema.tables").fetchall()]
+    counts = {table: store.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables}
+    store.close()
+    return counts
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A database that already holds an imported run, so 'nothing lost' is visible."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD))
+    path = tmp_path / "fuzz.duckdb"
+    assert main(["import", "--method", "KGW", "--model", "m", "--task", "qa", "--generations", str(good), "--db", str(path)]) == 0
+    return path
+
+
+def assert_refused(args, expected, db, capsys):
+    before = row_counts(db)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and err.count("\n") <= 2, err
+    for text in expected:
+        assert text in err, (text, err)
+    assert row_counts(db) == before
+
+
+@pytest.mark.parametrize("kind, name, content, expected", IMPORT_FILES)
+def test_malformed_import_files(tmp_path, db, capsys, kind, name, content, expected):
+    files = {"generations": tmp_path / "g.json", "detection": tmp_path / "d.json", "judged": tmp_path / "j.json"}
+    files["generations"].write_text(json.dumps(GOOD))
+    files["detection"].write_text(json.dumps(DETECTION))
+    files["judged"].write_text(json.dumps(JUDGED))
+    files[kind] = tmp_path / name
+    files[kind].write_bytes(content)
+    args = ["import", "--method", "KGW", "--model", "m2", "--task", "qa", "--db", str(db)]
+    for option, path in files.items():
+        args += [f"--{option}", str(path)]
+    assert_refused(args, expected, db, capsys)
+
+
+@pytest.mark.parametrize("name, content, expected", DATASETS)
+def test_malformed_datasets_for_generate(tmp_path, db, capsys, name, content, expected):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    assert_refused(["generate", "--task", "qa", "--method", "KGW", "--dataset", str(path), "--db", str(db)],
+                   expected, db, capsys)
+
+
+@pytest.mark.parametrize("extra, expected", GENERATE_ARGUMENTS)
+def test_bad_generate_arguments_are_refused_before_any_work(db, capsys, extra, expected):
+    assert_refused(["generate", "--task", "qa", "--method", "KGW", "--db", str(db), *extra], expected, db, capsys)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--run", "nope", "--backend", "local"], ["No run 'nope'"]),
+    (["--all", "--backend", "compatible", "--judge-model", "m"], ["needs --base-url"]),
+    (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1"], ["needs --judge-model"]),
+    (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
+      "--api-key-env", "FWSAPP_TEST_UNSET_KEY"], ["FWSAPP_TEST_UNSET_KEY: that environment variable is not set"]),
+    (["--all", "--backend", "local", "--concurrency", "0"], ["--concurrency must be at least 1"]),
+])
+def test_bad_judge_arguments(db, capsys, extra, expected):
+    assert_refused(["judge", *extra, "--db", str(db)], expected, db, capsys)
+
+
+@pytest.mark.parametrize("name, content", [("notes.json", b'{"a": 1}'), ("table.csv", b"a,b\n1,2\n"),
+                                           ("data.parquet", b"PAR1\x00\x00PAR1")])
+def test_a_database_path_that_is_another_file_is_refused_and_left_alone(tmp_path, capsys, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["runs", "--db", str(path)]) == 2
+    assert "exists and is not a DuckDB database" in capsys.readouterr().err
+    assert path.read_bytes() == content
+
+
+def test_a_truncated_database_gets_one_line_saying_how_to_recover(tmp_path, db, capsys):
+    data = db.read_bytes()
+    broken = tmp_path / "broken.duckdb"
+    broken.write_bytes(data[: len(data) // 3])
+    assert main(["runs", "--db", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "may be truncated or damaged" in err and "move it aside" in err and "Traceback" not in err
