@@ -4,6 +4,7 @@ Run: .venv/bin/python -m bench.cuda_rng [--tokens 64] [--repeats 3]
 
 1. Generation on the embedded model (batch 8): KGW (or --methods) with rng=cuda (emulated) against rng=cpu,
    arms interleaved, each repetition with a fresh watermark (cold green-list cache). Target ≤ 1.10×.
+3. One green list: the emulation against torch.randperm on the CPU generator, 200 seeds per vocabulary size.
 2. Re-detection of 400 texts of the paper's QA logs (200 watermarked, 200 references): JSL-MedLlama-3's
    128,256-token vocabulary against BioMistral's 32,000, cold caches. Target ≤ 2×.
 """
@@ -68,6 +69,19 @@ def redetection(repeats: int) -> None:
     print(f"ratio 128,256 / 32,000: {results[128256] / results[32000]:.2f}x")
 
 
+def green_list_costs() -> None:
+    import torch
+
+    from fwsapp.watermark import cuda_rng
+
+    cuda_rng.green_mask(1000, 1, 500)  # compiled before timing
+    for n in (32000, 49152, 128256):
+        emulated = median_seconds(lambda: [cuda_rng.green_mask(n, seed, n // 2) for seed in range(200)], 1) / 200
+        generator = torch.Generator()
+        cpu = median_seconds(lambda: [torch.randperm(n, generator=generator.manual_seed(seed)) for seed in range(200)], 1) / 200
+        print(f"one green list at {n:,} tokens: emulated CUDA {emulated * 1000:.2f} ms, torch CPU {cpu * 1000:.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=64)
@@ -76,6 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     generation(args.tokens, args.repeats, args.methods)
     redetection(args.repeats)
+    green_list_costs()
 
 
 if __name__ == "__main__":

@@ -126,7 +126,8 @@ def judged_rating_db(path, n=3):
 
 
 HOSTILE = ('Diabetes mellitus <script>window.__pwned = 1</script> and gout '
-           '<img src=x onerror="window.__pwned = 2"> with **asthma**.')
+           '<img src=x onerror="window.__pwned = 2"> with **asthma**. ![pixel](http://evil.example/pixel.png) '
+           '[click](http://evil.example/link) :red[alarm] $x^2$')
 
 
 def hostile_entity_db(path):
@@ -138,7 +139,8 @@ def hostile_entity_db(path):
     from fwsapp.importer import LogFile, import_logs
     from fwsapp.store import Store
 
-    rows = [{"prompt": "What is <b>gout</b>?", "natural_text": "Gout and diabetes mellitus are common.",
+    rows = [{"prompt": "What is <b>gout</b>? ![p](http://evil.example/prompt.png)",
+             "natural_text": "Gout and diabetes mellitus are common.",
              "unwatermarked_text": "Gout is common; diabetes mellitus too.", "watermarked_text": HOSTILE}]
     store = Store(path)
     run_id = import_logs(store, method="KGW", model="m", task_name="qa",

@@ -73,6 +73,8 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
     hostile_entity_db(db)
     with start_streamlit(tmp_path, db) as url:
         page = browser_page
+        outgoing = []
+        page.on("request", lambda request: outgoing.append(request.url))
         page.goto(url)
         page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
         page.get_by_role("link", name="Entities", exact=True).click()
@@ -81,6 +83,11 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
         assert page.evaluate("window.__pwned") is None  # neither the script nor the onerror ran
         assert page.locator("main img[src='x']").count() == 0
         assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
+        assert page.get_by_text("![pixel](http://evil.example/pixel.png)", exact=False).count() >= 1
+        assert page.get_by_text(":red[alarm] $x^2$", exact=False).count() >= 1
+        assert page.locator("main a[href*='evil.example']").count() == 0
+        page.wait_for_timeout(1000)
+        assert not [request for request in outgoing if "evil.example" in request]  # nothing was fetched
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "entities-escaping.png"), full_page=True)
 

@@ -108,3 +108,20 @@ def test_entropy_of_a_known_distribution():
     assert token_entropy(uniform).item() == pytest.approx(math.log(8))
     two = torch.tensor([[0.0, 0.0, -math.inf, -math.inf]])
     assert token_entropy(two).item() == pytest.approx(math.log(2))
+
+
+def test_a_prompt_longer_than_the_context_is_cut_from_the_left_with_a_warning(lm, store, tmp_path, monkeypatch):
+    import json
+
+    import pytest
+
+    from fwsapp.generate import RunConfig, run_generation
+
+    dataset = tmp_path / "long.json"
+    monkeypatch.setattr(lm.model.config, "max_position_embeddings", 256)  # a small context keeps the test fast
+    long_prompt = " ".join(["gout"] * 2000) + " What is gout?"
+    dataset.write_text(json.dumps([{"prompt": long_prompt, "reference": "Arthritis."}]))
+    config = RunConfig(task="qa", method="KGW", dataset=str(dataset), n=1, max_new_tokens=4, batch_size=1)
+    with pytest.warns(UserWarning, match=r"sample 0: the prompt has [\d,]+ tokens, more than the [\d,]+ that fit"):
+        run_id = run_generation(config, store, lm)
+    assert store.count("generations", run_id) == 1

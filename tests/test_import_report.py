@@ -150,3 +150,25 @@ def test_prompts_align_from_a_dataset_and_reimport_is_idempotent(store, tmp_path
     assert first == second and store.count("generations", first) == 2
     rows = store.generations(first)
     assert rows.prompt.tolist() == ["Q?", "R?"] and rows.watermarked_text[0] == "A w."
+
+
+def test_reimporting_the_same_files_keeps_verdicts_and_analyses(store):
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run, load_recognizer
+
+    rows = [{"prompt": "What is gout?", "watermarked_text": "Gout is arthritis with diabetes mellitus.",
+             "unwatermarked_text": "Gout is a kind of arthritis.", "natural_text": "Gout is arthritis."}]
+    log = LogFile("g.json", json.dumps(rows).encode())
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=log)
+    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    store.write_rows("judgments", run_id, [{
+        "sample_idx": 0, "judge_model": "gpt-4o", "prompt_version": "v1", "watermarked_first": True,
+        "texts_hash": "h", "status": "ok", "scores_watermarked": [3.0, 3.0, 3.0], "scores_unwatermarked": [4.0, 4.0, 4.0]}])
+    counts = {table: store.count(table, run_id) for table in ("judgments", "entities", "entity_analyses", "metrics")}
+    assert counts["judgments"] == 1 and counts["entities"] >= 1
+    assert import_logs(store, method="KGW", model="m", task_name="qa", generations=log) == run_id
+    assert {table: store.count(table, run_id) for table in counts} == counts
+    # Other content under the same method, model and task is another run: the first keeps everything.
+    changed = LogFile("g.json", json.dumps([{**rows[0], "watermarked_text": "Gout."}]).encode())
+    assert import_logs(store, method="KGW", model="m", task_name="qa", generations=changed) != run_id
+    assert {table: store.count(table, run_id) for table in counts} == counts

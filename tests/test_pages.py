@@ -280,3 +280,39 @@ def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
     app.number_input(key="generate-KGW-gamma").set_value(0.0).run()
     assert not app.exception
     assert "gamma=0.0 is out of range; it must be in (0, 1)" in app.error[0].value
+
+
+def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
+    """Judge, Rate and Entities on an imported file whose texts carry HTML, links, images and Streamlit syntax."""
+    import json
+
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run, load_recognizer
+    from fwsapp.human import sample_items
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+    from tests.conftest import HOSTILE
+
+    rows = [{"prompt": "Is gout [bad](http://evil.example/q)?", "watermarked_text": HOSTILE,
+             "unwatermarked_text": "Gout :material/warning: is common ![i](http://evil.example/u.png).",
+             "natural_text": "Gout and diabetes mellitus $y$."}]
+    judged = [{"sample_id": "0", "w_output": HOSTILE, "uw_output": "x", "randomized": "False",
+               "judge_output": "[[A]]: [3, 3, 3] ![j](http://evil.example/j.png)\n[[B]]: [4, 4, 4]"}]
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()),
+                         judged=LogFile("j.json", json.dumps(judged).encode()))
+    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    sample_items(store, run_id, fraction=1.0)
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    for page in ("pages/judge.py", "pages/rate.py", "pages/entities.py"):
+        app.switch_page(page).run()
+        if page == "pages/rate.py":
+            app.text_input[0].set_value("Dr Ann").run()
+        assert not app.exception, page
+        shown = [element.value for element in list(app.markdown) + list(app.caption)]
+        assert any("evil&#46;example" in text for text in shown), page  # the hostile text is on the page…
+        for text in shown:  # …and nothing of it is live
+            assert "](" not in text and "<script" not in text and ":red[" not in text and "http://" not in text, (page, text)

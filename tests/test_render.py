@@ -1,0 +1,45 @@
+"""Stored text is data: every hostile string renders as itself, with no HTML, Markdown or Streamlit syntax live."""
+import re
+import string
+
+import pandas as pd
+import pytest
+
+from fwsapp.render import highlight_entities, inert, message, token_view
+
+HOSTILE = [
+    "![x](http://evil.example/pixel.png)",
+    "[click](http://evil.example/) and http://evil.example/bare and www.evil.example",
+    ":red[alarm] :material/warning: :smile:",
+    "$x^2$ and $$\\int f$$",
+    "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>",
+    "# heading\n> quote\n| a | b |\n|---|---|\n- item\n1. item",
+    "**bold** _it_ `code` ~~strike~~ <b>b</b> &amp; &#60;",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_no_syntax_survives(text):
+    rendered = inert(text)
+    # Only character references and the line-break tag remain: no raw punctuation at all.
+    leftover = re.sub(r"&#\d+;|<br>", "", rendered)
+    assert not set(leftover) & set(string.punctuation), leftover
+    # …and they decode back to exactly the text.
+    decoded = re.sub(r"&#(\d+);", lambda match: chr(int(match.group(1))), rendered.replace("<br>", "\n"))
+    assert decoded == text
+
+
+def test_messages_break_lines_as_markdown_and_keep_letters():
+    assert message("a.json, row 2\nbad") == "a&#46;json&#44; row 2  \nbad"
+    assert inert(None) == "" and inert("Gout 2") == "Gout 2"
+
+
+def test_entity_highlight_and_token_view_wrap_only_inert_text():
+    text = "Gout [x](http://evil.example) and asthma"
+    entities = pd.DataFrame([{"start_char": 0, "end_char": 4, "introduced": True, "hallucinated": False,
+                              "closest_reference": '"><script>', "similarity": 0.4}])
+    html = highlight_entities(text, entities)
+    assert "](" not in html and "http://" not in html and "<script>" not in html
+    assert 'title="introduced: closest reference entity &quot;&gt;&lt;script&gt; (similarity 0.40)"' in html
+    view = token_view(["![a](", "http://x"], [1, 0])
+    assert "](" not in view and "http://" not in view and view.count("<span") == 2
