@@ -1,4 +1,4 @@
-"""Command line: `python -m fwsapp generate|runs|export|report`."""
+"""Command line: `python -m fwsapp generate|runs|export|detect|score|judge|analyze|import|report`."""
 from __future__ import annotations
 
 import argparse
@@ -22,16 +22,40 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser; with `lists_params`, its --help ends with every method's parameters, their valid
+    values and help, read from the methods' own declarations (imported only when help is asked for)."""
+
+    lists_params = False
+
+    def format_help(self) -> str:
+        if self.lists_params:
+            from fwsapp.watermark import METHODS
+
+            lines = ["method parameters (--param KEY=VALUE; default, valid values, meaning):"]
+            for name, method in METHODS.items():
+                lines.append(f"  {name}")
+                for key, default in method.defaults.items():
+                    spec = method.param_specs.get(key)
+                    detail = f"{spec.describe()}; {spec.help}" if spec else ""
+                    lines.append(f"    {key}={default}  {detail}".rstrip())
+            self.epilog = "\n".join(lines)
+            self.formatter_class = argparse.RawDescriptionHelpFormatter
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
 
     generate = commands.add_parser("generate", help="generate unwatermarked and watermarked outputs; prints the run id")
     generate.add_argument("--task", required=True, choices=["completion", "qa", "summarization"])
     generate.add_argument("--dataset", default="demo", help="'demo' or a JSON, JSONL or CSV file")
     generate.add_argument("--model", default=None, help="registry name, Hugging Face id or local path")
     generate.add_argument("--method", required=True)
-    generate.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    generate.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                          help="a method parameter; each method's are listed below")
+    generate.lists_params = True
     generate.add_argument("--n", type=int, default=4)
     generate.add_argument("--max-new-tokens", type=int, default=64)
     generate.add_argument("--batch-size", type=int, default=4)
@@ -80,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Re-detect: every stored text of the run (watermarked, unwatermarked, reference) scored as "
                     "MarkLLM's detection scores it. Results are a detection set beside the stored scores.")
     _targets(detect)
+    detect.lists_params = True
     detect.add_argument("--method", help="default: the run's own method")
     detect.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")

@@ -6,15 +6,22 @@ and quotes. Escaping only HTML leaves all of that live: an imported text with `!
 a reviewer's browser fetch that URL. So every ASCII punctuation character becomes a numeric character
 reference: the markdown parser decodes it back to the same character after parsing, as text, so the page
 shows the text literally and no syntax survives. Letters, digits and spaces are left alone.
+
+GFM's autolinking still runs on the decoded text (a browser test showed `http://…` turned into a live
+link), so an invisible word joiner (U+2060) follows every ':' and '@' and splits 'www.': no scheme,
+e-mail address or www. name is recognised, and the text reads the same.
 """
 from __future__ import annotations
 
 import html
+import re
 import string
 
 import pandas as pd
 
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
+WORD_JOINER = "\u2060"
+_AUTOLINK_TRIGGERS = re.compile(r"(?<=[:@])|(?i:(?<=www)(?=\.))")
 
 
 def inert(text: str | None, line_breaks: str = "<br>") -> str:
@@ -22,7 +29,8 @@ def inert(text: str | None, line_breaks: str = "<br>") -> str:
     newlines become `line_breaks` (use "  \n" where HTML is not allowed, as in st.error)."""
     if text is None:
         return ""
-    return str(text).translate(_INERT).replace("\r\n", "\n").replace("\n", line_breaks)
+    unlinkable = _AUTOLINK_TRIGGERS.sub(WORD_JOINER, str(text))
+    return unlinkable.translate(_INERT).replace("\r\n", "\n").replace("\n", line_breaks)
 
 
 def message(text: str) -> str:

@@ -131,7 +131,7 @@ HOSTILE = ('Diabetes mellitus <script>window.__pwned = 1</script> and gout '
 
 
 def hostile_entity_db(path):
-    """An imported run whose texts carry HTML and script, analysed for disease entities."""
+    """An imported run whose texts and judge log carry HTML, script and Markdown, analysed for disease entities."""
     import json
 
     from fwsapp.encoder import load_encoder
@@ -142,9 +142,12 @@ def hostile_entity_db(path):
     rows = [{"prompt": "What is <b>gout</b>? ![p](http://evil.example/prompt.png)",
              "natural_text": "Gout and diabetes mellitus are common.",
              "unwatermarked_text": "Gout is common; diabetes mellitus too.", "watermarked_text": HOSTILE}]
+    judged = [{"sample_id": "0", "w_output": HOSTILE, "uw_output": rows[0]["unwatermarked_text"], "randomized": "False",
+               "judge_output": f"[[A]]: [3, 3, 3] {HOSTILE}\n[[B]]: [4, 4, 4]"}]
     store = Store(path)
     run_id = import_logs(store, method="KGW", model="m", task_name="qa",
-                         generations=LogFile("g.json", json.dumps(rows).encode()))
+                         generations=LogFile("g.json", json.dumps(rows).encode()),
+                         judged=LogFile("j.json", json.dumps(judged).encode()))
     analyze_run(store, run_id, load_recognizer(), load_encoder())
     store.close()
     return run_id

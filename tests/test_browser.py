@@ -86,6 +86,9 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
         assert page.get_by_text("![pixel](http://evil.example/pixel.png)", exact=False).count() >= 1
         assert page.get_by_text(":red[alarm] $x^2$", exact=False).count() >= 1
         assert page.locator("main a[href*='evil.example']").count() == 0
+        page.get_by_role("link", name="Judge", exact=True).click()
+        page.get_by_text("[[A]]: [3, 3, 3] Diabetes mellitus <script>", exact=False).first.wait_for(timeout=60_000)
+        assert page.locator("main a[href*='evil.example']").count() == 0 and page.evaluate("window.__pwned") is None
         page.wait_for_timeout(1000)
         assert not [request for request in outgoing if "evil.example" in request]  # nothing was fetched
         ARTIFACTS.mkdir(exist_ok=True)

@@ -181,3 +181,28 @@ def test_a_truncated_database_gets_one_line_saying_how_to_recover(tmp_path, db, 
     assert main(["runs", "--db", str(broken)]) == 2
     err = capsys.readouterr().err
     assert "may be truncated or damaged" in err and "move it aside" in err and "Traceback" not in err
+
+
+def test_a_folder_that_is_not_a_model_is_named_as_such(tmp_path, db, capsys):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("not a model")
+    assert_refused(["generate", "--task", "qa", "--method", "KGW", "--model", str(folder), "--n", "1", "--db", str(db)],
+                   ["the folder has no config.json, so it is not a model folder"], db, capsys)
+
+
+def test_help_lists_each_methods_parameters_with_their_ranges(capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    out = capsys.readouterr().out
+    assert "gamma=0.5  in (0, 1); share of the vocabulary that is green" in out
+    assert "rng=cuda  one of cuda, cpu" in out and "prefix_length=1  ≥ 1" in out
+
+
+def test_json_lines_are_accepted_as_generations(tmp_path, db, capsys):
+    lines = tmp_path / "g.jsonl"
+    lines.write_text("\n".join(json.dumps(row) for row in GOOD) + "\n")
+    assert main(["import", "--method", "KGW", "--model", "m3", "--task", "qa", "--generations", str(lines),
+                 "--db", str(db)]) == 0
+    run_id = capsys.readouterr().out.strip()
+    assert Store(db).count("generations", run_id) == 3

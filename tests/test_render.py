@@ -5,7 +5,7 @@ import string
 import pandas as pd
 import pytest
 
-from fwsapp.render import highlight_entities, inert, message, token_view
+from fwsapp.render import WORD_JOINER, highlight_entities, inert, message, token_view
 
 HOSTILE = [
     "![x](http://evil.example/pixel.png)",
@@ -15,6 +15,7 @@ HOSTILE = [
     "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>",
     "# heading\n> quote\n| a | b |\n|---|---|\n- item\n1. item",
     "**bold** _it_ `code` ~~strike~~ <b>b</b> &amp; &#60;",
+    "write to doctor@evil.example or see WWW.evil.example and https://evil.example",
 ]
 
 
@@ -24,13 +25,15 @@ def test_no_syntax_survives(text):
     # Only character references and the line-break tag remain: no raw punctuation at all.
     leftover = re.sub(r"&#\d+;|<br>", "", rendered)
     assert not set(leftover) & set(string.punctuation), leftover
-    # …and they decode back to exactly the text.
+    # …and they decode back to exactly the text, with invisible word joiners that stop GFM's autolinks.
     decoded = re.sub(r"&#(\d+);", lambda match: chr(int(match.group(1))), rendered.replace("<br>", "\n"))
-    assert decoded == text
+    assert decoded.replace(WORD_JOINER, "") == text
+    assert not re.search(r"(?i)https?://|www\.|\w@\w", decoded)
 
 
 def test_messages_break_lines_as_markdown_and_keep_letters():
     assert message("a.json, row 2\nbad") == "a&#46;json&#44; row 2  \nbad"
+    assert inert("mail a@b.org") == "mail a&#64;\u2060b&#46;org"
     assert inert(None) == "" and inert("Gout 2") == "Gout 2"
 
 
