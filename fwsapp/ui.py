@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from fwsapp import render
 from fwsapp.export import run_table
 from fwsapp.entropy import token_values
 from fwsapp.fws import judge_aspects, metric_aspects, ratio_sweep, run_means
@@ -270,7 +271,8 @@ def job_status(kind: str, noun: str, body=None) -> None:
         if job is None:
             return
         if job.status == "failed":
-            st.error(f"{job.label} failed: {job.message}. Finished work is kept; start it again to resume.")
+            st.error(render.message(f"{job.label} failed: {job.message}. Finished work is kept; start it again to "
+                                    "resume."))
         elif job.status == "cancelled":
             st.warning(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to resume.")
         elif job.finished:

@@ -83,11 +83,13 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
         assert page.evaluate("window.__pwned") is None  # neither the script nor the onerror ran
         assert page.locator("main img[src='x']").count() == 0
         assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
-        assert page.get_by_text("![pixel](http://evil.example/pixel.png)", exact=False).count() >= 1
-        assert page.get_by_text(":red[alarm] $x^2$", exact=False).count() >= 1
+        # Shown literally; a word joiner (invisible) after each ':' keeps the URLs from being linkified.
+        assert page.get_by_text("![pixel](http:", exact=False).count() >= 1
+        assert page.get_by_text("//evil.example/pixel.png) [click](http:", exact=False).count() >= 1
+        assert page.get_by_text("red[alarm] $x^2$", exact=False).count() >= 1  # shown, not coloured or typeset
         assert page.locator("main a[href*='evil.example']").count() == 0
         page.get_by_role("link", name="Judge", exact=True).click()
-        page.get_by_text("[[A]]: [3, 3, 3] Diabetes mellitus <script>", exact=False).first.wait_for(timeout=60_000)
+        page.get_by_text("[3, 3, 3] Diabetes mellitus <script>", exact=False).first.wait_for(timeout=60_000)
         assert page.locator("main a[href*='evil.example']").count() == 0 and page.evaluate("window.__pwned") is None
         page.wait_for_timeout(1000)
         assert not [request for request in outgoing if "evil.example" in request]  # nothing was fetched

@@ -35,16 +35,17 @@ MASK32 = 0xFFFFFFFF
 def _philox(c0, c1, c2, c3, k0, k1):
     """Philox4x32-10: ten rounds over a 128-bit counter with a 64-bit key (Salmon et al., 2011).
 
-    Words are held in uint64 lanes (low 32 bits used), which lets the compiler vectorise the rounds.
+    Words are held in uint64 lanes with their high halves masked off explicitly, which lets the compiler
+    use 32×32→64-bit vector multiplies (vpmuludq) and vectorise the rounds across elements.
     """
     low = np.uint64(MASK32)
-    c0, c1, c2, c3 = np.uint64(c0), np.uint64(c1), np.uint64(c2), np.uint64(c3)
-    k0, k1 = np.uint64(k0), np.uint64(k1)
+    c0, c1, c2, c3 = np.uint64(c0) & low, np.uint64(c1) & low, np.uint64(c2) & low, np.uint64(c3) & low
+    k0, k1 = np.uint64(k0) & low, np.uint64(k1) & low
     for _ in range(10):
-        product0 = np.uint64(PHILOX_M0) * c0
-        product1 = np.uint64(PHILOX_M1) * c2
-        c0, c1, c2, c3 = ((product1 >> np.uint64(32)) ^ c1 ^ k0, product1 & low,
-                          (product0 >> np.uint64(32)) ^ c3 ^ k1, product0 & low)
+        product0 = np.uint64(PHILOX_M0) * (c0 & low)
+        product1 = np.uint64(PHILOX_M1) * (c2 & low)
+        c0, c1, c2, c3 = (((product1 >> np.uint64(32)) ^ c1 ^ k0) & low, product1 & low,
+                          ((product0 >> np.uint64(32)) ^ c3 ^ k1) & low, product0 & low)
         k0 = (k0 + np.uint64(PHILOX_W0)) & low
         k1 = (k1 + np.uint64(PHILOX_W1)) & low
     return c0, c1, c2, c3
@@ -63,33 +64,49 @@ def grid_blocks(n: int, cuda_blocks: int | None = None) -> int:
 
 @numba.njit(cache=True, inline="always")
 def _modulo_range(value, int32_keys):
-    """value mod range, without a 64-bit division: random_(int_min, int_max) has range 2**32 - 1 on int32
-    keys and 2**64 - 1 on int64 keys, and x mod (2**k - 1) folds the high half onto the low one."""
-    if not int32_keys:
-        return np.uint64(0) if value == np.uint64(0xFFFFFFFFFFFFFFFF) else value
-    folded = (value >> np.uint64(32)) + (value & np.uint64(MASK32))
-    folded = (folded >> np.uint64(32)) + (folded & np.uint64(MASK32))
-    return np.uint64(0) if folded == np.uint64(MASK32) else folded
+    """value mod range, with neither a 64-bit division nor a branch (so loops over it vectorise):
+    random_(int_min, int_max) has range 2**32 - 1 on int32 keys and 2**64 - 1 on int64 keys, and
+    x mod (2**k - 1) folds the high half onto the low one."""
+    all_ones, low, shift = np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(MASK32), np.uint64(32)
+    wide = value - value * np.uint64(value == all_ones)
+    folded = (value >> shift) + (value & low)
+    folded = (folded >> shift) + (folded & low)
+    narrow = folded - folded * np.uint64(folded == low)
+    return wide + np.uint64(int32_keys) * (narrow - wide)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _sort_keys(n, seed, stride, bits):
+@numba.njit(cache=True, fastmath=True, error_model="numpy", boundscheck=False)
+def _fill_keys(keys, start, count, call, second_half, seed, int32_keys, mask):
+    """keys[start + t] for threads t < count: the call-th curand4 of thread t, curand_init(seed, t, 0),
+    reads counter (call, 0, t, 0); the first half of the elements takes its (x, y), the second its (z, w).
+    Written as one flat loop (no tuples, no branches) so the compiler vectorises it."""
+    low, shift = np.uint64(MASK32), np.uint64(32)
+    seed_low, seed_high = np.uint64(seed) & low, (np.uint64(seed) >> shift) & low
+    pick_second = np.uint64(second_half)
+    for thread in range(count):
+        c0, c1, c2, c3 = np.uint64(call) & low, np.uint64(0), np.uint64(thread) & low, np.uint64(0)
+        k0, k1 = seed_low, seed_high
+        for _ in range(10):
+            product0 = np.uint64(PHILOX_M0) * (c0 & low)
+            product1 = np.uint64(PHILOX_M1) * (c2 & low)
+            c0, c1, c2, c3 = (((product1 >> shift) ^ c1 ^ k0) & low, product1 & low,
+                              ((product0 >> shift) ^ c3 ^ k1) & low, product0 & low)
+            k0 = (k0 + np.uint64(PHILOX_W0)) & low
+            k1 = (k1 + np.uint64(PHILOX_W1)) & low
+        first = (c0 << shift) | c1
+        value = first + pick_second * (((c2 << shift) | c3) - first)
+        keys[start + thread] = _modulo_range(value, int32_keys) & mask
+
+
+def _sort_keys(n: int, seed: int, stride: int, bits: int) -> np.ndarray:
     """Each element's sort key: its draw's (value mod range) masked to the low `bits` bits."""
-    k0, k1 = np.uint32(seed & MASK32), np.uint32((seed >> 32) & MASK32)
-    int32_keys = bits <= 32
     mask = np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1)
     keys = np.empty(n, dtype=np.uint64)
     for call in range((n - 1) // (UNROLL * stride) + 1):
         base = call * UNROLL * stride
-        firsts = min(stride, n - base)
-        # curand_init(seed, subsequence=thread, offset=0): the call-th curand4 reads counter (call, 0, thread, 0).
-        # One branch-free loop per half, so the compiler vectorises the rounds.
-        for thread in range(firsts):
-            x, y, z, w = _philox(np.uint32(call), np.uint32(0), np.uint32(thread), np.uint32(0), k0, k1)
-            keys[base + thread] = _modulo_range((x << np.uint64(32)) | y, int32_keys) & mask
-        for thread in range(max(0, min(stride, n - base - stride))):
-            x, y, z, w = _philox(np.uint32(call), np.uint32(0), np.uint32(thread), np.uint32(0), k0, k1)
-            keys[base + stride + thread] = _modulo_range((z << np.uint64(32)) | w, int32_keys) & mask
+        _fill_keys(keys, base, min(stride, n - base), call, 0, seed, bits <= 32, mask)
+        if n > base + stride:
+            _fill_keys(keys, base + stride, min(stride, n - base - stride), call, 1, seed, bits <= 32, mask)
     return keys
 
 
