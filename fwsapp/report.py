@@ -168,11 +168,14 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
     for run_id, sets in summaries.items():
         for entry in sets:
             agreement = entry["agreement"] or {}
+            params = entry["params"]
+            generator = params.get("rng", "–") + (f", {params['cuda_blocks']} blocks" if params.get("cuda_blocks") else "")
+            # What tells the sets apart first (tokenizer, generator, agreement), so it stays in view.
             rows.append({
                 "run": f"{run_id} · {entry['set_id']}", "method": entry["method"], "tokenizer": entry["tokenizer"],
+                "green lists": generator, "max |Δ| vs imported": agreement.get("max_abs_diff"),
                 "AUROC": entry["auroc"],
                 **{f"TPR@FPR={key}": value for key, value in (entry["tpr_at_fpr"] or {}).items()},
-                "texts scored": entry["texts_scored"], "negatives": entry["negatives"],
-                "max |Δ| vs imported": agreement.get("max_abs_diff"), "params": json.dumps(entry["params"]),
+                "texts scored": entry["texts_scored"], "negatives": entry["negatives"], "params": json.dumps(params),
             })
     return pd.DataFrame(rows)
