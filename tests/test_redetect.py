@@ -204,3 +204,29 @@ def test_runs_stored_before_the_rng_parameter_keep_the_cpu_lists(tmp_path):
     store = Store(path)
     assert store.run("old")["params"] == {"gamma": 0.5, "rng": "cpu"}
     assert store.run("exp")["params"] == {"gamma": 0.5} and store.run("imp")["params"] == {"gamma": 0.5}
+
+
+def test_exp_edit_reads_markllms_key_sequence_and_aligns_every_token():
+    """MarkLLM's ξ comes from its pure-Python Mersenne twister (the test oracle, loaded from its file: the
+    package itself needs a Cython build); xi=markllm draws the same numbers, as float32 like MarkLLM's."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("markllm")
+    if spec is None:
+        pytest.skip("markllm==0.1.5 is the test oracle")
+    from pathlib import Path
+
+    path = Path(spec.submodule_search_locations[0]) / "watermark" / "exp_edit" / "mersenne.py"
+    module_spec = importlib.util.spec_from_file_location("markllm_mersenne", path)
+    mersenne = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(mersenne)
+    from fwsapp.watermark.exp_edit import key_sequence
+
+    oracle = mersenne.MersenneRNG(42)
+    expected = np.array([oracle.rand() for _ in range(3 * 500)], dtype=np.float32).reshape(3, 500)
+    assert np.array_equal(key_sequence(42, 3, 500, "markllm"), expected)
+    watermark = create("EXP-edit", 500, {"xi": "markllm", "align": "all", "sequence_length": 5, "n_runs": 3,
+                                         "pseudo_length": 3})
+    assert watermark.detect(list(range(12))).num_tokens_scored == 12
+    first = create("EXP-edit", 500, {"sequence_length": 5, "n_runs": 3, "pseudo_length": 3})
+    assert first.detect(list(range(12))).num_tokens_scored == 5
