@@ -100,7 +100,7 @@ with st.expander("Re-detect a run: its texts scored under any method, parameters
         columns = st.columns(3)
         target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
         target_run = all_runs[all_runs.run_id == target].iloc[0]
-        watermarks = [name for name in WATERMARKS]
+        watermarks = list(WATERMARKS)
         own_method = target_run.method if target_run.method in watermarks else watermarks[0]
         redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
                                                key=f"redetect-method-{target}")
