@@ -352,7 +352,9 @@ def cmd_detect(args) -> int:
         name = args.tokenizer or tokenizer_for_model(run["model"]) or run["model"]
         if not name:
             raise ValueError(f"{run_id}: its model is unknown, so pass --tokenizer NAME|PATH.")
-        tokenizer = tokenizers.setdefault(name, load_tokenizer(name)) if name not in tokenizers else tokenizers[name]
+        if name not in tokenizers:
+            tokenizers[name] = load_tokenizer(name)
+        tokenizer = tokenizers[name]
         lm = _detector_model(method, name)
         with progress_bar(f"detect {run_id}", "text") as progress:
             set_id = redetect(store, run_id, method, params, tokenizer, lm=lm, progress=progress)

@@ -17,7 +17,7 @@ from fwsapp.data.tasks import strip_prompt, task
 from fwsapp.judge.records import JudgedLogError, paper_judgments
 from fwsapp.metrics.quality import text_metric_rows
 from fwsapp.methods import SCORE_DIRECTIONS, canonical_name
-from fwsapp.store import Store, detection_record
+from fwsapp.store import TEXT_COLUMNS, Store, detection_record
 
 GENERATION_KEYS = ("watermarked_text", "unwatermarked_text", "natural_text")
 DETECTION_KEYS = ("watermarked_scores", "unwatermarked_scores")
@@ -182,7 +182,6 @@ def import_logs(
             for index, value in zip(indices, scores[key]):
                 statistic = {"p": value} if direction == "lower" else {"z": value}
                 detection_rows.append(detection_record(index, kind, method, value, **statistic))
-    metric_rows = text_metric_rows(generation_rows, task_name)
 
     files = [log for log in (generations, detection, judged) if log]
     identity = {
@@ -195,8 +194,9 @@ def import_logs(
     run_id = "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     if store.has_run(run_id):
         return run_id  # the same files again: everything computed for the run since stays
+    metric_rows = text_metric_rows(generation_rows, task_name)
     n = max(len(records), len(scores["watermarked_scores"]) if scores else 0, len(judgments))
-    store.replace_run(
+    store.add_run(
         run_id,
         {
             "config": identity, "model": model, "task": task_name, "method": method, "params": {},
@@ -215,8 +215,7 @@ def _score_rows(rows: list[dict], kind: str, values: list[float], generations: L
         return list(range(len(values))), "by position (no generations)"
     if len(values) == len(rows):
         return list(range(len(rows))), "one score per generation"
-    column = {"watermarked": "watermarked_text", "unwatermarked": "unwatermarked_text", "reference": "reference"}[kind]
-    non_empty = [row["sample_idx"] for row in rows if row[column].split()]
+    non_empty = [row["sample_idx"] for row in rows if row[TEXT_COLUMNS[kind]].split()]
     if len(values) == len(non_empty):
         return non_empty, f"skips the {len(rows) - len(non_empty)} empty {kind} text(s), as MarkLLM does"
     hint = ""

@@ -21,11 +21,9 @@ import pandas as pd
 
 from fwsapp import detection
 from fwsapp.methods import canonical_name
-from fwsapp.store import Store, detection_record
+from fwsapp.store import TEXT_COLUMNS, Store, detection_record
 from fwsapp.tokenizers import TextTokenizer
 
-SCORED_COLUMNS = (("watermarked", "watermarked_text"), ("unwatermarked", "unwatermarked_text"),
-                  ("reference", "reference"))
 CSV_COLUMNS = ["sample_idx", "text", "score", "num_tokens_scored"]
 WRITE_EVERY = 50  # texts per transaction: a killed job keeps what it scored
 
@@ -33,7 +31,7 @@ WRITE_EVERY = 50  # texts per transaction: a killed job keeps what it scored
 def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
     """(sample index, text kind, text as MarkLLM scored it) for every stored text of a run."""
     for row in generations.itertuples():
-        for kind, column in SCORED_COLUMNS:
+        for kind, column in TEXT_COLUMNS.items():
             text = getattr(row, column)
             if isinstance(text, str):
                 yield int(row.sample_idx), kind, text if kind == "reference" else " ".join(text.split())

@@ -198,7 +198,8 @@ MIGRATIONS = [
     """,
 ]
 
-TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
+# Each text kind and the generations column that holds it.
+TEXT_COLUMNS = {"watermarked": "watermarked_text", "unwatermarked": "unwatermarked_text", "reference": "reference"}
 PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments", "entropies", "entities", "entity_analyses",
                   "redetections")
 
@@ -278,12 +279,10 @@ class Store:
                 )
 
     # -- runs ----------------------------------------------------------------------------------
-    def replace_run(self, run_id: str, run: dict, tables: dict[str, list[dict]]) -> None:
-        """Write a whole run (an import) in one transaction, replacing any earlier copy of it."""
+    def add_run(self, run_id: str, run: dict, tables: dict[str, list[dict]]) -> None:
+        """Write a new run with all its rows (an import) in one transaction; an existing run is never
+        replaced, so nothing computed for it since is lost."""
         with self.transaction() as cursor:
-            for table in PER_RUN_TABLES:
-                cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-            cursor.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
             _insert_run(cursor, run_id, run)
             for table, rows in tables.items():
                 if rows:

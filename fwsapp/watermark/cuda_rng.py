@@ -79,20 +79,11 @@ def _modulo_range(value, int32_keys):
 def _fill_keys(keys, start, count, call, second_half, seed, int32_keys, mask):
     """keys[start + t] for threads t < count: the call-th curand4 of thread t, curand_init(seed, t, 0),
     reads counter (call, 0, t, 0); the first half of the elements takes its (x, y), the second its (z, w).
-    Written as one flat loop (no tuples, no branches) so the compiler vectorises it."""
-    low, shift = np.uint64(MASK32), np.uint64(32)
-    seed_low, seed_high = np.uint64(seed) & low, (np.uint64(seed) >> shift) & low
+    Written as one flat, branch-free loop over the inlined rounds so the compiler vectorises it."""
+    shift = np.uint64(32)
     pick_second = np.uint64(second_half)
     for thread in range(count):
-        c0, c1, c2, c3 = np.uint64(call) & low, np.uint64(0), np.uint64(thread) & low, np.uint64(0)
-        k0, k1 = seed_low, seed_high
-        for _ in range(10):
-            product0 = np.uint64(PHILOX_M0) * (c0 & low)
-            product1 = np.uint64(PHILOX_M1) * (c2 & low)
-            c0, c1, c2, c3 = (((product1 >> shift) ^ c1 ^ k0) & low, product1 & low,
-                              ((product0 >> shift) ^ c3 ^ k1) & low, product0 & low)
-            k0 = (k0 + np.uint64(PHILOX_W0)) & low
-            k1 = (k1 + np.uint64(PHILOX_W1)) & low
+        c0, c1, c2, c3 = _philox(call, 0, thread, 0, seed & MASK32, seed >> 32)
         first = (c0 << shift) | c1
         value = first + pick_second * (((c2 << shift) | c3) - first)
         keys[start + thread] = _modulo_range(value, int32_keys) & mask

@@ -48,23 +48,22 @@ class VocabularyShuffle:
         self.rng = rng
         self.cuda_blocks = cuda_blocks or None
         self.native_cuda = rng == "cuda" and _native_cuda(vocab_size, cuda_blocks)
-        if rng == "cpu":
-            self._generator = torch.Generator(device="cpu")
-        elif self.native_cuda:
-            self._generator = torch.Generator(device="cuda")
+        # torch draws the lists itself on the CPU generator, or on a CUDA one that gives the requested grid.
+        self._generator = torch.Generator(device="cpu") if rng == "cpu" else (
+            torch.Generator(device="cuda") if self.native_cuda else None)
 
     def _torch_randperm(self, seed: int) -> np.ndarray:
         self._generator.manual_seed(seed)
         return torch.randperm(self.vocab_size, generator=self._generator, device=self._generator.device).cpu().numpy()
 
     def permutation(self, seed: int) -> np.ndarray:
-        if self.rng == "cpu" or self.native_cuda:
+        if self._generator is not None:
             return self._torch_randperm(seed)
         return cuda_rng.randperm(self.vocab_size, seed, self.cuda_blocks)
 
     def green_mask(self, seed: int, green_size: int) -> np.ndarray:
         """True for the first `green_size` entries of the permutation."""
-        if self.rng == "cpu" or self.native_cuda:
+        if self._generator is not None:
             mask = np.zeros(self.vocab_size, dtype=bool)
             mask[self._torch_randperm(seed)[:green_size]] = True
             return mask
@@ -72,6 +71,6 @@ class VocabularyShuffle:
 
     def rank(self, seed: int, token: int) -> int:
         """The position of `token` in the permutation."""
-        if self.rng == "cpu" or self.native_cuda:
+        if self._generator is not None:
             return int(np.flatnonzero(self._torch_randperm(seed) == token)[0])
         return cuda_rng.rank(self.vocab_size, seed, token, self.cuda_blocks)
