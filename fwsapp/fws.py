@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fwsapp.judge.summary import per_sample_scores
+from fwsapp.metrics import main_config_rows
+
 DEFAULT_ALPHA, DEFAULT_BETA = 0.4, 0.2
 LIKERT_MAX = 5.0
 
@@ -49,8 +52,6 @@ DEFAULT_MAPPING = {"coherence": "simcse", "relevance": "rougeL|f1", "factual_acc
 
 def judge_aspects(judgments) -> pd.DataFrame:
     """Long table (run, sample, kind) -> aspects in [0, 1] from the judge's 1-5 scores (both orders averaged)."""
-    from fwsapp.judge.summary import per_sample_scores
-
     samples = per_sample_scores(judgments)
     if samples.empty:
         return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
@@ -64,11 +65,13 @@ def judge_aspects(judgments) -> pd.DataFrame:
 def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEFAULT_MAPPING) -> pd.DataFrame:
     """Long table (run, sample, kind) -> aspects in [0, 1] from stored metrics, by the given mapping.
 
-    Samples lacking any mapped metric are left out, so every row has all three aspects.
+    Samples lacking any mapped metric are left out, so every row has all three aspects. Each metric is
+    read under its main config (as the report's quality block), so a second oracle never mixes in.
+    This is the one Auto-FWS: the report, the FWS page and the agreement tables all start here.
     """
     if metrics.empty:
         return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
-    wide = metrics.pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric", values="value").reset_index()
+    wide = main_config_rows(metrics).pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric", values="value").reset_index()
     wide = wide.rename(columns={"text_kind": "kind"})
     qa = wide.run_id.map(tasks).eq("qa")
     out = wide[["run_id", "sample_idx", "kind"]].copy()
@@ -92,12 +95,12 @@ def run_means(aspects, runs, detection=None) -> pd.DataFrame:
     FWS is linear in the aspects, so a run's mean FWS is the FWS of its mean aspects: the page computes
     these means once per database revision, and a slider move re-weights a few rows, not every sample.
     """
-    columns = ["run_id", "kind", *ASPECTS, "n", "method", "model", "task"]
+    columns = ["run_id", "kind", *ASPECTS, "n", "method", "model", "task", "params"]
     if aspects.empty:
         return pd.DataFrame(columns=columns + (list(detection.columns[1:]) if detection is not None else []))
     grouped = aspects.groupby(["run_id", "kind"], as_index=False)
     means = grouped[list(ASPECTS)].mean().merge(grouped.size().rename(columns={"size": "n"}), on=["run_id", "kind"])
-    means = means.merge(runs[["run_id", "method", "model", "task"]], on="run_id")
+    means = means.merge(runs[["run_id", "method", "model", "task", "params"]], on="run_id")
     if detection is not None:
         means = means.merge(detection, on="run_id", how="left")
     return means
@@ -114,16 +117,27 @@ def _with_reference(scored) -> pd.DataFrame:
     return pd.concat([plain, scored[scored.kind == "watermarked"]])
 
 
-def fws_table(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> pd.DataFrame:
-    """The paper's Table 4 layout for one source: rows model × method (Unwatermarked first), columns tasks.
-    The unwatermarked row of a model and task averages over that model's runs of the task."""
+def aspect_layout(means) -> dict | None:
+    """The α-free half of the paper's Table 4 for one source: each aspect's mean in the table's layout
+    (rows model × method, Unwatermarked first; columns tasks). The unwatermarked row of a model and task
+    averages over that model's runs of the task. `weigh_layout` turns it into FWS for any α and β."""
     if means.empty:
+        return None
+    rows = _with_reference(means)
+    wide = rows.groupby(["model", "method", "task"])[list(ASPECTS)].mean().unstack("task")
+    keys = wide.index.to_frame(index=False)
+    order = np.lexsort((keys.method.to_numpy(), keys.method.ne("Unwatermarked").to_numpy(), keys.model.to_numpy()))
+    tasks = list(wide[ASPECTS[0]].columns)
+    return {"keys": keys.iloc[order].reset_index(drop=True), "tasks": tasks,
+            **{aspect: wide[aspect].to_numpy(dtype=float)[order] for aspect in ASPECTS}}
+
+
+def weigh_layout(layout: dict | None, alpha: float, beta: float) -> pd.DataFrame:
+    """A Table 4-layout FWS frame from `aspect_layout`: three array operations, whatever the sample count."""
+    if layout is None:
         return pd.DataFrame()
-    rows = _with_reference(fws_by_run(means, alpha, beta))
-    table = rows.groupby(["model", "method", "task"]).fws.mean().unstack("task").reset_index()
-    table.columns.name = None
-    table["_order"] = table.method.ne("Unwatermarked")
-    return table.sort_values(["model", "_order", "method"]).drop(columns="_order").reset_index(drop=True)
+    values = fws(layout["coherence"], layout["relevance"], layout["factual_accuracy"], alpha, beta)
+    return pd.concat([layout["keys"], pd.DataFrame(values, columns=layout["tasks"])], axis=1)
 
 
 def ratio_sweep(means, ratios) -> pd.DataFrame:
@@ -143,22 +157,41 @@ def ranking(table) -> pd.DataFrame:
     return long.sort_values(["model", "task", "rank"])[["model", "task", "rank", "method", "fws"]].reset_index(drop=True)
 
 
-def tradeoff_points(means, detect_column: str, alpha: float, beta: float):
-    """One point per run (method × task × model): detectability against watermarked FWS, the Pareto
-    front over them, and each task's unwatermarked FWS as the reference."""
-    scored = fws_by_run(means, alpha, beta)
-    points = scored[scored.kind == "watermarked"].dropna(subset=[detect_column, "fws"])
-    reference = scored[scored.kind == "unwatermarked"].groupby("task", as_index=False).fws.mean()
-    front = pareto_front(points, detect_column, "fws") if not points.empty else points
+def prepare_views(judge, auto) -> dict:
+    """The α-free inputs of every FWS view, per source ("GPTJ", "Auto"): the Table 4 aspect layout, the
+    watermarked runs (trade-off points) and each task's unwatermarked mean aspects (its reference line).
+    `judge` and `auto` are `run_means` (with detection) of the judge's and the metrics' aspects."""
+    prepared = {}
+    for source, means in (("GPTJ", judge), ("Auto", auto)):
+        prepared[source] = {
+            "layout": aspect_layout(means),
+            "points": means[means.kind == "watermarked"].reset_index(drop=True),
+            "reference": means[means.kind == "unwatermarked"].groupby("task", as_index=False)[list(ASPECTS)].mean(),
+        }
+    return prepared
+
+
+def tradeoff_points(prepared: dict, detect_column: str, alpha: float, beta: float):
+    """One point per run (method × task × model): detectability against watermarked FWS, the Pareto front
+    of each task over them, and each task's unwatermarked FWS as the reference."""
+    points = prepared["points"]
+    points = points.assign(fws=fws(points.coherence, points.relevance, points.factual_accuracy, alpha, beta))
+    points = points.dropna(subset=[detect_column, "fws"])
+    reference = prepared["reference"]
+    reference = reference.assign(fws=fws(reference.coherence, reference.relevance, reference.factual_accuracy,
+                                         alpha, beta))[["task", "fws"]]
+    fronts = [pareto_front(group, detect_column, "fws") for _, group in points.groupby("task")]
+    front = pd.concat(fronts) if fronts else points
     return points, front, reference
 
 
-def fws_views(judge, auto, alpha: float, beta: float, detect_column: str = "auroc", tradeoff_source: str = "GPTJ") -> dict:
-    """Every table and chart input of the FWS page that depends on α and β; no model call, no re-scoring.
-    `judge` and `auto` are `run_means` (with detection) of the judge's and the metrics' aspects."""
-    gptj_table = fws_table(judge, alpha, beta)
-    auto_table = fws_table(auto, alpha, beta)
-    points, front, reference = tradeoff_points(judge if tradeoff_source == "GPTJ" else auto, detect_column, alpha, beta)
+def fws_views(prepared: dict, alpha: float, beta: float, detect_column: str = "auroc",
+              tradeoff_source: str = "GPTJ") -> dict:
+    """Every table and chart input of the FWS page that depends on α and β, from `prepare_views`' α-free
+    parts: a few array operations per slider move, no grouping of samples and no model call."""
+    gptj_table = weigh_layout(prepared["GPTJ"]["layout"], alpha, beta)
+    auto_table = weigh_layout(prepared["Auto"]["layout"], alpha, beta)
+    points, front, reference = tradeoff_points(prepared[tradeoff_source], detect_column, alpha, beta)
     return {
         "gptj": gptj_table, "auto": auto_table,
         "ranking": ranking(gptj_table if not gptj_table.empty else auto_table),

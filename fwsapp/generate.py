@@ -19,10 +19,11 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from fwsapp.data.loaders import DEMO, load_dataset
-from fwsapp.entropy import token_entropy
+from fwsapp.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store, detection_record
-from fwsapp.watermark import Watermark, canonical_name, create, method_class
+from fwsapp import methods
+from fwsapp.watermark import Watermark, canonical_name, create
 
 # MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
 # and a minimum length (MarkLLM's min_length) so every output is long enough to score.
@@ -55,11 +56,11 @@ class RunConfig:
         self.method = canonical_name(self.method)
         if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
             raise ValueError("n, max_new_tokens and batch_size must be positive.")
-        watermark_class = method_class(self.method)
-        watermark_class.checked_params(self.params)  # before any run is created or model loaded
-        if "rng" in watermark_class.defaults and "rng" not in self.params:
+        declared = methods.info(self.method)
+        declared.checked_params(self.params)  # before any run is created or model loaded
+        if "rng" in declared.params and "rng" not in self.params:
             # Recorded explicitly: runs made before the generator became a parameter used the CPU one.
-            self.params = {**self.params, "rng": watermark_class.defaults["rng"]}
+            self.params = {**self.params, "rng": declared.defaults["rng"]}
 
     def resolved_sampling(self) -> dict:
         sampling = {**DEFAULT_SAMPLING, **self.sampling}
@@ -86,6 +87,15 @@ class RunConfig:
     def run_id(self) -> str:
         canonical = json.dumps(self.identity(), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def plain_identity(self) -> dict:
+        """What determines the unwatermarked texts: the identity without the method, its parameters and n
+        (a batch's unwatermarked texts depend on its prompts and seed only)."""
+        return plain_identity(self.identity())
+
+
+def plain_identity(identity: dict) -> dict:
+    return {key: value for key, value in identity.items() if key not in ("method", "params", "n")}
 
 
 class EntropyRecorder(LogitsProcessor):
@@ -154,6 +164,22 @@ def _stop_ids(lm: LoadedModel) -> set[int]:
     ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
     ids.add(lm.tokenizer.eos_token_id)
     return {token for token in ids if token is not None}
+
+
+def stored_plain_batch(store: Store, config: RunConfig, indices: list[int]) -> GeneratedBatch | None:
+    """The unwatermarked batch of `indices` from a stored run with the same plain identity, if one has them all."""
+    wanted = config.plain_identity()
+    for run_id, identity in store.generated_configs().items():
+        if run_id == config.run_id() or plain_identity(identity) != wanted:
+            continue
+        rows = store.generation_rows(run_id, indices)
+        if len(rows) == len(indices) and all(isinstance(row["unwatermarked_text"], str) for row in rows):
+            return GeneratedBatch(
+                texts=[row["unwatermarked_text"] for row in rows],
+                token_ids=[[int(token) for token in row["unwatermarked_ids"]] for row in rows],
+                entropies=[[float(value) for value in row["unwatermarked_entropy"]] for row in rows],
+                seconds=sum(row["unwatermarked_seconds"] or 0.0 for row in rows))
+    return None
 
 
 def generation_row(index: int, sample, plain: GeneratedBatch, marked: GeneratedBatch | None, offset: int,
@@ -232,7 +258,10 @@ def run_generation(
             store.set_status(run_id, "cancelled")
             raise Cancelled(run_id)
         prompts = [_capped_prompt(lm, samples[index].prompt, prompt_limit, index) for index in indices]
-        plain = generate_batch(lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"))
+        # Another method's run on the same prompts and seed already holds this batch's unwatermarked texts:
+        # comparing methods then costs one unwatermarked generation, and every method meets the same baseline.
+        plain = stored_plain_batch(store, config, indices) or generate_batch(
+            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"))
         # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
         marked = None if watermark.post_hoc else generate_batch(
             lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark

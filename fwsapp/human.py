@@ -14,7 +14,6 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -45,10 +44,6 @@ class Item:
     watermarked_first: bool
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
 def sample_items(store: Store, run_id: str, fraction: float = DEFAULT_FRACTION, seed: int = 0) -> int:
     """Add ceil(fraction · n) of the run's samples as rating items; returns how many were new."""
     if not 0 < fraction <= 1:
@@ -58,12 +53,10 @@ def sample_items(store: Store, run_id: str, fraction: float = DEFAULT_FRACTION, 
         raise ValueError(f"Run {run_id} has no samples to rate.")
     rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{run_id}".encode()).digest()[:8], "little"))
     chosen = rng.sample(samples, max(1, math.ceil(fraction * len(samples))))
-    existing = {row[0] for row in store.cursor().execute(
-        "SELECT sample_idx FROM human_items WHERE run_id = ?", [run_id]).fetchall()}
-    new = [(run_id, index, rng.random() < 0.5, _now()) for index in chosen if index not in existing]
+    existing = store.human_item_samples(run_id)
+    new = [(run_id, index, rng.random() < 0.5) for index in chosen if index not in existing]
     if new:
-        with store.transaction() as cursor:
-            cursor.executemany("INSERT INTO human_items VALUES (?, ?, ?, ?)", new)
+        store.add_human_items(new)
     return len(new)
 
 
@@ -78,19 +71,8 @@ def _rater(name: str) -> str:
 
 def next_item(store: Store, rater: str) -> Item | None:
     """The next item for this rater: not yet rated or skipped by them, with fewer than 3 ratings."""
-    row = store.cursor().execute(
-        """SELECT i.run_id, i.sample_idx, i.watermarked_first
-           FROM human_items i
-           LEFT JOIN (SELECT run_id, sample_idx, count(*) AS ratings FROM human_ratings GROUP BY ALL) r
-                  USING (run_id, sample_idx)
-           WHERE coalesce(r.ratings, 0) < ?
-             AND NOT EXISTS (SELECT 1 FROM human_ratings h WHERE h.rater = ? AND h.run_id = i.run_id AND h.sample_idx = i.sample_idx)
-             AND NOT EXISTS (SELECT 1 FROM human_skips s WHERE s.rater = ? AND s.run_id = i.run_id AND s.sample_idx = i.sample_idx)
-           ORDER BY coalesce(r.ratings, 0) DESC, i.run_id, i.sample_idx
-           LIMIT 1""",
-        [RATERS_PER_ITEM, _rater(rater), _rater(rater)],
-    ).fetchone()
-    return Item(row[0], int(row[1]), bool(row[2])) if row else None
+    row = store.next_human_item(_rater(rater), RATERS_PER_ITEM)
+    return Item(*row) if row else None
 
 
 def _check_scores(scores, which: str) -> list[float]:
@@ -105,44 +87,26 @@ def submit_rating(store: Store, rater: str, item: Item, scores_a, scores_b, comm
     rater = _rater(rater)
     a, b = _check_scores(scores_a, "A"), _check_scores(scores_b, "B")
     watermarked, unwatermarked = (a, b) if item.watermarked_first else (b, a)
-    with store.transaction() as cursor:
-        taken = cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE rater = ?) FROM human_ratings WHERE run_id = ? AND sample_idx = ?",
-            [rater, item.run_id, item.sample_idx],
-        ).fetchone()
-        if taken[1]:
-            raise RatingError("You have already rated this item.")
-        if taken[0] >= RATERS_PER_ITEM:
-            raise RatingError(f"This item already has {RATERS_PER_ITEM} ratings; take the next one.")
-        cursor.execute(
-            "INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [rater, item.run_id, item.sample_idx, watermarked, unwatermarked, comment.strip() or None, _now()],
-        )
+    refused = store.add_human_rating(rater, item.run_id, item.sample_idx, watermarked, unwatermarked,
+                                     comment.strip() or None, RATERS_PER_ITEM)
+    if refused == "rated":
+        raise RatingError("You have already rated this item.")
+    if refused == "full":
+        raise RatingError(f"This item already has {RATERS_PER_ITEM} ratings; take the next one.")
 
 
 def skip(store: Store, rater: str, item: Item) -> None:
-    store.cursor().execute(
-        "INSERT OR IGNORE INTO human_skips VALUES (?, ?, ?, ?)", [_rater(rater), item.run_id, item.sample_idx, _now()]
-    )
+    store.add_human_skip(_rater(rater), item.run_id, item.sample_idx)
 
 
 def progress(store: Store, rater: str) -> tuple[int, int]:
     """(items this rater has rated or skipped, items there are to rate)."""
-    rater = _rater(rater)
-    done, total = store.cursor().execute(
-        """SELECT (SELECT count(*) FROM human_ratings WHERE rater = ?) + (SELECT count(*) FROM human_skips WHERE rater = ?),
-                  (SELECT count(*) FROM human_items)""",
-        [rater, rater],
-    ).fetchone()
-    return int(done), int(total)
+    return store.rater_progress(_rater(rater))
 
 
 def ratings(store: Store) -> pd.DataFrame:
     """All ratings, one row per rater × item × text kind, aspects on the 1-5 scale (the CSV export)."""
-    raw = store.cursor().execute(
-        """SELECT h.*, r.method, r.model, r.task FROM human_ratings h JOIN runs r USING (run_id)
-           ORDER BY run_id, sample_idx, rater"""
-    ).df()
+    raw = store.human_ratings()
     rows = []
     for row in raw.itertuples():
         for kind in ("watermarked", "unwatermarked"):

@@ -16,7 +16,7 @@ from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import strip_prompt, task
 from fwsapp.judge.records import JudgedLogError, paper_judgments
 from fwsapp.metrics.quality import text_metric_rows
-from fwsapp.methods import SCORE_DIRECTIONS, canonical_name
+from fwsapp import methods
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
 
 GENERATION_KEYS = ("watermarked_text", "unwatermarked_text", "natural_text")
@@ -141,9 +141,9 @@ def import_logs(
     `negatives` says what the "unwatermarked" scores scored: the human reference (MarkLLM's "natural" mode,
     as in the paper's logs) or the unwatermarked output. Importing the same files again changes nothing.
     """
-    method = canonical_name(method)
+    method = methods.canonical_name(method)
     task(task_name)
-    direction = score_direction or SCORE_DIRECTIONS[method]
+    direction = score_direction or methods.info(method).score_direction
     if direction not in {"higher", "lower"}:
         raise ImportProblem(f"--score-direction must be 'higher' or 'lower', not {direction!r}.")
     if not (generations or detection or judged):

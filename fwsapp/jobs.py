@@ -9,13 +9,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fwsapp.generate import Cancelled, RunConfig, run_generation
-from fwsapp.judge.backends import JudgeError, make_backend
-from fwsapp.judge.runner import JudgeSettings, run_judge
-from fwsapp.metrics.quality import QualityResources, score_run
-from fwsapp.models import EMBEDDED_MODEL, LoadedModel
+from fwsapp import pipeline
+from fwsapp.generate import Cancelled, RunConfig
+from fwsapp.judge.backends import JudgeError
+from fwsapp.judge.runner import JudgeSettings
+from fwsapp.models import LoadedModel
 from fwsapp.store import Store
-from fwsapp.sweeps import grid_points, run_sweep
 
 Work = Callable[[Callable[[int, int], None], threading.Event], str | None]
 
@@ -65,7 +64,7 @@ class JobManager:
 
     def start_generation(self, config: RunConfig) -> Job:
         def work(progress, cancel):
-            run_id = run_generation(config, self.store, self.model_loader(config.model), progress=progress, cancel=cancel)
+            [run_id] = pipeline.generate(self.store, [config], self.model_loader, progress, cancel)
             return f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page."
 
         run_id = config.run_id()
@@ -77,9 +76,9 @@ class JobManager:
                     settings: JudgeSettings, timeout: float = 60.0, api_key: str | None = None) -> Job:
         # The key lives in this closure only: not in the job's key, label or message.
         def work(progress, cancel):
-            loaded = self.model_loader(judge_model or EMBEDDED_MODEL) if backend_kind == "local" else None
-            backend = make_backend(backend_kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key)
-            outcome = run_judge(self.store, run_ids, backend, settings, progress=progress, cancel=cancel)
+            backend = pipeline.judge_backend(self.model_loader, backend_kind, judge_model, base_url, timeout, api_key)
+            outcome = pipeline.judge(self.store, run_ids, self.model_loader, progress, cancel, backend=backend,
+                                     settings=settings)
             if outcome.requested and not outcome.judged and not outcome.stopped:
                 raise JudgeError("no verdict came back. " + outcome.describe(backend.model))
             return outcome.describe(backend.model)
@@ -90,67 +89,46 @@ class JobManager:
     def start_redetect(self, run_id: str, method: str, params: dict, tokenizer_name: str) -> Job:
         """Score a run's stored texts again (see redetect.py); a detection set beside its own scores."""
         def work(progress, cancel):
-            from fwsapp.redetect import redetect
-            from fwsapp.tokenizers import load_tokenizer
-            from fwsapp.watermark import method_class
-
-            tokenizer = load_tokenizer(tokenizer_name)
-            lm = self.model_loader(tokenizer_name) if method_class(method).needs_model else None
-            set_id = redetect(self.store, run_id, method, params, tokenizer, lm=lm, progress=progress, cancel=cancel)
-            return f"Detection set {set_id}: run {run_id} scored with {method} and the {tokenizer_name} tokenizer."
+            [result] = pipeline.detect(self.store, [run_id], self.model_loader, progress, cancel, method=method,
+                                       params=params, tokenizer=tokenizer_name)
+            return f"Detection set {result.set_id}: run {run_id} scored with {method} and the {result.tokenizer} tokenizer."
 
         key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}"
         return self.start("redetect", key, f"Re-detecting {run_id} with {method} ({tokenizer_name})", work)
 
     def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:
+        configs = pipeline.sweep_configs(base, grid)
+
         def work(progress, cancel):
-            run_ids = run_sweep(base, self.store, self.model_loader(base.model), grid, progress=progress, cancel=cancel)
+            run_ids = pipeline.generate(self.store, configs, self.model_loader, progress, cancel)
             self.sweeps[key] = run_ids
             return f"Sweep finished: {len(run_ids)} runs."
 
         key = f"sweep:{base.run_id()}:{sorted(grid.items())}"
         job = self.start("sweep", key, f"{base.method} sweep over {', '.join(grid)}", work)
-        job.total = job.total or len(grid_points(base.method, grid))
+        job.total = job.total or sum(config.n for config in configs)
         return job
 
-    def start_analysis(self, run_ids: list[str], entropy_model: str | None) -> Job:
+    def start_analysis(self, run_ids: list[str], entropy_model: str | None,
+                       threshold: float = pipeline.HALLUCINATION_THRESHOLD) -> Job:
         """Entropies (references; imported texts with `entropy_model`) and disease entities of each run."""
         def work(progress, cancel):
-            from fwsapp.encoder import load_encoder
-            from fwsapp.entities import analyze_run, load_recognizer
-            from fwsapp.entropy import compute_entropies
-
-            recognizer, encoder = load_recognizer(), load_encoder()
-            skipped = []
-            for index, run_id in enumerate(run_ids):
-                if cancel.is_set():
-                    break
-                run = self.store.run(run_id)
-                name = entropy_model if run["imported"] else run["model"]
-                lm = self.model_loader(name) if name else None
-                if lm is not None:
-                    compute_entropies(self.store, run_id, lm)
-                else:
-                    skipped.append(run_id)
-                analyze_run(self.store, run_id, recognizer, encoder, lm.tokenizer if lm else None)
-                progress(index + 1, len(run_ids))
+            analysis = pipeline.analyze(self.store, run_ids, self.model_loader, progress, cancel,
+                                        entropy_model=entropy_model, threshold=threshold)
+            skipped = analysis.skipped
             note = f" Entropy skipped for imported runs {', '.join(skipped)}: choose a model for them." if skipped else ""
-            return f"Analysed {len(run_ids)} run(s).{note}"
+            return f"Analysed {len(analysis.entities)} run(s).{note}"
 
-        job = self.start("analyze", f"analyze:{','.join(run_ids)}:{entropy_model}", f"Analysing {len(run_ids)} run(s)", work)
-        job.total = job.total or len(run_ids)
-        return job
+        key = f"analyze:{','.join(run_ids)}:{entropy_model}:{threshold}"
+        return self.start("analyze", key, f"Analysing {len(run_ids)} run(s)", work)
 
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:
         def work(progress, cancel):
-            resources = QualityResources(self.model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint)
             counts: dict[str, int] = {}
-            for index, run_id in enumerate(run_ids):
-                if cancel.is_set():
-                    break
-                step = lambda done, total, index=index: progress(index * len(metrics) + done, len(run_ids) * len(metrics))  # noqa: E731
-                for metric, count in score_run(self.store, run_id, resources, metrics, progress=step).items():
+            for computed in pipeline.score(self.store, run_ids, self.model_loader, progress, cancel, metrics=metrics,
+                                           oracle=oracle, alignscore_checkpoint=alignscore_checkpoint).values():
+                for metric, count in computed.items():
                     counts[metric] = counts.get(metric, 0) + count
             return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values."
 

@@ -1,28 +1,293 @@
-"""Every watermark and detector name fwsapp knows, with its score direction; importable without torch.
+"""The method registry: every watermark and post-hoc detector fwsapp knows, declared once; importable without torch.
 
-p-value scores (EXP-edit) are "lower is watermarked"; all others are "higher". Names are
-case-insensitive, and the paper's file spellings (DIP, EXPEdit) are aliases.
+Each entry says what the CLI, the pages, sweeps and detection need to know about a method without
+loading it: its name and aliases (the paper's file spellings DIP and EXPEdit), which way its score
+points, what the score is called, whether it is a post-hoc detector, the parameters with their
+defaults, valid values and one line of help, and the grid of the paper's sweeps. The classes in
+`fwsapp/watermark/` bind to their entry (`class KGW(Watermark, info=methods.KGW)`), so nothing about
+a method is written twice, and no page or command names a method to special-case it.
 """
 from __future__ import annotations
 
-SCORE_DIRECTIONS = {
-    "KGW": "higher", "SWEET": "higher", "DiPmark": "higher", "EXP-edit": "lower", "Unigram": "higher",
-    "SynthID": "higher", "LogRank": "higher", "DetectGPT": "higher", "Fast-DetectGPT": "higher",
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Param:
+    """What values a parameter takes, with one line of help: a numeric range, or a set of choices."""
+
+    help: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple[str, ...] = ()
+    # With choices: a path to an existing file is valid too (a lexicon of one's own).
+    or_file: bool = False
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices) + (", or a file" if self.or_file else "")
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.open_low else '≥'} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.open_high else '≤'} {self.high:g}"
+        return "a finite number"
+
+    def check(self, method: str, name: str, value) -> None:
+        if self.choices:
+            valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())
+        elif isinstance(value, str) or not math.isfinite(value):
+            valid = False
+        else:
+            valid = not (
+                (self.low is not None and (value <= self.low if self.open_low else value < self.low))
+                or (self.high is not None and (value >= self.high if self.open_high else value > self.high))
+            )
+        if not valid:
+            raise ValueError(f"{method}: {name}={value!r} is out of range; it must be {self.describe()} ({self.help}).")
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """One method's declaration. `params` maps each parameter to (default, spec or None)."""
+
+    name: str
+    description: str
+    params: dict[str, tuple[object, Param | None]]
+    threshold_param: str
+    aliases: tuple[str, ...] = ()
+    # "higher": larger scores mean watermarked (z-scores); "lower": p-values.
+    score_direction: str = "higher"
+    score_label: str = "z"
+    # Post-hoc detectors watermark nothing; they separate model text from human reference text.
+    post_hoc: bool = False
+    # The detector runs the model itself (SWEET's entropies, the post-hoc detectors).
+    needs_model: bool = False
+    # The paper's Figure 5 grid: parameter -> values; empty when the method is not swept.
+    sweep_grid: dict[str, list] = field(default_factory=dict)
+    # A parameter that, above 0, makes the detector need the model (EntityKGW's entropy gate).
+    model_param: str | None = None
+    # The method reads token ids against word lists, so it needs the tokenizer (EntityKGW's lexicon).
+    needs_tokenizer: bool = False
+
+    @property
+    def defaults(self) -> dict:
+        return {key: default for key, (default, _) in self.params.items()}
+
+    @property
+    def param_specs(self) -> dict[str, Param]:
+        return {key: spec for key, (_, spec) in self.params.items() if spec is not None}
+
+    def detector_needs_model(self, params: dict) -> bool:
+        """Whether detecting with these parameters runs the model."""
+        return self.needs_model or (self.model_param is not None and {**self.defaults, **params}[self.model_param] > 0)
+
+    @property
+    def detection_kinds(self) -> tuple[str, str]:
+        """(positive, negative) text kinds for this method's detection metrics."""
+        return ("unwatermarked", "reference") if self.post_hoc else ("watermarked", "unwatermarked")
+
+    def checked_params(self, params: dict) -> dict:
+        """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise ValueError(f"{self.name} has no parameter {', '.join(sorted(unknown))}; "
+                             f"its parameters are {', '.join(self.params)}.")
+        merged = {**self.defaults, **params}
+        for key, value in merged.items():
+            spec = self.params[key][1]
+            if spec is not None or not isinstance(self.params[key][0], str):
+                (spec or Param(key)).check(self.name, key, value)
+        return merged
+
+    def is_watermarked(self, score: float, params: dict) -> bool:
+        threshold = {**self.defaults, **params}[self.threshold_param]
+        return score < threshold if self.score_direction == "lower" else score > threshold
+
+    def verdict_rule(self, params: dict) -> str:
+        """'score > 4.0' or 'p < 0.2': what a text's score must pass to be called watermarked."""
+        threshold = {**self.defaults, **params}[self.threshold_param]
+        return f"{self.score_label} {'<' if self.score_direction == 'lower' else '>'} {threshold:g}"
+
+
+# Parameters several methods share.
+RNG_PARAMS = {
+    "rng": ("cuda", Param("green-list generator: cuda = MarkLLM on a GPU (the paper), cpu = MarkLLM on a CPU",
+                          choices=("cuda", "cpu"))),
+    "cuda_blocks": (0, Param("cap on CUDA randperm's grid, as a smaller GPU applies it (0 = none; 492 = RTX 3090 "
+                             "at 128,256 tokens)", low=0)),
 }
-ALIASES = {"DIP": "DiPmark", "EXPEdit": "EXP-edit"}
-# Detectors with no watermark: model text (positives) against the dataset's human reference (negatives).
-POST_HOC = ("LogRank", "DetectGPT", "Fast-DetectGPT")
+GAMMA = Param("share of the vocabulary that is green", low=0, high=1, open_low=True, open_high=True)
+DELTA = Param("logit bias added to green tokens")
+Z_THRESHOLD = Param("z-score above which a text is called watermarked")
+KEY = Param("secret key seeding the watermark")
+GREEN_LIST_GRID = {"delta": [0.5, 1.0, 2.0], "gamma": [0.1, 0.25, 0.5]}
+XI_SOURCES = ("pcg64", "markllm")
+ALIGNMENTS = ("first", "all")
+SYNTHID_DETECTOR = "mean-score detector (SynthID's Bayesian detector needs training)"
 
+KGW = MethodInfo(
+    "KGW", "Kirchenbauer et al. (2023): bias a pseudo-random green list seeded by the previous token.",
+    {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY),
+     "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
+     "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
+    threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID,
+)
+SWEET = MethodInfo(
+    "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
+    {**KGW.params,
+     "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
+    threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
+)
+DIPMARK = MethodInfo(
+    "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
+    {"gamma": (0.5, Param("quantile of the permutation above which a token counts as green", low=0, high=1,
+                          open_low=True, open_high=True)),
+     "alpha": (0.45, Param("reweighting strength (0 = no watermark, 0.5 = strongest)", low=0, high=0.5)),
+     "key": (42, KEY),
+     "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
+     "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
+    threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]},
+)
+EXP_EDIT = MethodInfo(
+    "EXP-edit", "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values.",
+    {"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
+     "sequence_length": (200, Param("tokens aligned at detection (with align=first)", low=1)),
+     "n_runs": (100, Param("null keys in the permutation test", low=1)),
+     "key": (42, KEY),
+     "gamma": (0.0, Param("insertion/deletion cost of the alignment", low=0)),
+     "p_threshold": (0.2, Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)),
+     "xi": ("pcg64", Param("key sequence: pcg64 (fast), or markllm to check MarkLLM's EXP-edit texts",
+                           choices=XI_SOURCES)),
+     "align": ("first", Param("first = the first sequence_length tokens; all = every token, as MarkLLM",
+                              choices=ALIGNMENTS))},
+    threshold_param="p_threshold", aliases=("EXPEdit",), score_direction="lower", score_label="p",
+    sweep_grid={"pseudo_length": [100, 200, 300]},
+)
+ENTITY_KGW = MethodInfo(
+    "EntityKGW", "KGW that spares medical entities: no bias inside a lexicon name or to a token that starts one; "
+                 "detected from the text alone.",
+    {**KGW.params,
+     "entropy_threshold": (0.0, Param("also skip steps whose next-token entropy is at most this (nats); 0 = off; "
+                                      "above 0 the detector needs the model", low=0)),
+     "lexicon": ("mesh", Param("names spared: mesh = MeSH diseases, mesh+drugs = and drug names, or a file with one "
+                               "name per line", choices=("mesh", "mesh+drugs"), or_file=True))},
+    threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
+    model_param="entropy_threshold", needs_tokenizer=True,
+)
+UNIGRAM = MethodInfo(
+    "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
+    {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
+    threshold_param="z_threshold",
+)
+SYNTHID = MethodInfo(
+    "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
+    {"key": (42, KEY), "depth": (9, Param("tournament layers", low=1)),
+     "ngram_len": (5, Param("context n-gram length", low=2)),
+     "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
+     "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
+    threshold_param="mean_threshold", score_label="mean g",
+)
+_POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold"}
+LOGRANK = MethodInfo(
+    "LogRank", "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark).",
+    {"threshold": (-1.0, None)}, **_POST_HOC,
+)
+FAST_DETECTGPT = MethodInfo(
+    "Fast-DetectGPT", "Post-hoc: analytic sampling discrepancy under the scoring model itself (no watermark).",
+    {"threshold": (2.0, None)}, **_POST_HOC,
+)
+DETECTGPT = MethodInfo(
+    "DetectGPT", "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model).",
+    {"perturbations": (20, Param("perturbed copies per text", low=1)),
+     "span_length": (2, Param("words per masked span", low=1)),
+     "mask_fraction": (0.15, Param("share of words masked", low=0, high=1, open_low=True, open_high=True)),
+     "seed": (0, None), "threshold": (1.0, None)},
+    **_POST_HOC,
+)
 
-def detection_kinds(method: str) -> tuple[str, str]:
-    """(positive, negative) text kinds for a method's detection metrics."""
-    return ("unwatermarked", "reference") if canonical_name(method) in POST_HOC else ("watermarked", "unwatermarked")
+REGISTRY: dict[str, MethodInfo] = {
+    info.name: info for info in (KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, LOGRANK, DETECTGPT,
+                                 FAST_DETECTGPT)
+}
+WATERMARKS = [name for name, info in REGISTRY.items() if not info.post_hoc]
+POST_HOC = [name for name, info in REGISTRY.items() if info.post_hoc]
 
 
 def canonical_name(name: str) -> str:
     """The registered spelling of a method name: 'kgw' -> 'KGW', 'expedit' -> 'EXP-edit'."""
     wanted = name.strip().lower()
-    for key in list(SCORE_DIRECTIONS) + list(ALIASES):
-        if key.lower() == wanted:
-            return ALIASES.get(key, key)
-    raise ValueError(f"Unknown watermark method '{name}'. Known: {', '.join(SCORE_DIRECTIONS)}.")
+    for info in REGISTRY.values():
+        if wanted in {spelling.lower() for spelling in (info.name, *info.aliases)}:
+            return info.name
+    raise ValueError(f"Unknown watermark method '{name}'. Known: {', '.join(REGISTRY)}.")
+
+
+def info(name: str) -> MethodInfo:
+    """A method's declaration, by any spelling."""
+    return REGISTRY[canonical_name(name)]
+
+
+def score_direction(name: str) -> str:
+    """A method's score direction; 'higher' for a name fwsapp does not know (an imported detector)."""
+    try:
+        return info(name).score_direction
+    except ValueError:
+        return "higher"
+
+
+def score_label(name: str) -> str:
+    """What a method's detection score is: z, p, mean g or a post-hoc score."""
+    try:
+        return info(name).score_label
+    except ValueError:
+        return "score"
+
+
+def detection_kinds(method: str) -> tuple[str, str]:
+    """(positive, negative) text kinds for a method's detection metrics."""
+    return info(method).detection_kinds
+
+
+def sweep_grids() -> dict[str, dict[str, list]]:
+    """Each swept method's grid (the paper's Figure 5)."""
+    return {name: entry.sweep_grid for name, entry in REGISTRY.items() if entry.sweep_grid}
+
+
+def parse_params(method: str, pairs: list[str] | dict) -> dict:
+    """Turn `key=value` strings (or a dict of strings) into typed parameters, using the defaults' types."""
+    defaults = info(method).defaults
+    items = pairs.items() if isinstance(pairs, dict) else (_split(pair) for pair in pairs)
+    params = {}
+    for key, value in items:
+        if key not in defaults:
+            raise ValueError(f"{canonical_name(method)} has no parameter '{key}'; it has {', '.join(defaults)}.")
+        kind = type(defaults[key])
+        try:
+            params[key] = kind(value) if not isinstance(value, kind) else value
+        except ValueError:
+            raise ValueError(f"Parameter {key}={value!r} must be a {kind.__name__}.") from None
+    return params
+
+
+def _split(pair: str) -> tuple[str, str]:
+    key, sep, value = pair.partition("=")
+    if not sep:
+        raise ValueError(f"Parameter '{pair}' must look like key=value.")
+    return key.strip(), value.strip()
+
+
+def params_help() -> str:
+    """Every method's parameters with default, valid values and help, for `--help`."""
+    lines = ["method parameters (--param KEY=VALUE; default, valid values, meaning):"]
+    for name, entry in REGISTRY.items():
+        lines.append(f"  {name}")
+        for key, (default, spec) in entry.params.items():
+            detail = f"{spec.describe()}; {spec.help}" if spec else ""
+            lines.append(f"    {key}={default}  {detail}".rstrip())
+    return "\n".join(lines)

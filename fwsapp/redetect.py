@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp import detection
+from fwsapp import methods
 from fwsapp.methods import canonical_name
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
 from fwsapp.tokenizers import TextTokenizer
@@ -53,12 +54,12 @@ def redetect(
     cancel: threading.Event | None = None,
 ) -> str:
     """Score every stored text of a run under `method`; returns the detection set's id."""
-    from fwsapp.watermark import create, method_class
+    from fwsapp.watermark import create
 
     method = canonical_name(method)
-    if method_class(method).post_hoc:
+    if methods.info(method).post_hoc:
         raise ValueError(f"{method} is a post-hoc detector with no key to check; re-detect with a watermark method.")
-    watermark = create(method, tokenizer.vocab_size, params, lm=lm)  # checks the parameters before any work
+    watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)  # checks parameters first
     store.run(run_id)
     set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name)
     store.ensure_detection_set(set_id, run_id, method, watermark.params, tokenizer.name, watermark.score_direction)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp import detection
-from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws
+from fwsapp.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
 from fwsapp.entities import entity_summary
 from fwsapp.entropy import bin_shares, token_values
 from fwsapp.judge.summary import judge_block
@@ -20,7 +20,7 @@ from fwsapp.redetect import set_summaries
 from fwsapp.store import Store
 
 
-def run_detection(scores: pd.DataFrame, direction: str, method: str = "KGW") -> dict | None:
+def run_detection(scores: pd.DataFrame, direction: str, method: str) -> dict | None:
     """Detection summary for one run's scores: watermarked texts are positives and unwatermarked ones
     negatives; for post-hoc detectors, model text against the human reference."""
     if scores.empty:
@@ -29,33 +29,25 @@ def run_detection(scores: pd.DataFrame, direction: str, method: str = "KGW") -> 
     return detection.summary(positives, negatives, direction)
 
 
-def auto_fws(metrics: pd.DataFrame, task_name: str, alpha: float, beta: float) -> dict | None:
-    """Auto-FWS from the default metric mapping: Coh = SimCSE, Rel = ROUGE-L (F1 for QA), FactAcc = factuality."""
-    relevance = "f1" if task_name == "qa" else "rougeL"
-    wanted = {"coherence": "simcse", "relevance": relevance, "factual_accuracy": "factuality"}
-    result = {}
-    for kind in GENERATED_KINDS:
-        rows = metrics[metrics.text_kind == kind].pivot_table(index="sample_idx", columns="metric", values="value")
-        if any(metric not in rows.columns for metric in wanted.values()):
-            return None
-        values = fws(rows[wanted["coherence"]], rows[wanted["relevance"]], rows[wanted["factual_accuracy"]], alpha, beta)
-        result[kind] = float(values.mean())
-    return result
-
-
-def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
+def collect(store: Store) -> dict:
+    """Everything in the report that does not depend on the FWS weights, one entry per run: detection,
+    quality with each kind's mean Auto-FWS aspects, the judge block, entities and detection sets.
+    The app caches this per database revision; `weigh` adds FWS for any α and β."""
     runs = store.runs()
     scores, metrics, judgments = store.detections(), store.metrics(), store.judgments()
     entity_rows, analyses = store.entities(), store.entity_analyses()
     entropy_values = token_values(store)
     redetections = set_summaries(store)
+    auto = run_means(metric_aspects(metrics, dict(zip(runs.run_id, runs.task))), runs)
     entries = []
     for run in runs.sort_values(["task", "model", "method", "created"]).itertuples():
         run_scores = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
         run_metrics = metrics[metrics.run_id == run.run_id]
         quality = quality_block(run_metrics) if not run_metrics.empty else None
         if quality is not None:
-            quality["fws_auto"] = auto_fws(run_metrics, run.task, alpha, beta)
+            own = auto[auto.run_id == run.run_id].set_index("kind")
+            quality["auto_aspects"] = {kind: {aspect: float(own.at[kind, aspect]) for aspect in ASPECTS}
+                                       for kind in GENERATED_KINDS if kind in own.index} or None
         entries.append({
             "run_id": run.run_id,
             "method": run.method,
@@ -66,11 +58,35 @@ def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAU
             "status": run.status,
             "detection": run_detection(run_scores, run.score_direction, run.method),
             "quality": quality,
-            "judge": judge_block(judgments[judgments.run_id == run.run_id], alpha, beta),
+            "judge": judge_block(judgments[judgments.run_id == run.run_id]),
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
             "redetections": redetections.get(run.run_id, []),
         })
+    return {"runs": entries}
+
+
+def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
+    """The report at α and β: `collect`'s parts with each run's mean FWS, judged (`judge.fws`) and from
+    the metrics (`quality.fws_auto`). FWS is linear in its aspects, so the mean FWS is the FWS of the means."""
+    entries = []
+    for entry in parts["runs"]:
+        entry = dict(entry)
+        if entry["quality"] is not None:
+            aspects = entry["quality"].get("auto_aspects")
+            entry["quality"] = {**entry["quality"], "fws_auto": None if not aspects else {
+                kind: float(fws(values["coherence"], values["relevance"], values["factual_accuracy"], alpha, beta))
+                for kind, values in aspects.items()}}
+        judged = entry["judge"]
+        if judged is not None:
+            entry["judge"] = {**judged, "fws": None if judged["coherence"] is None else {
+                kind: float(fws_from_likert([judged[aspect][kind] for aspect in ASPECTS], alpha, beta)[0])
+                for kind in GENERATED_KINDS}}
+        entries.append(entry)
     return {"alpha": alpha, "beta": beta, "runs": entries}
+
+
+def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
+    return weigh(collect(store), alpha, beta)
 
 
 def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFrame, runs: pd.DataFrame,

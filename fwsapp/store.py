@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -196,6 +196,15 @@ MIGRATIONS = [
         PRIMARY KEY (set_id, sample_idx, text_kind)
     );
     """,
+    # 6: token counts per text kind stored by name, not by position in a list.
+    """
+    ALTER TABLE entity_analyses ADD COLUMN reference_tokens INTEGER;
+    ALTER TABLE entity_analyses ADD COLUMN unwatermarked_tokens INTEGER;
+    ALTER TABLE entity_analyses ADD COLUMN watermarked_tokens INTEGER;
+    UPDATE entity_analyses SET reference_tokens = token_counts[1], unwatermarked_tokens = token_counts[2],
+                               watermarked_tokens = token_counts[3];
+    ALTER TABLE entity_analyses DROP COLUMN token_counts;
+    """,
 ]
 
 # Each text kind and the generations column that holds it.
@@ -223,6 +232,7 @@ class Store:
                 ) from None
             raise self._damaged(error) from None
         self._local = threading.local()
+        self._read_only = read_only
         try:
             self.schema_version() if read_only else self._migrate()
         except duckdb.Error as error:
@@ -247,10 +257,12 @@ class Store:
 
     @contextmanager
     def transaction(self):
+        """One write transaction; it bumps the revision, so the app's cached queries see the change."""
         cursor = self.cursor()
         cursor.begin()
         try:
             yield cursor
+            cursor.execute("UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) WHERE key = 'revision'")
         except BaseException:
             cursor.rollback()
             raise
@@ -260,7 +272,9 @@ class Store:
         self._connection.close()
 
     def schema_version(self) -> int:
-        self.cursor().execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        if not self._read_only:
+            self.cursor().execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            self.cursor().execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
         row = self.cursor().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0
 
@@ -302,7 +316,9 @@ class Store:
         imported: bool = False,
         score_direction: str = "higher",
     ) -> None:
-        """Create the run if it is new; a run that exists keeps its rows."""
+        """Create the run if it is new; a run that exists keeps its rows (and the revision stays)."""
+        if self.has_run(run_id):
+            return
         with self.transaction() as cursor:
             if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
                 _insert_run(cursor, run_id, {
@@ -314,7 +330,10 @@ class Store:
         return self.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is not None
 
     def set_status(self, run_id: str, status: str) -> None:
-        self.cursor().execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
+        if self.run(run_id)["status"] == status:
+            return
+        with self.transaction() as cursor:
+            cursor.execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
 
     def runs(self) -> pd.DataFrame:
         return self.cursor().execute(
@@ -352,8 +371,21 @@ class Store:
         """Insert or replace rows of a per-run table in one transaction."""
         if table not in PER_RUN_TABLES:
             raise ValueError(f"not a per-run table: {table}")
+        if not rows:
+            return
         with self.transaction() as cursor:
             insert_rows(cursor, table, run_id, rows)
+
+    def generated_configs(self) -> dict[str, dict]:
+        """Each generated (not imported) run's config, by run id."""
+        rows = self.cursor().execute("SELECT run_id, config FROM runs WHERE NOT imported").fetchall()
+        return {run_id: json.loads(config) for run_id, config in rows}
+
+    def generation_rows(self, run_id: str, sample_indices: list[int]) -> list[dict]:
+        """Some of a run's generations rows, in sample order."""
+        return self.cursor().execute(
+            "SELECT * FROM generations WHERE run_id = ? AND sample_idx IN (SELECT unnest(?)) ORDER BY sample_idx",
+            [run_id, sample_indices]).df().to_dict("records")
 
     def generations(self, run_id: str) -> pd.DataFrame:
         return self.cursor().execute(
@@ -364,19 +396,10 @@ class Store:
         return self._per_run("detections", run_ids)
 
     def revision(self) -> str:
-        """Changes whenever rows are added or a run changes status; keys the app's query cache.
-        It names the file too, so two databases never share cached results."""
-        row = self.cursor().execute(
-            """SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM generations),
-                      (SELECT count(*) FROM detections), (SELECT count(*) FROM metrics),
-                      (SELECT count(*) FROM judgments), (SELECT count(*) FROM human_items),
-                      (SELECT count(*) FROM human_ratings), (SELECT count(*) FROM human_skips),
-                      (SELECT count(*) FROM entropies), (SELECT count(*) FROM entities),
-                      (SELECT count(*) FROM entity_analyses), (SELECT count(*) FROM entity_verdicts),
-                      (SELECT count(*) FROM detection_sets), (SELECT count(*) FROM redetections),
-                      (SELECT string_agg(status, ',' ORDER BY run_id) FROM runs)"""
-        ).fetchone()
-        return "|".join([str(self.path), *(str(value) for value in row)])
+        """A counter bumped by every write transaction; keys the app's query cache. It names the file too,
+        so two databases never share cached results."""
+        row = self.cursor().execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
+        return f"{self.path}|{row[0] if row else 0}"
 
     def metrics(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("metrics", run_ids)
@@ -402,12 +425,13 @@ class Store:
     # -- re-detection ----------------------------------------------------------------------------
     def ensure_detection_set(self, set_id: str, run_id: str, method: str, params: dict, tokenizer: str,
                              score_direction: str) -> None:
+        if self.cursor().execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
+            return
         with self.transaction() as cursor:
             if not cursor.execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
                 cursor.execute(
                     "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction,
-                     datetime.now(timezone.utc).replace(tzinfo=None)],
+                    [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction, _now()],
                 )
 
     def write_redetections(self, set_id: str, run_id: str, rows: list[dict]) -> None:
@@ -430,10 +454,123 @@ class Store:
             [set_ids],
         ).df()
 
+    # -- entropies and entities -------------------------------------------------------------------
+    def entropy_keys(self, run_id: str, model: str) -> set[tuple[int, str]]:
+        """(sample, text kind) whose teacher-forced entropies under `model` are stored."""
+        rows = self.cursor().execute(
+            "SELECT sample_idx, text_kind FROM entropies WHERE run_id = ? AND model = ?", [run_id, model]).fetchall()
+        return {(int(sample), kind) for sample, kind in rows}
+
+    def sample_entropies(self, run_id: str, sample_idx: int) -> list[tuple[str, list, list]]:
+        """(text kind, token character spans, entropies) stored for one sample."""
+        return self.cursor().execute(
+            "SELECT text_kind, token_spans, entropy FROM entropies WHERE run_id = ? AND sample_idx = ?",
+            [run_id, int(sample_idx)]).fetchall()
+
+    def token_entropies(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy (generated texts from the
+        generation job, references and imported texts from `entropies`); undefined values left out."""
+        where, parameters = ("WHERE run_id IN (SELECT unnest(?))", [run_ids]) if run_ids is not None else ("", [])
+        cursor = self.cursor()
+        frames = [cursor.execute(f"""SELECT run_id, sample_idx, '{kind}' AS text_kind, unnest({kind}_entropy) AS entropy
+                                     FROM generations {where}""", parameters).df()
+                  for kind in ("unwatermarked", "watermarked")]
+        frames.append(cursor.execute(
+            f"SELECT run_id, sample_idx, text_kind, unnest(entropy) AS entropy FROM entropies {where}", parameters).df())
+        values = pd.concat(frames, ignore_index=True)
+        return values[values.entropy.notna() & (values.entropy > float("-inf"))]
+
+    def analysed_samples(self, run_id: str, config: str) -> set[int]:
+        rows = self.cursor().execute(
+            "SELECT sample_idx FROM entity_analyses WHERE run_id = ? AND config = ?", [run_id, config]).fetchall()
+        return {int(row[0]) for row in rows}
+
+    def write_entity_analysis(self, run_id: str, entity_rows: list[dict], analysis: dict) -> None:
+        """A sample's entities and its done-marker, in one transaction."""
+        with self.transaction() as cursor:
+            if entity_rows:
+                insert_rows(cursor, "entities", run_id, entity_rows)
+            insert_rows(cursor, "entity_analyses", run_id, [analysis])
+
+    def record_entity_verdict(self, run_id: str, sample_idx: int, text_kind: str, start_char: int, rater: str,
+                              verdict: str) -> None:
+        with self.transaction() as cursor:
+            cursor.execute("INSERT OR REPLACE INTO entity_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           [run_id, int(sample_idx), text_kind, int(start_char), rater, verdict, _now()])
+
+    def entity_verdicts(self) -> pd.DataFrame:
+        """Clinicians' verdicts joined with the entities they judge."""
+        return self.cursor().execute(
+            """SELECT v.rater, v.verdict, e.hallucinated, e.entity, e.similarity, e.run_id, e.sample_idx, e.text_kind
+               FROM entity_verdicts v JOIN entities e USING (run_id, sample_idx, text_kind, start_char)""").df()
+
+    # -- human evaluation ----------------------------------------------------------------------------
+    def human_item_samples(self, run_id: str) -> set[int]:
+        rows = self.cursor().execute("SELECT sample_idx FROM human_items WHERE run_id = ?", [run_id]).fetchall()
+        return {int(row[0]) for row in rows}
+
+    def add_human_items(self, items: list[tuple[str, int, bool]]) -> None:
+        """(run, sample, watermarked shown first) rating items."""
+        with self.transaction() as cursor:
+            cursor.executemany("INSERT INTO human_items VALUES (?, ?, ?, ?)", [(*item, _now()) for item in items])
+
+    def next_human_item(self, rater: str, raters_per_item: int) -> tuple[str, int, bool] | None:
+        """The item for this rater: not yet rated or skipped by them, with fewer than `raters_per_item`
+        ratings, the one closest to complete first."""
+        row = self.cursor().execute(
+            """SELECT i.run_id, i.sample_idx, i.watermarked_first
+               FROM human_items i
+               LEFT JOIN (SELECT run_id, sample_idx, count(*) AS ratings FROM human_ratings GROUP BY ALL) r
+                      USING (run_id, sample_idx)
+               WHERE coalesce(r.ratings, 0) < ?
+                 AND NOT EXISTS (SELECT 1 FROM human_ratings h
+                                 WHERE h.rater = ? AND h.run_id = i.run_id AND h.sample_idx = i.sample_idx)
+                 AND NOT EXISTS (SELECT 1 FROM human_skips s
+                                 WHERE s.rater = ? AND s.run_id = i.run_id AND s.sample_idx = i.sample_idx)
+               ORDER BY coalesce(r.ratings, 0) DESC, i.run_id, i.sample_idx
+               LIMIT 1""",
+            [raters_per_item, rater, rater],
+        ).fetchone()
+        return (row[0], int(row[1]), bool(row[2])) if row else None
+
+    def add_human_rating(self, rater: str, run_id: str, sample_idx: int, watermarked: list[float],
+                         unwatermarked: list[float], comment: str | None, raters_per_item: int) -> str | None:
+        """Store a rating unless the rater has rated the item ("rated") or it is full ("full")."""
+        with self.transaction() as cursor:
+            total, own = cursor.execute(
+                "SELECT count(*), count(*) FILTER (WHERE rater = ?) FROM human_ratings WHERE run_id = ? AND sample_idx = ?",
+                [rater, run_id, sample_idx]).fetchone()
+            if own or total >= raters_per_item:
+                return "rated" if own else "full"
+            cursor.execute("INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, _now()])
+        return None
+
+    def add_human_skip(self, rater: str, run_id: str, sample_idx: int) -> None:
+        with self.transaction() as cursor:
+            cursor.execute("INSERT OR IGNORE INTO human_skips VALUES (?, ?, ?, ?)", [rater, run_id, sample_idx, _now()])
+
+    def rater_progress(self, rater: str) -> tuple[int, int]:
+        """(items this rater has rated or skipped, items there are to rate)."""
+        done, total = self.cursor().execute(
+            """SELECT (SELECT count(*) FROM human_ratings WHERE rater = ?) + (SELECT count(*) FROM human_skips WHERE rater = ?),
+                      (SELECT count(*) FROM human_items)""", [rater, rater]).fetchone()
+        return int(done), int(total)
+
+    def human_ratings(self) -> pd.DataFrame:
+        """Every rating with its run's method, model and task."""
+        return self.cursor().execute(
+            """SELECT h.*, r.method, r.model, r.task FROM human_ratings h JOIN runs r USING (run_id)
+               ORDER BY run_id, sample_idx, rater""").df()
+
     def count(self, table: str, run_id: str) -> int:
         if table not in PER_RUN_TABLES:
             raise ValueError(table)
         return self.cursor().execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _check_database_file(path: Path) -> None:
@@ -464,8 +601,7 @@ def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> No
         [
             run_id, run_id, json.dumps(run["config"], sort_keys=True), run["model"], run["task"], run["method"],
             json.dumps(run["params"], sort_keys=True), run.get("seed"), run["n"], run.get("imported", False),
-            run.get("score_direction", "higher"), run.get("status", "running"),
-            datetime.now(timezone.utc).replace(tzinfo=None),
+            run.get("score_direction", "higher"), run.get("status", "running"), _now(),
         ],
     )
 

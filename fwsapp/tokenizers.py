@@ -47,6 +47,11 @@ class TextTokenizer:
     vocab_size: int
     encode: Callable[[str], list[int]]
     decode_token: Callable[[int], str]
+    encode_batch: Callable[[list[str]], list[list[int]]] | None = None
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """Ids of many texts, batched where the tokenizer can."""
+        return self.encode_batch(texts) if self.encode_batch else [self.encode(text) for text in texts]
 
 
 def tokenizer_for_model(model: str | None) -> str | None:
@@ -87,7 +92,7 @@ def _llama_3(cache_dir: Path) -> TextTokenizer:
         backend.save(str(partial))
         partial.replace(converted)  # a killed conversion never leaves half a file behind
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(converted))
-    return _wrap("llama-3", tokenizer)
+    return from_huggingface("llama-3", tokenizer)
 
 
 def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
@@ -104,9 +109,11 @@ def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
             f"this machine can reach ({str(error).splitlines()[0][:200]}). Meditron-7B needs its Llama-2 "
             "tokenizer: give the folder of a local copy."
         ) from None
-    return _wrap(name, tokenizer)
+    return from_huggingface(name, tokenizer)
 
 
-def _wrap(name: str, tokenizer) -> TextTokenizer:
+def from_huggingface(name: str, tokenizer) -> TextTokenizer:
+    """A Hugging Face tokenizer (a loaded model's, say) as a TextTokenizer."""
     return TextTokenizer(name, len(tokenizer), lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
-                         lambda token: tokenizer.decode([token]))
+                         lambda token: tokenizer.decode([token]),
+                         lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"])

@@ -5,44 +5,45 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import render, ui
+from fwsapp import render
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.sweeps import GRIDS
+from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, sweep_grids
 from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
-from fwsapp.watermark import METHODS, WATERMARKS, detect_text
-from fwsapp.watermark.synthid import DETECTOR_NOTE
+from fwsapp.watermark import detect_text
 
 st.title("Detect")
 st.caption(
-    "Positives are watermarked texts and negatives unwatermarked ones; for the post-hoc detectors (LogRank, "
-    "DetectGPT, Fast-DetectGPT) positives are model text and negatives the dataset's human reference. "
-    "EXP-edit scores are p-values (lower means watermarked); every metric below respects each run's direction. "
+    "Positives are watermarked texts and negatives unwatermarked ones; for the post-hoc detectors "
+    f"({', '.join(POST_HOC)}) positives are model text and negatives the dataset's human reference. "
+    f"Scores that are p-values ({', '.join(name for name, info in REGISTRY.items() if info.score_direction == 'lower')}) "
+    "are lower for watermarked text; every metric below respects each run's direction. "
     "TPR thresholds are set on the negatives; ties at the threshold are not flagged, so the FPR never exceeds "
-    f"its target. SynthID uses its {DETECTOR_NOTE}."
+    "its target."
 )
-runs = ui.runs(ui.revision())
+runs = queries.runs(resources.revision())
 if runs.empty:
     st.info("No runs yet. Generate one on the Generate page, or with `python -m fwsapp generate`.")
 else:
-    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
-    default = ui.latest_sweep() or list(labels)[: min(4, len(labels))]
+    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
+    default = resources.latest_sweep() or list(labels)[: min(4, len(labels))]
     chosen = st.multiselect("Runs", list(labels), default=[run for run in default if run in labels],
                             format_func=labels.get, key="detect-runs")
     selected = runs[runs.run_id.isin(chosen)]
-    scores = ui.detections(ui.revision(), tuple(chosen))
-    comparison = ui.detection_comparison(ui.revision(), tuple(chosen))
+    scores = queries.detections(resources.revision(), tuple(chosen))
+    comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
     if not comparison.empty:
         st.subheader("Method comparison")
         st.dataframe(comparison.round(3), hide_index=True, width="stretch")
-        redetected = ui.redetection_comparison(ui.revision(), tuple(chosen))
+        redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
         if not redetected.empty:
             st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
                        "max |Δ| compares with the imported scores of the same texts.")
             st.dataframe(redetected.round(6), hide_index=True, width="stretch")
         st.subheader("ROC curves")
-        curves = ui.roc_curves(ui.revision(), tuple(chosen))
+        curves = queries.roc_curves(resources.revision(), tuple(chosen))
         figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
                          "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
         figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
@@ -68,19 +69,19 @@ else:
         else:
             columns = st.columns(3)
             run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
-            table = ui.samples(ui.revision(), run_id)
+            table = queries.samples(resources.revision(), run_id)
             sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
             kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
             run = generated[generated.run_id == run_id].iloc[0]
             overrides = ()
-            if "rng" in METHODS[run.method].defaults:
+            if "rng" in REGISTRY[run.method].params:
                 own = json.loads(run.params).get("rng", "cpu")
                 rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
                                key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
                                f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
                 overrides = (("rng", rng),)
             try:
-                detection, tokens = ui.token_flags(ui.revision(), run_id, int(sample_idx), kind, overrides)
+                detection, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
             except ValueError as error:
                 st.info(render.message(str(error)))
             else:
@@ -92,11 +93,11 @@ with st.expander("Re-detect a run: its texts scored under any method, parameters
     st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
                "stored text (watermarked, unwatermarked, reference) is scored alone, as MarkLLM scores it. The "
                "scores are kept as a detection set beside the run's own; nothing is overwritten.")
-    all_runs = ui.runs(ui.revision())
+    all_runs = queries.runs(resources.revision())
     if all_runs.empty:
         st.info("No runs to re-detect yet.")
     else:
-        run_labels = {row.run_id: ui.run_label(row._asdict()) for row in all_runs.itertuples()}
+        run_labels = {row.run_id: widgets.run_label(row._asdict()) for row in all_runs.itertuples()}
         columns = st.columns(3)
         target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
         target_run = all_runs[all_runs.run_id == target].iloc[0]
@@ -109,28 +110,29 @@ with st.expander("Re-detect a run: its texts scored under any method, parameters
             "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
             help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
         own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
-        redetect_params = ui.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
-        manager = ui.jobs()
+        redetect_params = widgets.param_inputs(REGISTRY[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+        manager = resources.jobs()
         if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
             try:
-                METHODS[redetect_method].checked_params(redetect_params)
+                REGISTRY[redetect_method].checked_params(redetect_params)
             except ValueError as error:
                 st.error(render.message(str(error)))
             else:
                 manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip())
                 st.rerun()
-    ui.job_status("redetect", "texts")
+    widgets.job_status("redetect", "texts")
 
 with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
-    sweep_method = st.selectbox("Method", list(GRIDS), key="sweep-method")
+    grids = sweep_grids()
+    sweep_method = st.selectbox("Method", list(grids), key="sweep-method")
     grid = {key: st.multiselect(key, values, default=values, key=f"sweep-{sweep_method}-{key}")
-            for key, values in GRIDS[sweep_method].items()}
+            for key, values in grids[sweep_method].items()}
     columns = st.columns(4)
     task = columns[0].selectbox("Task", list(TASKS), index=1, key="sweep-task")
     count = columns[1].number_input("Samples", 2, 200, 8, key="sweep-n")
     tokens = columns[2].number_input("New tokens", 8, 512, 48, step=8, key="sweep-tokens")
     seed = columns[3].number_input("Seed", 0, 2**31 - 1, 42, key="sweep-seed")
-    manager = ui.jobs()
+    manager = resources.jobs()
     if st.button("Run sweep", disabled=not all(grid.values()) or bool(manager.active("sweep"))):
         base = RunConfig(task=task, method=sweep_method, n=int(count), max_new_tokens=int(tokens), batch_size=4, seed=int(seed))
         manager.start_sweep(base, grid)
@@ -141,25 +143,23 @@ with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
             st.session_state["sweep_selected"] = job.key
             st.session_state.pop("detect-runs", None)  # the page reselects: the sweep's runs
 
-    ui.job_status("sweep", "runs", body=select_sweep_runs)
+    widgets.job_status("sweep", "runs", body=select_sweep_runs)
 
 st.subheader("Detect a watermark in any text")
-method = st.selectbox("Method", list(METHODS), key="paste-method",
-                      help="Watermarks: " + ", ".join(WATERMARKS) + ". The others are post-hoc detectors.")
-params = ui.param_inputs(METHODS[method], f"paste-{method}")
+method = st.selectbox("Method", list(REGISTRY), key="paste-method",
+                      help="; ".join(f"{name}: {info.description}" for name, info in REGISTRY.items()))
+params = widgets.param_inputs(REGISTRY[method], f"paste-{method}")
 text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
 if st.button("Detect"):
     try:
-        detection, tokens = detect_text(method, params, ui.model(EMBEDDED_MODEL), text)
+        detection, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
     except ValueError as error:
         st.error(render.message(str(error)))
     else:
-        threshold_key = METHODS[method].threshold_param
-        lower = METHODS[method].score_direction == "lower"
-        flagged = detection.score < params[threshold_key] if lower else detection.score > params[threshold_key]
-        st.metric("p-value" if lower else "score", f"{detection.score:.3f}", help=f"{detection.num_tokens_scored} tokens scored")
-        comparison_sign = "<" if lower else ">"
-        st.write(f"Verdict at score {comparison_sign} {params[threshold_key]}: "
+        info = REGISTRY[method]
+        flagged = info.is_watermarked(detection.score, params)
+        st.metric(info.score_label, f"{detection.score:.3f}", help=f"{detection.num_tokens_scored} tokens scored")
+        st.write(f"Verdict at {info.verdict_rule(params)}: "
                  f"**{'watermarked' if flagged else 'not watermarked'}** ({detection.num_tokens_scored} tokens scored)")
         if detection.token_flags:
             st.markdown(render.token_view(tokens, detection.token_flags), unsafe_allow_html=True)

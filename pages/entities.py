@@ -1,8 +1,11 @@
 """Entities: disease names a watermark introduced or hallucinated, side by side with the reference."""
 import streamlit as st
 
-from fwsapp import render, ui
-from fwsapp.entities import HALLUCINATION_THRESHOLD, STOPLIST, entity_summary, record_verdict, verdict_agreement
+from fwsapp import render
+from fwsapp.ui import queries, resources, widgets
+from fwsapp.entities import (HALLUCINATION_THRESHOLD, entity_sample_label, entity_summary, record_verdict,
+                             samples_by_hallucination, verdict_agreement)
+from fwsapp.recognizer import STOPLIST
 
 st.title("Disease entities")
 st.caption(
@@ -14,8 +17,8 @@ st.caption(
 with st.expander("Stoplist: generic words never counted as entities"):
     st.write(", ".join(sorted(STOPLIST)))
 
-runs = ui.runs(ui.revision())
-entities, analyses = ui.entity_rows(ui.revision())
+runs = queries.runs(resources.revision())
+entities, analyses = queries.entity_rows(resources.revision())
 if analyses.empty:
     st.info("No entity analysis yet: run it on the Entropy page (Compute missing analyses) or with "
             "`python -m fwsapp analyze --all`.")
@@ -26,7 +29,7 @@ st.dataframe(entity_summary(entities, analyses, runs).round(3), hide_index=True,
 
 st.subheader("Browser")
 analysed = runs[runs.run_id.isin(set(analyses.run_id))]
-labels = {row.run_id: ui.run_label(row._asdict()) for row in analysed.itertuples()}
+labels = {row.run_id: widgets.run_label(row._asdict()) for row in analysed.itertuples()}
 filters = st.columns(3)
 chosen_runs = filters[0].multiselect("Methods (runs)", list(labels), default=list(labels)[:1], format_func=labels.get, key="entity-runs")
 needle = filters[1].text_input("Entity contains", key="entity-filter").strip().lower()
@@ -35,14 +38,14 @@ view = entities[entities.run_id.isin(chosen_runs)]
 if needle:
     view = view[view.normalized.str.contains(needle, regex=False)]
 introduced = view[view.introduced & view.similarity.between(low, high)]
-ranking = ui.samples_by_hallucination(view, analyses[analyses.run_id.isin(chosen_runs)])
+ranking = samples_by_hallucination(view, analyses[analyses.run_id.isin(chosen_runs)])
 if ranking.empty:
     st.info("No sample matches these filters.")
     st.stop()
 picked = st.selectbox("Sample (most hallucinated first)", range(len(ranking)), key="entity-sample",
-                      format_func=lambda i: ui.entity_sample_label(ranking.iloc[i]))
+                      format_func=lambda i: entity_sample_label(ranking.iloc[i]))
 current = ranking.iloc[picked]
-sample = ui.sample_row(ui.revision(), current.run_id, int(current.sample_idx))
+sample = queries.sample_row(resources.revision(), current.run_id, int(current.sample_idx))
 mine = entities[(entities.run_id == current.run_id) & (entities.sample_idx == current.sample_idx)]
 st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
 columns = st.columns(3)
@@ -64,13 +67,13 @@ for row in candidates.itertuples():
     for column, verdict, label in ((line[1], "correct", "Correct"), (line[2], "hallucinated", "Hallucinated")):
         if column.button(label, key=f"verdict-{row.run_id}-{row.sample_idx}-{row.text_kind}-{row.start_char}-{verdict}"):
             try:
-                record_verdict(ui.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char, verdict)
+                record_verdict(resources.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char, verdict)
                 st.session_state["rater"] = rater
                 st.rerun()
             except ValueError as error:
                 st.error(render.message(str(error)))
 
-counts, stats = verdict_agreement(ui.store())
+counts, stats = verdict_agreement(resources.store())
 if stats:
     st.subheader("Clinicians against the automatic rule")
     precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else "–"

@@ -2,10 +2,11 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import ui
 from fwsapp.data.tasks import TASKS
+from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.ui import queries, resources, widgets
 
 st.title("Token entropy")
 st.caption(
@@ -13,10 +14,10 @@ st.caption(
     "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
     f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
 )
-runs = ui.runs_or_stop()
+runs = widgets.runs_or_stop()
 
 with st.expander("Compute missing analyses (entropies and disease entities)"):
-    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
     imported = runs[runs.run_id.isin(chosen) & runs.imported]
     entropy_model = None
@@ -25,12 +26,15 @@ with st.expander("Compute missing analyses (entropies and disease entities)"):
                 "the paper's 7B generators, so treat its entropies as indicative only.")
         if st.checkbox(f"Use {EMBEDDED_MODEL} for imported runs", key="analyze-embedded"):
             entropy_model = EMBEDDED_MODEL
-    if st.button("Analyse", disabled=not chosen or bool(ui.jobs().active("analyze"))):
-        ui.jobs().start_analysis(chosen, entropy_model)
+    threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
+                          "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
+                          key="analyze-threshold")
+    if st.button("Analyse", disabled=not chosen or bool(resources.jobs().active("analyze"))):
+        resources.jobs().start_analysis(chosen, entropy_model, threshold)
         st.rerun()
-    ui.job_status("analyze", "runs")
+    widgets.job_status("analyze", "samples")
 
-values = ui.entropy_values(ui.revision())
+values = queries.entropy_values(resources.revision())
 tasks = [task for task in TASKS if task in set(runs.task)]
 task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
 curves = density_frame(values, runs, task)
@@ -47,7 +51,7 @@ else:
     st.subheader("Share of tokens per entropy bin")
     st.dataframe(bin_table(values, runs, task).round(2), hide_index=True, width="stretch")
 
-entities, _ = ui.entity_rows(ui.revision())
+entities, _ = queries.entity_rows(resources.revision())
 entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
 if not entities.empty:
     st.subheader("Entropy inside disease entities")

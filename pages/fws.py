@@ -4,18 +4,18 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
-from fwsapp.human import DEFAULT_FRACTION, correlation_table, friedman_nemenyi, human_means, krippendorff_alpha, sensitivity_table
+from fwsapp.human import (DEFAULT_FRACTION, correlation_table, friedman_nemenyi, human_means, krippendorff_alpha,
+                          sample_items, sensitivity_table)
 from fwsapp.report import DETECTABILITY
-from fwsapp.tables import judge_drop_table
 
 st.title("Factuality-Weighted Score")
 st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
 st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. GPTJ uses the LLM judge; Auto uses automatic metrics.")
 
-runs = ui.runs_or_stop()
+runs = widgets.runs_or_stop()
 
 mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True, key="fws-mode")
 if mode == "Paper preset":
@@ -32,7 +32,7 @@ else:
 st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f}")
 
 with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
-    metric_names = sorted(set(ui.metric_values(ui.revision()).metric)) or ["simcse", "rougeL", "f1", "factuality"]
+    metric_names = queries.metric_names(resources.revision()) or ["simcse", "rougeL", "f1", "factuality"]
     choices = {
         "coherence": ["simcse", "bertscore", "rougeL"],
         "relevance": ["rougeL|f1", "rougeL", "rouge2", "f1", "bertscore"],
@@ -47,10 +47,9 @@ with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
     st.caption(f"Metrics stored so far: {', '.join(metric_names)}. Compute missing ones on the Quality page.")
 
 mapping_key = tuple(sorted(mapping.items()))
-inputs = ui.fws_inputs(ui.revision(), mapping_key)
 detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY), format_func=DETECTABILITY.get, key="fws-detect")
 tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source")
-views = fws_views(inputs["judge"], inputs["auto"], alpha, beta, detect_column, tradeoff_source)
+views = fws_views(queries.fws_prepared(resources.revision(), mapping_key), alpha, beta, detect_column, tradeoff_source)
 
 
 def show_table(title: str, table, empty: str) -> None:
@@ -68,7 +67,7 @@ if not views["ranking"].empty:
     st.subheader("Ranking of methods")
     st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
-sweep = ui.ratio_sweep_cached(ui.revision(), mapping_key, "GPTJ" if not views["gptj"].empty else "Auto")
+sweep = queries.ratio_sweep_cached(resources.revision(), mapping_key, "GPTJ" if not views["gptj"].empty else "Auto")
 if not sweep.empty:
     st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
     figure = px.line(sweep, x="ratio", y="fws", color="method", facet_col="task", log_x=True, markers=False,
@@ -77,7 +76,7 @@ if not sweep.empty:
         figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
     st.plotly_chart(figure, width="stretch")
 
-drops = judge_drop_table(ui.report(ui.revision(), alpha, beta))
+drops = queries.judge_drops(resources.revision())
 if not drops.empty:
     st.subheader("Judge drop % per aspect")
     st.dataframe(drops.round(1), hide_index=True, width="stretch")
@@ -87,10 +86,12 @@ points, front, reference = views["tradeoff"], views["front"], views["reference"]
 if points.empty:
     st.info("Needs runs with both detection scores and FWS inputs.")
 else:
-    figure = px.scatter(points, x=detect_column, y="fws", color="method", symbol="task", hover_data=["model", "run_id"],
+    figure = px.scatter(points, x=detect_column, y="fws", color="method", symbol="task", hover_data=["model", "params", "run_id"],
                         labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS ({tradeoff_source})"})
-    figure.add_trace(go.Scatter(x=front[detect_column], y=front.fws, mode="lines", name="Pareto front",
-                                line={"color": "black", "dash": "dash"}))
+    for task, task_front in front.groupby("task"):
+        figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
+                                    name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",
+                                    line={"dash": "dash"}))
     for row in reference.itertuples():
         figure.add_hline(y=row.fws, line_dash="dot", line_color="grey",
                          annotation_text=f"unwatermarked, {row.task}", annotation_position="bottom right")
@@ -99,27 +100,28 @@ else:
 
 st.header("Agreement with clinicians")
 with st.expander("Choose items for human rating"):
-    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), format_func=labels.get, key="human-runs")
     fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
     if st.button("Add items to rate", disabled=not chosen):
-        added = sum(ui.add_rating_items(run_id, fraction) for run_id in chosen)
+        added = sum(sample_items(resources.store(), run_id, fraction) for run_id in chosen)
         st.success(f"Added {added} items. Each goes to 3 different raters on the Rate page.")
 
-rated = ui.human_ratings(ui.revision())
+rated = queries.human_ratings(resources.revision())
 if rated.empty:
     st.info("No human ratings yet. Raters use the Rate page.")
     st.stop()
 humans = human_means(rated)
 st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
 st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
-correlations = correlation_table(humans, inputs["judge_samples"], inputs["auto_samples"], inputs["metrics"], alpha, beta)
+samples = queries.fws_samples(resources.revision(), mapping_key)
+correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta)
 pivot = correlations.pivot_table(index="aspect", columns="source", values="r")
 st.dataframe(pivot.round(3), width="stretch")
 with st.expander("p-values and sample sizes"):
     st.dataframe(correlations.round(4), hide_index=True, width="stretch")
 st.subheader("Sensitivity of each weighting (FWS-to-human r)")
-st.dataframe(sensitivity_table(humans, inputs["judge_samples"], inputs["auto_samples"]).round(3), hide_index=True, width="stretch")
+st.dataframe(sensitivity_table(humans, samples["judge"], samples["auto"]).round(3), hide_index=True, width="stretch")
 statistic, p_value, nemenyi = friedman_nemenyi(rated)
 st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
 if statistic is None:

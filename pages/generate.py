@@ -1,12 +1,13 @@
 """Generate: unwatermarked and watermarked outputs for a medical task, in a background job."""
 import streamlit as st
 
-from fwsapp import render, ui
+from fwsapp import render
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.watermark import METHODS
+from fwsapp.methods import REGISTRY, score_label
 
 st.title("Generate")
 st.caption(
@@ -41,8 +42,9 @@ with left:
     if preset != EMBEDDED_MODEL:
         st.caption("7B models need a GPU and a local copy or Hub access; the embedded model always works offline.")
 with right:
-    method = st.selectbox("Watermark", list(METHODS), help="; ".join(f"{m}: {cls.description}" for m, cls in METHODS.items()))
-    params = ui.param_inputs(METHODS[method], f"generate-{method}")
+    method = st.selectbox("Watermark", list(REGISTRY), help="; ".join(f"{m}: {info.description}" for m, info in REGISTRY.items()))
+    st.caption(REGISTRY[method].description)
+    params = widgets.param_inputs(REGISTRY[method], f"generate-{method}")
     count, tokens, batch, seed = st.columns(4)
     n = count.number_input("Samples", 1, available, min(4, available), help=f"{available} available")
     max_new_tokens = tokens.number_input("New tokens", 8, 1024, 64, step=8)
@@ -59,21 +61,21 @@ try:
 except ValueError as error:  # a parameter out of range: said before any work starts
     st.error(render.message(str(error)))
     st.stop()
-manager = ui.jobs()
+manager = resources.jobs()
 if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
     manager.start_generation(config)
     st.rerun()
 
 
 def latest_samples(job) -> None:
-    table = ui.samples(ui.revision(), job.key.removeprefix("generate:"))
+    table = queries.samples(resources.revision(), job.key.removeprefix("generate:"))
     if table.empty:
         return
     st.caption("Latest samples: the same prompt, without and with the watermark")
     for row in table.tail(3).iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {render.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)
-        name = ui.score_name(row.method)
+        name = score_label(row.method)
         plain.markdown(f"**Unwatermarked** · {name} = {row.score_unwatermarked:.2f}", unsafe_allow_html=True)
         plain.markdown(render.inert(row.unwatermarked_text), unsafe_allow_html=True)
         if isinstance(row.watermarked_text, str):
@@ -84,4 +86,4 @@ def latest_samples(job) -> None:
         st.divider()
 
 
-ui.job_status("generate", "samples", body=latest_samples)
+widgets.job_status("generate", "samples", body=latest_samples)

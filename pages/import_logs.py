@@ -1,10 +1,11 @@
 """Import: bring generations, detection scores and judge logs from MarkLLM pipelines or the paper."""
 import streamlit as st
 
-from fwsapp import render, ui
+from fwsapp import render
+from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import TASKS
 from fwsapp.importer import ImportProblem, LogFile, import_logs
-from fwsapp.methods import ALIASES, SCORE_DIRECTIONS
+from fwsapp.methods import REGISTRY
 
 st.title("Import logs")
 st.caption(
@@ -17,7 +18,8 @@ with left:
     detection = st.file_uploader('Detection scores: {"watermarked_scores": [...], "unwatermarked_scores": [...]}', type=["json"])
     judged = st.file_uploader("Judge log (the paper's layout: sample_id, judge_output, scores_U, scores_W, ...)", type=["json"])
 with right:
-    method = st.selectbox("Method", list(SCORE_DIRECTIONS), help="The paper's spellings " + ", ".join(f"{a} = {m}" for a, m in ALIASES.items()))
+    method = st.selectbox("Method", list(REGISTRY), help="The paper's spellings " + ", ".join(
+        f"{alias} = {name}" for name, info in REGISTRY.items() for alias in info.aliases))
     model = st.text_input("Model", placeholder="e.g. meditron")
     task = st.selectbox("Task", list(TASKS), format_func=lambda name: TASKS[name].label)
     direction = st.selectbox(
@@ -35,7 +37,7 @@ if st.button("Import", type="primary"):
     else:
         try:
             run_id = import_logs(
-                ui.store(), method=method, model=model.strip(), task_name=task,
+                resources.store(), method=method, model=model.strip(), task_name=task,
                 score_direction=None if direction == "from the method" else direction, **files,
             )
         except (ImportProblem, ValueError) as error:
@@ -43,7 +45,7 @@ if st.button("Import", type="primary"):
         else:
             st.success(f"Imported as run {run_id}. It appears on every page; the Report page has the paper's tables.")
 
-runs = ui.runs(ui.revision())
+runs = queries.runs(resources.revision())
 imported = runs[runs.imported]
 if not imported.empty:
     st.subheader("Imported runs")

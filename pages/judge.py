@@ -2,7 +2,9 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import render, ui
+from fwsapp import render
+from fwsapp.judge import verdicts
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.judge.backends import DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, JudgeError, api_key_from_environment
 from fwsapp.judge.parser import ASPECTS
@@ -17,7 +19,7 @@ st.caption(
     "The paper used gpt-4o-2024-08-06."
 )
 
-runs = ui.runs_or_stop()
+runs = widgets.runs_or_stop()
 
 with st.expander(f"Judge prompt templates (version {PROMPT_VERSION})"):
     shown = st.radio("Task", list(TASKS), horizontal=True, format_func=lambda name: TASKS[name].label, key="template-task")
@@ -57,35 +59,35 @@ if backend_kind == "openai" and not api_key:
 
 if st.button("Test connection"):
     try:
-        st.success(ui.judge_backend_check(backend_kind, judge_model, base_url, float(timeout), api_key))
+        st.success(resources.judge_backend_check(backend_kind, judge_model, base_url, float(timeout), api_key))
     except (JudgeError, ValueError, OSError) as error:
         st.error(render.message(f"The backend did not answer: {error}"))
 
 st.subheader("Run")
-labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
 chosen = st.multiselect("Runs to judge", list(labels), default=list(labels)[:1], format_func=labels.get, key="judge-runs")
 settings = JudgeSettings(concurrency=int(concurrency), swap=swap, budget_usd=budget if use_budget else None)
 if chosen:
-    plan = ui.judge_plan(ui.revision(), tuple(chosen), judge_model or default_model, swap)
+    plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap)
     cost = f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model"
     st.write(
         f"{plan['pairs']} pairs to judge ({plan['skipped']} already judged): about {plan['prompt_tokens']:,} prompt "
         f"and {plan['completion_tokens']:,} completion tokens, {cost}."
     )
-manager = ui.jobs()
+manager = resources.jobs()
 if st.button("Judge", type="primary", disabled=not chosen or bool(manager.active("judge"))):
     manager.start_judge(chosen, backend_kind, judge_model, base_url, settings, timeout=float(timeout), api_key=api_key)
     st.rerun()
 
 
-ui.job_status("judge", "pairs")
+widgets.job_status("judge", "pairs")
 
-judgments = ui.judgments(ui.revision())
+judgments = queries.judgments(resources.revision())
 if judgments.empty:
     st.stop()
 
 st.subheader("Mean scores, unwatermarked vs watermarked")
-means = ui.judge_means(ui.revision())
+means = queries.judge_means(resources.revision())
 if not means.empty:
     figure = px.bar(
         means, x="method", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
@@ -106,21 +108,21 @@ status = filters[2].selectbox("Status", ["all", "ok", "failed", "unreachable"],
                               help="failed: a verdict came back but could not be parsed; unreachable: no verdict came "
                                    "back (asked again on the next run)")
 max_fact = filters[3].slider("Watermarked factual accuracy at most", 1.0, 5.0, 5.0, 0.5)
-view = ui.filter_verdicts(judgments, method, task, status, max_fact)
+view = verdicts.filter_verdicts(judgments, method, task, status, max_fact)
 st.caption(f"{len(view)} verdicts")
 if view.empty:
     st.stop()
-st.dataframe(ui.verdict_table(view), hide_index=True, width="stretch")
-picked = st.selectbox("Open a verdict", range(len(view)), format_func=lambda i: ui.verdict_label(view.iloc[i]))
+st.dataframe(verdicts.verdict_table(view), hide_index=True, width="stretch")
+picked = st.selectbox("Open a verdict", range(len(view)), format_func=lambda i: verdicts.verdict_label(view.iloc[i]))
 verdict = view.iloc[picked]
-sample = ui.sample_row(ui.revision(), verdict.run_id, int(verdict.sample_idx))
+sample = queries.sample_row(resources.revision(), verdict.run_id, int(verdict.sample_idx))
 st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
 st.markdown(f"**Reference:** {render.inert(sample['reference'])}", unsafe_allow_html=True)
 answer_a, answer_b = st.columns(2)
 for column, letter, is_watermarked in ((answer_a, "A", verdict.watermarked_first), (answer_b, "B", not verdict.watermarked_first)):
     kind = "watermarked" if is_watermarked else "unwatermarked"
     scores = verdict[f"scores_{kind}"]
-    column.markdown(f"**Answer {letter}** ({kind}) · scores {ui.scores_text(scores)}", unsafe_allow_html=True)
+    column.markdown(f"**Answer {letter}** ({kind}) · scores {verdicts.scores_text(scores)}", unsafe_allow_html=True)
     column.markdown(render.inert(sample[f"{kind}_text"]), unsafe_allow_html=True)
 st.markdown(f"**Parse status:** {verdict.status}" + (f" ({render.inert(verdict.reason)})" if verdict.reason else ""), unsafe_allow_html=True)
 st.markdown("**Judge's reasoning**")

@@ -2,7 +2,7 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.encoder import DEFAULT_ENCODER
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
@@ -17,23 +17,23 @@ st.caption(
     "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
     "mentions that the reference supports)."
 )
-runs = ui.runs_or_stop()
+runs = widgets.runs_or_stop()
 
 with st.expander("Compute missing metrics", expanded=False):
-    labels = {row.run_id: ui.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
     metrics = st.multiselect("Metrics", list(ALL_METRICS), default=list(OFFLINE_METRICS), key="score-metrics",
                              help="bertscore is optional: BERTScore F1 with the local MiniLM encoder.")
     oracle = st.text_input("Perplexity oracle (empty: each run's own model)", key="score-oracle") or None
     checkpoint = st.text_input("AlignScore checkpoint (empty: the offline stand-in)", key="score-alignscore") or None
-    manager = ui.jobs()
+    manager = resources.jobs()
     if st.button("Compute", disabled=not chosen or bool(manager.active("score"))):
         manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
         st.rerun()
 
-    ui.job_status("score", "steps")
+    widgets.job_status("score", "steps")
 
-report = ui.report(ui.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
+report = queries.report(resources.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
 for task in [name for name in TASKS if name in set(runs.task)]:
     table = quality_table(report, task)
     if table.empty:
@@ -51,7 +51,7 @@ for task in [name for name in TASKS if name in set(runs.task)]:
     downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
                                  "text/x-tex", key=f"tex-{task}")
 
-values = ui.metric_values(ui.revision())
+values = queries.metric_values(resources.revision())
 if not values.empty:
     st.subheader("Per-sample distributions")
     metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")

@@ -1,7 +1,8 @@
 """Rate: clinicians score two answers to the same prompt, blind to which one carries the watermark."""
 import streamlit as st
 
-from fwsapp import render, ui
+from fwsapp import render
+from fwsapp.ui import queries, resources
 from fwsapp.human import QUESTIONS, RatingError, next_item, progress, skip, submit_rating
 
 st.title("Rate answers")
@@ -14,7 +15,7 @@ if not name.strip():
     st.info("Enter your name to start. Your ratings are saved as you submit them.")
     st.stop()
 st.session_state["rater"] = name
-store = ui.store()
+store = resources.store()
 try:
     item = next_item(store, name)
     done, total = progress(store, name)
@@ -26,7 +27,7 @@ if item is None:
     st.stop()
 st.progress(done / total if total else 0.0, text=f"{done + 1} of {total}")
 
-sample = ui.sample_row(ui.revision(), item.run_id, item.sample_idx)
+sample = queries.sample_row(resources.revision(), item.run_id, item.sample_idx)
 st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
 st.markdown(f"**Reference (ground truth):** {render.inert(sample['reference'])}", unsafe_allow_html=True)
 answers = ("watermarked_text", "unwatermarked_text") if item.watermarked_first else ("unwatermarked_text", "watermarked_text")

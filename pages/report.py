@@ -1,7 +1,7 @@
 """Report: the paper's tables over every run, live, with Markdown and LaTeX downloads."""
 import streamlit as st
 
-from fwsapp import ui
+from fwsapp.ui import queries, resources
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.tables import TABLES, render
 
@@ -10,7 +10,7 @@ st.caption("The paper's tables, rebuilt from every run in the database: generate
 columns = st.columns(2)
 alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, DEFAULT_ALPHA, 0.01)
 beta = columns[1].number_input("β (coherence)", 0.0, 1.0, DEFAULT_BETA, 0.01)
-report = ui.report(ui.revision(), alpha, beta)
+report = queries.report(resources.revision(), alpha, beta)
 if not report["runs"]:
     st.info("No runs yet: generate one, or import logs on the Import page.")
     st.stop()

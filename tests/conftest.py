@@ -135,7 +135,8 @@ def hostile_entity_db(path):
     import json
 
     from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run, load_recognizer
+    from fwsapp.entities import analyze_run
+    from fwsapp.recognizer import load_recognizer
     from fwsapp.importer import LogFile, import_logs
     from fwsapp.store import Store
 

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from fwsapp.entities import (STOPLIST, Entity, analyze_run, entity_summary, introduced_entities, judge_introduced,
-                             load_recognizer, record_verdict, verdict_agreement)
+from fwsapp.entities import (analyze_run, entity_summary, introduced_entities, judge_introduced, record_verdict,
+                             verdict_agreement)
+from fwsapp.recognizer import STOPLIST, Entity, load_recognizer
 from fwsapp.entropy import bin_shares, token_spans
 
 
@@ -90,3 +91,31 @@ def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, recognizer, en
     assert stats["verdicts"] == 1 and stats["precision"] == (1.0 if hallucinated else None)
     with pytest.raises(ValueError, match="Enter your name"):
         record_verdict(store, " ", run_id, 0, "watermarked", start, "correct")
+
+
+def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
+    """One pipeline step behind both: the job's threshold reaches the stored analysis, and progress counts samples."""
+    import json
+    import time
+
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.jobs import JobManager
+
+    rows = [{"prompt": f"Q{i}?", "natural_text": "Gout is caused by uric acid.",
+             "unwatermarked_text": "Gout comes from uric acid.", "watermarked_text": "Gout follows leukemia."}
+            for i in range(3)]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    manager = JobManager(store, model_loader=lambda name: pytest.fail("an imported run loads no model by default"))
+    job = manager.start_analysis([run_id], None, threshold=0.35)
+    for _ in range(600):
+        if job.finished:
+            break
+        time.sleep(0.1)
+    assert job.status == "done", job.message
+    assert (job.done, job.total) == (3, 3)
+    assert set(store.entities([run_id]).config) == {f"{store.entity_analyses([run_id]).config[0]}"}
+    assert store.entity_analyses([run_id]).config[0].endswith("sim<0.35")
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        from fwsapp import pipeline
+
+        pipeline.analyze(store, [run_id], manager.model_loader, threshold=1.5)

@@ -117,3 +117,89 @@ def test_krippendorff_alpha_is_one_for_identical_raters():
     identical = RATED.assign(coherence=RATED.groupby("sample_idx").coherence.transform("first"))
     assert krippendorff_alpha(identical)["coherence"] == pytest.approx(1.0)
     assert krippendorff_alpha(RATED)["coherence"] < 1.0
+
+
+def judged_and_scored_store(store):
+    """Two runs with judge verdicts and metrics; one metric also under a second, smaller config."""
+    rng = np.random.default_rng(1)
+    for run_id, method, task in (("a", "KGW", "qa"), ("b", "SWEET", "completion")):
+        store.add_run(run_id, {"config": {}, "model": "m", "task": task, "method": method, "params": {}, "n": 6,
+                               "imported": True, "status": "done"}, {
+            "judgments": [{"sample_idx": i, "judge_model": "j", "prompt_version": "v", "watermarked_first": True,
+                           "texts_hash": str(i), "status": "ok", "scores_watermarked": rng.integers(1, 6, 3).tolist(),
+                           "scores_unwatermarked": rng.integers(1, 6, 3).tolist()} for i in range(6)],
+            "metrics": [{"sample_idx": i, "text_kind": kind, "metric": metric, "config": config,
+                         "value": float(rng.random()) * (1.5 if metric == "factuality" else 1)}
+                        for i in range(6) for kind in ("watermarked", "unwatermarked")
+                        for metric, config in (("simcse", "c"), ("rougeL", "c"), ("f1", "c"), ("factuality", "c"))]
+                       + [{"sample_idx": 0, "text_kind": "watermarked", "metric": "simcse", "config": "other",
+                           "value": 0.0}],
+        })
+    return store
+
+
+def test_slider_views_equal_the_mean_of_per_sample_fws(store):
+    from fwsapp.fws import DEFAULT_MAPPING, fws_views, judge_aspects, metric_aspects, prepare_views, run_means
+
+    judged_and_scored_store(store)
+    runs = store.runs()
+    judge = judge_aspects(store.judgments())
+    auto = metric_aspects(store.metrics(), dict(zip(runs.run_id, runs.task)), DEFAULT_MAPPING)
+    prepared = prepare_views(run_means(judge, runs), run_means(auto, runs))
+    views = fws_views(prepared, 0.3, 0.4, detect_column="n")
+    direct = judge.assign(fws=fws(judge.coherence, judge.relevance, judge.factual_accuracy, 0.3, 0.4))
+    expected = direct[direct.kind == "watermarked"].groupby("run_id").fws.mean()
+    table = views["gptj"].set_index("method")
+    assert table.at["KGW", "qa"] == pytest.approx(expected["a"])
+    assert table.at["SWEET", "completion"] == pytest.approx(expected["b"])
+    assert list(table.index) == ["Unwatermarked", "KGW", "SWEET"]
+
+
+def test_report_and_fws_page_give_the_same_auto_fws(store):
+    """One Auto-FWS: the report and the FWS page read each metric under its main config, clipped to [0, 1]."""
+    from fwsapp.fws import DEFAULT_MAPPING, fws_views, metric_aspects, prepare_views, run_means
+    from fwsapp.report import build_report
+
+    judged_and_scored_store(store)
+    runs = store.runs()
+    auto = run_means(metric_aspects(store.metrics(), dict(zip(runs.run_id, runs.task)), DEFAULT_MAPPING), runs)
+    page = fws_views(prepare_views(auto.iloc[0:0], auto), 0.4, 0.2, detect_column="n", tradeoff_source="Auto")
+    report = {run["run_id"]: run for run in build_report(store, 0.4, 0.2)["runs"]}
+    table = page["auto"].set_index("method")
+    assert report["a"]["quality"]["fws_auto"]["watermarked"] == pytest.approx(table.at["KGW", "qa"])
+    assert report["b"]["quality"]["fws_auto"]["watermarked"] == pytest.approx(table.at["SWEET", "completion"])
+    metrics = store.metrics(["a"])
+    own = metrics[(metrics.config == "c") & (metrics.text_kind == "watermarked")].pivot(
+        index="sample_idx", columns="metric", values="value")
+    by_hand = fws(own.simcse, own.f1, own.factuality.clip(0, 1), 0.4, 0.2).mean()  # QA: relevance is F1
+    assert report["a"]["quality"]["fws_auto"]["watermarked"] == pytest.approx(by_hand)
+
+
+def test_position_consistency_counts_samples_whose_winner_survives_the_swap():
+    from fwsapp.judge.summary import position_consistency
+
+    def verdict(sample, first, watermarked, unwatermarked):
+        return {"run_id": "r", "sample_idx": sample, "judge_model": "j", "watermarked_first": first, "status": "ok",
+                "scores_watermarked": watermarked, "scores_unwatermarked": unwatermarked}
+
+    judgments = pd.DataFrame([
+        verdict(0, True, [5, 5, 5], [1, 1, 1]), verdict(0, False, [4, 4, 4], [2, 2, 2]),  # same winner
+        verdict(1, True, [5, 5, 5], [1, 1, 1]), verdict(1, False, [1, 1, 1], [5, 5, 5]),  # flips
+        verdict(2, True, [3, 3, 3], [3, 3, 3]), verdict(2, False, [3, 3, 3], [3, 3, 3]),  # tie both times
+        verdict(3, True, [5, 5, 5], [1, 1, 1]),  # one order only: not counted
+    ])
+    assert position_consistency(judgments) == pytest.approx(2 / 3)
+
+
+def test_pareto_front_is_drawn_per_task_through_undominated_points():
+    from fwsapp.fws import tradeoff_points
+
+    points = pd.DataFrame({"kind": "watermarked", "task": ["qa", "qa", "qa", "completion"],
+                           "auroc": [0.9, 0.95, 0.8, 0.99], "coherence": 1.0, "relevance": [0.5, 0.4, 0.3, 0.1],
+                           "factual_accuracy": [0.5, 0.4, 0.3, 0.1]})
+    prepared = {"points": points, "reference": pd.DataFrame({"task": ["qa"], "coherence": [1.0], "relevance": [1.0],
+                                                             "factual_accuracy": [1.0]})}
+    _, front, reference = tradeoff_points(prepared, "auroc", 0.4, 0.2)
+    assert sorted(map(tuple, front[["task", "auroc"]].to_numpy().tolist())) == [
+        ("completion", 0.99), ("qa", 0.9), ("qa", 0.95)]
+    assert reference.fws.tolist() == pytest.approx([1.0])

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fwsapp.entropy import token_entropy
+from fwsapp.teacher_forcing import token_entropy
 from fwsapp.generate import RunConfig, run_generation
 from fwsapp.report import build_report
 from fwsapp.store import Store
@@ -125,3 +125,24 @@ def test_a_prompt_longer_than_the_context_is_cut_from_the_left_with_a_warning(lm
     with pytest.warns(UserWarning, match=r"sample 0: the prompt has [\d,]+ tokens, more than the [\d,]+ that fit"):
         run_id = run_generation(config, store, lm)
     assert store.count("generations", run_id) == 1
+
+
+def test_a_second_method_on_the_same_prompts_reuses_the_unwatermarked_batches(lm, store, monkeypatch):
+    import fwsapp.generate as generate
+
+    first = run_generation(RunConfig(task="qa", method="KGW", n=4, max_new_tokens=8, batch_size=2, seed=7), store, lm)
+    calls = []
+    original = generate.generate_batch
+    monkeypatch.setattr(generate, "generate_batch",
+                        lambda *args, **kwargs: calls.append(args[4]) or original(*args, **kwargs))
+    second = run_generation(RunConfig(task="qa", method="Unigram", n=3, max_new_tokens=8, batch_size=2, seed=7), store, lm)
+    assert len(calls) == 2  # the two watermarked batches only
+    kgw, unigram = store.generations(first), store.generations(second)
+    assert unigram.unwatermarked_text.tolist() == kgw.unwatermarked_text.tolist()[:3]
+    assert [list(ids) for ids in unigram.unwatermarked_ids] == [list(ids) for ids in kgw.unwatermarked_ids[:3]]
+    scores = store.detections([second])
+    assert scores[scores.text_kind == "unwatermarked"].detector.eq("Unigram").all()  # scored by its own detector
+    other_seed = run_generation(RunConfig(task="qa", method="Unigram", n=2, max_new_tokens=8, batch_size=2, seed=8),
+                                store, lm)
+    assert len(calls) == 4  # a different seed shares nothing
+    assert store.generations(other_seed).unwatermarked_text.tolist() != kgw.unwatermarked_text.tolist()[:2]

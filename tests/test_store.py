@@ -68,3 +68,37 @@ def test_a_second_process_gets_a_clear_message(store):
 def test_unknown_run_is_a_clear_error(store):
     with pytest.raises(StoreError, match="No run 'nope'"):
         store.run("nope")
+
+
+def test_revision_counts_write_transactions_even_when_row_counts_stay(store):
+    make_run(store)
+    metric = {"sample_idx": 0, "text_kind": "watermarked", "metric": "simcse", "config": "c", "value": 0.5}
+    store.write_rows("metrics", "r1", [metric])
+    before = store.revision()
+    store.write_rows("metrics", "r1", [{**metric, "value": 0.9}])  # INSERT OR REPLACE: same row count
+    assert store.revision() != before
+    after = store.revision()
+    make_run(store)  # the run exists: nothing written, nothing to invalidate
+    store.write_rows("metrics", "r1", [])
+    store.set_status("r1", "running")
+    assert store.revision() == after
+    failed_rows = [{"sample_idx": 1, "prompt": None}]
+    with pytest.raises(duckdb.Error):
+        store.write_batch("r1", failed_rows, [])
+    assert store.revision() == after  # a rolled-back transaction counts for nothing
+
+
+def test_old_entity_token_counts_migrate_to_named_columns(tmp_path):
+    from fwsapp.store import MIGRATIONS
+
+    path = tmp_path / "old.duckdb"
+    connection = duckdb.connect(str(path))
+    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for version, migration in enumerate(MIGRATIONS[:5], start=1):
+        connection.execute(migration)
+        connection.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(version)])
+    connection.execute("INSERT INTO entity_analyses VALUES ('r', 0, 'c', [40, 31, NULL])")
+    connection.close()
+    row = Store(path).cursor().execute(
+        "SELECT reference_tokens, unwatermarked_tokens, watermarked_tokens FROM entity_analyses").fetchone()
+    assert row == (40, 31, None)

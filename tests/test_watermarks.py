@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fwsapp.generate import RunConfig, run_generation
-from fwsapp.watermark import POST_HOC, create
+from fwsapp.methods import POST_HOC
+from fwsapp.watermark import create
 from fwsapp.watermark.dipmark import dip_reweight
 from fwsapp.watermark.exp_edit import alignment_costs
 from fwsapp.watermark.posthoc import DetectGPT, mask_spans, refill

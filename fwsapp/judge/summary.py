@@ -1,11 +1,13 @@
-"""Per-sample judge scores (both orders averaged when judged twice) and the report's judge block."""
+"""Per-sample judge scores (both orders averaged when judged twice), their means and drops, and the
+report's judge block. Nothing here depends on the FWS weights: fws.py applies α and β to these means."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws_from_likert
 from fwsapp.judge.parser import ASPECTS
+
+KINDS = ("watermarked", "unwatermarked")
 
 
 def per_sample_scores(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -14,7 +16,7 @@ def per_sample_scores(judgments: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=["run_id", "sample_idx", "orders"])
     frame = ok[["run_id", "sample_idx"]].reset_index(drop=True)
-    for kind in ("watermarked", "unwatermarked"):
+    for kind in KINDS:
         scores = np.stack(ok[f"scores_{kind}"].map(np.asarray).to_list())
         for position, aspect in enumerate(ASPECTS):
             frame[f"{aspect}_{kind}"] = scores[:, position]
@@ -22,8 +24,26 @@ def per_sample_scores(judgments: pd.DataFrame) -> pd.DataFrame:
     return grouped.mean().merge(grouped.size().rename(columns={"size": "orders"}), on=["run_id", "sample_idx"])
 
 
-def judge_block(judgments: pd.DataFrame, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict | None:
-    """The report's judge block for one run; None when the run has no verdicts."""
+def drop_pct(unwatermarked, watermarked):
+    """(unwatermarked − watermarked) / unwatermarked × 100; None (NaN for arrays) where unwatermarked is 0."""
+    if np.ndim(unwatermarked) == 0:
+        return None if not unwatermarked else float((unwatermarked - watermarked) / unwatermarked * 100)
+    unwatermarked = pd.Series(unwatermarked, dtype=float)
+    return (unwatermarked - watermarked) / unwatermarked.where(unwatermarked != 0) * 100
+
+
+def mean_scores(samples: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean of each `{aspect}_{kind}` column per group, with `{aspect}_drop` (drop %) and the sample count."""
+    columns = [f"{aspect}_{kind}" for aspect in ASPECTS for kind in KINDS]
+    grouped = samples.groupby(by, as_index=False)
+    means = grouped[columns].mean().merge(grouped.size().rename(columns={"size": "samples"}), on=by)
+    for aspect in ASPECTS:
+        means[f"{aspect}_drop"] = drop_pct(means[f"{aspect}_unwatermarked"], means[f"{aspect}_watermarked"]).to_numpy()
+    return means
+
+
+def judge_block(judgments: pd.DataFrame) -> dict | None:
+    """The report's judge block for one run (weights not applied); None when the run has no verdicts."""
     if judgments.empty:
         return None
     samples = per_sample_scores(judgments)
@@ -31,39 +51,30 @@ def judge_block(judgments: pd.DataFrame, alpha: float = DEFAULT_ALPHA, beta: flo
     failed = set(judgments.sample_idx) - judged
     block = {"n_judged": len(judged), "n_failed": len(failed), "position_consistency": position_consistency(judgments)}
     if samples.empty:
-        return {**block, **{aspect: None for aspect in ASPECTS}, "drop_pct": None, "fws": None}
+        return {**block, **{aspect: None for aspect in ASPECTS}, "drop_pct": None}
+    means = mean_scores(samples.assign(all=0), ["all"]).iloc[0]
     for aspect in ASPECTS:
-        block[aspect] = {kind: float(samples[f"{aspect}_{kind}"].mean()) for kind in ("watermarked", "unwatermarked")}
-    block["drop_pct"] = {
-        aspect: drop_pct(block[aspect]["unwatermarked"], block[aspect]["watermarked"]) for aspect in ASPECTS
-    }
-    block["fws"] = {
-        kind: float(fws_from_likert(samples[[f"{aspect}_{kind}" for aspect in ASPECTS]].to_numpy(), alpha, beta).mean())
-        for kind in ("watermarked", "unwatermarked")
-    }
+        block[aspect] = {kind: float(means[f"{aspect}_{kind}"]) for kind in KINDS}
+    block["drop_pct"] = {aspect: _number(means[f"{aspect}_drop"]) for aspect in ASPECTS}
     return block
 
 
-def _winner(row) -> str:
-    watermarked, unwatermarked = sum(row.scores_watermarked), sum(row.scores_unwatermarked)
-    return "tie" if watermarked == unwatermarked else ("watermarked" if watermarked > unwatermarked else "unwatermarked")
+def _number(value) -> float | None:
+    return None if pd.isna(value) else float(value)
 
 
 def position_consistency(judgments: pd.DataFrame) -> float | None:
     """Share of samples judged in both orders whose winner is the same both times (as FastChat's llm_judge)."""
     ok = judgments[judgments.status == "ok"]
-    both = ok.groupby(["run_id", "sample_idx", "judge_model"]).filter(lambda group: group.watermarked_first.nunique() == 2)
-    if both.empty:
+    if ok.empty:
         return None
-    agreements = [
-        group.apply(_winner, axis=1).nunique() == 1 for _, group in both.groupby(["run_id", "sample_idx", "judge_model"])
-    ]
-    return float(sum(agreements) / len(agreements))
-
-
-def drop_pct(unwatermarked: float, watermarked: float) -> float | None:
-    """(unwatermarked − watermarked) / unwatermarked × 100."""
-    return None if not unwatermarked else (unwatermarked - watermarked) / unwatermarked * 100
+    keys = ["run_id", "sample_idx", "judge_model"]
+    margin = np.stack(ok.scores_watermarked.map(np.asarray).to_list()).sum(1) - np.stack(
+        ok.scores_unwatermarked.map(np.asarray).to_list()).sum(1)
+    winners = ok[keys + ["watermarked_first"]].assign(winner=np.sign(margin))
+    per_sample = winners.groupby(keys).agg(orders=("watermarked_first", "nunique"), winners=("winner", "nunique"))
+    both = per_sample[per_sample.orders == 2]
+    return None if both.empty else float((both.winners == 1).mean())
 
 
 def aspect_means(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -71,13 +82,10 @@ def aspect_means(judgments: pd.DataFrame) -> pd.DataFrame:
     samples = per_sample_scores(judgments)
     if samples.empty:
         return pd.DataFrame(columns=["method", "task", "aspect", "kind", "mean", "drop_pct"])
-    runs = judgments.drop_duplicates("run_id").set_index("run_id")[["method", "task", "model"]]
-    samples = samples.join(runs, on="run_id")
-    rows = []
-    for (method, task), group in samples.groupby(["method", "task"]):
-        for aspect in ASPECTS:
-            means = {kind: group[f"{aspect}_{kind}"].mean() for kind in ("watermarked", "unwatermarked")}
-            for kind, mean in means.items():
-                rows.append({"method": method, "task": task, "aspect": aspect, "kind": kind, "mean": mean,
-                             "drop_pct": drop_pct(means["unwatermarked"], means["watermarked"])})
+    runs = judgments.drop_duplicates("run_id").set_index("run_id")[["method", "task"]]
+    means = mean_scores(samples.join(runs, on="run_id"), ["method", "task"])
+    rows = [{"method": row.method, "task": row.task, "aspect": aspect, "kind": kind,
+             "mean": getattr(row, f"{aspect}_{kind}"), "drop_pct": getattr(row, f"{aspect}_drop")}
+            for row in means.itertuples() for aspect in ASPECTS for kind in KINDS]
     return pd.DataFrame(rows)
+

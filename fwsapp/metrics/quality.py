@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from fwsapp.metrics import f1, rouge
+from fwsapp.metrics import f1, main_config, rouge
 from fwsapp.metrics.factuality import ALIGNSCORE_NAME, STAND_IN_NAME
 from fwsapp.models import EMBEDDED_MODEL
 
@@ -70,7 +70,7 @@ class QualityResources:
     @property
     def recognizer(self):
         if self._recognizer is None:
-            from fwsapp.entities import load_recognizer
+            from fwsapp.recognizer import load_recognizer
 
             self._recognizer = load_recognizer()
         return self._recognizer
@@ -111,7 +111,7 @@ def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=G
 
 def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set) -> list[dict]:
     # Model-based metrics import torch; imports and reports of text metrics should not pay for that.
-    from fwsapp.entities import backend_name
+    from fwsapp.recognizer import backend_name
     from fwsapp.metrics import bertscore, factuality, perplexity, simcse
 
     if metric in ("rouge", "f1"):
@@ -178,20 +178,12 @@ def factuality_name(config: str | None) -> str | None:
     return ALIGNSCORE_NAME if config.startswith("alignscore") else STAND_IN_NAME
 
 
-def _main_config(rows: pd.DataFrame) -> str | None:
-    """The config with the most values, when a metric was computed under several (two oracles, say)."""
-    if rows.empty:
-        return None
-    counts = rows.groupby("config").size()
-    return str(counts.sort_values(ascending=False, kind="stable").index[0])
-
-
 def quality_block(metrics: pd.DataFrame) -> dict:
     """The report's quality block for one run: mean per metric and text kind; null where not computed."""
     block, configs = {}, {}
     for metric in REPORT_METRICS + ("factuality",):
         rows = metrics[metrics.metric == metric]
-        config = _main_config(rows)
+        config = main_config(rows)
         rows = rows[rows.config == config]
         means = {
             kind: (float(rows.loc[rows.text_kind == kind, "value"].mean()) if (rows.text_kind == kind).any() else None)

@@ -1,9 +1,10 @@
 """Watermarking methods, registered by name (case-insensitive, with the paper's file spellings)."""
 from __future__ import annotations
 
-from fwsapp.methods import SCORE_DIRECTIONS, canonical_name
+from fwsapp.methods import canonical_name, parse_params
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.dipmark import DiPmark
+from fwsapp.watermark.entity_kgw import EntityKGW
 from fwsapp.watermark.exp_edit import ExpEdit
 from fwsapp.watermark.kgw import KGW
 from fwsapp.watermark.posthoc import DetectGPT, FastDetectGPT, LogRank
@@ -11,47 +12,23 @@ from fwsapp.watermark.sweet import SWEET
 from fwsapp.watermark.synthid import SynthID
 from fwsapp.watermark.unigram import Unigram
 
+# One class per declared method (tests/test_watermarks.py checks the two match).
 METHODS: dict[str, type[Watermark]] = {
-    cls.name: cls for cls in (KGW, SWEET, DiPmark, ExpEdit, Unigram, SynthID, LogRank, DetectGPT, FastDetectGPT)
+    cls.name: cls for cls in (KGW, SWEET, DiPmark, ExpEdit, EntityKGW, Unigram, SynthID, LogRank, DetectGPT,
+                              FastDetectGPT)
 }
-WATERMARKS = [name for name, cls in METHODS.items() if not getattr(cls, "post_hoc", False)]
-POST_HOC = [name for name, cls in METHODS.items() if getattr(cls, "post_hoc", False)]
+
 
 def method_class(name: str) -> type[Watermark]:
-    canonical = canonical_name(name)
-    if canonical not in METHODS:
-        raise ValueError(
-            f"{canonical} cannot generate or detect in this version; import its logs instead. "
-            f"Available for generation: {', '.join(METHODS)}."
-        )
-    return METHODS[canonical]
+    return METHODS[canonical_name(name)]
 
 
-def parse_params(method: str, pairs: list[str] | dict) -> dict:
-    """Turn `key=value` strings (or a dict of strings) into typed parameters, using the defaults' types."""
-    defaults = method_class(method).defaults
-    items = pairs.items() if isinstance(pairs, dict) else (_split(pair) for pair in pairs)
-    params = {}
-    for key, value in items:
-        if key not in defaults:
-            raise ValueError(f"{canonical_name(method)} has no parameter '{key}'; it has {', '.join(defaults)}.")
-        kind = type(defaults[key])
-        try:
-            params[key] = kind(value) if not isinstance(value, kind) else value
-        except ValueError:
-            raise ValueError(f"Parameter {key}={value!r} must be a {kind.__name__}.") from None
-    return params
-
-
-def _split(pair: str) -> tuple[str, str]:
-    key, sep, value = pair.partition("=")
-    if not sep:
-        raise ValueError(f"Parameter '{pair}' must look like key=value.")
-    return key.strip(), value.strip()
-
-
-def create(method: str, vocab_size: int, params: dict | None = None, lm=None) -> Watermark:
-    return method_class(method)(vocab_size, lm=lm, **(params or {}))
+def create(method: str, vocab_size: int, params: dict | None = None, lm=None, tokenizer=None) -> Watermark:
+    """A method's watermark; `tokenizer` (a tokenizers.TextTokenizer) serves methods that read word lists
+    (EntityKGW) when no model is loaded, as in re-detection with a bare tokenizer."""
+    cls = method_class(method)
+    extra = {"tokenizer": tokenizer} if cls.info.needs_tokenizer and tokenizer is not None else {}
+    return cls(vocab_size, lm=lm, **extra, **(params or {}))
 
 
 def detect_text(method: str, params: dict, lm, text: str) -> tuple[Detection, list[str]]:
@@ -72,4 +49,4 @@ def explain(method: str, params: dict, lm, token_ids, context_ids=()) -> tuple[D
     return detection, [lm.tokenizer.decode([token]) for token in token_ids]
 
 
-__all__ = ["Detection", "Watermark", "METHODS", "WATERMARKS", "POST_HOC", "SCORE_DIRECTIONS", "canonical_name", "method_class", "parse_params", "create", "detect_text", "explain"]
+__all__ = ["Detection", "Watermark", "METHODS", "canonical_name", "method_class", "parse_params", "create", "detect_text", "explain"]

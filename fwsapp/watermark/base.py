@@ -6,12 +6,13 @@ the prompt is context (it seeds the first green list), never scored (MarkLLM iss
 """
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
 from transformers import LogitsProcessor
+
+from fwsapp.methods import MethodInfo
 
 
 @dataclass
@@ -26,70 +27,27 @@ class Detection:
     token_flags: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Param:
-    """What values a parameter takes, with one line of help: a numeric range, or a set of choices."""
-
-    help: str
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-    open_high: bool = False
-    choices: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
-        if self.low is not None and self.high is not None:
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
-        if self.low is not None:
-            return f"{'>' if self.open_low else '≥'} {self.low:g}"
-        if self.high is not None:
-            return f"{'<' if self.open_high else '≤'} {self.high:g}"
-        return "a finite number"
-
-    def check(self, method: str, name: str, value) -> None:
-        if self.choices:
-            valid = value in self.choices
-        elif isinstance(value, str) or not math.isfinite(value):
-            valid = False
-        else:
-            valid = not (
-                (self.low is not None and (value <= self.low if self.open_low else value < self.low))
-                or (self.high is not None and (value >= self.high if self.open_high else value > self.high))
-            )
-        if not valid:
-            raise ValueError(f"{method}: {name}={value!r} is out of range; it must be {self.describe()} ({self.help}).")
-
-
-# Shared by the seeded green-list methods (KGW, SWEET, DiPmark).
-RNG_PARAMS = {
-    "rng": Param("green-list generator: cuda = MarkLLM on a GPU (the paper), cpu = MarkLLM on a CPU",
-                 choices=("cuda", "cpu")),
-    "cuda_blocks": Param("cap on CUDA randperm's grid, as a smaller GPU applies it (0 = none; 492 = RTX 3090 "
-                         "at 128,256 tokens)", low=0),
-}
-GAMMA = Param("share of the vocabulary that is green", low=0, high=1, open_low=True, open_high=True)
-DELTA = Param("logit bias added to green tokens")
-Z_THRESHOLD = Param("z-score above which a text is called watermarked")
-KEY = Param("secret key seeding the watermark")
-
-
 class Watermark(ABC):
     """A watermarking method: parameters, a logits processor for generation, a detector."""
 
+    # Bound from the method's declaration in fwsapp.methods (`class KGW(Watermark, info=methods.KGW)`).
+    info: ClassVar[MethodInfo]
     name: ClassVar[str]
     description: ClassVar[str]
     defaults: ClassVar[dict]
-    # "higher": larger scores mean watermarked (z-scores); "lower": p-values.
-    score_direction: ClassVar[str] = "higher"
-    # The detector runs the model itself (SWEET's entropies, the post-hoc detectors).
-    needs_model: ClassVar[bool] = False
-    # Post-hoc detectors watermark nothing; they separate model text from human reference text.
-    post_hoc: ClassVar[bool] = False
-    threshold_param: ClassVar[str] = "z_threshold"
-    # Each parameter's valid values and help; checked before any work, shown on the Generate page and in --help.
-    param_specs: ClassVar[dict[str, Param]] = {}
+    param_specs: ClassVar[dict]
+    score_direction: ClassVar[str]
+    needs_model: ClassVar[bool]
+    post_hoc: ClassVar[bool]
+    threshold_param: ClassVar[str]
+
+    def __init_subclass__(cls, info: MethodInfo | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if info is not None:
+            cls.info = info
+            cls.name, cls.description, cls.threshold_param = info.name, info.description, info.threshold_param
+            cls.defaults, cls.param_specs = info.defaults, info.param_specs
+            cls.score_direction, cls.needs_model, cls.post_hoc = info.score_direction, info.needs_model, info.post_hoc
 
     def __init__(self, vocab_size: int, lm=None, **params):
         self.params = self.checked_params(params)
@@ -101,18 +59,7 @@ class Watermark(ABC):
     @classmethod
     def checked_params(cls, params: dict) -> dict:
         """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
-        unknown = set(params) - set(cls.defaults)
-        if unknown:
-            raise ValueError(
-                f"{cls.name} has no parameter {', '.join(sorted(unknown))}; "
-                f"its parameters are {', '.join(cls.defaults)}."
-            )
-        merged = {**cls.defaults, **params}
-        for name, value in merged.items():
-            spec = cls.param_specs.get(name)
-            if spec is not None or not isinstance(cls.defaults[name], str):
-                (spec or Param(name)).check(cls.name, name, value)
-        return merged
+        return cls.info.checked_params(params)
 
     @abstractmethod
     def logits_processor(self) -> LogitsProcessor:
@@ -127,5 +74,4 @@ class Watermark(ABC):
         """Score `token_ids`; `context_ids` (the prompt) only seed the first positions."""
 
     def is_watermarked(self, detection: Detection) -> bool:
-        threshold = self.params[self.threshold_param]
-        return detection.score < threshold if self.score_direction == "lower" else detection.score > threshold
+        return self.info.is_watermarked(detection.score, self.params)

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import KEY, RNG_PARAMS, Z_THRESHOLD, Detection, Param, Watermark
+from fwsapp import methods
+from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.rng import VocabularyShuffle
 
 
@@ -81,19 +82,7 @@ class DiPLogitsProcessor(LogitsProcessor):
         return reweighted
 
 
-class DiPmark(Watermark):
-    name = "DiPmark"
-    description = "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased)."
-    defaults = {"gamma": 0.5, "alpha": 0.45, "key": 42, "prefix_length": 5, "z_threshold": 1.513,
-                "rng": "cuda", "cuda_blocks": 0}
-    param_specs = {
-        "gamma": Param("quantile of the permutation above which a token counts as green", low=0, high=1,
-                       open_low=True, open_high=True),
-        "alpha": Param("reweighting strength (0 = no watermark, 0.5 = strongest)", low=0, high=0.5),
-        "key": KEY, "z_threshold": Z_THRESHOLD,
-        "prefix_length": Param("context tokens hashed into each permutation (0 = the whole context)", low=0),
-        **RNG_PARAMS,
-    }
+class DiPmark(Watermark, info=methods.DIPMARK):
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

@@ -30,11 +30,10 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import KEY, Detection, Param, Watermark
+from fwsapp import methods
+from fwsapp.watermark.base import Detection, Watermark
 
 
-XI_SOURCES = ("pcg64", "markllm")
-ALIGNMENTS = ("first", "all")
 
 
 @lru_cache(maxsize=2)
@@ -110,22 +109,7 @@ class ExpEditLogitsProcessor(LogitsProcessor):
         return forced
 
 
-class ExpEdit(Watermark):
-    name = "EXP-edit"
-    description = "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values."
-    defaults = {"pseudo_length": 256, "sequence_length": 200, "n_runs": 100, "key": 42, "gamma": 0.0,
-                "p_threshold": 0.2, "xi": "pcg64", "align": "first"}
-    param_specs = {
-        "pseudo_length": Param("length of the key sequence ξ", low=1),
-        "sequence_length": Param("tokens aligned at detection (with align=first)", low=1),
-        "n_runs": Param("null keys in the permutation test", low=1),
-        "key": KEY, "gamma": Param("insertion/deletion cost of the alignment", low=0),
-        "p_threshold": Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True),
-        "xi": Param("key sequence: pcg64 (fast), or markllm to check MarkLLM's EXP-edit texts", choices=XI_SOURCES),
-        "align": Param("first = the first sequence_length tokens; all = every token, as MarkLLM", choices=ALIGNMENTS),
-    }
-    score_direction = "lower"
-    threshold_param = "p_threshold"
+class ExpEdit(Watermark, info=methods.EXP_EDIT):
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

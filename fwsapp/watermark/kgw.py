@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import DELTA, GAMMA, KEY, RNG_PARAMS, Z_THRESHOLD, Detection, Param, Watermark
+from fwsapp import methods
+from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.rng import VocabularyShuffle
 
 
@@ -133,15 +134,7 @@ class KGWLogitsProcessor(LogitsProcessor):
         return self.green_lists.batch_mask(input_ids)
 
 
-class KGW(Watermark):
-    name = "KGW"
-    description = "Kirchenbauer et al. (2023): bias a pseudo-random green list seeded by the previous token."
-    defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "prefix_length": 1, "z_threshold": 4.0,
-                "rng": "cuda", "cuda_blocks": 0}
-    param_specs = {
-        "gamma": GAMMA, "delta": DELTA, "hash_key": KEY, "z_threshold": Z_THRESHOLD,
-        "prefix_length": Param("tokens before each position that seed its green list", low=1), **RNG_PARAMS,
-    }
+class KGW(Watermark, info=methods.KGW):
     seeding = "kgw"
 
     def __init__(self, vocab_size: int, **params):

@@ -18,25 +18,21 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import Detection, Param, Watermark
+from fwsapp import methods
+from fwsapp.teacher_forcing import TokenStats, teacher_force
+from fwsapp.watermark.base import Detection, Watermark
 
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
 
 
-def token_log_probs(lm, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> torch.Tensor:
-    """Log-softmax rows predicting each of `token_ids` (one row per token), given all before it."""
-    context = list(context_ids) or [lm.tokenizer.bos_token_id or lm.tokenizer.eos_token_id]
-    ids = torch.tensor([context + list(token_ids)], device=lm.device)
-    with torch.inference_mode():
-        logits = lm.model(ids).logits[0].float()
-    return torch.log_softmax(logits[len(context) - 1: -1], dim=-1).cpu()
+def scored_tokens(lm, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> TokenStats:
+    """Teacher-forced stats of every token; a text with no context starts after BOS (or EOS)."""
+    start = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.tokenizer.eos_token_id
+    return teacher_force(lm, [(context_ids, token_ids)], batch_size=1, start_token=start)[0]
 
 
 class PostHoc(Watermark):
     """A detector with nothing to add at generation time."""
-
-    needs_model = True
-    post_hoc = True
 
     def logits_processor(self) -> LogitsProcessor | None:
         return None
@@ -45,50 +41,28 @@ class PostHoc(Watermark):
         return {}
 
 
-class LogRank(PostHoc):
-    name = "LogRank"
-    description = "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark)."
-    defaults = {"threshold": -1.0}
-    threshold_param = "threshold"
+class LogRank(PostHoc, info=methods.LOGRANK):
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         if not token_ids:
             return Detection(score=float("nan"), num_tokens_scored=0)
-        log_probs = token_log_probs(self.lm, token_ids, context_ids)
-        targets = torch.tensor(list(token_ids)).clamp(max=log_probs.shape[1] - 1)
-        chosen = log_probs.gather(1, targets[:, None])
-        ranks = (log_probs > chosen).sum(dim=1) + 1
-        return Detection(score=-float(torch.log(ranks.float()).mean()), num_tokens_scored=len(token_ids))
+        ranks = scored_tokens(self.lm, token_ids, context_ids).rank
+        return Detection(score=-float(np.log(ranks).mean()), num_tokens_scored=len(token_ids))
 
 
-class FastDetectGPT(PostHoc):
-    name = "Fast-DetectGPT"
-    description = "Post-hoc: analytic sampling discrepancy under the scoring model itself (no watermark)."
-    defaults = {"threshold": 2.0}
-    threshold_param = "threshold"
+class FastDetectGPT(PostHoc, info=methods.FAST_DETECTGPT):
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         if not token_ids:
             return Detection(score=float("nan"), num_tokens_scored=0)
-        log_probs = token_log_probs(self.lm, token_ids, context_ids)
-        probs = log_probs.exp()
-        targets = torch.tensor(list(token_ids)).clamp(max=log_probs.shape[1] - 1)
-        observed = log_probs.gather(1, targets[:, None]).squeeze(1).sum()
-        expected = (probs * log_probs).sum(1)
-        variance = (probs * log_probs.square()).sum(1) - expected.square()
-        score = float((observed - expected.sum()) / variance.sum().clamp_min(1e-12).sqrt())
+        # Under the model's own sampling, log p(x̃_t) has mean −H_t and variance E[(log p)²] − H_t².
+        stats = scored_tokens(self.lm, token_ids, context_ids)
+        variance = (stats.log_prob_square - stats.entropy ** 2).sum()
+        score = float((stats.log_prob.sum() + stats.entropy.sum()) / np.sqrt(max(variance, 1e-12)))
         return Detection(score=score, z=score, num_tokens_scored=len(token_ids))
 
 
-class DetectGPT(PostHoc):
-    name = "DetectGPT"
-    description = "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model)."
-    defaults = {"perturbations": 20, "span_length": 2, "mask_fraction": 0.15, "seed": 0, "threshold": 1.0}
-    param_specs = {
-        "perturbations": Param("perturbed copies per text", low=1), "span_length": Param("words per masked span", low=1),
-        "mask_fraction": Param("share of words masked", low=0, high=1, open_low=True, open_high=True),
-    }
-    threshold_param = "threshold"
+class DetectGPT(PostHoc, info=methods.DETECTGPT):
 
     def __init__(self, vocab_size: int, lm=None, filler: Callable[[list[str]], list[str]] | None = None, **params):
         super().__init__(vocab_size, lm, **params)
@@ -98,8 +72,7 @@ class DetectGPT(PostHoc):
         ids = self.lm.tokenizer(text, add_special_tokens=False)["input_ids"]
         if not ids:
             return float("nan")
-        log_probs = token_log_probs(self.lm, ids, context_ids)
-        return float(log_probs.gather(1, torch.tensor(ids)[:, None]).sum() / len(ids))
+        return float(scored_tokens(self.lm, ids, context_ids).log_prob.mean())
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         text = self.lm.tokenizer.decode(list(token_ids), skip_special_tokens=True)

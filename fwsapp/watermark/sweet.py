@@ -14,8 +14,10 @@ from typing import Sequence
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.entropy import sequence_entropies, token_entropy
-from fwsapp.watermark.base import Detection, Param
+from fwsapp.entropy import sequence_entropies
+from fwsapp.teacher_forcing import token_entropy
+from fwsapp import methods
+from fwsapp.watermark.base import Detection
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
 
@@ -29,14 +31,8 @@ class SWEETLogitsProcessor(KGWLogitsProcessor):
         return self.green_lists.batch_mask(input_ids) & high_entropy
 
 
-class SWEET(KGW):
-    name = "SWEET"
-    description = "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold."
-    defaults = {**KGW.defaults, "entropy_threshold": 0.9}
-    param_specs = {**KGW.param_specs,
-                   "entropy_threshold": Param("watermark only where the next-token entropy exceeds this (nats)", low=0)}
+class SWEET(KGW, info=methods.SWEET):
     seeding = "sweet"
-    needs_model = True
 
     def logits_processor(self) -> LogitsProcessor:
         return SWEETLogitsProcessor(self.green_lists, self.params["delta"], self.params["entropy_threshold"])

@@ -20,9 +20,8 @@ import torch
 from transformers import LogitsProcessor
 from transformers.generation.logits_process import SynthIDTextWatermarkLogitsProcessor
 
-from fwsapp.watermark.base import KEY, Detection, Param, Watermark
-
-DETECTOR_NOTE = "mean-score detector (SynthID's Bayesian detector needs training)"
+from fwsapp import methods
+from fwsapp.watermark.base import Detection, Watermark
 
 
 class TopKSynthIDProcessor(SynthIDTextWatermarkLogitsProcessor):
@@ -44,16 +43,7 @@ class TopKSynthIDProcessor(SynthIDTextWatermarkLogitsProcessor):
         return super()._compute_keys(n_minus_1_grams, candidates)
 
 
-class SynthID(Watermark):
-    name = "SynthID"
-    description = f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {DETECTOR_NOTE}."
-    defaults = {"key": 42, "depth": 9, "ngram_len": 5, "top_k": 40, "mean_threshold": 0.52}
-    param_specs = {
-        "key": KEY, "depth": Param("tournament layers", low=1), "ngram_len": Param("context n-gram length", low=2),
-        "top_k": Param("candidates in the tournament (0 = the whole vocabulary)", low=0),
-        "mean_threshold": Param("mean g-value above which a text is called watermarked", low=0, high=1),
-    }
-    threshold_param = "mean_threshold"
+class SynthID(Watermark, info=methods.SYNTHID):
 
     def keys(self) -> list[int]:
         """One key per tournament layer, derived from the single key shown in the UI."""

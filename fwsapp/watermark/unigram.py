@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.watermark.base import DELTA, GAMMA, KEY, Z_THRESHOLD, Detection, Watermark
+from fwsapp import methods
+from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.kgw import bias_green, count_detection
 
 
@@ -34,11 +35,7 @@ class UnigramLogitsProcessor(LogitsProcessor):
         return bias_green(scores, self.mask.expand(scores.shape[0], -1), self.delta)
 
 
-class Unigram(Watermark):
-    name = "Unigram"
-    description = "Zhao et al. (2024): one fixed green list for all positions, robust to edits."
-    defaults = {"gamma": 0.5, "delta": 2.0, "hash_key": 15485863, "z_threshold": 4.0}
-    param_specs = {"gamma": GAMMA, "delta": DELTA, "hash_key": KEY, "z_threshold": Z_THRESHOLD}
+class Unigram(Watermark, info=methods.UNIGRAM):
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

@@ -1,0 +1,219 @@
+"""EntityKGW against KGW and SWEET on the same prompts: detectability, what it costs, and what it spares.
+
+Run: .venv/bin/python -m bench.entity_watermark [--n 200] [--seeds 0 1 2] [--db cache/bench-entity.duckdb]
+The three methods run at the same γ, δ and seed on the three tasks of ../shared/data (200 new tokens
+for completion and QA, 64 for summarization, batch 16, the embedded model). Each run is then scored
+(SimCSE, ROUGE, F1 and the factual-consistency stand-in, for Auto-FWS) and analysed (disease entities,
+entropies), all through fwsapp's pipeline into one resumable database: an interrupted bench goes on
+where it stopped. It prints markdown tables:
+
+1. per method and task, the mean over seeds and their spread (sd): AUROC, TPR at 1% FPR, tokens scored
+   per text, introduced entities per text and the hallucination rate (watermarked), the entropy shift
+   inside entities (watermarked − unwatermarked, nats), and Auto-FWS (watermarked);
+2. the issue's acceptance check: 64 HealthQA questions, seed 0, 64 new tokens, batch 16;
+3. a δ sweep of EntityKGW and KGW on QA (seed 0): AUROC against Auto-FWS, the FWS page's trade-off;
+4. robustness: mean z and TPR at z > 4 after replacing 10, 20 and 30% of the words of the same
+   watermarked texts at random (words drawn from the references), EntityKGW against KGW.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DATA = ROOT.parent / "shared" / "data"
+DATASETS = {"completion": "healthqa_completion.json", "qa": "healthqa_qa.json",
+            "summarization": "meqsum_summarization.json"}
+NEW_TOKENS = {"completion": 200, "qa": 200, "summarization": 64}
+METHODS = ("KGW", "SWEET", "EntityKGW")
+METRICS = ("simcse", "rouge", "f1", "factuality")
+EDIT_RATES = (0.1, 0.2, 0.3)
+KGW_DELTA = 2.0
+
+
+def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params):
+    from fwsapp.generate import RunConfig
+
+    return RunConfig(task=task, method=method, dataset=str(DATA / DATASETS[task]), n=n, max_new_tokens=new_tokens,
+                     batch_size=16, seed=seed, params=params)
+
+
+def complete(store, configs, loader, label: str) -> list[str]:
+    """Generate, score and analyse the configs' runs (each step skips what is stored)."""
+    from fwsapp import pipeline
+
+    started = __import__("time").perf_counter()
+    run_ids = pipeline.generate(store, configs, loader, progress=lambda d, t: print(f"\r{label}: {d}/{t}", end=""))
+    pipeline.score(store, run_ids, loader, metrics=METRICS)
+    pipeline.analyze(store, run_ids, loader)
+    print(f"\r{label}: done in {__import__('time').perf_counter() - started:.0f} s", flush=True)
+    return run_ids
+
+
+def run_row(report_run: dict, summary, detections) -> dict:
+    """One run's measures from the report, the entity summary and its detection rows."""
+    own = detections[(detections.run_id == report_run["run_id"]) & (detections.text_kind == "watermarked")]
+    entities = summary[summary.run_id == report_run["run_id"]]
+    row = entities.iloc[0] if not entities.empty else {}
+    fws_auto = (report_run["quality"] or {}).get("fws_auto") or {}
+    return {
+        "auroc": report_run["detection"]["auroc"], "tpr1": report_run["detection"]["tpr_at_fpr"]["0.01"],
+        "tokens": float(own.num_tokens_scored.mean()),
+        "introduced": row.get("introduced per text (watermarked)"),
+        "hallucination": row.get("hallucination rate % (watermarked)"),
+        "fws": fws_auto.get("watermarked"), "fws_plain": fws_auto.get("unwatermarked"),
+    }
+
+
+def entity_entropy_shift(store, run_id: str) -> float | None:
+    """Mean entropy of the tokens inside disease entities, watermarked minus unwatermarked (nats)."""
+    entities = store.entities([run_id])
+    means = entities.dropna(subset=["entropy"]).groupby("text_kind").entropy.mean()
+    if {"watermarked", "unwatermarked"} <= set(means.index):
+        return float(means["watermarked"] - means["unwatermarked"])
+    return None
+
+
+def cell(values: list, digits: int = 3) -> str:
+    values = [value for value in values if value is not None]
+    if not values:
+        return "–"
+    mean = statistics.fmean(values)
+    return f"{mean:.{digits}f}" + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+
+
+def measures(store, run_ids: list[str]) -> dict[str, dict]:
+    from fwsapp.entities import entity_summary
+    from fwsapp.report import build_report
+
+    report = {run["run_id"]: run for run in build_report(store)["runs"]}
+    summary = entity_summary(store.entities(run_ids), store.entity_analyses(run_ids),
+                             store.runs()[lambda frame: frame.run_id.isin(run_ids)])
+    detections = store.detections(run_ids)
+    return {run_id: {**run_row(report[run_id], summary, detections),
+                     "entropy_shift": entity_entropy_shift(store, run_id)} for run_id in run_ids}
+
+
+COLUMNS = (("auroc", "AUROC", 3), ("tpr1", "TPR@1%", 3), ("tokens", "tokens scored / text", 1),
+           ("introduced", "introduced / text", 2), ("hallucination", "hallucination %", 1),
+           ("entropy_shift", "entity entropy shift", 3), ("fws", "Auto-FWS", 3))
+
+
+def table(rows: dict[tuple[str, str], list[dict]]) -> str:
+    lines = ["| task | method | runs | " + " | ".join(label for _, label, _ in COLUMNS) + " |",
+             "|---|---|---|" + "---|" * len(COLUMNS)]
+    for (task, method), runs in rows.items():
+        lines.append(f"| {task} | {method} | {len(runs)} | "
+                     + " | ".join(cell([run[key] for run in runs], digits) for key, _, digits in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def edited(text: str, rate: float, vocabulary: list[str], rng: random.Random) -> str:
+    words = text.split()
+    for index in rng.sample(range(len(words)), int(round(rate * len(words)))):
+        words[index] = rng.choice(vocabulary)
+    return " ".join(words)
+
+
+def robustness(store, lm, run_ids: dict[str, str]) -> str:
+    """z after random word replacement of the same watermarked texts, per method."""
+    from fwsapp.watermark import create
+
+    lines = ["| method | edit rate | mean z | TPR at z > 4 | tokens scored |", "|---|---|---|---|---|"]
+    for method, run_id in run_ids.items():
+        run = store.run(run_id)
+        watermark = create(method, lm.vocab_size, run["params"], lm=lm)
+        rows = store.generations(run_id)
+        vocabulary = sorted({word for text in rows.reference.dropna() for word in text.split()})
+        for rate in (0.0, *EDIT_RATES):
+            rng = random.Random(0)
+            scores, scored = [], []
+            for row in rows.itertuples():
+                text = edited(row.watermarked_text, rate, vocabulary, rng) if rate else row.watermarked_text
+                ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
+                found = watermark.detect(ids, lm.tokenizer(row.prompt)["input_ids"])
+                scores.append(found.score)
+                scored.append(found.num_tokens_scored)
+            lines.append(f"| {method} | {rate:.0%} | {statistics.fmean(scores):.2f} | "
+                         f"{sum(score > 4 for score in scores) / len(scores):.3f} | {statistics.fmean(scored):.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--tasks", nargs="+", default=list(DATASETS))
+    parser.add_argument("--new-tokens", type=int, help="for every task (default: 200, and 64 for summarization)")
+    parser.add_argument("--deltas", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    parser.add_argument("--db", default=str(ROOT / "cache" / "bench-entity.duckdb"))
+    parser.add_argument("--only", choices=["check", "table", "sweep", "robustness"], nargs="+",
+                        default=["check", "table", "sweep", "robustness"])
+    args = parser.parse_args()
+    tokens = {task: args.new_tokens or NEW_TOKENS[task] for task in DATASETS}
+    from functools import lru_cache
+
+    from fwsapp.models import load_model
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    loader = lru_cache(maxsize=None)(load_model)
+    lm = loader(config("KGW", "qa", 1, 0, 1).model)
+
+    if "check" in args.only:
+        runs = {method: complete(store, [config(method, "qa", 64, 0, 64)], loader, f"check {method}")[0]
+                for method in ("KGW", "EntityKGW")}
+        found = measures(store, list(runs.values()))
+        print("\n## Acceptance check: 64 HealthQA questions, seed 0, 64 new tokens, batch 16\n")
+        print("| method | AUROC | TPR@1% | tokens scored / text | hallucination % (watermarked) | introduced / text |")
+        print("|---|---|---|---|---|---|")
+        for method, run_id in runs.items():
+            row = found[run_id]
+            print(f"| {method} | {row['auroc']:.3f} | {row['tpr1']:.3f} | {row['tokens']:.1f} | "
+                  f"{cell([row['hallucination']], 1)} | {cell([row['introduced']], 2)} |")
+
+    main_runs: dict[tuple[str, str], list[str]] = {}
+    if "table" in args.only:
+        for seed in args.seeds:
+            for task in args.tasks:
+                for method in METHODS:
+                    [run_id] = complete(store, [config(method, task, args.n, seed, tokens[task])], loader,
+                                        f"{method} {task} seed {seed}")
+                    main_runs.setdefault((task, method), []).append(run_id)
+        found = measures(store, [run_id for ids in main_runs.values() for run_id in ids])
+        print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds} "
+              "(mean ± sd over seeds)\n")
+        print(table({key: [found[run_id] for run_id in ids] for key, ids in main_runs.items()}))
+
+    if "sweep" in args.only:
+        sweep = {}
+        for method in ("KGW", "EntityKGW"):
+            for delta in args.deltas:
+                # The default δ is left implicit, so that point is the main table's run (same id, no rerun).
+                params = {} if delta == KGW_DELTA else {"delta": delta}
+                [run_id] = complete(store, [config(method, "qa", args.n, 0, tokens["qa"], **params)], loader,
+                                    f"sweep {method} δ={delta}")
+                sweep[(method, delta)] = run_id
+        found = measures(store, list(sweep.values()))
+        print(f"\n## δ sweep on QA (n = {args.n}, seed 0): detectability against Auto-FWS\n")
+        print("| method | δ | AUROC | TPR@1% | Auto-FWS | hallucination % |")
+        print("|---|---|---|---|---|---|")
+        for (method, delta), run_id in sweep.items():
+            row = found[run_id]
+            print(f"| {method} | {delta} | {row['auroc']:.3f} | {row['tpr1']:.3f} | {cell([row['fws']])} | "
+                  f"{cell([row['hallucination']], 1)} |")
+
+    if "robustness" in args.only:
+        runs = {method: complete(store, [config(method, "qa", args.n, 0, tokens["qa"])], loader,
+                                 f"{method} qa seed 0")[0] for method in ("KGW", "EntityKGW")}
+        print(f"\n## Robustness to random word replacement (QA, n = {args.n}, seed 0)\n")
+        print(robustness(store, lm, runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The pipeline's steps: generate, detect, score, judge and analyze. The CLI and the app's background jobs
+call these and nothing else, so a run made from either is the same run.
+
+Each step takes the store, the runs it works on (generation takes the configs that name them), a
+`model_loader(name) -> LoadedModel` (the CLI's keeps each model once per process, the app's is
+`st.cache_resource`), a `progress(done, total)` callback and a `cancel` event; then its own options.
+Every step resumes: what is stored is skipped, and each batch is written as it finishes.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from fwsapp import methods
+from fwsapp.entities import HALLUCINATION_THRESHOLD
+from fwsapp.generate import RunConfig, run_generation
+from fwsapp.store import Store
+
+Progress = Callable[[int, int], None]
+ModelLoader = Callable[[str], object]
+
+
+def _quiet(done: int, total: int) -> None:
+    """The progress callback when the caller wants none."""
+
+
+def _cancelled(cancel: threading.Event | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+def generate(store: Store, configs: list[RunConfig], model_loader: ModelLoader, progress: Progress | None = None,
+             cancel: threading.Event | None = None) -> list[str]:
+    """Generate (or finish) one run per config, in order; returns their ids. Progress counts samples."""
+    progress = progress or _quiet
+    for config in configs:
+        config.samples()  # every dataset and n checked before the first model load
+    total, finished, run_ids = sum(config.n for config in configs), 0, []
+    for config in configs:
+        if _cancelled(cancel):
+            break
+        step = lambda done, _total, before=finished: progress(before + done, total)  # noqa: E731
+        run_ids.append(run_generation(config, store, model_loader(config.model), progress=step, cancel=cancel))
+        finished += config.n
+    return run_ids
+
+
+def sweep_configs(base: RunConfig, grid: dict[str, list] | None = None) -> list[RunConfig]:
+    """One config per point of the grid (the method's declared grid by default): the paper's Figure 5."""
+    import itertools
+
+    grid = grid or methods.info(base.method).sweep_grid
+    keys = list(grid)
+    return [replace(base, params={**base.params, **dict(zip(keys, values))})
+            for values in itertools.product(*(grid[key] for key in keys))]
+
+
+@dataclass
+class Redetection:
+    run_id: str
+    set_id: str
+    method: str
+    tokenizer: str
+
+
+def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+           cancel: threading.Event | None = None, *, method: str | None = None, params: dict | None = None,
+           tokenizer: str | None = None) -> list[Redetection]:
+    """Score each run's stored texts again under `method` (default: the run's own) with `params` over the
+    run's own, and `tokenizer` (default: the one its model implies): a detection set per run."""
+    from fwsapp.redetect import redetect
+    from fwsapp.tokenizers import load_tokenizer, tokenizer_for_model
+
+    plans = []
+    for run_id in run_ids:  # every run's method, parameters and tokenizer checked before any work
+        run = store.run(run_id)
+        chosen = methods.canonical_name(method or run["method"])
+        own = run["params"] if chosen == run["method"] else {}
+        merged = methods.info(chosen).checked_params({**own, **(params or {})})
+        name = tokenizer or tokenizer_for_model(run["model"]) or run["model"]
+        if not name:
+            raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
+        plans.append((run_id, chosen, merged, name))
+    tokenizers, results = {}, []
+    for index, (run_id, chosen, merged, name) in enumerate(plans):
+        if _cancelled(cancel):
+            break
+        if name not in tokenizers:
+            tokenizers[name] = load_tokenizer(name)
+        lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
+        step = (lambda done, total, index=index: progress(index * total + done, len(plans) * total)) if progress else None
+        set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel)
+        results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name))
+    return results
+
+
+def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+          cancel: threading.Event | None = None, *, metrics: tuple[str, ...] | None = None, oracle: str | None = None,
+          alignscore_checkpoint: str | None = None) -> dict[str, dict[str, int]]:
+    """Compute the quality metrics each run lacks; returns, per run, how many values each metric added."""
+    from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
+
+    metrics = tuple(metrics or OFFLINE_METRICS)
+    resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint)
+    counts = {}
+    for index, run_id in enumerate(run_ids):
+        if _cancelled(cancel):
+            break
+        step = (lambda done, total, index=index: progress(index * total + done, len(run_ids) * total)) if progress else None
+        counts[run_id] = score_run(store, run_id, resources, metrics, progress=step)
+    return counts
+
+
+def judge_backend(model_loader: ModelLoader, kind: str, judge_model: str | None = None, base_url: str | None = None,
+                  timeout: float = 60.0, api_key: str | None = None):
+    """The judge to ask: OpenAI, an OpenAI-compatible server, or a local model (loaded by `model_loader`)."""
+    from fwsapp.judge.backends import make_backend
+    from fwsapp.models import EMBEDDED_MODEL
+
+    loaded = model_loader(judge_model or EMBEDDED_MODEL) if kind == "local" else None
+    return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key)
+
+
+def judge(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+          cancel: threading.Event | None = None, *, backend, settings=None):
+    """Judge every missing pair of the runs with `backend` (`judge_backend`); verdicts are written as they
+    arrive. `model_loader` is unused: the backend holds its model."""
+    from fwsapp.judge.runner import run_judge
+
+    return run_judge(store, run_ids, backend, settings, progress=progress, cancel=cancel)
+
+
+@dataclass
+class Analysis:
+    """What `analyze` did per run: texts whose entropies it computed (None: skipped, no model), and
+    samples whose entities it analysed."""
+
+    entropies: dict[str, int | None] = field(default_factory=dict)
+    entities: dict[str, int] = field(default_factory=dict)
+    recognizer: str = ""
+
+    @property
+    def skipped(self) -> list[str]:
+        return [run_id for run_id, count in self.entropies.items() if count is None]
+
+
+def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+            cancel: threading.Event | None = None, *, entropy_model: str | None = None,
+            threshold: float = HALLUCINATION_THRESHOLD) -> Analysis:
+    """Teacher-forced entropies (references; imported texts under `entropy_model`, whose generator is not
+    loaded) and disease entities of each run; progress counts samples."""
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run
+    from fwsapp.recognizer import load_recognizer
+    from fwsapp.entropy import compute_entropies
+
+    if not 0 < threshold < 1:
+        raise ValueError(f"The hallucination threshold must be between 0 and 1, not {threshold}.")
+    runs = [store.run(run_id) for run_id in run_ids]
+    recognizer, encoder = load_recognizer(), load_encoder()
+    outcome = Analysis(recognizer=recognizer.backend)
+    sizes = [store.count("generations", run["run_id"]) for run in runs]
+    total = sum(sizes)
+    for index, run in enumerate(runs):
+        if _cancelled(cancel):
+            break
+        before = sum(sizes[:index])
+        name = entropy_model if run["imported"] else run["model"]
+        lm = model_loader(name) if name else None
+        outcome.entropies[run["run_id"]] = compute_entropies(store, run["run_id"], lm) if lm is not None else None
+        step = (lambda done, _total, before=before: progress(before + done, total)) if progress else None
+        outcome.entities[run["run_id"]] = analyze_run(store, run["run_id"], recognizer, encoder,
+                                                      lm.tokenizer if lm else None, threshold=threshold, progress=step)
+        if progress:
+            progress(before + sizes[index], total)
+    return outcome

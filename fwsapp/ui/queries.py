@@ -1,0 +1,175 @@
+"""Query results cached per store revision (`st.cache_data`): a page reload is instant, and new rows show
+up as soon as a write transaction bumps the revision. α and β never key a cache: FWS is applied after."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from fwsapp.export import run_table
+from fwsapp.entropy import token_values
+from fwsapp.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
+from fwsapp.human import ratings
+from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
+from fwsapp.judge.summary import aspect_means
+from fwsapp.report import collect, detection_comparison as compare_detection, detection_frame, roc_frame, weigh
+from fwsapp.tables import judge_drop_table
+from fwsapp.ui.resources import model, store
+from fwsapp.watermark import explain
+
+
+# Factuality : coherence ratios for the flip chart, from coherence-heavy 1:4 to factuality-heavy 8:1.
+RATIOS = tuple(round(value, 3) for value in np.geomspace(0.25, 8, 41))
+
+
+@st.cache_data(show_spinner=False)
+def runs(revision_key: str) -> pd.DataFrame:
+    return store().runs()
+
+
+@st.cache_data(show_spinner=False)
+def detections(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    return store().detections(list(run_ids))
+
+
+@st.cache_data(show_spinner=False)
+def samples(revision_key: str, run_id: str) -> pd.DataFrame:
+    """A run's samples with their scores; empty while a starting job has not created the run yet."""
+    if run_id not in set(runs(revision_key).run_id):
+        return pd.DataFrame()
+    return run_table(store(), run_id)
+
+
+@st.cache_data(show_spinner=False)
+def report_parts(revision_key: str) -> dict:
+    """The report's α-free parts, built once per revision."""
+    return collect(store())
+
+
+def report(revision_key: str, alpha: float, beta: float) -> dict:
+    return weigh(report_parts(revision_key), alpha, beta)
+
+
+@st.cache_data(show_spinner=False)
+def judge_drops(revision_key: str) -> pd.DataFrame:
+    return judge_drop_table(report_parts(revision_key))
+
+
+@st.cache_data(show_spinner=False)
+def metric_names(revision_key: str) -> list[str]:
+    return sorted(set(store().metrics().metric))
+
+
+@st.cache_data(show_spinner=False)
+def judgments(revision_key: str) -> pd.DataFrame:
+    return store().judgments()
+
+
+@st.cache_data(show_spinner=False)
+def metric_values(revision_key: str) -> pd.DataFrame:
+    return store().metrics()
+
+
+@st.cache_data(show_spinner=False)
+def judge_means(revision_key: str) -> pd.DataFrame:
+    return aspect_means(store().judgments())
+
+
+@st.cache_data(show_spinner=False)
+def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, swap: bool) -> dict:
+    pairs, skipped = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap))
+    usage, cost = estimate(pairs, judge_model)
+    return {"pairs": len(pairs), "skipped": skipped, "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens, "cost": cost}
+
+
+def sample_row(revision_key: str, run_id: str, sample_idx: int) -> dict:
+    table = samples(revision_key, run_id)
+    return table[table.sample_idx == sample_idx].iloc[0].to_dict()
+
+
+@st.cache_data(show_spinner=False)
+def fws_samples(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+    """Per-sample aspects from the judge and the metrics, with the metrics themselves: α-free, loaded once
+    per revision (and only where per-sample values are needed: agreement with human ratings)."""
+    db = store()
+    runs_frame = db.runs()
+    metrics_frame = db.metrics()
+    return {"judge": judge_aspects(db.judgments()),
+            "auto": metric_aspects(metrics_frame, dict(zip(runs_frame.run_id, runs_frame.task)), dict(mapping)),
+            "metrics": metrics_frame}
+
+
+@st.cache_data(show_spinner=False)
+def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+    """Each run's mean aspects (judge and metrics) with its detectability: all a slider move re-weights.
+    FWS is linear in the aspects, so these few rows are enough for every α and β."""
+    samples = fws_samples(revision_key, mapping)
+    runs_frame = runs(revision_key)
+    detection = detection_frame(store())
+    return {"judge": run_means(samples["judge"], runs_frame, detection),
+            "auto": run_means(samples["auto"], runs_frame, detection)}
+
+
+@st.cache_data(show_spinner=False)
+def fws_prepared(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+    """The α-free inputs of the FWS page's views (`fws.prepare_views`)."""
+    means = fws_means(revision_key, mapping)
+    return prepare_views(means["judge"], means["auto"])
+
+
+@st.cache_data(show_spinner=False)
+def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], source: str) -> pd.DataFrame:
+    return ratio_sweep(fws_means(revision_key, mapping)["judge" if source == "GPTJ" else "auto"], RATIOS)
+
+
+@st.cache_data(show_spinner=False)
+def human_ratings(revision_key: str) -> pd.DataFrame:
+    return ratings(store())
+
+
+@st.cache_data(show_spinner=False)
+def detection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    db = store()
+    runs_frame = db.runs()
+    return compare_detection(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
+
+
+@st.cache_data(show_spinner=False)
+def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    from fwsapp.redetect import set_summaries
+    from fwsapp.report import redetection_comparison as comparison
+
+    return comparison(set_summaries(store(), list(run_ids)))
+
+
+@st.cache_data(show_spinner=False)
+def roc_curves(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    db = store()
+    runs_frame = db.runs()
+    return roc_frame(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
+
+
+@st.cache_data(show_spinner="Scoring the tokens…")
+def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, overrides: tuple = ()):
+    """A stored text's detection with per-token flags, recomputed with the run's method and parameters
+    (`overrides`: (name, value) pairs replacing some, such as the green-list generator)."""
+    run = store().run(run_id)
+    run["params"] = {**run["params"], **dict(overrides)}
+    row = store().generations(run_id).set_index("sample_idx").loc[sample_idx]
+    token_ids = row[f"{kind}_ids"]
+    if token_ids is None or not hasattr(token_ids, "__len__"):
+        raise ValueError(f"This run stores no {kind} tokens (post-hoc detectors generate no watermarked text).")
+    lm = model(run["model"])
+    context = lm.tokenizer(row.prompt)["input_ids"]
+    return explain(run["method"], run["params"], lm, [int(token) for token in token_ids], context)
+
+
+@st.cache_data(show_spinner=False)
+def entropy_values(revision_key: str) -> pd.DataFrame:
+    return token_values(store())
+
+
+@st.cache_data(show_spinner=False)
+def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return store().entities(), store().entity_analyses()

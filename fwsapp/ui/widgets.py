@@ -1,0 +1,99 @@
+"""Inputs and panels several pages share: the run picker's labels, method parameter inputs, and the
+progress panel of a background job."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from fwsapp import render
+from fwsapp.methods import MethodInfo
+from fwsapp.ui.queries import runs
+from fwsapp.ui.resources import jobs, revision
+
+
+def runs_or_stop() -> pd.DataFrame:
+    """Every run; a page with nothing to show says what to do and stops."""
+    frame = runs(revision())
+    if frame.empty:
+        st.info("No runs yet: generate one on the Generate page, or import logs on the Import page "
+                "(`python -m fwsapp generate` and `python -m fwsapp import` do the same headless).")
+        st.stop()
+    return frame
+
+
+def job_status(kind: str, noun: str, body=None) -> None:
+    """A background job's progress bar with Cancel, or its result, redrawn every second; `body(job)` draws
+    more inside the same fragment. Reruns the page when the job ends, so its results show."""
+    @st.fragment(run_every=1.0)
+    def panel():
+        job = jobs().latest(kind)
+        if job is None:
+            return
+        if job.status == "failed":
+            st.error(render.message(f"{job.label} failed: {job.message}. Finished work is kept; start it again to "
+                                    "resume."))
+        elif job.status == "cancelled":
+            st.warning(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to resume.")
+        elif job.finished:
+            st.success(job.message or "Done.")
+        else:
+            st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}")
+            if st.button("Cancel", key=f"cancel-{kind}"):
+                job.cancel()
+        if body is not None:
+            body(job)
+        if job.finished and st.session_state.get(f"{kind}_shown") != (job.key, job.status):
+            st.session_state[f"{kind}_shown"] = (job.key, job.status)
+            st.rerun()
+
+    panel()
+
+
+def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None) -> dict:
+    """One input per method parameter: a choice for named options, else a number bounded by its spec,
+    each with its one-line help. `values` pre-fills them (a run's own parameters)."""
+    params = {}
+    defaults = {**method.defaults, **(values or {})}
+    per_row = 4
+    names = list(method.defaults)
+    for start in range(0, len(names), per_row):
+        for column, key in zip(st.columns(per_row), names[start:start + per_row]):
+            spec, value = method.param_specs.get(key), defaults[key]
+            help_text = f"{spec.help}; {spec.describe()}" if spec else None
+            with column:
+                if spec is not None and spec.choices:
+                    params[key] = _choice(key, spec, value, help_text, f"{key_prefix}-{key}")
+                elif isinstance(method.defaults[key], float):
+                    params[key] = st.number_input(key, value=float(value), step=0.1, format="%.3f", help=help_text,
+                                                  min_value=_bound(spec, "low", float), max_value=_bound(spec, "high", float),
+                                                  key=f"{key_prefix}-{key}")
+                else:
+                    params[key] = int(st.number_input(key, value=int(value), step=1, help=help_text,
+                                                      min_value=_bound(spec, "low", int),
+                                                      max_value=_bound(spec, "high", int), key=f"{key_prefix}-{key}"))
+    return params
+
+
+FILE_CHOICE = "a file of names…"
+
+
+def _choice(key: str, spec, value: str, help_text: str, widget_key: str) -> str:
+    """A choice among the named options; where a file is valid too, a path field after the last option."""
+    options = list(spec.choices) + ([FILE_CHOICE] if spec.or_file else [])
+    chosen = st.selectbox(key, options, index=options.index(value if value in spec.choices else FILE_CHOICE),
+                          help=help_text, key=widget_key)
+    if chosen != FILE_CHOICE:
+        return chosen
+    return st.text_input(f"{key} file", value="" if value in spec.choices else value, key=f"{widget_key}-file",
+                         placeholder="/path/to/names.txt, one name per line").strip()
+
+
+def _bound(spec, side: str, kind: type):
+    """A closed bound for an input; open bounds are left to the parameter check, which says what is wrong."""
+    if spec is None or getattr(spec, side) is None or getattr(spec, f"open_{side}"):
+        return None
+    return kind(getattr(spec, side))
+
+
+def run_label(run) -> str:
+    return f"{run['method']} · {run['task']} · {run['model']} · n={run['samples_done']} · {run['run_id']}"

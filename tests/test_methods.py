@@ -1,0 +1,64 @@
+"""The method registry: one declaration per method, torch-free, matching the classes that implement them."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwsapp import methods
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_registry_imports_without_torch():
+    code = "import sys, fwsapp.methods; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.split() == ["False", "False"]
+
+
+def test_every_declared_method_has_its_class_and_no_class_is_undeclared():
+    from fwsapp.watermark import METHODS
+
+    assert list(METHODS) == list(methods.REGISTRY)
+    for name, cls in METHODS.items():
+        info = methods.REGISTRY[name]
+        assert cls.info is info
+        assert (cls.name, cls.defaults, cls.param_specs, cls.score_direction, cls.needs_model, cls.post_hoc,
+                cls.threshold_param) == (info.name, info.defaults, info.param_specs, info.score_direction,
+                                         info.needs_model, info.post_hoc, info.threshold_param)
+        assert info.threshold_param in info.params
+        assert set(info.sweep_grid) <= set(info.params)
+
+
+@pytest.mark.parametrize("spelling, name", [("kgw", "KGW"), ("DIP", "DiPmark"), ("expedit", "EXP-edit"),
+                                            (" fast-detectgpt ", "Fast-DetectGPT")])
+def test_names_and_aliases_resolve(spelling, name):
+    assert methods.canonical_name(spelling) == name
+
+
+def test_unknown_method_names_the_known_ones():
+    with pytest.raises(ValueError, match="Unknown watermark method 'Foo'. Known: KGW, SWEET"):
+        methods.canonical_name("Foo")
+
+
+def test_declarations_carry_what_pages_need():
+    assert methods.score_label("EXP-edit") == "p" and methods.score_label("SynthID") == "mean g"
+    assert methods.score_label("LogRank") == "score" and methods.score_label("KGW") == "z"
+    assert methods.detection_kinds("DetectGPT") == ("unwatermarked", "reference")
+    assert methods.detection_kinds("KGW") == ("watermarked", "unwatermarked")
+    assert methods.sweep_grids()["DiPmark"] == {"alpha": [0.4, 0.45, 0.5]}
+    assert methods.EXP_EDIT.is_watermarked(0.1, {}) and not methods.EXP_EDIT.is_watermarked(0.3, {})
+    assert methods.KGW.is_watermarked(4.5, {}) and not methods.KGW.is_watermarked(4.5, {"z_threshold": 5.0})
+    assert methods.EXP_EDIT.verdict_rule({"p_threshold": 0.05}) == "p < 0.05"
+
+
+def test_no_module_outside_the_registry_special_cases_a_method_by_name():
+    names = [name for name in methods.REGISTRY]
+    offenders = []
+    for path in [*ROOT.joinpath("fwsapp").rglob("*.py"), *ROOT.joinpath("pages").glob("*.py")]:
+        if path.parent.name == "watermark" or path.name == "methods.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if any(f'== "{name}"' in line or f'"{name}":' in line or f'in ("{name}"' in line for name in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
