@@ -149,12 +149,22 @@ def ratio_sweep(means, ratios) -> pd.DataFrame:
 
 
 def ranking(table) -> pd.DataFrame:
-    """Methods ranked by FWS within each model and task (1 = best), from a Table 4-layout frame."""
+    """Methods ranked by FWS within each model and task (1 = best, ties share the better rank), from a
+    Table 4-layout frame. Array arithmetic on a few dozen cells: it runs on every slider move."""
+    columns = ["model", "task", "rank", "method", "fws"]
     if table.empty:
-        return pd.DataFrame(columns=["model", "task", "rank", "method", "fws"])
-    long = table.melt(id_vars=["model", "method"], var_name="task", value_name="fws").dropna(subset=["fws"])
-    long["rank"] = long.groupby(["model", "task"]).fws.rank(ascending=False, method="min").astype(int)
-    return long.sort_values(["model", "task", "rank"])[["model", "task", "rank", "method", "fws"]].reset_index(drop=True)
+        return pd.DataFrame(columns=columns)
+    tasks = [column for column in table.columns if column not in ("model", "method")]
+    values = table[tasks].to_numpy(dtype=float)  # rows × tasks
+    models = table.model.to_numpy()
+    same_model = models[:, None] == models[None, :]
+    # rank of row i in a task = 1 + rows of the same model with a strictly larger value there
+    better = (values[None, :, :] > values[:, None, :]) & same_model[:, :, None]
+    ranks = 1 + better.sum(axis=1)
+    rows, cols = np.nonzero(~np.isnan(values))
+    long = pd.DataFrame({"model": models[rows], "task": np.asarray(tasks, dtype=object)[cols], "rank": ranks[rows, cols],
+                         "method": table.method.to_numpy()[rows], "fws": values[rows, cols]})
+    return long.sort_values(["model", "task", "rank"], kind="stable")[columns].reset_index(drop=True)
 
 
 def prepare_views(judge, auto) -> dict:
@@ -180,8 +190,11 @@ def tradeoff_points(prepared: dict, detect_column: str, alpha: float, beta: floa
     reference = prepared["reference"]
     reference = reference.assign(fws=fws(reference.coherence, reference.relevance, reference.factual_accuracy,
                                          alpha, beta))[["task", "fws"]]
-    fronts = [pareto_front(group, detect_column, "fws") for _, group in points.groupby("task")]
-    front = pd.concat(fronts) if fronts else points
+    tasks = points.task.to_numpy()
+    front = np.concatenate([pareto_indices(x, y) for x, y in (
+        (np.where(tasks == task, points[detect_column].to_numpy(float), np.nan), points.fws.to_numpy(float))
+        for task in pd.unique(tasks))]) if len(points) else np.array([], dtype=int)
+    front = points.iloc[front]
     return points, front, reference
 
 
@@ -201,11 +214,14 @@ def fws_views(prepared: dict, alpha: float, beta: float, detect_column: str = "a
 
 def pareto_front(points, x: str, y: str):
     """The points not dominated on (x, y), both larger-is-better, ordered by x."""
-    ordered = points.sort_values([x, y], ascending=[False, False])
-    front, best_y = [], float("-inf")
-    for index, row in ordered.iterrows():
-        if row[y] > best_y:
-            front.append(index)
-            best_y = row[y]
-    return points.loc[front].sort_values(x)
+    return points.iloc[pareto_indices(points[x].to_numpy(float), points[y].to_numpy(float))]
 
+
+def pareto_indices(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Positions of the undominated points (NaN x or y ignored), ordered by x: scanning from the largest x
+    down, a point is on the front when its y beats every point seen so far."""
+    valid = np.flatnonzero(~(np.isnan(x) | np.isnan(y)))
+    order = valid[np.lexsort((-y[valid], -x[valid]))]
+    running = np.maximum.accumulate(y[order])
+    kept = order[np.r_[True, y[order][1:] > running[:-1]]] if len(order) else order
+    return kept[np.argsort(x[kept], kind="stable")]

@@ -96,6 +96,7 @@ else:
         figure.add_hline(y=row.fws, line_dash="dot", line_color="grey",
                          annotation_text=f"unwatermarked, {row.task}", annotation_position="bottom right")
     figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
+    figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
     st.plotly_chart(figure, width="stretch")
 
 st.header("Agreement with clinicians")
