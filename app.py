@@ -22,7 +22,7 @@ pages = st.navigation(
             st.Page("pages/fws.py", title="FWS", icon="⚖"),
             st.Page("pages/rate.py", title="Rate", icon="🩺"),
             st.Page("pages/report.py", title="Report", icon="📋"),
-            st.Page("pages/import_logs.py", title="Import", icon="📥"),
+            st.Page("pages/import.py", title="Import", icon="📥"),
         ],
     }
 )

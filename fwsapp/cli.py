@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="compute the quality metrics a run lacks")
     _targets(score)
     score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
-                       help="ppl simcse rouge f1 factuality bertscore (default: all but bertscore)")
+                       help="ppl simcse simcse_reference rouge f1 factuality bertscore (default: all but bertscore)")
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
     score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
     _db(score)
@@ -161,9 +161,10 @@ def progress_bar(description: str, unit: str):
     from tqdm import tqdm
 
     with tqdm(desc=description, unit=unit, file=sys.stderr) as bar:
-        def update(done: int, total: int) -> None:
+        def update(done: int, total: int, note: str = "") -> None:
             bar.total = total
             bar.n = done
+            bar.set_postfix_str(note, refresh=False)
             bar.refresh()
 
         yield update
@@ -303,11 +304,14 @@ def cmd_score(args) -> int:
 
     store = Store(args.db)
     targets = run_ids(store, args)
-    with progress_bar("score", "metric") as progress:
+    with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(), progress, metrics=args.metrics, oracle=args.oracle,
                                 alignscore_checkpoint=args.alignscore_checkpoint)
     for run_id, computed in counts.items():
-        print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items()) + " values computed")
+        print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items() if count is not None)
+              + " values computed"
+              + ("; perplexity skipped: the run is imported, so name its oracle with --oracle MODEL (its values "
+                 "are then that model's, not the generator's)" if computed.get("ppl", 0) is None else ""))
     return 0
 
 

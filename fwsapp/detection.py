@@ -16,6 +16,14 @@ import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 
 FPR_LEVELS = (0.0, 0.01, 0.05)
+# A z-score's normal approximation, and any verdict on it, needs a few dozen scored tokens.
+MIN_TOKENS_FOR_VERDICT = 25
+
+
+def unresolved_fpr_levels(negatives: int) -> list[float]:
+    """The nonzero FPR levels that `negatives` texts cannot resolve: below 1/N not even one negative may be
+    flagged, so 'TPR at 1 % FPR' on 4 negatives is really TPR at FPR 0."""
+    return [level for level in FPR_LEVELS if 0 < level and level * negatives < 1]
 
 
 def negative_kind(available: set[str], method: str) -> str:

@@ -47,7 +47,9 @@ ASPECTS = ("coherence", "relevance", "factual_accuracy")
 KINDS = ("watermarked", "unwatermarked")
 # The default Auto-FWS mapping of metrics onto aspects: Coh = SimCSE, Rel = ROUGE-L (F1 for QA),
 # FactAcc = AlignScore or its stand-in. The relevance entry "rougeL|f1" picks F1 for QA tasks.
-DEFAULT_MAPPING = {"coherence": "simcse", "relevance": "rougeL|f1", "factual_accuracy": "factuality"}
+# Coherence reads SimCSE to the reference, measured alike for both texts; the paper's SimCSE (watermarked
+# against unwatermarked) has no value for the unwatermarked text, so it cannot stand for an aspect of both.
+DEFAULT_MAPPING = {"coherence": "simcse_reference", "relevance": "rougeL|f1", "factual_accuracy": "factuality"}
 
 
 def judge_aspects(judgments) -> pd.DataFrame:

@@ -36,7 +36,8 @@ DEFAULT_SAMPLING = {
     "min_new_tokens": None,  # None: the same as max_new_tokens
 }
 
-ProgressCallback = Callable[[int, int], None]
+# progress(samples done, samples in all, what is under way inside the current batch)
+ProgressCallback = Callable[[int, int, str], None]
 
 
 @dataclass
@@ -105,11 +106,14 @@ class EntropyRecorder(LogitsProcessor):
     and the sampling warpers.
     """
 
-    def __init__(self):
+    def __init__(self, on_step: Callable[[int], None] | None = None):
         self.steps: list[torch.Tensor] = []
+        self.on_step = on_step
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         self.steps.append(token_entropy(scores))
+        if self.on_step is not None:
+            self.on_step(len(self.steps))
         return scores
 
 
@@ -128,11 +132,13 @@ def generate_batch(
     sampling: dict,
     seed: int,
     watermark: Watermark | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> GeneratedBatch:
-    """Generate for a batch of prompts, left-padded; returns new tokens only, cut at end of sequence."""
+    """Generate for a batch of prompts, left-padded; returns new tokens only, cut at end of sequence.
+    `on_step(tokens so far)` is called at each decoding step."""
     tokenizer = lm.tokenizer
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
-    recorder = EntropyRecorder()
+    recorder = EntropyRecorder(on_step)
     extra = watermark.generation_kwargs(len(prompts), seed) if watermark else {}
     processors = LogitsProcessorList([recorder] + list(extra.pop("logits_processor", [])))
     torch.manual_seed(seed)
@@ -248,8 +254,15 @@ def run_generation(
     store.set_status(run_id, "running")
     done = store.finished_samples(run_id)
     sampling = config.resolved_sampling()
-    if progress:
-        progress(len(done), n)
+    progress = progress or (lambda done_count, total, note="": None)
+    progress(len(done), n)
+    batches = -(-n // config.batch_size)
+
+    def stepper(batch_index: int, kind: str):
+        # A batch as large as the run would otherwise show "0 of n" until the very end.
+        return lambda step: progress(len(done), n, f"batch {batch_index + 1} of {batches}: {kind} text, "
+                                                      f"token {step} of {config.max_new_tokens}")
+
     for batch_index, start in enumerate(range(0, n, config.batch_size)):
         indices = list(range(start, min(start + config.batch_size, n)))
         if all(index in done for index in indices):
@@ -261,11 +274,12 @@ def run_generation(
         # Another method's run on the same prompts and seed already holds this batch's unwatermarked texts:
         # comparing methods then costs one unwatermarked generation, and every method meets the same baseline.
         plain = stored_plain_batch(store, config, indices) or generate_batch(
-            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"))
+            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"),
+            on_step=stepper(batch_index, "unwatermarked"))
         # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
         marked = None if watermark.post_hoc else generate_batch(
-            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark
-        )
+            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark,
+            on_step=stepper(batch_index, "watermarked"))
         rows, detections = [], []
         for offset, index in enumerate(indices):
             sample = samples[index]
@@ -284,8 +298,7 @@ def run_generation(
                 ))
         store.write_batch(run_id, rows, detections)
         done.update(indices)
-        if progress:
-            progress(len(done), n)
+        progress(len(done), n)
     store.set_status(run_id, "done")
     return run_id
 

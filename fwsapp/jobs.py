@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from fwsapp import pipeline
+from fwsapp.data.tasks import TASKS
 from fwsapp.generate import Cancelled, RunConfig
 from fwsapp.judge.backends import JudgeError
 from fwsapp.judge.runner import JudgeSettings
@@ -26,8 +27,10 @@ class Job:
     label: str
     done: int = 0
     total: int = 0
+    note: str = ""  # what is under way inside the current step
     status: str = "starting"  # starting, running, done, cancelled, failed
     message: str | None = None  # the result line, or the error
+    config: RunConfig | None = None  # what a generation job makes, so its page can show it again
     cancel_event: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -40,6 +43,11 @@ class Job:
 
     def cancel(self) -> None:
         self.cancel_event.set()
+
+
+def generation_label(config: RunConfig) -> str:
+    return (f"{config.method} on {TASKS[config.task].label}, {config.model}, {config.n} samples × "
+            f"{config.max_new_tokens} tokens, seed {config.seed} (run {config.run_id()})")
 
 
 class JobManager:
@@ -68,8 +76,9 @@ class JobManager:
             return f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page."
 
         run_id = config.run_id()
-        job = self.start("generate", f"generate:{run_id}", f"Run {run_id}", work)
+        job = self.start("generate", f"generate:{run_id}", generation_label(config), work)
         job.total = job.total or config.n
+        job.config = config
         return job
 
     def start_judge(self, run_ids: list[str], backend_kind: str, judge_model: str | None, base_url: str | None,
@@ -126,11 +135,15 @@ class JobManager:
                       alignscore_checkpoint: str | None) -> Job:
         def work(progress, cancel):
             counts: dict[str, int] = {}
-            for computed in pipeline.score(self.store, run_ids, self.model_loader, progress, cancel, metrics=metrics,
-                                           oracle=oracle, alignscore_checkpoint=alignscore_checkpoint).values():
+            scored = pipeline.score(self.store, run_ids, self.model_loader, progress, cancel, metrics=metrics,
+                                    oracle=oracle, alignscore_checkpoint=alignscore_checkpoint)
+            for computed in scored.values():
                 for metric, count in computed.items():
-                    counts[metric] = counts.get(metric, 0) + count
-            return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values."
+                    counts[metric] = counts.get(metric, 0) + (count or 0)
+            skipped = [run_id for run_id, computed in scored.items() if computed.get("ppl", 0) is None]
+            note = (f" Perplexity skipped for imported runs {', '.join(skipped)}: name an oracle and confirm it."
+                    if skipped else "")
+            return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values." + note
 
         return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {len(run_ids)} run(s)", work)
 
@@ -141,8 +154,8 @@ class JobManager:
         return next((job for job in reversed(self.jobs.values()) if job.kind == kind), None)
 
     def _run(self, job: Job, work: Work) -> None:
-        def progress(done: int, total: int) -> None:
-            job.done, job.total, job.status = done, total, "running"
+        def progress(done: int, total: int, note: str = "") -> None:
+            job.done, job.total, job.note, job.status = done, total, note, "running"
 
         try:
             job.message = work(progress, job.cancel_event)

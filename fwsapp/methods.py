@@ -109,6 +109,13 @@ class MethodInfo:
         threshold = {**self.defaults, **params}[self.threshold_param]
         return score < threshold if self.score_direction == "lower" else score > threshold
 
+    def changed_params(self, params: dict) -> str:
+        """What sets these parameters apart from the defaults, e.g. 'delta=1, gamma=0.25': a readable label."""
+        changed = [f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+                   for key, value in sorted(params.items()) if self.defaults.get(key, value) != value
+                   or key not in self.defaults]
+        return ", ".join(changed) or "defaults"
+
     def verdict_rule(self, params: dict) -> str:
         """'score > 4.0' or 'p < 0.2': what a text's score must pass to be called watermarked."""
         threshold = {**self.defaults, **params}[self.threshold_param]

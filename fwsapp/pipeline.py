@@ -3,7 +3,9 @@ call these and nothing else, so a run made from either is the same run.
 
 Each step takes the store, the runs it works on (generation takes the configs that name them), a
 `model_loader(name) -> LoadedModel` (the CLI's keeps each model once per process, the app's is
-`st.cache_resource`), a `progress(done, total)` callback and a `cancel` event; then its own options.
+`st.cache_resource`), a `progress(done, total, note="")` callback, whose counts are samples (texts for
+re-detection, pairs for the judge) and whose note says what is under way, and a `cancel` event; then its
+own options.
 Every step resumes: what is stored is skipped, and each batch is written as it finishes.
 """
 from __future__ import annotations
@@ -17,11 +19,11 @@ from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.generate import RunConfig, run_generation
 from fwsapp.store import Store
 
-Progress = Callable[[int, int], None]
+Progress = Callable[..., None]
 ModelLoader = Callable[[str], object]
 
 
-def _quiet(done: int, total: int) -> None:
+def _quiet(done: int, total: int, note: str = "") -> None:
     """The progress callback when the caller wants none."""
 
 
@@ -39,7 +41,7 @@ def generate(store: Store, configs: list[RunConfig], model_loader: ModelLoader, 
     for config in configs:
         if _cancelled(cancel):
             break
-        step = lambda done, _total, before=finished: progress(before + done, total)  # noqa: E731
+        step = lambda done, _total, note="", before=finished: progress(before + done, total, note)  # noqa: E731
         run_ids.append(run_generation(config, store, model_loader(config.model), progress=step, cancel=cancel))
         finished += config.n
     return run_ids
@@ -97,7 +99,8 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
 def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
           cancel: threading.Event | None = None, *, metrics: tuple[str, ...] | None = None, oracle: str | None = None,
           alignscore_checkpoint: str | None = None) -> dict[str, dict[str, int]]:
-    """Compute the quality metrics each run lacks; returns, per run, how many values each metric added."""
+    """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
+    skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
     from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
 
     metrics = tuple(metrics or OFFLINE_METRICS)
@@ -106,7 +109,8 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
     for index, run_id in enumerate(run_ids):
         if _cancelled(cancel):
             break
-        step = (lambda done, total, index=index: progress(index * total + done, len(run_ids) * total)) if progress else None
+        step = (lambda done, total, note="", index=index: progress(index * total + done, len(run_ids) * total,
+                                                                    f"{run_id}: {note}" if note else "")) if progress else None
         counts[run_id] = score_run(store, run_id, resources, metrics, progress=step)
     return counts
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from fwsapp import detection
+from fwsapp import detection, methods
 from fwsapp.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
 from fwsapp.entities import entity_summary
 from fwsapp.entropy import bin_shares, token_values
@@ -158,9 +158,18 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
             "statistic": statistic, "positives": float(centre),
             # Imported scores carry no token counts: NaN, shown as empty.
             "tokens scored": _mean_or_nan(own.num_tokens_scored),
-            "params": run.params,
+            "n positives": len(positives), "n negatives": len(negatives),
+            "params": _params_label(run),
         })
     return pd.DataFrame(rows)
+
+
+def _params_label(run) -> str:
+    """The parameters that set a run apart from its method's defaults; imports record none."""
+    if run.imported:
+        return "imported"
+    params = json.loads(run.params) if isinstance(run.params, str) else run.params
+    return methods.info(run.method).changed_params(params)
 
 
 def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +177,7 @@ def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for run, _, positives, negatives in _scored_runs(runs, scores):
         fpr, tpr = detection.roc_points(positives, negatives, run.score_direction)
-        label = f"{run.method} {run.task} {run.params} ({run.run_id})"
+        label = f"{run.method} · {run.task} · {_params_label(run)} · {run.run_id}"
         frames.append(pd.DataFrame({"run": run.run_id, "label": label, "fpr": fpr, "tpr": tpr}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "label", "fpr", "tpr"])
 
@@ -192,6 +201,7 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
                 "green lists": generator, "max |Δ| vs imported": agreement.get("max_abs_diff"),
                 "AUROC": entry["auroc"],
                 **{f"TPR@FPR={key}": value for key, value in (entry["tpr_at_fpr"] or {}).items()},
-                "texts scored": entry["texts_scored"], "negatives": entry["negatives"], "params": json.dumps(params),
+                "texts scored": entry["texts_scored"], "negatives": entry["negatives"],
+                "params": methods.info(entry["method"]).changed_params(params),
             })
     return pd.DataFrame(rows)

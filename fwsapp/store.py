@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -204,6 +204,11 @@ MIGRATIONS = [
     UPDATE entity_analyses SET reference_tokens = token_counts[1], unwatermarked_tokens = token_counts[2],
                                watermarked_tokens = token_counts[3];
     ALTER TABLE entity_analyses DROP COLUMN token_counts;
+    """,
+    # 7: the unwatermarked text's SimCSE was stored as 1.0, its similarity to itself: a definition, not a
+    # measurement, that showed as "best" and lifted the unwatermarked Auto-FWS. Dropped; nothing is lost.
+    """
+    DELETE FROM metrics WHERE metric = 'simcse' AND text_kind = 'unwatermarked';
     """,
 ]
 

@@ -48,7 +48,8 @@ def table1(report: dict) -> pd.DataFrame:
     rows += _reference_rows(report, lambda run: {
         "Model": run["model"], "Task": run["task"], "Method": UNWATERMARKED,
         "PPL": _get(run, "quality", "ppl", "unwatermarked"),
-        "SimCSE": 1.0 if _get(run, "quality", "simcse", "watermarked") is not None else None,
+        # SimCSE is the watermarked text's similarity to this one: none of its own.
+        "SimCSE": None,
     })
     return _ordered(rows)
 
@@ -167,6 +168,10 @@ def render(report: dict, fmt: str) -> str:
 LOWER_IS_BETTER = {"PPL"}
 
 
+# What a quality row is about rather than a measurement of it: never bolded or differenced.
+PROVENANCE_COLUMNS = ("Model", "Method", "n", "source", "PPL oracle")
+
+
 def quality_table(report: dict, task: str) -> pd.DataFrame:
     """One row per method (and the unwatermarked reference) for a task: PPL, SimCSE, ROUGE-2,
     ROUGE-L (F1 for QA), and factual consistency under its own name."""
@@ -175,9 +180,13 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
     factual_label = name or "Factual consistency"
 
     def row(run, kind, method):
+        oracle = _get(run, "quality", "configs", "ppl")
         values = {
-            "Model": run["model"], "Method": method,
+            "Model": run["model"], "Method": method, "n": run["n"], "source": "imported" if run["imported"] else "generated",
+            # Perplexity is only comparable under one oracle: say whose it is.
+            "PPL oracle": oracle.removeprefix("oracle=") if oracle else None,
             "PPL": _get(run, "quality", "ppl", kind), "SimCSE": _get(run, "quality", "simcse", kind),
+            "SimCSE to ref.": _get(run, "quality", "simcse_reference", kind),
             "ROUGE-2": _get(run, "quality", "rouge2", kind),
         }
         if task == "qa":
@@ -200,7 +209,7 @@ def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """True where a cell holds its column's best value (per model): lowest PPL, highest otherwise."""
     best = pd.DataFrame(False, index=frame.index, columns=frame.columns)
     for column in frame.columns:
-        if column in ("Model", "Method") or not pd.api.types.is_numeric_dtype(frame[column]):
+        if column in PROVENANCE_COLUMNS or not pd.api.types.is_numeric_dtype(frame[column]):
             continue
         for _, group in frame.groupby("Model"):
             values = group[column].dropna()
@@ -213,7 +222,7 @@ def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 def difference_from_unwatermarked(frame: pd.DataFrame) -> pd.DataFrame:
     """Each watermarked row minus its model's unwatermarked row, per numeric column."""
-    numeric = [column for column in frame.columns if column not in ("Model", "Method")]
+    numeric = [column for column in frame.columns if column not in PROVENANCE_COLUMNS]
     rows = []
     for model, group in frame.groupby("Model"):
         reference = group[group.Method == UNWATERMARKED]

@@ -5,14 +5,29 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import render
+from fwsapp import detection, render
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, sweep_grids
+from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
 from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
 from fwsapp.watermark import detect_text
+from fwsapp.ui.router import through_router
+
+through_router()
+
+
+
+def token_view(method: str, tokens: list[str], found) -> None:
+    """The tokens coloured by how each counts; methods that score the whole sequence say so instead."""
+    if not found.token_flags:
+        st.info(f"{method} scores the text as a whole ({REGISTRY[method].score_label}), not token by token, so "
+                "there is no per-token colouring.")
+        return
+    st.markdown(render.token_view(tokens, found.token_flags), unsafe_allow_html=True)
+    st.caption(f"{method}: green = the token counts for the watermark, red = against, grey = not scored.")
+
 
 st.title("Detect")
 st.caption(
@@ -37,6 +52,15 @@ else:
     if not comparison.empty:
         st.subheader("Method comparison")
         st.dataframe(comparison.round(3), hide_index=True, width="stretch")
+        few = {run: (negatives, detection.unresolved_fpr_levels(negatives))
+               for run, negatives in zip(comparison.run, comparison["n negatives"])
+               if detection.unresolved_fpr_levels(negatives)}
+        if few:
+            st.warning("Too few negatives to resolve some false-positive rates: at FPR f a run needs at least 1/f "
+                       "negatives, or no negative may be flagged and the TPR shown is really the TPR at FPR 0. "
+                       + "; ".join(f"{run}: {negatives} negatives, so TPR@FPR={', '.join(f'{level:g}' for level in levels)} "
+                                   "is unresolved" for run, (negatives, levels) in few.items())
+                       + ". Generate more samples for resolved rates.")
         redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
         if not redetected.empty:
             st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
@@ -50,22 +74,29 @@ else:
         figure.update_layout(legend={"orientation": "h", "y": -0.25})
         st.plotly_chart(figure, width="stretch")
         st.subheader("Score distributions")
-        shown = scores.assign(run=scores.run_id + " · " + scores.method)
+        st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")
+        shown = scores.assign(run=scores.method + " (" + scores.method.map(score_label) + ") · " + scores.run_id)
+        panels = shown.run.nunique()
         figure = px.histogram(
-            shown, x="score", color="text_kind", facet_row="run", barmode="overlay", nbins=30, opacity=0.65,
-            labels={"score": "detection score (z, mean g or p-value by method)", "text_kind": "text"},
+            shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
+            opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
+            facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))),
             color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51", "reference": "#8d99ae"},
         )
-        figure.update_yaxes(title_text="texts")
+        figure.update_xaxes(matches=None, showticklabels=True)
+        figure.update_yaxes(matches=None, title_text="texts")
+        figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
         st.plotly_chart(figure, width="stretch")
         st.subheader("Scores per text")
         st.dataframe(scores[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]].round(4),
                      hide_index=True, width="stretch")
 
         st.subheader("Token-level view")
-        generated = selected[~selected.imported]
+        # A run still generating its first batch has nothing to show yet.
+        generated = selected[~selected.imported & (selected.samples_done > 0)]
         if generated.empty:
-            st.info("Imported runs have no token ids or model: the token view needs a generated run.")
+            st.info("The token view needs a generated run with stored samples: imported runs have no token ids or "
+                    "model, and a run that is still starting has no samples yet.")
         else:
             columns = st.columns(3)
             run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
@@ -81,13 +112,12 @@ else:
                                f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
                 overrides = (("rng", rng),)
             try:
-                detection, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
+                found, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
             except ValueError as error:
                 st.info(render.message(str(error)))
             else:
-                st.markdown(render.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
-                st.caption(f"{run.method}: green = token counts for the watermark, red = against, grey = not scored. "
-                           f"Score {detection.score:.3f} over {detection.num_tokens_scored} tokens.")
+                token_view(run.method, tokens, found)
+                st.caption(f"Score {found.score:.3f} over {found.num_tokens_scored} tokens.")
 
 with st.expander("Re-detect a run: its texts scored under any method, parameters and tokenizer"):
     st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
@@ -152,15 +182,17 @@ params = widgets.param_inputs(REGISTRY[method], f"paste-{method}")
 text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
 if st.button("Detect"):
     try:
-        detection, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
+        found, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
     except ValueError as error:
         st.error(render.message(str(error)))
     else:
         info = REGISTRY[method]
-        flagged = info.is_watermarked(detection.score, params)
-        st.metric(info.score_label, f"{detection.score:.3f}", help=f"{detection.num_tokens_scored} tokens scored")
+        flagged = info.is_watermarked(found.score, params)
+        st.metric(info.score_label, f"{found.score:.3f}", help=f"{found.num_tokens_scored} tokens scored")
         st.write(f"Verdict at {info.verdict_rule(params)}: "
-                 f"**{'watermarked' if flagged else 'not watermarked'}** ({detection.num_tokens_scored} tokens scored)")
-        if detection.token_flags:
-            st.markdown(render.token_view(tokens, detection.token_flags), unsafe_allow_html=True)
-            st.caption("Green: the token counts for the watermark. Red: against. Grey: not scored.")
+                 f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
+        if found.num_tokens_scored < detection.MIN_TOKENS_FOR_VERDICT:
+            st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
+                       f"{detection.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
+                       "either way. Paste a longer text.")
+        token_view(method, tokens, found)

@@ -6,6 +6,9 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.entities import (HALLUCINATION_THRESHOLD, entity_sample_label, entity_summary, record_verdict,
                              samples_by_hallucination, verdict_agreement)
 from fwsapp.recognizer import STOPLIST
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Disease entities")
 st.caption(

@@ -7,6 +7,9 @@ from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Token entropy")
 st.caption(

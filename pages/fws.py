@@ -10,6 +10,9 @@ from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING, PRESETS, fw
 from fwsapp.human import (DEFAULT_FRACTION, correlation_table, friedman_nemenyi, human_means, krippendorff_alpha,
                           sample_items, sensitivity_table)
 from fwsapp.report import DETECTABILITY
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Factuality-Weighted Score")
 st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
@@ -32,9 +35,9 @@ else:
 st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f}")
 
 with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
-    metric_names = queries.metric_names(resources.revision()) or ["simcse", "rougeL", "f1", "factuality"]
+    metric_names = queries.metric_names(resources.revision()) or ["simcse_reference", "rougeL", "f1", "factuality"]
     choices = {
-        "coherence": ["simcse", "bertscore", "rougeL"],
+        "coherence": ["simcse_reference", "bertscore", "rougeL"],
         "relevance": ["rougeL|f1", "rougeL", "rouge2", "f1", "bertscore"],
         "factual_accuracy": ["factuality", "bertscore", "rouge2"],
     }
@@ -42,7 +45,8 @@ with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
     for aspect, options in choices.items():
         mapping[aspect] = st.selectbox(
             aspect.replace("_", " ").capitalize(), options, index=options.index(DEFAULT_MAPPING[aspect]),
-            key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default).",
+            key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default). simcse_reference: "
+                 "SimCSE similarity to the reference, measured alike for both texts.",
         )
     st.caption(f"Metrics stored so far: {', '.join(metric_names)}. Compute missing ones on the Quality page.")
 

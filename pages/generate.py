@@ -8,6 +8,9 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
 from fwsapp.methods import REGISTRY, score_label
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Generate")
 st.caption(
@@ -15,9 +18,15 @@ st.caption(
     "prompt with the same model and seed, stores both with their detection scores, and survives leaving the page."
 )
 
+manager = resources.jobs()
+# The form shows what the latest job makes, so coming back to the page while it runs does not reset it.
+latest = manager.latest("generate")
+shown = latest.config if latest is not None and latest.config is not None else RunConfig(task=next(iter(TASKS)),
+                                                                                         method=next(iter(REGISTRY)))
 left, right = st.columns(2)
 with left:
-    task = st.selectbox("Task", list(TASKS), format_func=lambda name: f"{TASKS[name].label} ({TASKS[name].dataset})")
+    task = st.selectbox("Task", list(TASKS), index=list(TASKS).index(shown.task),
+                        format_func=lambda name: f"{TASKS[name].label} ({TASKS[name].dataset})")
     source = st.radio("Dataset", ["Built-in demo data", "Upload a file"], horizontal=True)
     dataset = DEMO
     if source == "Upload a file":
@@ -37,19 +46,23 @@ with left:
     except DatasetError as error:
         st.error(render.message(str(error)))
         st.stop()
-    preset = st.selectbox("Model", list(PRESETS) + ["Other Hugging Face id or local path"], format_func=lambda name: PRESETS.get(name, name))
-    model_name = st.text_input("Model id or path", placeholder="org/model or /path/to/model") if preset not in PRESETS else preset
+    model_choices = list(PRESETS) + ["Other Hugging Face id or local path"]
+    preset = st.selectbox("Model", model_choices, index=model_choices.index(shown.model if shown.model in PRESETS else model_choices[-1]),
+                          format_func=lambda name: PRESETS.get(name, name))
+    model_name = preset if preset in PRESETS else st.text_input(
+        "Model id or path", "" if shown.model in PRESETS else shown.model, placeholder="org/model or /path/to/model")
     if preset != EMBEDDED_MODEL:
         st.caption("7B models need a GPU and a local copy or Hub access; the embedded model always works offline.")
 with right:
-    method = st.selectbox("Watermark", list(REGISTRY), help="; ".join(f"{m}: {info.description}" for m, info in REGISTRY.items()))
+    method = st.selectbox("Watermark", list(REGISTRY), index=list(REGISTRY).index(shown.method), help="; ".join(f"{m}: {info.description}" for m, info in REGISTRY.items()))
     st.caption(REGISTRY[method].description)
-    params = widgets.param_inputs(REGISTRY[method], f"generate-{method}")
+    params = widgets.param_inputs(REGISTRY[method], f"generate-{method}",
+                                  shown.params if method == shown.method else None)
     count, tokens, batch, seed = st.columns(4)
-    n = count.number_input("Samples", 1, available, min(4, available), help=f"{available} available")
-    max_new_tokens = tokens.number_input("New tokens", 8, 1024, 64, step=8)
-    batch_size = batch.number_input("Batch size", 1, 64, 4)
-    seed_value = seed.number_input("Seed", 0, 2**31 - 1, 42)
+    n = count.number_input("Samples", 1, available, min(shown.n, available), help=f"{available} available")
+    max_new_tokens = tokens.number_input("New tokens", 8, 1024, shown.max_new_tokens, step=8)
+    batch_size = batch.number_input("Batch size", 1, 64, shown.batch_size)
+    seed_value = seed.number_input("Seed", 0, 2**31 - 1, shown.seed)
 
 if not model_name:
     st.stop()
@@ -61,7 +74,6 @@ try:
 except ValueError as error:  # a parameter out of range: said before any work starts
     st.error(render.message(str(error)))
     st.stop()
-manager = resources.jobs()
 if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
     manager.start_generation(config)
     st.rerun()
@@ -71,7 +83,7 @@ def latest_samples(job) -> None:
     table = queries.samples(resources.revision(), job.key.removeprefix("generate:"))
     if table.empty:
         return
-    st.caption("Latest samples: the same prompt, without and with the watermark")
+    st.caption(render.message(f"Latest samples of {job.label}: the same prompt, without and with the watermark"))
     for row in table.tail(3).iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {render.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)

@@ -11,6 +11,9 @@ from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Judge")
 st.caption(

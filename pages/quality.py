@@ -6,8 +6,11 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.encoder import DEFAULT_ENCODER
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.metrics.quality import ALL_METRICS, OFFLINE_METRICS
+from fwsapp.metrics.quality import ALL_METRICS, EMBEDDED_ORACLE_TOKENS_PER_SECOND, OFFLINE_METRICS
 from fwsapp.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Quality")
 st.caption(
@@ -26,12 +29,32 @@ with st.expander("Compute missing metrics", expanded=False):
                              help="bertscore is optional: BERTScore F1 with the local MiniLM encoder.")
     oracle = st.text_input("Perplexity oracle (empty: each run's own model)", key="score-oracle") or None
     checkpoint = st.text_input("AlignScore checkpoint (empty: the offline stand-in)", key="score-alignscore") or None
+    consent_needed = False
+    if "ppl" in metrics and chosen:
+        plan = queries.perplexity_plan(resources.revision(), tuple(chosen), oracle)
+        st.caption("Perplexity, before it starts: the oracle per run, and what is left to score.")
+        st.dataframe(plan, hide_index=True, width="stretch")
+        tokens = int(plan["tokens (about)"].sum())
+        st.caption(f"About {tokens:,} tokens to read: roughly {tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND / 60:.1f} min "
+                   "with the embedded 135M model on this machine's CPU (measured, docs/benchmarks.md); a 7B oracle "
+                   "takes tens of times longer on a CPU.")
+        unnamed = plan[plan.oracle == "none (name one)"]
+        if not unnamed.empty:
+            st.info(f"Imported runs {', '.join(unnamed.run)} get no perplexity until an oracle is named above: the "
+                    "model that wrote them is not here.")
+        foreign = plan[~plan["own generator"] & (plan["samples to score"] > 0)]
+        if not foreign.empty:
+            consent_needed = not st.checkbox(
+                f"Score {', '.join(foreign.run)} with {', '.join(sorted(set(foreign.oracle)))}, a model other than "
+                f"the one that wrote {'it' if len(foreign) == 1 else 'them'} ({', '.join(sorted(set(foreign.generator)))}): "
+                "the perplexities will be that oracle's, not comparable with the generator's or the paper's.",
+                key="score-consent")
     manager = resources.jobs()
-    if st.button("Compute", disabled=not chosen or bool(manager.active("score"))):
+    if st.button("Compute", disabled=not chosen or consent_needed or bool(manager.active("score"))):
         manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
         st.rerun()
 
-    widgets.job_status("score", "steps")
+    widgets.job_status("score", "sample × metric values")
 
 report = queries.report(resources.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
 for task in [name for name in TASKS if name in set(runs.task)]:
@@ -55,8 +78,9 @@ values = queries.metric_values(resources.revision())
 if not values.empty:
     st.subheader("Per-sample distributions")
     metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")
-    shown = values[values.metric == metric]
-    figure = px.box(shown, x="method", y="value", color="text_kind", facet_col="task", points="outliers",
-                    labels={"value": metric, "text_kind": "text"},
+    # One box per model and method: a 135M demo run and an imported 7B run never share a box.
+    shown = values[values.metric == metric].assign(run=lambda frame: frame.model + " · " + frame.method)
+    figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
+                    labels={"value": metric, "text_kind": "text", "run": "model · method"},
                     color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"})
     st.plotly_chart(figure, width="stretch")

@@ -4,6 +4,9 @@ import streamlit as st
 from fwsapp import render
 from fwsapp.ui import queries, resources
 from fwsapp.human import QUESTIONS, RatingError, next_item, progress, skip, submit_rating
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Rate answers")
 st.caption(

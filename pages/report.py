@@ -4,6 +4,9 @@ import streamlit as st
 from fwsapp.ui import queries, resources
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.tables import TABLES, render
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Report")
 st.caption("The paper's tables, rebuilt from every run in the database: generated and imported. '–' means not computed yet.")

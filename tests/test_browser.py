@@ -128,3 +128,19 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         assert page.get_by_text("0.411").count() >= 1
+
+
+def test_first_request_to_a_page_of_a_fresh_server_goes_through_the_router(tmp_path, browser_page):
+    from tests.conftest import start_streamlit
+
+    page = browser_page
+    with start_streamlit(tmp_path, tmp_path / "fresh.duckdb") as url:
+        page.goto(f"{url}/report")  # the server's very first request
+        page.get_by_role("heading", name="Report").wait_for(timeout=90_000)
+        sidebar = page.get_by_test_id("stSidebar")
+        for section in ("Pipeline", "Why", "Results"):
+            sidebar.get_by_text(section, exact=True).wait_for(timeout=30_000)
+        assert sidebar.get_by_text("Database").count() == 1
+        assert sidebar.get_by_text("report", exact=True).count() == 0  # no raw file names
+        page.goto(f"{url}/import")
+        page.get_by_role("heading", name="Import logs").wait_for(timeout=60_000)

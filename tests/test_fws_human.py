@@ -131,8 +131,8 @@ def judged_and_scored_store(store):
             "metrics": [{"sample_idx": i, "text_kind": kind, "metric": metric, "config": config,
                          "value": float(rng.random()) * (1.5 if metric == "factuality" else 1)}
                         for i in range(6) for kind in ("watermarked", "unwatermarked")
-                        for metric, config in (("simcse", "c"), ("rougeL", "c"), ("f1", "c"), ("factuality", "c"))]
-                       + [{"sample_idx": 0, "text_kind": "watermarked", "metric": "simcse", "config": "other",
+                        for metric, config in (("simcse_reference", "c"), ("rougeL", "c"), ("f1", "c"), ("factuality", "c"))]
+                       + [{"sample_idx": 0, "text_kind": "watermarked", "metric": "simcse_reference", "config": "other",
                            "value": 0.0}],
         })
     return store
@@ -171,7 +171,7 @@ def test_report_and_fws_page_give_the_same_auto_fws(store):
     metrics = store.metrics(["a"])
     own = metrics[(metrics.config == "c") & (metrics.text_kind == "watermarked")].pivot(
         index="sample_idx", columns="metric", values="value")
-    by_hand = fws(own.simcse, own.f1, own.factuality.clip(0, 1), 0.4, 0.2).mean()  # QA: relevance is F1
+    by_hand = fws(own.simcse_reference, own.f1, own.factuality.clip(0, 1), 0.4, 0.2).mean()  # QA: relevance is F1
     assert report["a"]["quality"]["fws_auto"]["watermarked"] == pytest.approx(by_hand)
 
 

@@ -70,11 +70,13 @@ def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, 
     store = Store(tmp_path / "score.duckdb")
     resources = QualityResources(model_loader=lambda name: lm)
     first = score_run(store, run_id, resources)
-    assert first == {"ppl": 8, "simcse": 8, "rouge": 16, "f1": 8, "factuality": 8}
+    assert first == {"ppl": 8, "simcse": 4, "simcse_reference": 8, "rouge": 16, "f1": 8, "factuality": 8}
     second = score_run(store, run_id, resources)
     assert set(second.values()) == {0} and set(second) == set(OFFLINE_METRICS)
     block = quality_block(store.metrics([run_id]))
-    assert block["simcse"]["unwatermarked"] == 1.0 and -1 <= block["simcse"]["watermarked"] <= 1
+    # SimCSE compares the watermarked text with the unwatermarked one: the latter has no value of its own.
+    assert block["simcse"]["unwatermarked"] is None and -1 <= block["simcse"]["watermarked"] <= 1
+    assert all(-1 <= block["simcse_reference"][kind] <= 1 for kind in ("watermarked", "unwatermarked"))
     assert block["ppl"]["watermarked"] > 1
     assert block["factuality"]["name"] == "Disease-entity support (offline stand-in)"
     assert "AlignScore" not in block["factuality"]["name"]

@@ -102,3 +102,20 @@ def test_old_entity_token_counts_migrate_to_named_columns(tmp_path):
     row = Store(path).cursor().execute(
         "SELECT reference_tokens, unwatermarked_tokens, watermarked_tokens FROM entity_analyses").fetchone()
     assert row == (40, 31, None)
+
+
+def test_the_unwatermarked_self_similarity_is_dropped_and_measured_metrics_stay(tmp_path):
+    from fwsapp.store import MIGRATIONS
+
+    path = tmp_path / "old.duckdb"
+    connection = duckdb.connect(str(path))
+    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for version, migration in enumerate(MIGRATIONS[:6], start=1):
+        connection.execute(migration)
+        connection.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(version)])
+    for kind, metric, value in (("unwatermarked", "simcse", 1.0), ("watermarked", "simcse", 0.8),
+                                ("unwatermarked", "rougeL", 0.3)):
+        connection.execute("INSERT INTO metrics VALUES ('r', 0, ?, ?, 'c', ?)", [kind, metric, value])
+    connection.close()
+    rows = Store(path).cursor().execute("SELECT text_kind, metric, value FROM metrics ORDER BY metric, text_kind").fetchall()
+    assert rows == [("unwatermarked", "rougeL", 0.3), ("watermarked", "simcse", 0.8)]

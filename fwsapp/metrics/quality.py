@@ -12,15 +12,15 @@ import pandas as pd
 
 from fwsapp.metrics import f1, main_config, rouge
 from fwsapp.metrics.factuality import ALIGNSCORE_NAME, STAND_IN_NAME
-from fwsapp.models import EMBEDDED_MODEL
 
 if TYPE_CHECKING:
     from fwsapp.models import LoadedModel
 
 GENERATED_KINDS = ("watermarked", "unwatermarked")
-REPORT_METRICS = ("ppl", "simcse", "rouge2", "rougeL", "f1", "bertscore")
-OFFLINE_METRICS = ("ppl", "simcse", "rouge", "f1", "factuality")
+REPORT_METRICS = ("ppl", "simcse", "simcse_reference", "rouge2", "rougeL", "f1", "bertscore")
+OFFLINE_METRICS = ("ppl", "simcse", "simcse_reference", "rouge", "f1", "factuality")
 ALL_METRICS = OFFLINE_METRICS + ("bertscore",)
+PPL_CHUNK = 8  # samples per perplexity pass between progress reports and writes
 
 
 def metric_row(sample_idx: int, kind: str, metric: str, config: str, value) -> dict:
@@ -77,8 +77,9 @@ class QualityResources:
 
 
 def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_METRICS,
-              progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-    """Compute the metrics a run lacks; returns how many values were computed per metric."""
+              progress: Callable[..., None] | None = None) -> dict[str, int | None]:
+    """Compute the metrics a run lacks; returns how many values were computed per metric (None: skipped,
+    perplexity of an imported run with no oracle named)."""
     unknown = set(metrics) - set(ALL_METRICS)
     if unknown:
         raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(ALL_METRICS)}.")
@@ -87,19 +88,59 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_M
     samples = samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()]
     existing = store.metrics([run_id])
     have = set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind))
+    metrics = [metric for metric in metrics if metric != "f1" or run["task"] == "qa"]  # token F1 is QA's
+    progress = progress or (lambda done, total, note="": None)
     computed = {}
-    for step, metric in enumerate(metrics):
-        if progress:
-            progress(step, len(metrics))
-        if metric == "f1" and run["task"] != "qa":
+    # Progress counts samples per metric, so a long perplexity pass moves the bar as it goes.
+    for index, metric in enumerate(metrics):
+        progress(index * len(samples), len(metrics) * len(samples), metric)
+        if metric == "ppl" and perplexity_oracle(run, resources.oracle) is None:
+            computed[metric] = None  # skipped: an imported run's perplexity needs an oracle named for it
             continue
-        rows = _compute(metric, run, samples, resources, have)
-        if rows:
-            store.write_rows("metrics", run_id, rows)
-        computed[metric] = len(rows)
-    if progress:
-        progress(len(metrics), len(metrics))
+        computed[metric] = 0
+        for rows, covered in _compute(metric, run, samples, resources, have):
+            if rows:
+                store.write_rows("metrics", run_id, rows)  # each chunk is kept if the job stops
+            computed[metric] += len(rows)
+            progress(index * len(samples) + covered, len(metrics) * len(samples), metric)
+    progress(len(metrics) * len(samples), len(metrics) * len(samples))
     return computed
+
+
+def perplexity_oracle(run: dict, oracle: str | None) -> str | None:
+    """The model whose perplexity a run gets: the one named, else the run's own generator. An imported run
+    has none loaded here, so it gets perplexity only when an oracle is named for it."""
+    return oracle or (None if run["imported"] else run["model"])
+
+
+# Measured (docs/benchmarks.md, quality metrics): the embedded 135M model as oracle scores about 780
+# tokens a second on 2 CPU cores; an estimate, not a promise, and roughly proportional to model size.
+EMBEDDED_ORACLE_TOKENS_PER_SECOND = 780
+CHARS_PER_TOKEN = 4  # a rough count before any tokenizer is loaded
+
+
+def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFrame:
+    """What a perplexity pass would do per run, before it starts: which oracle, whether that is the run's own
+    generator (the only case where the values are the paper's kind), and how many texts and tokens remain."""
+    rows = []
+    for run_id in run_ids:
+        run = store.run(run_id)
+        chosen = perplexity_oracle(run, oracle)
+        samples = store.generations(run_id)
+        samples = samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()]
+        existing = store.metrics([run_id])
+        have = set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind))
+        todo = _missing(samples, have, "ppl", f"oracle={chosen}") if chosen else samples.iloc[0:0]
+        # Each text is read after its prompt: the prompt twice, each output once.
+        characters = (2 * todo.prompt.str.len().sum() + todo.watermarked_text.str.len().sum()
+                      + todo.unwatermarked_text.str.len().sum())
+        rows.append({
+            "run": run_id, "generator": run["model"], "imported": bool(run["imported"]),
+            "oracle": chosen or "none (name one)",
+            "own generator": chosen is not None and chosen == run["model"] and not run["imported"],
+            "samples to score": len(todo), "tokens (about)": int(characters // CHARS_PER_TOKEN),
+        })
+    return pd.DataFrame(rows)
 
 
 def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=GENERATED_KINDS) -> pd.DataFrame:
@@ -109,7 +150,8 @@ def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=G
     return samples[keep]
 
 
-def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set) -> list[dict]:
+def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set):
+    """Yields (rows to write, samples of the run covered so far) as the metric is computed."""
     # Model-based metrics import torch; imports and reports of text metrics should not pay for that.
     from fwsapp.recognizer import backend_name
     from fwsapp.metrics import bertscore, factuality, perplexity, simcse
@@ -118,34 +160,45 @@ def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityRe
         name, config = ("rouge2", rouge.CONFIG) if metric == "rouge" else ("f1", f1.CONFIG)
         todo = _missing(samples, have, name, config)
         rows = text_metric_rows(todo.to_dict("records"), run["task"]) if not todo.empty else []
-        return [row for row in rows if (row["metric"] == "f1") == (metric == "f1")]
+        yield [row for row in rows if (row["metric"] == "f1") == (metric == "f1")], len(samples)
+        return
     if metric == "ppl":
-        oracle = resources.oracle or (run["model"] if not run["imported"] else EMBEDDED_MODEL)
+        oracle = perplexity_oracle(run, resources.oracle)
         config = f"oracle={oracle}"
         todo = _missing(samples, have, "ppl", config)
         if todo.empty:
-            return []
+            return
         lm = resources.model_loader(oracle)
         own_tokens = oracle == run["model"] and not run["imported"]
-        rows = []
-        for kind in GENERATED_KINDS:
-            pairs = [
-                (lm.tokenizer(row.prompt)["input_ids"], list(getattr(row, f"{kind}_ids")))
-                if own_tokens else perplexity.encode_pair(lm, row.prompt, getattr(row, f"{kind}_text"))
-                for row in todo.itertuples()
-            ]
-            values = perplexity.perplexity(lm, pairs)
-            rows += [metric_row(row.sample_idx, kind, "ppl", config, value) for row, value in zip(todo.itertuples(), values)]
-        return rows
+        done_before = len(samples) - len(todo)
+        for start in range(0, len(todo), PPL_CHUNK):
+            chunk, rows = todo.iloc[start:start + PPL_CHUNK], []
+            for kind in GENERATED_KINDS:
+                pairs = [
+                    (lm.tokenizer(row.prompt)["input_ids"], list(getattr(row, f"{kind}_ids")))
+                    if own_tokens else perplexity.encode_pair(lm, row.prompt, getattr(row, f"{kind}_text"))
+                    for row in chunk.itertuples()
+                ]
+                values = perplexity.perplexity(lm, pairs)
+                rows += [metric_row(row.sample_idx, kind, "ppl", config, value) for row, value in zip(chunk.itertuples(), values)]
+            yield rows, done_before + start + len(chunk)
+        return
     if metric == "simcse":
         config = f"encoder={resources.encoder_name}"
-        todo = _missing(samples, have, "simcse", config)
+        # The paper's SimCSE compares the watermarked text with the unwatermarked one; the unwatermarked text
+        # has no such value (its similarity to itself is 1 by definition), so none is stored.
+        todo = _missing(samples, have, "simcse", config, kinds=("watermarked",))
         if todo.empty:
-            return []
+            return
         values = simcse.similarity(resources.encoder, todo.watermarked_text.tolist(), todo.unwatermarked_text.tolist())
-        return [metric_row(row.sample_idx, "watermarked", "simcse", config, value) for row, value in zip(todo.itertuples(), values)] + [
-            metric_row(row.sample_idx, "unwatermarked", "simcse", config, 1.0) for row in todo.itertuples()
-        ]
+        yield [metric_row(row.sample_idx, "watermarked", "simcse", config, value)
+               for row, value in zip(todo.itertuples(), values)], len(samples)
+        return
+    if metric == "simcse_reference":
+        # Similarity to the reference, measured alike for both texts: what Auto-FWS reads for coherence.
+        yield _per_kind(samples, have, "simcse_reference", f"encoder={resources.encoder_name}",
+                        lambda outputs, references: simcse.similarity(resources.encoder, outputs, references)), len(samples)
+        return
     if metric == "factuality":
         if resources.alignscore_checkpoint:
             config = f"alignscore;{resources.alignscore_checkpoint}"
@@ -154,9 +207,11 @@ def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityRe
             config = factuality.stand_in_config(backend_name(), resources.encoder_name)
             score = lambda outputs, references: factuality.entity_support(  # noqa: E731
                 resources.recognizer, resources.encoder, outputs, references)
-        return _per_kind(samples, have, "factuality", config, score)
+        yield _per_kind(samples, have, "factuality", config, score), len(samples)
+        return
     if metric == "bertscore":
-        return _per_kind(samples, have, "bertscore", bertscore.CONFIG, bertscore.bertscore_f1)
+        yield _per_kind(samples, have, "bertscore", bertscore.CONFIG, bertscore.bertscore_f1), len(samples)
+        return
     raise AssertionError(metric)
 
 

@@ -67,7 +67,10 @@ def judgments(revision_key: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def metric_values(revision_key: str) -> pd.DataFrame:
-    return store().metrics()
+    """Per-sample metric values, each under its main config (one oracle per run, as in the tables)."""
+    from fwsapp.metrics import main_config_rows
+
+    return main_config_rows(store().metrics())
 
 
 @st.cache_data(show_spinner=False)
@@ -173,3 +176,10 @@ def entropy_values(revision_key: str) -> pd.DataFrame:
 @st.cache_data(show_spinner=False)
 def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return store().entities(), store().entity_analyses()
+
+
+@st.cache_data(show_spinner=False)
+def perplexity_plan(revision_key: str, run_ids: tuple[str, ...], oracle: str | None) -> pd.DataFrame:
+    from fwsapp.metrics.quality import perplexity_plan as plan
+
+    return plan(store(), list(run_ids), oracle)

@@ -37,7 +37,8 @@ def job_status(kind: str, noun: str, body=None) -> None:
         elif job.finished:
             st.success(job.message or "Done.")
         else:
-            st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}")
+            detail = f" · {job.note}" if job.note else ""
+            st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}{detail}")
             if st.button("Cancel", key=f"cancel-{kind}"):
                 job.cancel()
         if body is not None:
@@ -60,15 +61,16 @@ def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None
         for column, key in zip(st.columns(per_row), names[start:start + per_row]):
             spec, value = method.param_specs.get(key), defaults[key]
             help_text = f"{spec.help}; {spec.describe()}" if spec else None
+            label = key.replace("_", " ")  # spaces let a narrow column wrap between words, not inside one
             with column:
                 if spec is not None and spec.choices:
-                    params[key] = _choice(key, spec, value, help_text, f"{key_prefix}-{key}")
+                    params[key] = _choice(label, spec, value, help_text, f"{key_prefix}-{key}")
                 elif isinstance(method.defaults[key], float):
-                    params[key] = st.number_input(key, value=float(value), step=0.1, format="%.3f", help=help_text,
+                    params[key] = st.number_input(label, value=float(value), step=0.1, format="%.3f", help=help_text,
                                                   min_value=_bound(spec, "low", float), max_value=_bound(spec, "high", float),
                                                   key=f"{key_prefix}-{key}")
                 else:
-                    params[key] = int(st.number_input(key, value=int(value), step=1, help=help_text,
+                    params[key] = int(st.number_input(label, value=int(value), step=1, help=help_text,
                                                       min_value=_bound(spec, "low", int),
                                                       max_value=_bound(spec, "high", int), key=f"{key_prefix}-{key}"))
     return params
@@ -77,14 +79,14 @@ def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None
 FILE_CHOICE = "a file of names…"
 
 
-def _choice(key: str, spec, value: str, help_text: str, widget_key: str) -> str:
+def _choice(label: str, spec, value: str, help_text: str, widget_key: str) -> str:
     """A choice among the named options; where a file is valid too, a path field after the last option."""
     options = list(spec.choices) + ([FILE_CHOICE] if spec.or_file else [])
-    chosen = st.selectbox(key, options, index=options.index(value if value in spec.choices else FILE_CHOICE),
+    chosen = st.selectbox(label, options, index=options.index(value if value in spec.choices else FILE_CHOICE),
                           help=help_text, key=widget_key)
     if chosen != FILE_CHOICE:
         return chosen
-    return st.text_input(f"{key} file", value="" if value in spec.choices else value, key=f"{widget_key}-file",
+    return st.text_input(f"{label} file", value="" if value in spec.choices else value, key=f"{widget_key}-file",
                          placeholder="/path/to/names.txt, one name per line").strip()
 
 

@@ -6,6 +6,9 @@ from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import TASKS
 from fwsapp.importer import ImportProblem, LogFile, import_logs
 from fwsapp.methods import REGISTRY
+from fwsapp.ui.router import through_router
+
+through_router()
 
 st.title("Import logs")
 st.caption(
