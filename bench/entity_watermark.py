@@ -48,7 +48,7 @@ def complete(store, configs, loader, label: str) -> list[str]:
     from fwsapp import pipeline
 
     started = __import__("time").perf_counter()
-    run_ids = pipeline.generate(store, configs, loader, progress=lambda d, t: print(f"\r{label}: {d}/{t}", end=""))
+    run_ids = pipeline.generate(store, configs, loader, progress=lambda d, t, note="": print(f"\r{label}: {d}/{t}", end=""))
     pipeline.score(store, run_ids, loader, metrics=METRICS)
     pipeline.analyze(store, run_ids, loader)
     print(f"\r{label}: done in {__import__('time').perf_counter() - started:.0f} s", flush=True)
@@ -65,7 +65,7 @@ def run_row(report_run: dict, summary, detections) -> dict:
         "auroc": report_run["detection"]["auroc"], "tpr1": report_run["detection"]["tpr_at_fpr"]["0.01"],
         "tokens": float(own.num_tokens_scored.mean()),
         "introduced": row.get("introduced per text (watermarked)"),
-        "hallucination": row.get("hallucination rate % (watermarked)"),
+        "hallucination": row.get("unsupported by the reference % (watermarked)"),
         "fws": fws_auto.get("watermarked"), "fws_plain": fws_auto.get("unwatermarked"),
     }
 
@@ -88,11 +88,11 @@ def cell(values: list, digits: int = 3) -> str:
 
 
 def measures(store, run_ids: list[str]) -> dict[str, dict]:
-    from fwsapp.entities import entity_summary
+    from fwsapp.entities import entity_summary, with_mesh_headings
     from fwsapp.report import build_report
 
     report = {run["run_id"]: run for run in build_report(store)["runs"]}
-    summary = entity_summary(store.entities(run_ids), store.entity_analyses(run_ids),
+    summary = entity_summary(with_mesh_headings(store.entities(run_ids)), store.entity_analyses(run_ids),
                              store.runs()[lambda frame: frame.run_id.isin(run_ids)])
     detections = store.detections(run_ids)
     return {run_id: {**run_row(report[run_id], summary, detections),

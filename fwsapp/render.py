@@ -39,6 +39,14 @@ def message(text: str) -> str:
 
 
 ENTITY_COLOURS = {"hallucinated": "#f4a6a6", "introduced": "#ffe08a", "entity": "#cfe3ff"}
+ENTITY_MEANINGS = {"hallucinated": "introduced and unsupported by the reference",
+                   "introduced": "introduced, close to a reference entity", "entity": "a disease the reference names"}
+
+
+def entity_legend() -> str:
+    """The highlight colours and what each means, as chips."""
+    return " ".join(f'<span style="background:{ENTITY_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'
+                    for kind, meaning in ENTITY_MEANINGS.items())
 
 
 def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
@@ -52,10 +60,10 @@ def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
             continue
         pieces.append(inert(text[position:row.start_char]))
         kind = "hallucinated" if row.hallucinated else "introduced" if row.introduced else "entity"
-        tip = kind
+        tip = ENTITY_MEANINGS[kind]
         if row.introduced:
             closest = row.closest_reference if isinstance(row.closest_reference, str) else "none in the reference"
-            tip = f"{kind}: closest reference entity {closest} (similarity {row.similarity:.2f})"
+            tip = f"{tip}: closest reference entity {closest} (similarity {row.similarity:.2f})"
         pieces.append(f'<span title="{html.escape(tip, quote=True)}" style="background:{ENTITY_COLOURS[kind]};'
                       f'padding:0 2px;border-radius:3px">{inert(text[row.start_char:row.end_char])}</span>')
         position = row.end_char

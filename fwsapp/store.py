@@ -503,6 +503,17 @@ class Store:
             cursor.execute("INSERT OR REPLACE INTO entity_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
                            [run_id, int(sample_idx), text_kind, int(start_char), rater, verdict, _now()])
 
+    def delete_entity_verdict(self, run_id: str, sample_idx: int, text_kind: str, start_char: int, rater: str) -> None:
+        with self.transaction() as cursor:
+            cursor.execute("DELETE FROM entity_verdicts WHERE run_id = ? AND sample_idx = ? AND text_kind = ? "
+                           "AND start_char = ? AND rater = ?", [run_id, int(sample_idx), text_kind, int(start_char), rater])
+
+    def sample_entity_verdicts(self, run_id: str, sample_idx: int, rater: str) -> dict[tuple[str, int], str]:
+        rows = self.cursor().execute(
+            "SELECT text_kind, start_char, verdict FROM entity_verdicts WHERE run_id = ? AND sample_idx = ? AND rater = ?",
+            [run_id, int(sample_idx), rater]).fetchall()
+        return {(kind, int(start)): verdict for kind, start, verdict in rows}
+
     def entity_verdicts(self) -> pd.DataFrame:
         """Clinicians' verdicts joined with the entities they judge."""
         return self.cursor().execute(

@@ -1,21 +1,24 @@
-"""Entities: disease names a watermark introduced or hallucinated, side by side with the reference."""
+"""Entities: disease names a watermark introduced, and which of them the reference does not support, side by
+side with the reference; clinicians record what each one really is."""
+import pandas as pd
 import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.entities import (HALLUCINATION_THRESHOLD, entity_sample_label, entity_summary, record_verdict,
-                             samples_by_hallucination, verdict_agreement)
-from fwsapp.recognizer import STOPLIST
+from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, rater_verdicts,
+                             record_verdict, samples_by_hallucination, undo_verdict, verdict_agreement)
+from fwsapp.recognizer import BRANCHES, STOPLIST
 from fwsapp.ui.router import through_router
 
 through_router()
 
 st.title("Disease entities")
 st.caption(
-    f"Introduced: a disease in a generated text that its reference does not name. Hallucinated: an introduced "
+    "Introduced: a disease in a generated text that its reference does not name (synonyms count as named: names "
+    "are compared by their MeSH heading). Unsupported by the reference (the paper's \"hallucinated\"): an introduced "
     f"entity whose contextual embedding is less than {HALLUCINATION_THRESHOLD} cosine-similar to every reference "
-    "entity. Yellow marks introduced entities, red hallucinated ones, blue the others; hover for the closest "
-    "reference entity."
+    "entity. It is far from everything the reference says, which is not the same as wrong: your verdicts below "
+    "tell the two apart. Hover over a highlight for the closest reference entity."
 )
 with st.expander("Stoplist: generic words never counted as entities"):
     st.write(", ".join(sorted(STOPLIST)))
@@ -27,8 +30,16 @@ if analyses.empty:
             "`python -m fwsapp analyze --all`.")
     st.stop()
 
+counted = st.radio("Count", ["all", *BRANCHES], horizontal=True, key="entity-branch",
+                   format_func={"all": "diseases and signs or symptoms", BRANCHES[0]: "diseases only",
+                                BRANCHES[1]: "signs and symptoms only (MeSH C23.888: cough, fever, weight loss…)"}.get)
+if counted != "all":
+    entities = entities[entities.branch == counted]
+
 st.subheader("Per method (the paper's Table 7)")
-st.dataframe(entity_summary(entities, analyses, runs).round(3), hide_index=True, width="stretch")
+summary = entity_summary(entities, analyses, runs)
+st.dataframe(summary.style.format(precision=3, na_rep="–"), hide_index=True, width="stretch")
+st.caption("'–': not measured (no mentions of that kind). Rates count the entities selected above.")
 
 st.subheader("Browser")
 analysed = runs[runs.run_id.isin(set(analyses.run_id))]
@@ -36,50 +47,80 @@ labels = {row.run_id: widgets.run_label(row._asdict()) for row in analysed.itert
 filters = st.columns(3)
 chosen_runs = filters[0].multiselect("Methods (runs)", list(labels), default=list(labels)[:1], format_func=labels.get, key="entity-runs")
 needle = filters[1].text_input("Entity contains", key="entity-filter").strip().lower()
-low, high = filters[2].slider("Similarity of introduced entities", 0.0, 1.0, (0.0, 1.0), 0.05, key="entity-similarity")
+low, high = filters[2].slider("Similarity of introduced entities to the reference", 0.0, 1.0, (0.0, 1.0), 0.05,
+                              key="entity-similarity", help="Shows samples with an introduced entity in this range.")
 view = entities[entities.run_id.isin(chosen_runs)]
 if needle:
     view = view[view.normalized.str.contains(needle, regex=False)]
-introduced = view[view.introduced & view.similarity.between(low, high)]
+in_range = view.introduced & view.similarity.between(low, high)
+if (low, high) != (0.0, 1.0):  # only samples with an introduced entity in range, and only those entities
+    keep = set(zip(view.run_id[in_range], view.sample_idx[in_range]))
+    in_kept_sample = pd.Series([key in keep for key in zip(view.run_id, view.sample_idx)], index=view.index, dtype=bool)
+    view = view[(~view.introduced | in_range) & in_kept_sample]
 ranking = samples_by_hallucination(view, analyses[analyses.run_id.isin(chosen_runs)])
 if ranking.empty:
     st.info("No sample matches these filters.")
     st.stop()
-picked = st.selectbox("Sample (most hallucinated first)", range(len(ranking)), key="entity-sample",
+picked = st.selectbox("Sample (most unsupported entities first)", range(len(ranking)), key="entity-sample",
                       format_func=lambda i: entity_sample_label(ranking.iloc[i]))
 current = ranking.iloc[picked]
 sample = queries.sample_row(resources.revision(), current.run_id, int(current.sample_idx))
-mine = entities[(entities.run_id == current.run_id) & (entities.sample_idx == current.sample_idx)]
+mine = view[(view.run_id == current.run_id) & (view.sample_idx == current.sample_idx)]
 st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
+st.markdown(render.entity_legend(), unsafe_allow_html=True)
 columns = st.columns(3)
-for column, kind, title in zip(columns, ("reference", "unwatermarked", "watermarked"), ("Reference", "Unwatermarked", "Watermarked")):
-    column.markdown(f"**{title}**")
-    text = sample["reference"] if kind == "reference" else sample.get(f"{kind}_text")
-    column.markdown(render.highlight_entities(text, mine[mine.text_kind == kind]), unsafe_allow_html=True)
+texts = {"reference": sample["reference"], "unwatermarked": sample.get("unwatermarked_text"),
+         "watermarked": sample.get("watermarked_text")}
+for column, kind in zip(columns, texts):
+    column.markdown(f"**{kind.capitalize()}**")
+    column.markdown(render.highlight_entities(texts[kind], mine[mine.text_kind == kind]), unsafe_allow_html=True)
 
 st.subheader("Your verdicts")
-rater = st.text_input("Your name", value=st.session_state.get("rater", ""), key="entity-rater")
-candidates = mine[mine.introduced]
-if candidates.empty:
-    st.caption("This sample has no introduced entities to review.")
-for row in candidates.itertuples():
-    line = st.columns([4, 1, 1])
-    status = "hallucinated (rule)" if row.hallucinated else "supported (rule)"
-    line[0].markdown(f"{render.inert(row.entity)} · {row.text_kind} · {status}, similarity {row.similarity:.2f}",
-                     unsafe_allow_html=True)
-    for column, verdict, label in ((line[1], "correct", "Correct"), (line[2], "hallucinated", "Hallucinated")):
-        if column.button(label, key=f"verdict-{row.run_id}-{row.sample_idx}-{row.text_kind}-{row.start_char}-{verdict}"):
-            try:
-                record_verdict(resources.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char, verdict)
-                st.session_state["rater"] = rater
-                st.rerun()
-            except ValueError as error:
-                st.error(render.message(str(error)))
+rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
+recorded = rater_verdicts(resources.store(), rater, current.run_id, int(current.sample_idx))
+
+
+def save(row, key: str) -> None:
+    label = st.session_state[key]
+    verdict = next(code for code, text in VERDICTS.items() if text == label)
+    record_verdict(resources.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char, verdict)
+
+
+def undo(row, key: str) -> None:
+    undo_verdict(resources.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char)
+    st.session_state[key] = None
+
+
+if not rater.strip():
+    st.info("Enter your name to record verdicts.")
+for kind in ("watermarked", "unwatermarked"):
+    candidates = mine[(mine.text_kind == kind) & mine.introduced].sort_values("start_char")  # reading order
+    st.markdown(f"**{kind.capitalize()} text:** {len(candidates)} introduced "
+                f"{'entity' if len(candidates) == 1 else 'entities'}")
+    text = texts[kind] if isinstance(texts[kind], str) else ""
+    for row in candidates.itertuples():
+        key = f"verdict-{rater.strip()}-{row.run_id}-{row.sample_idx}-{kind}-{row.start_char}"
+        stored = recorded.get((kind, int(row.start_char)))
+        if key not in st.session_state:
+            st.session_state[key] = VERDICTS.get(stored)
+        rule = "unsupported by the reference" if row.hallucinated else "close to a reference entity"
+        context = text[max(0, row.start_char - 40):row.end_char + 40]
+        line = st.columns([3, 4, 1])
+        line[0].markdown(f"{render.inert(row.entity)} · character {row.start_char} · rule: {rule} "
+                         f"(similarity {row.similarity:.2f})  \n…{render.inert(context)}…", unsafe_allow_html=True)
+        line[1].radio("Verdict", list(VERDICTS.values()), key=key, horizontal=True, label_visibility="collapsed",
+                      disabled=not rater.strip(), on_change=save, args=(row, key))
+        if stored is not None:
+            line[2].button("Undo", key=f"undo-{key}", on_click=undo, args=(row, key),
+                           help=f"Remove your verdict: {VERDICTS[stored]}")
+            line[0].caption(f"Recorded for {rater.strip()}: {VERDICTS[stored]}")
 
 counts, stats = verdict_agreement(resources.store())
 if stats:
     st.subheader("Clinicians against the automatic rule")
     precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else "–"
     recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else "–"
-    st.write(f"{stats['verdicts']} verdicts. Precision of the {HALLUCINATION_THRESHOLD} rule: {precision}; recall: {recall}.")
+    st.write(f"{stats['verdicts']} verdicts. Of the entities the {HALLUCINATION_THRESHOLD} rule calls unsupported, "
+             f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
+             f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")
     st.dataframe(counts, width="stretch")

@@ -43,10 +43,14 @@ default_model = {"local": EMBEDDED_MODEL, "openai": DEFAULT_OPENAI_MODEL, "compa
 judge_model = settings_columns[1].text_input("Judge model", default_model, key=f"judge-model-{backend_kind}") or None
 concurrency = settings_columns[2].number_input("Concurrent requests", 1, 64, 8)
 timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60)
-option_columns = st.columns(3)
+option_columns = st.columns(4)
 swap = option_columns[0].checkbox("Swap: judge both orders and average", help="Also reports position consistency.")
-use_budget = option_columns[1].checkbox("Budget cap")
-budget = option_columns[2].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
+retry_failed = option_columns[1].checkbox(
+    "Ask again for failed verdicts", key="judge-retry-failed",
+    help="Verdicts that came back but could not be parsed are final unless asked again; unreachable pairs are "
+         "always asked again.")
+use_budget = option_columns[2].checkbox("Budget cap")
+budget = option_columns[3].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
 api_key = None
 if backend_kind != "local":
     api_key = st.text_input(
@@ -69,9 +73,10 @@ if st.button("Test connection"):
 st.subheader("Run")
 labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
 chosen = st.multiselect("Runs to judge", list(labels), default=list(labels)[:1], format_func=labels.get, key="judge-runs")
-settings = JudgeSettings(concurrency=int(concurrency), swap=swap, budget_usd=budget if use_budget else None)
+settings = JudgeSettings(concurrency=int(concurrency), swap=swap, budget_usd=budget if use_budget else None,
+                         retry_failed=retry_failed)
 if chosen:
-    plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap)
+    plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap, retry_failed)
     cost = f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model"
     st.write(
         f"{plan['pairs']} pairs to judge ({plan['skipped']} already judged): about {plan['prompt_tokens']:,} prompt "
@@ -89,9 +94,9 @@ judgments = queries.judgments(resources.revision())
 if judgments.empty:
     st.stop()
 
-st.subheader("Mean scores, unwatermarked vs watermarked")
 means = queries.judge_means(resources.revision())
-if not means.empty:
+if not means.empty:  # none while every verdict failed
+    st.subheader("Mean scores, unwatermarked vs watermarked")
     figure = px.bar(
         means, x="method", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
         category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},

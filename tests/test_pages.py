@@ -230,7 +230,7 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     app.switch_page("pages/entities.py").run()
     assert not app.exception
     summary = app.dataframe[0].value
-    assert list(summary.method) == ["KGW"] and "hallucination rate % (watermarked)" in summary.columns
+    assert list(summary.method) == ["KGW"] and "unsupported by the reference % (watermarked)" in summary.columns
     assert any("Reference" in m.value for m in app.markdown)
     app.switch_page("pages/entropy.py").run()
     assert not app.exception

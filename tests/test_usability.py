@@ -25,6 +25,13 @@ def open_page(page: str) -> AppTest:
     return app
 
 
+def shown(text: str) -> str:
+    """Text as the browser shows it: inert rendering decoded (character references, word joiners)."""
+    import html
+
+    return html.unescape(text).replace("\u2060", "")
+
+
 def by_label(widgets, label):
     return next(widget for widget in widgets if widget.label == label)
 
@@ -191,3 +198,124 @@ def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db
     assert -1 <= plain["SimCSE to ref."] <= 1
     box = json.loads(app.get("plotly_chart")[0].proto.spec)
     assert {trace["x"][0] for trace in box["data"]} == {"smollm2-135m-instruct · KGW"}
+
+
+# Judge
+
+def test_failed_verdicts_show_no_empty_means_and_can_be_asked_again(app_db, tmp_path):
+    import json
+
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+    from tests.openai_stub import StubServer
+
+    rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
+             "natural_text": f"Ref {i}."} for i in range(3)]
+    seeded = Store(tmp_path / "seed.duckdb")
+    import_logs(seeded, method="KGW", model="meditron", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    copy_store(seeded, app_db)
+    with StubServer(default="noscores") as stub:
+        app = open_page("judge")
+        app.radio(key="judge-backend").set_value("compatible").run()
+        app.text_input(key="judge-base-url").set_value(stub.base_url).run()
+        app.text_input(key="judge-model-compatible").set_value("").run()
+        by_label(app.button, "Test connection").click().run()
+        assert "or the Judge model field" in shown(app.error[0].value)
+        app.text_input(key="judge-model-compatible").set_value("stub-judge").run()
+        by_label(app.button, "Judge").click().run()
+        deadline = time.time() + 120
+        while time.time() < deadline and not app.error:
+            time.sleep(1)
+            app.run()
+        assert "no verdict came back" in shown(app.error[0].value) and ".." not in shown(app.error[0].value)
+        assert not any("Mean scores" in header.value for header in app.subheader)
+        assert "0 pairs to judge (3 already judged)" in " ".join(m.value for m in app.markdown)
+        stub.default = "valid"
+        app.checkbox(key="judge-retry-failed").check().run()
+        assert "3 pairs to judge (0 already judged)" in " ".join(m.value for m in app.markdown)
+        by_label(app.button, "Judge").click().run()
+        deadline = time.time() + 120
+        while time.time() < deadline and not any("Mean scores" in header.value for header in app.subheader):
+            time.sleep(1)
+            app.run()
+    assert set(app.dataframe[-1].value.status) == {"ok"}
+
+
+# Entities, for clinicians
+
+def test_synonyms_share_a_mesh_heading_and_symptoms_have_their_branch():
+    import pandas as pd
+
+    from fwsapp.entities import with_mesh_headings
+    from fwsapp.recognizer import mesh_branch, mesh_heading
+
+    assert mesh_heading("type 2 diabetes") == mesh_heading("type 2 diabetes mellitus") == "diabetes mellitus type 2"
+    assert mesh_branch("cough") == mesh_branch("weight loss") == "sign or symptom"
+    assert mesh_branch("asthma") == mesh_branch("gout") == "disease"
+    rows = pd.DataFrame({"run_id": "r", "sample_idx": 0, "config": "c",
+                         "text_kind": ["reference", "watermarked", "watermarked"],
+                         "normalized": ["type 2 diabetes mellitus", "type 2 diabetes", "gout"],
+                         "introduced": [False, True, True], "hallucinated": [False, True, True]})
+    marked = with_mesh_headings(rows).set_index("normalized")
+    assert not marked.at["type 2 diabetes", "introduced"] and not marked.at["type 2 diabetes", "hallucinated"]
+    assert marked.at["gout", "introduced"]
+
+
+@pytest.fixture
+def entity_app(app_db):
+    import json
+
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.recognizer import load_recognizer
+    from fwsapp.store import Store
+
+    rows = [{"prompt": "What is this?", "natural_text": "Type 2 diabetes mellitus and asthma are common.",
+             "unwatermarked_text": "Asthma is common.",
+             "watermarked_text": "Tuberculosis, type 2 diabetes and gout, with a cough."}]
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    store.close()
+    return run_id
+
+
+def test_entity_page_counts_by_branch_and_lists_introduced_entities_in_reading_order(entity_app):
+    app = open_page("entities")
+    table = app.dataframe[0].value
+    assert table.loc[0, "introduced per text (watermarked)"] == 3  # tuberculosis, gout, cough; not the synonym
+    assert "unsupported by the reference % (watermarked)" in table.columns
+    app.radio(key="entity-branch").set_value("disease").run()
+    assert app.dataframe[0].value.loc[0, "introduced per text (watermarked)"] == 2
+    app.radio(key="entity-branch").set_value("all").run()
+    listed = [m.value for m in app.markdown if "· character" in m.value]
+    starts = [int(text.split("· character ")[1].split(" ")[0]) for text in listed]
+    assert len(listed) == 3 and starts == sorted(starts)
+    assert any("introduced and unsupported by the reference" in m.value for m in app.markdown)  # the legend
+    app.slider(key="entity-similarity").set_value((0.99, 1.0)).run()
+    assert any("No sample matches" in info.value for info in app.info)
+
+
+def test_entity_verdicts_show_what_was_recorded_and_can_be_undone(entity_app):
+    from fwsapp.store import Store
+
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.session_state["rater"] = "Dr Rate"  # the Rate page's name must not carry over
+    app.run()
+    app.switch_page("pages/entities.py").run()
+    assert app.text_input(key="entity-rater").value == ""
+    assert all(radio.disabled for radio in app.radio if radio.label == "Verdict")
+    app.text_input(key="entity-rater").set_value("Dr Entity").run()
+    verdict = next(radio for radio in app.radio if radio.label == "Verdict")
+    assert len(verdict.options) == 4 and "Not a disease" in verdict.options
+    verdict.set_value("Correct, not in the reference").run()
+    assert any("Recorded for Dr Entity: Correct, not in the reference" in c.value for c in app.caption)
+    import os
+
+    store = Store(os.environ["FWSAPP_DB"])  # the app's own database, alongside its connection
+    assert store.entity_verdicts().verdict.tolist() == ["correct_not_in_reference"]
+    by_label(app.button, "Undo").click().run()
+    assert not any("Recorded for" in c.value for c in app.caption)
+    assert next(radio for radio in app.radio if radio.label == "Verdict").value is None
+    assert store.entity_verdicts().empty

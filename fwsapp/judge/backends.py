@@ -171,9 +171,11 @@ def make_backend(kind: str, judge_model: str | None = None, base_url: str | None
         return OpenAIBackend(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout, api_key=api_key)
     if kind == "compatible":
         if not base_url:
-            raise JudgeError("The compatible backend needs --base-url, e.g. http://localhost:8000/v1 for vLLM.")
+            raise JudgeError("The compatible backend needs a base URL (--base-url, or the Base URL field), e.g. "
+                             "http://localhost:8000/v1 for vLLM.")
         if not judge_model:
-            raise JudgeError("The compatible backend needs --judge-model: the model name the server serves.")
+            raise JudgeError("The compatible backend needs a judge model (--judge-model, or the Judge model field): the "
+                             "model name the server serves.")
         return OpenAIBackend(judge_model, base_url=base_url, timeout=timeout, api_key=api_key)
     if kind == "local":
         return LocalBackend(judge_model, loaded=loaded)

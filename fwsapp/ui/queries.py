@@ -79,8 +79,9 @@ def judge_means(revision_key: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
-def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, swap: bool) -> dict:
-    pairs, skipped = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap))
+def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, swap: bool,
+               retry_failed: bool = False) -> dict:
+    pairs, skipped = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap, retry_failed=retry_failed))
     usage, cost = estimate(pairs, judge_model)
     return {"pairs": len(pairs), "skipped": skipped, "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens, "cost": cost}
@@ -175,7 +176,9 @@ def entropy_values(revision_key: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return store().entities(), store().entity_analyses()
+    from fwsapp.entities import with_mesh_headings
+
+    return with_mesh_headings(store().entities()), store().entity_analyses()
 
 
 @st.cache_data(show_spinner=False)

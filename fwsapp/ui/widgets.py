@@ -30,8 +30,8 @@ def job_status(kind: str, noun: str, body=None) -> None:
         if job is None:
             return
         if job.status == "failed":
-            st.error(render.message(f"{job.label} failed: {job.message}. Finished work is kept; start it again to "
-                                    "resume."))
+            reason = (job.message or "unknown error").rstrip(". ")
+            st.error(render.message(f"{job.label} failed: {reason}. Finished work is kept; start it again to resume."))
         elif job.status == "cancelled":
             st.warning(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to resume.")
         elif job.finished:
