@@ -31,7 +31,7 @@ DATASETS = {"completion": "healthqa_completion.json", "qa": "healthqa_qa.json",
             "summarization": "meqsum_summarization.json"}
 NEW_TOKENS = {"completion": 200, "qa": 200, "summarization": 64}
 METHODS = ("KGW", "SWEET", "EntityKGW")
-METRICS = ("simcse", "rouge", "f1", "factuality")
+METRICS = ("simcse", "simcse_reference", "rouge", "f1", "factuality")
 EDIT_RATES = (0.1, 0.2, 0.3)
 KGW_DELTA = 2.0
 

@@ -26,6 +26,22 @@ def unresolved_fpr_levels(negatives: int) -> list[float]:
     return [level for level in FPR_LEVELS if 0 < level and level * negatives < 1]
 
 
+def unresolved_fpr_warning(negatives_per_run: dict[str, int]) -> str | None:
+    """One warning for the runs whose negatives are too few for some FPR levels, grouped by count; None if none."""
+    groups: dict[tuple[int, tuple[float, ...]], list[str]] = {}
+    for run, negatives in negatives_per_run.items():
+        if levels := unresolved_fpr_levels(negatives):
+            groups.setdefault((negatives, tuple(levels)), []).append(run)
+    if not groups:
+        return None
+    parts = [f"{', '.join(runs)}: {negatives} negatives{' each' if len(runs) > 1 else ''}, so TPR@FPR="
+             f"{', '.join(f'{level:g}' for level in levels)} {'is' if len(levels) == 1 else 'are'} unresolved"
+             for (negatives, levels), runs in sorted(groups.items())]
+    return ("Too few negatives to resolve some false-positive rates: at FPR f a run needs at least 1/f negatives, "
+            "or no negative may be flagged and the TPR shown is really the TPR at FPR 0. " + "; ".join(parts)
+            + ". Generate more samples for resolved rates.")
+
+
 def negative_kind(available: set[str], method: str) -> str:
     """The text kind a run's negatives are: the method's own, unless only the human reference was scored
     (the paper's logs, MarkLLM's "natural" mode)."""
@@ -88,11 +104,26 @@ def bootstrap_auroc_ci(
     return float(low), float(high)
 
 
+def auroc_interval(area: float | None, positives: int, negatives: int, z: float = 1.96) -> tuple[float, float] | None:
+    """A 95 % interval for an AUROC from Hanley and McNeil's (1982) standard error: closed form, so the
+    report can give one for every run at no cost (the Detect page's bootstrap is the finer one)."""
+    if area is None or positives == 0 or negatives == 0:
+        return None
+    q1, q2 = area / (2 - area), 2 * area ** 2 / (1 + area)
+    variance = (area * (1 - area) + (positives - 1) * (q1 - area ** 2) + (negatives - 1) * (q2 - area ** 2)) / (
+        positives * negatives)
+    error = math.sqrt(max(variance, 0.0))
+    return max(0.0, area - z * error), min(1.0, area + z * error)
+
+
 def summary(positives, negatives, direction: str = "higher") -> dict:
     """The report's detection block for one run."""
     pos, neg = np.asarray(positives, float), np.asarray(negatives, float)
+    area = auroc(pos, neg, direction)
     return {
-        "auroc": auroc(pos, neg, direction),
+        "auroc": area,
+        "auroc_ci": auroc_interval(area, len(pos), len(neg)),
+        "n": {"positives": len(pos), "negatives": len(neg)},
         "tpr_at_fpr": {_level_key(level): tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
         "mean_score": {
             "watermarked": float(pos.mean()) if len(pos) else None,

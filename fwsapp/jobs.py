@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,6 +32,7 @@ class Job:
     status: str = "starting"  # starting, running, done, cancelled, failed
     message: str | None = None  # the result line, or the error
     config: RunConfig | None = None  # what a generation job makes, so its page can show it again
+    finished_at: datetime | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -159,10 +161,12 @@ class JobManager:
 
         try:
             job.message = work(progress, job.cancel_event)
-            job.status = "cancelled" if job.cancel_event.is_set() else "done"
+            status = "cancelled" if job.cancel_event.is_set() else "done"
         except Cancelled:
-            job.status = "cancelled"
+            status = "cancelled"
         except Exception as error:  # shown on the page; finished work stays stored
-            job.status = "failed"
+            status = "failed"
             job.message = f"{type(error).__name__}: {error}"
             traceback.print_exc()
+        job.finished_at = datetime.now()  # before the status: a page that sees it finished reads the time
+        job.status = status

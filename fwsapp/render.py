@@ -72,10 +72,12 @@ def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
 
 
 def token_view(tokens: list[str], flags: list[int]) -> str:
-    """Tokens coloured green/red (unscored grey), each made inert before it is wrapped."""
+    """Tokens coloured green/red (unscored grey), each made inert before it is wrapped. A newline token shows
+    as ↵ inside its colour, then breaks the line, so its flag stays visible."""
     colours = {1: "#c8f7c5", 0: "#f7c5c5", -1: "#e0e0e0"}
     spans = [
-        f'<span style="background:{colours[flag]};padding:0 1px;border-radius:2px">{inert(token)}</span>'
+        f'<span style="background:{colours[flag]};padding:0 1px;border-radius:2px">'
+        f'{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n")
         for token, flag in zip(tokens, flags)
     ]
     return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"

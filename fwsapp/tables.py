@@ -31,6 +31,24 @@ def _reference_rows(report: dict, make_row) -> list[dict]:
     return rows
 
 
+def runs_table(report: dict) -> pd.DataFrame:
+    """Where every number below comes from: each run's source, sample count, AUROC with its interval, the
+    judge's successes and failures, and the perplexity oracle."""
+    def interval(run):
+        bounds = _get(run, "detection", "auroc_ci")
+        return f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None
+
+    rows = [{
+        "Model": run["model"], "Task": run["task"], "Method": run["method"], "Run": run["run_id"],
+        "Source": "imported" if run["imported"] else "generated", "n": run["n"],
+        "AUROC": _get(run, "detection", "auroc"), "AUROC 95% CI": interval(run),
+        "Judge": ", ".join(_get(run, "judge", "judge_models") or []) or None,
+        "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
+        "PPL oracle": (_get(run, "quality", "configs", "ppl") or "").removeprefix("oracle=") or None,
+    } for run in report["runs"]]
+    return _ordered(rows) if rows else pd.DataFrame(rows)
+
+
 def table1(report: dict) -> pd.DataFrame:
     """Detection (AUROC, TPR at FPR) and quality (PPL, SimCSE similarity to the unwatermarked text)."""
     rows = [
@@ -84,7 +102,7 @@ def table4(report: dict) -> pd.DataFrame:
     wide = long.pivot_table(index=["Model", "Method"], columns="Task", values=["Auto", "GPTJ"], aggfunc="mean", dropna=False)
     wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, key=lambda level: level.map(_task_order))
     wide.columns = [f"{TASKS[task].label} {source}" for task, source in wide.columns]
-    wide = wide.reset_index()
+    wide = wide.dropna(how="all").reset_index()  # no rows for model × method combinations that were never run
     return wide.sort_values(["Model", "Method"], key=lambda column: column.map(_method_order) if column.name == "Method" else column)
 
 
@@ -118,6 +136,7 @@ def _ordered(rows: list[dict]) -> pd.DataFrame:
 
 
 TABLES = {
+    "Runs: source, n, intervals, judge and oracle": runs_table,
     "Table 1: detection and quality": table1,
     "Table 2: ROUGE, F1 and factual consistency": table2,
     "Table 4: FWS (Auto and GPTJ)": table4,
@@ -221,7 +240,8 @@ def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def difference_from_unwatermarked(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each watermarked row minus its model's unwatermarked row, per numeric column."""
+    """Each watermarked row minus its model's unwatermarked row, per numeric column; columns with no
+    difference anywhere (SimCSE, whose baseline is the unwatermarked text) are left out."""
     numeric = [column for column in frame.columns if column not in PROVENANCE_COLUMNS]
     rows = []
     for model, group in frame.groupby("Model"):
@@ -231,7 +251,7 @@ def difference_from_unwatermarked(frame: pd.DataFrame) -> pd.DataFrame:
         for _, current in group[group.Method != UNWATERMARKED].iterrows():
             rows.append({"Model": model, "Method": current.Method,
                          **{column: _minus(current[column], reference.iloc[0][column]) for column in numeric}})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).dropna(axis=1, how="all")
 
 
 def _minus(value, reference):

@@ -52,15 +52,8 @@ else:
     if not comparison.empty:
         st.subheader("Method comparison")
         st.dataframe(comparison.round(3), hide_index=True, width="stretch")
-        few = {run: (negatives, detection.unresolved_fpr_levels(negatives))
-               for run, negatives in zip(comparison.run, comparison["n negatives"])
-               if detection.unresolved_fpr_levels(negatives)}
-        if few:
-            st.warning("Too few negatives to resolve some false-positive rates: at FPR f a run needs at least 1/f "
-                       "negatives, or no negative may be flagged and the TPR shown is really the TPR at FPR 0. "
-                       + "; ".join(f"{run}: {negatives} negatives, so TPR@FPR={', '.join(f'{level:g}' for level in levels)} "
-                                   "is unresolved" for run, (negatives, levels) in few.items())
-                       + ". Generate more samples for resolved rates.")
+        if warning := detection.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
+            st.warning(warning)
         redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
         if not redetected.empty:
             st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
@@ -80,7 +73,7 @@ else:
         figure = px.histogram(
             shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
             opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
-            facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))),
+            facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
             color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51", "reference": "#8d99ae"},
         )
         figure.update_xaxes(matches=None, showticklabels=True)
@@ -88,8 +81,10 @@ else:
         figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
         st.plotly_chart(figure, width="stretch")
         st.subheader("Scores per text")
-        st.dataframe(scores[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]].round(4),
-                     hide_index=True, width="stretch")
+        per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
+        st.dataframe(per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]]
+                     .dropna(axis=1, how="all").round(4)
+                     .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
 
         st.subheader("Token-level view")
         # A run still generating its first batch has nothing to show yet.

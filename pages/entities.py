@@ -38,8 +38,8 @@ if counted != "all":
 
 st.subheader("Per method (the paper's Table 7)")
 summary = entity_summary(entities, analyses, runs)
-st.dataframe(summary.style.format(precision=3, na_rep="–"), hide_index=True, width="stretch")
-st.caption("'–': not measured (no mentions of that kind). Rates count the entities selected above.")
+st.dataframe(summary.style.format(precision=3), hide_index=True, width="stretch")
+st.caption("None: not measured (no mentions of that kind). Rates count the entities selected above.")
 
 st.subheader("Browser")
 analysed = runs[runs.run_id.isin(set(analyses.run_id))]

@@ -38,15 +38,21 @@ with st.expander("Compute missing analyses (entropies and disease entities)"):
     widgets.job_status("analyze", "samples")
 
 values = queries.entropy_values(resources.revision())
-tasks = [task for task in TASKS if task in set(runs.task)]
+entities, _ = queries.entity_rows(resources.revision())
+# Tasks with something to draw come first, so the page never opens on an empty one after an import.
+# Entities count only with their entropies: an imported run's entities alone draw nothing here.
+measured = entities[entities.entropy.notna()].run_id if not entities.empty else []
+with_data = set(runs[runs.run_id.isin(set(values.run_id) | set(measured))].task)
+tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in with_data)
 task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
+colours = widgets.series_colours()
 curves = density_frame(values, runs, task)
 if curves.empty:
     st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
             "the analysis above (imported runs need a model).")
 else:
     st.subheader("Entropy densities")
-    figure = px.line(curves, x="entropy", y="density", color="series",
+    figure = px.line(curves, x="entropy", y="density", color="series", color_discrete_map=colours,
                      labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
     for boundary in (LOW, HIGH):
         figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
@@ -54,7 +60,6 @@ else:
     st.subheader("Share of tokens per entropy bin")
     st.dataframe(bin_table(values, runs, task).round(2), hide_index=True, width="stretch")
 
-entities, _ = queries.entity_rows(resources.revision())
 entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
 if not entities.empty:
     st.subheader("Entropy inside disease entities")
@@ -62,6 +67,6 @@ if not entities.empty:
     frequent = entities.normalized.value_counts().head(top).index
     shown = entities[entities.normalized.isin(frequent)]
     shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method))
-    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
+    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all", color_discrete_map=colours,
                     labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
     st.plotly_chart(figure, width="stretch")

@@ -1,5 +1,6 @@
 """FWS: the Factuality-Weighted Score, live under α and β, with where method rankings flip, the
 detectability trade-off, and agreement with clinicians' ratings."""
+import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
@@ -33,6 +34,10 @@ else:
     alpha = columns[0].slider("α (relevance and factual accuracy)", 0.0, 1.0, DEFAULT_ALPHA, 0.01, key="fws-alpha")
     beta = columns[1].slider("β (coherence)", 0.0, 1.0, DEFAULT_BETA, 0.01, key="fws-beta")
 st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f}")
+if abs(2 * alpha + beta - 1) > 1e-9:
+    st.warning(f"2α + β = {2 * alpha + beta:.3f}, not 1: FWS is then off the 0–1 scale of the presets and the ratio "
+               "mode, so its values do not compare with theirs. The flip chart keeps 2α + β = 1 and marks your weights "
+               "by their ratio α/β only.")
 
 with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
     metric_names = queries.metric_names(resources.revision()) or ["simcse_reference", "rougeL", "f1", "factuality"]
@@ -71,11 +76,19 @@ if not views["ranking"].empty:
     st.subheader("Ranking of methods")
     st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
-sweep = queries.ratio_sweep_cached(resources.revision(), mapping_key, "GPTJ" if not views["gptj"].empty else "Auto")
+# Both sources, each in its own line style: judge data must not hide the metric-based curve.
+sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), mapping_key, source).assign(source=source)
+                   for source in ("GPTJ", "Auto")], ignore_index=True)
 if not sweep.empty:
     st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
-    figure = px.line(sweep, x="ratio", y="fws", color="method", facet_col="task", log_x=True, markers=False,
-                     labels={"ratio": "factuality : coherence (α/β, with 2α + β = 1)", "fws": "FWS"})
+    st.caption("x: α/β with 2α + β = 1 (log scale); solid lines use the judge (GPTJ), dashed ones the metrics (Auto). "
+               "The dotted line marks the current weights.")
+    figure = px.line(sweep, x="ratio", y="fws", color="method", line_dash="source", facet_col="task", log_x=True,
+                     line_dash_map={"GPTJ": "solid", "Auto": "dash"}, labels={"ratio": "α/β", "fws": "FWS"},
+                     color_discrete_map=widgets.series_colours())
+    ticks = [0.25, 0.5, 1, 2, 4, 8]
+    figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
+    figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
     if beta > 0:
         figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
     st.plotly_chart(figure, width="stretch")

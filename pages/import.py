@@ -3,7 +3,7 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources
-from fwsapp.data.tasks import TASKS
+from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
 from fwsapp.importer import ImportProblem, LogFile, import_logs
 from fwsapp.methods import REGISTRY
 from fwsapp.ui.router import through_router
@@ -13,18 +13,27 @@ through_router()
 st.title("Import logs")
 st.caption(
     "Any subset of three JSON files becomes one run, marked as imported (no model). Texts that begin with "
-    "their prompt have it removed before any metric. Pickle files are refused: unpickling runs code."
+    "their prompt have it removed before any metric. Pickle files are refused: unpickling runs code. In the paper's "
+    "file names, " + ", ".join(f"{code} = {TASKS[task].label} ({TASKS[task].dataset})" for code, task in PAPER_FILE_CODES.items())
+    + "; the task is chosen from the names when they say it."
 )
 left, right = st.columns(2)
 with left:
     generations = st.file_uploader("Generations: a JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}", type=["json"])
     detection = st.file_uploader('Detection scores: {"watermarked_scores": [...], "unwatermarked_scores": [...]}', type=["json"])
     judged = st.file_uploader("Judge log (the paper's layout: sample_id, judge_output, scores_U, scores_W, ...)", type=["json"])
+uploads = [upload for upload in (generations, detection, judged) if upload is not None]
+if uploads:  # the uploader's chips cut long names short
+    st.caption("Chosen files: " + "; ".join(render.inert(upload.name) for upload in uploads), unsafe_allow_html=True)
+named = {task_from_file_name(upload.name) for upload in uploads} - {None}
 with right:
     method = st.selectbox("Method", list(REGISTRY), help="The paper's spellings " + ", ".join(
         f"{alias} = {name}" for name, info in REGISTRY.items() for alias in info.aliases))
     model = st.text_input("Model", placeholder="e.g. meditron")
-    task = st.selectbox("Task", list(TASKS), format_func=lambda name: TASKS[name].label)
+    task = st.selectbox("Task", list(TASKS), format_func=lambda name: TASKS[name].label,
+                        index=list(TASKS).index(named.pop()) if len(named) == 1 else 0,
+                        help="The paper's file names say the task: " + ", ".join(
+                            f"{code} = {TASKS[task].label}" for code, task in PAPER_FILE_CODES.items()))
     direction = st.selectbox(
         "Score direction", ["from the method", "higher", "lower"],
         help="Higher means watermarked for z-scores; EXP-edit's p-values are lower-is-watermarked.",

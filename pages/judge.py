@@ -44,7 +44,8 @@ judge_model = settings_columns[1].text_input("Judge model", default_model, key=f
 concurrency = settings_columns[2].number_input("Concurrent requests", 1, 64, 8)
 timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60)
 option_columns = st.columns(4)
-swap = option_columns[0].checkbox("Swap: judge both orders and average", help="Also reports position consistency.")
+swap = option_columns[0].checkbox("Both orders", help="Judge each pair as A/B and as B/A and average the two; "
+                                                     "also reports position consistency.")
 retry_failed = option_columns[1].checkbox(
     "Ask again for failed verdicts", key="judge-retry-failed",
     help="Verdicts that came back but could not be parsed are final unless asked again; unreachable pairs are "
@@ -98,15 +99,17 @@ means = queries.judge_means(resources.revision())
 if not means.empty:  # none while every verdict failed
     st.subheader("Mean scores, unwatermarked vs watermarked")
     figure = px.bar(
-        means, x="method", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
+        means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
         category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
         color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"},
-        labels={"mean": "mean score (1–5)", "method": "method", "kind": "text"}, range_y=[0, 5],
+        labels={"mean": "mean (1–5)", "label": "model · method", "kind": "text"}, range_y=[0, 5],
+        height=220 * means.task.nunique() + 160,
     )
+    figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1].replace("_", " ")))
     st.plotly_chart(figure, width="stretch")
-    drops = means[means.kind == "watermarked"].pivot_table(index=["task", "method"], columns="aspect", values="drop_pct")
+    drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
     st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
-    st.dataframe(drops.round(1), width="stretch")
+    st.dataframe(drops[list(ASPECTS)].round(1).rename(columns=lambda aspect: aspect.replace("_", " ")), width="stretch")
 
 st.subheader("Verdicts")
 filters = st.columns(4)

@@ -63,7 +63,7 @@ for task in [name for name in TASKS if name in set(runs.task)]:
         continue
     st.subheader(f"{TASKS[task].label} ({TASKS[task].dataset})")
     best = best_cells(table)
-    styled = table.style.format(precision=3, na_rep="–").apply(
+    styled = table.style.format(precision=3).apply(
         lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
     )
     st.dataframe(styled, hide_index=True, width="stretch")
@@ -83,4 +83,5 @@ if not values.empty:
     figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
                     labels={"value": metric, "text_kind": "text", "run": "model · method"},
                     color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"})
+    figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
     st.plotly_chart(figure, width="stretch")

@@ -3,7 +3,7 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources
-from fwsapp.human import QUESTIONS, RatingError, next_item, progress, skip, submit_rating
+from fwsapp.human import RATERS_PER_ITEM, QUESTIONS, RatingError, next_item, progress, skip, submit_rating
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -26,7 +26,14 @@ except RatingError as error:
     st.error(render.message(str(error)))
     st.stop()
 if item is None:
-    st.success(f"Nothing left to rate: you have done {done} of {total} items. Thank you.")
+    if total == 0:
+        st.info("No items to rate yet: choose them on the FWS page (Choose items for human rating).")
+    elif done == 0:
+        st.info(f"All {total} items already have their {RATERS_PER_ITEM} ratings from other raters, so none is left "
+                "for you. More items can be added on the FWS page (Choose items for human rating).")
+    else:
+        st.success(f"Nothing left to rate: you have rated or skipped {done} of the {total} items; the rest have their "
+                   f"{RATERS_PER_ITEM} ratings. Thank you.")
     st.stop()
 st.progress(done / total if total else 0.0, text=f"{done + 1} of {total}")
 

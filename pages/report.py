@@ -9,7 +9,7 @@ from fwsapp.ui.router import through_router
 through_router()
 
 st.title("Report")
-st.caption("The paper's tables, rebuilt from every run in the database: generated and imported. '–' means not computed yet.")
+st.caption("The paper's tables, rebuilt from every run in the database: generated and imported. None means not computed yet.")
 columns = st.columns(2)
 alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, DEFAULT_ALPHA, 0.01)
 beta = columns[1].number_input("β (coherence)", 0.0, 1.0, DEFAULT_BETA, 0.01)
@@ -22,7 +22,7 @@ for title, build in TABLES.items():
     if frame.empty:
         continue
     st.subheader(title)
-    st.dataframe(frame.round(3), hide_index=True, width="stretch")
+    st.dataframe(frame.style.format(precision=3), hide_index=True, width="stretch")
 downloads = st.columns(2)
 downloads[0].download_button("Download Markdown", render(report, "markdown"), "fwsapp-tables.md", "text/markdown")
 downloads[1].download_button("Download LaTeX", render(report, "latex"), "fwsapp-tables.tex", "text/x-tex")

@@ -32,6 +32,13 @@ def store(tmp_path):
     db.close()
 
 
+@pytest.fixture
+def app_db(tmp_path, monkeypatch):
+    """The database the app under test opens (FWSAPP_DB), empty until a test fills it."""
+    monkeypatch.setenv("FWSAPP_DB", str(tmp_path / "app.duckdb"))
+    return tmp_path / "app.duckdb"
+
+
 @pytest.fixture(scope="session")
 def qa_run(lm, tmp_path_factory):
     """The done-when run: 4 qa demo samples, KGW δ=2, 64 new tokens; shared by tests that only read it."""
@@ -98,6 +105,44 @@ def browser_page():
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         yield page
         browser.close()
+
+
+def copy_store(store, target):
+    """A checkpointed copy of a Store's file at target, for a page to open."""
+    import shutil
+
+    store.cursor().execute("CHECKPOINT")
+    shutil.copy(store.path, target)
+
+
+def imported_qa_db(path, n):
+    """An imported meditron KGW qa run of n short samples ("What is condition i?") at path; returns the run id."""
+    import json
+
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
+             "natural_text": f"Ref {i}."} for i in range(n)]
+    store = Store(path)
+    run_id = import_logs(store, method="KGW", model="meditron", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()))
+    store.close()
+    return run_id
+
+
+def database_at_schema(path, version):
+    """An empty DuckDB file migrated only up to an old schema version, to test the migrations after it."""
+    import duckdb
+
+    from fwsapp.store import MIGRATIONS
+
+    connection = duckdb.connect(str(path))
+    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for migration in MIGRATIONS[:version]:
+        connection.execute(migration)
+    connection.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(version)])
+    return connection
 
 
 def judged_rating_db(path, n=3):

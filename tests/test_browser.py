@@ -144,3 +144,30 @@ def test_first_request_to_a_page_of_a_fresh_server_goes_through_the_router(tmp_p
         assert sidebar.get_by_text("report", exact=True).count() == 0  # no raw file names
         page.goto(f"{url}/import")
         page.get_by_role("heading", name="Import logs").wait_for(timeout=60_000)
+
+
+OVERFLOW = """() => [...document.querySelectorAll('[data-testid="stMain"], [data-testid="stMainBlockContainer"]')]
+    .some(element => element.scrollWidth > element.clientWidth + 1)"""
+
+
+def test_tables_and_charts_fit_the_page_or_scroll_inside_it(tmp_path, browser_page):
+    """Wide tables (Table 7, the Report's, Detect's comparison) scroll inside their own frame, never the page."""
+    from tests.conftest import hostile_entity_db, start_streamlit
+
+    db = tmp_path / "layout.duckdb"
+    hostile_entity_db(db)
+    page = browser_page
+    page.set_viewport_size({"width": 1100, "height": 1400})
+    with start_streamlit(tmp_path, db) as url:
+        page.goto(url)
+        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        for name, heading in (("entities", "Disease entities"), ("report", "Report"), ("quality", "Quality"),
+                              ("judge", "Judge"), ("fws", "Factuality-Weighted Score")):
+            page.goto(f"{url}/{name}")
+            page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
+            page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(ARTIFACTS / f"layout-{name}.png"), full_page=True)
+            assert not page.evaluate(OVERFLOW), f"the {name} page scrolls sideways"
+            assert page.get_by_test_id("stException").count() == 0

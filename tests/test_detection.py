@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from fwsapp.detection import auroc, bootstrap_auroc_ci, summary, tpr_at_fpr
+from fwsapp.detection import auroc, bootstrap_auroc_ci, summary, tpr_at_fpr, unresolved_fpr_warning
 
 
 def test_tpr_at_fpr_with_ties_never_exceeds_the_fpr():
@@ -47,3 +47,11 @@ def test_summary_schema_and_bootstrap():
 
 def test_empty_sides_give_none():
     assert auroc([], [1.0]) is None and tpr_at_fpr([1.0], [], 0.01) is None
+
+
+def test_runs_with_too_few_negatives_are_named_once_per_count():
+    warning = unresolved_fpr_warning({"a": 8, "b": 8, "c": 50, "d": 200})
+    assert "a, b: 8 negatives each, so TPR@FPR=0.01, 0.05 are unresolved" in warning
+    assert "c: 50 negatives, so TPR@FPR=0.01 is unresolved" in warning
+    assert "d:" not in warning  # 200 negatives resolve FPR 1%: 2 may be flagged
+    assert unresolved_fpr_warning({"d": 100}) is None

@@ -52,8 +52,8 @@ def test_a_crashed_run_resumes_to_the_same_texts_as_an_uninterrupted_one(lm, tmp
     class Crash(Exception):
         pass
 
-    def crash_after_first_batch(done, total):
-        if done == 2:
+    def crash_after_first_batch(done, total, note=""):
+        if done == 2:  # the first batch of two is stored; crash inside the second
             raise Crash
 
     crashed = Store(tmp_path / "crashed.duckdb")

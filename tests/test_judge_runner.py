@@ -3,13 +3,14 @@ import json
 import logging
 import time
 
+import pandas as pd
 import pytest
 
 from fwsapp.export import run_table
 from fwsapp.importer import LogFile, import_logs
 from fwsapp.judge.backends import OpenAIBackend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
-from fwsapp.judge.summary import judge_block
+from fwsapp.judge.summary import aspect_means, judge_block
 from fwsapp.report import build_report
 from tests.openai_stub import StubServer
 
@@ -160,3 +161,24 @@ def test_an_unreachable_judge_exits_non_zero_with_grouped_reasons_and_is_retried
     assert "could not be reached for any of the 3 pairs" in err and "3 × connection failed" in err
     assert main(args) == 1  # nothing was recorded as final: all 3 are asked for again
     assert "any of the 3 pairs" in capsys.readouterr().err
+
+
+def test_mean_scores_keep_generators_and_judges_apart():
+    def verdict(run_id, model, judge, sample, watermarked, unwatermarked):
+        return {"run_id": run_id, "model": model, "method": "KGW", "task": "qa", "judge_model": judge,
+                "sample_idx": sample, "status": "ok", "scores_watermarked": watermarked,
+                "scores_unwatermarked": unwatermarked}
+
+    judgments = pd.DataFrame([
+        verdict("small", "smollm2", "gpt-4o", 0, [2, 2, 2], [4, 4, 4]),
+        verdict("large", "meditron", "gpt-4o", 0, [4, 4, 4], [4, 4, 4]),
+        verdict("large", "meditron", "llama-judge", 0, [1, 1, 1], [2, 2, 2]),
+    ])
+    means = aspect_means(judgments)
+    coherence = means[(means.aspect == "coherence") & (means.kind == "watermarked")].set_index("label")["mean"]
+    assert coherence.to_dict() == {"smollm2 · KGW · judge gpt-4o": 2.0, "meditron · KGW · judge gpt-4o": 4.0,
+                                   "meditron · KGW · judge llama-judge": 1.0}
+    one_judge = aspect_means(judgments[judgments.judge_model == "gpt-4o"])
+    assert set(one_judge.label) == {"smollm2 · KGW", "meditron · KGW"}
+    drops = one_judge[(one_judge.kind == "watermarked") & (one_judge.aspect == "coherence")].set_index("label")
+    assert drops.drop_pct.to_dict() == {"smollm2 · KGW": 50.0, "meditron · KGW": 0.0}

@@ -154,8 +154,8 @@ def test_bad_generate_arguments_are_refused_before_any_work(db, capsys, extra, e
 
 @pytest.mark.parametrize("extra, expected", [
     (["--run", "nope", "--backend", "local"], ["No run 'nope'"]),
-    (["--all", "--backend", "compatible", "--judge-model", "m"], ["needs --base-url"]),
-    (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1"], ["needs --judge-model"]),
+    (["--all", "--backend", "compatible", "--judge-model", "m"], ["needs a base URL (--base-url"]),
+    (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1"], ["needs a judge model (--judge-model"]),
     (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
       "--api-key-env", "FWSAPP_TEST_UNSET_KEY"], ["FWSAPP_TEST_UNSET_KEY: that environment variable is not set"]),
     (["--all", "--backend", "local", "--concurrency", "0"], ["--concurrency must be at least 1"]),

@@ -2,19 +2,14 @@
 import time
 
 import numpy as np
+import pandas as pd
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, copy_store, imported_qa_db
 
 APP = str(PROJECT / "app.py")
-
-
-@pytest.fixture
-def app_db(tmp_path, monkeypatch):
-    monkeypatch.setenv("FWSAPP_DB", str(tmp_path / "app.duckdb"))
-    return tmp_path / "app.duckdb"
 
 
 def run_until(app: AppTest, condition, timeout: float = 180) -> None:
@@ -92,9 +87,7 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     app.run()
     comparison = app.dataframe[0].value
     assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
-    assert {str(p) for p in comparison.params} == {
-        '{"cuda_blocks": 0, "delta": 1.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "rng": "cuda", "z_threshold": 4.0}',
-        '{"cuda_blocks": 0, "delta": 2.0, "gamma": 0.5, "hash_key": 15485863, "prefix_length": 1, "rng": "cuda", "z_threshold": 4.0}'}
+    assert set(comparison.params) == {"delta=1", "defaults"}  # delta 2 is KGW's default
     assert len(app.get("plotly_chart")) == 2
 
 
@@ -103,13 +96,6 @@ def test_detect_page_without_runs_says_what_to_do(app_db):
     app.run()
     app.switch_page("pages/detect.py").run()
     assert "No runs yet" in app.info[0].value
-
-
-def copy_store(store, target):
-    import shutil
-
-    store.cursor().execute("CHECKPOINT")
-    shutil.copy(store.path, target)
 
 
 def wait_for_judge(app: AppTest) -> None:
@@ -142,17 +128,9 @@ def test_judge_page_runs_the_local_backend_on_a_demo_run(app_db, lm):
 
 
 def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
-    import json
-
-    from fwsapp.importer import LogFile, import_logs
-    from fwsapp.store import Store
     from tests.openai_stub import StubServer
 
-    rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
-             "natural_text": f"Ref {i}."} for i in range(5)]
-    seeded = Store(tmp_path / "seed.duckdb")
-    import_logs(seeded, method="KGW", model="meditron", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
-    copy_store(seeded, app_db)
+    imported_qa_db(app_db, n=5)
     with StubServer(latency=0.05) as stub:
         stub.plan = {"condition 2?": ["500", "valid"]}
         app = AppTest.from_file(APP, default_timeout=60)
@@ -180,12 +158,17 @@ def test_quality_page_computes_missing_metrics_and_shows_the_table(app_db, qa_ru
     assert not app.exception
     next(b for b in app.button if b.label == "Compute").click().run()
     run_until(app, lambda a: any("Computed" in s.value for s in a.success), timeout=240)
-    table = app.dataframe[0].value
-    table = table.data if hasattr(table, "data") else table  # a Styler
+    tables = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]  # Stylers
+    plan = next(t for t in tables if "samples to score" in t.columns)
+    assert plan["samples to score"].tolist() == [0]  # the perplexity plan, redrawn after the job: nothing left
+    table = next(t for t in tables if "Method" in t.columns)
     assert list(table.Method) == ["Unwatermarked", "KGW"]
     assert {"PPL", "SimCSE", "ROUGE-2", "F1", "Disease-entity support (offline stand-in)"} <= set(table.columns)
     assert "AlignScore" not in " ".join(table.columns)
-    assert table.loc[table.Method == "Unwatermarked", "SimCSE"].item() == 1.0
+    # The unwatermarked text is the baseline SimCSE compares with, so it has no SimCSE of its own.
+    assert pd.isna(table.loc[table.Method == "Unwatermarked", "SimCSE"].item())
+    assert 0 < table.loc[table.Method == "KGW", "SimCSE"].item() < 1
+    assert table["SimCSE to ref."].between(0, 1).all()
     assert table.loc[table.Method == "KGW", "PPL"].item() > 1
 
 

@@ -187,16 +187,10 @@ def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_
 
 
 def test_runs_stored_before_the_rng_parameter_keep_the_cpu_lists(tmp_path):
-    import duckdb
-
-    from fwsapp.store import MIGRATIONS
+    from tests.conftest import database_at_schema
 
     path = tmp_path / "v4.duckdb"
-    connection = duckdb.connect(str(path))
-    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    for migration in MIGRATIONS[:4]:
-        connection.execute(migration)
-    connection.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    connection = database_at_schema(path, 4)
     for run_id, method, imported in (("old", "KGW", False), ("exp", "EXP-edit", False), ("imp", "KGW", True)):
         connection.execute("INSERT INTO runs VALUES (?, ?, '{}', 'm', 'qa', ?, '{\"gamma\": 0.5}', 1, 1, ?, "
                            "'higher', 'done', now())", [run_id, run_id, method, imported])

@@ -43,6 +43,11 @@ def test_entity_highlight_and_token_view_wrap_only_inert_text():
                               "closest_reference": '"><script>', "similarity": 0.4}])
     html = highlight_entities(text, entities)
     assert "](" not in html and "http://" not in html and "<script>" not in html
-    assert 'title="introduced: closest reference entity &quot;&gt;&lt;script&gt; (similarity 0.40)"' in html
+    assert 'title="introduced, close to a reference entity: closest reference entity &quot;&gt;&lt;script&gt; (similarity 0.40)"' in html
     view = token_view(["![a](", "http://x"], [1, 0])
     assert "](" not in view and "http://" not in view and view.count("<span") == 2
+
+
+def test_a_newline_token_keeps_its_colour_visible():
+    view = token_view(["Gout", "\n\n", "is"], [1, 0, -1])
+    assert '#f7c5c5;padding:0 1px;border-radius:2px">↵↵</span><br><br>' in view

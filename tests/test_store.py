@@ -5,7 +5,7 @@ import duckdb
 import pytest
 
 from fwsapp.store import SCHEMA_VERSION, Store, StoreError
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, database_at_schema
 
 
 def make_run(store, run_id="r1"):
@@ -89,14 +89,8 @@ def test_revision_counts_write_transactions_even_when_row_counts_stay(store):
 
 
 def test_old_entity_token_counts_migrate_to_named_columns(tmp_path):
-    from fwsapp.store import MIGRATIONS
-
     path = tmp_path / "old.duckdb"
-    connection = duckdb.connect(str(path))
-    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    for version, migration in enumerate(MIGRATIONS[:5], start=1):
-        connection.execute(migration)
-        connection.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(version)])
+    connection = database_at_schema(path, 5)
     connection.execute("INSERT INTO entity_analyses VALUES ('r', 0, 'c', [40, 31, NULL])")
     connection.close()
     row = Store(path).cursor().execute(
@@ -105,14 +99,8 @@ def test_old_entity_token_counts_migrate_to_named_columns(tmp_path):
 
 
 def test_the_unwatermarked_self_similarity_is_dropped_and_measured_metrics_stay(tmp_path):
-    from fwsapp.store import MIGRATIONS
-
     path = tmp_path / "old.duckdb"
-    connection = duckdb.connect(str(path))
-    connection.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    for version, migration in enumerate(MIGRATIONS[:6], start=1):
-        connection.execute(migration)
-        connection.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(version)])
+    connection = database_at_schema(path, 6)
     for kind, metric, value in (("unwatermarked", "simcse", 1.0), ("watermarked", "simcse", 0.8),
                                 ("unwatermarked", "rougeL", 0.3)):
         connection.execute("INSERT INTO metrics VALUES ('r', 0, ?, ?, 'c', ?)", [kind, metric, value])

@@ -5,15 +5,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from fwsapp.generate import RunConfig, run_generation
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, copy_store, imported_qa_db
 
 APP = str(PROJECT / "app.py")
-
-
-@pytest.fixture
-def app_db(tmp_path, monkeypatch):
-    monkeypatch.setenv("FWSAPP_DB", str(tmp_path / "app.duckdb"))
-    return tmp_path / "app.duckdb"
 
 
 def open_page(page: str) -> AppTest:
@@ -77,13 +71,6 @@ def test_parameter_labels_break_between_words(app_db):
 
 # Detect
 
-def copy_store(store, target):
-    import shutil
-
-    store.cursor().execute("CHECKPOINT")
-    shutil.copy(store.path, target)
-
-
 @pytest.fixture
 def detect_app(app_db, qa_run):
     """The Detect page over the session's 4-sample KGW run plus a run whose generation has stored nothing yet."""
@@ -115,7 +102,7 @@ def test_detect_page_warns_about_small_samples_and_draws_readable_charts(detect_
 
     app, run_id, _ = detect_app
     warning = next(w.value for w in app.warning if "Too few negatives" in w.value)
-    assert f"{run_id}: 4 negatives, so TPR@FPR=0.01, 0.05 is unresolved" in warning
+    assert f"{run_id}: 4 negatives, so TPR@FPR=0.01, 0.05 are unresolved" in warning
     roc, histogram = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart"))
     assert all("{" not in trace["name"] for trace in roc["data"])  # no raw parameter JSON in the legend
     assert any(trace["name"].startswith("KGW · qa · defaults · ") for trace in roc["data"])
@@ -203,17 +190,9 @@ def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db
 # Judge
 
 def test_failed_verdicts_show_no_empty_means_and_can_be_asked_again(app_db, tmp_path):
-    import json
-
-    from fwsapp.importer import LogFile, import_logs
-    from fwsapp.store import Store
     from tests.openai_stub import StubServer
 
-    rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
-             "natural_text": f"Ref {i}."} for i in range(3)]
-    seeded = Store(tmp_path / "seed.duckdb")
-    import_logs(seeded, method="KGW", model="meditron", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
-    copy_store(seeded, app_db)
+    imported_qa_db(app_db, n=3)
     with StubServer(default="noscores") as stub:
         app = open_page("judge")
         app.radio(key="judge-backend").set_value("compatible").run()
@@ -319,3 +298,134 @@ def test_entity_verdicts_show_what_was_recorded_and_can_be_undone(entity_app):
     assert not any("Recorded for" in c.value for c in app.caption)
     assert next(radio for radio in app.radio if radio.label == "Verdict").value is None
     assert store.entity_verdicts().empty
+
+
+# Entropy
+
+def test_shared_unwatermarked_and_reference_texts_are_counted_once():
+    import pandas as pd
+
+    from fwsapp.entropy import series_values
+
+    runs = pd.DataFrame({"run_id": ["a", "b"], "method": ["KGW", "SWEET"], "task": "qa", "model": "m"})
+    values = pd.DataFrame({"run_id": ["a"] * 6 + ["b"] * 6, "sample_idx": 0,
+                           "text_kind": ["unwatermarked", "unwatermarked", "reference", "reference", "watermarked",
+                                         "watermarked"] * 2,
+                           "entropy": [1.0, 2.0, 0.5, 0.7, 3.0, 3.1, 1.0, 2.0, 0.5, 0.7, 2.5, 2.6]})
+    counts = series_values(values, runs, "qa").series.value_counts()
+    assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW": 2, "SWEET": 2}
+
+
+def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_results(app_db, qa_run):
+    import json
+
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.pipeline import analyze
+    from fwsapp.store import Store
+    from fwsapp.ui.widgets import series_colours
+
+    store, _, _ = qa_run
+    copy_store(store, app_db)
+    db = Store(app_db)
+    rows = [{"prompt": "Complete:", "natural_text": "Gout is painful.", "unwatermarked_text": "Gout hurts.",
+             "watermarked_text": "Gout aches."}]
+    imported = import_logs(db, method="KGW", model="m", task_name="completion",
+                           generations=LogFile("g.json", json.dumps(rows).encode()))
+    analyze(db, [imported], model_loader=lambda name: None)  # entities without entropies: nothing to draw
+    assert not db.entities([imported]).empty
+    db.close()
+    app = open_page("entropy")
+    assert app.radio(key="entropy-task").value == "qa"
+    density = json.loads(app.get("plotly_chart")[0].proto.spec)
+    colours = {trace["name"]: trace["line"]["color"] for trace in density["data"]}
+    assert colours["unwatermarked"] == series_colours()["unwatermarked"] and colours["KGW"] == series_colours()["KGW"]
+    by_label(app.button, "Analyse").click().run()
+    deadline = time.time() + 240
+    while time.time() < deadline and not app.success:
+        time.sleep(1)
+        app.run()
+    assert "(finished " in app.success[0].value
+    by_label(app.button, "Dismiss").click().run()
+    assert not app.success
+
+
+# FWS
+
+def test_fws_page_warns_off_scale_weights_and_draws_both_sources_on_readable_axes(app_db):
+    import json
+
+    from fwsapp.store import Store
+    from tests.test_fws_human import judged_and_scored_store
+
+    from fwsapp.store import detection_record
+
+    store = Store(app_db)
+    judged_and_scored_store(store)
+    with store.transaction() as cursor:  # one detectable run, so the trade-off chart is drawn
+        from fwsapp.store import insert_rows
+
+        insert_rows(cursor, "detections", "a", [detection_record(i, kind, "KGW", score) for i in range(6)
+                                                for kind, score in (("watermarked", 5.0 + i), ("unwatermarked", i / 6))])
+    store.close()
+    app = open_page("fws")
+    tradeoff = next(json.loads(chart.proto.spec) for chart in app.get("plotly_chart")
+                    if "Pareto" in json.dumps(json.loads(chart.proto.spec)))
+    assert tradeoff["layout"]["xaxis"]["range"] == [-0.02, 1.02]  # a rate's axis, not 0 to 2
+    assert not any("not 1" in w.value for w in app.warning)
+    app.radio(key="fws-mode").set_value("Free α and β").run()
+    app.slider(key="fws-alpha").set_value(0.5).run()
+    assert any("2α + β = 1.200, not 1" in w.value for w in app.warning)
+    flip = next(json.loads(chart.proto.spec) for chart in app.get("plotly_chart")
+                if "α/β" in json.dumps(json.loads(chart.proto.spec)["layout"], ensure_ascii=False))
+    dashes = {trace["line"]["dash"] for trace in flip["data"]}
+    assert dashes == {"solid", "dash"}  # the judge's and the metrics' curves, both shown
+    assert flip["layout"]["xaxis"]["tickvals"] == [0.25, 0.5, 1, 2, 4, 8]
+    assert not any("task=" in note["text"] for note in flip["layout"]["annotations"])
+
+
+# Rate, Report and Import
+
+def test_a_fourth_rater_is_told_why_nothing_is_left(app_db):
+    from fwsapp.human import next_item, submit_rating
+    from fwsapp.store import Store
+    from tests.conftest import judged_rating_db
+
+    app = open_page("rate")
+    app.text_input(key="rater-name").set_value("Dr Four").run()
+    assert any("No items to rate yet" in info.value for info in app.info)
+    judged_rating_db(app_db, n=2)
+    store = Store(app_db)
+    for rater in ("R1", "R2", "R3"):
+        while (item := next_item(store, rater)) is not None:
+            submit_rating(store, rater, item, [3, 3, 3], [4, 4, 4])
+    store.close()
+    app = open_page("rate")
+    app.text_input(key="rater-name").set_value("Dr Four").run()
+    assert not app.success
+    assert any("All 2 items already have their 3 ratings" in info.value for info in app.info)
+
+
+def test_report_shows_where_numbers_come_from_and_no_empty_rows(app_db):
+    from tests.conftest import judged_rating_db
+
+    judged_rating_db(app_db, n=3)
+    app = open_page("report")
+    assert any("None means not computed" in caption.value for caption in app.caption)
+    runs = app.dataframe[0].value
+    row = runs.iloc[0]
+    assert row["Source"] == "imported" and row["n"] == 3 and row["Judged"] == 3 and row["Judge failed"] == 0
+    table4 = next(frame.value for frame in app.dataframe if "Question answering GPTJ" in frame.value.columns)
+    value_columns = [column for column in table4.columns if column not in ("Model", "Method")]
+    assert table4[value_columns].notna().any(axis=1).all()  # no combination that was never run
+    assert "None" not in str(app.dataframe[0].proto.arrow_data.styler.display_values)
+
+
+def test_import_page_says_what_the_paper_file_names_mean():
+    from fwsapp.data.tasks import task_from_file_name
+
+    assert task_from_file_name("KGW-g0.5-d2-meditron-HQA2.generations.json") == "qa"
+    assert task_from_file_name("KGW-g0.5-d2-meditron-HQA.judged.json") == "completion"
+    assert task_from_file_name("DIP-jsl-MEQS.detection.json") == "summarization"
+    assert task_from_file_name("my-logs.json") is None
+    app = open_page("import")
+    assert "HQA = Text completion" in app.caption[0].value and "MEQS = Summarization" in app.caption[0].value

@@ -71,6 +71,17 @@ def summarization_sample(text: str, summary: str) -> Sample | None:
     return Sample(SUMMARIZATION_TEMPLATE.format(text=text.strip()), summary.strip())
 
 
+# How the paper's log files name the tasks (KGW-g0.5-d2-meditron-HQA2.generations.json is QA).
+PAPER_FILE_CODES = {"HQA": "completion", "HQA2": "qa", "MEQS": "summarization"}
+
+
+def task_from_file_name(name: str) -> str | None:
+    """The task a paper-style log file name declares, if it declares one."""
+    codes = {part.upper() for part in re.split(r"[-_.\s]+", name)}
+    found = {task for code, task in PAPER_FILE_CODES.items() if code in codes}
+    return found.pop() if len(found) == 1 else None
+
+
 def strip_prompt(text: str, prompt: str) -> str:
     """The generated part of an output that begins with its prompt (MarkLLM logs keep it), before any metric.
 

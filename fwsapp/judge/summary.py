@@ -10,18 +10,20 @@ from fwsapp.judge.parser import ASPECTS
 KINDS = ("watermarked", "unwatermarked")
 
 
-def per_sample_scores(judgments: pd.DataFrame) -> pd.DataFrame:
-    """One row per sample: mean of its parsed verdicts, columns `{aspect}_{kind}` on the 1-5 scale."""
+def per_sample_scores(judgments: pd.DataFrame, by: tuple[str, ...] = ("run_id", "sample_idx")) -> pd.DataFrame:
+    """One row per sample (or per `by`, e.g. sample and judge model): mean of its parsed verdicts, columns
+    `{aspect}_{kind}` on the 1-5 scale."""
+    by = list(by)
     ok = judgments[judgments.status == "ok"]
     if ok.empty:
-        return pd.DataFrame(columns=["run_id", "sample_idx", "orders"])
-    frame = ok[["run_id", "sample_idx"]].reset_index(drop=True)
+        return pd.DataFrame(columns=[*by, "orders"])
+    frame = ok[by].reset_index(drop=True)
     for kind in KINDS:
         scores = np.stack(ok[f"scores_{kind}"].map(np.asarray).to_list())
         for position, aspect in enumerate(ASPECTS):
             frame[f"{aspect}_{kind}"] = scores[:, position]
-    grouped = frame.groupby(["run_id", "sample_idx"], as_index=False)
-    return grouped.mean().merge(grouped.size().rename(columns={"size": "orders"}), on=["run_id", "sample_idx"])
+    grouped = frame.groupby(by, as_index=False)
+    return grouped.mean().merge(grouped.size().rename(columns={"size": "orders"}), on=by)
 
 
 def drop_pct(unwatermarked, watermarked):
@@ -49,7 +51,8 @@ def judge_block(judgments: pd.DataFrame) -> dict | None:
     samples = per_sample_scores(judgments)
     judged = set(samples.sample_idx) if not samples.empty else set()
     failed = set(judgments.sample_idx) - judged
-    block = {"n_judged": len(judged), "n_failed": len(failed), "position_consistency": position_consistency(judgments)}
+    block = {"n_judged": len(judged), "n_failed": len(failed), "judge_models": sorted(set(judgments.judge_model)),
+             "position_consistency": position_consistency(judgments)}
     if samples.empty:
         return {**block, **{aspect: None for aspect in ASPECTS}, "drop_pct": None}
     means = mean_scores(samples.assign(all=0), ["all"]).iloc[0]
@@ -78,13 +81,19 @@ def position_consistency(judgments: pd.DataFrame) -> float | None:
 
 
 def aspect_means(judgments: pd.DataFrame) -> pd.DataFrame:
-    """Long table for the paper's Figure 2: mean score per method × task × aspect × text kind, with drop %."""
-    samples = per_sample_scores(judgments)
+    """Long table for the paper's Figure 2: mean score per model, method, task, aspect and text kind, with drop %.
+
+    Different generators and different judges are never pooled: `label` names the model and method, and
+    the judge where the verdicts come from more than one."""
+    samples = per_sample_scores(judgments, by=("run_id", "sample_idx", "judge_model"))
     if samples.empty:
-        return pd.DataFrame(columns=["method", "task", "aspect", "kind", "mean", "drop_pct"])
-    runs = judgments.drop_duplicates("run_id").set_index("run_id")[["method", "task"]]
-    means = mean_scores(samples.join(runs, on="run_id"), ["method", "task"])
-    rows = [{"method": row.method, "task": row.task, "aspect": aspect, "kind": kind,
+        return pd.DataFrame(columns=["label", "model", "method", "task", "judge_model", "aspect", "kind", "mean", "drop_pct"])
+    by = ["model", "method", "task", "judge_model"]
+    runs = judgments.drop_duplicates("run_id").set_index("run_id")[["model", "method", "task"]]
+    means = mean_scores(samples.join(runs, on="run_id"), by)
+    several_judges = means.judge_model.nunique() > 1
+    rows = [{"label": f"{row.model} · {row.method}" + (f" · judge {row.judge_model}" if several_judges else ""),
+             **{column: getattr(row, column) for column in by}, "aspect": aspect, "kind": kind,
              "mean": getattr(row, f"{aspect}_{kind}"), "drop_pct": getattr(row, f"{aspect}_drop")}
             for row in means.itertuples() for aspect in ASPECTS for kind in KINDS]
     return pd.DataFrame(rows)

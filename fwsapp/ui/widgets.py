@@ -34,8 +34,12 @@ def job_status(kind: str, noun: str, body=None) -> None:
             st.error(render.message(f"{job.label} failed: {reason}. Finished work is kept; start it again to resume."))
         elif job.status == "cancelled":
             st.warning(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to resume.")
-        elif job.finished:
-            st.success(job.message or "Done.")
+        elif job.finished and st.session_state.get(f"{kind}_dismissed") != job.key:
+            # Said with its time and dismissable, so an old result is not read as the current state.
+            st.success(f"{job.message or 'Done.'} (finished {job.finished_at:%H:%M:%S})")
+            if st.button("Dismiss", key=f"dismiss-{kind}"):
+                st.session_state[f"{kind}_dismissed"] = job.key
+                st.rerun()
         else:
             detail = f" · {job.note}" if job.note else ""
             st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}{detail}")
@@ -99,3 +103,16 @@ def _bound(spec, side: str, kind: type):
 
 def run_label(run) -> str:
     return f"{run['method']} · {run['task']} · {run['model']} · n={run['samples_done']} · {run['run_id']}"
+
+
+# One colour per series on every chart: the two baselines, then each method in the registry's order.
+BASELINE_COLOURS = {"reference": "#8d99ae", "unwatermarked": "#e76f51", "watermarked": "#2a9d8f"}
+
+
+def series_colours() -> dict[str, str]:
+    import plotly.express as px
+
+    from fwsapp.methods import REGISTRY
+
+    palette = px.colors.qualitative.Dark24
+    return {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(REGISTRY)}}
