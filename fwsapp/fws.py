@@ -143,11 +143,12 @@ def weigh_layout(layout: dict | None, alpha: float, beta: float) -> pd.DataFrame
 
 
 def ratio_sweep(means, ratios) -> pd.DataFrame:
-    """FWS per method and task along the factuality : coherence ratio (2α + β = 1), for the flip chart."""
+    """FWS per model, method and task along the factuality : coherence ratio (2α + β = 1), for the flip
+    chart. Models are never pooled: rankings flip within a model's methods."""
     frames = [_with_reference(fws_by_run(means, *ratio_weights(ratio))).assign(ratio=ratio) for ratio in ratios]
     if not frames or means.empty:
-        return pd.DataFrame(columns=["ratio", "method", "task", "fws"])
-    return pd.concat(frames).groupby(["ratio", "method", "task"], as_index=False).fws.mean()
+        return pd.DataFrame(columns=["ratio", "model", "method", "task", "fws"])
+    return pd.concat(frames).groupby(["ratio", "model", "method", "task"], as_index=False).fws.mean()
 
 
 def ranking(table) -> pd.DataFrame:
@@ -171,27 +172,29 @@ def ranking(table) -> pd.DataFrame:
 
 def prepare_views(judge, auto) -> dict:
     """The α-free inputs of every FWS view, per source ("GPTJ", "Auto"): the Table 4 aspect layout, the
-    watermarked runs (trade-off points) and each task's unwatermarked mean aspects (its reference line).
+    watermarked runs (trade-off points) and each model's and task's unwatermarked mean aspects (its
+    reference line: a 135M demo model's baseline is not a 7B model's).
     `judge` and `auto` are `run_means` (with detection) of the judge's and the metrics' aspects."""
     prepared = {}
     for source, means in (("GPTJ", judge), ("Auto", auto)):
         prepared[source] = {
             "layout": aspect_layout(means),
             "points": means[means.kind == "watermarked"].reset_index(drop=True),
-            "reference": means[means.kind == "unwatermarked"].groupby("task", as_index=False)[list(ASPECTS)].mean(),
+            "reference": means[means.kind == "unwatermarked"].groupby(["model", "task"], as_index=False)[
+                list(ASPECTS)].mean(),
         }
     return prepared
 
 
 def tradeoff_points(prepared: dict, detect_column: str, alpha: float, beta: float):
     """One point per run (method × task × model): detectability against watermarked FWS, the Pareto front
-    of each task over them, and each task's unwatermarked FWS as the reference."""
+    of each task over them, and each model's and task's unwatermarked FWS as the reference."""
     points = prepared["points"]
     points = points.assign(fws=fws(points.coherence, points.relevance, points.factual_accuracy, alpha, beta))
     points = points.dropna(subset=[detect_column, "fws"])
     reference = prepared["reference"]
     reference = reference.assign(fws=fws(reference.coherence, reference.relevance, reference.factual_accuracy,
-                                         alpha, beta))[["task", "fws"]]
+                                         alpha, beta))[["model", "task", "fws"]]
     tasks = points.task.to_numpy()
     front = np.concatenate([pareto_indices(x, y) for x, y in (
         (np.where(tasks == task, points[detect_column].to_numpy(float), np.nan), points.fws.to_numpy(float))

@@ -46,7 +46,10 @@ def runs_table(report: dict) -> pd.DataFrame:
         "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
         "PPL oracle": (_get(run, "quality", "configs", "ppl") or "").removeprefix("oracle=") or None,
     } for run in report["runs"]]
-    return _ordered(rows) if rows else pd.DataFrame(rows)
+    if not rows:
+        return pd.DataFrame(rows)
+    # Counts stay whole numbers where some runs have none (no judge yet).
+    return _ordered(rows).astype({"n": "Int64", "Judged": "Int64", "Judge failed": "Int64"})
 
 
 def table1(report: dict) -> pd.DataFrame:
@@ -145,7 +148,7 @@ TABLES = {
 
 
 def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
         return "–"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 

@@ -83,9 +83,13 @@ if not sweep.empty:
     st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
     st.caption("x: α/β with 2α + β = 1 (log scale); solid lines use the judge (GPTJ), dashed ones the metrics (Auto). "
                "The dotted line marks the current weights.")
-    figure = px.line(sweep, x="ratio", y="fws", color="method", line_dash="source", facet_col="task", log_x=True,
-                     line_dash_map={"GPTJ": "solid", "Auto": "dash"}, labels={"ratio": "α/β", "fws": "FWS"},
-                     color_discrete_map=widgets.series_colours())
+    # One line per model and method: with several models the model is part of the trace, never averaged in.
+    several_models = sweep.model.nunique() > 1
+    sweep = sweep.assign(line=sweep.model + " · " + sweep.method if several_models else sweep.method)
+    figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
+                     line_dash_map={"GPTJ": "solid", "Auto": "dash"}, facet_col_spacing=0.06,
+                     labels={"ratio": "α/β", "fws": "FWS", "line": "model · method" if several_models else "method"},
+                     color_discrete_map=None if several_models else widgets.series_colours())
     ticks = [0.25, 0.5, 1, 2, 4, 8]
     figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
     figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
@@ -109,9 +113,10 @@ else:
         figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
                                     name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",
                                     line={"dash": "dash"}))
+    several_models = reference.model.nunique() > 1
     for row in reference.itertuples():
-        figure.add_hline(y=row.fws, line_dash="dot", line_color="grey",
-                         annotation_text=f"unwatermarked, {row.task}", annotation_position="bottom right")
+        figure.add_hline(y=row.fws, line_dash="dot", line_color="grey", annotation_position="bottom right",
+                         annotation_text=f"unwatermarked{' ' + row.model if several_models else ''}, {row.task}")
     figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
     figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
     st.plotly_chart(figure, width="stretch")

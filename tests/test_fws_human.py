@@ -5,7 +5,7 @@ import pytest
 import scikit_posthocs
 from scipy.stats import friedmanchisquare, pearsonr
 
-from fwsapp.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_weights
+from fwsapp.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_sweep, ratio_weights
 from fwsapp.human import (RATERS_PER_ITEM, RatingError, correlation_table, friedman_nemenyi, human_means,
                           krippendorff_alpha, next_item, progress, sample_items, skip, submit_rating)
 from fwsapp.importer import LogFile, import_logs
@@ -27,6 +27,19 @@ def test_ratio_mode_keeps_two_alpha_plus_beta_at_one_and_matches_the_presets():
         assert ratio_weights(ratio) == pytest.approx(PRESETS[name], abs=0.005)
     with pytest.raises(ValueError):
         ratio_weights(0)
+
+
+def test_the_flip_chart_keeps_models_apart():
+    def mean(model, kind, value):
+        return {"run_id": model, "kind": kind, "coherence": value, "relevance": value, "factual_accuracy": value,
+                "n": 1, "method": "KGW", "model": model, "task": "qa", "params": "{}"}
+
+    means = pd.DataFrame([mean("small", "watermarked", 0.2), mean("small", "unwatermarked", 0.4),
+                          mean("large", "watermarked", 0.8), mean("large", "unwatermarked", 1.0)])
+    sweep = ratio_sweep(means, [1.0, 2.0]).set_index(["ratio", "model", "method"]).fws
+    # equal aspects give FWS = (2α + β) × value = value at every ratio
+    assert sweep[(2.0, "small", "KGW")] == pytest.approx(0.2) and sweep[(2.0, "large", "KGW")] == pytest.approx(0.8)
+    assert sweep[(1.0, "large", "Unwatermarked")] == pytest.approx(1.0) and len(sweep) == 8
 
 
 def test_pareto_front():
@@ -197,9 +210,22 @@ def test_pareto_front_is_drawn_per_task_through_undominated_points():
     points = pd.DataFrame({"kind": "watermarked", "task": ["qa", "qa", "qa", "completion"],
                            "auroc": [0.9, 0.95, 0.8, 0.99], "coherence": 1.0, "relevance": [0.5, 0.4, 0.3, 0.1],
                            "factual_accuracy": [0.5, 0.4, 0.3, 0.1]})
-    prepared = {"points": points, "reference": pd.DataFrame({"task": ["qa"], "coherence": [1.0], "relevance": [1.0],
-                                                             "factual_accuracy": [1.0]})}
+    prepared = {"points": points, "reference": pd.DataFrame({"model": ["m"], "task": ["qa"], "coherence": [1.0],
+                                                             "relevance": [1.0], "factual_accuracy": [1.0]})}
     _, front, reference = tradeoff_points(prepared, "auroc", 0.4, 0.2)
     assert sorted(map(tuple, front[["task", "auroc"]].to_numpy().tolist())) == [
         ("completion", 0.99), ("qa", 0.9), ("qa", 0.95)]
     assert reference.fws.tolist() == pytest.approx([1.0])
+
+
+def test_each_model_keeps_its_own_unwatermarked_reference_line():
+    from fwsapp.fws import prepare_views
+
+    def mean(model, kind, value):
+        return {"run_id": model, "kind": kind, "coherence": value, "relevance": value, "factual_accuracy": value,
+                "n": 1, "method": "KGW", "model": model, "task": "qa", "params": "{}", "auroc": 1.0}
+
+    means = pd.DataFrame([mean("small", "unwatermarked", 0.2), mean("large", "unwatermarked", 0.8),
+                          mean("small", "watermarked", 0.1), mean("large", "watermarked", 0.7)])
+    reference = prepare_views(means, means)["Auto"]["reference"]
+    assert reference.set_index("model").coherence.to_dict() == {"small": 0.2, "large": 0.8}

@@ -174,3 +174,24 @@ def test_reimporting_the_same_files_keeps_verdicts_and_analyses(store):
     changed = LogFile("g.json", json.dumps([{**rows[0], "watermarked_text": "Gout."}]).encode())
     assert import_logs(store, method="KGW", model="m", task_name="qa", generations=changed) != run_id
     assert {table: store.count(table, run_id) for table in counts} == counts
+
+
+def test_the_runs_table_counts_in_whole_numbers_and_marks_what_is_missing(tmp_path):
+    import pandas as pd
+
+    from fwsapp.store import Store
+    from fwsapp.tables import runs_table
+    from tests.conftest import imported_qa_db, judged_rating_db
+
+    db = tmp_path / "mixed.duckdb"
+    judged_rating_db(db, n=3)
+    imported_qa_db(db, n=2)  # no judge verdicts
+    store = Store(db)
+    report = build_report(store)
+    table = runs_table(report).set_index("n")
+    assert table.loc[3, "Judged"] == 3 and table.loc[3, "Judge failed"] == 0
+    assert table.loc[2, "Judged"] is pd.NA
+    markdown = render(report, "markdown")
+    runs_section = markdown.split("## Table 1")[0]
+    assert "<NA>" not in runs_section and "200.000" not in runs_section and "| 3.000 |" not in runs_section
+    assert runs_section.count("| – | – | – |") == 1  # judge, judged, failed of the unjudged run
