@@ -139,6 +139,8 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
         app.radio(key="judge-backend").set_value("compatible").run()
         app.text_input(key="judge-base-url").set_value(stub.base_url).run()
         app.text_input(key="judge-model-compatible").set_value("stub-judge").run()
+        key = "sk-typed-on-the-page-7731"
+        app.text_input(key="judge-api-key-compatible").set_value(key).run()
         next(b for b in app.button if b.label == "Test connection").click().run()
         assert "compatible backend answered with model stub-judge" in app.success[0].value
         next(b for b in app.button if b.label == "Judge").click().run()
@@ -147,6 +149,13 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
     verdicts = app.dataframe[-1].value
     assert len(verdicts) == 5 and set(verdicts.status) == {"ok"}
     assert len(app.get("plotly_chart")) == 1
+    # The typed key went to the server with every request, and into nothing stored.
+    assert {headers.get("authorization") for headers in stub.headers_seen} == {f"Bearer {key}"}
+    from fwsapp.store import Store
+
+    db = Store(app_db)
+    for (table,) in db.cursor().execute("SELECT table_name FROM information_schema.tables").fetchall():
+        assert key not in db.cursor().execute(f'SELECT * FROM "{table}"').df().to_csv(), table
 
 
 def test_quality_page_computes_missing_metrics_and_shows_the_table(app_db, qa_run):
