@@ -228,11 +228,15 @@ VERDICTS = {
 }
 
 
+def _rater_name(rater: str | None) -> str:
+    """The name verdicts are filed under: surrounding and repeated spaces do not make another rater."""
+    return " ".join((rater or "").split())
+
+
 def _rater(rater: str) -> str:
-    rater = " ".join((rater or "").split())
-    if not rater:
+    if not (name := _rater_name(rater)):
         raise ValueError("Enter your name first: verdicts are stored per clinician.")
-    return rater
+    return name
 
 
 def record_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int, verdict: str) -> None:
@@ -248,10 +252,8 @@ def undo_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str
 
 def rater_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict[tuple[str, int], str]:
     """What this rater recorded on a sample's entities: (text kind, start) -> verdict."""
-    rater = " ".join((rater or "").split())
-    if not rater:
-        return {}
-    return store.sample_entity_verdicts(run_id, sample_idx, rater)
+    name = _rater_name(rater)
+    return store.sample_entity_verdicts(run_id, sample_idx, name) if name else {}
 
 
 def verdict_agreement(store):

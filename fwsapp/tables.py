@@ -40,16 +40,25 @@ def runs_table(report: dict) -> pd.DataFrame:
 
     rows = [{
         "Model": run["model"], "Task": run["task"], "Method": run["method"], "Run": run["run_id"],
-        "Source": "imported" if run["imported"] else "generated", "n": run["n"],
+        "Source": _source(run), "n": run["n"],
         "AUROC": _get(run, "detection", "auroc"), "AUROC 95% CI": interval(run),
         "Judge": ", ".join(_get(run, "judge", "judge_models") or []) or None,
         "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
-        "PPL oracle": (_get(run, "quality", "configs", "ppl") or "").removeprefix("oracle=") or None,
+        "PPL oracle": _ppl_oracle(run),
     } for run in report["runs"]]
     if not rows:
         return pd.DataFrame(rows)
     # Counts stay whole numbers where some runs have none (no judge yet).
     return _ordered(rows).astype({"n": "Int64", "Judged": "Int64", "Judge failed": "Int64"})
+
+
+def _source(run: dict) -> str:
+    return "imported" if run["imported"] else "generated"
+
+
+def _ppl_oracle(run: dict) -> str | None:
+    """The model a run's perplexity was read under; None while it has none."""
+    return (_get(run, "quality", "configs", "ppl") or "").removeprefix("oracle=") or None
 
 
 def table1(report: dict) -> pd.DataFrame:
@@ -202,11 +211,10 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
     factual_label = name or "Factual consistency"
 
     def row(run, kind, method):
-        oracle = _get(run, "quality", "configs", "ppl")
         values = {
-            "Model": run["model"], "Method": method, "n": run["n"], "source": "imported" if run["imported"] else "generated",
+            "Model": run["model"], "Method": method, "n": run["n"], "source": _source(run),
             # Perplexity is only comparable under one oracle: say whose it is.
-            "PPL oracle": oracle.removeprefix("oracle=") if oracle else None,
+            "PPL oracle": _ppl_oracle(run),
             "PPL": _get(run, "quality", "ppl", kind), "SimCSE": _get(run, "quality", "simcse", kind),
             "SimCSE to ref.": _get(run, "quality", "simcse_reference", kind),
             "ROUGE-2": _get(run, "quality", "rouge2", kind),

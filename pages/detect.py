@@ -18,7 +18,6 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
-
 def token_view(method: str, tokens: list[str], found) -> None:
     """The tokens coloured by how each counts; methods that score the whole sequence say so instead."""
     if not found.token_flags:
@@ -74,7 +73,7 @@ else:
             shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
             opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
             facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
-            color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51", "reference": "#8d99ae"},
+            color_discrete_map=widgets.BASELINE_COLOURS,
         )
         figure.update_xaxes(matches=None, showticklabels=True)
         figure.update_yaxes(matches=None, title_text="texts")

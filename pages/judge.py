@@ -101,7 +101,7 @@ if not means.empty:  # none while every verdict failed
     figure = px.bar(
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
         category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
-        color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"},
+        color_discrete_map=widgets.BASELINE_COLOURS,
         labels={"mean": "mean (1–5)", "label": "model · method", "kind": "text"}, range_y=[0, 5],
         height=220 * means.task.nunique() + 160,
     )

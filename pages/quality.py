@@ -82,6 +82,6 @@ if not values.empty:
     shown = values[values.metric == metric].assign(run=lambda frame: frame.model + " · " + frame.method)
     figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
                     labels={"value": metric, "text_kind": "text", "run": "model · method"},
-                    color_discrete_map={"watermarked": "#2a9d8f", "unwatermarked": "#e76f51"})
+                    color_discrete_map=widgets.BASELINE_COLOURS)
     figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
     st.plotly_chart(figure, width="stretch")

@@ -84,10 +84,7 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_M
     if unknown:
         raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(ALL_METRICS)}.")
     run = store.run(run_id)
-    samples = store.generations(run_id)
-    samples = samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()]
-    existing = store.metrics([run_id])
-    have = set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind))
+    samples, have = _scorable(store, run_id)
     metrics = [metric for metric in metrics if metric != "f1" or run["task"] == "qa"]  # token F1 is QA's
     progress = progress or (lambda done, total, note="": None)
     computed = {}
@@ -126,10 +123,7 @@ def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFra
     for run_id in run_ids:
         run = store.run(run_id)
         chosen = perplexity_oracle(run, oracle)
-        samples = store.generations(run_id)
-        samples = samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()]
-        existing = store.metrics([run_id])
-        have = set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind))
+        samples, have = _scorable(store, run_id)
         todo = _missing(samples, have, "ppl", f"oracle={chosen}") if chosen else samples.iloc[0:0]
         # Each text is read after its prompt: the prompt twice, each output once.
         characters = (2 * todo.prompt.str.len().sum() + todo.watermarked_text.str.len().sum()
@@ -141,6 +135,14 @@ def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFra
             "samples to score": len(todo), "tokens (about)": int(characters // CHARS_PER_TOKEN),
         })
     return pd.DataFrame(rows)
+
+
+def _scorable(store, run_id: str) -> tuple[pd.DataFrame, set]:
+    """A run's samples that have both outputs, and the (metric, config, sample, kind) values already stored."""
+    samples = store.generations(run_id)
+    existing = store.metrics([run_id])
+    return (samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()],
+            set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind)))
 
 
 def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=GENERATED_KINDS) -> pd.DataFrame:
