@@ -43,6 +43,22 @@ def test_emulated_randperm_is_a_permutation_and_its_shortcuts_agree(n, seed, blo
         assert permutation[cuda_rng.rank(n, seed, token, blocks)] == token
 
 
+@pytest.mark.parametrize("n, blocks", [(700, 2), (32000, None), (128256, 492)])
+def test_a_tokens_own_key_settles_its_side_of_the_boundary_as_the_whole_permutation_does(n, blocks):
+    settled = 0
+    for seed in (1, 15485863, 2**40 + 5):
+        position = np.empty(n, dtype=np.int64)
+        position[cuda_rng.randperm(n, seed, blocks)] = np.arange(n)
+        for limit in (n // 4, n // 2, n - 1):
+            for token in range(0, n, max(1, n // 400)):
+                below = cuda_rng.rank_below_by_key(n, seed, token, limit, blocks)
+                if below is not None:
+                    settled += 1
+                    assert below == (position[token] < limit), (seed, limit, token)
+    # Only keys near the boundary stay unsettled: a band of about ±√(35/n) of the range.
+    assert settled > 0.5 * 9 * min(n, 400 + 1)
+
+
 def test_equal_keys_are_shuffled_as_the_island_kernel_does():
     # 32,000 elements on 3 blocks, seed 0: one pair of equal keys, which the island shuffle must resolve.
     keys, _ = cuda_rng._keys(32000, 0, 3)

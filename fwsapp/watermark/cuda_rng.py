@@ -13,6 +13,11 @@ did, and CUDA's `randperm` is a different algorithm from the CPU's Fisher-Yates 
 3. "Islands" of equal keys are shuffled: the first position of each island runs Fisher-Yates with its own
    Philox stream (subsequence = its position, offset = what step 1 consumed), r = curand() mod (i + 1).
 
+Detection asks only where one token lands, and a token's own key nearly always answers that: the other
+n − 1 keys are independent and uniform, so how many fall below it is known to within ±√((n − 1)·50 ln 2)
+except with probability 2⁻¹⁰⁰ (Hoeffding's inequality). `rank_below_by_key` decides from that one key,
+and only a token whose key lies within that margin of the boundary needs the other keys.
+
 When ⌈n/256⌉ blocks fit on the GPU (always at 32,000 tokens), every element is one thread's first draw,
 and the keys do not depend on the GPU; above that the cap (`cuda_blocks`) decides which draw an element
 gets, so it is a parameter: 492 for an 82-SM RTX 3090-class card at 128,256 tokens.
@@ -29,6 +34,8 @@ PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
 BLOCK = 256
 UNROLL = 2  # curand4 yields two 64-bit values per call
 MASK32 = 0xFFFFFFFF
+# A position judged from one key is wrong with probability below 2**-100, far below any hardware fault rate.
+JUDGED_FAILURE_LOG = 100 * math.log(2)
 
 
 @numba.njit(cache=True, inline="always")
@@ -54,6 +61,10 @@ def _philox(c0, c1, c2, c3, k0, k1):
 def key_bits(n: int) -> int:
     """How many low key bits CUDA's randperm sorts on (at most 64)."""
     return min(64, math.ceil(math.log2(n - (6 * n * n + 1) / (12 * math.log(0.9)))))
+
+
+def _key_mask(bits: int) -> np.uint64:
+    return np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1)
 
 
 def grid_blocks(n: int, cuda_blocks: int | None = None) -> int:
@@ -89,9 +100,22 @@ def _fill_keys(keys, start, count, call, second_half, seed, int32_keys, mask):
         keys[start + thread] = _modulo_range(value, int32_keys) & mask
 
 
+@numba.njit(cache=True)
+def _element_key(element, seed, stride, int32_keys, mask):
+    """keys[element] alone: the element is thread (element mod 2·stride) mod stride's draw in curand4 call
+    element // (2·stride), its (x, y) in the first half of that call's elements and its (z, w) in the second."""
+    call = element // (UNROLL * stride)
+    rest = element - call * UNROLL * stride
+    second = rest >= stride
+    c0, c1, c2, c3 = _philox(call, 0, rest - stride * second, 0, seed & MASK32, seed >> 32)
+    shift = np.uint64(32)
+    value = ((c2 << shift) | c3) if second else ((c0 << shift) | c1)
+    return _modulo_range(value, int32_keys) & mask
+
+
 def _sort_keys(n: int, seed: int, stride: int, bits: int) -> np.ndarray:
     """Each element's sort key: its draw's (value mod range) masked to the low `bits` bits."""
-    mask = np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1)
+    mask = _key_mask(bits)
     keys = np.empty(n, dtype=np.uint64)
     for call in range((n - 1) // (UNROLL * stride) + 1):
         base = call * UNROLL * stride
@@ -211,6 +235,27 @@ def green_mask(n: int, seed: int, green_size: int, cuda_blocks: int | None = Non
     start, island = _island_order(keys, boundary, seed, offset)
     mask[island[: green_size - start]] = True
     return mask
+
+
+def rank_below_by_key(n: int, seed: int, token: int, limit: int, cuda_blocks: int | None = None) -> bool | None:
+    """Whether rank(n, seed, token) < limit, judged from the token's own key; None when the key is too near
+    the boundary to judge without the other keys.
+
+    The token's position lies between the number of other keys below its key and the number at or below
+    it. Each count is a sum of n − 1 independent Bernoulli draws whose mean follows from the key, and lies
+    within `margin` of that mean except with probability 2⁻¹⁰⁰ (Hoeffding); one more absorbs the
+    modulo's bias of at most 2⁻³² per key.
+    """
+    bits = key_bits(n)
+    mask = _key_mask(bits)
+    key = int(_element_key(token, seed, BLOCK * grid_blocks(n, cuda_blocks), bits <= 32, mask))
+    others = n - 1
+    margin = math.sqrt(others * JUDGED_FAILURE_LOG / 2) + 1
+    if others * (key + 1) / 2.0**bits + margin <= limit:
+        return True
+    if others * key / 2.0**bits - margin >= limit - 1:
+        return False
+    return None
 
 
 def rank(n: int, seed: int, token: int, cuda_blocks: int | None = None) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from math import sqrt
+from math import ceil, sqrt
 from typing import Sequence
 
 import numpy as np
@@ -62,9 +62,14 @@ class DiPKey:
     def permutation(self, context: Sequence[int]) -> torch.Tensor:
         return torch.from_numpy(self.shuffle.permutation(self.seed(context)))
 
-    def quantile(self, context: Sequence[int], token: int) -> float:
-        """MarkLLM's token quantile: (position of `token` in the context's permutation + 1) / V."""
-        return (self.shuffle.rank(self.seed(context), token) + 1) / self.vocab_size
+    def is_green(self, context: Sequence[int], token: int, gamma: float) -> bool:
+        """MarkLLM's test: the token's quantile, (its position in the context's permutation + 1) / V, is at
+        least γ. Settled from the token's own key where that suffices."""
+        seed = self.seed(context)
+        below = self.shuffle.rank_below(seed, token, ceil(gamma * self.vocab_size - 1))
+        if below is None:
+            return (self.shuffle.rank(seed, token) + 1) / self.vocab_size >= gamma
+        return not below
 
 
 class DiPLogitsProcessor(LogitsProcessor):
@@ -103,7 +108,7 @@ class DiPmark(Watermark, info=methods.DIPMARK):
             if not prefix:
                 flags.append(-1)
             else:
-                flags.append(int(token < self.vocab_size and self.key.quantile(prefix, int(token)) >= gamma))
+                flags.append(int(token < self.vocab_size and self.key.is_green(prefix, int(token), gamma)))
         count = len(flags)
         green = sum(flag == 1 for flag in flags)
         score = (green - (1 - gamma) * count) / sqrt(count) if count else 0.0

@@ -74,7 +74,14 @@ class GreenLists:
         return torch.from_numpy(np.unpackbits(self.packed(seed), count=self.vocab_size).view(bool))
 
     def is_green(self, seed: int, token: int) -> bool:
-        return 0 <= token < self.vocab_size and bool(self.packed(seed)[token >> 3] >> (7 - (token & 7)) & 1)
+        """Detection's question. A list not yet cached is built only if the token's own key cannot settle it."""
+        if not 0 <= token < self.vocab_size:
+            return False
+        if seed not in self._cache:
+            settled = self.shuffle.rank_below(seed, token, self.green_size)
+            if settled is not None:
+                return settled
+        return bool(self.packed(seed)[token >> 3] >> (7 - (token & 7)) & 1)
 
     def green_ids(self, prefix: Sequence[int]) -> torch.Tensor:
         return self.mask(self.seed(prefix)).nonzero().flatten()

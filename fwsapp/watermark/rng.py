@@ -69,6 +69,12 @@ class VocabularyShuffle:
             return mask
         return cuda_rng.green_mask(self.vocab_size, seed, green_size, self.cuda_blocks)
 
+    def rank_below(self, seed: int, token: int, limit: int) -> bool | None:
+        """Whether `token`'s position is below `limit`, when its own key settles it (emulated CUDA only); else None."""
+        if self._generator is not None:
+            return None
+        return cuda_rng.rank_below_by_key(self.vocab_size, seed, token, limit, self.cuda_blocks)
+
     def rank(self, seed: int, token: int) -> int:
         """The position of `token` in the permutation."""
         if self._generator is not None:
