@@ -138,6 +138,16 @@ def test_dipmark_detects_its_own_tokens(lm):
     assert alone.score == pytest.approx((sum(alone.token_flags[1:]) - 0.5 * 30) / math.sqrt(30))
 
 
+def test_dipmark_green_test_is_markllms_quantile_rule():
+    key = create("DIP", 49152).key
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        context, token = rng.integers(0, 49152, 5).tolist(), int(rng.integers(0, 49152))
+        position = int(np.flatnonzero(key.permutation(context).numpy() == token)[0])
+        for gamma in (0.25, 0.5, 0.9):
+            assert key.is_green(context, token, gamma) == ((position + 1) / 49152 >= gamma)
+
+
 @pytest.mark.parametrize("method", ["SWEET", "DiPmark", "EXP-edit", "Unigram", "SynthID"])
 def test_each_method_generates_and_detects_in_a_run(lm, store, method):
     config = RunConfig(task="qa", method=method, n=2, max_new_tokens=12, batch_size=2, seed=5,
