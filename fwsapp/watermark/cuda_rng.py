@@ -86,31 +86,33 @@ def _modulo_range(value, int32_keys):
     return wide + np.uint64(int32_keys) * (narrow - wide)
 
 
+@numba.njit(cache=True, inline="always")
+def _key(call, thread, second_half, seed, int32_keys, mask):
+    """The sort key that thread `thread`'s call-th curand4 gives, curand_init(seed, thread, 0) reading
+    counter (call, 0, thread, 0): its (x, y) for the first half of the call's elements, its (z, w) for the
+    second. Branch-free, so loops over it vectorise."""
+    shift = np.uint64(32)
+    c0, c1, c2, c3 = _philox(call, 0, thread, 0, seed & MASK32, seed >> 32)
+    first = (c0 << shift) | c1
+    value = first + np.uint64(second_half) * (((c2 << shift) | c3) - first)
+    return _modulo_range(value, int32_keys) & mask
+
+
 @numba.njit(cache=True, fastmath=True, error_model="numpy", boundscheck=False)
 def _fill_keys(keys, start, count, call, second_half, seed, int32_keys, mask):
-    """keys[start + t] for threads t < count: the call-th curand4 of thread t, curand_init(seed, t, 0),
-    reads counter (call, 0, t, 0); the first half of the elements takes its (x, y), the second its (z, w).
-    Written as one flat, branch-free loop over the inlined rounds so the compiler vectorises it."""
-    shift = np.uint64(32)
-    pick_second = np.uint64(second_half)
+    """keys[start + t] for threads t < count, in one flat loop over the inlined rounds (vectorised)."""
     for thread in range(count):
-        c0, c1, c2, c3 = _philox(call, 0, thread, 0, seed & MASK32, seed >> 32)
-        first = (c0 << shift) | c1
-        value = first + pick_second * (((c2 << shift) | c3) - first)
-        keys[start + thread] = _modulo_range(value, int32_keys) & mask
+        keys[start + thread] = _key(call, thread, second_half, seed, int32_keys, mask)
 
 
 @numba.njit(cache=True)
 def _element_key(element, seed, stride, int32_keys, mask):
-    """keys[element] alone: the element is thread (element mod 2·stride) mod stride's draw in curand4 call
-    element // (2·stride), its (x, y) in the first half of that call's elements and its (z, w) in the second."""
+    """keys[element] alone: in call element // (2·stride), thread (element mod 2·stride) mod stride, the
+    second half when element mod 2·stride ≥ stride."""
     call = element // (UNROLL * stride)
     rest = element - call * UNROLL * stride
     second = rest >= stride
-    c0, c1, c2, c3 = _philox(call, 0, rest - stride * second, 0, seed & MASK32, seed >> 32)
-    shift = np.uint64(32)
-    value = ((c2 << shift) | c3) if second else ((c0 << shift) | c1)
-    return _modulo_range(value, int32_keys) & mask
+    return _key(call, rest - stride * second, second, seed, int32_keys, mask)
 
 
 def _sort_keys(n: int, seed: int, stride: int, bits: int) -> np.ndarray:
