@@ -1,12 +1,15 @@
 """Watermark speed, as ratios measured in the same run on the embedded model (2-core CPU here).
 
 Run: .venv/bin/python -m bench.watermarks [--tokens 32] [--repeats 3] [--methods KGW EntityKGW]
+                                          [--only exp-edit generation detection] [--texts 32]
 
 1. EXP-edit detection: the vectorised alignment vs the plain recurrence (MarkLLM's loop, in Python), on
    a 200-token text with the 49k vocabulary and pseudo_length 256 (one test statistic each; the
    permutation test repeats it n_runs + 1 times in both).
 2. Batched generation (batch 8) vs a per-sample loop like MarkLLM's, for each method.
 3. Each processor's overhead vs plain `generate` at the same batch size and length.
+4. Detectors that read the model (SWEET's entropies, LogRank, Fast-DetectGPT): `detect_many`, which
+   teacher-forces the texts in batches of 16, vs `detect` one text at a time, on HealthQA references.
 """
 from __future__ import annotations
 
@@ -61,16 +64,36 @@ def generation(lm, tokens: int, repeats: int, methods: list[str]) -> None:
         print(f"{method:>10} | {median:9.2f} | {loop:6.2f} | {loop / median:11.1f}x | {median / plain:.2f}x")
 
 
+def model_detection(lm, texts: int, repeats: int) -> None:
+    """Batched vs one-at-a-time detection for the detectors that run the model over each text."""
+    pairs = [(lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"][:200], lm.tokenizer(sample.prompt)["input_ids"])
+             for sample in load_dataset("qa")[:texts]]
+    length = statistics.fmean(len(tokens) for tokens, _ in pairs)
+    print(f"detection of {len(pairs)} texts ({length:.0f} tokens on average, after their prompts), median of {repeats}")
+    print(f"{'method':>14} | one at a time s | batched s | speed-up")
+    for method in ("SWEET", "LogRank", "Fast-DetectGPT"):
+        detector = create(method, lm.vocab_size, lm=lm)
+        alone = seconds(lambda: [detector.detect(tokens, context) for tokens, context in pairs], repeats)
+        batched = seconds(lambda: detector.detect_many(pairs), repeats)
+        print(f"{method:>14} | {alone:15.2f} | {batched:9.2f} | {alone / batched:.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=WATERMARKS, help="the processors to time (default: all)")
+    parser.add_argument("--only", nargs="+", choices=["exp-edit", "generation", "detection"],
+                        default=["exp-edit", "generation", "detection"])
+    parser.add_argument("--texts", type=int, default=32, help="texts for the detection timing")
     args = parser.parse_args()
     lm = load_model()
-    if "EXP-edit" in args.methods:
+    if "exp-edit" in args.only and "EXP-edit" in args.methods:
         exp_edit_detection(lm.vocab_size)
-    generation(lm, args.tokens, args.repeats, args.methods)
+    if "generation" in args.only:
+        generation(lm, args.tokens, args.repeats, args.methods)
+    if "detection" in args.only:
+        model_detection(lm, args.texts, args.repeats)
 
 
 if __name__ == "__main__":

@@ -328,7 +328,7 @@ def cmd_analyze(args) -> int:
         if computed is None:
             print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
         else:
-            print(f"{run_id}: entropies of {computed} texts computed")
+            print(f"{run_id}: entropies of {computed} texts stored")
         print(f"{run_id}: disease entities of {analysis.entities[run_id]} samples analysed ({analysis.recognizer})")
     return 0
 

@@ -16,12 +16,14 @@ from fwsapp.teacher_forcing import teacher_force
 LOW, HIGH = 1.5, 4.0
 
 
-def sequence_entropies(lm, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> list[float]:
-    """Entropy of the distribution each token was drawn from, given everything before it.
+def sequence_entropies(lm, texts: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 16) -> list[list[float]]:
+    """Per (token ids, context ids) text, as detectors take them: the entropy of the distribution each token
+    was drawn from, given everything before it. Teacher-forced in batches.
 
     A token with nothing before it (the first of a pasted text) gets -inf: no distribution is known.
     """
-    return teacher_force(lm, [(context_ids, token_ids)], batch_size=1)[0].entropy.tolist()
+    pairs = [(context_ids, token_ids) for token_ids, context_ids in texts]
+    return [stats.entropy.tolist() for stats in teacher_force(lm, pairs, batch_size)]
 
 
 BINS = {"low": (float("-inf"), LOW), "mid": (LOW, HIGH), "high": (HIGH, float("inf"))}
@@ -65,7 +67,9 @@ def missing_texts(store, run_id: str, model_name: str) -> list[tuple[int, str, s
 
 
 def compute_entropies(store, run_id: str, lm, progress=None) -> int:
-    """Store teacher-forced entropies for a run's references (and imported texts); returns how many."""
+    """Store teacher-forced entropies for a run's references (and imported texts); returns how many texts
+    gained them. A reference another run over the same prompt already has under this model is copied."""
+    reused = store.reuse_reference_entropies(run_id, lm.name)
     todo = missing_texts(store, run_id, lm.name)
     for start in range(0, len(todo), 16):  # written as we go: a killed job keeps what it finished
         chunk = todo[start:start + 16]
@@ -74,7 +78,7 @@ def compute_entropies(store, run_id: str, lm, progress=None) -> int:
                                               for (sample_idx, kind, _, _), values in zip(chunk, found)])
         if progress:
             progress(start + len(chunk), len(todo))
-    return len(todo)
+    return reused + len(todo)
 
 
 def token_values(store, run_ids: list[str] | None = None):

@@ -280,22 +280,21 @@ def run_generation(
         marked = None if watermark.post_hoc else generate_batch(
             lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark,
             on_step=stepper(batch_index, "watermarked"))
-        rows, detections = [], []
+        rows, scored = [], []  # scored: (sample, text kind, token ids, context ids)
         for offset, index in enumerate(indices):
             sample = samples[index]
             rows.append(generation_row(index, sample, plain, marked, offset, len(indices)))
             context = lm.tokenizer(sample.prompt)["input_ids"]
-            scored = {"unwatermarked": plain.token_ids[offset]}
+            scored.append((index, "unwatermarked", plain.token_ids[offset], context))
             if marked is not None:
-                scored["watermarked"] = marked.token_ids[offset]
+                scored.append((index, "watermarked", marked.token_ids[offset], context))
             else:
-                scored["reference"] = lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"]
-            for kind, token_ids in scored.items():
-                found = watermark.detect(token_ids, context)
-                detections.append(detection_record(
-                    index, kind, config.method, found.score, z=found.z, p=found.p,
-                    num_tokens_scored=found.num_tokens_scored,
-                ))
+                scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
+                               context))
+        found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
+        detections = [detection_record(index, kind, config.method, result.score, z=result.z, p=result.p,
+                                       num_tokens_scored=result.num_tokens_scored)
+                      for (index, kind, _, _), result in zip(scored, found)]
         store.write_batch(run_id, rows, detections)
         done.update(indices)
         progress(len(done), n)

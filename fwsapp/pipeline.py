@@ -136,8 +136,8 @@ def judge(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
 
 @dataclass
 class Analysis:
-    """What `analyze` did per run: texts whose entropies it computed (None: skipped, no model), and
-    samples whose entities it analysed."""
+    """What `analyze` did per run: texts whose entropies it stored (computed, or copied from a run over the
+    same prompts; None: skipped, no model), and samples whose entities it analysed."""
 
     entropies: dict[str, int | None] = field(default_factory=dict)
     entities: dict[str, int] = field(default_factory=dict)

@@ -68,24 +68,19 @@ def redetect(
     total = len(done) + len(texts)
     if progress:
         progress(len(done), total)
-    rows = []
-    for number, (sample_idx, kind, text) in enumerate(texts, start=1):
+    for start in range(0, len(texts), WRITE_EVERY):
         if cancel is not None and cancel.is_set():
             break
-        token_ids = tokenizer.encode(text)
-        if len(token_ids) < 2:
-            rows.append(detection_record(sample_idx, kind, method, None, num_tokens_scored=0))
-        else:
-            found = watermark.detect(token_ids)
-            rows.append(detection_record(sample_idx, kind, method, found.score, z=found.z, p=found.p,
-                                         num_tokens_scored=found.num_tokens_scored))
-        if len(rows) == WRITE_EVERY or number == len(texts):
-            store.write_redetections(set_id, run_id, rows)
-            rows = []
-            if progress:
-                progress(len(done) + number, total)
-    if rows:
+        chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
+        scorable = [position for position, (_, _, token_ids) in enumerate(chunk) if len(token_ids) >= 2]
+        found = dict(zip(scorable, watermark.detect_many([(chunk[position][2], ()) for position in scorable])))
+        rows = [detection_record(sample_idx, kind, method, found[position].score, z=found[position].z,
+                                 p=found[position].p, num_tokens_scored=found[position].num_tokens_scored)
+                if position in found else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
+                for position, (sample_idx, kind, _) in enumerate(chunk)]
         store.write_redetections(set_id, run_id, rows)
+        if progress:
+            progress(len(done) + start + len(chunk), total)
     return set_id
 
 

@@ -466,6 +466,25 @@ class Store:
             "SELECT sample_idx, text_kind FROM entropies WHERE run_id = ? AND model = ?", [run_id, model]).fetchall()
         return {(int(sample), kind) for sample, kind in rows}
 
+    def reuse_reference_entropies(self, run_id: str, model: str) -> int:
+        """Copy into `run_id` the reference entropies under `model` that another run stored for the same prompt
+        and reference (runs of several methods over the same prompts share them); returns how many."""
+        with self.transaction() as cursor:
+            before = cursor.execute("SELECT count(*) FROM entropies WHERE run_id = ?", [run_id]).fetchone()[0]
+            cursor.execute("""
+                INSERT INTO entropies
+                SELECT DISTINCT ON (mine.sample_idx) mine.run_id, mine.sample_idx, 'reference', stored.model,
+                       stored.token_ids, stored.token_spans, stored.entropy
+                FROM generations mine
+                JOIN generations theirs ON theirs.run_id <> mine.run_id AND theirs.prompt = mine.prompt
+                     AND theirs.reference = mine.reference
+                JOIN entropies stored ON stored.run_id = theirs.run_id AND stored.sample_idx = theirs.sample_idx
+                     AND stored.text_kind = 'reference' AND stored.model = ?
+                WHERE mine.run_id = ? AND NOT EXISTS (
+                    SELECT 1 FROM entropies own WHERE own.run_id = mine.run_id AND own.sample_idx = mine.sample_idx
+                    AND own.text_kind = 'reference' AND own.model = ?)""", [model, run_id, model])
+            return cursor.execute("SELECT count(*) FROM entropies WHERE run_id = ?", [run_id]).fetchone()[0] - before
+
     def sample_entropies(self, run_id: str, sample_idx: int) -> list[tuple[str, list, list]]:
         """(text kind, token character spans, entropies) stored for one sample."""
         return self.cursor().execute(

@@ -119,3 +119,16 @@ def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
         from fwsapp import pipeline
 
         pipeline.analyze(store, [run_id], manager.model_loader, threshold=1.5)
+
+
+def test_a_run_over_the_same_prompts_reuses_the_stored_reference_entropies(store, lm, monkeypatch):
+    from fwsapp import entropy
+    from fwsapp.generate import RunConfig, run_generation
+
+    first, second = (run_generation(RunConfig(task="qa", method="KGW", n=2, max_new_tokens=6, batch_size=2,
+                                              params=params), store, lm) for params in ({}, {"delta": 1.0}))
+    assert entropy.compute_entropies(store, first, lm) == 2
+    monkeypatch.setattr(entropy, "teacher_forced", lambda *args, **kwargs: pytest.fail("recomputed a stored reference"))
+    assert entropy.compute_entropies(store, second, lm) == 2
+    assert entropy.compute_entropies(store, second, lm) == 0  # a repeated command changes nothing
+    assert store.sample_entropies(second, 1) == store.sample_entropies(first, 1)

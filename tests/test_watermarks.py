@@ -180,6 +180,21 @@ def test_post_hoc_runs_score_model_text_against_the_reference(lm, store, method)
     assert detection["auroc"] is not None
 
 
+@pytest.mark.parametrize("method, params", [("SWEET", {"rng": "cpu"}), ("EntityKGW", {"rng": "cpu", "entropy_threshold": 1.0}),
+                                            ("LogRank", {}), ("Fast-DetectGPT", {})])
+def test_batched_detection_gives_each_texts_own_detection(lm, text_ids, method, params):
+    # Texts of different lengths pad the batch; with and without a prompt as context.
+    prompt = lm.tokenizer("Question: what is gout?")["input_ids"]
+    texts = [(text_ids, prompt), (text_ids[:9], ()), (text_ids[5:30], prompt), (text_ids[:1], ()), ([], prompt)]
+    watermark = create(method, lm.vocab_size, params, lm=lm)
+    for batched, (tokens, context) in zip(watermark.detect_many(texts), texts, strict=True):
+        alone = watermark.detect(tokens, context)
+        assert batched.token_flags == alone.token_flags
+        assert batched.num_tokens_scored == alone.num_tokens_scored
+        assert batched.score == pytest.approx(alone.score, abs=1e-4, nan_ok=True)
+    assert watermark.detect_many([]) == []
+
+
 def test_detectgpt_needs_a_mask_filler_and_says_so(lm, monkeypatch):
     monkeypatch.delenv("FWSAPP_DETECTGPT_MASK_MODEL", raising=False)
     with pytest.raises(ValueError, match="needs a mask-filling model"):

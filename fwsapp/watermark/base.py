@@ -73,5 +73,10 @@ class Watermark(ABC):
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         """Score `token_ids`; `context_ids` (the prompt) only seed the first positions."""
 
+    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+        """`detect` for each (token ids, context ids) text. Detectors that read the model override it to
+        teacher-force the texts in batches, as a GPU wants them; the results are `detect`'s."""
+        return [self.detect(token_ids, context_ids) for token_ids, context_ids in texts]
+
     def is_watermarked(self, detection: Detection) -> bool:
         return self.info.is_watermarked(detection.score, self.params)

@@ -167,11 +167,20 @@ class EntityKGW(KGW, info=methods.ENTITY_KGW):
                                         self.params["entropy_threshold"])
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        tokens = [int(token) for token in token_ids]
-        flags = self.green_lists.flags(tokens, context_ids)
-        spared = self.trie.spared(tokens)
-        if self.params["entropy_threshold"] > 0:
-            entropies = sequence_entropies(self.lm, tokens, context_ids)
-            spared = [skip or not entropy > self.params["entropy_threshold"] for skip, entropy in zip(spared, entropies)]
-        return count_detection([-1 if skip else flag for flag, skip in zip(flags, spared)], self.params["gamma"])
+        return self.detect_many([(token_ids, context_ids)])[0]
+
+    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+        texts = [([int(token) for token in token_ids], context_ids) for token_ids, context_ids in texts]
+        threshold = self.params["entropy_threshold"]
+        # Only the entropy gate reads the model; without it detection is the text's alone.
+        gates = sequence_entropies(self.lm, texts) if threshold > 0 else [None] * len(texts)
+        detections = []
+        for (tokens, context_ids), entropies in zip(texts, gates):
+            spared = self.trie.spared(tokens)
+            if entropies is not None:
+                spared = [skip or not entropy > threshold for skip, entropy in zip(spared, entropies)]
+            flags = self.green_lists.flags(tokens, context_ids)
+            detections.append(count_detection([-1 if skip else flag for flag, skip in zip(flags, spared)],
+                                              self.params["gamma"]))
+        return detections
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+from abc import abstractmethod
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,10 +26,11 @@ from fwsapp.watermark.base import Detection, Watermark
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
 
 
-def scored_tokens(lm, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> TokenStats:
-    """Teacher-forced stats of every token; a text with no context starts after BOS (or EOS)."""
+def scored_tokens(lm, texts: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 16) -> list[TokenStats]:
+    """Teacher-forced stats of every token of each (token ids, context ids) text, in batches; a text with no
+    context starts after BOS (or EOS)."""
     start = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.tokenizer.eos_token_id
-    return teacher_force(lm, [(context_ids, token_ids)], batch_size=1, start_token=start)[0]
+    return teacher_force(lm, [(context_ids, token_ids) for token_ids, context_ids in texts], batch_size, start_token=start)
 
 
 class PostHoc(Watermark):
@@ -41,25 +43,35 @@ class PostHoc(Watermark):
         return {}
 
 
-class LogRank(PostHoc, info=methods.LOGRANK):
+class TokenStatsDetector(PostHoc):
+    """A post-hoc detector whose score is a function of the scoring model's stats of the text's tokens."""
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        if not token_ids:
-            return Detection(score=float("nan"), num_tokens_scored=0)
-        ranks = scored_tokens(self.lm, token_ids, context_ids).rank
-        return Detection(score=-float(np.log(ranks).mean()), num_tokens_scored=len(token_ids))
+        return self.detect_many([(token_ids, context_ids)])[0]
+
+    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+        stats = scored_tokens(self.lm, texts)
+        return [self.scored(found, len(token_ids)) if len(token_ids) else Detection(score=float("nan"), num_tokens_scored=0)
+                for found, (token_ids, _) in zip(stats, texts)]
+
+    @abstractmethod
+    def scored(self, stats: TokenStats, length: int) -> Detection:
+        """The detection of a text of `length` tokens from its stats."""
 
 
-class FastDetectGPT(PostHoc, info=methods.FAST_DETECTGPT):
+class LogRank(TokenStatsDetector, info=methods.LOGRANK):
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        if not token_ids:
-            return Detection(score=float("nan"), num_tokens_scored=0)
+    def scored(self, stats: TokenStats, length: int) -> Detection:
+        return Detection(score=-float(np.log(stats.rank).mean()), num_tokens_scored=length)
+
+
+class FastDetectGPT(TokenStatsDetector, info=methods.FAST_DETECTGPT):
+
+    def scored(self, stats: TokenStats, length: int) -> Detection:
         # Under the model's own sampling, log p(x̃_t) has mean −H_t and variance E[(log p)²] − H_t².
-        stats = scored_tokens(self.lm, token_ids, context_ids)
         variance = (stats.log_prob_square - stats.entropy ** 2).sum()
         score = float((stats.log_prob.sum() + stats.entropy.sum()) / np.sqrt(max(variance, 1e-12)))
-        return Detection(score=score, z=score, num_tokens_scored=len(token_ids))
+        return Detection(score=score, z=score, num_tokens_scored=length)
 
 
 class DetectGPT(PostHoc, info=methods.DETECTGPT):
@@ -68,20 +80,19 @@ class DetectGPT(PostHoc, info=methods.DETECTGPT):
         super().__init__(vocab_size, lm, **params)
         self.filler = filler or load_t5_filler()
 
-    def log_likelihood(self, text: str, context_ids: Sequence[int]) -> float:
-        ids = self.lm.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if not ids:
-            return float("nan")
-        return float(scored_tokens(self.lm, ids, context_ids).log_prob.mean())
+    def log_likelihoods(self, texts: list[str], context_ids: Sequence[int]) -> np.ndarray:
+        """Mean log p of each text's tokens after the context (NaN for an empty text)."""
+        ids = [self.lm.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+        stats = scored_tokens(self.lm, [(tokens, context_ids) for tokens in ids])
+        return np.array([float(found.log_prob.mean()) if tokens else float("nan") for found, tokens in zip(stats, ids)])
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         text = self.lm.tokenizer.decode(list(token_ids), skip_special_tokens=True)
         rng = random.Random(self.params["seed"])
         masked = [mask_spans(text, self.params["span_length"], self.params["mask_fraction"], rng)
                   for _ in range(self.params["perturbations"])]
-        perturbed = self.filler(masked)
-        original = self.log_likelihood(text, context_ids)
-        values = np.array([self.log_likelihood(variant, context_ids) for variant in perturbed])
+        original, *perturbed = self.log_likelihoods([text, *self.filler(masked)], context_ids)
+        values = np.array(perturbed)
         spread = values.std() or 1.0
         score = float((original - values.mean()) / spread)
         return Detection(score=score, z=score, num_tokens_scored=len(token_ids))

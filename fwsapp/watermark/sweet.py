@@ -38,9 +38,13 @@ class SWEET(KGW, info=methods.SWEET):
         return SWEETLogitsProcessor(self.green_lists, self.params["delta"], self.params["entropy_threshold"])
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        flags = self.green_lists.flags(token_ids, context_ids)
-        entropies = sequence_entropies(self.lm, token_ids, context_ids)
-        high = [flag if entropy > self.params["entropy_threshold"] else -1 for flag, entropy in zip(flags, entropies)]
-        detection = count_detection(high, self.params["gamma"])
-        detection.token_flags = high
-        return detection
+        return self.detect_many([(token_ids, context_ids)])[0]
+
+    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+        threshold = self.params["entropy_threshold"]
+        detections = []
+        for (token_ids, context_ids), entropies in zip(texts, sequence_entropies(self.lm, texts)):
+            flags = self.green_lists.flags(token_ids, context_ids)
+            detections.append(count_detection([flag if entropy > threshold else -1
+                                               for flag, entropy in zip(flags, entropies)], self.params["gamma"]))
+        return detections
