@@ -21,7 +21,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
-from fwsapp.store import Store, detection_record
+from fwsapp.store import Store, detected_record
 from fwsapp import methods
 from fwsapp.watermark import Watermark, canonical_name, create
 
@@ -292,9 +292,7 @@ def run_generation(
                 scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
                                context))
         found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
-        detections = [detection_record(index, kind, config.method, result.score, z=result.z, p=result.p,
-                                       num_tokens_scored=result.num_tokens_scored)
-                      for (index, kind, _, _), result in zip(scored, found)]
+        detections = [detected_record(index, kind, config.method, result) for (index, kind, _, _), result in zip(scored, found)]
         store.write_batch(run_id, rows, detections)
         done.update(indices)
         progress(len(done), n)

@@ -22,7 +22,7 @@ import pandas as pd
 from fwsapp import detection
 from fwsapp import methods
 from fwsapp.methods import canonical_name
-from fwsapp.store import TEXT_COLUMNS, Store, detection_record
+from fwsapp.store import TEXT_COLUMNS, Store, detected_record, detection_record
 from fwsapp.tokenizers import TextTokenizer
 
 CSV_COLUMNS = ["sample_idx", "text", "score", "num_tokens_scored"]
@@ -72,12 +72,10 @@ def redetect(
         if cancel is not None and cancel.is_set():
             break
         chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
-        scorable = [position for position, (_, _, token_ids) in enumerate(chunk) if len(token_ids) >= 2]
-        found = dict(zip(scorable, watermark.detect_many([(chunk[position][2], ()) for position in scorable])))
-        rows = [detection_record(sample_idx, kind, method, found[position].score, z=found[position].z,
-                                 p=found[position].p, num_tokens_scored=found[position].num_tokens_scored)
-                if position in found else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
-                for position, (sample_idx, kind, _) in enumerate(chunk)]
+        found = iter(watermark.detect_many([(token_ids, ()) for _, _, token_ids in chunk if len(token_ids) >= 2]))
+        rows = [detected_record(sample_idx, kind, method, next(found)) if len(token_ids) >= 2
+                else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
+                for sample_idx, kind, token_ids in chunk]
         store.write_redetections(set_id, run_id, rows)
         if progress:
             progress(len(done) + start + len(chunk), total)

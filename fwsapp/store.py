@@ -470,8 +470,8 @@ class Store:
         """Copy into `run_id` the reference entropies under `model` that another run stored for the same prompt
         and reference (runs of several methods over the same prompts share them); returns how many."""
         with self.transaction() as cursor:
-            before = cursor.execute("SELECT count(*) FROM entropies WHERE run_id = ?", [run_id]).fetchone()[0]
-            cursor.execute("""
+            # DuckDB answers an INSERT with the number of rows it inserted.
+            return cursor.execute("""
                 INSERT INTO entropies
                 SELECT DISTINCT ON (mine.sample_idx) mine.run_id, mine.sample_idx, 'reference', stored.model,
                        stored.token_ids, stored.token_spans, stored.entropy
@@ -482,8 +482,7 @@ class Store:
                      AND stored.text_kind = 'reference' AND stored.model = ?
                 WHERE mine.run_id = ? AND NOT EXISTS (
                     SELECT 1 FROM entropies own WHERE own.run_id = mine.run_id AND own.sample_idx = mine.sample_idx
-                    AND own.text_kind = 'reference' AND own.model = ?)""", [model, run_id, model])
-            return cursor.execute("SELECT count(*) FROM entropies WHERE run_id = ?", [run_id]).fetchone()[0] - before
+                    AND own.text_kind = 'reference' AND own.model = ?)""", [model, run_id, model]).fetchone()[0]
 
     def sample_entropies(self, run_id: str, sample_idx: int) -> list[tuple[str, list, list]]:
         """(text kind, token character spans, entropies) stored for one sample."""
@@ -628,6 +627,12 @@ def detection_record(sample_idx: int, text_kind: str, detector: str, score: floa
     """A row of the detections table."""
     return {"sample_idx": sample_idx, "text_kind": text_kind, "detector": detector, "score": score,
             "z": z, "p": p, "num_tokens_scored": num_tokens_scored}
+
+
+def detected_record(sample_idx: int, text_kind: str, detector: str, detection) -> dict:
+    """The detections-table row of a detector's `Detection` of one text."""
+    return detection_record(sample_idx, text_kind, detector, detection.score, z=detection.z, p=detection.p,
+                            num_tokens_scored=detection.num_tokens_scored)
 
 
 def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> None:

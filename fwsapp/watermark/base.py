@@ -14,6 +14,9 @@ from transformers import LogitsProcessor
 
 from fwsapp.methods import MethodInfo
 
+# The texts a detector scores in one call: (token ids, context ids) pairs.
+Texts = Sequence[tuple[Sequence[int], Sequence[int]]]
+
 
 @dataclass
 class Detection:
@@ -73,10 +76,21 @@ class Watermark(ABC):
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         """Score `token_ids`; `context_ids` (the prompt) only seed the first positions."""
 
-    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
-        """`detect` for each (token ids, context ids) text. Detectors that read the model override it to
-        teacher-force the texts in batches, as a GPU wants them; the results are `detect`'s."""
+    def detect_many(self, texts: Texts) -> list[Detection]:
+        """`detect` for each (token ids, context ids) text."""
         return [self.detect(token_ids, context_ids) for token_ids, context_ids in texts]
 
     def is_watermarked(self, detection: Detection) -> bool:
         return self.info.is_watermarked(detection.score, self.params)
+
+
+class BatchedDetector(Watermark):
+    """A detector written for a batch of texts, because it reads the model and a GPU wants texts together;
+    `detect` is a batch of one."""
+
+    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        return self.detect_many([(token_ids, context_ids)])[0]
+
+    @abstractmethod
+    def detect_many(self, texts: Texts) -> list[Detection]:
+        """One detection per (token ids, context ids) text, in order."""

@@ -29,7 +29,7 @@ from transformers import LogitsProcessor
 from fwsapp import methods
 from fwsapp.entropy import sequence_entropies
 from fwsapp.teacher_forcing import token_entropy
-from fwsapp.watermark.base import Detection
+from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
 DRUG_PACKAGE = "drug_named_entity_recognition"
@@ -147,7 +147,7 @@ class EntityKGWLogitsProcessor(KGWLogitsProcessor):
         return mask & biased
 
 
-class EntityKGW(KGW, info=methods.ENTITY_KGW):
+class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
     def __init__(self, vocab_size: int, lm=None, tokenizer=None, **params):
         """`tokenizer` (a tokenizers.TextTokenizer) finds the lexicon's names in token ids; by default the
         model's own."""
@@ -166,10 +166,7 @@ class EntityKGW(KGW, info=methods.ENTITY_KGW):
         return EntityKGWLogitsProcessor(self.green_lists, self.params["delta"], self.trie,
                                         self.params["entropy_threshold"])
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        return self.detect_many([(token_ids, context_ids)])[0]
-
-    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+    def detect_many(self, texts: Texts) -> list[Detection]:
         texts = [([int(token) for token in token_ids], context_ids) for token_ids, context_ids in texts]
         threshold = self.params["entropy_threshold"]
         # Only the entropy gate reads the model; without it detection is the text's alone.

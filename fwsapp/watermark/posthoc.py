@@ -21,12 +21,12 @@ from transformers import LogitsProcessor
 
 from fwsapp import methods
 from fwsapp.teacher_forcing import TokenStats, teacher_force
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import BatchedDetector, Detection, Texts, Watermark
 
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
 
 
-def scored_tokens(lm, texts: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 16) -> list[TokenStats]:
+def scored_tokens(lm, texts: Texts, batch_size: int = 16) -> list[TokenStats]:
     """Teacher-forced stats of every token of each (token ids, context ids) text, in batches; a text with no
     context starts after BOS (or EOS)."""
     start = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.tokenizer.eos_token_id
@@ -43,13 +43,10 @@ class PostHoc(Watermark):
         return {}
 
 
-class TokenStatsDetector(PostHoc):
+class TokenStatsDetector(BatchedDetector, PostHoc):
     """A post-hoc detector whose score is a function of the scoring model's stats of the text's tokens."""
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        return self.detect_many([(token_ids, context_ids)])[0]
-
-    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+    def detect_many(self, texts: Texts) -> list[Detection]:
         stats = scored_tokens(self.lm, texts)
         return [self.scored(found, len(token_ids)) if len(token_ids) else Detection(score=float("nan"), num_tokens_scored=0)
                 for found, (token_ids, _) in zip(stats, texts)]

@@ -9,15 +9,13 @@ Green lists use SWEET's seeding in MarkLLM 0.1.5 (hash key × previous token), s
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 from transformers import LogitsProcessor
 
 from fwsapp.entropy import sequence_entropies
 from fwsapp.teacher_forcing import token_entropy
 from fwsapp import methods
-from fwsapp.watermark.base import Detection
+from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
 
@@ -31,16 +29,13 @@ class SWEETLogitsProcessor(KGWLogitsProcessor):
         return self.green_lists.batch_mask(input_ids) & high_entropy
 
 
-class SWEET(KGW, info=methods.SWEET):
+class SWEET(BatchedDetector, KGW, info=methods.SWEET):
     seeding = "sweet"
 
     def logits_processor(self) -> LogitsProcessor:
         return SWEETLogitsProcessor(self.green_lists, self.params["delta"], self.params["entropy_threshold"])
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        return self.detect_many([(token_ids, context_ids)])[0]
-
-    def detect_many(self, texts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Detection]:
+    def detect_many(self, texts: Texts) -> list[Detection]:
         threshold = self.params["entropy_threshold"]
         detections = []
         for (token_ids, context_ids), entropies in zip(texts, sequence_entropies(self.lm, texts)):
