@@ -27,6 +27,8 @@ from fwsapp.tokenizers import TextTokenizer
 
 CSV_COLUMNS = ["sample_idx", "text", "score", "num_tokens_scored"]
 WRITE_EVERY = 50  # texts per transaction: a killed job keeps what it scored
+# Scored alone, a text's first token only seeds the green list, so it needs a second to be scored at all.
+MIN_TOKENS = 2
 
 
 def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
@@ -72,8 +74,8 @@ def redetect(
         if cancel is not None and cancel.is_set():
             break
         chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
-        found = iter(watermark.detect_many([(token_ids, ()) for _, _, token_ids in chunk if len(token_ids) >= 2]))
-        rows = [detected_record(sample_idx, kind, method, next(found)) if len(token_ids) >= 2
+        found = iter(watermark.detect_many([(token_ids, ()) for _, _, token_ids in chunk if len(token_ids) >= MIN_TOKENS]))
+        rows = [detected_record(sample_idx, kind, method, next(found)) if len(token_ids) >= MIN_TOKENS
                 else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
                 for sample_idx, kind, token_ids in chunk]
         store.write_redetections(set_id, run_id, rows)

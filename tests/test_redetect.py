@@ -202,6 +202,31 @@ def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_
     assert "gamma" in capsys.readouterr().err
 
 
+def test_a_one_token_text_gets_no_score_and_every_other_score_stays_with_its_own_text(qa_run, tmp_path):
+    import shutil
+
+    store, _, run_id = qa_run
+    store.cursor().execute("CHECKPOINT")
+    tokenizer = load_tokenizer("smollm2-135m-instruct")
+    assert len(tokenizer.encode("Yes")) == 1
+    scored = {}
+    for name in ("as generated", "one short"):
+        shutil.copy(store.path, tmp_path / f"{name}.duckdb")
+        copy = Store(tmp_path / f"{name}.duckdb")
+        if name == "one short":
+            copy.cursor().execute("UPDATE generations SET watermarked_text = 'Yes' WHERE run_id = ? AND sample_idx = 1",
+                                  [run_id])
+        set_id = redetect(copy, run_id, "KGW", {}, tokenizer)
+        scored[name] = copy.redetections([set_id]).set_index(["sample_idx", "text_kind"])
+    short = scored["one short"].loc[(1, "watermarked")]
+    assert np.isnan(short.score) and short.num_tokens_scored == 0
+    # The short text sits mid-batch; the texts after it keep their own scores, z and p.
+    columns = ["score", "z", "p", "num_tokens_scored"]
+    others = scored["as generated"].drop(index=(1, "watermarked"))[columns]
+    assert len(others) == 11 and others[["score", "z", "num_tokens_scored"]].notna().all().all()
+    assert others.equals(scored["one short"].drop(index=(1, "watermarked"))[columns])
+
+
 def test_runs_stored_before_the_rng_parameter_keep_the_cpu_lists(tmp_path):
     from tests.conftest import database_at_schema
 
