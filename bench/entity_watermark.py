@@ -1,15 +1,20 @@
 """EntityKGW against KGW and SWEET on the same prompts: detectability, what it costs, and what it spares.
 
 Run: .venv/bin/python -m bench.entity_watermark [--n 200] [--seeds 0 1 2] [--db cache/bench-entity.duckdb]
+     .venv/bin/python -m bench.entity_watermark --only table --tasks completion --seeds 0 1 2 --from-record
 The three methods run at the same γ, δ and seed on the three tasks of ../shared/data (200 new tokens
 for completion and QA, 64 for summarization, batch 16, the embedded model). Each run is then scored
 (SimCSE, ROUGE, F1 and the factual-consistency stand-in, for Auto-FWS) and analysed (disease entities,
 entropies), all through fwsapp's pipeline into one resumable database: an interrupted bench goes on
-where it stopped. It prints markdown tables:
+where it stopped. Each measured run of the table and the sweep is also merged into a committed record
+(bench/results/entity_watermark.csv, one row per task, method, seed, n, new tokens and δ), because a
+session's database does not outlive it while its figures should: `--from-record` prints the table and the
+sweep from that record, so seeds measured in different sessions make one table. It prints markdown tables:
 
 1. per method and task, the mean over seeds and their spread (sd): AUROC, TPR at 1% FPR, tokens scored
    per text, introduced entities per text and the hallucination rate (watermarked), the entropy shift
-   inside entities (watermarked − unwatermarked, nats), and Auto-FWS (watermarked);
+   inside entities (watermarked − unwatermarked, nats), and Auto-FWS (watermarked); then the disease
+   mentions pooled over seeds, with Fisher's exact test of EntityKGW's unsupported share against KGW's;
 2. the issue's acceptance check: 64 HealthQA questions, seed 0, 64 new tokens, batch 16;
 3. a δ sweep of EntityKGW and KGW on QA (seed 0): AUROC against Auto-FWS, the FWS page's trade-off;
 4. robustness: mean z and TPR at z > 4 after replacing 10, 20 and 30% of the words of the same
@@ -34,6 +39,8 @@ METHODS = ("KGW", "SWEET", "EntityKGW")
 METRICS = ("simcse", "simcse_reference", "rouge", "f1", "factuality")
 EDIT_RATES = (0.1, 0.2, 0.3)
 KGW_DELTA = 2.0
+RECORD = ROOT / "bench" / "results" / "entity_watermark.csv"
+RECORD_KEY = ["task", "method", "seed", "n", "new_tokens", "delta"]
 
 
 def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params):
@@ -55,17 +62,19 @@ def complete(store, configs, loader, label: str) -> list[str]:
     return run_ids
 
 
-def run_row(report_run: dict, summary, detections) -> dict:
-    """One run's measures from the report, the entity summary and its detection rows."""
+def run_row(report_run: dict, summary, detections, entities) -> dict:
+    """One run's measures from the report, the entity summary, its detection rows and its entities."""
     own = detections[(detections.run_id == report_run["run_id"]) & (detections.text_kind == "watermarked")]
-    entities = summary[summary.run_id == report_run["run_id"]]
-    row = entities.iloc[0] if not entities.empty else {}
+    mentions = entities[(entities.run_id == report_run["run_id"]) & (entities.text_kind == "watermarked")]
+    own_summary = summary[summary.run_id == report_run["run_id"]]
+    row = own_summary.iloc[0] if not own_summary.empty else {}
     fws_auto = (report_run["quality"] or {}).get("fws_auto") or {}
     return {
         "auroc": report_run["detection"]["auroc"], "tpr1": report_run["detection"]["tpr_at_fpr"]["0.01"],
         "tokens": float(own.num_tokens_scored.mean()),
         "introduced": row.get("introduced per text (watermarked)"),
         "hallucination": row.get("unsupported by the reference % (watermarked)"),
+        "mentions": len(mentions), "unsupported": int(mentions.hallucinated.sum()),
         "fws": fws_auto.get("watermarked"), "fws_plain": fws_auto.get("unwatermarked"),
     }
 
@@ -92,10 +101,11 @@ def measures(store, run_ids: list[str]) -> dict[str, dict]:
     from fwsapp.report import build_report
 
     report = {run["run_id"]: run for run in build_report(store)["runs"]}
-    summary = entity_summary(with_mesh_headings(store.entities(run_ids)), store.entity_analyses(run_ids),
+    entities = store.entities(run_ids)
+    summary = entity_summary(with_mesh_headings(entities), store.entity_analyses(run_ids),
                              store.runs()[lambda frame: frame.run_id.isin(run_ids)])
     detections = store.detections(run_ids)
-    return {run_id: {**run_row(report[run_id], summary, detections),
+    return {run_id: {**run_row(report[run_id], summary, detections, entities),
                      "entropy_shift": entity_entropy_shift(store, run_id)} for run_id in run_ids}
 
 
@@ -111,6 +121,50 @@ def table(rows: dict[tuple[str, str], list[dict]]) -> str:
         lines.append(f"| {task} | {method} | {len(runs)} | "
                      + " | ".join(cell([run[key] for run in runs], digits) for key, _, digits in COLUMNS) + " |")
     return "\n".join(lines)
+
+
+def pooled(rows: dict[tuple[str, str], list[dict]]) -> str:
+    """Disease mentions in the watermarked texts pooled over seeds, and Fisher's exact test of EntityKGW's
+    unsupported share against KGW's. Mentions in one text are not independent, so p is optimistic."""
+    from scipy.stats import fisher_exact
+
+    lines = ["| task | method | runs | unsupported of mentions | % | Fisher's p against KGW |", "|---|---|---|---|---|---|"]
+    for (task, method), runs in rows.items():
+        unsupported, mentions = (sum(int(run[key]) for run in runs) for key in ("unsupported", "mentions"))
+        baseline = rows.get((task, "KGW"))
+        p = "–"
+        if method == "EntityKGW" and baseline:
+            base_unsupported, base_mentions = (sum(int(run[key]) for run in baseline) for key in ("unsupported", "mentions"))
+            p = f"{fisher_exact([[unsupported, mentions - unsupported], [base_unsupported, base_mentions - base_unsupported]]).pvalue:.3f}"
+        share = f"{unsupported / mentions * 100:.1f}" if mentions else "–"
+        lines.append(f"| {task} | {method} | {len(runs)} | {unsupported} of {mentions} | {share} | {p} |")
+    return "\n".join(lines)
+
+
+def record(path: Path, runs: list[dict]) -> None:
+    """Merge measured runs into the record: a rerun of a key replaces its row, every other row stays."""
+    import pandas as pd
+
+    merged = pd.DataFrame(runs)
+    if path.exists():
+        kept = pd.read_csv(path)
+        fresh = pd.MultiIndex.from_frame(merged[RECORD_KEY])
+        merged = pd.concat([kept[~pd.MultiIndex.from_frame(kept[RECORD_KEY]).isin(fresh)], merged])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged.sort_values(RECORD_KEY).to_csv(path, index=False, float_format="%.6g")
+
+
+def recorded(path: Path, **key) -> dict[tuple, dict]:
+    """The record's runs whose key matches: a value, or a list of allowed values, per key column."""
+    import pandas as pd
+
+    if not path.exists():
+        raise SystemExit(f"No record at {path}: run the bench without --from-record first.")
+    frame = pd.read_csv(path)
+    for column, allowed in key.items():
+        frame = frame[frame[column].isin(allowed if isinstance(allowed, list) else [allowed])]
+    frame = frame.astype(object).where(frame.notna(), None)
+    return {tuple(row[column] for column in RECORD_KEY): row for row in frame.to_dict("records")}
 
 
 def edited(text: str, rate: float, vocabulary: list[str], rng: random.Random) -> str:
@@ -144,6 +198,43 @@ def robustness(store, lm, run_ids: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def measured(store, keys: dict[str, tuple], path: Path) -> dict[tuple, dict]:
+    """The runs' measures by record key, merged into the record on the way."""
+    found = measures(store, list(keys))
+    runs = {key: {**dict(zip(RECORD_KEY, key)), **found[run_id]} for run_id, key in keys.items()}
+    record(path, list(runs.values()))
+    return runs
+
+
+def print_table(args, tokens: dict[str, int], runs: dict[tuple, dict]) -> None:
+    rows = {(task, method): [runs[key] for key in sorted(runs) if key[:2] == (task, method) and key[2] in args.seeds]
+            for task in args.tasks for method in METHODS}
+    rows = {key: found for key, found in rows.items() if found}
+    print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds} "
+          "(mean ± sd over seeds)\n")
+    print(table(rows))
+    print("\nDisease mentions in the watermarked texts, pooled over seeds:\n")
+    print(pooled(rows))
+
+
+def print_sweep(args, runs: dict[tuple, dict]) -> None:
+    print(f"\n## δ sweep on QA (n = {args.n}, seed 0): detectability against Auto-FWS\n")
+    print("| method | δ | AUROC | TPR@1% | Auto-FWS | hallucination % |")
+    print("|---|---|---|---|---|---|")
+    for (_, method, _, _, _, delta), row in runs.items():
+        print(f"| {method} | {delta} | {row['auroc']:.3f} | {row['tpr1']:.3f} | {cell([row['fws']])} | "
+              f"{cell([row['hallucination']], 1)} |")
+
+
+def print_from_record(args, tokens: dict[str, int]) -> None:
+    if "table" in args.only:
+        print_table(args, tokens, {key: row for task in args.tasks for key, row in recorded(
+            args.record, task=task, seed=args.seeds, n=args.n, new_tokens=tokens[task], delta=KGW_DELTA).items()})
+    if "sweep" in args.only:
+        print_sweep(args, recorded(args.record, task="qa", method=["KGW", "EntityKGW"], seed=0, n=args.n,
+                                   new_tokens=tokens["qa"], delta=args.deltas))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=200)
@@ -154,8 +245,14 @@ def main() -> None:
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-entity.duckdb"))
     parser.add_argument("--only", choices=["check", "table", "sweep", "robustness"], nargs="+",
                         default=["check", "table", "sweep", "robustness"])
+    parser.add_argument("--record", type=Path, default=RECORD, help="the committed record of measured runs")
+    parser.add_argument("--from-record", action="store_true",
+                        help="print the table and the sweep from the record: no model, no database")
     args = parser.parse_args()
     tokens = {task: args.new_tokens or NEW_TOKENS[task] for task in DATASETS}
+    if args.from_record:
+        print_from_record(args, tokens)
+        return
     from functools import lru_cache
 
     from fwsapp.models import load_model
@@ -177,36 +274,26 @@ def main() -> None:
             print(f"| {method} | {row['auroc']:.3f} | {row['tpr1']:.3f} | {row['tokens']:.1f} | "
                   f"{cell([row['hallucination']], 1)} | {cell([row['introduced']], 2)} |")
 
-    main_runs: dict[tuple[str, str], list[str]] = {}
     if "table" in args.only:
+        keys = {}
         for seed in args.seeds:
             for task in args.tasks:
                 for method in METHODS:
                     [run_id] = complete(store, [config(method, task, args.n, seed, tokens[task])], loader,
                                         f"{method} {task} seed {seed}")
-                    main_runs.setdefault((task, method), []).append(run_id)
-        found = measures(store, [run_id for ids in main_runs.values() for run_id in ids])
-        print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds} "
-              "(mean ± sd over seeds)\n")
-        print(table({key: [found[run_id] for run_id in ids] for key, ids in main_runs.items()}))
+                    keys[run_id] = (task, method, seed, args.n, tokens[task], KGW_DELTA)
+        print_table(args, tokens, measured(store, keys, args.record))
 
     if "sweep" in args.only:
-        sweep = {}
+        keys = {}
         for method in ("KGW", "EntityKGW"):
             for delta in args.deltas:
                 # The default δ is left implicit, so that point is the main table's run (same id, no rerun).
                 params = {} if delta == KGW_DELTA else {"delta": delta}
                 [run_id] = complete(store, [config(method, "qa", args.n, 0, tokens["qa"], **params)], loader,
                                     f"sweep {method} δ={delta}")
-                sweep[(method, delta)] = run_id
-        found = measures(store, list(sweep.values()))
-        print(f"\n## δ sweep on QA (n = {args.n}, seed 0): detectability against Auto-FWS\n")
-        print("| method | δ | AUROC | TPR@1% | Auto-FWS | hallucination % |")
-        print("|---|---|---|---|---|---|")
-        for (method, delta), run_id in sweep.items():
-            row = found[run_id]
-            print(f"| {method} | {delta} | {row['auroc']:.3f} | {row['tpr1']:.3f} | {cell([row['fws']])} | "
-                  f"{cell([row['hallucination']], 1)} |")
+                keys[run_id] = ("qa", method, 0, args.n, tokens["qa"], delta)
+        print_sweep(args, measured(store, keys, args.record))
 
     if "robustness" in args.only:
         runs = {method: complete(store, [config(method, "qa", args.n, 0, tokens["qa"])], loader,
