@@ -240,6 +240,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--tasks", nargs="+", default=list(DATASETS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+                        help="the table's methods (two processes with their own --db can share a seed)")
     parser.add_argument("--new-tokens", type=int, help="for every task (default: 200, and 64 for summarization)")
     parser.add_argument("--deltas", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-entity.duckdb"))
@@ -278,7 +280,7 @@ def main() -> None:
         keys = {}
         for seed in args.seeds:
             for task in args.tasks:
-                for method in METHODS:
+                for method in args.methods:
                     [run_id] = complete(store, [config(method, task, args.n, seed, tokens[task])], loader,
                                         f"{method} {task} seed {seed}")
                     keys[run_id] = (task, method, seed, args.n, tokens[task], KGW_DELTA)
