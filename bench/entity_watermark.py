@@ -129,12 +129,14 @@ def pooled(rows: dict[tuple[str, str], list[dict]]) -> str:
     from scipy.stats import fisher_exact
 
     lines = ["| task | method | runs | unsupported of mentions | % | Fisher's p against KGW |", "|---|---|---|---|---|---|"]
+    def counts(runs: list[dict]) -> tuple[int, int]:
+        return sum(int(run["unsupported"]) for run in runs), sum(int(run["mentions"]) for run in runs)
+
     for (task, method), runs in rows.items():
-        unsupported, mentions = (sum(int(run[key]) for run in runs) for key in ("unsupported", "mentions"))
-        baseline = rows.get((task, "KGW"))
+        unsupported, mentions = counts(runs)
         p = "–"
-        if method == "EntityKGW" and baseline:
-            base_unsupported, base_mentions = (sum(int(run[key]) for run in baseline) for key in ("unsupported", "mentions"))
+        if method == "EntityKGW" and (task, "KGW") in rows:
+            base_unsupported, base_mentions = counts(rows[(task, "KGW")])
             p = f"{fisher_exact([[unsupported, mentions - unsupported], [base_unsupported, base_mentions - base_unsupported]]).pvalue:.3f}"
         share = f"{unsupported / mentions * 100:.1f}" if mentions else "–"
         lines.append(f"| {task} | {method} | {len(runs)} | {unsupported} of {mentions} | {share} | {p} |")
@@ -207,7 +209,7 @@ def measured(store, keys: dict[str, tuple], path: Path) -> dict[tuple, dict]:
 
 
 def print_table(args, tokens: dict[str, int], runs: dict[tuple, dict]) -> None:
-    rows = {(task, method): [runs[key] for key in sorted(runs) if key[:2] == (task, method) and key[2] in args.seeds]
+    rows = {(task, method): [runs[key] for key in sorted(runs) if key[:2] == (task, method)]
             for task in args.tasks for method in METHODS}
     rows = {key: found for key, found in rows.items() if found}
     print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds} "
