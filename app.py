@@ -1,7 +1,7 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text? Run with `make run`."""
 import streamlit as st
 
-from fwsapp.ui import resources
+from fwsapp.ui import queries, resources
 from fwsapp.store import StoreError
 
 st.set_page_config(page_title="fwsapp · watermarking and medical factuality", page_icon="🩺", layout="wide")
@@ -38,5 +38,9 @@ with st.sidebar:
     loaded = resources.loaded_models()
     st.caption("Model in use")
     st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
+    with st.expander("Setup check"):
+        st.dataframe(queries.setup_checks(), hide_index=True, width="stretch",
+                     column_config={"detail": st.column_config.TextColumn(width="large")})
+        st.caption("The same as `python -m fwsapp doctor`: what fits in memory, what is available offline.")
 
 pages.run()

@@ -1,4 +1,4 @@
-"""Command line: `python -m fwsapp generate|runs|export|detect|score|judge|analyze|import|report`."""
+"""Command line: `python -m fwsapp generate|runs|export|detect|score|judge|analyze|import|report|recognize|doctor`."""
 from __future__ import annotations
 
 import argparse
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ppl simcse simcse_reference rouge f1 factuality bertscore (default: all but bertscore)")
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
     score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
+    _recognizer(score, "the offline factual-consistency stand-in's disease recognizer")
     _db(score)
     score.set_defaults(handler=cmd_score)
 
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
                          "default: skip entropy for imported runs")
     analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD, help="hallucination: similarity below this to every reference entity")
+    _recognizer(analyze)
     _db(analyze)
     analyze.set_defaults(handler=cmd_analyze)
 
@@ -142,7 +144,27 @@ def build_parser() -> argparse.ArgumentParser:
                                "as in the paper's logs; default) or the unwatermarked output")
     _db(importer)
     importer.set_defaults(handler=cmd_import)
+
+    doctor = commands.add_parser("doctor", help="what this setup can run: device, memory, models, tokenizers, backends, database")
+    _db(doctor)
+    doctor.set_defaults(handler=cmd_doctor)
+
+    recognize = commands.add_parser(
+        "recognize", help="disease mentions of each text of a JSONL file",
+        description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text], ...]} '
+                    "(character offsets), in input order.")
+    recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
+    recognize.add_argument("--out", required=True, help="JSONL file to write (only once every line is done)")
+    _recognizer(recognize)
+    recognize.set_defaults(handler=cmd_recognize)
     return parser
+
+
+def _recognizer(parser: argparse.ArgumentParser, what: str = "the disease recognizer") -> None:
+    from fwsapp.recognizer import DEFAULT_RECOGNIZER, RECOGNIZERS
+
+    parser.add_argument("--recognizer", default=DEFAULT_RECOGNIZER, choices=list(RECOGNIZERS),
+                        help=f"{what}: " + "; ".join(f"{name}: {text}" for name, text in RECOGNIZERS.items()))
 
 
 def _targets(parser: argparse.ArgumentParser) -> None:
@@ -306,7 +328,7 @@ def cmd_score(args) -> int:
     targets = run_ids(store, args)
     with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(), progress, metrics=args.metrics, oracle=args.oracle,
-                                alignscore_checkpoint=args.alignscore_checkpoint)
+                                alignscore_checkpoint=args.alignscore_checkpoint, recognizer=args.recognizer)
     for run_id, computed in counts.items():
         print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items() if count is not None)
               + " values computed"
@@ -323,13 +345,31 @@ def cmd_analyze(args) -> int:
     targets = run_ids(store, args)
     with progress_bar("analyze", "sample") as progress:
         analysis = pipeline.analyze(store, targets, model_loader(), progress, entropy_model=args.entropy_model,
-                                    threshold=args.threshold)
+                                    threshold=args.threshold, recognizer=args.recognizer)
     for run_id, computed in analysis.entropies.items():
         if computed is None:
             print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
         else:
             print(f"{run_id}: entropies of {computed} texts stored")
         print(f"{run_id}: disease entities of {analysis.entities[run_id]} samples analysed ({analysis.recognizer})")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from fwsapp.doctor import checks
+
+    for check in checks(Path(args.db)):
+        print(f"{check.status:<8}{check.topic:<11}{check.item:<38} {check.detail}")
+    return 0
+
+
+def cmd_recognize(args) -> int:
+    from fwsapp.recognizer import check_recognizer, recognize_jsonl
+
+    check_recognizer(args.recognizer)
+    with progress_bar("recognize", "text") as progress:
+        count = recognize_jsonl(args.source, args.out, args.recognizer, progress)
+    print(f"{args.out}: disease mentions of {count} texts ({args.recognizer})")
     return 0
 
 

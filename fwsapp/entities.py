@@ -128,6 +128,35 @@ def analysis_config(recognizer_name: str, encoder_name: str, threshold: float) -
     return f"{recognizer_name};{encoder_name};sim<{threshold}"
 
 
+def recognizer_of(config: str) -> str:
+    """The recognizer label an analysis config records."""
+    return config.split(";", 1)[0]
+
+
+def one_recognizer(entities: pd.DataFrame, analyses: pd.DataFrame, preferred: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Entity rows and analyses with one analysis config per run, so no figure pools two recognizers (or
+    thresholds): the `preferred` recognizer's where the run has one, else the run's first config by name."""
+    if analyses.empty:
+        return entities, analyses
+    configs = analyses[["run_id", "config"]].drop_duplicates()
+    ranked = configs.assign(other=configs.config.map(recognizer_of) != preferred).sort_values(["run_id", "other", "config"])
+    first = ranked.drop_duplicates("run_id")
+    chosen = set(zip(first.run_id, first.config))
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[[key in chosen for key in zip(frame.run_id, frame.config)]] if not frame.empty else frame
+
+    return keep(entities), keep(analyses)
+
+
+def analysed_entities(store) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The stored entity rows (with MeSH headings) and analyses that figures show: one recognizer per run,
+    the default one where a run was analysed with it."""
+    from fwsapp.recognizer import recognizer_label
+
+    return one_recognizer(with_mesh_headings(store.entities()), store.entity_analyses(), recognizer_label())
+
+
 def _covered(spans, start: int, end: int) -> list[int]:
     return [index for index, (token_start, token_end) in enumerate(spans) if token_start < end and token_end > start]
 
@@ -201,7 +230,8 @@ def entity_summary(entities, analyses, runs):
         samples = analyses[analyses.run_id == run.run_id]
         if samples.empty:
             continue
-        row = {"run_id": run.run_id, "method": run.method, "task": run.task, "model": run.model, "texts": len(samples)}
+        row = {"run_id": run.run_id, "method": run.method, "task": run.task, "model": run.model, "texts": len(samples),
+               "recognizer": ", ".join(sorted(set(samples.config.map(recognizer_of))))}
         for kind in ("unwatermarked", "watermarked"):
             mentions = own[own.text_kind == kind]
             introduced = mentions[mentions.introduced]

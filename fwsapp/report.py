@@ -11,7 +11,7 @@ import pandas as pd
 
 from fwsapp import detection, methods
 from fwsapp.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
-from fwsapp.entities import entity_summary, with_mesh_headings
+from fwsapp.entities import analysed_entities, entity_summary
 from fwsapp.entropy import bin_shares, token_values
 from fwsapp.judge.summary import judge_block
 from fwsapp.methods import detection_kinds
@@ -35,7 +35,7 @@ def collect(store: Store) -> dict:
     The app caches this per database revision; `weigh` adds FWS for any α and β."""
     runs = store.runs()
     scores, metrics, judgments = store.detections(), store.metrics(), store.judgments()
-    entity_rows, analyses = with_mesh_headings(store.entities()), store.entity_analyses()
+    entity_rows, analyses = analysed_entities(store)
     entropy_values = token_values(store)
     redetections = set_summaries(store)
     auto = run_means(metric_aspects(metrics, dict(zip(runs.run_id, runs.task))), runs)
@@ -100,6 +100,7 @@ def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFram
     row = summary.iloc[0] if not summary.empty else {}
     kinds = ("watermarked", "unwatermarked")
     return {
+        "recognizer": row.get("recognizer") if len(row) else None,
         "introduced_per_text": {kind: _number(row, f"introduced per text ({kind})") for kind in kinds},
         "hallucination_rate": {kind: _number(row, f"unsupported by the reference % ({kind})") for kind in kinds},
         "entropy_bins": {

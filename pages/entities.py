@@ -20,8 +20,11 @@ st.caption(
     "entity. It is far from everything the reference says, which is not the same as wrong: your verdicts below "
     "tell the two apart. Hover over a highlight for the closest reference entity."
 )
-with st.expander("Stoplist: generic words never counted as entities"):
-    st.write(", ".join(sorted(STOPLIST)))
+with st.expander("Recognizers, and the MeSH matcher's stoplist"):
+    st.write("Entities are found by the recognizer named in the table's recognizer column: the trained tagger "
+             "(BIO tagging fine-tuned on the BC5CDR and NCBI Disease corpora) unless a run was analysed only with "
+             "another. The MeSH matcher (recognizer 'mesh') never counts these generic words: "
+             + ", ".join(sorted(STOPLIST)) + ".")
 
 runs = queries.runs(resources.revision())
 entities, analyses = queries.entity_rows(resources.revision())

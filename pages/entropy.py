@@ -6,6 +6,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.recognizer import RECOGNIZERS, available_recognizers
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 
@@ -32,8 +33,11 @@ with st.expander("Compute missing analyses (entropies and disease entities)"):
     threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
                           "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
                           key="analyze-threshold")
+    recognizer = st.selectbox("Disease recognizer", available_recognizers(), format_func=lambda name: f"{name}: {RECOGNIZERS[name]}",
+                              key="analyze-recognizer", help="Each recognizer's analysis is stored apart; figures "
+                              "show the default one's where a run has it.")
     if st.button("Analyse", disabled=not chosen or bool(resources.jobs().active("analyze"))):
-        resources.jobs().start_analysis(chosen, entropy_model, threshold)
+        resources.jobs().start_analysis(chosen, entropy_model, threshold, recognizer)
         st.rerun()
     widgets.job_status("analyze", "samples")
 

@@ -194,6 +194,6 @@ def hostile_entity_db(path):
     run_id = import_logs(store, method="KGW", model="m", task_name="qa",
                          generations=LogFile("g.json", json.dumps(rows).encode()),
                          judged=LogFile("j.json", json.dumps(judged).encode()))
-    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())  # a fixed lexicon: known entities
     store.close()
     return run_id

@@ -9,8 +9,8 @@ from fwsapp.entropy import bin_shares, token_spans
 
 
 @pytest.fixture(scope="module")
-def recognizer():
-    return load_recognizer()
+def mesh():
+    return load_recognizer("mesh")
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +24,19 @@ def names(entities):
     return [entity.text for entity in entities]
 
 
-def test_recognizer_finds_disease_names_case_insensitively_longest_first(recognizer):
+def test_mesh_recognizer_finds_disease_names_case_insensitively_longest_first(mesh):
     text = ("Plantar Fasciitis often troubles runners; diabetes mellitus and Breast Cancer need screening. "
             "Type 2 diabetes mellitus is common.")
-    found = names(recognizer.find(text))
+    found = names(mesh.find(text))
     assert found == ["Plantar Fasciitis", "diabetes mellitus", "Breast Cancer", "Type 2 diabetes mellitus"]
-    spans = recognizer.find(text)
+    spans = mesh.find(text)
     assert text[spans[0].start:spans[0].end] == "Plantar Fasciitis"
 
 
-def test_recognizer_skips_stoplisted_generic_words(recognizer):
+def test_mesh_recognizer_skips_stoplisted_generic_words(mesh):
     assert {"injury", "pain", "disease", "syndrome"} <= STOPLIST
-    assert names(recognizer.find("The injury caused pain; the disease and the syndrome worsened.")) == []
-    assert names(recognizer.find("Iron deficiency anaemia and coeliac disease")) == ["Iron deficiency anaemia", "coeliac disease"]
+    assert names(mesh.find("The injury caused pain; the disease and the syndrome worsened.")) == []
+    assert names(mesh.find("Iron deficiency anaemia and coeliac disease")) == ["Iron deficiency anaemia", "coeliac disease"]
 
 
 def test_introduced_is_a_normalised_name_absent_from_the_reference():
@@ -66,7 +66,7 @@ def test_bin_shares_and_token_spans(lm):
     assert spans[0][0] == 0 and spans[-1][1] == len("Gout is painful.")
 
 
-def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, recognizer, encoder):
+def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder):
     import json
 
     from fwsapp.importer import LogFile, import_logs
@@ -75,8 +75,8 @@ def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, recognizer, en
              "unwatermarked_text": "Gout comes from uric acid crystals, and obesity raises the risk.",
              "watermarked_text": "Gout follows tuberculosis and leukemia, and obesity raises the risk."}]
     run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
-    assert analyze_run(store, run_id, recognizer, encoder) == 1
-    assert analyze_run(store, run_id, recognizer, encoder) == 0
+    assert analyze_run(store, run_id, mesh, encoder) == 1
+    assert analyze_run(store, run_id, mesh, encoder) == 0
     found = store.entities([run_id])
     marked = found[found.text_kind == "watermarked"].set_index("entity")
     assert set(marked.index) == {"Gout", "tuberculosis", "leukemia", "obesity"}

@@ -51,6 +51,12 @@ IMPORT_FILES = [
     ("detection", "d.json", b'{"watermarked_scores": [NaN, 1, 2], "unwatermarked_scores": [0, 0, 0]}', ["d.json", "item 1 is nan"]),
     ("detection", "d.json", b'{"watermarked_scores": [1e400, 1, 2], "unwatermarked_scores": [0, 0, 0]}', ["d.json", "item 1 is inf"]),
     ("detection", "d.json", detection(watermarked_scores=[True, 1.0, 2.0]).encode(), ["d.json", "item 1 is True"]),
+    # 1e400 written out as an integer: valid JSON that no float holds
+    ("detection", "d.json", detection(watermarked_scores=[10**400, 1.0, 2.0]).encode(),
+     ["d.json", "item 1 is 1000000000", "(401 characters), not a number that fits a float"]),
+    ("detection", "d.json", b'{"watermarked_scores": [1' + b"0" * 5000 + b'], "unwatermarked_scores": [0]}',
+     ["d.json", "holds a number too long to read"]),
+    ("judged", "j.json", judged(scores_W=[10**400, 3, 3]).encode(), ["j.json, row 2", "three numbers that fit a float"]),
     ("detection", "d.json", detection(watermarked_scores=[1.0, 2.0, 3.0, 4.0]).encode(), ["d.json", "has 4 scores but g.json has 3"]),
     ("detection", "d.json", detection(watermarked_scores=[]).encode(), ["d.json", "must be a non-empty list"]),
     ("detection", "d.json", detection(unwatermarked_scores=[1.0]).encode(), ["d.json", "'unwatermarked_scores' has 1 scores"]),
@@ -67,7 +73,7 @@ IMPORT_FILES = [
     ("judged", "j.json", judged(scores_W=[9, 1, 1]).encode(), ["j.json, row 2", "whole numbers from 1 to 5"]),
     ("judged", "j.json", judged(scores_U=[2.5, 3, 3]).encode(), ["j.json, row 2", "'scores_U' scores must be whole"]),
     ("judged", "j.json", judged(scores_W="not json").encode(), ["j.json, row 2", "not a list of three numbers"]),
-    ("judged", "j.json", judged(scores_U='[NaN, 3, 3]').encode(), ["j.json, row 2", "whole numbers from 1 to 5"]),
+    ("judged", "j.json", judged(scores_U='[NaN, 3, 3]').encode(), ["j.json, row 2", "three numbers that fit a float"]),
 ]
 
 DATASETS = [

@@ -303,7 +303,7 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
     run_id = import_logs(store, method="KGW", model="m", task_name="qa",
                          generations=LogFile("g.json", json.dumps(rows).encode()),
                          judged=LogFile("j.json", json.dumps(judged).encode()))
-    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())
     sample_items(store, run_id, fraction=1.0)
     store.close()
     app = AppTest.from_file(APP, default_timeout=60)

@@ -255,7 +255,7 @@ def entity_app(app_db):
              "watermarked_text": "Tuberculosis, type 2 diabetes and gout, with a cough."}]
     store = Store(app_db)
     run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
-    analyze_run(store, run_id, load_recognizer(), load_encoder())
+    analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())  # a fixed lexicon: known entities
     store.close()
     return run_id
 

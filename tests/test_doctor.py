@@ -1,0 +1,37 @@
+"""`doctor`: what this setup can run, known before any download or load."""
+from fwsapp.cli import main
+from fwsapp.doctor import PARAMETERS, checks, database_check, fits
+
+
+def test_a_7b_model_fits_by_its_bytes_per_parameter_and_a_margin():
+    meditron = PARAMETERS["epfl-llm/meditron-7b"]
+    assert fits(meditron, "bf16", 17 * 2**30)  # 6.74e9 × 2 bytes × 1.2 = 15.1 GiB
+    assert not fits(meditron, "bf16", 14 * 2**30)
+    assert not fits(meditron, "fp32", 24 * 2**30)  # 30.1 GiB: not on this 24 GiB machine's CPU
+
+
+def test_doctor_reports_every_part_without_loading_a_model(tmp_path, capsys):
+    db = tmp_path / "fresh.duckdb"
+    assert main(["doctor", "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    topics = {line.split()[1] for line in out}
+    assert topics == {"device", "model", "tokenizer", "recognizer", "encoder", "judge", "database"}
+    embedded = next(line for line in out if "smollm2-135m-instruct" in line)
+    assert embedded.startswith("ok") and "fits" in embedded
+    assert any(line.startswith("ok") and "mistral-v1" in line for line in out)
+    assert any(line.startswith("ok") and "trained (default)" in line and "trained disease tagger" in line for line in out)
+    assert not db.exists()  # reporting creates nothing
+
+
+def test_the_database_check_counts_runs_and_names_a_file_it_cannot_open(tmp_path):
+    from fwsapp.store import Store
+
+    store = Store(tmp_path / "held.duckdb")
+    try:
+        assert database_check(tmp_path / "held.duckdb", store).detail.endswith("0 runs")
+        assert checks(tmp_path / "held.duckdb", store)[-1].status == "ok"
+    finally:
+        store.close()
+    not_a_db = tmp_path / "notes.txt"
+    not_a_db.write_text("hello")
+    assert database_check(not_a_db).status == "warning"

@@ -1,0 +1,176 @@
+"""Disease recognition trained here: the gold corpora, windows and BIO labels, scoring, the abbreviation pass,
+the shipped model's development F1, recognizers by name, and `recognize`."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fwsapp.cli import main as cli
+from fwsapp.ner.abbreviations import Abbreviation, find_abbreviations, make_consistent
+from fwsapp.ner.evaluation import score_spans
+from fwsapp.ner.pubtator import PubTatorError, corpus, read_pubtator
+from fwsapp.ner.tagger import (BEGIN, INSIDE, MODEL_DIR, OUTSIDE, METADATA_FILE, WEIGHTS_FILE, decode, piece_labels,
+                               tokenize, windows)
+from fwsapp.recognizer import RecognizerError, check_recognizer, load_recognizer, recognizer_label
+
+
+def test_pubtator_reader_keeps_disease_mentions_only_with_their_offsets():
+    documents = corpus("bc5cdr", "dev")
+    assert len(documents) == 500 and sum(len(d.mentions) for d in documents) == 4244
+    first = documents[0]
+    assert first.pmid == "6794356"
+    assert [first.text[start:end] for start, end in first.mentions][:3] == [
+        "Tricuspid valve regurgitation", "toxicity", "tricuspid regurgitation"]  # "lithium carbonate" is a chemical
+    assert first.concepts[:3] == ("D014262", "D064420", "D014262")
+    ncbi = corpus("ncbi", "dev")
+    assert len(ncbi) == 100 and sum(len(d.mentions) for d in ncbi) == 787
+
+
+def test_pubtator_reader_names_the_line_of_a_wrong_offset(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("1|t|Gout flares.\n1|a|Pain.\n1\t0\t4\tGout\tDisease\tD1\n1\t5\t9\tGout\tDisease\tD1\n")
+    with pytest.raises(PubTatorError, match=r"line 4: offsets 5-9 do not hold 'Gout'"):
+        read_pubtator(path)
+    path.write_text("1\t0\t4\tGout\tDisease\tD1\n")
+    with pytest.raises(PubTatorError, match="line 1: a mention line outside its document"):
+        read_pubtator(path)
+
+
+def test_windows_cover_every_piece_and_end_after_a_sentence_where_they_can():
+    ends = [False, False, True, False, False, False, True, False, False, False, False, False, False]
+    assert windows(ends, 5) == [(0, 3), (3, 7), (7, 12), (12, 13)]
+    assert windows([False] * 4, 10) == [(0, 4)]
+    assert windows([], 10) == []
+
+
+def test_gold_labels_decode_back_to_the_gold_spans():
+    from transformers import AutoTokenizer
+
+    from fwsapp.models import encoder_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder_folder())
+    documents = corpus("ncbi", "dev")[:40]
+    pieces = tokenize(tokenizer, [d.text for d in documents])
+    decoded = [decode(piece_labels(p.offsets, d.mentions), p.offsets, d.text) for p, d in zip(pieces, documents)]
+    assert decoded == [list(d.mentions) for d in documents]
+
+
+def test_decode_widens_to_whole_words_and_opens_a_mention_at_a_stray_inside():
+    text = "Hypertensive crisis and gout."
+    offsets = [(0, 5), (5, 12), (13, 19), (20, 23), (24, 28), (28, 29)]
+    assert decode([OUTSIDE, BEGIN, INSIDE, OUTSIDE, INSIDE, OUTSIDE], offsets, text) == [(0, 19), (24, 28)]
+
+
+def test_scores_count_exact_and_overlapping_matches():
+    gold = [[(0, 10), (20, 30)], [(5, 9)]]
+    predicted = [[(0, 10), (22, 35)], [(40, 44)]]
+    scores = score_spans(predicted, gold)
+    assert (scores["exact"].precision, scores["exact"].recall) == (1 / 3, 1 / 3)
+    assert (scores["overlap"].precision, scores["overlap"].recall) == (2 / 3, 2 / 3)
+    assert score_spans([[]], [[]])["exact"].f1 == 0.0
+
+
+def test_an_abbreviation_follows_its_long_form_throughout_the_text():
+    text = ("Heparin-induced thrombocytopenia (HIT) is rare. HIT was seen twice. "
+            "Angiotensin-converting enzyme (ACE) inhibitors; ACE levels rose. "
+            "Spontaneously hypertensive rats (SHR) were used; SHR grew.")
+    abbreviations = find_abbreviations([text])[0]
+    by_short = {a.short: a for a in abbreviations}
+    assert set(by_short) == {"HIT", "ACE", "SHR"}
+    assert len(by_short["HIT"].occurrences) == 2
+    long_form, tagged_ace = (0, 32), text.index("ACE levels")
+    hypertensive, tagged_shr = text.index("hypertensive"), text.index("SHR grew")
+    spans = make_consistent(text, [long_form, (tagged_ace, tagged_ace + 3), (hypertensive, hypertensive + 12),
+                                   (tagged_shr, tagged_shr + 3)], abbreviations)
+    found = [text[start:end] for start, end in spans]
+    assert found.count("HIT") == 2  # its long form is a disease: every occurrence is one
+    assert "ACE" not in found  # no mention touches its long form: never a disease
+    assert found.count("SHR") == 1  # the long form's head is "rats": left as tagged
+    assert make_consistent("x", [(0, 4)], [Abbreviation("X", (10, 20), ((30, 31),))]) == [(0, 4)]
+
+
+def test_the_shipped_tagger_is_small_and_reaches_its_recorded_development_f1():
+    """The development F1 of the shipped model as users run it, against the figure its training recorded."""
+    assert (MODEL_DIR / WEIGHTS_FILE).stat().st_size < 25 * 2**20
+    recorded = json.loads((MODEL_DIR / METADATA_FILE).read_text())["recognizer_development"]
+    recognizer = load_recognizer("trained")
+    for name, floor in (("bc5cdr", 0.80), ("ncbi", 0.75)):
+        documents = corpus(name, "dev")
+        found = recognizer.find_many([d.text for d in documents])
+        scores = score_spans([[(e.start, e.end) for e in own] for own in found], [list(d.mentions) for d in documents])
+        assert scores["exact"].f1 == pytest.approx(recorded[name]["exact"]["f1"], abs=0.005)
+        assert scores["exact"].f1 >= floor
+
+
+def test_recognizers_by_name_and_their_labels():
+    assert check_recognizer("mesh") == "mesh"
+    with pytest.raises(RecognizerError, match="Unknown recognizer 'spacy': choose one of trained, mesh, scispacy"):
+        check_recognizer("spacy")
+    with pytest.raises(RecognizerError, match="en_ner_bc5cdr_md, which is not installed"):
+        check_recognizer("scispacy")
+    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v2"
+    mesh = load_recognizer("mesh")
+    assert [e.text for e in mesh.find("Dementia, delirium and diabetes; combined therapy.")] == ["Dementia", "delirium", "diabetes"]
+
+
+def test_recognize_writes_one_line_per_input_in_order(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    texts = ["Patients with myocardial infarction (MI) and MI-related heart failure.", "", "No finding here."]
+    source.write_text("\n".join(json.dumps({"text": text}) for text in texts) + "\n")
+    assert cli(["recognize", "--in", str(source), "--out", str(target)]) == 0
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(lines) == 3 and lines[1] == {"entities": []} and lines[2] == {"entities": []}
+    for start, end, name in lines[0]["entities"]:
+        assert texts[0][start:end] == name
+    assert "myocardial infarction" in [name for _, _, name in lines[0]["entities"]]
+    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 0
+    assert len(target.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('{"txt": "gout"}', 'line 2: each line must be an object with a string "text"'),
+    ("not json", "line 2: not JSON"),
+    ('{"text": 3}', 'line 2: each line must be an object with a string "text"'),
+])
+def test_recognize_refuses_a_malformed_line_by_number_and_writes_nothing(tmp_path, capsys, line, problem):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(json.dumps({"text": "gout"}) + "\n" + line + "\n")
+    assert cli(["recognize", "--in", str(source), "--out", str(target)]) == 2
+    assert problem in capsys.readouterr().err
+    assert not target.exists() and list(tmp_path.iterdir()) == [source]
+
+
+def test_recognize_keeps_the_input_and_an_earlier_output(tmp_path, capsys):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"text": "gout"}) + "\n")
+    assert cli(["recognize", "--in", str(source), "--out", str(source)]) == 2
+    assert "--out must differ from --in" in capsys.readouterr().err
+    assert cli(["recognize", "--in", str(source), "--out", str(tmp_path / "missing" / "out.jsonl")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert source.read_text() == json.dumps({"text": "gout"}) + "\n"
+
+
+def test_figures_never_pool_two_recognizers():
+    from fwsapp.entities import entity_summary, one_recognizer
+
+    runs = pd.DataFrame([{"run_id": "r", "method": "KGW", "task": "qa", "model": "m"}])
+    analyses = pd.DataFrame([{"run_id": "r", "sample_idx": 0, "config": config, "unwatermarked_tokens": 10,
+                              "watermarked_tokens": 10} for config in ("A;enc;sim<0.6", "B;enc;sim<0.6")])
+    entities = pd.DataFrame([
+        {"run_id": "r", "sample_idx": 0, "config": config, "text_kind": "watermarked", "introduced": True,
+         "hallucinated": hallucinated, "token_indices": [1], "entity": "x", "normalized": "x"}
+        for config, hallucinated in (("A;enc;sim<0.6", True), ("B;enc;sim<0.6", False), ("B;enc;sim<0.6", False))])
+    kept_entities, kept_analyses = one_recognizer(entities, analyses, preferred="B")
+    summary = entity_summary(kept_entities, kept_analyses, runs)
+    assert summary.recognizer.tolist() == ["B"]
+    assert summary["introduced per text (watermarked)"].tolist() == [2.0]
+    assert summary["unsupported by the reference % (watermarked)"].tolist() == [0.0]
+    assert one_recognizer(entities, analyses, preferred="C")[1].config.tolist() == ["A;enc;sim<0.6"]
+
+
+def test_the_training_corpora_ship_with_their_attribution():
+    folder = Path(__file__).resolve().parent.parent / "data" / "ner"
+    source = (folder / "SOURCE.md").read_text()
+    assert "public domain" in source and (folder / "NCBI_LICENSE.txt").is_file()
+    assert not list(folder.glob("*Test*")) and not list(folder.glob("*test*"))
