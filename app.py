@@ -39,8 +39,7 @@ with st.sidebar:
     st.caption("Model in use")
     st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
     with st.expander("Setup check"):
-        st.dataframe(queries.setup_checks(), hide_index=True, width="stretch",
-                     column_config={"detail": st.column_config.TextColumn(width="large")})
+        st.text("\n".join(f"{row.status}: {row.topic} {row.item}\n    {row.detail}" for row in queries.setup_checks().itertuples()))
         st.caption("The same as `python -m fwsapp doctor`: what fits in memory, what is available offline.")
 
 pages.run()
