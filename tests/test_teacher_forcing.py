@@ -47,3 +47,44 @@ def test_perplexity_is_the_exponent_of_the_mean_negative_log_probability(lm):
     prompt, text = lm.tokenizer("Q:")["input_ids"], lm.tokenizer(TEXTS[0], add_special_tokens=False)["input_ids"]
     stats = teacher_force(lm, [(prompt, text)])[0]
     assert perplexity(lm, [(prompt, text), (prompt, [])]) == [pytest.approx(math.exp(-stats.log_prob.mean())), None]
+
+
+def test_windows_score_every_token_once_and_keep_half_a_window_of_context():
+    from fwsapp.teacher_forcing import windows
+
+    found = windows(0, length=100, first=7, size=16)
+    scored = [token for window in found for token in range(window.scored_from, window.end)]
+    assert scored == list(range(7, 100))
+    assert all(window.width <= 16 for window in found)
+    assert all(window.scored_from - window.start >= 8 for window in found[1:])
+    assert windows(0, length=10, first=3, size=16) == [type(found[0])(0, 0, 10, 3)]
+    long_context = windows(0, length=60, first=50, size=16)  # a prompt longer than the window
+    assert long_context[0].start == 50 + 8 - 16 and long_context[0].scored_from == 50
+
+
+def test_a_text_longer_than_the_window_is_read_in_bounded_windows(lm, monkeypatch):
+    import fwsapp.teacher_forcing as forcing
+
+    text = lm.tokenizer(" ".join(TEXTS * 4), add_special_tokens=False)["input_ids"]
+    context = lm.tokenizer("Q:")["input_ids"]
+    whole = teacher_force(lm, [(context, text)])[0]
+    widths = []
+    hook = lm.model.base_model.register_forward_hook(lambda module, args, kwargs, output: widths.append(kwargs["input_ids"].shape),
+                                                     with_kwargs=True)
+    monkeypatch.setattr(forcing, "MAX_WINDOW", 16)
+    monkeypatch.setattr(forcing, "BATCH_TOKENS", 32)
+    try:
+        windowed = teacher_force(lm, [(context, text), (context, text[:5])], batch_size=8)
+    finally:
+        hook.remove()
+    assert len(windowed[0]) == len(text) and len(windowed[1]) == 5
+    assert all(rows * width <= 32 and width <= 16 for rows, width in widths)
+    inside_first = 16 - len(context)  # tokens the first window scores with the whole context, as unwindowed
+    assert windowed[0].entropy[:inside_first] == pytest.approx(whole.entropy[:inside_first], abs=1e-4)
+    assert windowed[1].log_prob == pytest.approx(whole.log_prob[:5], abs=1e-4)
+    # A later token is predicted from its window alone: a plain forward over that window's tokens.
+    sequence = context + text
+    with torch.inference_mode():
+        logits = lm.model(torch.tensor([sequence[len(sequence) - 16:]])).logits[0].float()
+    last = torch.log_softmax(logits[-2], dim=-1)[sequence[-1]]
+    assert windowed[0].log_prob[-1] == pytest.approx(float(last), abs=1e-4)

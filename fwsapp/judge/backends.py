@@ -146,9 +146,12 @@ class LocalBackend:
         import torch
 
         tokenizer = self._lm.tokenizer
-        encoded = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        ).to(self._lm.device)
+        if tokenizer.chat_template:
+            encoded = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            ).to(self._lm.device)
+        else:  # a base model (Meditron-7B, BioMistral-7B) has no chat template: the conversation as plain text
+            encoded = tokenizer(plain_prompt(messages), return_tensors="pt").to(self._lm.device)
         with self._lock, torch.inference_mode():
             output = self._lm.model.generate(
                 **encoded, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
@@ -162,6 +165,11 @@ class LocalBackend:
 
     def check(self) -> str:
         return f"local model {self._lm.description} loaded ({LOCAL_DEMO_NOTE})"
+
+
+def plain_prompt(messages: list[dict]) -> str:
+    """A chat as a base model reads it: each turn after its role, the answer to follow "Assistant:"."""
+    return "".join(f"{message['role'].capitalize()}: {message['content']}\n\n" for message in messages) + "Assistant:"
 
 
 def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = 60.0,
