@@ -151,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     importer.set_defaults(handler=cmd_import)
 
     doctor = commands.add_parser("doctor", help="what this setup can run: device, memory, models, tokenizers, backends, database")
+    _loading(doctor)
     _db(doctor)
     doctor.set_defaults(handler=cmd_doctor)
 
@@ -371,7 +372,7 @@ def cmd_analyze(args) -> int:
 def cmd_doctor(args) -> int:
     from fwsapp.doctor import checks
 
-    for check in checks(Path(args.db)):
+    for check in checks(Path(args.db), device=args.device, dtype=args.dtype):
         print(f"{check.status:<8}{check.topic:<11}{check.item:<38} {check.detail}")
     return 0
 

@@ -48,13 +48,14 @@ def _installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
-def device_facts() -> tuple[str, str, float]:
-    """(device, dtype, free bytes on it): CUDA's free memory, or the host's available memory."""
+def device_facts(device: str | None = None, dtype: str | None = None) -> tuple[str, str, float]:
+    """(device, dtype, free bytes on it) for the device and dtype asked for, or the best here: CUDA's free memory,
+    or the host's available memory."""
     import torch
 
     from fwsapp.models import dtype_name, free_memory, placement
 
-    device, dtype = placement()
+    device, dtype = placement(device, dtype)
     name = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
     return name, dtype_name(dtype), free_memory(device)
 
@@ -141,7 +142,7 @@ def database_check(path: Path, store=None) -> Check:
             reader.close()
 
 
-def checks(db: Path, store=None) -> list[Check]:
-    device, dtype, free = device_facts()
+def checks(db: Path, store=None, device: str | None = None, dtype: str | None = None) -> list[Check]:
+    device, dtype, free = device_facts(device, dtype)
     return [Check("device", device, "ok", f"{dtype}; {_gib(free)} free"), *model_checks(dtype, free),
             *tokenizer_checks(), *backend_checks(), database_check(db, store)]
