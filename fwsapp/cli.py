@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.data.tasks import TASKS
     from fwsapp.entities import HALLUCINATION_THRESHOLD
     from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
+    from fwsapp.judge.backends import BACKENDS
 
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
     judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
     _targets(judge)
-    judge.add_argument("--backend", required=True, choices=["openai", "compatible", "local"])
+    judge.add_argument("--backend", required=True, choices=BACKENDS)
     judge.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (vLLM)")
     judge.add_argument("--judge-model", help="default gpt-4o-2024-08-06 (openai) or the embedded model (local)")
     judge.add_argument("--api-key-env", metavar="VAR",
@@ -149,6 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
                                "as in the paper's logs; default) or the unwatermarked output")
     _db(importer)
     importer.set_defaults(handler=cmd_import)
+
+    grid = commands.add_parser(
+        "grid", help="run an experiment spec (TOML): its grid of runs, then its score, analyze and judge steps",
+        description="Runs every run of the spec that is not stored yet, in this process or on a Ray cluster, then "
+                    "the spec's steps. A rerun does only what is missing. See experiments/*.toml.")
+    grid.add_argument("spec", help="the spec file, e.g. experiments/demo.toml")
+    grid.add_argument("--ray", metavar="ADDRESS", help="run the units on the Ray cluster at ADDRESS (host:port, or "
+                      "'local' to start one here); without it, in this process")
+    grid.add_argument("--dry-run", action="store_true", help="print the runs and the work still missing; do nothing")
+    _loading(grid)
+    _db(grid)
+    grid.set_defaults(handler=cmd_grid)
 
     doctor = commands.add_parser("doctor", help="what this setup can run: device, memory, models, tokenizers, backends, database")
     _loading(doctor)
@@ -367,6 +380,37 @@ def cmd_analyze(args) -> int:
             print(f"{run_id}: entropies of {computed} texts stored")
         print(f"{run_id}: disease entities of {analysis.entities[run_id]} samples analysed ({analysis.recognizer})")
     return 0
+
+
+def cmd_grid(args) -> int:
+    from fwsapp import pipeline
+    from fwsapp.grid import load_spec, plan
+    from fwsapp.store import Store
+
+    spec = load_spec(args.spec)  # every key checked before anything else
+    api_key = None
+    if spec.steps.judge and spec.steps.judge.get("api_key_env"):
+        api_key = os.environ.get(spec.steps.judge["api_key_env"])
+        if not api_key:
+            raise ValueError(f"{args.spec}: [steps] judge api_key_env {spec.steps.judge['api_key_env']} is not set.")
+    if args.dry_run:
+        store = Store(args.db, read_only=True) if Path(args.db).exists() else None
+        table = plan(spec, store)
+        print(table.to_string(index=False))
+        print(f"{len(table)} runs; {int(table['units missing'].sum())} of {int(table['units'].sum())} units to generate"
+              + (f"; then {', '.join(spec.steps.names())}" if spec.steps.names() else ""))
+        return 0
+    executor = None
+    if args.ray:
+        from fwsapp.distributed import RayExecutor
+
+        executor = RayExecutor(args.ray, device=args.device, dtype=args.dtype)
+    store = Store(args.db)
+    with progress_bar(f"grid {Path(args.spec).name}", "sample") as progress:
+        outcome = pipeline.grid(store, spec, model_loader(args), progress, executor=executor, api_key=api_key)
+    for run_id in outcome.run_ids:
+        print(f"{run_id}: " + (f"failed: {outcome.failed[run_id]}" if run_id in outcome.failed else "done"))
+    return 1 if outcome.failed else 0
 
 
 def cmd_doctor(args) -> int:

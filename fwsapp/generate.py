@@ -11,7 +11,7 @@ import json
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -234,6 +234,156 @@ class Cancelled(Exception):
     """The job was cancelled between batches; finished batches are stored."""
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One batch of one run: what a worker computes and the driver writes. Batch i holds samples
+    i·batch_size onwards and draws from seeds of (seed, i), so a unit's texts are the same wherever it runs."""
+
+    run_id: str
+    batch_index: int
+    indices: tuple[int, ...]
+
+
+@dataclass
+class UnitWork:
+    """Everything a unit's outputs depend on, so a worker needs no store: the config, the samples, and the
+    unwatermarked batch when a stored run with the same prompts and seed holds it already."""
+
+    config: RunConfig
+    unit: Unit
+    samples: list
+    plain: GeneratedBatch | None = None
+
+    @property
+    def plain_key(self) -> tuple[str, int]:
+        """Units with equal keys have the same unwatermarked batch."""
+        return json.dumps(self.config.plain_identity(), sort_keys=True), self.unit.batch_index
+
+
+@dataclass
+class UnitResult:
+    unit: Unit
+    rows: list[dict]
+    detections: list[dict]
+
+
+def run_watermark(lm: LoadedModel, config: RunConfig) -> Watermark:
+    return create(config.method, lm.vocab_size, config.params, lm=lm)
+
+
+def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
+                 on_step: Callable[[str, int], None] | None = None) -> UnitResult:
+    """Generate and detect one unit (a worker's side: no store). `on_step(text kind, token)` follows decoding."""
+    config, unit = work.config, work.unit
+    limit = _prompt_limit(lm, config.max_new_tokens)
+    prompts = [_capped_prompt(lm, sample.prompt, limit, index) for index, sample in zip(unit.indices, work.samples)]
+    sampling = config.resolved_sampling()
+
+    def stepper(kind: str):
+        return (lambda step: on_step(kind, step)) if on_step else None
+
+    # Another method's run on the same prompts and seed already holds this batch's unwatermarked texts:
+    # comparing methods then costs one unwatermarked generation, and every method meets the same baseline.
+    plain = work.plain or generate_batch(lm, prompts, config.max_new_tokens, sampling,
+                                         batch_seed(config.seed, unit.batch_index, "u"), on_step=stepper("unwatermarked"))
+    # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
+    marked = None if watermark.post_hoc else generate_batch(
+        lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, unit.batch_index, "w"), watermark,
+        on_step=stepper("watermarked"))
+    rows, scored = [], []  # scored: (sample, text kind, token ids, context ids)
+    for offset, (index, sample) in enumerate(zip(unit.indices, work.samples)):
+        rows.append(generation_row(index, sample, plain, marked, offset, len(unit.indices)))
+        context = lm.tokenizer(sample.prompt)["input_ids"]
+        scored.append((index, "unwatermarked", plain.token_ids[offset], context))
+        if marked is not None:
+            scored.append((index, "watermarked", marked.token_ids[offset], context))
+        else:
+            scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
+                           context))
+    found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
+    detections = [detected_record(index, kind, config.method, result) for (index, kind, _, _), result in zip(scored, found)]
+    return UnitResult(unit, rows, detections)
+
+
+def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
+    """Create the run if it is new and list the units it still lacks (the driver's side)."""
+    run_id = config.run_id()
+    samples = config.samples()
+    declared = methods.info(config.method)
+    store.ensure_run(
+        run_id, config.identity(), model=config.model, task=config.task, method=config.method,
+        params=declared.checked_params(config.params), seed=config.seed, n=len(samples),
+        score_direction=declared.score_direction,
+    )
+    done = store.finished_samples(run_id)
+    works = []
+    for batch_index, start in enumerate(range(0, len(samples), config.batch_size)):
+        indices = tuple(range(start, min(start + config.batch_size, len(samples))))
+        if not all(index in done for index in indices):
+            works.append(UnitWork(config, Unit(run_id, batch_index, indices), [samples[index] for index in indices]))
+    return works
+
+
+def with_stored_plain(store: Store, work: UnitWork) -> UnitWork:
+    """The unit with its unwatermarked batch taken from the store where another run holds it."""
+    return replace(work, plain=stored_plain_batch(store, work.config, list(work.unit.indices)))
+
+
+class InProcess:
+    """Runs units one after another in this process, with the caller's model loader."""
+
+    def __init__(self, model_loader: Callable[[str], LoadedModel]):
+        self.model_loader = model_loader
+        self._watermarks: dict[str, Watermark] = {}
+
+    def run(self, works: list[UnitWork], prepare: Callable[[UnitWork], UnitWork], record: Callable[[UnitResult], None],
+            progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
+        """Compute and record each unit in order; returns no failures (an error stops the job, as it should here)."""
+        for work in works:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(work.unit.run_id)
+            lm = self.model_loader(work.config.model)
+            if work.unit.run_id not in self._watermarks:
+                self._watermarks[work.unit.run_id] = run_watermark(lm, work.config)
+            batches = -(-work.config.n // work.config.batch_size)
+            note = (lambda kind, step, work=work: progress(
+                f"batch {work.unit.batch_index + 1} of {batches}: {kind} text, token {step} of {work.config.max_new_tokens}"))
+            record(compute_unit(lm, self._watermarks[work.unit.run_id], prepare(work), note))
+        return {}
+
+
+def generate_runs(store: Store, configs: list[RunConfig], executor, progress: ProgressCallback | None = None,
+                  cancel: threading.Event | None = None) -> list[str]:
+    """Generate (or finish) one run per config with `executor` (InProcess, or a Ray cluster's); returns their ids.
+    Only this function writes: each unit's rows as it arrives, then each run's status (failed with its reason
+    where a unit failed for good). Progress counts samples over all the runs."""
+    for config in configs:
+        config.samples()  # every dataset and n checked before the first run is created or model loaded
+    works = [work for config in configs for work in plan_units(store, config)]
+    run_ids = [config.run_id() for config in configs]
+    for run_id in dict.fromkeys(run_ids):
+        store.set_status(run_id, "running")
+    total = sum(config.n for config in configs)
+    done = [total - sum(len(work.unit.indices) for work in works)]
+    report = progress or (lambda done_count, all_count, note="": None)
+    report(done[0], total)
+
+    def record(result: UnitResult) -> None:
+        store.write_batch(result.unit.run_id, result.rows, result.detections)
+        done[0] += len(result.unit.indices)
+        report(done[0], total)
+
+    try:
+        failures = executor.run(works, lambda work: with_stored_plain(store, work), record,
+                                lambda note: report(done[0], total, note), cancel)
+    except Cancelled as cancelled:
+        store.set_status(str(cancelled), "cancelled")
+        raise
+    for run_id in dict.fromkeys(run_ids):
+        store.set_status(run_id, "failed" if run_id in failures else "done", failures.get(run_id))
+    return run_ids
+
+
 def run_generation(
     config: RunConfig,
     store: Store,
@@ -241,61 +391,6 @@ def run_generation(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> str:
-    """Generate (or finish) a run; returns its id. Finished samples are skipped."""
-    run_id = config.run_id()
-    samples = config.samples()
-    n = len(samples)
-    prompt_limit = _prompt_limit(lm, config.max_new_tokens)
-    watermark = create(config.method, lm.vocab_size, config.params, lm=lm)
-    store.ensure_run(
-        run_id, config.identity(), model=config.model, task=config.task, method=config.method,
-        params=watermark.params, seed=config.seed, n=n, score_direction=watermark.score_direction,
-    )
-    store.set_status(run_id, "running")
-    done = store.finished_samples(run_id)
-    sampling = config.resolved_sampling()
-    progress = progress or (lambda done_count, total, note="": None)
-    progress(len(done), n)
-    batches = -(-n // config.batch_size)
-
-    def stepper(batch_index: int, kind: str):
-        # A batch as large as the run would otherwise show "0 of n" until the very end.
-        return lambda step: progress(len(done), n, f"batch {batch_index + 1} of {batches}: {kind} text, "
-                                                      f"token {step} of {config.max_new_tokens}")
-
-    for batch_index, start in enumerate(range(0, n, config.batch_size)):
-        indices = list(range(start, min(start + config.batch_size, n)))
-        if all(index in done for index in indices):
-            continue
-        if cancel is not None and cancel.is_set():
-            store.set_status(run_id, "cancelled")
-            raise Cancelled(run_id)
-        prompts = [_capped_prompt(lm, samples[index].prompt, prompt_limit, index) for index in indices]
-        # Another method's run on the same prompts and seed already holds this batch's unwatermarked texts:
-        # comparing methods then costs one unwatermarked generation, and every method meets the same baseline.
-        plain = stored_plain_batch(store, config, indices) or generate_batch(
-            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "u"),
-            on_step=stepper(batch_index, "unwatermarked"))
-        # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
-        marked = None if watermark.post_hoc else generate_batch(
-            lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, batch_index, "w"), watermark,
-            on_step=stepper(batch_index, "watermarked"))
-        rows, scored = [], []  # scored: (sample, text kind, token ids, context ids)
-        for offset, index in enumerate(indices):
-            sample = samples[index]
-            rows.append(generation_row(index, sample, plain, marked, offset, len(indices)))
-            context = lm.tokenizer(sample.prompt)["input_ids"]
-            scored.append((index, "unwatermarked", plain.token_ids[offset], context))
-            if marked is not None:
-                scored.append((index, "watermarked", marked.token_ids[offset], context))
-            else:
-                scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
-                               context))
-        found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
-        detections = [detected_record(index, kind, config.method, result) for (index, kind, _, _), result in zip(scored, found)]
-        store.write_batch(run_id, rows, detections)
-        done.update(indices)
-        progress(len(done), n)
-    store.set_status(run_id, "done")
+    """Generate (or finish) a run in this process with a loaded model; returns its id."""
+    [run_id] = generate_runs(store, [config], InProcess(lambda name: lm), progress, cancel)
     return run_id
-

@@ -16,7 +16,7 @@ from typing import Callable
 
 from fwsapp import methods
 from fwsapp.entities import HALLUCINATION_THRESHOLD
-from fwsapp.generate import RunConfig, run_generation
+from fwsapp.generate import InProcess, RunConfig, generate_runs
 from fwsapp.store import Store
 
 Progress = Callable[..., None]
@@ -32,19 +32,10 @@ def _cancelled(cancel: threading.Event | None) -> bool:
 
 
 def generate(store: Store, configs: list[RunConfig], model_loader: ModelLoader, progress: Progress | None = None,
-             cancel: threading.Event | None = None) -> list[str]:
-    """Generate (or finish) one run per config, in order; returns their ids. Progress counts samples."""
-    progress = progress or _quiet
-    for config in configs:
-        config.samples()  # every dataset and n checked before the first model load
-    total, finished, run_ids = sum(config.n for config in configs), 0, []
-    for config in configs:
-        if _cancelled(cancel):
-            break
-        step = lambda done, _total, note="", before=finished: progress(before + done, total, note)  # noqa: E731
-        run_ids.append(run_generation(config, store, model_loader(config.model), progress=step, cancel=cancel))
-        finished += config.n
-    return run_ids
+             cancel: threading.Event | None = None, executor=None) -> list[str]:
+    """Generate (or finish) one run per config; returns their ids. Progress counts samples. Units run in this
+    process by default, or on `executor` (a `RayExecutor` for a cluster); either way this process writes."""
+    return generate_runs(store, configs, executor or InProcess(model_loader), progress, cancel)
 
 
 def sweep_configs(base: RunConfig, grid: dict[str, list] | None = None) -> list[RunConfig]:
@@ -181,4 +172,46 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
                                                       lm.tokenizer if lm else None, threshold=threshold, progress=step)
         if progress:
             progress(before + sizes[index], total)
+    return outcome
+
+
+@dataclass
+class GridOutcome:
+    run_ids: list[str]
+    failed: dict[str, str]  # run id -> reason
+    scored: dict = field(default_factory=dict)
+    analysis: Analysis | None = None
+    judged: object = None
+
+
+def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | None = None,
+         cancel: threading.Event | None = None, executor=None, step_progress: Callable[[str], Progress] | None = None,
+         api_key: str | None = None) -> GridOutcome:
+    """A spec's runs (grid.load_spec), generated in this process or on `executor`, then its score, analyze and
+    judge steps on the runs that finished, through the same steps as the CLI's. The judge runs here, on the driver,
+    with its concurrent runner: API calls need no GPU. `step_progress(step name)` gives each later step's callback."""
+    from fwsapp.judge.runner import JudgeSettings
+
+    run_ids = generate(store, spec.runs, model_loader, progress, cancel, executor=executor)
+    failed = {run_id: store.run(run_id)["status_reason"] or "failed" for run_id in run_ids
+              if store.run(run_id)["status"] == "failed"}
+    finished = [run_id for run_id in run_ids if run_id not in failed]
+    outcome = GridOutcome(run_ids, failed)
+    step = step_progress or (lambda name: None)
+    steps = spec.steps
+    if steps.score and finished and not _cancelled(cancel):
+        outcome.scored = score(store, finished, model_loader, step("score"), cancel, metrics=steps.score)
+    if steps.analyze is not None and finished and not _cancelled(cancel):
+        outcome.analysis = analyze(store, finished, model_loader, step("analyze"), cancel,
+                                   entropy_model=steps.analyze.get("entropy_model"),
+                                   threshold=steps.analyze.get("threshold", HALLUCINATION_THRESHOLD),
+                                   recognizer=steps.analyze.get("recognizer"))
+    if steps.judge is not None and finished and not _cancelled(cancel):
+        settings = steps.judge
+        backend = judge_backend(model_loader, settings["backend"], settings.get("model"), settings.get("base_url"),
+                                settings.get("timeout", 60.0), api_key)
+        outcome.judged = judge(store, finished, model_loader, step("judge"), cancel, backend=backend,
+                               settings=JudgeSettings(concurrency=settings.get("concurrency", 8),
+                                                      swap=settings.get("swap", False),
+                                                      budget_usd=settings.get("budget")))
     return outcome

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fwsapp.paths import DEFAULT_DB
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -210,6 +210,10 @@ MIGRATIONS = [
     """
     DELETE FROM metrics WHERE metric = 'simcse' AND text_kind = 'unwatermarked';
     """,
+    # 8: why a run failed (a grid unit that failed for good), beside its status.
+    """
+    ALTER TABLE runs ADD COLUMN status_reason VARCHAR;
+    """,
 ]
 
 # Each text kind and the generations column that holds it.
@@ -334,15 +338,17 @@ class Store:
     def has_run(self, run_id: str) -> bool:
         return self.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is not None
 
-    def set_status(self, run_id: str, status: str) -> None:
-        if self.run(run_id)["status"] == status:
+    def set_status(self, run_id: str, status: str, reason: str | None = None) -> None:
+        """The run's status, with the reason when it failed (cleared by any other status)."""
+        run = self.run(run_id)
+        if run["status"] == status and (run["status_reason"] or None) == reason:
             return
         with self.transaction() as cursor:
-            cursor.execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
+            cursor.execute("UPDATE runs SET status = ?, status_reason = ? WHERE run_id = ?", [status, reason, run_id])
 
     def runs(self) -> pd.DataFrame:
         return self.cursor().execute(
-            """SELECT r.run_id, r.method, r.model, r.task, r.n, r.imported, r.status, r.created,
+            """SELECT r.run_id, r.method, r.model, r.task, r.n, r.imported, r.status, r.status_reason, r.created,
                       r.seed, r.params, r.score_direction, count(g.sample_idx) AS samples_done
                FROM runs r LEFT JOIN generations g USING (run_id)
                GROUP BY ALL ORDER BY r.created DESC"""
@@ -637,11 +643,11 @@ def detected_record(sample_idx: int, text_kind: str, detector: str, detection) -
 
 def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> None:
     cursor.execute(
-        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             run_id, run_id, json.dumps(run["config"], sort_keys=True), run["model"], run["task"], run["method"],
             json.dumps(run["params"], sort_keys=True), run.get("seed"), run["n"], run.get("imported", False),
-            run.get("score_direction", "higher"), run.get("status", "running"), _now(),
+            run.get("score_direction", "higher"), run.get("status", "running"), _now(), None,
         ],
     )
 

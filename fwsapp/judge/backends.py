@@ -172,6 +172,9 @@ def plain_prompt(messages: list[dict]) -> str:
     return "".join(f"{message['role'].capitalize()}: {message['content']}\n\n" for message in messages) + "Assistant:"
 
 
+BACKENDS = ("openai", "compatible", "local")
+
+
 def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = 60.0,
                  loaded=None, api_key: str | None = None):
     """`api_key` is sent as given; without it OpenAI gets OPENAI_API_KEY and a compatible server no key."""

@@ -1,0 +1,184 @@
+"""Generation units on a Ray cluster: the executor `generate_runs` uses beyond one machine.
+
+Workers are Ray actors that keep one model loaded: one GPU each on a GPU cluster, one CPU each otherwise. The
+driver (this process) sends a worker the units of the model it already holds, keeps at most IN_FLIGHT units
+queued per worker, and collects results with `ray.wait` as they finish; `generate_runs` writes each one, so only
+the driver touches DuckDB. Units are content-keyed (run id, batch, batch seeds), so a unit's texts are the same
+on any worker and a rerun dispatches only what is missing.
+
+Faults: a worker that dies (its process killed, its node removed) is replaced where the cluster has room, and
+its units are tried again, at most MAX_TRIES times each. A unit that fails for good (an error in the unit itself,
+or tries exhausted) fails its run with the reason; the other runs go on.
+
+Every node needs this project at the same path with its environment (`make install`), as Ray expects of
+dependencies; the workers get the driver's PYTHONPATH and cache folder.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter, deque
+from typing import Callable
+
+from fwsapp.generate import Cancelled, InProcess, UnitResult, UnitWork
+from fwsapp.paths import CACHE_DIR, PROJECT_DIR
+
+MAX_TRIES = 3
+IN_FLIGHT = 2  # units queued per worker: the next is ready the moment one finishes
+READY_SECONDS = 30  # how long a replacement worker may take to be placed before the grid goes on without it
+
+
+class GenerationWorker:
+    """A Ray actor's body: the units of one model at a time, with that model loaded once."""
+
+    def __init__(self, device: str | None = None, dtype: str | None = None):
+        from functools import lru_cache
+
+        from fwsapp.models import load_model
+
+        loader = lru_cache(maxsize=1)(lambda name: load_model(name, device=device, dtype=dtype))
+        self.units = InProcess(loader)
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def compute(self, work: UnitWork) -> UnitResult:
+        results = []
+        self.units.run([work], lambda unit: unit, results.append, lambda note: None)
+        return results[0]
+
+
+def connect(address: str) -> None:
+    """Join the Ray cluster at `address` ("local" starts one on this machine; a stray RAY_ADDRESS is not read)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
+        "FWSAPP_CACHE": str(CACHE_DIR),
+    }})
+
+
+class RayExecutor:
+    """Runs units on a Ray cluster's workers; `run` has InProcess's signature and returns failed runs' reasons."""
+
+    def __init__(self, address: str, device: str | None = None, dtype: str | None = None,
+                 workers: int | None = None, worker_class: type = GenerationWorker, max_tries: int = MAX_TRIES):
+        import ray
+
+        connect(address)
+        resources = ray.cluster_resources()
+        self.gpus = int(resources.get("GPU", 0))
+        self.count = workers or self.gpus or int(resources.get("CPU", 1))
+        self.actor = ray.remote(num_gpus=1 if self.gpus else 0, num_cpus=0 if self.gpus else 1)(worker_class)
+        self.options = (device, dtype)
+        self.max_tries = max_tries
+        self.retries = 0  # units tried again after a worker died: for the progress line and the tests
+        self.workers: list = []
+
+    def _new_worker(self):
+        """A placed, started worker, or None when the cluster has no room for one within READY_SECONDS."""
+        import ray
+
+        worker = self.actor.remote(*self.options)
+        ready, _ = ray.wait([worker.ready.remote()], timeout=READY_SECONDS)
+        if ready:
+            return worker
+        ray.kill(worker)
+        return None
+
+    def run(self, works: list[UnitWork], prepare: Callable[[UnitWork], UnitWork], record: Callable[[UnitResult], None],
+            progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
+
+        if not works:
+            return {}
+        self.workers = [worker for worker in (self._new_worker() for _ in range(min(self.count, len(works)))) if worker]
+        holding = {id(worker): None for worker in self.workers}  # the model each worker has loaded
+        pending, in_flight = deque(works), {}
+        tries, failures, finished = Counter(), {}, Counter()
+
+        def next_for(worker) -> UnitWork | None:
+            busy_plain = {work.plain_key for _, work in in_flight.values()}
+            queued = sum(1 for held, _ in in_flight.values() if held is worker)
+            candidates = [work for work in pending if work.plain_key not in busy_plain]
+            # Its own model first; another model only once the worker is idle (it then loads that model).
+            own = [work for work in candidates if work.config.model == holding[id(worker)]]
+            chosen = own[0] if own else candidates[0] if candidates and queued == 0 else None
+            if chosen is not None:
+                pending.remove(chosen)
+                holding[id(worker)] = chosen.config.model
+            return chosen
+
+        def fail(run_id: str, reason: str) -> None:
+            failures.setdefault(run_id, reason)
+            for work in [work for work in pending if work.unit.run_id == run_id]:
+                pending.remove(work)
+
+        while pending or in_flight:
+            if cancel is not None and cancel.is_set():
+                pending.clear()
+            for worker in self.workers:
+                while sum(1 for held, _ in in_flight.values() if held is worker) < IN_FLIGHT:
+                    work = next_for(worker)
+                    if work is None:
+                        break
+                    in_flight[worker.compute.remote(prepare(work))] = (worker, work)
+            if not in_flight:
+                if pending and not self.workers:
+                    for work in list(pending):
+                        fail(work.unit.run_id, "no Ray worker could be placed on the cluster")
+                continue
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+            for ref in ready:
+                worker, work = in_flight.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except (ActorDiedError, ActorUnavailableError, RayActorError) as error:  # the worker, not the unit
+                    tries[work.unit] += 1
+                    if tries[work.unit] >= self.max_tries:
+                        fail(work.unit.run_id, f"batch {work.unit.batch_index + 1}: its worker died {tries[work.unit]} "
+                                               f"times ({_reason(error)})")
+                    else:
+                        self.retries += 1
+                        pending.appendleft(work)
+                    self._replace(worker, holding)
+                    continue
+                except RayTaskError as error:  # the unit itself raised: trying again would raise again
+                    fail(work.unit.run_id, f"batch {work.unit.batch_index + 1}: {_reason(error)}")
+                    continue
+                if work.unit.run_id not in failures:
+                    record(result)
+                finished[id(worker)] += 1
+            progress(f"{sum(finished.values())} units done, {len(pending) + len(in_flight)} to go; per worker "
+                     + ", ".join(str(finished[id(worker)]) for worker in self.workers)
+                     + (f"; {self.retries} retried" if self.retries else ""))
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(works[0].unit.run_id)
+        return failures
+
+    def _replace(self, dead, holding: dict) -> None:
+        """Drop a dead worker (and anything still queued on it), and start another where there is room."""
+        if dead not in self.workers:
+            return
+        self.workers.remove(dead)
+        holding.pop(id(dead), None)
+        replacement = self._new_worker()
+        if replacement is not None:
+            self.workers.append(replacement)
+            holding[id(replacement)] = None
+
+    def shutdown(self) -> None:
+        import ray
+
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers = []
+
+
+def _reason(error: Exception) -> str:
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else type(error).__name__)[:300]
+

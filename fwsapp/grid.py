@@ -1,0 +1,172 @@
+"""Experiments as one spec file (TOML): the grid of runs, and the steps that follow generation.
+
+    [grid]                       models, tasks, seeds, n, max_new_tokens, batch_size, datasets (task -> file)
+    [[method]]                   name, params; a list value is a sweep: params = { delta = [1.0, 2.0] } is two runs
+    [steps]                      score = [metrics], analyze = { recognizer, entropy_model, threshold },
+                                 judge = { backend, base_url, model, concurrency, swap, timeout, budget }
+
+Every key and value is checked before any work starts; a bad one is one line naming it. A run is a RunConfig, so
+its id is the same as the one `generate` gives for the same settings, and a rerun of a spec finds what is stored.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from fwsapp.generate import RunConfig
+
+GRID_KEYS = {"models", "tasks", "seeds", "n", "max_new_tokens", "batch_size", "datasets"}
+METHOD_KEYS = {"name", "params"}
+STEP_KEYS = {"score", "analyze", "judge"}
+ANALYZE_KEYS = {"recognizer", "entropy_model", "threshold"}
+JUDGE_KEYS = {"backend", "base_url", "model", "api_key_env", "concurrency", "swap", "timeout", "budget"}
+
+
+class SpecError(ValueError):
+    """A spec that cannot run; the message names the file and the key."""
+
+
+@dataclass
+class Steps:
+    score: tuple[str, ...] = ()
+    analyze: dict | None = None
+    judge: dict | None = None
+
+    def names(self) -> list[str]:
+        """The steps the spec asks for, in the order they run."""
+        return [name for name, asked in (("score", bool(self.score)), ("analyze", self.analyze is not None),
+                                          ("judge", self.judge is not None)) if asked]
+
+
+@dataclass
+class Spec:
+    name: str
+    runs: list[RunConfig]
+    steps: Steps = field(default_factory=Steps)
+
+
+def load_spec(source: str | Path, text: str | None = None) -> Spec:
+    """A spec from a file, or from `text` (an upload) named `source`; dataset paths are relative to the file."""
+    name = str(source)
+    try:
+        raw = tomllib.loads(text if text is not None else Path(source).read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{name}: no such file.") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise SpecError(f"{name}: not valid TOML ({error}).") from None
+    base = Path(source).parent if text is None else Path.cwd()
+    _known(name, "the spec", raw, {"grid", "method", "steps"})
+    grid = _table(name, raw, "grid", required=True)
+    _known(name, "[grid]", grid, GRID_KEYS)
+    methods = raw.get("method")
+    if not isinstance(methods, list) or not methods or not all(isinstance(entry, dict) for entry in methods):
+        raise SpecError(f"{name}: it needs at least one [[method]] table with a name.")
+    models = _strings(name, grid, "models")
+    tasks = _strings(name, grid, "tasks")
+    seeds = _integers(name, grid, "seeds", default=[42])
+    sizes = {key: _integer(name, grid, key, default) for key, default in
+             (("n", 4), ("max_new_tokens", 64), ("batch_size", 4))}
+    datasets = _table(name, grid, "datasets")
+    from fwsapp.data.tasks import TASKS
+
+    for task in tasks + list(datasets):
+        if task not in TASKS:
+            raise SpecError(f"{name}: task '{task}' is not one of {', '.join(TASKS)}.")
+    runs = []
+    for number, entry in enumerate(methods, 1):
+        _known(name, f"[[method]] {number}", entry, METHOD_KEYS)
+        if not isinstance(entry.get("name"), str):
+            raise SpecError(f"{name}: [[method]] {number} needs a name (a string).")
+        params = _table(name, entry, "params")
+        swept = {key: value if isinstance(value, list) else [value] for key, value in params.items()}
+        for values, model, task, seed in itertools.product(itertools.product(*swept.values()), models, tasks, seeds):
+            dataset = str((base / datasets[task]).resolve()) if task in datasets else "demo"
+            try:
+                config = RunConfig(task=task, method=entry["name"], dataset=dataset, model=model,
+                                   params=dict(zip(swept, values)), seed=seed, **sizes)
+                config.samples()
+            except (ValueError, OSError) as error:
+                raise SpecError(f"{name}: [[method]] {number} ({entry['name']}), {task}: {error}") from None
+            runs.append(config)
+    return Spec(name=name, runs=list({config.run_id(): config for config in runs}.values()), steps=_steps(name, raw))
+
+
+def _steps(name: str, raw: dict) -> Steps:
+    from fwsapp.judge.backends import BACKENDS
+    from fwsapp.metrics.quality import ALL_METRICS
+    from fwsapp.recognizer import RECOGNIZERS
+
+    steps = _table(name, raw, "steps")
+    _known(name, "[steps]", steps, STEP_KEYS)
+    score = steps.get("score", [])
+    if not isinstance(score, list) or not all(metric in ALL_METRICS for metric in score):
+        raise SpecError(f"{name}: [steps] score must be a list of {', '.join(ALL_METRICS)}.")
+    analyze = steps.get("analyze")
+    if analyze is True:
+        analyze = {}
+    if analyze is not None and analyze is not False:
+        if not isinstance(analyze, dict):
+            raise SpecError(f"{name}: [steps] analyze is true or a table of {', '.join(sorted(ANALYZE_KEYS))}.")
+        _known(name, "[steps] analyze", analyze, ANALYZE_KEYS)
+        if analyze.get("recognizer", "trained") not in RECOGNIZERS:
+            raise SpecError(f"{name}: [steps] analyze recognizer must be one of {', '.join(RECOGNIZERS)}.")
+    judge = steps.get("judge")
+    if judge is not None:
+        if not isinstance(judge, dict) or judge.get("backend") not in BACKENDS:
+            raise SpecError(f"{name}: [steps] judge needs backend = one of {', '.join(BACKENDS)}.")
+        _known(name, "[steps] judge", judge, JUDGE_KEYS)
+    return Steps(score=tuple(score), analyze=analyze if isinstance(analyze, dict) else None, judge=judge)
+
+
+def _known(name: str, where: str, table: dict, keys: set[str]) -> None:
+    for key in table:
+        if key not in keys:
+            raise SpecError(f"{name}: {where} has no key '{key}'; its keys are {', '.join(sorted(keys))}.")
+
+
+def _table(name: str, parent: dict, key: str, required: bool = False) -> dict:
+    value = parent.get(key, None if required else {})
+    if not isinstance(value, dict):
+        raise SpecError(f"{name}: '{key}' must be a table" + (" (it is missing)." if value is None else "."))
+    return value
+
+
+def _strings(name: str, grid: dict, key: str) -> list[str]:
+    value = grid.get(key)
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+        raise SpecError(f"{name}: [grid] {key} must be a non-empty list of strings.")
+    return value
+
+
+def _integers(name: str, grid: dict, key: str, default: list[int]) -> list[int]:
+    value = grid.get(key, default)
+    if not isinstance(value, list) or not value or not all(type(item) is int for item in value):
+        raise SpecError(f"{name}: [grid] {key} must be a non-empty list of integers.")
+    return value
+
+
+def _integer(name: str, grid: dict, key: str, default: int) -> int:
+    value = grid.get(key, default)
+    if type(value) is not int or value < 1:
+        raise SpecError(f"{name}: [grid] {key} must be a positive integer, not {value!r}.")
+    return value
+
+
+def plan(spec: Spec, store=None) -> pd.DataFrame:
+    """One row per run: its settings, what is stored and the units (batches) still to generate. `store` may be
+    None (no database yet: everything is missing)."""
+    rows = []
+    for config in spec.runs:
+        run_id = config.run_id()
+        stored = store.finished_samples(run_id) if store is not None and store.has_run(run_id) else set()
+        batches = [range(start, min(start + config.batch_size, config.n)) for start in range(0, config.n, config.batch_size)]
+        missing = [batch for batch in batches if not all(index in stored for index in batch)]
+        rows.append({"run_id": run_id, "model": config.model, "task": config.task, "method": config.method,
+                     "params": json.dumps(config.params, sort_keys=True), "seed": config.seed, "n": config.n,
+                     "samples stored": len(stored), "units missing": len(missing), "units": len(batches)})
+    return pd.DataFrame(rows)
