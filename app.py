@@ -13,6 +13,7 @@ pages = st.navigation(
             st.Page("pages/detect.py", title="Detect", icon="🔎"),
             st.Page("pages/quality.py", title="Quality", icon="📏"),
             st.Page("pages/judge.py", title="Judge", icon="⚖️"),
+            st.Page("pages/experiments.py", title="Experiments", icon="🧪"),
         ],
         "Why": [
             st.Page("pages/entities.py", title="Entities", icon="🧬"),

@@ -91,11 +91,21 @@ class RayExecutor:
     def run(self, works: list[UnitWork], prepare: Callable[[UnitWork], UnitWork], record: Callable[[UnitResult], None],
             progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
         import ray
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
 
         if not works:
             return {}
         self.workers = [worker for worker in (self._new_worker() for _ in range(min(self.count, len(works)))) if worker]
+        try:
+            return self._dispatch(works, prepare, record, progress, cancel)
+        finally:  # the workers hold their GPU or CPU while alive: free them for the next grid
+            for worker in self.workers:
+                ray.kill(worker)
+            self.workers = []
+
+    def _dispatch(self, works, prepare, record, progress, cancel) -> dict[str, str]:
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
+
         holding = {id(worker): None for worker in self.workers}  # the model each worker has loaded
         pending, in_flight = deque(works), {}
         tries, failures, finished = Counter(), {}, Counter()
@@ -169,14 +179,6 @@ class RayExecutor:
         if replacement is not None:
             self.workers.append(replacement)
             holding[id(replacement)] = None
-
-    def shutdown(self) -> None:
-        import ray
-
-        for worker in self.workers:
-            ray.kill(worker)
-        self.workers = []
-
 
 def _reason(error: Exception) -> str:
     lines = [line for line in str(error).strip().splitlines() if line.strip()]

@@ -120,6 +120,24 @@ class JobManager:
         job.total = job.total or sum(config.n for config in configs)
         return job
 
+    def start_grid(self, spec, address: str | None = None) -> Job:
+        """An experiment spec (grid.load_spec): its runs in this process, or on the Ray cluster at `address`,
+        then its steps."""
+        def work(progress, cancel):
+            executor = None
+            if address:
+                from fwsapp.distributed import RayExecutor
+
+                executor = RayExecutor(address)
+            outcome = pipeline.grid(self.store, spec, self.model_loader, progress, cancel, executor=executor)
+            failed = "; ".join(f"{run_id} failed: {reason}" for run_id, reason in outcome.failed.items())
+            return (f"{len(outcome.run_ids) - len(outcome.failed)} of {len(outcome.run_ids)} runs done"
+                    + (f", then {', '.join(spec.steps.names())}" if spec.steps.names() else "") + "."
+                    + (f" {failed}." if failed else " Open them on the Detect, Quality and Entities pages."))
+
+        where = f"on Ray at {address}" if address else "in this process"
+        return self.start("grid", f"grid:{spec.name}", f"{spec.name}: {len(spec.runs)} runs {where}", work)
+
     def start_analysis(self, run_ids: list[str], entropy_model: str | None,
                        threshold: float = pipeline.HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Job:
         """Entropies (references; imported texts with `entropy_model`) and disease entities of each run, found

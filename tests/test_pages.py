@@ -317,3 +317,27 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
         assert any("evil&#46;example" in text for text in shown), page  # the hostile text is on the page…
         for text in shown:  # …and nothing of it is live
             assert "](" not in text and "<script" not in text and ":red[" not in text and "http://" not in text, (page, text)
+
+
+def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, monkeypatch):
+    import html
+
+    import fwsapp.paths
+
+    monkeypatch.setattr(fwsapp.paths, "EXPERIMENTS_DIR", tmp_path)
+    (tmp_path / "tiny.toml").write_text(
+        '[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nn = 2\nmax_new_tokens = 8\nbatch_size = 1\n\n'
+        '[[method]]\nname = "KGW"\n')
+    (tmp_path / "broken.toml").write_text('[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nsamples = 2\n')
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/experiments.py").run()
+    assert not app.exception and app.title[0].value == "Experiments"
+    assert "[grid] has no key 'samples'" in html.unescape(app.error[0].value)  # broken.toml sorts first
+    app.selectbox[0].select(tmp_path / "tiny.toml").run()
+    plan = app.dataframe[0].value
+    assert len(plan) == 1 and plan.loc[0, "units missing"] == 2 and plan.loc[0, "method"] == "KGW"
+    next(button for button in app.button if button.label == "Launch").click().run()
+    run_until(app, lambda a: any("1 of 1 runs done" in s.value for s in a.success))
+    assert app.dataframe[0].value.loc[0, "units missing"] == 0
+    assert any("runs are complete" in caption.value for caption in app.caption)

@@ -196,3 +196,12 @@ def setup_checks() -> pd.DataFrame:
     from fwsapp.doctor import checks
 
     return pd.DataFrame([asdict(check) for check in checks(db_path(), store())])
+
+
+@st.cache_data(show_spinner=False)
+def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.DataFrame:
+    """A spec's dry run: its runs, what is stored, the units still to generate. A shipped file is read from its
+    path (its datasets are relative to it); `text` keys the cache, so an edited file is read again."""
+    from fwsapp.grid import load_spec, plan
+
+    return plan(load_spec(source, text if uploaded else None), store())
