@@ -130,12 +130,12 @@ class RayExecutor:
         while pending or in_flight:
             if cancel is not None and cancel.is_set():
                 pending.clear()
-            for worker in self.workers:
-                while sum(1 for held, _ in in_flight.values() if held is worker) < IN_FLIGHT:
-                    work = next_for(worker)
-                    if work is None:
-                        break
-                    in_flight[worker.compute.remote(prepare(work))] = (worker, work)
+            for slot in range(IN_FLIGHT):  # a unit for every worker before a second for any
+                for worker in self.workers:
+                    if sum(1 for held, _ in in_flight.values() if held is worker) == slot:
+                        work = next_for(worker)
+                        if work is not None:
+                            in_flight[worker.compute.remote(prepare(work))] = (worker, work)
             if not in_flight:
                 if pending and not self.workers:
                     for work in list(pending):
