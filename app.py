@@ -8,8 +8,12 @@ st.set_page_config(page_title="fwsapp · watermarking and medical factuality", p
 
 pages = st.navigation(
     {
+        "Start": [
+            st.Page("pages/home.py", title="Home", icon="🏠", default=True),
+            st.Page("pages/playground.py", title="Playground", icon="🎛️", url_path="playground"),
+        ],
         "Pipeline": [
-            st.Page("pages/generate.py", title="Generate", icon="✍️", default=True),
+            st.Page("pages/generate.py", title="Generate", icon="✍️"),
             st.Page("pages/detect.py", title="Detect", icon="🔎"),
             st.Page("pages/quality.py", title="Quality", icon="📏"),
             st.Page("pages/judge.py", title="Judge", icon="⚖️"),

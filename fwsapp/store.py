@@ -354,6 +354,15 @@ class Store:
                GROUP BY ALL ORDER BY r.created DESC"""
         ).df()
 
+    def coverage(self) -> dict[str, int]:
+        """How many runs there are, and how many have the model-based quality metrics (similarity; ROUGE and F1 come
+        with every import), parsed verdicts, entity analyses, entropies."""
+        count = "SELECT count(DISTINCT run_id) FROM "
+        cursor = self.cursor()
+        return {name: cursor.execute(count + query).fetchone()[0] for name, query in (
+            ("runs", "runs"), ("scored", "metrics WHERE metric = 'simcse'"), ("judged", "judgments WHERE status = 'ok'"),
+            ("analysed", "entity_analyses"), ("entropies", "entropies"))}
+
     def run(self, run_id: str) -> dict:
         row = self.cursor().execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).fetchdf()
         if row.empty:

@@ -177,7 +177,7 @@ def to_latex(frame: pd.DataFrame, caption: str) -> str:
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "α": r"$\alpha$", "β": r"$\beta$", "·": r"$\cdot$",
 }
 
 
@@ -185,12 +185,20 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
 
 
+def weights_line(report: dict) -> str:
+    """The FWS weights every FWS figure of the report was computed with."""
+    return f"FWS = α(Rel + FactAcc) + β·Coh with α = {report['alpha']:g}, β = {report['beta']:g}"
+
+
 def render(report: dict, fmt: str) -> str:
-    parts = []
+    """Every table as Markdown or LaTeX, headed by the FWS weights (and Table 4 names them in its title too)."""
+    parts = [f"{weights_line(report)}.\n" if fmt == "markdown" else f"% {weights_line(report)}"]
     for title, build in TABLES.items():
         frame = build(report)
         if frame.empty:
             continue
+        if build is table4:
+            title = f"{title}, α = {report['alpha']:g}, β = {report['beta']:g}"
         parts.append(f"## {title}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title))
     return "\n\n".join(parts) + "\n"
 

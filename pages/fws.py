@@ -7,7 +7,7 @@ import streamlit as st
 
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
+from fwsapp.fws import DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
 from fwsapp.human import (DEFAULT_FRACTION, correlation_table, friedman_nemenyi, human_means, krippendorff_alpha,
                           sample_items, sensitivity_table)
 from fwsapp.report import DETECTABILITY
@@ -21,9 +21,13 @@ st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. GPT
 
 runs = widgets.runs_or_stop()
 
-mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True, key="fws-mode")
+# The weights are the session's, shared with the Report page: a preset when they are one, else free.
+shared = widgets.fws_weights()
+shared_preset = next((name for name, weights in PRESETS.items() if weights == shared), None)
+mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True,
+                index=0 if shared_preset else 2, key="fws-mode")
 if mode == "Paper preset":
-    preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index("Current"), key="fws-preset",
+    preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(shared_preset or "Current"), key="fws-preset",
                           format_func=lambda name: f"{name} (α={PRESETS[name][0]}, β={PRESETS[name][1]})")
     alpha, beta = PRESETS[preset]
 elif mode == "Factuality : coherence ratio":
@@ -31,9 +35,10 @@ elif mode == "Factuality : coherence ratio":
     alpha, beta = ratio_weights(ratio)
 else:
     columns = st.columns(2)
-    alpha = columns[0].slider("α (relevance and factual accuracy)", 0.0, 1.0, DEFAULT_ALPHA, 0.01, key="fws-alpha")
-    beta = columns[1].slider("β (coherence)", 0.0, 1.0, DEFAULT_BETA, 0.01, key="fws-beta")
-st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f}")
+    alpha = columns[0].slider("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01, key="fws-alpha")
+    beta = columns[1].slider("β (coherence)", 0.0, 1.0, shared[1], 0.01, key="fws-beta")
+widgets.set_fws_weights(alpha, beta)
+st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f} (the Report page uses the same weights)")
 if abs(2 * alpha + beta - 1) > 1e-9:
     st.warning(f"2α + β = {2 * alpha + beta:.3f}, not 1: FWS is then off the 0–1 scale of the presets and the ratio "
                "mode, so its values do not compare with theirs. The flip chart keeps 2α + β = 1 and marks your weights "

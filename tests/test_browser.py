@@ -8,7 +8,7 @@ ARTIFACTS = PROJECT / "test-artifacts"
 
 def test_two_sample_demo_generation_shows_watermarked_text_and_z(streamlit_server, browser_page):
     page = browser_page
-    page.goto(streamlit_server)
+    page.goto(f"{streamlit_server}/generate")
     page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
     page.get_by_role("spinbutton", name="Samples").fill("2")
     page.get_by_role("spinbutton", name="Samples").press("Enter")
@@ -30,7 +30,7 @@ def test_two_sample_demo_generation_shows_watermarked_text_and_z(streamlit_serve
 
 def rate_items_as(page, base_url, rater, count, offset):
     page.goto(base_url)
-    page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+    page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
     page.get_by_role("link", name="Rate", exact=True).click()
     page.get_by_role("heading", name="Rate answers").wait_for(timeout=30_000)
     page.get_by_label("Your name").fill(rater)
@@ -76,7 +76,7 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
         outgoing = []
         page.on("request", lambda request: outgoing.append(request.url))
         page.goto(url)
-        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
         page.get_by_role("link", name="Entities", exact=True).click()
         page.get_by_text("<script>window.__pwned = 1</script>", exact=False).first.wait_for(timeout=60_000)
         assert page.get_by_text('<img src=x onerror="window.__pwned = 2">', exact=False).count() >= 1
@@ -108,7 +108,7 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
     with start_streamlit(tmp_path, tmp_path / "import.duckdb") as url:
         page = browser_page
         page.goto(url)
-        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
         page.get_by_role("link", name="Import", exact=True).click()
         page.get_by_role("heading", name="Import logs").wait_for(timeout=30_000)
         uploads = page.locator("input[type=file]")
@@ -123,7 +123,7 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         page.get_by_role("button", name="Import", exact=True).click()
         page.get_by_text("Imported as run").wait_for(timeout=60_000)
         page.get_by_role("link", name="Report", exact=True).click()
-        page.get_by_role("heading", name="Table 4: FWS (Auto and GPTJ)").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="Table 4: FWS (Auto and GPTJ), α = 0.4, β = 0.2").wait_for(timeout=60_000)
         page.wait_for_timeout(2000)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
@@ -160,7 +160,7 @@ def test_tables_and_charts_fit_the_page_or_scroll_inside_it(tmp_path, browser_pa
     page.set_viewport_size({"width": 1100, "height": 1400})
     with start_streamlit(tmp_path, db) as url:
         page.goto(url)
-        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
         ARTIFACTS.mkdir(exist_ok=True)
         for name, heading in (("entities", "Disease entities"), ("report", "Report"), ("quality", "Quality"),
                               ("judge", "Judge"), ("fws", "Factuality-Weighted Score")):

@@ -182,3 +182,24 @@ def test_mean_scores_keep_generators_and_judges_apart():
     assert set(one_judge.label) == {"smollm2 · KGW", "meditron · KGW"}
     drops = one_judge[(one_judge.kind == "watermarked") & (one_judge.aspect == "coherence")].set_index("label")
     assert drops.drop_pct.to_dict() == {"smollm2 · KGW": 50.0, "meditron · KGW": 0.0}
+
+
+def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_parses(lm, qa_run, tmp_path):
+    import shutil
+
+    from fwsapp import pipeline
+    from fwsapp.judge.parser import parse_verdict
+    from fwsapp.judge.runner import JudgeSettings
+    from fwsapp.store import Store
+
+    store, config, run_id = qa_run
+    store.cursor().execute("CHECKPOINT")
+    shutil.copy(store.path, tmp_path / "copy.duckdb")
+    copy = Store(tmp_path / "copy.duckdb")
+    backend = pipeline.judge_backend(lambda name: lm, "local")
+    outcome = pipeline.judge(copy, [run_id], None, backend=backend, settings=JudgeSettings(concurrency=1))
+    verdicts = copy.judgments([run_id])
+    copy.close()
+    assert len(verdicts) == 4 and (verdicts.status == "ok").all()
+    assert all(parse_verdict(output).ok for output in verdicts.raw_output)
+    assert verdicts.completion_tokens.max() <= 30  # the verdict alone, not a justification first

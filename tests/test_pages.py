@@ -26,6 +26,8 @@ def test_generate_page_runs_a_job_and_shows_both_texts(app_db):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     assert not app.exception
+    assert app.title[0].value == "fwsapp"  # the Home page opens first
+    app.switch_page("pages/generate.py").run()
     assert app.title[0].value == "Generate"
     app.selectbox[0].select("qa").run()
     inputs = {widget.label: widget for widget in app.number_input}
@@ -197,6 +199,14 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     app.slider(key="fws-beta").set_value(0.4).run()
     table = app.dataframe[0].value.set_index("method")
     assert table.loc["KGW", "Question answering"] == pytest.approx((0.62 + 0.40) / 2, abs=5e-4)
+    # One place for α and β: the Report page opens with the FWS page's weights, and its Table 4 names them.
+    app.switch_page("pages/report.py").run()
+    assert [widget.value for widget in app.number_input] == [0.3, 0.4]
+    assert any(header.value == "Table 4: FWS (Auto and GPTJ), α = 0.3, β = 0.4" for header in app.subheader)
+    app.number_input[0].set_value(0.25).run()
+    app.switch_page("pages/fws.py").run()
+    assert app.radio(key="fws-mode").value == "Free α and β"  # (0.25, 0.4) is no preset
+    assert (app.slider(key="fws-alpha").value, app.slider(key="fws-beta").value) == (0.25, 0.4)
     app.radio(key="fws-mode").set_value("Factuality : coherence ratio").run()
     app.slider(key="fws-ratio").set_value(4.0).run()
     alpha, beta = 4 / 9, 1 / 9
@@ -275,6 +285,7 @@ def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
 def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
+    app.switch_page("pages/generate.py").run()
     app.number_input(key="generate-KGW-gamma").set_value(0.0).run()
     assert not app.exception
     from fwsapp.render import message
@@ -341,3 +352,39 @@ def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, mo
     run_until(app, lambda a: any("1 of 1 runs done" in s.value for s in a.success))
     assert app.dataframe[0].value.loc[0, "units missing"] == 0
     assert any("runs are complete" in caption.value for caption in app.caption)
+
+
+def test_home_page_says_the_next_step_and_loads_the_example_data_once(app_db):
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    assert not app.exception and app.title[0].value == "fwsapp"
+    assert [metric.value for metric in app.metric][0] == "0"
+    assert "The database is empty." in [m.value for m in app.markdown]
+    next(button for button in app.button if button.label == "Load the example data").click().run()
+    assert not app.exception
+    assert [metric.value for metric in app.metric][:4] == ["3", "0", "0", "3"]  # runs, scored, analysed, judged
+    assert "3 runs have no quality metrics yet." in [m.value for m in app.markdown]
+    next(button for button in app.button if button.label == "Load the example data").click().run()
+    assert [metric.value for metric in app.metric][0] == "3"  # loading again changes nothing
+
+
+def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_history(app_db):
+    app = AppTest.from_file(APP, default_timeout=180)
+    app.run()
+    app.switch_page("pages/playground.py").run()
+    assert not app.exception and app.title[0].value == "Playground"
+    app.text_area[0].set_value("What lowers blood pressure?")
+    inputs = {widget.label: widget for widget in app.number_input}
+    inputs["New tokens"].set_value(16)
+    app.button[0].click().run()
+    assert not app.exception
+    shown = [m.value for m in app.markdown]
+    assert any(text.startswith("**Watermarked** · z = ") for text in shown)
+    assert any(text.startswith("**Unwatermarked** · z = ") for text in shown)
+    assert sum("background:#c8f7c5" in text for text in shown) == 2  # both answers coloured token by token
+    keep = next(button for button in app.button if button.label == "Keep as a run")
+    assert keep.disabled  # no reference answer typed
+    app.number_input(key="playground-KGW-delta").set_value(4.0)
+    app.button[0].click().run()
+    history = app.dataframe[0].value
+    assert len(history) == 2 and list(history.params.str.contains("delta=4.0")) == [True, False]

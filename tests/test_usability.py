@@ -13,8 +13,7 @@ APP = str(PROJECT / "app.py")
 def open_page(page: str) -> AppTest:
     app = AppTest.from_file(APP, default_timeout=120)
     app.run()
-    if page != "generate":
-        app.switch_page(f"pages/{page}.py").run()
+    app.switch_page(f"pages/{page}.py").run()
     assert not app.exception, app.exception
     return app
 

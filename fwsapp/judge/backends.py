@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-2024-08-06"
-LOCAL_DEMO_NOTE = "demo only: too small to judge reliably"
+LOCAL_DEMO_NOTE = "its verdicts are forced into the format; the embedded 135M model's are a smoke test, not a judgment"
 
 # US$ per million tokens (input, output); used for estimates and the budget cap.
 PRICES = {
@@ -127,15 +127,18 @@ def _short(error) -> str:
 
 
 class LocalBackend:
-    """A transformers chat model in-process; the embedded SmolLM2 by default (demo only)."""
+    """A transformers model in-process; the embedded SmolLM2 by default (a smoke test). Its reply is decoded
+    straight into the verdict format, so every verdict parses."""
 
-    def __init__(self, model_name: str | None = None, max_new_tokens: int = 96, loaded=None):
+    def __init__(self, model_name: str | None = None, loaded=None):
+        from fwsapp.judge.verdict_format import verdict_template
         from fwsapp.models import EMBEDDED_MODEL, load_model
 
         self.model = model_name or EMBEDDED_MODEL
         self.name = "local"
         self._lm = loaded or load_model(self.model)
-        self.max_new_tokens = max_new_tokens
+        # The reply is the verdict alone, decoded into its format (verdict_format.py): about 30 tokens.
+        self._template, self._digits = verdict_template(self._lm.tokenizer)
         self._lock = threading.Lock()  # one forward pass at a time on one device
 
     @property
@@ -144,6 +147,9 @@ class LocalBackend:
 
     def complete(self, messages: list[dict]) -> Completion:
         import torch
+        from transformers import LogitsProcessorList
+
+        from fwsapp.judge.verdict_format import VerdictFormat
 
         tokenizer = self._lm.tokenizer
         if tokenizer.chat_template:
@@ -152,9 +158,11 @@ class LocalBackend:
             ).to(self._lm.device)
         else:  # a base model (Meditron-7B, BioMistral-7B) has no chat template: the conversation as plain text
             encoded = tokenizer(plain_prompt(messages), return_tensors="pt").to(self._lm.device)
+        prompt_length = encoded["input_ids"].shape[1]
         with self._lock, torch.inference_mode():
             output = self._lm.model.generate(
-                **encoded, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+                **encoded, max_new_tokens=len(self._template), do_sample=False, pad_token_id=tokenizer.pad_token_id,
+                logits_processor=LogitsProcessorList([VerdictFormat(self._template, self._digits, prompt_length)]),
             )
         new_tokens = output[0, encoded["input_ids"].shape[1]:]
         return Completion(

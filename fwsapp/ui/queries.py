@@ -205,3 +205,21 @@ def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.D
     from fwsapp.grid import load_spec, plan
 
     return plan(load_spec(source, text if uploaded else None), store())
+
+
+@st.cache_data(show_spinner=False)
+def coverage(revision_key: str) -> dict[str, int]:
+    return store().coverage()
+
+
+def next_step(state: dict[str, int]) -> tuple[str, str, str]:
+    """(page, link label, why) of the step this database's state calls for next."""
+    if not state["runs"]:
+        return "pages/playground.py", "Try a watermark on your own prompt", "The database is empty."
+    if state["scored"] < state["runs"]:
+        return "pages/quality.py", "Compute the quality metrics", f"{state['runs'] - state['scored']} runs have no quality metrics yet."
+    if state["analysed"] < state["runs"]:
+        return "pages/entropy.py", "Analyse entities and entropy", f"{state['runs'] - state['analysed']} runs are not analysed yet."
+    if state["judged"] < state["runs"]:
+        return "pages/judge.py", "Judge the pairs", f"{state['runs'] - state['judged']} runs have no verdicts yet."
+    return "pages/fws.py", "Compare methods by FWS", "Every run is scored, analysed and judged."

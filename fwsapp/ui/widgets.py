@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from fwsapp import render
+from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.methods import MethodInfo
 from fwsapp.ui.queries import runs
 from fwsapp.ui.resources import jobs, revision
@@ -116,3 +117,15 @@ def series_colours() -> dict[str, str]:
 
     palette = px.colors.qualitative.Dark24
     return {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(REGISTRY)}}
+
+
+WEIGHTS_KEY = "fws_weights"  # not a widget's key: it outlives the page that set it
+
+
+def fws_weights() -> tuple[float, float]:
+    """The FWS weights (α, β) of this session, shared by the FWS and Report pages (default the paper's 0.4, 0.2)."""
+    return st.session_state.get(WEIGHTS_KEY, (DEFAULT_ALPHA, DEFAULT_BETA))
+
+
+def set_fws_weights(alpha: float, beta: float) -> None:
+    st.session_state[WEIGHTS_KEY] = (float(alpha), float(beta))

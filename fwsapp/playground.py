@@ -1,0 +1,76 @@
+"""The playground: one typed prompt answered without and with a watermark, through the same unit of work as a run.
+
+A trial is a one-sample run's single unit (generate.compute_unit) computed with no store, so what the playground
+shows is exactly what `generate` would store for that prompt, method, parameters and seed. Keeping a trial writes
+it as that run, with its prompt and reference saved as a one-row dataset (the run id counts the dataset by content).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from fwsapp.data.loaders import save_upload
+from fwsapp.data.tasks import Sample
+from fwsapp.generate import RunConfig, Unit, UnitResult, UnitWork, compute_unit, plan_units, run_watermark
+from fwsapp.methods import info
+from fwsapp.store import Store
+from fwsapp.watermark import Detection, explain
+
+KINDS = ("unwatermarked", "watermarked")
+
+
+@dataclass
+class Trial:
+    config: RunConfig
+    prompt: str
+    reference: str
+    result: UnitResult
+    tokens: dict[str, list[str]]  # per text kind, each token decoded
+    detections: dict[str, Detection]  # per text kind, with per-token flags
+    seconds: float
+
+    def text(self, kind: str) -> str:
+        return self.result.rows[0][f"{kind}_text"]
+
+    def verdict(self, kind: str) -> bool:
+        """Whether the detector calls this text watermarked at the method's threshold."""
+        return info(self.config.method).is_watermarked(self.detections[kind].score, self.config.params)
+
+
+def check_prompt(prompt: str) -> str:
+    if not prompt or not prompt.strip():
+        raise ValueError("The prompt is empty: type a prompt, or pick a dataset item.")
+    return prompt.strip()
+
+
+def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, seed: int, task: str = "qa",
+               reference: str = "", on_step: Callable[[str, int], None] | None = None) -> Trial:
+    """Answer `prompt` without and with the watermark (`on_step(text kind, token)` follows decoding)."""
+    prompt = check_prompt(prompt)
+    if info(method).post_hoc:
+        raise ValueError(f"{method} is a post-hoc detector, not a watermark: pick a watermark for the playground.")
+    config = RunConfig(task=task, method=method, model=lm.name, params=params, n=1, max_new_tokens=max_new_tokens,
+                       batch_size=1, seed=seed)
+    started = time.perf_counter()
+    work = UnitWork(config, Unit("playground", 0, (0,)), [Sample(prompt, reference.strip())])
+    result = compute_unit(lm, run_watermark(lm, config), work, on_step)
+    context = lm.tokenizer(prompt)["input_ids"]
+    tokens, detections = {}, {}
+    for kind in KINDS:
+        detections[kind], tokens[kind] = explain(method, config.params, lm, result.rows[0][f"{kind}_ids"], context)
+    return Trial(config, prompt, reference.strip(), result, tokens, detections, time.perf_counter() - started)
+
+
+def keep(store: Store, trial: Trial) -> str:
+    """Store the trial as its one-sample run (an existing identical run is left as it is); returns the run id."""
+    if not trial.reference:
+        raise ValueError("A kept trial needs a reference answer: the quality metrics compare each text with it.")
+    content = json.dumps([{"prompt": trial.prompt, "reference": trial.reference}]).encode()
+    config = replace(trial.config, dataset=str(save_upload(trial.config.task, "playground.json", content)))
+    for work in plan_units(store, config):  # nothing when the run is complete already
+        rows = [dict(row, reference=trial.reference) for row in trial.result.rows]
+        store.write_batch(work.unit.run_id, rows, trial.result.detections)
+    store.set_status(config.run_id(), "done")
+    return config.run_id()
