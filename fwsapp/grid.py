@@ -167,6 +167,6 @@ def plan(spec: Spec, store=None) -> pd.DataFrame:
         batches = [range(start, min(start + config.batch_size, config.n)) for start in range(0, config.n, config.batch_size)]
         missing = [batch for batch in batches if not all(index in stored for index in batch)]
         rows.append({"run_id": run_id, "model": config.model, "task": config.task, "method": config.method,
-                     "params": json.dumps(config.params, sort_keys=True), "seed": config.seed, "n": config.n,
-                     "samples stored": len(stored), "units missing": len(missing), "units": len(batches)})
+                     "seed": config.seed, "n": config.n, "samples stored": len(stored), "units missing": len(missing),
+                     "units": len(batches), "params": json.dumps(config.params, sort_keys=True)})
     return pd.DataFrame(rows)
