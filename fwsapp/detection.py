@@ -15,6 +15,8 @@ import math
 import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 
+from fwsapp.sample_size import enough, not_enough
+
 FPR_LEVELS = (0.0, 0.01, 0.05)
 # A z-score's normal approximation, and any verdict on it, needs a few dozen scored tokens.
 MIN_TOKENS_FOR_VERDICT = 25
@@ -88,26 +90,10 @@ def tpr_at_fpr(positives, negatives, fpr: float, direction: str = "higher") -> f
     return float(np.mean(pos > threshold))
 
 
-def bootstrap_auroc_ci(
-    positives, negatives, direction: str = "higher", rounds: int = 1000, seed: int = 0
-) -> tuple[float, float] | None:
-    """Percentile 95% CI of the AUROC, resampling positives and negatives separately."""
-    pos, neg = oriented(positives, direction), oriented(negatives, direction)
-    if len(pos) < 2 or len(neg) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
-    values = [
-        roc_auc_score(labels, np.r_[rng.choice(pos, len(pos)), rng.choice(neg, len(neg))]) for _ in range(rounds)
-    ]
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
-
-
 def auroc_interval(area: float | None, positives: int, negatives: int, z: float = 1.96) -> tuple[float, float] | None:
-    """A 95 % interval for an AUROC from Hanley and McNeil's (1982) standard error: closed form, so the
-    report can give one for every run at no cost (the Detect page's bootstrap is the finer one)."""
-    if area is None or positives == 0 or negatives == 0:
+    """A 95 % interval for an AUROC from Hanley and McNeil's (1982) standard error: closed form, the same on
+    the Detect page and in the report; None below sample_size's minimum texts on either side."""
+    if area is None or not enough("auroc_ci", min(positives, negatives)):
         return None
     q1, q2 = area / (2 - area), 2 * area ** 2 / (1 + area)
     variance = (area * (1 - area) + (positives - 1) * (q1 - area ** 2) + (negatives - 1) * (q2 - area ** 2)) / (
@@ -124,7 +110,9 @@ def summary(positives, negatives, direction: str = "higher") -> dict:
         "auroc": area,
         "auroc_ci": auroc_interval(area, len(pos), len(neg)),
         "n": {"positives": len(pos), "negatives": len(neg)},
-        "tpr_at_fpr": {_level_key(level): tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
+        # None where the negatives cannot resolve the level (unresolved_fpr_levels): it would be the TPR at FPR 0.
+        "tpr_at_fpr": {_level_key(level): None if level in unresolved_fpr_levels(len(neg))
+                       else tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
         "mean_score": {
             "watermarked": float(pos.mean()) if len(pos) else None,
             "unwatermarked": float(neg.mean()) if len(neg) else None,
@@ -135,3 +123,20 @@ def summary(positives, negatives, direction: str = "higher") -> dict:
 
 def _level_key(level: float) -> str:
     return "0" if level == 0 else f"{level:g}"
+
+
+def interval_label(block: dict) -> str:
+    """A detection block's AUROC interval as the page and the report show it."""
+    smaller = min(block["n"]["positives"], block["n"]["negatives"])
+    if not enough("auroc_ci", smaller):
+        return not_enough(smaller)
+    bounds = block["auroc_ci"]
+    return f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else "–"
+
+
+def tpr_label(block: dict, key: str) -> float | str | None:
+    """A detection block's TPR at one FPR level as the page and the report show it."""
+    negatives = block["n"]["negatives"]
+    if float(key) in unresolved_fpr_levels(negatives):
+        return not_enough(negatives)
+    return block["tpr_at_fpr"][key]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from fwsapp.sample_size import enough
 from fwsapp.recognizer import Entity, mesh_branch, mesh_heading
 
 HALLUCINATION_THRESHOLD = 0.6
@@ -299,10 +300,11 @@ def verdict_agreement(store):
     clinician = judged.verdict.eq("hallucinated")
     automatic = judged.hallucinated.astype(bool)
     flagged = automatic.sum()
+    # Below sample_size's minimum the rate is None, and the page says "not enough data (n = …)" with these counts.
     stats = {
-        "verdicts": int(len(joined)),
-        "precision": float((automatic & clinician).sum() / flagged) if flagged else None,
-        "recall": float((automatic & clinician).sum() / clinician.sum()) if clinician.sum() else None,
+        "verdicts": int(len(joined)), "flagged": int(flagged), "clinician_wrong": int(clinician.sum()),
+        "precision": float((automatic & clinician).sum() / flagged) if enough("precision", flagged) else None,
+        "recall": float((automatic & clinician).sum() / clinician.sum()) if enough("precision", clinician.sum()) else None,
     }
     return counts, stats
 

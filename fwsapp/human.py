@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fwsapp.sample_size import enough, shown
 from fwsapp.fws import ASPECTS, PRESETS, fws
 from fwsapp.store import Store
 
@@ -136,7 +137,7 @@ def _pearson(x, y) -> tuple[float | None, float | None, int]:
     from scipy.stats import pearsonr
 
     pairs = pd.DataFrame({"x": x, "y": y}).dropna()
-    if len(pairs) < 3 or pairs.x.nunique() < 2 or pairs.y.nunique() < 2:
+    if not enough("pearson", len(pairs)) or pairs.x.nunique() < 2 or pairs.y.nunique() < 2:
         return None, None, len(pairs)
     result = pearsonr(pairs.x, pairs.y)
     return float(result.statistic), float(result.pvalue), len(pairs)
@@ -162,6 +163,12 @@ def correlation_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFr
     return pd.DataFrame(rows)
 
 
+def correlation_matrix(correlations: pd.DataFrame) -> pd.DataFrame:
+    """r per aspect (rows) and source (columns) as shown: "not enough data (n = …)" below the minimum."""
+    values = [shown(r, "pearson", n) for r, n in zip(correlations.r, correlations.n)]
+    return correlations.assign(r=values).pivot(index="aspect", columns="source", values="r")
+
+
 def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame) -> pd.DataFrame:
     """Each preset weighting's FWS-to-human Pearson r, for GPTJ and for Auto (the paper's Table 5)."""
     rows = []
@@ -171,7 +178,8 @@ def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFr
         for label, source in (("GPTJ", judge), ("Auto", auto)):
             s = source.assign(fws=fws(source.coherence, source.relevance, source.factual_accuracy, alpha, beta))
             joined = h[UNIT + ["fws"]].merge(s[UNIT + ["fws"]], on=UNIT, suffixes=("_human", "_source"))
-            row[f"r {label}"], row[f"p {label}"], row[f"n {label}"] = _pearson(joined.fws_human, joined.fws_source)
+            r, p, n = _pearson(joined.fws_human, joined.fws_source)
+            row[f"r {label}"], row[f"p {label}"], row[f"n {label}"] = shown(r, "pearson", n), shown(p, "pearson", n, 4), n
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -183,7 +191,7 @@ def friedman_nemenyi(rated: pd.DataFrame) -> tuple[float | None, float | None, p
     from scipy.stats import friedmanchisquare
 
     data = rated[list(ASPECTS)].dropna().to_numpy(dtype=float)
-    if len(data) < 3:
+    if not enough("friedman", len(data)):
         return None, None, None
     statistic, p_value = friedmanchisquare(*data.T)
     nemenyi = posthocs.posthoc_nemenyi_friedman(data)
@@ -191,8 +199,14 @@ def friedman_nemenyi(rated: pd.DataFrame) -> tuple[float | None, float | None, p
     return float(statistic), float(p_value), nemenyi
 
 
+def doubly_rated(rated: pd.DataFrame) -> int:
+    """Texts rated by two raters or more: the n of Krippendorff's alpha."""
+    return int((rated.groupby(UNIT).rater.nunique() >= 2).sum()) if not rated.empty else 0
+
+
 def krippendorff_alpha(rated: pd.DataFrame) -> dict[str, float | None]:
-    """Inter-rater agreement per aspect: Krippendorff's alpha, ordinal, over texts rated by 2+ raters."""
+    """Inter-rater agreement per aspect: Krippendorff's alpha, ordinal, over texts rated by 2+ raters (None below
+    sample_size's minimum of such texts)."""
     import krippendorff
 
     result = {}
@@ -200,7 +214,7 @@ def krippendorff_alpha(rated: pd.DataFrame) -> dict[str, float | None]:
         matrix = rated.pivot_table(index="rater", columns=UNIT, values=aspect)
         matrix = matrix.loc[:, matrix.notna().sum() >= 2]
         values = matrix.to_numpy(dtype=float)
-        if matrix.shape[0] < 2 or matrix.shape[1] < 1 or len(np.unique(values[~np.isnan(values)])) < 2:
+        if matrix.shape[0] < 2 or not enough("krippendorff", matrix.shape[1]) or len(np.unique(values[~np.isnan(values)])) < 2:
             result[aspect] = None
             continue
         result[aspect] = float(krippendorff.alpha(reliability_data=values, level_of_measurement="ordinal"))

@@ -149,13 +149,12 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
     rows = []
     for run, own, positives, negatives in _scored_runs(runs, scores):
         summary = detection.summary(positives, negatives, run.score_direction)
-        interval = detection.bootstrap_auroc_ci(positives, negatives, run.score_direction, rounds=500)
         statistic = "median p" if run.score_direction == "lower" else "mean z"
         centre = positives.median() if run.score_direction == "lower" else positives.mean()
         rows.append({
             "run": run.run_id, "method": run.method, "task": run.task, "model": run.model, "AUROC": summary["auroc"],
-            "AUROC 95% CI": f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "–",
-            **{f"TPR@FPR={key}": value for key, value in summary["tpr_at_fpr"].items()},
+            "AUROC 95% CI": detection.interval_label(summary),
+            **{f"TPR@FPR={key}": detection.tpr_label(summary, key) for key in summary["tpr_at_fpr"]},
             "statistic": statistic, "positives": float(centre),
             # Imported scores carry no token counts: NaN, shown as empty.
             "tokens scored": _mean_or_nan(own.num_tokens_scored),

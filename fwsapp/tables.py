@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fwsapp.data.tasks import TASKS
+from fwsapp.detection import interval_label, tpr_label
 
 UNWATERMARKED = "Unwatermarked"
 
@@ -35,8 +36,7 @@ def runs_table(report: dict) -> pd.DataFrame:
     """Where every number below comes from: each run's source, sample count, AUROC with its interval, the
     judge's successes and failures, and the perplexity oracle."""
     def interval(run):
-        bounds = _get(run, "detection", "auroc_ci")
-        return f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None
+        return interval_label(run["detection"]) if run.get("detection") else None
 
     rows = [{
         "Model": run["model"], "Task": run["task"], "Method": run["method"], "Run": run["run_id"],
@@ -67,9 +67,8 @@ def table1(report: dict) -> pd.DataFrame:
         {
             "Model": run["model"], "Task": run["task"], "Method": run["method"],
             "AUROC": _get(run, "detection", "auroc"),
-            "TPR@0%": _get(run, "detection", "tpr_at_fpr", "0"),
-            "TPR@1%": _get(run, "detection", "tpr_at_fpr", "0.01"),
-            "TPR@5%": _get(run, "detection", "tpr_at_fpr", "0.05"),
+            **{f"TPR@{label}": tpr_label(run["detection"], key) if run.get("detection") else None
+               for label, key in (("0%", "0"), ("1%", "0.01"), ("5%", "0.05"))},
             "PPL": _get(run, "quality", "ppl", "watermarked"),
             "SimCSE": _get(run, "quality", "simcse", "watermarked"),
         }
@@ -191,8 +190,8 @@ def weights_line(report: dict) -> str:
 
 
 def render(report: dict, fmt: str) -> str:
-    """Every table as Markdown or LaTeX, headed by the FWS weights (and Table 4 names them in its title too)."""
-    parts = [f"{weights_line(report)}.\n" if fmt == "markdown" else f"% {weights_line(report)}"]
+    """Every table as Markdown or LaTeX. Table 4's title names the FWS weights, and Markdown states them first."""
+    parts = [f"{weights_line(report)}.\n"] if fmt == "markdown" else []
     for title, build in TABLES.items():
         frame = build(report)
         if frame.empty:

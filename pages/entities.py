@@ -8,6 +8,7 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, rater_verdicts,
                              record_verdict, samples_by_hallucination, undo_verdict, verdict_agreement)
 from fwsapp.recognizer import BRANCHES, STOPLIST
+from fwsapp.sample_size import not_enough
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -121,8 +122,8 @@ for kind in ("watermarked", "unwatermarked"):
 counts, stats = verdict_agreement(resources.store())
 if stats:
     st.subheader("Clinicians against the automatic rule")
-    precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else "–"
-    recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else "–"
+    precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else not_enough(stats["flagged"])
+    recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else not_enough(stats["clinician_wrong"])
     st.write(f"{stats['verdicts']} verdicts. Of the entities the {HALLUCINATION_THRESHOLD} rule calls unsupported, "
              f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
              f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")

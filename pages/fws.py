@@ -8,9 +8,10 @@ import streamlit as st
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.fws import DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
-from fwsapp.human import (DEFAULT_FRACTION, correlation_table, friedman_nemenyi, human_means, krippendorff_alpha,
-                          sample_items, sensitivity_table)
+from fwsapp.human import (DEFAULT_FRACTION, correlation_matrix, correlation_table, doubly_rated, friedman_nemenyi,
+                          human_means, krippendorff_alpha, sample_items, sensitivity_table)
 from fwsapp.report import DETECTABILITY
+from fwsapp.sample_size import MINIMUM, not_enough, shown
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -144,19 +145,22 @@ st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(h
 st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
 samples = queries.fws_samples(resources.revision(), mapping_key)
 correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta)
-pivot = correlations.pivot_table(index="aspect", columns="source", values="r")
-st.dataframe(pivot.round(3), width="stretch")
+st.dataframe(correlation_matrix(correlations), width="stretch")
+st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
 with st.expander("p-values and sample sizes"):
     st.dataframe(correlations.round(4), hide_index=True, width="stretch")
 st.subheader("Sensitivity of each weighting (FWS-to-human r)")
-st.dataframe(sensitivity_table(humans, samples["judge"], samples["auto"]).round(3), hide_index=True, width="stretch")
+st.dataframe(sensitivity_table(humans, samples["judge"], samples["auto"]), hide_index=True, width="stretch")
 statistic, p_value, nemenyi = friedman_nemenyi(rated)
 st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
 if statistic is None:
-    st.info("Needs at least 3 ratings.")
+    st.info(f"{not_enough(len(rated))}: the Friedman test needs {MINIMUM['friedman']} ratings.")
 else:
     st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
     st.dataframe(nemenyi.round(4), width="stretch")
 st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
-st.dataframe({aspect: [value] for aspect, value in krippendorff_alpha(rated).items()}, width="stretch")
+texts = doubly_rated(rated)
+st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
+             width="stretch")
+st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
 st.download_button("Download ratings (CSV)", rated.to_csv(index=False), "human-ratings.csv", "text/csv")

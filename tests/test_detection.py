@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from fwsapp.detection import auroc, bootstrap_auroc_ci, summary, tpr_at_fpr, unresolved_fpr_warning
+from fwsapp.detection import auroc, interval_label, summary, tpr_at_fpr, tpr_label, unresolved_fpr_warning
 
 
 def test_tpr_at_fpr_with_ties_never_exceeds_the_fpr():
@@ -36,13 +36,19 @@ def test_p_value_direction_is_respected():
     assert tpr_at_fpr(watermarked_p, plain_p, 0.0, "lower") == 0.75
 
 
-def test_summary_schema_and_bootstrap():
+def test_summary_schema_and_what_small_samples_cannot_say():
     result = summary([5.0, 6.0, 4.5], [0.0, -1.0, 1.0])
     assert result["auroc"] == 1.0
     assert set(result["tpr_at_fpr"]) == {"0", "0.01", "0.05"}
     assert result["mean_score"] == {"watermarked": pytest.approx(5.1666, 1e-3), "unwatermarked": 0.0}
-    low, high = bootstrap_auroc_ci([1, 2, 3, 0.5], [0, 1, 0.7, 0.2])
-    assert 0 <= low <= high <= 1
+    # Three negatives resolve neither 1 % nor 5 % FPR, and three texts a side give no interval: said, not guessed.
+    assert result["tpr_at_fpr"]["0.01"] is None and result["auroc_ci"] is None
+    assert tpr_label(result, "0.01") == "not enough data (n = 3)" and tpr_label(result, "0") == 1.0
+    assert interval_label(result) == "not enough data (n = 3)"
+    larger = summary(list(range(10, 40)), list(range(0, 30)))
+    low, high = larger["auroc_ci"]
+    assert low <= larger["auroc"] <= high and interval_label(larger) == f"{low:.3f}–{high:.3f}"
+    assert tpr_label(larger, "0.05") == larger["tpr_at_fpr"]["0.05"] is not None  # 30 negatives resolve 5 %
 
 
 def test_empty_sides_give_none():

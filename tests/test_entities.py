@@ -88,7 +88,8 @@ def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder)
     hallucinated = bool(marked.loc["tuberculosis", "hallucinated"])
     record_verdict(store, "Dr C", run_id, 0, "watermarked", start, "hallucinated")
     counts, stats = verdict_agreement(store)
-    assert stats["verdicts"] == 1 and stats["precision"] == (1.0 if hallucinated else None)
+    # One verdict is far below the minimum for a rate: the count is kept, the precision is not given.
+    assert stats["verdicts"] == 1 and stats["flagged"] == int(hallucinated) and stats["precision"] is None
     with pytest.raises(ValueError, match="Enter your name"):
         record_verdict(store, " ", run_id, 0, "watermarked", start, "correct")
 

@@ -6,7 +6,7 @@ import scikit_posthocs
 from scipy.stats import friedmanchisquare, pearsonr
 
 from fwsapp.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_sweep, ratio_weights
-from fwsapp.human import (RATERS_PER_ITEM, RatingError, correlation_table, friedman_nemenyi, human_means,
+from fwsapp.human import (RATERS_PER_ITEM, RatingError, correlation_matrix, correlation_table, friedman_nemenyi, human_means,
                           krippendorff_alpha, next_item, progress, sample_items, skip, submit_rating)
 from fwsapp.importer import LogFile, import_logs
 
@@ -95,27 +95,34 @@ def test_rating_rules(store):
     assert (list(stored[0]), list(stored[1])) == expected  # A/B mapped back to the texts
 
 
-RATED = pd.DataFrame({
-    "rater": ["a", "b", "a", "b", "a", "b", "a", "b"],
-    "run_id": ["r"] * 8, "sample_idx": [0, 0, 1, 1, 2, 2, 3, 3], "kind": ["watermarked"] * 8,
-    "coherence": [4, 5, 3, 3, 2, 1, 5, 4], "relevance": [3, 4, 2, 2, 2, 1, 4, 4],
-    "factual_accuracy": [2, 3, 3, 2, 1, 1, 5, 5],
+RATED = pd.DataFrame({  # ten texts, each rated by two raters
+    "rater": ["a", "b"] * 10,
+    "run_id": ["r"] * 20, "sample_idx": [index for index in range(10) for _ in range(2)], "kind": ["watermarked"] * 20,
+    "coherence": [4, 5, 3, 3, 2, 1, 5, 4, 3, 4, 2, 2, 5, 5, 1, 2, 4, 3, 3, 3],
+    "relevance": [3, 4, 2, 2, 2, 1, 4, 4, 3, 3, 1, 2, 4, 5, 2, 2, 3, 3, 4, 3],
+    "factual_accuracy": [2, 3, 3, 2, 1, 1, 5, 5, 2, 3, 1, 1, 4, 4, 2, 1, 3, 4, 3, 2],
 })
+JUDGED = {"coherence": [0.8, 0.6, 0.2, 1.0, 0.6, 0.4, 1.0, 0.2, 0.8, 0.6],
+          "relevance": [0.6, 0.6, 0.2, 0.8, 0.6, 0.2, 1.0, 0.4, 0.6, 0.8],
+          "factual_accuracy": [0.4, 0.6, 0.2, 1.0, 0.4, 0.2, 0.8, 0.2, 0.6, 0.6]}
+SIMCSE = [0.9, 0.7, 0.1, 0.95, 0.5, 0.3, 0.85, 0.2, 0.6, 0.55]
 
 
-def test_correlations_equal_scipy():
+def test_correlations_equal_scipy_and_say_when_there_are_too_few_texts():
     humans = human_means(RATED)
-    judge = humans[["run_id", "sample_idx", "kind"]].assign(coherence=[0.8, 0.6, 0.2, 1.0], relevance=[0.6, 0.6, 0.2, 0.8],
-                                                             factual_accuracy=[0.4, 0.6, 0.2, 1.0])
-    metrics = pd.DataFrame({"run_id": "r", "sample_idx": [0, 1, 2, 3], "text_kind": "watermarked", "metric": "simcse",
-                            "value": [0.9, 0.7, 0.1, 0.95]})
+    judge = humans[["run_id", "sample_idx", "kind"]].assign(**JUDGED)
+    metrics = pd.DataFrame({"run_id": "r", "sample_idx": range(10), "text_kind": "watermarked", "metric": "simcse",
+                            "value": SIMCSE})
     table = correlation_table(humans, judge, judge.iloc[:0], metrics, 0.4, 0.2).set_index(["aspect", "source"])
     expected = pearsonr(humans.coherence, judge.coherence)
     assert table.loc[("coherence", "GPT judge"), "r"] == pytest.approx(expected.statistic)
     assert table.loc[("coherence", "GPT judge"), "p"] == pytest.approx(expected.pvalue)
     assert table.loc[("factual_accuracy", "simcse"), "r"] == pytest.approx(
         pearsonr(humans.factual_accuracy, metrics.value).statistic)
-    assert table.loc[("fws", "GPT judge"), "n"] == 4
+    assert table.loc[("fws", "GPT judge"), "n"] == 10
+    few = correlation_table(humans.head(4), judge, judge.iloc[:0], metrics, 0.4, 0.2)
+    assert few.r.isna().all()
+    assert correlation_matrix(few).loc["coherence", "GPT judge"] == "not enough data (n = 4)"
 
 
 def test_friedman_and_nemenyi_equal_scipy_and_scikit_posthocs():
@@ -126,10 +133,13 @@ def test_friedman_and_nemenyi_equal_scipy_and_scikit_posthocs():
     assert np.allclose(nemenyi.to_numpy(), scikit_posthocs.posthoc_nemenyi_friedman(data).to_numpy())
 
 
-def test_krippendorff_alpha_is_one_for_identical_raters():
+def test_krippendorff_alpha_is_one_for_identical_raters_and_none_from_too_few_texts():
     identical = RATED.assign(coherence=RATED.groupby("sample_idx").coherence.transform("first"))
     assert krippendorff_alpha(identical)["coherence"] == pytest.approx(1.0)
     assert krippendorff_alpha(RATED)["coherence"] < 1.0
+    assert krippendorff_alpha(RATED.head(8))["coherence"] is None  # 4 doubly rated texts: below the minimum of 5
+    statistic, p_value, nemenyi = friedman_nemenyi(RATED.head(8))
+    assert statistic is None and nemenyi is None
 
 
 def judged_and_scored_store(store):
