@@ -62,8 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     _db(generate)
     generate.set_defaults(handler=cmd_generate)
 
-    runs = commands.add_parser("runs", help="list runs")
+    runs = commands.add_parser("runs", help="list runs, or delete one with all its rows")
     runs.add_argument("--format", choices=["table", "json"], default="table")
+    runs.add_argument("--delete", metavar="ID", help="delete this run and every row that belongs to it (asks first)")
+    runs.add_argument("--yes", action="store_true", help="with --delete: do not ask")
     _db(runs)
     runs.set_defaults(handler=cmd_runs)
 
@@ -246,6 +248,18 @@ def cmd_generate(args) -> int:
 def cmd_runs(args) -> int:
     from fwsapp.store import Store
 
+    if args.delete:
+        store = Store(args.db)
+        run = store.run(args.delete)  # an unknown id: one line, nothing asked
+        if not args.yes:
+            answer = input(f"Delete run {args.delete} ({run['method']}, {run['task']}, {run['model']}) and every row "
+                           "that belongs to it? Type the run id to confirm: ")
+            if answer.strip() != args.delete:
+                print("Not deleted.")
+                return 1
+        deleted = store.delete_run(args.delete)
+        print(f"Deleted run {args.delete}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
+        return 0
     runs = Store(args.db).runs()
     if args.format == "json":
         print(runs.to_json(orient="records", date_format="iso"))

@@ -6,6 +6,8 @@ unpickling runs code from the file.
 """
 from __future__ import annotations
 
+import re
+
 import hashlib
 import json
 from dataclasses import dataclass
@@ -27,6 +29,16 @@ NEGATIVE_KINDS = ("reference", "unwatermarked")
 
 class ImportProblem(ValueError):
     """A log that cannot be imported; the message names the file and the problem."""
+
+
+PAPER_MODELS = ("meditron", "biomistral", "jsl")  # the model names in the paper's log file names
+
+
+def model_from_file_name(name: str) -> str | None:
+    """The model a paper-style log file name declares (KGW-g0.5-d2-meditron-HQA2.generations.json), if one."""
+    parts = {part.lower() for part in re.split(r"[-_.\s]+", name)}
+    found = [model for model in PAPER_MODELS if model in parts]
+    return found[0] if len(found) == 1 else None
 
 
 @dataclass

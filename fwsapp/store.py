@@ -354,6 +354,17 @@ class Store:
                GROUP BY ALL ORDER BY r.created DESC"""
         ).df()
 
+    def delete_run(self, run_id: str) -> dict[str, int]:
+        """Delete a run with every row that belongs to it (texts, scores, verdicts, analyses, ratings, detection sets),
+        in one transaction; returns the rows deleted per table. An unknown id is an error, and deletes nothing."""
+        self.run(run_id)
+        tables = (*PER_RUN_TABLES, "entity_verdicts", "human_items", "human_ratings", "human_skips", "detection_sets", "runs")
+        deleted = {}
+        with self.transaction() as cursor:
+            for table in tables:
+                deleted[table] = cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+        return deleted
+
     def coverage(self) -> dict[str, int]:
         """How many runs there are, and how many have the model-based quality metrics (similarity; ROUGE and F1 come
         with every import), parsed verdicts, entity analyses, entropies."""

@@ -62,7 +62,9 @@ else:
         figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
     st.plotly_chart(figure, width="stretch")
     st.subheader("Share of tokens per entropy bin")
-    st.dataframe(bin_table(values, runs, task).round(2), hide_index=True, width="stretch")
+    st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
+        "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
+        hide_index=True, width="stretch")
 
 entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
 if not entities.empty:

@@ -79,12 +79,17 @@ if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
     st.rerun()
 
 
+LATEST = 10  # samples shown under the job; every one of a small run
+
+
 def latest_samples(job) -> None:
     table = queries.samples(resources.revision(), job.key.removeprefix("generate:"))
     if table.empty:
         return
-    st.caption(render.message(f"Latest samples of {job.label}: the same prompt, without and with the watermark"))
-    for row in table.tail(3).iloc[::-1].itertuples():
+    shown = table.tail(LATEST)
+    st.caption(render.message(f"{'Latest ' + str(len(shown)) + ' of ' + str(len(table)) if len(table) > LATEST else 'All'} "
+                              f"samples of {job.label}: the same prompt, without and with the watermark"))
+    for row in shown.iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {render.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)
         name = score_label(row.method)

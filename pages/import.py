@@ -4,7 +4,7 @@ import streamlit as st
 from fwsapp import render
 from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
-from fwsapp.importer import ImportProblem, LogFile, import_logs
+from fwsapp.importer import ImportProblem, LogFile, import_logs, model_from_file_name
 from fwsapp.methods import REGISTRY
 from fwsapp.ui.router import through_router
 
@@ -26,14 +26,19 @@ uploads = [upload for upload in (generations, detection, judged) if upload is no
 if uploads:  # the uploader's chips cut long names short
     st.caption("Chosen files: " + "; ".join(render.inert(upload.name) for upload in uploads), unsafe_allow_html=True)
 named = {task_from_file_name(upload.name) for upload in uploads} - {None}
+models = {model_from_file_name(upload.name) for upload in uploads} - {None}
 with right:
     method = st.selectbox("Method", list(REGISTRY), help="The paper's spellings " + ", ".join(
         f"{alias} = {name}" for name, info in REGISTRY.items() for alias in info.aliases))
-    model = st.text_input("Model", placeholder="e.g. meditron")
+    model = st.text_input("Model", models.pop() if len(models) == 1 else "", placeholder="e.g. meditron",
+                          help="Taken from the paper's file names when they say it (meditron, biomistral, jsl).")
     task = st.selectbox("Task", list(TASKS), format_func=lambda name: TASKS[name].label,
                         index=list(TASKS).index(named.pop()) if len(named) == 1 else 0,
                         help="The paper's file names say the task: " + ", ".join(
                             f"{code} = {TASKS[task].label}" for code, task in PAPER_FILE_CODES.items()))
+    negatives = st.radio("The unwatermarked scores scored", ["reference", "unwatermarked"], horizontal=True,
+                         format_func={"reference": "the human reference (MarkLLM's natural mode, the paper's logs)",
+                                      "unwatermarked": "the unwatermarked output"}.get)
     direction = st.selectbox(
         "Score direction", ["from the method", "higher", "lower"],
         help="Higher means watermarked for z-scores; EXP-edit's p-values are lower-is-watermarked.",
@@ -50,7 +55,7 @@ if st.button("Import", type="primary"):
         try:
             run_id = import_logs(
                 resources.store(), method=method, model=model.strip(), task_name=task,
-                score_direction=None if direction == "from the method" else direction, **files,
+                score_direction=None if direction == "from the method" else direction, negatives=negatives, **files,
             )
         except (ImportProblem, ValueError) as error:
             st.error(render.message(f"Nothing was imported. {error}"))

@@ -80,7 +80,8 @@ if chosen:
     plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap, retry_failed)
     cost = f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model"
     st.write(
-        f"{plan['pairs']} pairs to judge ({plan['skipped']} already judged): about {plan['prompt_tokens']:,} prompt "
+        f"{plan['pairs']} {'pair' if plan['pairs'] == 1 else 'pairs'} to judge ({plan['skipped']} already judged): "
+        f"about {plan['prompt_tokens']:,} prompt "
         f"and {plan['completion_tokens']:,} completion tokens, {cost}."
     )
 manager = resources.jobs()

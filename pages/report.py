@@ -25,6 +25,17 @@ for title, build in TABLES.items():
         continue
     st.subheader(f"{title}, α = {alpha:g}, β = {beta:g}" if build is table4 else title)
     st.dataframe(frame.style.format(precision=3), hide_index=True, width="stretch")
+with st.expander("Delete a run"):
+    st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "
+               "`python -m fwsapp runs --delete ID` does the same.")
+    runs = queries.runs(resources.revision())
+    doomed = st.selectbox("Run", list(runs.run_id), format_func=lambda run_id: " · ".join(
+        str(value) for value in runs.set_index("run_id").loc[run_id, ["method", "task", "model"]]) + f" ({run_id})")
+    typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
+    if st.button("Delete this run", disabled=typed != doomed):
+        deleted = resources.store().delete_run(doomed)
+        st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
+        st.rerun()
 downloads = st.columns(2)
 downloads[0].download_button("Download Markdown", render(report, "markdown"), "fwsapp-tables.md", "text/markdown")
 downloads[1].download_button("Download LaTeX", render(report, "latex"), "fwsapp-tables.tex", "text/x-tex")

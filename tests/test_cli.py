@@ -39,3 +39,21 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert main(["export", "--run", "missing", "--format", "csv", "--out", str(tmp_path / "o.csv"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "No run 'missing'" in capsys.readouterr().err
+
+
+def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsys, monkeypatch):
+    from fwsapp.examples import load_examples
+    from fwsapp.store import Store
+
+    db = tmp_path / "runs.duckdb"
+    store = Store(db)
+    first, *others = load_examples(store)
+    store.close()
+    monkeypatch.setattr("builtins.input", lambda prompt: "something else")
+    assert main(["runs", "--delete", first, "--db", str(db)]) == 1
+    assert "Not deleted." in capsys.readouterr().out
+    assert main(["runs", "--delete", first, "--yes", "--db", str(db)]) == 0
+    assert f"Deleted run {first}: generations 200, detections 400" in capsys.readouterr().out
+    assert main(["runs", "--delete", first, "--yes", "--db", str(db)]) == 2  # gone: one clear line
+    store = Store(db, read_only=True)
+    assert sorted(store.runs().run_id) == sorted(others) and store.metrics([first]).empty

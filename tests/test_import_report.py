@@ -195,3 +195,11 @@ def test_the_runs_table_counts_in_whole_numbers_and_marks_what_is_missing(tmp_pa
     runs_section = markdown.split("## Table 1")[0]
     assert "<NA>" not in runs_section and "200.000" not in runs_section and "| 3.000 |" not in runs_section
     assert runs_section.count("| – | – | – |") == 1  # judge, judged, failed of the unjudged run
+
+
+def test_the_paper_file_names_say_the_model():
+    from fwsapp.importer import model_from_file_name
+
+    assert model_from_file_name("KGW-g0.5-d2-biomistral-MEQS.detection.json") == "biomistral"
+    assert model_from_file_name("KGW-g0.5-d2-jsl-HQA.judged.json") == "jsl"
+    assert model_from_file_name("my-run.json") is None and model_from_file_name("jsl-vs-meditron.json") is None

@@ -238,7 +238,7 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     assert not app.exception
     bins = app.dataframe[0].value.set_index("series")
     assert set(bins.index) == {"reference", "unwatermarked", "KGW"}
-    assert bins.loc["KGW", ["low", "mid", "high"]].sum() == pytest.approx(100)
+    assert bins.loc["KGW", ["low (< 1.5 nats) %", "mid (1.5–4.0 nats) %", "high (> 4.0 nats) %"]].sum() == pytest.approx(100)
     assert bins.loc["unwatermarked", "low shift vs unwatermarked (pp)"] == 0
     assert len(app.get("plotly_chart")) >= 1
 
@@ -388,3 +388,24 @@ def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_histor
     app.button[0].click().run()
     history = app.dataframe[0].value
     assert len(history) == 2 and list(history.params.str.contains("delta=4.0")) == [True, False]
+
+
+def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
+    from fwsapp.examples import load_examples
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    run_ids = load_examples(store)
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/report.py").run()
+    doomed = app.selectbox[0].value
+    delete = next(button for button in app.button if button.label == "Delete this run")
+    assert delete.disabled
+    app.text_input(key="delete-confirm").set_value(doomed).run()
+    next(button for button in app.button if button.label == "Delete this run").click().run()
+    assert not app.exception
+    store = Store(app_db)  # the app holds the file open: the same configuration shares it
+    assert sorted(store.runs().run_id) == sorted(set(run_ids) - {doomed})
+    assert store.judgments([doomed]).empty and store.generations(doomed).empty
