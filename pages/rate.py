@@ -3,7 +3,8 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources
-from fwsapp.human import RATERS_PER_ITEM, QUESTIONS, RatingError, next_item, progress, skip, submit_rating
+from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, QUESTIONS, RatingError, next_item, progress, sample_items,
+                          skip, submit_rating)
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -27,7 +28,15 @@ except RatingError as error:
     st.stop()
 if item is None:
     if total == 0:
-        st.info("No items to rate yet: choose them on the FWS page (Choose items for human rating).")
+        runs = queries.runs(resources.revision())
+        st.info("No items to rate yet. Items are a share of each run's samples, each shown to three raters.")
+        if runs.empty:
+            st.stop()
+        if st.button(f"Add {int(DEFAULT_FRACTION * 100)} % of every run's samples to rate", type="primary"):
+            added = sum(sample_items(store, run_id, DEFAULT_FRACTION) for run_id in runs.run_id)
+            st.success(f"Added {added} items.")
+            st.rerun()
+        st.caption("The FWS page (Choose items for human rating) picks runs and shares one by one.")
     elif done == 0:
         st.info(f"All {total} items already have their {RATERS_PER_ITEM} ratings from other raters, so none is left "
                 "for you. More items can be added on the FWS page (Choose items for human rating).")

@@ -427,3 +427,21 @@ def test_import_page_says_what_the_paper_file_names_mean():
     assert task_from_file_name("my-logs.json") is None
     app = open_page("import")
     assert "HQA = Text completion" in app.caption[0].value and "MEQS = Summarization" in app.caption[0].value
+
+
+def test_pages_with_missing_data_offer_the_action_in_place(app_db):
+    from fwsapp.store import Store
+
+    run_id = imported_qa_db(app_db, 3)
+    app = open_page("rate")
+    app.text_input(key="rater-name").set_value("Dr Here").run()
+    assert any("No items to rate yet" in info.value for info in app.info)
+    next(button for button in app.button if button.label.startswith("Add 10 % of every run")).click().run()
+    assert not app.exception and app.progress  # an item to rate is shown at once
+    app.switch_page("pages/entities.py").run()
+    next(button for button in app.button if button.label == "Analyse every run now").click().run()
+    deadline = time.time() + 120
+    while time.time() < deadline and not app.dataframe:
+        time.sleep(1)
+        app.run()
+    assert not app.exception and list(app.dataframe[0].value.run_id) == [run_id]
