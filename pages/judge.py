@@ -13,6 +13,9 @@ from fwsapp.judge.runner import JudgeSettings
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.ui.router import through_router
 
+# Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
+LOCAL_SECONDS_PER_PAIR = 7
+
 through_router()
 
 st.title("Judge")
@@ -41,8 +44,14 @@ if backend_kind == "compatible":
     base_url = settings_columns[0].text_input("Base URL", "http://localhost:8000/v1", key="judge-base-url")
 default_model = {"local": EMBEDDED_MODEL, "openai": DEFAULT_OPENAI_MODEL, "compatible": ""}[backend_kind]
 judge_model = settings_columns[1].text_input("Judge model", default_model, key=f"judge-model-{backend_kind}") or None
-concurrency = settings_columns[2].number_input("Concurrent requests", 1, 64, 8)
-timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60)
+local = backend_kind == "local"
+if local:  # one forward pass at a time, no network, no bill: these settings would do nothing
+    concurrency, timeout, use_budget, budget = 1, 60, False, None
+    settings_columns[2].caption("The local model judges one pair at a time, decoding the verdict straight into its "
+                                f"format: about {LOCAL_SECONDS_PER_PAIR} s a pair with the embedded model on 2 CPU cores.")
+else:
+    concurrency = settings_columns[2].number_input("Concurrent requests", 1, 64, 8)
+    timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60)
 option_columns = st.columns(4)
 swap = option_columns[0].checkbox("Both orders", help="Judge each pair as A/B and as B/A and average the two; "
                                                      "also reports position consistency.")
@@ -50,8 +59,9 @@ retry_failed = option_columns[1].checkbox(
     "Ask again for failed verdicts", key="judge-retry-failed",
     help="Verdicts that came back but could not be parsed are final unless asked again; unreachable pairs are "
          "always asked again.")
-use_budget = option_columns[2].checkbox("Budget cap")
-budget = option_columns[3].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
+if not local:
+    use_budget = option_columns[2].checkbox("Budget cap")
+    budget = option_columns[3].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
 api_key = None
 if backend_kind != "local":
     api_key = st.text_input(
@@ -73,12 +83,21 @@ if st.button("Test connection"):
 
 st.subheader("Run")
 labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
-chosen = st.multiselect("Runs to judge", list(labels), default=list(labels)[:1], format_func=labels.get, key="judge-runs")
+# The last selection survives a visit to another page; the first choice is a run with no verdicts yet, never a run
+# already judged (an imported run comes with the paper's verdicts).
+judged = queries.judged_run_ids(resources.revision())
+remembered = [run_id for run_id in st.session_state.get("judge_selection", []) if run_id in labels]
+default = remembered or [run_id for run_id in labels if run_id not in judged][:1]
+chosen = st.multiselect("Runs to judge", list(labels), default=default, format_func=labels.get)
+st.session_state["judge_selection"] = chosen
+if not default and not chosen:
+    st.caption("Every run has verdicts already; choose one to judge it again with another judge model.")
 settings = JudgeSettings(concurrency=int(concurrency), swap=swap, budget_usd=budget if use_budget else None,
                          retry_failed=retry_failed)
 if chosen:
     plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap, retry_failed)
-    cost = f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model"
+    cost = (f"about {plan['pairs'] * LOCAL_SECONDS_PER_PAIR // 60 + 1} min here, no cost" if local
+            else f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model")
     st.write(
         f"{plan['pairs']} {'pair' if plan['pairs'] == 1 else 'pairs'} to judge ({plan['skipped']} already judged): "
         f"about {plan['prompt_tokens']:,} prompt "

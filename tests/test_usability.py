@@ -445,3 +445,23 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
         time.sleep(1)
         app.run()
     assert not app.exception and list(app.dataframe[0].value.run_id) == [run_id]
+
+
+def test_judge_page_offers_an_unjudged_run_and_hides_what_a_local_judge_ignores(app_db):
+    from fwsapp.examples import load_examples
+    from fwsapp.store import Store
+
+    fresh = imported_qa_db(app_db, 2)
+    store = Store(app_db)
+    load_examples(store)  # judged by the paper's GPT-4o already
+    store.close()
+    app = open_page("judge")
+    assert app.multiselect[0].value == [fresh]
+    assert "Concurrent requests" not in [widget.label for widget in app.number_input]
+    assert any("one pair at a time" in caption.value for caption in app.caption)
+    assert any("2 pairs to judge" in text.value and "no cost" in text.value for text in app.markdown)
+    app.radio(key="judge-backend").set_value("openai").run()
+    assert "Concurrent requests" in [widget.label for widget in app.number_input]
+    app.switch_page("pages/detect.py").run()
+    app.switch_page("pages/judge.py").run()
+    assert app.multiselect[0].value == [fresh]  # the selection is remembered

@@ -223,3 +223,9 @@ def next_step(state: dict[str, int]) -> tuple[str, str, str]:
     if state["judged"] < state["runs"]:
         return "pages/judge.py", "Judge the pairs", f"{state['runs'] - state['judged']} runs have no verdicts yet."
     return "pages/fws.py", "Compare methods by FWS", "Every run is scored, analysed and judged."
+
+
+@st.cache_data(show_spinner=False)
+def judged_run_ids(revision_key: str) -> set[str]:
+    """Runs with at least one parsed verdict."""
+    return set(store().judgments().query("status == 'ok'").run_id)
