@@ -213,6 +213,7 @@ def fws_views(prepared: dict, alpha: float, beta: float, detect_column: str = "a
     return {
         "gptj": gptj_table, "auto": auto_table,
         "ranking": ranking(gptj_table if not gptj_table.empty else auto_table),
+        "ranking_source": "GPTJ" if not gptj_table.empty else "Auto",
         "tradeoff": points, "front": front, "reference": reference,
     }
 

@@ -80,6 +80,9 @@ show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped me
 
 if not views["ranking"].empty:
     st.subheader("Ranking of methods")
+    st.caption("Ranked by GPTJ, the judge's FWS, since some runs are judged; runs without verdicts are not in it."
+               if views["ranking_source"] == "GPTJ" else
+               "Ranked by Auto, the metrics' FWS: no run is judged yet. Once one is, the ranking uses GPTJ.")
     st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
 # Both sources, each in its own line style: judge data must not hide the metric-based curve.

@@ -21,6 +21,9 @@ def _missing(scores) -> bool:
     return scores is None or not hasattr(scores, "__len__")
 
 
+TRIPLE = "coherence, relevance, factual accuracy"  # the order of every score triple
+
+
 def scores_text(scores) -> str:
     if _missing(scores):
         return "none (failed)"
@@ -31,8 +34,8 @@ def verdict_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "run": frame.run_id, "method": frame.method, "task": frame.task, "sample": frame.sample_idx,
         "judge": frame.judge_model, "A is": frame.watermarked_first.map({True: "watermarked", False: "unwatermarked"}),
-        "status": frame.status, "watermarked": frame.scores_watermarked.map(_short_scores),
-        "unwatermarked": frame.scores_unwatermarked.map(_short_scores), "reason": frame.reason,
+        "status": frame.status, f"watermarked ({TRIPLE})": frame.scores_watermarked.map(_short_scores),
+        f"unwatermarked ({TRIPLE})": frame.scores_unwatermarked.map(_short_scores), "reason": frame.reason,
     })
 
 
