@@ -151,11 +151,12 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
         summary = detection.summary(positives, negatives, run.score_direction)
         statistic = "median p" if run.score_direction == "lower" else "mean z"
         centre = positives.median() if run.score_direction == "lower" else positives.mean()
+        # The answer first (AUROC, the positives' typical score, TPR), where a 1,400 px page shows it.
         rows.append({
-            "run": run.run_id, "method": run.method, "task": run.task, "model": run.model, "AUROC": summary["auroc"],
-            "AUROC 95% CI": detection.interval_label(summary),
+            "method": run.method, "task": run.task, "AUROC": summary["auroc"], "statistic": statistic,
+            "positives": float(centre),
             **{f"TPR@FPR={key}": detection.tpr_label(summary, key) for key in summary["tpr_at_fpr"]},
-            "statistic": statistic, "positives": float(centre),
+            "AUROC 95% CI": detection.interval_label(summary), "model": run.model, "run": run.run_id,
             # Imported scores carry no token counts: NaN, shown as empty.
             "tokens scored": _mean_or_nan(own.num_tokens_scored),
             "n positives": len(positives), "n negatives": len(negatives),

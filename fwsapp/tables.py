@@ -42,8 +42,8 @@ def runs_table(report: dict) -> pd.DataFrame:
         "Model": run["model"], "Task": run["task"], "Method": run["method"], "Run": run["run_id"],
         "Source": _source(run), "n": run["n"],
         "AUROC": _get(run, "detection", "auroc"), "AUROC 95% CI": interval(run),
-        "Judge": ", ".join(_get(run, "judge", "judge_models") or []) or None,
         "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
+        "Judge": ", ".join(_get(run, "judge", "judge_models") or []) or None,
         "PPL oracle": _ppl_oracle(run),
     } for run in report["runs"]]
     if not rows:
@@ -219,9 +219,7 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
 
     def row(run, kind, method):
         values = {
-            "Model": run["model"], "Method": method, "n": run["n"], "source": _source(run),
-            # Perplexity is only comparable under one oracle: say whose it is.
-            "PPL oracle": _ppl_oracle(run),
+            "Model": run["model"], "Method": method,
             "PPL": _get(run, "quality", "ppl", kind), "SimCSE": _get(run, "quality", "simcse", kind),
             "SimCSE to ref.": _get(run, "quality", "simcse_reference", kind),
             "ROUGE-2": _get(run, "quality", "rouge2", kind),
@@ -231,6 +229,9 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
         else:
             values["ROUGE-L"] = _get(run, "quality", "rougeL", kind)
         values[factual_label] = _get(run, "quality", "factuality", kind)
+        # Where the numbers come from, after them, so the measurements fit a 1,400 px page. Perplexity is only
+        # comparable under one oracle: say whose it is.
+        values.update({"n": run["n"], "source": _source(run), "PPL oracle": _ppl_oracle(run)})
         return values
 
     rows = [row(run, "watermarked", run["method"]) for run in runs]
