@@ -29,9 +29,17 @@ LIKERT = range(1, 6)
 # The paper's questions to human raters, per aspect.
 QUESTIONS = {
     "coherence": "Coherence: is the answer well structured, logically consistent and easy to follow?",
-    "relevance": "Relevance (completeness for summaries): does it address the prompt and cover its essential parts?",
+    "relevance": "Relevance: does it address the prompt and cover its essential parts?",
     "factual_accuracy": "Factual accuracy: is the medical content correct, with no inaccurate or unrelated medical terms?",
 }
+
+
+def questions(task_name: str) -> dict[str, str]:
+    """The rating questions for a task: for summaries the second criterion is completeness, as the judge's is."""
+    if task_name != "summarization":
+        return QUESTIONS
+    return {**QUESTIONS, "relevance": "Completeness: does the summary capture the main question without missing "
+                                      "any important information?"}
 
 
 class RatingError(ValueError):

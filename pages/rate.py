@@ -3,7 +3,7 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources
-from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, QUESTIONS, RatingError, next_item, progress, sample_items,
+from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, RatingError, next_item, progress, questions, sample_items,
                           skip, submit_rating)
 from fwsapp.ui.router import through_router
 
@@ -60,7 +60,7 @@ with st.form(f"rate-{key}", clear_on_submit=True):
             st.markdown(render.inert(sample[text_key]), unsafe_allow_html=True)
             scores[letter] = [
                 st.radio(question, [1, 2, 3, 4, 5], index=None, horizontal=True, key=f"{key}-{letter}-{aspect}")
-                for aspect, question in QUESTIONS.items()
+                for aspect, question in questions(sample["task"]).items()
             ]
     comment = st.text_area("Comment (optional)", key=f"{key}-comment")
     buttons = st.columns([1, 1, 6])
@@ -78,4 +78,5 @@ if submitted:
         except RatingError as error:
             st.error(render.message(str(error)))
         else:
+            st.toast(f"Saved your rating of item {done + 1} of {total}.")
             st.rerun()

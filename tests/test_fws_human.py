@@ -239,3 +239,10 @@ def test_each_model_keeps_its_own_unwatermarked_reference_line():
                           mean("small", "watermarked", 0.1), mean("large", "watermarked", 0.7)])
     reference = prepare_views(means, means)["Auto"]["reference"]
     assert reference.set_index("model").coherence.to_dict() == {"small": 0.2, "large": 0.8}
+
+
+def test_raters_are_asked_about_completeness_only_for_summaries():
+    from fwsapp.human import questions
+
+    assert questions("qa")["relevance"].startswith("Relevance:") and "summar" not in questions("qa")["relevance"]
+    assert questions("summarization")["relevance"].startswith("Completeness:")

@@ -346,6 +346,8 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     assert "(finished " in app.success[0].value
     by_label(app.button, "Dismiss").click().run()
     assert not app.success
+    # Nothing of the finished job comes back: no stale progress bar, no live Cancel.
+    assert not app.get("progress") and "Cancel" not in [button.label for button in app.button]
 
 
 # FWS

@@ -41,7 +41,7 @@ def job_status(kind: str, noun: str, body=None) -> None:
             if st.button("Dismiss", key=f"dismiss-{kind}"):
                 st.session_state[f"{kind}_dismissed"] = job.key
                 st.rerun()
-        else:
+        elif not job.finished:  # a dismissed result shows nothing, least of all a progress bar with a live Cancel
             detail = f" · {job.note}" if job.note else ""
             st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}{detail}")
             if st.button("Cancel", key=f"cancel-{kind}"):
