@@ -29,7 +29,8 @@ pages = st.navigation(
             st.Page("pages/report.py", title="Report", icon="📋"),
             st.Page("pages/import.py", title="Import", icon="📥"),
         ],
-    }
+    },
+    expanded=True,  # every page in sight: folded behind "View more", Rate, Report and Import were hard to find
 )
 
 with st.sidebar:
