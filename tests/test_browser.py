@@ -116,8 +116,9 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         for index, suffix in enumerate(("generations", "detection", "judged")):
             uploads.nth(index).set_input_files(str(stem.with_name(f"{stem.name}.{suffix}.json")))
             page.wait_for_timeout(1000)
-        page.get_by_label("Model").fill("meditron")
-        page.get_by_label("Model").press("Enter")
+        model = page.get_by_role("textbox", name="Model")
+        assert model.input_value() == "meditron"  # taken from the paper's file names
+        model.press("Enter")
         page.get_by_role("combobox").nth(1).click()  # the Task select: method first, then task
         page.get_by_role("option", name="Question answering").click()
         page.get_by_role("button", name="Import", exact=True).click()
