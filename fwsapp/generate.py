@@ -334,7 +334,8 @@ class InProcess:
 
     def __init__(self, model_loader: Callable[[str], LoadedModel]):
         self.model_loader = model_loader
-        self._watermarks: dict[str, Watermark] = {}
+        self._watermarks: dict[str, Watermark] = {}  # per run, for the model in use
+        self._lm: LoadedModel | None = None
 
     def run(self, works: list[UnitWork], prepare: Callable[[UnitWork], UnitWork], record: Callable[[UnitResult], None],
             progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
@@ -343,6 +344,9 @@ class InProcess:
             if cancel is not None and cancel.is_set():
                 raise Cancelled(work.unit.run_id)
             lm = self.model_loader(work.config.model)
+            if lm is not self._lm:  # another model: its runs' watermarks must not keep the last one in memory
+                self._watermarks.clear()
+                self._lm = lm
             if work.unit.run_id not in self._watermarks:
                 self._watermarks[work.unit.run_id] = run_watermark(lm, work.config)
             batches = -(-work.config.n // work.config.batch_size)
