@@ -63,14 +63,13 @@ for task in [name for name in TASKS if name in set(runs.task)]:
         continue
     st.subheader(f"{TASKS[task].label} ({TASKS[task].dataset})")
     best = best_cells(table)
-    # A missing value is a dash: the unwatermarked row has no SimCSE of its own (it is what SimCSE compares with).
-    styled = table.style.format(precision=3, na_rep="–").apply(
+    styled = table.style.format(precision=3).apply(
         lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
     )
     st.dataframe(styled, hide_index=True, width="stretch")
-    st.caption("Best value per column and model in bold (lowest perplexity, highest otherwise); – = none of its own "
-               "(SimCSE is the watermarked text's similarity to the unwatermarked one) or not computed yet. "
-               "Difference from unwatermarked:")
+    st.caption("Best value per column and model in bold (lowest perplexity, highest otherwise). None: not computed "
+               "yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the watermarked text's similarity to "
+               "the unwatermarked one). Difference from unwatermarked:")
     st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
     downloads = st.columns(2)
     downloads[0].download_button("CSV", table.to_csv(index=False), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
