@@ -126,12 +126,14 @@ def dtype_name(dtype: "torch.dtype") -> str:
 
 
 def free_memory(device: "torch.device") -> float:
-    """Bytes free on the device: CUDA's free memory, or the host's available memory."""
+    """Bytes free on the device: CUDA's free memory, or the host's available memory (free plus reclaimable page
+    cache, as the kernel estimates it: bare free memory would refuse models that fit on a server with a full cache)."""
+    import psutil
     import torch
 
     if device.type == "cuda":
         return float(torch.cuda.mem_get_info(device)[0])
-    return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    return float(psutil.virtual_memory().available)
 
 
 def memory_needed(parameters: float, dtype: str) -> float:
