@@ -5,19 +5,18 @@ every page has content on a fresh install. An import is keyed by its content, so
 """
 from __future__ import annotations
 
+from fwsapp.data.tasks import PAPER_FILE_CODES
 from fwsapp.importer import LogFile, import_logs
 from fwsapp.paths import DEMO_DATA_DIR
 from fwsapp.store import Store
 
 FOLDER = DEMO_DATA_DIR / "examples" / "paper-meditron"
-# The paper's file names: HQA is HealthQA completion, HQA2 HealthQA question answering, MEQS MeQSum.
-TASK_FILES = {"completion": "HQA", "qa": "HQA2", "summarization": "MEQS"}
 
 
 def load_examples(store: Store) -> list[str]:
     """Import the three example runs (those already imported are left as they are); returns their run ids."""
     run_ids = []
-    for task, code in TASK_FILES.items():
+    for code, task in PAPER_FILE_CODES.items():  # the paper's file codes: HQA, HQA2, MEQS
         stem = FOLDER / f"KGW-g0.5-d2-meditron-{code}"
         run_ids.append(import_logs(
             store, method="KGW", model="meditron", task_name=task,

@@ -23,7 +23,7 @@ from fwsapp.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store, detected_record
 from fwsapp import methods
-from fwsapp.watermark import Watermark, canonical_name, create
+from fwsapp.watermark import Detection, Watermark, canonical_name, create
 
 # MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
 # and a minimum length (MarkLLM's min_length) so every output is long enough to score.
@@ -263,8 +263,14 @@ class UnitWork:
 @dataclass
 class UnitResult:
     unit: Unit
+    method: str
     rows: list[dict]
-    detections: list[dict]
+    found: list[tuple[int, str, Detection]]  # (sample, text kind, its detection, per-token flags included)
+
+    @property
+    def detections(self) -> list[dict]:
+        """The detections-table rows."""
+        return [detected_record(index, kind, self.method, result) for index, kind, result in self.found]
 
 
 def run_watermark(lm: LoadedModel, config: RunConfig) -> Watermark:
@@ -301,8 +307,7 @@ def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
             scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
                            context))
     found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
-    detections = [detected_record(index, kind, config.method, result) for (index, kind, _, _), result in zip(scored, found)]
-    return UnitResult(unit, rows, detections)
+    return UnitResult(unit, config.method, rows, [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)])
 
 
 def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
@@ -365,7 +370,7 @@ def generate_runs(store: Store, configs: list[RunConfig], executor, progress: Pr
         config.samples()  # every dataset and n checked before the first run is created or model loaded
     works = [work for config in configs for work in plan_units(store, config)]
     run_ids = [config.run_id() for config in configs]
-    for run_id in dict.fromkeys(run_ids):
+    for run_id in dict.fromkeys(work.unit.run_id for work in works):  # a complete run is not touched: a rerun writes nothing
         store.set_status(run_id, "running")
     total = sum(config.n for config in configs)
     done = [total - sum(len(work.unit.indices) for work in works)]

@@ -193,8 +193,8 @@ def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | Non
     from fwsapp.judge.runner import JudgeSettings
 
     run_ids = generate(store, spec.runs, model_loader, progress, cancel, executor=executor)
-    failed = {run_id: store.run(run_id)["status_reason"] or "failed" for run_id in run_ids
-              if store.run(run_id)["status"] == "failed"}
+    statuses = store.runs().set_index("run_id").loc[run_ids, ["status", "status_reason"]]
+    failed = {run_id: reason or "failed" for run_id, (status, reason) in statuses.iterrows() if status == "failed"}
     finished = [run_id for run_id in run_ids if run_id not in failed]
     outcome = GridOutcome(run_ids, failed)
     step = step_progress or (lambda name: None)

@@ -13,10 +13,10 @@ from typing import Callable
 
 from fwsapp.data.loaders import save_upload
 from fwsapp.data.tasks import Sample
-from fwsapp.generate import RunConfig, Unit, UnitResult, UnitWork, compute_unit, plan_units, run_watermark
+from fwsapp.generate import RunConfig, Unit, UnitResult, UnitWork, compute_unit, generate_runs, run_watermark
 from fwsapp.methods import info
 from fwsapp.store import Store
-from fwsapp.watermark import Detection, explain
+from fwsapp.watermark import Detection
 
 KINDS = ("unwatermarked", "watermarked")
 
@@ -56,11 +56,22 @@ def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, 
     started = time.perf_counter()
     work = UnitWork(config, Unit("playground", 0, (0,)), [Sample(prompt, reference.strip())])
     result = compute_unit(lm, run_watermark(lm, config), work, on_step)
-    context = lm.tokenizer(prompt)["input_ids"]
-    tokens, detections = {}, {}
-    for kind in KINDS:
-        detections[kind], tokens[kind] = explain(method, config.params, lm, result.rows[0][f"{kind}_ids"], context)
+    # The unit's own detections (per-token flags included): the texts are not detected a second time.
+    detections = {kind: found for _, kind, found in result.found}
+    tokens = {kind: [lm.tokenizer.decode([token]) for token in result.rows[0][f"{kind}_ids"]] for kind in KINDS}
     return Trial(config, prompt, reference.strip(), result, tokens, detections, time.perf_counter() - started)
+
+
+class Replay:
+    """An executor that hands back a trial's computed unit, so a kept trial is written as every unit is."""
+
+    def __init__(self, result: UnitResult, reference: str):
+        self.result = replace(result, rows=[dict(row, reference=reference) for row in result.rows])
+
+    def run(self, works, prepare, record, progress, cancel=None) -> dict[str, str]:
+        for work in works:  # none when the run is stored already
+            record(replace(self.result, unit=work.unit))
+        return {}
 
 
 def keep(store: Store, trial: Trial) -> str:
@@ -69,8 +80,5 @@ def keep(store: Store, trial: Trial) -> str:
         raise ValueError("A kept trial needs a reference answer: the quality metrics compare each text with it.")
     content = json.dumps([{"prompt": trial.prompt, "reference": trial.reference}]).encode()
     config = replace(trial.config, dataset=str(save_upload(trial.config.task, "playground.json", content)))
-    for work in plan_units(store, config):  # nothing when the run is complete already
-        rows = [dict(row, reference=trial.reference) for row in trial.result.rows]
-        store.write_batch(work.unit.run_id, rows, trial.result.detections)
-    store.set_status(config.run_id(), "done")
-    return config.run_id()
+    [run_id] = generate_runs(store, [config], Replay(trial.result, trial.reference))
+    return run_id

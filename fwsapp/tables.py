@@ -189,16 +189,22 @@ def weights_line(report: dict) -> str:
     return f"FWS = α(Rel + FactAcc) + β·Coh with α = {report['alpha']:g}, β = {report['beta']:g}"
 
 
-def render(report: dict, fmt: str) -> str:
-    """Every table as Markdown or LaTeX. Table 4's title names the FWS weights, and Markdown states them first."""
-    parts = [f"{weights_line(report)}.\n"] if fmt == "markdown" else []
+def report_tables(report: dict) -> list[tuple[str, pd.DataFrame]]:
+    """(title, table) of every table with rows, as the Report page and the exports show them: Table 4's title
+    names the FWS weights its values were computed with."""
+    tables = []
     for title, build in TABLES.items():
         frame = build(report)
-        if frame.empty:
-            continue
-        if build is table4:
-            title = f"{title}, α = {report['alpha']:g}, β = {report['beta']:g}"
-        parts.append(f"## {title}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title))
+        if not frame.empty:
+            tables.append((f"{title}, α = {report['alpha']:g}, β = {report['beta']:g}" if build is table4 else title, frame))
+    return tables
+
+
+def render(report: dict, fmt: str) -> str:
+    """Every table as Markdown or LaTeX; Markdown states the FWS weights first."""
+    parts = [f"{weights_line(report)}.\n"] if fmt == "markdown" else []
+    parts += [f"## {title}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title)
+              for title, frame in report_tables(report)]
     return "\n\n".join(parts) + "\n"
 
 

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from fwsapp import render
-from fwsapp.grid import SpecError, load_spec
+from fwsapp.grid import SpecError
 from fwsapp.paths import EXPERIMENTS_DIR
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
@@ -37,7 +37,7 @@ with st.expander("Spec file", expanded=False):
     st.code(text, language="toml")
 try:
     uploaded = source != "A shipped spec"
-    spec = load_spec(base, text if uploaded else None)
+    spec = queries.grid_spec(base, text, uploaded)  # loaded once, for the plan too
     table = queries.grid_plan(resources.revision(), base, text, uploaded)
 except SpecError as error:
     st.error(render.message(str(error)))

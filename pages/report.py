@@ -2,7 +2,7 @@
 import streamlit as st
 
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.tables import TABLES, render, table4, weights_line
+from fwsapp.tables import render, report_tables, weights_line
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -14,16 +14,13 @@ shared = widgets.fws_weights()
 alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01)
 beta = columns[1].number_input("β (coherence)", 0.0, 1.0, shared[1], 0.01)
 widgets.set_fws_weights(alpha, beta)
-st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line({'alpha': alpha, 'beta': beta})}.")
 report = queries.report(resources.revision(), alpha, beta)
+st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
 if not report["runs"]:
     st.info("No runs yet: generate one, or import logs on the Import page.")
     st.stop()
-for title, build in TABLES.items():
-    frame = build(report)
-    if frame.empty:
-        continue
-    st.subheader(f"{title}, α = {alpha:g}, β = {beta:g}" if build is table4 else title)
+for title, frame in report_tables(report):
+    st.subheader(title)
     st.dataframe(frame.style.format(precision=3), hide_index=True, width="stretch")
 with st.expander("Delete a run"):
     st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "

@@ -145,7 +145,9 @@ def test_ray_gives_the_same_texts_and_a_rerun_dispatches_nothing(cluster, spec_f
     assert outcome.failed == {}
     pd.testing.assert_frame_equal(all_texts(store), local_texts)
     assert plan(load_spec(spec_file), store)["units missing"].sum() == 0
+    revision = store.revision()
     assert pipeline.grid(store, load_spec(spec_file), None, executor=executor).failed == {}
+    assert store.revision() == revision  # a rerun of a complete spec writes nothing
     store.close()
 
 

@@ -199,12 +199,20 @@ def setup_checks() -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
-def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.DataFrame:
-    """A spec's dry run: its runs, what is stored, the units still to generate. A shipped file is read from its
-    path (its datasets are relative to it); `text` keys the cache, so an edited file is read again."""
-    from fwsapp.grid import load_spec, plan
+def grid_spec(source: str, text: str, uploaded: bool):
+    """A spec, checked (grid.SpecError otherwise). A shipped file is read from its path (its datasets are relative
+    to it); `text` keys the cache, so an edited file is read again."""
+    from fwsapp.grid import load_spec
 
-    return plan(load_spec(source, text if uploaded else None), store())
+    return load_spec(source, text if uploaded else None)
+
+
+@st.cache_data(show_spinner=False)
+def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.DataFrame:
+    """A spec's dry run: its runs, what is stored, the units still to generate."""
+    from fwsapp.grid import plan
+
+    return plan(grid_spec(source, text, uploaded), store())
 
 
 @st.cache_data(show_spinner=False)
