@@ -8,6 +8,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from fwsapp import EXPECTED_ERRORS
 from fwsapp.paths import DEFAULT_DB
 
 
@@ -16,8 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (ValueError, RuntimeError, OSError) as error:
-        # Every expected failure (bad file, locked DB, unknown model) is one clear line, not a traceback.
+    except EXPECTED_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.entities import HALLUCINATION_THRESHOLD
     from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
     from fwsapp.judge.backends import BACKENDS
+    from fwsapp.judge.records import PAPER_JUDGE
 
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
@@ -142,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
     importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
     importer.add_argument("--judged", help="the paper's judge log: JSON list with sample_id, judge_output, scores_U, scores_W, ...")
+    importer.add_argument("--judge-model", default=PAPER_JUDGE,
+                          help=f"the model that wrote the judge log's verdicts (default {PAPER_JUDGE}, the paper's judge)")
     importer.add_argument("--method", required=True, help="KGW, SWEET, DiPmark (DIP), EXP-edit (EXPEdit), ...")
     importer.add_argument("--model", required=True)
     importer.add_argument("--task", required=True, choices=list(TASKS))
@@ -300,7 +303,7 @@ def cmd_import(args) -> int:
     store = Store(args.db)
     run_id = import_logs(
         store, method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
-        score_direction=args.score_direction, negatives=args.negatives, **files,
+        score_direction=args.score_direction, negatives=args.negatives, judge_model=args.judge_model, **files,
     )
     print(run_id)
     return 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import strip_prompt, task
 from fwsapp.data.values import finite_number, shown
-from fwsapp.judge.records import JudgedLogError, paper_judgments
+from fwsapp.judge.records import PAPER_JUDGE, JudgedLogError, paper_judgments
 from fwsapp.metrics.quality import text_metric_rows
 from fwsapp import methods
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
@@ -149,11 +149,13 @@ def import_logs(
     dataset: str | Path | None = None,
     score_direction: str | None = None,
     negatives: str = "reference",
+    judge_model: str = PAPER_JUDGE,
 ) -> str:
     """Check and import any subset of the three logs as one run; returns its id.
 
     `negatives` says what the "unwatermarked" scores scored: the human reference (MarkLLM's "natural" mode,
-    as in the paper's logs) or the unwatermarked output. Importing the same files again changes nothing.
+    as in the paper's logs) or the unwatermarked output. `judge_model` is the model that wrote the judge log's
+    verdicts. Importing the same files again changes nothing.
     """
     method = methods.canonical_name(method)
     task(task_name)
@@ -164,6 +166,9 @@ def import_logs(
         raise ImportProblem("Give at least one of --generations, --detection and --judged.")
     if negatives not in NEGATIVE_KINDS:
         raise ImportProblem(f"--negatives must be 'reference' or 'unwatermarked', not {negatives!r}.")
+    judge_model = " ".join(str(judge_model or "").split())
+    if judged and not judge_model:
+        raise ImportProblem("Name the judge model that wrote the judge log (the paper's is gpt-4o).")
 
     records = _generations(generations) if generations else []
     scores = _scores(detection) if detection else None
@@ -173,7 +178,7 @@ def import_logs(
         if not isinstance(data, list) or not data:
             raise ImportProblem(f"{judged.name}: expected a non-empty JSON list of judged samples.")
         try:
-            judgments = paper_judgments(data, judged.name, len(records) if records else None)
+            judgments = paper_judgments(data, judged.name, len(records) if records else None, judge_model)
         except JudgedLogError as error:
             raise ImportProblem(str(error)) from None
     prompts = _prompts(records, dataset, task_name)
@@ -205,6 +210,8 @@ def import_logs(
     if scores:
         identity["negatives"] = negatives
         identity["detection_alignment"] = alignment
+    if judged and judge_model != PAPER_JUDGE:  # the paper's judge stays implicit, so earlier imports keep their ids
+        identity["judge_model"] = judge_model
     run_id = "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     if store.has_run(run_id):
         return run_id  # the same files again: everything computed for the run since stays

@@ -4,13 +4,14 @@ A job writes through the store's per-thread cursor; the page polls `Job.done`/`J
 """
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fwsapp import pipeline
+from fwsapp import EXPECTED_ERRORS, pipeline
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import Cancelled, RunConfig
 from fwsapp.judge.backends import JudgeError
@@ -186,6 +187,9 @@ class JobManager:
         except Exception as error:  # shown on the page; finished work stays stored
             status = "failed"
             job.message = f"{type(error).__name__}: {error}"
-            traceback.print_exc()
+            if isinstance(error, EXPECTED_ERRORS):  # the server log gets the page's one line
+                print(f"fwsapp: {job.label} failed: {job.message}", file=sys.stderr)
+            else:
+                traceback.print_exc()
         job.finished_at = datetime.now()  # before the status: a page that sees it finished reads the time
         job.status = status

@@ -31,6 +31,20 @@ def _cancelled(cancel: threading.Event | None) -> bool:
     return cancel is not None and cancel.is_set()
 
 
+def _per_run(progress: Progress | None, sizes: list[int]) -> list[Progress | None]:
+    """One progress callback per run on a single total, the sum of `sizes`: a run's own (done, total) is scaled
+    to its size, so the bar's total is known before work starts and never changes mid-job."""
+    if progress is None:
+        return [None] * len(sizes)
+    total = sum(sizes)
+
+    def step(before: int, size: int) -> Progress:
+        return lambda done, own_total, note="": progress(before + (size * done // own_total if own_total else 0),
+                                                         total, note)
+
+    return [step(sum(sizes[:index]), size) for index, size in enumerate(sizes)]
+
+
 def generate(store: Store, configs: list[RunConfig], model_loader: ModelLoader, progress: Progress | None = None,
              cancel: threading.Event | None = None, executor=None) -> list[str]:
     """Generate (or finish) one run per config; returns their ids. Progress counts samples. Units run in this
@@ -75,13 +89,13 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
         plans.append((run_id, chosen, merged, name))
     tokenizers, results = {}, []
-    for index, (run_id, chosen, merged, name) in enumerate(plans):
+    steps = _per_run(progress, [2 * store.count("generations", run_id) for run_id, *_ in plans])  # two texts a sample
+    for (run_id, chosen, merged, name), step in zip(plans, steps):
         if _cancelled(cancel):
             break
         if name not in tokenizers:
             tokenizers[name] = load_tokenizer(name)
         lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
-        step = (lambda done, total, index=index: progress(index * total + done, len(plans) * total)) if progress else None
         set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel)
         results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name))
     return results
@@ -92,19 +106,23 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
           alignscore_checkpoint: str | None = None, recognizer: str | None = None) -> dict[str, dict[str, int]]:
     """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
     skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
-    from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
+    from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, metrics_for, score_run
     from fwsapp.recognizer import DEFAULT_RECOGNIZER, check_recognizer
 
     metrics = tuple(metrics or OFFLINE_METRICS)
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
+    runs = [store.run(run_id) for run_id in run_ids]
+    steps = _per_run(progress, [store.count("generations", run["run_id"]) * len(metrics_for(run, metrics))
+                                for run in runs])
     counts = {}
-    for index, run_id in enumerate(run_ids):
+    for run, step in zip(runs, steps):
         if _cancelled(cancel):
             break
-        step = (lambda done, total, note="", index=index: progress(index * total + done, len(run_ids) * total,
-                                                                    f"{run_id}: {note}" if note else "")) if progress else None
-        counts[run_id] = score_run(store, run_id, resources, metrics, progress=step)
+        run_id = run["run_id"]
+        named = (lambda done, total, note="", step=step, run_id=run_id:
+                 step(done, total, f"{run_id}: {note}" if note else "")) if step else None
+        counts[run_id] = score_run(store, run_id, resources, metrics, progress=named)
     return counts
 
 
@@ -159,19 +177,16 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     recognizer, encoder = load_recognizer(recognizer_name), load_encoder()
     outcome = Analysis(recognizer=recognizer.backend)
     sizes = [store.count("generations", run["run_id"]) for run in runs]
-    total = sum(sizes)
-    for index, run in enumerate(runs):
+    for run, size, step in zip(runs, sizes, _per_run(progress, sizes)):
         if _cancelled(cancel):
             break
-        before = sum(sizes[:index])
         name = entropy_model if run["imported"] else run["model"]
         lm = model_loader(name) if name else None
         outcome.entropies[run["run_id"]] = compute_entropies(store, run["run_id"], lm) if lm is not None else None
-        step = (lambda done, _total, before=before: progress(before + done, total)) if progress else None
         outcome.entities[run["run_id"]] = analyze_run(store, run["run_id"], recognizer, encoder,
                                                       lm.tokenizer if lm else None, threshold=threshold, progress=step)
-        if progress:
-            progress(before + sizes[index], total)
+        if step:
+            step(size, size)
     return outcome
 
 

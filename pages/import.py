@@ -5,6 +5,7 @@ from fwsapp import render
 from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
 from fwsapp.importer import ImportProblem, LogFile, import_logs, model_from_file_name
+from fwsapp.judge.records import PAPER_JUDGE
 from fwsapp.methods import REGISTRY
 from fwsapp.ui.router import through_router
 
@@ -39,6 +40,9 @@ with right:
     negatives = st.radio("The unwatermarked scores scored", ["reference", "unwatermarked"], horizontal=True,
                          format_func={"reference": "the human reference (MarkLLM's natural mode, the paper's logs)",
                                       "unwatermarked": "the unwatermarked output"}.get)
+    judge_model = st.text_input("Judge model (of the judge log)", PAPER_JUDGE,
+                                help="The model that wrote the judge log's verdicts: the paper's logs were judged by "
+                                     "GPT-4o. Verdicts are filed under this name.")
     direction = st.selectbox(
         "Score direction", ["from the method", "higher", "lower"],
         help="Higher means watermarked for z-scores; EXP-edit's p-values are lower-is-watermarked.",
@@ -55,7 +59,8 @@ if st.button("Import", type="primary"):
         try:
             run_id = import_logs(
                 resources.store(), method=method, model=model.strip(), task_name=task,
-                score_direction=None if direction == "from the method" else direction, negatives=negatives, **files,
+                score_direction=None if direction == "from the method" else direction, negatives=negatives,
+                judge_model=judge_model, **files,
             )
         except (ImportProblem, ValueError) as error:
             st.error(render.message(f"Nothing was imported. {error}"))

@@ -71,6 +71,21 @@ def test_paper_judge_means_and_drops_for_kgw_qa(paper_store):
 
 
 @needs_paper_logs
+def test_imported_verdicts_are_filed_under_the_judge_that_wrote_them(paper_store, tmp_path):
+    from fwsapp.cli import main
+    from fwsapp.store import Store
+
+    assert runs_by(build_report(paper_store), "meditron")["qa"]["judge"]["judge_models"] == ["gpt-4o"]  # the paper's
+    stem = PAPER / "KGW-g0.5-d2-meditron-HQA2"
+    command = ["import", "--method", "KGW", "--model", "meditron", "--task", "qa", "--db", str(tmp_path / "j.duckdb"),
+               "--generations", f"{stem}.generations.json", "--judged", f"{stem}.judged.json"]
+    assert main(command + ["--judge-model", "  llama-3.3-70b "]) == 0
+    assert main(command + ["--judge-model", "   "]) == 2  # a judge log needs a judge; nothing is written
+    store = Store(tmp_path / "j.duckdb")
+    assert set(store.judgments().judge_model) == {"llama-3.3-70b"} and len(store.runs()) == 1
+
+
+@needs_paper_logs
 def test_report_alpha_beta_and_imported_prompts_are_stripped(paper_store):
     report = build_report(paper_store, alpha=0.25, beta=0.5)
     meditron_qa = runs_by(report, "meditron")["qa"]

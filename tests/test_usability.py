@@ -41,6 +41,32 @@ def test_generation_progress_moves_inside_a_batch_as_large_as_the_run(lm, store)
     assert calls[-1][:2] == (2, 2)
 
 
+def test_an_expected_job_failure_is_one_line_in_the_server_log_and_a_bug_keeps_its_traceback(store, capsys):
+    from fwsapp.jobs import JobManager
+    from fwsapp.judge.backends import JudgeError
+
+    manager = JobManager(store, model_loader=lambda name: None)
+
+    def wait(job):
+        deadline = time.time() + 10
+        while not job.finished and time.time() < deadline:
+            time.sleep(0.05)
+        return job
+
+    def no_verdict(progress, cancel):
+        raise JudgeError("no verdict came back")
+
+    def bug(progress, cancel):
+        return {}["missing"]
+
+    expected = wait(manager.start("judge", "judge:x", "Judging 1 run(s)", no_verdict))
+    log = capsys.readouterr().err
+    assert expected.status == "failed" and expected.message == "JudgeError: no verdict came back"
+    assert "Traceback" not in log and "Judging 1 run(s) failed: JudgeError: no verdict came back" in log
+    assert wait(manager.start("score", "score:x", "Scoring", bug)).status == "failed"
+    assert "Traceback" in capsys.readouterr().err
+
+
 def test_generate_form_keeps_the_running_job_and_names_it(app_db):
     app = open_page("generate")
     by_label(app.selectbox, "Task").select("qa").run()
@@ -143,6 +169,21 @@ def test_perplexity_progress_counts_samples_and_writes_each_chunk(qa_run, lm, tm
                       progress=lambda done, total, note="": calls.append((done, total, note)))
     assert (2, 8, "ppl") in calls and (4, 8, "ppl") in calls and calls[-1][:2] == (8, 8)
     assert stored[:2] == [4, 4]  # two samples × two texts per chunk, written as they finish
+
+
+def test_scoring_several_runs_keeps_one_progress_total_from_start_to_end(tmp_path):
+    from fwsapp import pipeline
+    from fwsapp.store import Store
+
+    path = tmp_path / "two.duckdb"
+    small, large = imported_qa_db(path, n=2), imported_qa_db(path, n=5)  # two runs of one database
+    store = Store(path)
+    calls = []
+    pipeline.score(store, [small, large], lambda name: None, lambda done, total, note="": calls.append((done, total)),
+                   metrics=("rouge", "f1"))
+    assert {total for _, total in calls} == {(2 + 5) * 2}  # samples × metrics, known before the first run starts
+    dones = [done for done, _ in calls]
+    assert dones == sorted(dones) and dones[-1] == 14
 
 
 def test_imported_runs_get_perplexity_only_from_a_named_oracle_with_consent(app_db):

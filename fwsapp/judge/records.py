@@ -12,7 +12,7 @@ import json
 from fwsapp.data.values import finite_number, shown
 from fwsapp.judge.parser import parse_verdict
 
-IMPORTED_JUDGE = "imported"
+PAPER_JUDGE = "gpt-4o"  # the judge behind the paper's logs: imported verdicts are filed under it unless another is named
 PAPER_PROMPT_VERSION = "paper"
 PAPER_KEYS = ("sample_id", "w_output", "uw_output", "judge_output")
 
@@ -64,9 +64,10 @@ def _sample_id(value, source: str, row: int, limit: int | None, seen: set[int]) 
     return sample_idx
 
 
-def paper_judgments(records: list, source: str, samples: int | None = None) -> list[dict]:
-    """Judgment rows from the paper's layout; raises JudgedLogError naming the row on any problem.
-    `samples`: how many generations the run has, which sample ids must stay below."""
+def paper_judgments(records: list, source: str, samples: int | None = None, judge_model: str = PAPER_JUDGE) -> list[dict]:
+    """Judgment rows from the paper's layout, filed under `judge_model`, the model that wrote them; raises
+    JudgedLogError naming the row on any problem. `samples`: how many generations the run has, which sample ids
+    must stay below."""
     rows, seen = [], set()
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
@@ -88,7 +89,7 @@ def paper_judgments(records: list, source: str, samples: int | None = None) -> l
                 status, reason, scores_w, scores_u = "failed", verdict.reason, None, None
         rows.append({
             "sample_idx": sample_idx,
-            "judge_model": IMPORTED_JUDGE,
+            "judge_model": judge_model,
             "prompt_version": PAPER_PROMPT_VERSION,
             "watermarked_first": watermarked_first,
             "texts_hash": texts_hash(str(record["w_output"]), str(record["uw_output"])),

@@ -87,7 +87,7 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_M
         raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(ALL_METRICS)}.")
     run = store.run(run_id)
     samples, have = _scorable(store, run_id)
-    metrics = [metric for metric in metrics if metric != "f1" or run["task"] == "qa"]  # token F1 is QA's
+    metrics = metrics_for(run, metrics)
     progress = progress or (lambda done, total, note="": None)
     computed = {}
     # Progress counts samples per metric, so a long perplexity pass moves the bar as it goes.
@@ -104,6 +104,11 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_M
             progress(index * len(samples) + covered, len(metrics) * len(samples), metric)
     progress(len(metrics) * len(samples), len(metrics) * len(samples))
     return computed
+
+
+def metrics_for(run: dict, metrics) -> list[str]:
+    """The metrics that apply to a run: token F1 is QA's."""
+    return [metric for metric in metrics if metric != "f1" or run["task"] == "qa"]
 
 
 def perplexity_oracle(run: dict, oracle: str | None) -> str | None:
