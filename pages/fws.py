@@ -10,6 +10,9 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.fws import DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
 from fwsapp.human import (DEFAULT_FRACTION, correlation_matrix, correlation_table, doubly_rated, friedman_nemenyi,
                           human_means, krippendorff_alpha, sample_items, sensitivity_table)
+from fwsapp.judge.backends import LOCAL_DEMO_NOTE, LOCAL_SECONDS_PER_PAIR
+from fwsapp.judge.runner import JudgeSettings
+from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough, shown
 from fwsapp.ui.router import through_router
@@ -59,7 +62,7 @@ with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
             key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default). simcse_reference: "
                  "SimCSE similarity to the reference, measured alike for both texts.",
         )
-    st.caption(f"Metrics stored so far: {', '.join(metric_names)}. Compute missing ones on the Quality page.")
+    st.caption(f"Metrics stored so far: {', '.join(metric_names)}.")
 
 mapping_key = tuple(sorted(mapping.items()))
 detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY), format_func=DETECTABILITY.get, key="fws-detect")
@@ -75,8 +78,30 @@ def show_table(title: str, table, empty: str) -> None:
     st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
 
 
-show_table("FWS, GPTJ (judge)", views["gptj"], "No judge verdicts yet: run the Judge page, or import a judged log.")
-show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet: compute them on the Quality page.")
+def judge_in_place() -> None:
+    """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
+    judged = queries.judged_run_ids(resources.revision())
+    unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
+    plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
+    manager = resources.jobs()
+    minutes = plan["pairs"] * LOCAL_SECONDS_PER_PAIR // 60 + 1
+    if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {minutes} min)",
+                                   disabled=bool(manager.active("judge")), key="fws-judge-local"):
+        manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
+        st.rerun()
+    st.caption(f"The embedded model's verdicts are a smoke test ({LOCAL_DEMO_NOTE}). For GPT-4o or your own "
+               "server, the Judge page has the settings.")
+    widgets.job_status("judge", "pairs")
+
+
+show_table("FWS, GPTJ (judge)", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
+                                               "import a judged log.")
+if views["gptj"].empty:
+    judge_in_place()
+show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.")
+if views["auto"].empty:
+    widgets.model_free_metrics(list(runs.run_id), automatic=False)
+    widgets.job_status("score", "sample × metric values")
 
 if not views["ranking"].empty:
     st.subheader("Ranking of methods")

@@ -6,15 +6,13 @@ from fwsapp import render
 from fwsapp.judge import verdicts
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.judge.backends import DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, JudgeError, api_key_from_environment
+from fwsapp.judge.backends import (DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, LOCAL_SECONDS_PER_PAIR, JudgeError,
+                                   api_key_from_environment)
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.ui.router import through_router
-
-# Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
-LOCAL_SECONDS_PER_PAIR = 7
 
 through_router()
 

@@ -21,8 +21,10 @@ st.caption(
     "mentions that the reference supports)."
 )
 runs = widgets.runs_or_stop()
+widgets.model_free_metrics(list(runs.run_id), automatic=True)
+widgets.job_status("score", "sample × metric values")
 
-with st.expander("Compute missing metrics", expanded=False):
+with st.expander("Perplexity, BERTScore, AlignScore: metrics that need a model", expanded=False):
     labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
     metrics = st.multiselect("Metrics", list(ALL_METRICS), default=list(OFFLINE_METRICS), key="score-metrics",
@@ -53,8 +55,6 @@ with st.expander("Compute missing metrics", expanded=False):
     if st.button("Compute", disabled=not chosen or consent_needed or bool(manager.active("score"))):
         manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
         st.rerun()
-
-    widgets.job_status("score", "sample × metric values")
 
 report = queries.report(resources.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
 for task in [name for name in TASKS if name in set(runs.task)]:

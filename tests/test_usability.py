@@ -29,6 +29,20 @@ def by_label(widgets, label):
     return next(widget for widget in widgets if widget.label == label)
 
 
+def until(app: AppTest, condition, timeout: float = 180) -> AppTest:
+    """Rerun the page every second until `condition(app)` holds."""
+    deadline = time.time() + timeout
+    while not condition(app):
+        assert time.time() < deadline, "condition not reached"
+        time.sleep(1)
+        app.run()
+    return app
+
+
+def computed(app: AppTest) -> bool:
+    return any(success.value.startswith("Computed") for success in app.success)
+
+
 # Generate and jobs
 
 def test_generation_progress_moves_inside_a_batch_as_large_as_the_run(lm, store):
@@ -190,7 +204,7 @@ def test_imported_runs_get_perplexity_only_from_a_named_oracle_with_consent(app_
     from tests.conftest import judged_rating_db
 
     run_id = judged_rating_db(app_db)
-    app = open_page("quality")
+    app = until(open_page("quality"), computed)  # the model-free metrics first, on their own
     plan = app.dataframe[0].value
     assert plan.loc[0, "oracle"] == "none (name one)" and plan.loc[0, "samples to score"] == 0
     assert any(run_id in info.value and "no perplexity until an oracle is named" in info.value for info in app.info)
@@ -488,6 +502,13 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
         time.sleep(1)
         app.run()
     assert not app.exception and list(app.dataframe[0].value.run_id) == [run_id]
+    app.switch_page("pages/fws.py").run()
+    assert any(button.label == "Judge 3 pairs with the embedded model now (about 1 min)" for button in app.button)
+    assert not any("Quality page" in info.value for info in app.info)
+    until(app.run(), lambda a: not a.get("progress"))  # the analysis started above
+    by_label(app.button, "Compute them now (about 1 min)").click().run()  # the Auto table's metrics, from here
+    until(app, lambda a: any(list(frame.value.columns) == ["model", "method", "Question answering"]
+                             for frame in a.dataframe))  # the Auto table, the only FWS table of an unjudged run
 
 
 def test_judge_page_offers_an_unjudged_run_and_hides_what_a_local_judge_ignores(app_db):

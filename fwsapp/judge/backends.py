@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-2024-08-06"
 LOCAL_DEMO_NOTE = "its verdicts are forced into the format; the embedded 135M model's are a smoke test, not a judgment"
+# Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
+LOCAL_SECONDS_PER_PAIR = 7
 
 # US$ per million tokens (input, output); used for estimates and the budget cap.
 PRICES = {

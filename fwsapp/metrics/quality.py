@@ -21,6 +21,13 @@ GENERATED_KINDS = ("watermarked", "unwatermarked")
 REPORT_METRICS = ("ppl", "simcse", "simcse_reference", "rouge2", "rougeL", "f1", "bertscore")
 OFFLINE_METRICS = ("ppl", "simcse", "simcse_reference", "rouge", "f1", "factuality")
 ALL_METRICS = OFFLINE_METRICS + ("bertscore",)
+# The metrics that need no language model: text overlap, the 22M-parameter sentence encoder and the disease
+# recognizer. Quality computes them when it opens, if they are missing and quick; perplexity reads every token
+# with a language model and waits to be asked.
+MODEL_FREE_METRICS = ("rouge", "f1", "simcse", "simcse_reference", "factuality")
+# Seconds per sample on this machine's 2 CPU cores (bench.quality_scoring: 200 meditron QA samples, both texts;
+# docs/benchmarks.md): an estimate for the page, roughly proportional to text length.
+SECONDS_PER_SAMPLE = {"rouge": 0.007, "f1": 0.007, "simcse": 0.07, "simcse_reference": 0.18, "factuality": 0.22}
 PPL_CHUNK = 8  # samples per perplexity pass between progress reports and writes
 
 
@@ -144,6 +151,32 @@ def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+@dataclass
+class MissingWork:
+    """What computing some metrics would do: the runs that lack any of them, how many sample × metric values are
+    missing, and about how long that takes here."""
+
+    run_ids: list[str]
+    values: int
+    seconds: float
+
+
+def missing_work(store, run_ids: list[str], metrics=MODEL_FREE_METRICS) -> MissingWork:
+    """The missing values of model-free `metrics` (each must have a SECONDS_PER_SAMPLE estimate) in the runs."""
+    resources = QualityResources(model_loader=None)
+    lacking, values, seconds = [], 0, 0.0
+    for run_id in run_ids:
+        run = store.run(run_id)
+        samples, have = _scorable(store, run_id)
+        counts = {metric: len(_missing(samples, have, *stored_as(metric, run, resources)))
+                  for metric in metrics_for(run, metrics)}
+        if any(counts.values()):
+            lacking.append(run_id)
+        values += sum(counts.values())
+        seconds += sum(count * SECONDS_PER_SAMPLE[metric] for metric, count in counts.items())
+    return MissingWork(lacking, values, seconds)
+
+
 def _scorable(store, run_id: str) -> tuple[pd.DataFrame, set]:
     """A run's samples that have both outputs, and the (metric, config, sample, kind) values already stored."""
     samples = store.generations(run_id)
@@ -159,24 +192,49 @@ def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=G
     return samples[keep]
 
 
+def stored_as(metric: str, run: dict, resources: QualityResources) -> tuple[str, str, tuple[str, ...]]:
+    """(stored metric name, config, text kinds) that a metric's values of a run are kept under, so a value is
+    looked for where it was written."""
+    from fwsapp.metrics import bertscore, factuality
+    from fwsapp.recognizer import recognizer_label
+
+    encoder = f"encoder={resources.encoder_name}"
+    if metric == "rouge":
+        return "rouge2", rouge.CONFIG, GENERATED_KINDS
+    if metric == "f1":
+        return "f1", f1.CONFIG, GENERATED_KINDS
+    if metric == "ppl":
+        return "ppl", f"oracle={perplexity_oracle(run, resources.oracle)}", GENERATED_KINDS
+    if metric == "simcse":
+        # The paper's SimCSE compares the watermarked text with the unwatermarked one; the unwatermarked text
+        # has no such value (its similarity to itself is 1 by definition), so none is stored.
+        return "simcse", encoder, ("watermarked",)
+    if metric == "simcse_reference":
+        return "simcse_reference", encoder, GENERATED_KINDS
+    if metric == "factuality":
+        config = (f"alignscore;{resources.alignscore_checkpoint}" if resources.alignscore_checkpoint else
+                  factuality.stand_in_config(recognizer_label(resources.recognizer_name), resources.encoder_name))
+        return "factuality", config, GENERATED_KINDS
+    if metric == "bertscore":
+        return "bertscore", bertscore.CONFIG, GENERATED_KINDS
+    raise AssertionError(metric)
+
+
 def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set):
     """Yields (rows to write, samples of the run covered so far) as the metric is computed."""
     # Model-based metrics import torch; imports and reports of text metrics should not pay for that.
-    from fwsapp.recognizer import recognizer_label
     from fwsapp.metrics import bertscore, factuality, perplexity, simcse
 
+    name, config, kinds = stored_as(metric, run, resources)
+    todo = _missing(samples, have, name, config, kinds)
     if metric in ("rouge", "f1"):
-        name, config = ("rouge2", rouge.CONFIG) if metric == "rouge" else ("f1", f1.CONFIG)
-        todo = _missing(samples, have, name, config)
         rows = text_metric_rows(todo.to_dict("records"), run["task"]) if not todo.empty else []
         yield [row for row in rows if (row["metric"] == "f1") == (metric == "f1")], len(samples)
         return
+    if todo.empty:
+        return
     if metric == "ppl":
         oracle = perplexity_oracle(run, resources.oracle)
-        config = f"oracle={oracle}"
-        todo = _missing(samples, have, "ppl", config)
-        if todo.empty:
-            return
         lm = resources.model_loader(oracle)
         own_tokens = oracle == run["model"] and not run["imported"]
         done_before = len(samples) - len(todo)
@@ -193,44 +251,27 @@ def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityRe
             yield rows, done_before + start + len(chunk)
         return
     if metric == "simcse":
-        config = f"encoder={resources.encoder_name}"
-        # The paper's SimCSE compares the watermarked text with the unwatermarked one; the unwatermarked text
-        # has no such value (its similarity to itself is 1 by definition), so none is stored.
-        todo = _missing(samples, have, "simcse", config, kinds=("watermarked",))
-        if todo.empty:
-            return
         values = simcse.similarity(resources.encoder, todo.watermarked_text.tolist(), todo.unwatermarked_text.tolist())
         yield [metric_row(row.sample_idx, "watermarked", "simcse", config, value)
                for row, value in zip(todo.itertuples(), values)], len(samples)
         return
     if metric == "simcse_reference":
         # Similarity to the reference, measured alike for both texts: what Auto-FWS reads for coherence.
-        yield _per_kind(samples, have, "simcse_reference", f"encoder={resources.encoder_name}",
-                        lambda outputs, references: simcse.similarity(resources.encoder, outputs, references)), len(samples)
-        return
-    if metric == "factuality":
-        if resources.alignscore_checkpoint:
-            config = f"alignscore;{resources.alignscore_checkpoint}"
-            score = lambda outputs, references: factuality.alignscore(resources.alignscore_checkpoint, outputs, references)  # noqa: E731
-        else:
-            config = factuality.stand_in_config(recognizer_label(resources.recognizer_name), resources.encoder_name)
-            score = lambda outputs, references: factuality.entity_support(  # noqa: E731
-                resources.recognizer, resources.encoder, outputs, references)
-        yield _per_kind(samples, have, "factuality", config, score), len(samples)
-        return
-    if metric == "bertscore":
-        yield _per_kind(samples, have, "bertscore", bertscore.CONFIG, bertscore.bertscore_f1), len(samples)
-        return
-    raise AssertionError(metric)
+        score = lambda outputs, references: simcse.similarity(resources.encoder, outputs, references)  # noqa: E731
+    elif metric == "factuality" and resources.alignscore_checkpoint:
+        score = lambda outputs, references: factuality.alignscore(resources.alignscore_checkpoint, outputs, references)  # noqa: E731
+    elif metric == "factuality":
+        score = lambda outputs, references: factuality.entity_support(  # noqa: E731
+            resources.recognizer, resources.encoder, outputs, references)
+    else:
+        score = bertscore.bertscore_f1
+    yield _per_kind(todo, name, config, score), len(samples)
 
 
-def _per_kind(samples, have, metric: str, config: str, score) -> list[dict]:
-    """A metric of each output against its reference, for both text kinds."""
-    todo = _missing(samples, have, metric, config)
+def _per_kind(todo: pd.DataFrame, metric: str, config: str, score) -> list[dict]:
+    """A metric of each output of the samples to do against its reference, for both text kinds."""
     rows = []
     for kind in GENERATED_KINDS:
-        if todo.empty:
-            break
         values = score(todo[f"{kind}_text"].tolist(), todo.reference.tolist())
         rows += [metric_row(row.sample_idx, kind, metric, config, value) for row, value in zip(todo.itertuples(), values)]
     return rows

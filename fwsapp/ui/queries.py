@@ -188,6 +188,13 @@ def perplexity_plan(revision_key: str, run_ids: tuple[str, ...], oracle: str | N
     return plan(store(), list(run_ids), oracle)
 
 
+@st.cache_data(show_spinner=False)
+def missing_model_free_work(revision_key: str, run_ids: tuple[str, ...]):
+    from fwsapp.metrics.quality import missing_work
+
+    return missing_work(store(), list(run_ids))
+
+
 @st.cache_data(show_spinner=False, ttl=60)
 def setup_checks() -> pd.DataFrame:
     """The doctor's checks for the sidebar, refreshed at most once a minute (free memory changes)."""

@@ -8,7 +8,7 @@ import streamlit as st
 from fwsapp import render
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.methods import MethodInfo
-from fwsapp.ui.queries import runs
+from fwsapp.ui.queries import missing_model_free_work, runs
 from fwsapp.ui.resources import jobs, revision
 
 
@@ -53,6 +53,36 @@ def job_status(kind: str, noun: str, body=None) -> None:
             st.rerun()
 
     panel()
+
+
+# Model-free metrics start by themselves when the page opens if they take at most this long here; longer work
+# waits for a button that says how long.
+AUTOMATIC_SECONDS = 600
+MODEL_FREE_NAMES = "ROUGE, token F1 (QA), SimCSE and the entity-support stand-in"
+
+
+def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
+    """The metrics that need no language model, computed in place for the runs that lack them: at once where
+    `automatic` and the work is short (once a session per set of runs, so a cancelled job stays cancelled), else
+    on a button that says how long it takes. Its progress is the "score" job's panel."""
+    from fwsapp.metrics.quality import MODEL_FREE_METRICS
+
+    work = missing_model_free_work(revision(), tuple(run_ids))
+    manager = jobs()
+    if not work.values or manager.active("score"):
+        return
+    minutes = max(1, round(work.seconds / 60))
+    started = st.session_state.setdefault("model-free-started", set())
+    if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
+        started.add(tuple(work.run_ids))
+        manager.start_scoring(work.run_ids, MODEL_FREE_METRICS, None, None)
+        st.rerun()
+    st.info(f"{len(work.run_ids)} run(s) lack {MODEL_FREE_NAMES}: {work.values:,} values, about {minutes} min here. "
+            "They need no language model.")
+    if st.button(f"Compute them now (about {minutes} min)", key="model-free-compute", type="primary"):
+        started.add(tuple(work.run_ids))
+        manager.start_scoring(work.run_ids, MODEL_FREE_METRICS, None, None)
+        st.rerun()
 
 
 def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None) -> dict:
