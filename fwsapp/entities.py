@@ -275,21 +275,62 @@ def _rater(rater: str) -> str:
     return name
 
 
-def record_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int, verdict: str) -> None:
-    """A clinician's verdict on one entity; a later verdict by the same rater replaces the earlier one."""
+@dataclass(frozen=True)
+class NameToJudge:
+    """An introduced name as a clinician judges it: every mention of one MeSH heading in one text shares a verdict."""
+
+    text_kind: str
+    heading: str
+    shown: str  # the first mention's words
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    unsupported: int  # mentions the automatic rule calls unsupported by the reference
+    similarity: float  # the lowest similarity of a mention to the reference's entities
+
+
+def names_to_judge(introduced: pd.DataFrame, text_kind: str) -> list[NameToJudge]:
+    """One text's introduced entities (rows with a heading, `with_mesh_headings`), one per name, in reading order."""
+    mentions = introduced[(introduced.text_kind == text_kind) & introduced.introduced].sort_values("start_char")
+    return [NameToJudge(text_kind, heading, group.entity.iloc[0], tuple(map(int, group.start_char)),
+                        tuple(map(int, group.end_char)), int(group.hallucinated.sum()), float(group.similarity.min()))
+            for heading, group in mentions.groupby("heading", sort=False)]
+
+
+def record_verdict(store, rater: str, run_id: str, sample_idx: int, name: NameToJudge, verdict: str) -> None:
+    """A clinician's verdict on a name, filed for each of its mentions; a later verdict by the same rater replaces it."""
     if verdict not in VERDICTS:
         raise ValueError(f"A verdict is one of {', '.join(VERDICTS)}.")
-    store.record_entity_verdict(run_id, sample_idx, text_kind, start_char, _rater(rater), verdict)
+    store.record_entity_verdicts(run_id, sample_idx, name.text_kind, list(name.starts), _rater(rater), verdict)
 
 
-def undo_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, start_char: int) -> None:
-    store.delete_entity_verdict(run_id, sample_idx, text_kind, start_char, _rater(rater))
+def undo_verdict(store, rater: str, run_id: str, sample_idx: int, name: NameToJudge) -> None:
+    store.delete_entity_verdicts(run_id, sample_idx, name.text_kind, list(name.starts), _rater(rater))
 
 
 def rater_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict[tuple[str, int], str]:
     """What this rater recorded on a sample's entities: (text kind, start) -> verdict."""
     name = _rater_name(rater)
-    return store.sample_entity_verdicts(run_id, sample_idx, name) if name else {}
+    if not name:
+        return {}
+    rows = store.rater_entity_verdicts(name, run_id, sample_idx)
+    return {(kind, int(start)): verdict for kind, start, verdict in zip(rows.text_kind, rows.start_char, rows.verdict)}
+
+
+def name_verdict(recorded: dict[tuple[str, int], str], name: NameToJudge) -> str | None:
+    """The verdict a rater gave a name: the one all its mentions share, else none (mentions judged apart differ)."""
+    verdicts = {recorded.get((name.text_kind, start)) for start in name.starts}
+    return verdicts.pop() if len(verdicts) == 1 else None
+
+
+def reviewed_samples(store, rater: str, entities: pd.DataFrame) -> tuple[int, int]:
+    """(samples whose every introduced mention has this rater's verdict, samples with an introduced mention)."""
+    introduced = entities[entities.introduced & entities.text_kind.isin(["watermarked", "unwatermarked"])]
+    keys = ["run_id", "sample_idx", "text_kind", "start_char"]
+    name = _rater_name(rater)
+    judged = store.rater_entity_verdicts(name)[keys].assign(judged=True) if name else pd.DataFrame(columns=[*keys, "judged"])
+    marked = introduced[keys].merge(judged.astype({"sample_idx": "int64", "start_char": "int64"}), on=keys, how="left")
+    per_sample = marked.judged.notna().groupby([marked.run_id, marked.sample_idx]).all()
+    return int(per_sample.sum()), len(per_sample)
 
 
 def verdict_agreement(store):

@@ -541,22 +541,27 @@ class Store:
                 insert_rows(cursor, "entities", run_id, entity_rows)
             insert_rows(cursor, "entity_analyses", run_id, [analysis])
 
-    def record_entity_verdict(self, run_id: str, sample_idx: int, text_kind: str, start_char: int, rater: str,
-                              verdict: str) -> None:
+    def record_entity_verdicts(self, run_id: str, sample_idx: int, text_kind: str, starts: list[int], rater: str,
+                               verdict: str) -> None:
+        """One verdict on the mentions of a text starting at `starts`, in one transaction."""
         with self.transaction() as cursor:
-            cursor.execute("INSERT OR REPLACE INTO entity_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [run_id, int(sample_idx), text_kind, int(start_char), rater, verdict, _now()])
+            cursor.executemany("INSERT OR REPLACE INTO entity_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               [[run_id, int(sample_idx), text_kind, int(start), rater, verdict, _now()] for start in starts])
 
-    def delete_entity_verdict(self, run_id: str, sample_idx: int, text_kind: str, start_char: int, rater: str) -> None:
+    def delete_entity_verdicts(self, run_id: str, sample_idx: int, text_kind: str, starts: list[int], rater: str) -> None:
         with self.transaction() as cursor:
-            cursor.execute("DELETE FROM entity_verdicts WHERE run_id = ? AND sample_idx = ? AND text_kind = ? "
-                           "AND start_char = ? AND rater = ?", [run_id, int(sample_idx), text_kind, int(start_char), rater])
+            cursor.executemany("DELETE FROM entity_verdicts WHERE run_id = ? AND sample_idx = ? AND text_kind = ? "
+                               "AND start_char = ? AND rater = ?",
+                               [[run_id, int(sample_idx), text_kind, int(start), rater] for start in starts])
 
-    def sample_entity_verdicts(self, run_id: str, sample_idx: int, rater: str) -> dict[tuple[str, int], str]:
-        rows = self.cursor().execute(
-            "SELECT text_kind, start_char, verdict FROM entity_verdicts WHERE run_id = ? AND sample_idx = ? AND rater = ?",
-            [run_id, int(sample_idx), rater]).fetchall()
-        return {(kind, int(start)): verdict for kind, start, verdict in rows}
+    def rater_entity_verdicts(self, rater: str, run_id: str | None = None, sample_idx: int | None = None) -> pd.DataFrame:
+        """The mentions (run_id, sample_idx, text_kind, start_char) a rater gave a verdict, with it: every run's, or
+        one sample's."""
+        where, values = "rater = ?", [rater]
+        if run_id is not None:
+            where, values = where + " AND run_id = ? AND sample_idx = ?", values + [run_id, int(sample_idx)]
+        return self.cursor().execute(
+            f"SELECT run_id, sample_idx, text_kind, start_char, verdict FROM entity_verdicts WHERE {where}", values).df()
 
     def entity_verdicts(self) -> pd.DataFrame:
         """Clinicians' verdicts joined with the entities they judge."""

@@ -5,8 +5,9 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, rater_verdicts,
-                             record_verdict, samples_by_hallucination, undo_verdict, verdict_agreement)
+from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, name_verdict,
+                             names_to_judge, rater_verdicts, record_verdict, reviewed_samples, samples_by_hallucination,
+                             undo_verdict, verdict_agreement)
 from fwsapp.recognizer import BRANCHES, STOPLIST
 from fwsapp.sample_size import not_enough
 from fwsapp.ui.router import through_router
@@ -73,57 +74,75 @@ ranking = samples_by_hallucination(view, analyses[analyses.run_id.isin(chosen_ru
 if ranking.empty:
     st.info("No sample matches these filters.")
     st.stop()
-picked = st.selectbox("Sample (most unsupported entities first)", range(len(ranking)), key="entity-sample",
-                      format_func=lambda i: entity_sample_label(ranking.iloc[i]))
+
+
+def step(by: int) -> None:
+    st.session_state["entity-sample"] = min(max(st.session_state.get("entity-sample", 0) + by, 0), len(ranking) - 1)
+
+
+rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
+navigation = st.columns([6, 1, 1])
+picked = navigation[0].selectbox("Sample (most unsupported entities first)", range(len(ranking)), key="entity-sample",
+                                 format_func=lambda i: entity_sample_label(ranking.iloc[i]))
+navigation[1].button("Previous", on_click=step, args=(-1,), disabled=picked == 0, width="stretch")
+navigation[2].button("Next sample", on_click=step, args=(1,), disabled=picked == len(ranking) - 1, width="stretch")
+if rater.strip():
+    reviewed, to_review = reviewed_samples(resources.store(), rater, view)
+    st.caption(f"Reviewed by {rater.strip()}: {reviewed} of the {to_review} samples listed that have an introduced "
+               "entity (every name in them has your verdict).")
 current = ranking.iloc[picked]
 sample = queries.sample_row(resources.revision(), current.run_id, int(current.sample_idx))
 mine = view[(view.run_id == current.run_id) & (view.sample_idx == current.sample_idx)]
 st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
 st.markdown(render.entity_legend(), unsafe_allow_html=True)
-columns = st.columns(3)
 texts = {"reference": sample["reference"], "unwatermarked": sample.get("unwatermarked_text"),
          "watermarked": sample.get("watermarked_text")}
-for column, kind in zip(columns, texts):
-    column.markdown(f"**{kind.capitalize()}**")
-    column.markdown(render.highlight_entities(texts[kind], mine[mine.text_kind == kind]), unsafe_allow_html=True)
+with st.container(height=420):  # long texts scroll here, so the verdicts stay in view below them
+    for column, kind in zip(st.columns(3), texts):
+        column.markdown(f"**{kind.capitalize()}**")
+        column.markdown(render.highlight_entities(texts[kind], mine[mine.text_kind == kind]), unsafe_allow_html=True)
 
 st.subheader("Your verdicts")
-rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
+st.caption("One verdict per name: it is filed for every mention of that name (its MeSH heading) in the text.")
 recorded = rater_verdicts(resources.store(), rater, current.run_id, int(current.sample_idx))
 
 
-def save(row, key: str) -> None:
+def save(name, key: str) -> None:
     label = st.session_state[key]
     verdict = next(code for code, text in VERDICTS.items() if text == label)
-    record_verdict(resources.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char, verdict)
+    record_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name, verdict)
 
 
-def undo(row, key: str) -> None:
-    undo_verdict(resources.store(), rater, row.run_id, row.sample_idx, row.text_kind, row.start_char)
+def undo(name, key: str) -> None:
+    undo_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name)
     st.session_state[key] = None
 
 
 if not rater.strip():
-    st.info("Enter your name to record verdicts.")
+    st.info("Enter your name above to record verdicts.")
 for kind in ("watermarked", "unwatermarked"):
-    candidates = mine[(mine.text_kind == kind) & mine.introduced].sort_values("start_char")  # reading order
-    st.markdown(f"**{kind.capitalize()} text:** {len(candidates)} introduced "
-                f"{'entity' if len(candidates) == 1 else 'entities'}")
+    names = names_to_judge(mine, kind)
+    mentions = sum(len(name.starts) for name in names)
+    st.markdown(f"**{kind.capitalize()} text:** {len(names)} introduced {'name' if len(names) == 1 else 'names'}"
+                f" ({mentions} {'mention' if mentions == 1 else 'mentions'})")
     text = texts[kind] if isinstance(texts[kind], str) else ""
-    for row in candidates.itertuples():
-        key = f"verdict-{rater.strip()}-{row.run_id}-{row.sample_idx}-{kind}-{row.start_char}"
-        stored = recorded.get((kind, int(row.start_char)))
+    for name in names:
+        key = f"verdict-{rater.strip()}-{current.run_id}-{current.sample_idx}-{kind}-{name.heading}"
+        stored = name_verdict(recorded, name)
         if key not in st.session_state:
             st.session_state[key] = VERDICTS.get(stored)
-        rule = "unsupported by the reference" if row.hallucinated else "close to a reference entity"
-        context = text[max(0, row.start_char - 40):row.end_char + 40]
+        rule = (f"{name.unsupported} of {len(name.starts)} unsupported by the reference" if len(name.starts) > 1 else
+                "unsupported by the reference" if name.unsupported else "close to a reference entity")
+        start, end = name.starts[0], name.ends[0]
+        where = (f"character {start}" if len(name.starts) == 1 else
+                 f"{len(name.starts)} mentions, characters {', '.join(map(str, name.starts))}")
         line = st.columns([3, 4, 1])
-        line[0].markdown(f"{render.inert(row.entity)} · character {row.start_char} · rule: {rule} "
-                         f"(similarity {row.similarity:.2f})  \n…{render.inert(context)}…", unsafe_allow_html=True)
+        line[0].markdown(f"{render.inert(name.shown)} · {where} · rule: {rule} (lowest similarity {name.similarity:.2f})"
+                         f"  \n…{render.inert(text[max(0, start - 40):end + 40])}…", unsafe_allow_html=True)
         line[1].radio("Verdict", list(VERDICTS.values()), key=key, horizontal=True, label_visibility="collapsed",
-                      disabled=not rater.strip(), on_change=save, args=(row, key))
+                      disabled=not rater.strip(), on_change=save, args=(name, key))
         if stored is not None:
-            line[2].button("Undo", key=f"undo-{key}", on_click=undo, args=(row, key),
+            line[2].button("Undo", key=f"undo-{key}", on_click=undo, args=(name, key),
                            help=f"Remove your verdict: {VERDICTS[stored]}")
             line[0].caption(f"Recorded for {rater.strip()}: {VERDICTS[stored]}")
 

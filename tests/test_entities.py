@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from fwsapp.entities import (analyze_run, entity_summary, introduced_entities, judge_introduced, record_verdict,
-                             verdict_agreement)
+from fwsapp.entities import (analyze_run, entity_summary, introduced_entities, judge_introduced, names_to_judge,
+                             record_verdict, verdict_agreement, with_mesh_headings)
 from fwsapp.recognizer import STOPLIST, Entity, load_recognizer
 from fwsapp.entropy import bin_shares, token_spans
 
@@ -84,14 +84,14 @@ def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder)
     summary = entity_summary(found, store.entity_analyses([run_id]), store.runs()).iloc[0]
     assert summary["introduced per text (watermarked)"] == 2 and summary["introduced per text (unwatermarked)"] == 0
     assert summary["introduced per text: increase"] == 2
-    start = int(marked.loc["tuberculosis", "start_char"])
     hallucinated = bool(marked.loc["tuberculosis", "hallucinated"])
-    record_verdict(store, "Dr C", run_id, 0, "watermarked", start, "hallucinated")
+    [tuberculosis] = [name for name in names_to_judge(with_mesh_headings(found), "watermarked") if name.shown == "tuberculosis"]
+    record_verdict(store, "Dr C", run_id, 0, tuberculosis, "hallucinated")
     counts, stats = verdict_agreement(store)
     # One verdict is far below the minimum for a rate: the count is kept, the precision is not given.
     assert stats["verdicts"] == 1 and stats["flagged"] == int(hallucinated) and stats["precision"] is None
     with pytest.raises(ValueError, match="Enter your name"):
-        record_verdict(store, " ", run_id, 0, "watermarked", start, "correct")
+        record_verdict(store, " ", run_id, 0, tuberculosis, "correct")
 
 
 def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):

@@ -354,6 +354,41 @@ def test_entity_verdicts_show_what_was_recorded_and_can_be_undone(entity_app):
     assert store.entity_verdicts().empty
 
 
+def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_is_reviewed(app_db):
+    import json
+    import os
+
+    from fwsapp.encoder import load_encoder
+    from fwsapp.entities import analyze_run
+    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.recognizer import load_recognizer
+    from fwsapp.store import Store
+
+    rows = [{"prompt": "What is this?", "natural_text": "Asthma is common.", "unwatermarked_text": "Asthma is common.",
+             "watermarked_text": "Gout, then gout again, and tuberculosis."},
+            {"prompt": "And this?", "natural_text": "Asthma is common.", "unwatermarked_text": "Asthma.",
+             "watermarked_text": "Obesity is common."}]
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())
+    store.close()
+    app = open_page("entities")
+    app.text_input(key="entity-rater").set_value("Dr Repeat").run()
+    assert app.selectbox(key="entity-sample").value == 0 and "sample 0" in app.selectbox(key="entity-sample").format_func(0)
+    assert any("Reviewed by Dr Repeat: 0 of the 2 samples" in caption.value for caption in app.caption)
+    names = [m.value for m in app.markdown if "· rule:" in m.value]
+    assert len(names) == 2 and "2 mentions, characters 0, 11" in names[0]  # gout once, for both mentions
+    radios = [radio for radio in app.radio if radio.label == "Verdict"]
+    radios[0].set_value("Wrong (hallucinated)").run()
+    [radio for radio in app.radio if radio.label == "Verdict"][1].set_value("Correct, not in the reference").run()
+    verdicts = Store(os.environ["FWSAPP_DB"]).entity_verdicts()
+    assert sorted(verdicts.entity) == ["Gout", "gout", "tuberculosis"]
+    assert any("Reviewed by Dr Repeat: 1 of the 2 samples" in caption.value for caption in app.caption)
+    by_label(app.button, "Next sample").click().run()
+    assert app.selectbox(key="entity-sample").value == 1 and by_label(app.button, "Next sample").disabled
+    assert [m.value for m in app.markdown if "· rule:" in m.value][0].startswith("Obesity")
+
+
 # Entropy
 
 def test_shared_unwatermarked_and_reference_texts_are_counted_once():
