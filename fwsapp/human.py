@@ -91,17 +91,39 @@ def _check_scores(scores, which: str) -> list[float]:
     return [float(value) for value in values]
 
 
-def submit_rating(store: Store, rater: str, item: Item, scores_a, scores_b, comment: str = "") -> None:
-    """Store one rater's scores for answers A and B of an item (A/B mapped back to the texts)."""
+def submit_rating(store: Store, rater: str, item: Item, scores_a, scores_b, comment: str = "",
+                  revise: bool = False) -> None:
+    """Store one rater's scores for answers A and B of an item (A/B mapped back to the texts). With `revise`, they
+    replace the rater's earlier rating or skip of the item (going back)."""
     rater = _rater(rater)
     a, b = _check_scores(scores_a, "A"), _check_scores(scores_b, "B")
     watermarked, unwatermarked = (a, b) if item.watermarked_first else (b, a)
     refused = store.add_human_rating(rater, item.run_id, item.sample_idx, watermarked, unwatermarked,
-                                     comment.strip() or None, RATERS_PER_ITEM)
+                                     comment.strip() or None, RATERS_PER_ITEM, replace=revise)
     if refused == "rated":
         raise RatingError("You have already rated this item.")
     if refused == "full":
         raise RatingError(f"This item already has {RATERS_PER_ITEM} ratings; take the next one.")
+
+
+@dataclass(frozen=True)
+class Rated:
+    """An item a rater has done: their scores as they saw them (A, B), or none for a skip."""
+
+    item: Item
+    scores_a: tuple[float, ...] | None
+    scores_b: tuple[float, ...] | None
+    comment: str | None
+
+
+def history(store: Store, rater: str) -> list[Rated]:
+    """The items this rater rated or skipped, oldest first, for going back to one."""
+    done = []
+    for run_id, sample_idx, watermarked_first, watermarked, unwatermarked, comment, _ in store.rater_history(_rater(rater)):
+        item = Item(run_id, sample_idx, watermarked_first)
+        scores = (watermarked, unwatermarked) if watermarked_first else (unwatermarked, watermarked)
+        done.append(Rated(item, *(tuple(value) if value is not None else None for value in scores), comment))
+    return done
 
 
 def skip(store: Store, rater: str, item: Item) -> None:

@@ -599,17 +599,42 @@ class Store:
         return (row[0], int(row[1]), bool(row[2])) if row else None
 
     def add_human_rating(self, rater: str, run_id: str, sample_idx: int, watermarked: list[float],
-                         unwatermarked: list[float], comment: str | None, raters_per_item: int) -> str | None:
-        """Store a rating unless the rater has rated the item ("rated") or it is full ("full")."""
+                         unwatermarked: list[float], comment: str | None, raters_per_item: int,
+                         replace: bool = False) -> str | None:
+        """Store a rating unless the rater has rated the item ("rated") or it is full ("full"). With `replace`, the
+        rater's own rating or skip of the item gives way to this one."""
         with self.transaction() as cursor:
-            total, own = cursor.execute(
-                "SELECT count(*), count(*) FILTER (WHERE rater = ?) FROM human_ratings WHERE run_id = ? AND sample_idx = ?",
-                [rater, run_id, sample_idx]).fetchone()
-            if own or total >= raters_per_item:
-                return "rated" if own else "full"
+            key = [rater, run_id, sample_idx]
+            others, own = cursor.execute(
+                "SELECT count(*) FILTER (WHERE rater <> ?), count(*) FILTER (WHERE rater = ?) FROM human_ratings "
+                "WHERE run_id = ? AND sample_idx = ?", [rater, *key]).fetchone()
+            if own and not replace:
+                return "rated"
+            if others >= raters_per_item:
+                return "full"
+            created = None
+            if replace:  # the revised rating keeps the first one's time, so the rater's history keeps its order
+                created = cursor.execute(
+                    "SELECT min(created) FROM (SELECT created FROM human_ratings WHERE rater = ? AND run_id = ? AND "
+                    "sample_idx = ? UNION ALL SELECT created FROM human_skips WHERE rater = ? AND run_id = ? AND "
+                    "sample_idx = ?)", key + key).fetchone()[0]
+                for table in ("human_ratings", "human_skips"):
+                    cursor.execute(f"DELETE FROM {table} WHERE rater = ? AND run_id = ? AND sample_idx = ?", key)
             cursor.execute("INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, _now()])
+                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, created or _now()])
         return None
+
+    def rater_history(self, rater: str) -> list[tuple]:
+        """The items a rater rated or skipped, oldest first: (run_id, sample_idx, watermarked_first,
+        scores_watermarked, scores_unwatermarked, comment, done_at), the scores and comment None for a skip."""
+        return self.cursor().execute(
+            """SELECT i.run_id, i.sample_idx, i.watermarked_first, h.scores_watermarked, h.scores_unwatermarked,
+                      h.comment, coalesce(h.created, s.created) AS done_at
+               FROM human_items i
+               LEFT JOIN human_ratings h ON h.rater = ? AND h.run_id = i.run_id AND h.sample_idx = i.sample_idx
+               LEFT JOIN human_skips s ON s.rater = ? AND s.run_id = i.run_id AND s.sample_idx = i.sample_idx
+               WHERE h.rater IS NOT NULL OR s.rater IS NOT NULL
+               ORDER BY done_at, i.run_id, i.sample_idx""", [rater, rater]).fetchall()
 
     def add_human_skip(self, rater: str, run_id: str, sample_idx: int) -> None:
         with self.transaction() as cursor:

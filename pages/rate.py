@@ -3,8 +3,8 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.ui import queries, resources
-from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, RatingError, next_item, progress, questions, sample_items,
-                          skip, submit_rating)
+from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, RatingError, history, next_item, progress, questions,
+                          sample_items, skip, submit_rating)
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -20,12 +20,24 @@ if not name.strip():
     st.stop()
 st.session_state["rater"] = name
 store = resources.store()
+
+
+def go_back(steps: int) -> None:
+    st.session_state["rate-back"] = max(0, st.session_state.get("rate-back", 0) + steps)
+
+
 try:
-    item = next_item(store, name)
+    done_items = history(store, name)
     done, total = progress(store, name)
+    back = min(st.session_state.get("rate-back", 0), len(done_items))  # items back from the next one
+    item = done_items[-back].item if back else next_item(store, name)
 except RatingError as error:
     st.error(render.message(str(error)))
     st.stop()
+navigation = st.columns([1, 1, 6])
+navigation[0].button("Previous", on_click=go_back, args=(1,), disabled=back >= len(done_items), width="stretch",
+                     help="Go back to an item you rated or skipped, and change your ratings.")
+navigation[1].button("Next", on_click=go_back, args=(-1,), disabled=back == 0, width="stretch")
 if item is None:
     if total == 0:
         runs = queries.runs(resources.revision())
@@ -44,13 +56,19 @@ if item is None:
         st.success(f"Nothing left to rate: you have rated or skipped {done} of the {total} items; the rest have their "
                    f"{RATERS_PER_ITEM} ratings. Thank you.")
     st.stop()
-st.progress(done / total if total else 0.0, text=f"{done + 1} of {total}")
+earlier = done_items[-back] if back else None
+position = len(done_items) - back
+st.progress(position / total if total else 0.0, text=f"{position + 1} of {total}")
+if earlier is not None:
+    st.caption(f"You {'rated' if earlier.scores_a else 'skipped'} this item earlier. Change your ratings and save them, "
+               "or press Next.")
 
 sample = queries.sample_row(resources.revision(), item.run_id, item.sample_idx)
 st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
 st.markdown(f"**Reference (ground truth):** {render.inert(sample['reference'])}", unsafe_allow_html=True)
 answers = ("watermarked_text", "unwatermarked_text") if item.watermarked_first else ("unwatermarked_text", "watermarked_text")
-key = f"{item.run_id}-{item.sample_idx}"
+key = f"{'revise-' if earlier else ''}{item.run_id}-{item.sample_idx}"
+given = {"A": earlier.scores_a, "B": earlier.scores_b} if earlier and earlier.scores_a else {}
 scores = {}
 with st.form(f"rate-{key}", clear_on_submit=True):
     columns = st.columns(2)
@@ -59,13 +77,14 @@ with st.form(f"rate-{key}", clear_on_submit=True):
             st.markdown(f"**Answer {letter}**")
             st.markdown(render.inert(sample[text_key]), unsafe_allow_html=True)
             scores[letter] = [
-                st.radio(question, [1, 2, 3, 4, 5], index=None, horizontal=True, key=f"{key}-{letter}-{aspect}")
-                for aspect, question in questions(sample["task"]).items()
+                st.radio(question, [1, 2, 3, 4, 5], horizontal=True, key=f"{key}-{letter}-{aspect}",
+                         index=int(given[letter][index]) - 1 if letter in given else None)
+                for index, (aspect, question) in enumerate(questions(sample["task"]).items())
             ]
-    comment = st.text_area("Comment (optional)", key=f"{key}-comment")
+    comment = st.text_area("Comment (optional)", value=(earlier.comment or "") if earlier else "", key=f"{key}-comment")
     buttons = st.columns([1, 1, 6])
-    submitted = buttons[0].form_submit_button("Submit", type="primary")
-    skipped = buttons[1].form_submit_button("Skip")
+    submitted = buttons[0].form_submit_button("Save changes" if earlier else "Submit", type="primary")
+    skipped = buttons[1].form_submit_button("Skip", disabled=earlier is not None)
 if skipped:
     skip(store, name, item)
     st.rerun()
@@ -74,9 +93,11 @@ if submitted:
         st.error("Rate all three questions for both answers, or press Skip.")
     else:
         try:
-            submit_rating(store, name, item, scores["A"], scores["B"], comment)
+            submit_rating(store, name, item, scores["A"], scores["B"], comment, revise=earlier is not None)
         except RatingError as error:
             st.error(render.message(str(error)))
         else:
-            st.toast(f"Saved your rating of item {done + 1} of {total}.")
+            st.toast(f"Saved your rating of item {position + 1} of {total}.")
+            if earlier is not None:
+                go_back(-1)
             st.rerun()

@@ -496,6 +496,43 @@ def test_a_fourth_rater_is_told_why_nothing_is_left(app_db):
     assert any("All 2 items already have their 3 ratings" in info.value for info in app.info)
 
 
+def test_a_rater_goes_back_to_change_a_rating_and_a_skip(app_db):
+    import os
+
+    from fwsapp.store import Store
+    from tests.conftest import judged_rating_db
+
+    judged_rating_db(app_db, n=3)
+    app = open_page("rate")
+    app.text_input(key="rater-name").set_value("Dr Back").run()
+    assert by_label(app.button, "Previous").disabled and by_label(app.button, "Next").disabled
+
+    def rate(value, button="Submit"):
+        for radio in app.radio:
+            radio.set_value(value)
+        return by_label(app.button, button).click().run()
+
+    rate(2)
+    by_label(app.button, "Skip").click().run()
+    assert app.progress[0].proto.text == "3 of 3"
+    by_label(app.button, "Previous").click().run()  # the skipped item, which can be rated now
+    assert app.progress[0].proto.text == "2 of 3" and any("skipped this item" in c.value for c in app.caption)
+    by_label(app.button, "Previous").click().run()
+    assert app.progress[0].proto.text == "1 of 3" and by_label(app.button, "Previous").disabled
+    assert {radio.value for radio in app.radio} == {2}  # the stored scores, as given
+    app.radio[0].set_value(5)
+    by_label(app.button, "Save changes").click().run()
+    assert app.progress[0].proto.text == "2 of 3"  # on to the next one done
+    rate(4, "Save changes")  # the skip becomes a rating
+    store = Store(os.environ["FWSAPP_DB"])
+    ratings = store.human_ratings()
+    assert len(ratings) == 2 and set(ratings.rater) == {"Dr Back"}
+    assert sorted(score for row in ratings.itertuples() for score in [*row.scores_watermarked, *row.scores_unwatermarked]
+                  ) == [2] * 5 + [4] * 6 + [5]
+    assert store.rater_progress("Dr Back") == (2, 3)  # the skip is gone with its rating in its place
+    assert app.progress[0].proto.text == "3 of 3" and by_label(app.button, "Next").disabled
+
+
 def test_report_shows_where_numbers_come_from_and_no_empty_rows(app_db):
     from tests.conftest import judged_rating_db
 
