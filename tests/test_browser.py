@@ -116,7 +116,7 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         for index, suffix in enumerate(("generations", "detection", "judged")):
             uploads.nth(index).set_input_files(str(stem.with_name(f"{stem.name}.{suffix}.json")))
             page.wait_for_timeout(1000)
-        model = page.get_by_role("textbox", name="Model")
+        model = page.get_by_role("textbox", name="Model", exact=True)
         assert model.input_value() == "meditron"  # taken from the paper's file names
         model.press("Enter")
         page.get_by_role("combobox").nth(1).click()  # the Task select: method first, then task
