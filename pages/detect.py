@@ -39,7 +39,7 @@ st.caption(
 )
 runs = queries.runs(resources.revision())
 if runs.empty:
-    st.info("No runs yet. Generate one on the Generate page, or with `python -m fwsapp generate`.")
+    widgets.no_runs_yet()  # the detector for pasted text below needs no run
 else:
     labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
     default = resources.latest_sweep() or list(labels)[: min(4, len(labels))]

@@ -33,7 +33,7 @@ entities, analyses = queries.entity_rows(resources.revision())
 if analyses.empty:
     manager = resources.jobs()
     if runs.empty:
-        st.info("No runs yet: load the example data on the Home page, or generate a run.")
+        widgets.no_runs_yet()
         st.stop()
     st.info(f"No entity analysis yet. Analysing finds the disease names in the {len(runs)} runs' texts with the trained "
             "recognizer (about a minute for 200 samples here); `python -m fwsapp analyze --all` does the same.")

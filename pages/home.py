@@ -1,9 +1,7 @@
 """Home: what the app answers, the database's state, and the next step for that state."""
 import streamlit as st
 
-from fwsapp import render
-from fwsapp.examples import load_examples
-from fwsapp.ui import queries, resources
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -31,11 +29,7 @@ st.subheader("Example data")
 st.write("The paper's published KGW logs for Meditron-7B (Hastuti et al., EMNLP 2025; Apache-2.0): three tasks × 200 "
          "samples with MarkLLM's detection scores and GPT-4o's verdicts. Loading them gives every page content; loading "
          "them again changes nothing.")
-if st.button("Load the example data", type="primary" if not state["runs"] else "secondary"):
-    with st.spinner("Importing three runs of 200 samples…"):
-        run_ids = load_examples(resources.store())
-    st.success(render.message(f"Loaded runs {', '.join(run_ids)}. Next: {queries.next_step(queries.coverage(resources.revision()))[1]}."))
-    st.rerun()
+widgets.example_data_button(primary=not state["runs"])
 
 st.subheader("Or start from")
 for target, text in (("pages/playground.py", "Playground: your own prompt, watermarked and not, side by side"),

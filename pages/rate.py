@@ -2,7 +2,7 @@
 import streamlit as st
 
 from fwsapp import render
-from fwsapp.ui import queries, resources
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, RatingError, history, next_item, progress, questions,
                           sample_items, skip, submit_rating)
 from fwsapp.ui.router import through_router
@@ -43,6 +43,7 @@ if item is None:
         runs = queries.runs(resources.revision())
         st.info("No items to rate yet. Items are a share of each run's samples, each shown to three raters.")
         if runs.empty:
+            widgets.no_runs_yet()
             st.stop()
         if st.button(f"Add {int(DEFAULT_FRACTION * 100)} % of every run's samples to rate", type="primary"):
             added = sum(sample_items(store, run_id, DEFAULT_FRACTION) for run_id in runs.run_id)

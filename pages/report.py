@@ -17,7 +17,7 @@ widgets.set_fws_weights(alpha, beta)
 report = queries.report(resources.revision(), alpha, beta)
 st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
 if not report["runs"]:
-    st.info("No runs yet: generate one, or import logs on the Import page.")
+    widgets.no_runs_yet()
     st.stop()
 for title, frame in report_tables(report):
     st.subheader(title)

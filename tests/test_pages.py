@@ -93,11 +93,13 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     assert len(app.get("plotly_chart")) == 2
 
 
-def test_detect_page_without_runs_says_what_to_do(app_db):
+def test_detect_page_without_runs_says_what_to_do_and_loads_the_example_data_in_place(app_db):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/detect.py").run()
     assert "No runs yet" in app.info[0].value
+    next(button for button in app.button if button.label == "Load the example data").click().run()
+    assert not app.exception and len(app.multiselect[0].value) == 3  # the three example runs, compared at once
 
 
 def wait_for_judge(app: AppTest) -> None:

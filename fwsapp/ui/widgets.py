@@ -9,17 +9,33 @@ from fwsapp import render
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
-from fwsapp.ui.resources import jobs, revision
+from fwsapp.ui.resources import jobs, revision, store
 
 
 def runs_or_stop() -> pd.DataFrame:
-    """Every run; a page with nothing to show says what to do and stops."""
+    """Every run; a page with nothing to show says what to do, offers the example data, and stops."""
     frame = runs(revision())
     if frame.empty:
-        st.info("No runs yet: generate one on the Generate page, or import logs on the Import page "
-                "(`python -m fwsapp generate` and `python -m fwsapp import` do the same headless).")
+        no_runs_yet()
         st.stop()
     return frame
+
+
+def no_runs_yet() -> None:
+    st.info("No runs yet. Load the example data (the paper's meditron logs, a few seconds), try a prompt on the "
+            "Playground, generate a run or import logs; `python -m fwsapp generate` and `import` do the same headless.")
+    example_data_button(primary=True)
+
+
+def example_data_button(primary: bool) -> None:
+    """Imports the paper's meditron logs shipped in data/examples; a second press changes nothing."""
+    from fwsapp.examples import load_examples
+
+    if st.button("Load the example data", type="primary" if primary else "secondary", key="load-examples"):
+        with st.spinner("Importing three runs of 200 samples…"):
+            run_ids = load_examples(store())
+        st.toast(f"Loaded runs {', '.join(run_ids)}.")
+        st.rerun()
 
 
 def job_status(kind: str, noun: str, body=None) -> None:
