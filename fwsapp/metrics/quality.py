@@ -25,9 +25,10 @@ ALL_METRICS = OFFLINE_METRICS + ("bertscore",)
 # recognizer. Quality computes them when it opens, if they are missing and quick; perplexity reads every token
 # with a language model and waits to be asked.
 MODEL_FREE_METRICS = ("rouge", "f1", "simcse", "simcse_reference", "factuality")
-# Seconds per sample on this machine's 2 CPU cores (bench.quality_scoring: 200 meditron QA samples, both texts;
-# docs/benchmarks.md): an estimate for the page, roughly proportional to text length.
-SECONDS_PER_SAMPLE = {"rouge": 0.007, "f1": 0.007, "simcse": 0.07, "simcse_reference": 0.18, "factuality": 0.22}
+# Seconds per 1,000 characters of a sample's texts (both outputs and the reference) on this machine's 2 CPU cores:
+# bench.quality_scoring on 200 meditron QA samples of 2,265 characters (docs/benchmarks.md). An estimate for the page.
+SECONDS_PER_1000_CHARACTERS = {"rouge": 0.003, "f1": 0.003, "simcse": 0.030, "simcse_reference": 0.078,
+                               "factuality": 0.096}
 PPL_CHUNK = 8  # samples per perplexity pass between progress reports and writes
 
 
@@ -162,19 +163,20 @@ class MissingWork:
 
 
 def missing_work(store, run_ids: list[str], metrics=MODEL_FREE_METRICS) -> MissingWork:
-    """The missing values of model-free `metrics` (each must have a SECONDS_PER_SAMPLE estimate) in the runs."""
+    """The missing values of model-free `metrics` (each with a SECONDS_PER_1000_CHARACTERS rate) in the runs."""
     resources = QualityResources(model_loader=None)
     lacking, values, seconds = [], 0, 0.0
     for run_id in run_ids:
         run = store.run(run_id)
         samples, have = _scorable(store, run_id)
-        counts = {metric: len(_missing(samples, have, *stored_as(metric, run, resources)))
-                  for metric in metrics_for(run, metrics)}
-        if any(counts.values()):
+        todo = {metric: _missing(samples, have, *stored_as(metric, run, resources)) for metric in metrics_for(run, metrics)}
+        if any(len(missing) for missing in todo.values()):
             lacking.append(run_id)
-        values += sum(counts.values())
-        seconds += sum(count * SECONDS_PER_SAMPLE[metric] for metric, count in counts.items())
-    return MissingWork(lacking, values, seconds)
+        values += sum(len(missing) for missing in todo.values())
+        seconds += sum(SECONDS_PER_1000_CHARACTERS[metric] / 1000 * sum(
+            missing[column].str.len().sum() for column in ("watermarked_text", "unwatermarked_text", "reference"))
+            for metric, missing in todo.items())
+    return MissingWork(lacking, values, float(seconds))
 
 
 def _scorable(store, run_id: str) -> tuple[pd.DataFrame, set]:
