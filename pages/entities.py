@@ -80,14 +80,21 @@ if ranking.empty:
     st.stop()
 
 
+# Options are the samples themselves, not positions: with other runs chosen, a position would keep the last list's label.
+samples = {f"{row.run_id}:{int(row.sample_idx)}": entity_sample_label(row) for row in ranking.itertuples()}
+order = list(samples)
+
+
 def step(by: int) -> None:
-    st.session_state["entity-sample"] = min(max(st.session_state.get("entity-sample", 0) + by, 0), len(ranking) - 1)
+    current = st.session_state.get("entity-sample")
+    position = order.index(current) if current in samples else 0
+    st.session_state["entity-sample"] = order[min(max(position + by, 0), len(order) - 1)]
 
 
 rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
 navigation = st.columns([6, 1, 1])
-picked = navigation[0].selectbox("Sample (most unsupported entities first)", range(len(ranking)), key="entity-sample",
-                                 format_func=lambda i: entity_sample_label(ranking.iloc[i]))
+picked = order.index(navigation[0].selectbox("Sample (most unsupported entities first)", order, key="entity-sample",
+                                             format_func=samples.get))
 navigation[1].button("Previous", on_click=step, args=(-1,), disabled=picked == 0, width="stretch")
 navigation[2].button("Next sample", on_click=step, args=(1,), disabled=picked == len(ranking) - 1, width="stretch")
 if rater.strip():

@@ -83,7 +83,7 @@ with st.form(f"rate-{key}", clear_on_submit=True):
                 for index, (aspect, question) in enumerate(questions(sample["task"]).items())
             ]
     comment = st.text_area("Comment (optional)", value=(earlier.comment or "") if earlier else "", key=f"{key}-comment")
-    buttons = st.columns([1, 1, 6])
+    buttons = st.columns([2, 1, 5])  # wide enough for "Save changes"
     submitted = buttons[0].form_submit_button("Save changes" if earlier else "Submit", type="primary")
     skipped = buttons[1].form_submit_button("Skip", disabled=earlier is not None)
 if skipped:
