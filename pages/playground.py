@@ -55,13 +55,13 @@ if st.button("Generate", type="primary"):
     status.empty()
     st.session_state["playground_trial"] = trial
     history = st.session_state.setdefault(HISTORY, [])
-    history.append({
-        "method": method, "params": ", ".join(f"{key}={value}" for key, value in params.items()),
-        "new tokens": int(max_new_tokens), "seed": int(seed),
+    history.append({  # the answer first; the long parameter list last, where it may run off the page
+        "method": method,
         f"{score_label(method)} unwatermarked": trial.detections["unwatermarked"].score,
         f"{score_label(method)} watermarked": trial.detections["watermarked"].score,
         "watermark detected": trial.verdict("watermarked"), "false alarm": trial.verdict("unwatermarked"),
-        "seconds": round(trial.seconds, 1),
+        "new tokens": int(max_new_tokens), "seed": int(seed), "seconds": round(trial.seconds, 1),
+        "params": ", ".join(f"{key}={value}" for key, value in params.items()),
     })
 
 trial = st.session_state.get("playground_trial")

@@ -535,6 +535,15 @@ def test_a_rater_goes_back_to_change_a_rating_and_a_skip(app_db):
     assert app.progress[0].proto.text == "3 of 3" and by_label(app.button, "Next").disabled
 
 
+def test_a_column_of_numbers_with_words_gets_room_for_the_words():
+    import pandas as pd
+
+    from fwsapp.ui.widgets import worded_columns
+
+    frame = pd.DataFrame({"Model": ["a", "b"], "AUROC": [1.0, 0.9], "TPR@1%": [1.0, "not enough data (n = 4)"]})
+    assert list(worded_columns(frame)) == ["TPR@1%"]  # the Report's Table 1 cut these words short
+
+
 def test_report_shows_where_numbers_come_from_and_no_empty_rows(app_db):
     from tests.conftest import judged_rating_db
 

@@ -148,6 +148,14 @@ def _bound(spec, side: str, kind: type):
     return kind(getattr(spec, side))
 
 
+def worded_columns(frame: pd.DataFrame) -> dict:
+    """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
+    (n = 4)") room for the words: a formatted frame's columns are sized by their numbers and cut the words short."""
+    return {column: st.column_config.Column(width=160) for column in frame.columns
+            if frame[column].dtype == object and frame[column].map(lambda value: isinstance(value, str)).any()
+            and pd.to_numeric(frame[column], errors="coerce").notna().any()}
+
+
 def run_label(run) -> str:
     return f"{run['method']} · {run['task']} · {run['model']} · n={run['samples_done']} · {run['run_id']}"
 
