@@ -139,7 +139,8 @@ def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFra
         run = store.run(run_id)
         chosen = perplexity_oracle(run, oracle)
         samples, have = _scorable(store, run_id)
-        todo = _missing(samples, have, "ppl", f"oracle={chosen}") if chosen else samples.iloc[0:0]
+        resources = QualityResources(model_loader=None, oracle=oracle)
+        todo = _missing(samples, have, *stored_as("ppl", run, resources)) if chosen else samples.iloc[0:0]
         # Each text is read after its prompt: the prompt twice, each output once.
         characters = (2 * todo.prompt.str.len().sum() + todo.watermarked_text.str.len().sum()
                       + todo.unwatermarked_text.str.len().sum())

@@ -89,16 +89,18 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
         return
     minutes = max(1, round(work.seconds / 60))
     started = st.session_state.setdefault("model-free-started", set())
-    if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
+
+    def start() -> None:
         started.add(tuple(work.run_ids))
         manager.start_scoring(work.run_ids, MODEL_FREE_METRICS, None, None)
         st.rerun()
+
+    if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
+        start()
     st.info(f"{len(work.run_ids)} run(s) lack {MODEL_FREE_NAMES}: {work.values:,} values, about {minutes} min here. "
             "They need no language model.")
     if st.button(f"Compute them now (about {minutes} min)", key="model-free-compute", type="primary"):
-        started.add(tuple(work.run_ids))
-        manager.start_scoring(work.run_ids, MODEL_FREE_METRICS, None, None)
-        st.rerun()
+        start()
 
 
 def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None) -> dict:
