@@ -311,6 +311,7 @@ def cmd_import(args) -> int:
 
 def cmd_judge(args) -> int:
     from fwsapp import pipeline
+    from fwsapp.judge.backends import local_minutes
     from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
     from fwsapp.store import Store
 
@@ -335,7 +336,8 @@ def cmd_judge(args) -> int:
     usage, cost = estimate(pairs, judge_model)
     print(f"{len(pairs)} pairs to judge with {judge_model} ({skipped} already judged): about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
-          + (f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
+          + (f", no cost, about {local_minutes(len(pairs))} min here" if args.backend == "local"
+             else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
     with progress_bar(f"judge {judge_model}", "pair") as progress:
         outcome = pipeline.judge(store, targets, loader, progress, backend=backend, settings=settings)
     print(outcome.describe(judge_model))

@@ -10,7 +10,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.fws import DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
 from fwsapp.human import (DEFAULT_FRACTION, correlation_matrix, correlation_table, doubly_rated, friedman_nemenyi,
                           human_means, krippendorff_alpha, sample_items, sensitivity_table)
-from fwsapp.judge.backends import LOCAL_DEMO_NOTE, LOCAL_SECONDS_PER_PAIR
+from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.report import DETECTABILITY
@@ -84,7 +84,7 @@ def judge_in_place() -> None:
     unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
     plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
     manager = resources.jobs()
-    minutes = plan["pairs"] * LOCAL_SECONDS_PER_PAIR // 60 + 1
+    minutes = local_minutes(plan["pairs"])
     if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {minutes} min)",
                                    disabled=bool(manager.active("judge")), key="fws-judge-local"):
         manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))

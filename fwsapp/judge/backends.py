@@ -17,6 +17,11 @@ LOCAL_DEMO_NOTE = "its verdicts are forced into the format; the embedded 135M mo
 # Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
 LOCAL_SECONDS_PER_PAIR = 7
 
+
+def local_minutes(pairs: int) -> int:
+    """Whole minutes, rounded up, that the embedded model takes to judge `pairs` here."""
+    return pairs * LOCAL_SECONDS_PER_PAIR // 60 + 1
+
 # US$ per million tokens (input, output); used for estimates and the budget cap.
 PRICES = {
     "gpt-4o-2024-08-06": (2.50, 10.00),
