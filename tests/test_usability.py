@@ -570,8 +570,6 @@ def test_import_page_says_what_the_paper_file_names_mean():
 
 
 def test_pages_with_missing_data_offer_the_action_in_place(app_db):
-    from fwsapp.store import Store
-
     run_id = imported_qa_db(app_db, 3)
     app = open_page("rate")
     app.text_input(key="rater-name").set_value("Dr Here").run()

@@ -20,7 +20,7 @@ LOCAL_SECONDS_PER_PAIR = 7
 
 def local_minutes(pairs: int) -> int:
     """Whole minutes, rounded up, that the embedded model takes to judge `pairs` here."""
-    return pairs * LOCAL_SECONDS_PER_PAIR // 60 + 1
+    return -(-pairs * LOCAL_SECONDS_PER_PAIR // 60)
 
 # US$ per million tokens (input, output); used for estimates and the budget cap.
 PRICES = {
