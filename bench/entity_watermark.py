@@ -1,13 +1,14 @@
 """EntityKGW against KGW and SWEET on the same prompts: detectability, what it costs, and what it spares.
 
 Run: .venv/bin/python -m bench.entity_watermark [--n 200] [--seeds 0 1 2] [--db cache/bench-entity.duckdb]
+     [--recognizer trained|mesh|scispacy]
      .venv/bin/python -m bench.entity_watermark --only table --tasks completion --seeds 0 1 2 --from-record
 The three methods run at the same γ, δ and seed on the three tasks of ../shared/data (200 new tokens
 for completion and QA, 64 for summarization, batch 16, the embedded model). Each run is then scored
 (SimCSE, ROUGE, F1 and the factual-consistency stand-in, for Auto-FWS) and analysed (disease entities,
 entropies), all through fwsapp's pipeline into one resumable database: an interrupted bench goes on
 where it stopped. Each measured run of the table and the sweep is also merged into a committed record
-(bench/results/entity_watermark.csv, one row per task, method, seed, n, new tokens and δ), because a
+(bench/results/entity_watermark.csv, one row per task, method, seed, n, new tokens, δ and recognizer), because a
 session's database does not outlive it while its figures should: `--from-record` prints the table and the
 sweep from that record, so seeds measured in different sessions make one table. It prints markdown tables:
 
@@ -40,7 +41,9 @@ METRICS = ("simcse", "simcse_reference", "rouge", "f1", "factuality")
 EDIT_RATES = (0.1, 0.2, 0.3)
 KGW_DELTA = 2.0
 RECORD = ROOT / "bench" / "results" / "entity_watermark.csv"
-RECORD_KEY = ["task", "method", "seed", "n", "new_tokens", "delta"]
+RECORD_KEY = ["task", "method", "seed", "n", "new_tokens", "delta", "recognizer"]
+# Rows recorded before the recognizer was part of the key were all measured with the MeSH matcher.
+EARLIER_RECOGNIZER = "mesh"
 
 
 def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params):
@@ -50,14 +53,14 @@ def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params)
                      batch_size=16, seed=seed, params=params)
 
 
-def complete(store, configs, loader, label: str) -> list[str]:
+def complete(store, configs, loader, label: str, recognizer: str = "trained") -> list[str]:
     """Generate, score and analyse the configs' runs (each step skips what is stored)."""
     from fwsapp import pipeline
 
     started = __import__("time").perf_counter()
     run_ids = pipeline.generate(store, configs, loader, progress=lambda d, t, note="": print(f"\r{label}: {d}/{t}", end=""))
     pipeline.score(store, run_ids, loader, metrics=METRICS)
-    pipeline.analyze(store, run_ids, loader)
+    pipeline.analyze(store, run_ids, loader, recognizer=recognizer)
     print(f"\r{label}: done in {__import__('time').perf_counter() - started:.0f} s", flush=True)
     return run_ids
 
@@ -96,13 +99,16 @@ def cell(values: list, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
 
 
-def measures(store, run_ids: list[str]) -> dict[str, dict]:
-    from fwsapp.entities import entity_summary, with_mesh_headings
+def measures(store, run_ids: list[str], recognizer: str = "trained") -> dict[str, dict]:
+    from fwsapp.entities import entity_summary, one_recognizer, with_mesh_headings
+    from fwsapp.recognizer import recognizer_label
     from fwsapp.report import build_report
 
     report = {run["run_id"]: run for run in build_report(store)["runs"]}
-    entities = store.entities(run_ids)
-    summary = entity_summary(with_mesh_headings(entities), store.entity_analyses(run_ids),
+    # Only the named recognizer's analyses: a database analysed with two never pools them.
+    entities, analyses = one_recognizer(store.entities(run_ids), store.entity_analyses(run_ids),
+                                        recognizer_label(recognizer))
+    summary = entity_summary(with_mesh_headings(entities), analyses,
                              store.runs()[lambda frame: frame.run_id.isin(run_ids)])
     detections = store.detections(run_ids)
     return {run_id: {**run_row(report[run_id], summary, detections, entities),
@@ -149,11 +155,19 @@ def record(path: Path, runs: list[dict]) -> None:
 
     merged = pd.DataFrame(runs)
     if path.exists():
-        kept = pd.read_csv(path)
+        kept = _read(path)
         fresh = pd.MultiIndex.from_frame(merged[RECORD_KEY])
         merged = pd.concat([kept[~pd.MultiIndex.from_frame(kept[RECORD_KEY]).isin(fresh)], merged])
     path.parent.mkdir(parents=True, exist_ok=True)
     merged.sort_values(RECORD_KEY).to_csv(path, index=False, float_format="%.6g")
+
+
+def _read(path: Path):
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    return frame.assign(recognizer=frame.get("recognizer", pd.Series(index=frame.index, dtype=object))
+                        .fillna(EARLIER_RECOGNIZER))
 
 
 def recorded(path: Path, **key) -> dict[tuple, dict]:
@@ -162,7 +176,7 @@ def recorded(path: Path, **key) -> dict[tuple, dict]:
 
     if not path.exists():
         raise SystemExit(f"No record at {path}: run the bench without --from-record first.")
-    frame = pd.read_csv(path)
+    frame = _read(path)
     for column, allowed in key.items():
         frame = frame[frame[column].isin(allowed if isinstance(allowed, list) else [allowed])]
     frame = frame.astype(object).where(frame.notna(), None)
@@ -201,8 +215,8 @@ def robustness(store, lm, run_ids: dict[str, str]) -> str:
 
 
 def measured(store, keys: dict[str, tuple], path: Path) -> dict[tuple, dict]:
-    """The runs' measures by record key, merged into the record on the way."""
-    found = measures(store, list(keys))
+    """The runs' measures by record key (its last part the recognizer), merged into the record on the way."""
+    found = measures(store, list(keys), recognizer=next(iter(keys.values()))[-1])
     runs = {key: {**dict(zip(RECORD_KEY, key)), **found[run_id]} for run_id, key in keys.items()}
     record(path, list(runs.values()))
     return runs
@@ -212,8 +226,8 @@ def print_table(args, tokens: dict[str, int], runs: dict[tuple, dict]) -> None:
     rows = {(task, method): [runs[key] for key in sorted(runs) if key[:2] == (task, method)]
             for task in args.tasks for method in METHODS}
     rows = {key: found for key, found in rows.items() if found}
-    print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds} "
-          "(mean ± sd over seeds)\n")
+    print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds}, "
+          f"recognizer {args.recognizer} (mean ± sd over seeds)\n")
     print(table(rows))
     print("\nDisease mentions in the watermarked texts, pooled over seeds:\n")
     print(pooled(rows))
@@ -231,10 +245,11 @@ def print_sweep(args, runs: dict[tuple, dict]) -> None:
 def print_from_record(args, tokens: dict[str, int]) -> None:
     if "table" in args.only:
         print_table(args, tokens, {key: row for task in args.tasks for key, row in recorded(
-            args.record, task=task, seed=args.seeds, n=args.n, new_tokens=tokens[task], delta=KGW_DELTA).items()})
+            args.record, task=task, seed=args.seeds, n=args.n, new_tokens=tokens[task], delta=KGW_DELTA,
+            recognizer=args.recognizer).items()})
     if "sweep" in args.only:
         print_sweep(args, recorded(args.record, task="qa", method=["KGW", "EntityKGW"], seed=0, n=args.n,
-                                   new_tokens=tokens["qa"], delta=args.deltas))
+                                   new_tokens=tokens["qa"], delta=args.deltas, recognizer=args.recognizer))
 
 
 def main() -> None:
@@ -250,6 +265,8 @@ def main() -> None:
     parser.add_argument("--only", choices=["check", "table", "sweep", "robustness"], nargs="+",
                         default=["check", "table", "sweep", "robustness"])
     parser.add_argument("--record", type=Path, default=RECORD, help="the committed record of measured runs")
+    parser.add_argument("--recognizer", choices=["trained", "mesh", "scispacy"], default="trained",
+                        help="the disease recognizer of the entity figures (a part of each record's key)")
     parser.add_argument("--from-record", action="store_true",
                         help="print the table and the sweep from the record: no model, no database")
     args = parser.parse_args()
@@ -267,9 +284,9 @@ def main() -> None:
     lm = loader(config("KGW", "qa", 1, 0, 1).model)
 
     if "check" in args.only:
-        runs = {method: complete(store, [config(method, "qa", 64, 0, 64)], loader, f"check {method}")[0]
+        runs = {method: complete(store, [config(method, "qa", 64, 0, 64)], loader, f"check {method}", args.recognizer)[0]
                 for method in ("KGW", "EntityKGW")}
-        found = measures(store, list(runs.values()))
+        found = measures(store, list(runs.values()), args.recognizer)
         print("\n## Acceptance check: 64 HealthQA questions, seed 0, 64 new tokens, batch 16\n")
         print("| method | AUROC | TPR@1% | tokens scored / text | hallucination % (watermarked) | introduced / text |")
         print("|---|---|---|---|---|---|")
@@ -284,8 +301,8 @@ def main() -> None:
             for task in args.tasks:
                 for method in args.methods:
                     [run_id] = complete(store, [config(method, task, args.n, seed, tokens[task])], loader,
-                                        f"{method} {task} seed {seed}")
-                    keys[run_id] = (task, method, seed, args.n, tokens[task], KGW_DELTA)
+                                        f"{method} {task} seed {seed}", args.recognizer)
+                    keys[run_id] = (task, method, seed, args.n, tokens[task], KGW_DELTA, args.recognizer)
         print_table(args, tokens, measured(store, keys, args.record))
 
     if "sweep" in args.only:
@@ -295,13 +312,13 @@ def main() -> None:
                 # The default δ is left implicit, so that point is the main table's run (same id, no rerun).
                 params = {} if delta == KGW_DELTA else {"delta": delta}
                 [run_id] = complete(store, [config(method, "qa", args.n, 0, tokens["qa"], **params)], loader,
-                                    f"sweep {method} δ={delta}")
-                keys[run_id] = ("qa", method, 0, args.n, tokens["qa"], delta)
+                                    f"sweep {method} δ={delta}", args.recognizer)
+                keys[run_id] = ("qa", method, 0, args.n, tokens["qa"], delta, args.recognizer)
         print_sweep(args, measured(store, keys, args.record))
 
     if "robustness" in args.only:
         runs = {method: complete(store, [config(method, "qa", args.n, 0, tokens["qa"])], loader,
-                                 f"{method} qa seed 0")[0] for method in ("KGW", "EntityKGW")}
+                                 f"{method} qa seed 0", args.recognizer)[0] for method in ("KGW", "EntityKGW")}
         print(f"\n## Robustness to random word replacement (QA, n = {args.n}, seed 0)\n")
         print(robustness(store, lm, runs))
 

@@ -5,7 +5,7 @@ from bench import entity_watermark as bench
 
 
 def measured_run(task, method, seed, unsupported, mentions, **measures):
-    return {"task": task, "method": method, "seed": seed, "n": 200, "new_tokens": 200, "delta": 2.0,
+    return {"task": task, "method": method, "seed": seed, "n": 200, "new_tokens": 200, "delta": 2.0, "recognizer": "trained",
             "auroc": 1.0, "tpr1": 1.0, "tokens": 190.0, "introduced": 0.5, "hallucination": unsupported / mentions * 100,
             "mentions": mentions, "unsupported": unsupported, "entropy_shift": None, "fws": 0.4, "fws_plain": 0.45,
             **measures}
@@ -19,12 +19,22 @@ def test_a_remeasured_run_replaces_its_row_and_every_other_row_stays(tmp_path):
     assert len(path.read_text().splitlines()) == 1 + 2
     runs = bench.recorded(path, task="completion")
     assert sorted(key[2] for key in runs) == [0, 1]
-    assert runs[("completion", "KGW", 1, 200, 200, 2.0)]["unsupported"] == 15
-    assert runs[("completion", "KGW", 1, 200, 200, 2.0)]["auroc"] == 0.9
-    assert runs[("completion", "KGW", 0, 200, 200, 2.0)]["unsupported"] == 134
+    assert runs[("completion", "KGW", 1, 200, 200, 2.0, "trained")]["unsupported"] == 15
+    assert runs[("completion", "KGW", 1, 200, 200, 2.0, "trained")]["auroc"] == 0.9
+    assert runs[("completion", "KGW", 0, 200, 200, 2.0, "trained")]["unsupported"] == 134
     # A measure the run lacked comes back as None, which the table's cells skip, not as NaN.
-    assert runs[("completion", "KGW", 0, 200, 200, 2.0)]["entropy_shift"] is None
-    assert list(bench.recorded(path, task="completion", seed=[1])) == [("completion", "KGW", 1, 200, 200, 2.0)]
+    assert runs[("completion", "KGW", 0, 200, 200, 2.0, "trained")]["entropy_shift"] is None
+    assert list(bench.recorded(path, task="completion", seed=[1])) == [("completion", "KGW", 1, 200, 200, 2.0, "trained")]
+
+
+def test_rows_recorded_before_the_recognizer_was_named_are_the_mesh_matchers_and_stay(tmp_path):
+    path = tmp_path / "record.csv"
+    old = {key: value for key, value in measured_run("completion", "KGW", 0, 134, 170).items() if key != "recognizer"}
+    path.write_text(",".join(old) + "\n" + ",".join("" if value is None else str(value) for value in old.values()) + "\n")
+    bench.record(path, [measured_run("completion", "KGW", 0, 120, 160)])  # the same run, with the trained tagger
+    runs = bench.recorded(path, task="completion")
+    assert {key[-1]: run["unsupported"] for key, run in runs.items()} == {"mesh": 134, "trained": 120}
+    assert list(bench.recorded(path, recognizer="mesh")) == [("completion", "KGW", 0, 200, 200, 2.0, "mesh")]
 
 
 def test_pooled_mentions_and_fishers_test_against_kgw():
