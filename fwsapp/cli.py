@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
     report.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
     report.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
+    report.add_argument("--include-smoke-tests", action="store_true",
+                        help="count the embedded model's smoke-test verdicts in the judge figures (left out by default)")
     _db(report)
     report.set_defaults(handler=cmd_report)
     judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
@@ -287,7 +289,10 @@ def cmd_report(args) -> int:
     from fwsapp.store import Store
     from fwsapp.tables import render
 
-    report = build_report(Store(args.db), alpha=args.alpha, beta=args.beta)
+    report = build_report(Store(args.db), alpha=args.alpha, beta=args.beta, include_smoke_tests=args.include_smoke_tests)
+    if report["smoke_tests_left_out"]:
+        print(f"Left out the smoke-test verdicts of {', '.join(report['smoke_tests_left_out'])} "
+              "(--include-smoke-tests counts them).", file=sys.stderr)
     print(json.dumps(report, indent=2) if args.format == "json" else render(report, args.format))
     return 0
 

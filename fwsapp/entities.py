@@ -16,6 +16,7 @@ import pandas as pd
 
 from fwsapp.sample_size import enough
 from fwsapp.recognizer import Entity, mesh_branch, mesh_heading
+from fwsapp.run_names import run_settings
 
 HALLUCINATION_THRESHOLD = 0.6
 
@@ -226,12 +227,14 @@ def entity_summary(entities, analyses, runs):
     entities, the hallucination rate (hallucinated share of the text's disease mentions), and the
     increase of each over unwatermarked."""
     rows = []
+    names = run_settings(runs)
     for run in runs.itertuples():
         own = entities[entities.run_id == run.run_id]
         samples = analyses[analyses.run_id == run.run_id]
         if samples.empty:
             continue
-        row = {"run_id": run.run_id, "method": run.method, "task": run.task, "model": run.model, "texts": len(samples),
+        row = {"run_id": run.run_id, "method": run.method, "settings": names[run.run_id], "task": run.task,
+               "model": run.model, "texts": len(samples),
                "recognizer": ", ".join(sorted(set(samples.config.map(recognizer_of))))}
         for kind in ("unwatermarked", "watermarked"):
             mentions = own[own.text_kind == kind]
@@ -248,7 +251,7 @@ def entity_summary(entities, analyses, runs):
     frame = pd.DataFrame(rows)
     # The answer first (what the watermark added, and how much of it the reference does not support), where a
     # 1,400 px page shows it; the run's identity after.
-    first = ["method", "task", "model", "introduced per text: increase", "unsupported by the reference % (watermarked)",
+    first = ["method", "settings", "task", "model", "introduced per text: increase", "unsupported by the reference % (watermarked)",
              "unsupported by the reference %: increase"]
     return frame[[column for column in first if column in frame] + [column for column in frame if column not in first]]
 
@@ -334,10 +337,12 @@ def reviewed_samples(store, rater: str, entities: pd.DataFrame) -> tuple[int, in
 
 
 def verdict_agreement(store):
-    """Clinicians' verdicts against the automatic rule, per entity verdict: the confusion counts and the
+    """Clinicians' verdicts against the automatic rule, counted as clinicians give them: one per name (a MeSH
+    heading in one text, by one rater), however many mentions it has and whichever recognizers analysed the text.
+    The rule calls a name unsupported when it calls any of its mentions so. Returns the confusion counts and the
     precision (and recall) of 'similarity below the threshold means unsupported'. 'Not a disease' is a
     recognition error: counted in the table, left out of precision and recall."""
-    joined = store.entity_verdicts()
+    joined = name_verdicts(store)
     if joined.empty:
         return joined, {}
     counts = pd.crosstab(joined.hallucinated.astype(bool).map({True: "rule: unsupported", False: "rule: supported"}),
@@ -353,6 +358,21 @@ def verdict_agreement(store):
         "recall": float((automatic & clinician).sum() / clinician.sum()) if enough("precision", clinician.sum()) else None,
     }
     return counts, stats
+
+
+def name_verdicts(store) -> pd.DataFrame:
+    """One row per clinician's verdict on a name: rater, run, sample, text kind, heading, the verdict, and whether
+    the automatic rule calls the name unsupported. Mentions are read under the recognizer the figures show."""
+    verdicts = store.entity_verdicts()
+    keys = ["rater", "run_id", "sample_idx", "text_kind", "heading"]
+    if verdicts.empty:
+        return pd.DataFrame(columns=[*keys, "verdict", "hallucinated", "entity"])
+    shown, _ = analysed_entities(store)
+    mentions = verdicts.drop(columns="hallucinated").merge(
+        shown[["run_id", "sample_idx", "text_kind", "start_char", "config", "heading", "hallucinated"]],
+        on=["run_id", "sample_idx", "text_kind", "start_char", "config"])
+    return mentions.groupby(keys, as_index=False).agg(verdict=("verdict", "first"), hallucinated=("hallucinated", "any"),
+                                                      entity=("entity", "first"))
 
 
 # -- browsing -----------------------------------------------------------------------------------------

@@ -105,20 +105,24 @@ def density(values, grid) -> np.ndarray:
 
 
 def series_values(values, runs, task: str):
-    """Per-token entropies of one task labelled by series: 'reference', 'unwatermarked', or the method.
+    """Per-token entropies of one task labelled by series: 'reference', 'unwatermarked', or the watermarked run
+    (its method and settings, `run_names`: two KGW runs that differ in δ are two series).
 
     Runs of several methods over the same prompts share their references, and their unwatermarked texts
     (generation reuses them): each such text is counted once per model, not once per run."""
     import pandas as pd
 
-    own = values.merge(runs[["run_id", "method", "task", "model"]], on="run_id")
+    from fwsapp.run_names import run_settings
+
+    named = runs[["run_id", "method", "task", "model"]].assign(settings=run_settings(runs).to_numpy())
+    own = values.merge(named, on="run_id")
     own = own[own.task == task]
     shared = own[own.text_kind != "watermarked"]
     texts = shared.groupby(["run_id", "sample_idx", "text_kind", "model"], sort=False).entropy.agg(tuple).reset_index()
     distinct = texts.drop_duplicates(["model", "sample_idx", "text_kind", "entropy"])[["run_id", "sample_idx", "text_kind"]]
     own = pd.concat([own[own.text_kind == "watermarked"], shared.merge(distinct, on=["run_id", "sample_idx", "text_kind"])],
                     ignore_index=True)
-    return own.assign(series=own.text_kind.where(own.text_kind != "watermarked", own.method))
+    return own.assign(series=own.text_kind.where(own.text_kind != "watermarked", own.method + " · " + own.settings))
 
 
 def density_frame(values, runs, task: str, grid=None):

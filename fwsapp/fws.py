@@ -9,6 +9,7 @@ import pandas as pd
 
 from fwsapp.judge.summary import per_sample_scores
 from fwsapp.metrics import main_config_rows
+from fwsapp.run_names import run_settings
 
 DEFAULT_ALPHA, DEFAULT_BETA = 0.4, 0.2
 LIKERT_MAX = 5.0
@@ -91,18 +92,19 @@ def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEF
 
 
 def run_means(aspects, runs, detection=None) -> pd.DataFrame:
-    """Mean of each aspect per run and text kind, with the sample count, the run's method, model and
-    task, and (when given) its detectability columns.
+    """Mean of each aspect per run and text kind, with the sample count, the run's method, settings (`run_names`),
+    model and task, and (when given) its detectability columns.
 
     FWS is linear in the aspects, so a run's mean FWS is the FWS of its mean aspects: the page computes
     these means once per database revision, and a slider move re-weights a few rows, not every sample.
     """
-    columns = ["run_id", "kind", *ASPECTS, "n", "method", "model", "task", "params"]
+    columns = ["run_id", "kind", *ASPECTS, "n", "method", "settings", "model", "task", "params"]
     if aspects.empty:
         return pd.DataFrame(columns=columns + (list(detection.columns[1:]) if detection is not None else []))
     grouped = aspects.groupby(["run_id", "kind"], as_index=False)
     means = grouped[list(ASPECTS)].mean().merge(grouped.size().rename(columns={"size": "n"}), on=["run_id", "kind"])
-    means = means.merge(runs[["run_id", "method", "model", "task", "params"]], on="run_id")
+    named = runs[["run_id", "method", "model", "task", "params"]].assign(settings=run_settings(runs).to_numpy())
+    means = means.merge(named, on="run_id")
     if detection is not None:
         means = means.merge(detection, on="run_id", how="left")
     return means
@@ -113,22 +115,28 @@ def fws_by_run(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) 
     return means.assign(fws=fws(means.coherence, means.relevance, means.factual_accuracy, alpha, beta))
 
 
+# The settings of the unwatermarked rows, which average the unwatermarked texts of a model's runs of a task.
+POOLED_REFERENCE = "mean of the model's runs"
+
+
 def _with_reference(scored) -> pd.DataFrame:
-    """Watermarked rows by method, unwatermarked rows relabelled as the 'Unwatermarked' reference."""
-    plain = scored[scored.kind == "unwatermarked"].assign(method="Unwatermarked")
+    """Watermarked rows by run, unwatermarked rows relabelled as the 'Unwatermarked' reference."""
+    plain = scored[scored.kind == "unwatermarked"].assign(method="Unwatermarked", settings=POOLED_REFERENCE)
     return pd.concat([plain, scored[scored.kind == "watermarked"]])
 
 
 def aspect_layout(means) -> dict | None:
     """The α-free half of the paper's Table 4 for one source: each aspect's mean in the table's layout
-    (rows model × method, Unwatermarked first; columns tasks). The unwatermarked row of a model and task
-    averages over that model's runs of the task. `weigh_layout` turns it into FWS for any α and β."""
+    (rows model × method × settings, Unwatermarked first; columns tasks). A watermarked row is one run per task,
+    never an average of runs; the unwatermarked row of a model and task averages over that model's runs of the task
+    (`pooled_reference` names them). `weigh_layout` turns it into FWS for any α and β."""
     if means.empty:
         return None
     rows = _with_reference(means)
-    wide = rows.groupby(["model", "method", "task"])[list(ASPECTS)].mean().unstack("task")
+    wide = rows.groupby(["model", "method", "settings", "task"])[list(ASPECTS)].mean().unstack("task")
     keys = wide.index.to_frame(index=False)
-    order = np.lexsort((keys.method.to_numpy(), keys.method.ne("Unwatermarked").to_numpy(), keys.model.to_numpy()))
+    order = np.lexsort((keys.settings.to_numpy(), keys.method.to_numpy(), keys.method.ne("Unwatermarked").to_numpy(),
+                        keys.model.to_numpy()))
     tasks = list(wide[ASPECTS[0]].columns)
     return {"keys": keys.iloc[order].reset_index(drop=True), "tasks": tasks,
             **{aspect: wide[aspect].to_numpy(dtype=float)[order] for aspect in ASPECTS}}
@@ -143,21 +151,27 @@ def weigh_layout(layout: dict | None, alpha: float, beta: float) -> pd.DataFrame
 
 
 def ratio_sweep(means, ratios) -> pd.DataFrame:
-    """FWS per model, method and task along the factuality : coherence ratio (2α + β = 1), for the flip
-    chart. Models are never pooled: rankings flip within a model's methods."""
+    """FWS per model, run (method and settings) and task along the factuality : coherence ratio (2α + β = 1), for the
+    flip chart. Models and runs are never pooled: rankings flip within a model's runs."""
     frames = [_with_reference(fws_by_run(means, *ratio_weights(ratio))).assign(ratio=ratio) for ratio in ratios]
     if not frames or means.empty:
-        return pd.DataFrame(columns=["ratio", "model", "method", "task", "fws"])
-    return pd.concat(frames).groupby(["ratio", "model", "method", "task"], as_index=False).fws.mean()
+        return pd.DataFrame(columns=["ratio", "model", "method", "settings", "task", "fws"])
+    return pd.concat(frames).groupby(["ratio", "model", "method", "settings", "task"], as_index=False).fws.mean()
+
+
+def pooled_reference(means) -> pd.DataFrame:
+    """Which runs each unwatermarked row averages: model, task and the run ids, for the page to say so."""
+    plain = means[means.kind == "unwatermarked"]
+    return plain.groupby(["model", "task"], as_index=False).run_id.agg(lambda ids: ", ".join(sorted(set(ids))))
 
 
 def ranking(table) -> pd.DataFrame:
     """Methods ranked by FWS within each model and task (1 = best, ties share the better rank), from a
     Table 4-layout frame. Array arithmetic on a few dozen cells: it runs on every slider move."""
-    columns = ["model", "task", "rank", "method", "fws"]
+    columns = ["model", "task", "rank", "method", "settings", "fws"]
     if table.empty:
         return pd.DataFrame(columns=columns)
-    tasks = [column for column in table.columns if column not in ("model", "method")]
+    tasks = [column for column in table.columns if column not in ("model", "method", "settings")]
     values = table[tasks].to_numpy(dtype=float)  # rows × tasks
     models = table.model.to_numpy()
     same_model = models[:, None] == models[None, :]
@@ -166,7 +180,8 @@ def ranking(table) -> pd.DataFrame:
     ranks = 1 + better.sum(axis=1)
     rows, cols = np.nonzero(~np.isnan(values))
     long = pd.DataFrame({"model": models[rows], "task": np.asarray(tasks, dtype=object)[cols], "rank": ranks[rows, cols],
-                         "method": table.method.to_numpy()[rows], "fws": values[rows, cols]})
+                         "method": table.method.to_numpy()[rows], "settings": table.settings.to_numpy()[rows],
+                       "fws": values[rows, cols]})
     return long.sort_values(["model", "task", "rank"], kind="stable")[columns].reset_index(drop=True)
 
 

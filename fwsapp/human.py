@@ -174,16 +174,17 @@ def _pearson(x, y) -> tuple[float | None, float | None, int]:
 
 
 def correlation_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame, metrics: pd.DataFrame,
-                      alpha: float, beta: float) -> pd.DataFrame:
-    """Pearson r (with p and n) of the mean human rating against the judge and each automatic metric,
-    per aspect and for FWS (the paper's Table 6). Long format: aspect, source, r, p, n."""
+                      alpha: float, beta: float, judge_label: str = "judge") -> pd.DataFrame:
+    """Pearson r (with p and n) of the mean human rating against the judge (named `judge_label`: its model, not
+    'GPT' of another) and each automatic metric, per aspect and for FWS (the paper's Table 6). Long format: aspect,
+    source, r, p, n."""
     h = humans.assign(fws=fws(humans.coherence, humans.relevance, humans.factual_accuracy, alpha, beta))
     j = judge.assign(fws=fws(judge.coherence, judge.relevance, judge.factual_accuracy, alpha, beta))
     a = auto.assign(fws=fws(auto.coherence, auto.relevance, auto.factual_accuracy, alpha, beta))
     raw = metrics.rename(columns={"text_kind": "kind"}).pivot_table(index=UNIT, columns="metric", values="value").reset_index()
     rows = []
     for aspect in (*ASPECTS, "fws"):
-        sources = {"GPT judge": j[UNIT + [aspect]], "Auto-FWS mapping": a[UNIT + [aspect]]}
+        sources = {judge_label: j[UNIT + [aspect]], "Auto-FWS mapping": a[UNIT + [aspect]]}
         for metric in [column for column in raw.columns if column not in UNIT]:
             sources[metric] = raw[UNIT + [metric]].rename(columns={metric: aspect})
         for source, values in sources.items():

@@ -4,8 +4,6 @@ Parts not computed for a run are null: a generated run has no judge block until 
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
@@ -13,10 +11,11 @@ from fwsapp import detection, methods
 from fwsapp.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
 from fwsapp.entities import analysed_entities, entity_summary
 from fwsapp.entropy import bin_shares, token_values
-from fwsapp.judge.summary import judge_block
+from fwsapp.judge.summary import counted_judgments, judge_block, judges_label
 from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
 from fwsapp.redetect import set_summaries
+from fwsapp.run_names import run_settings, settings
 from fwsapp.store import Store
 
 
@@ -29,16 +28,21 @@ def run_detection(scores: pd.DataFrame, direction: str, method: str) -> dict | N
     return detection.summary(positives, negatives, direction)
 
 
-def collect(store: Store) -> dict:
+def collect(store: Store, include_smoke_tests: bool = False) -> dict:
     """Everything in the report that does not depend on the FWS weights, one entry per run: detection,
     quality with each kind's mean Auto-FWS aspects, the judge block, entities and detection sets.
+    A smoke-test judge's verdicts (the embedded model's) count only where `include_smoke_tests`.
     The app caches this per database revision; `weigh` adds FWS for any α and β."""
     runs = store.runs()
-    scores, metrics, judgments = store.detections(), store.metrics(), store.judgments()
+    scores, metrics = store.detections(), store.metrics()
+    all_judgments = store.judgments()
+    judgments = counted_judgments(all_judgments, include_smoke_tests)
+    left_out = sorted(set(all_judgments.judge_model) - set(judgments.judge_model)) if not all_judgments.empty else []
     entity_rows, analyses = analysed_entities(store)
     entropy_values = token_values(store)
     redetections = set_summaries(store)
     auto = run_means(metric_aspects(metrics, dict(zip(runs.run_id, runs.task))), runs)
+    names = run_settings(runs)
     entries = []
     for run in runs.sort_values(["task", "model", "method", "created"]).itertuples():
         run_scores = scores[(scores.run_id == run.run_id) & (scores.detector == run.method)]
@@ -51,6 +55,7 @@ def collect(store: Store) -> dict:
         entries.append({
             "run_id": run.run_id,
             "method": run.method,
+            "settings": names[run.run_id],
             "model": run.model,
             "task": run.task,
             "n": int(max(run.samples_done, run.n if run.imported else 0)),
@@ -62,7 +67,7 @@ def collect(store: Store) -> dict:
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
             "redetections": redetections.get(run.run_id, []),
         })
-    return {"runs": entries}
+    return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out}
 
 
 def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
@@ -82,11 +87,13 @@ def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA)
                 kind: float(fws_from_likert([judged[aspect][kind] for aspect in ASPECTS], alpha, beta)[0])
                 for kind in GENERATED_KINDS}}
         entries.append(entry)
-    return {"alpha": alpha, "beta": beta, "runs": entries}
+    return {**{key: value for key, value in parts.items() if key != "runs"}, "alpha": alpha, "beta": beta,
+            "runs": entries}
 
 
-def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
-    return weigh(collect(store), alpha, beta)
+def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA,
+                 include_smoke_tests: bool = False) -> dict:
+    return weigh(collect(store, include_smoke_tests), alpha, beta)
 
 
 def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFrame, runs: pd.DataFrame,
@@ -160,17 +167,9 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
             # Imported scores carry no token counts: NaN, shown as empty.
             "tokens scored": _mean_or_nan(own.num_tokens_scored),
             "n positives": len(positives), "n negatives": len(negatives),
-            "params": _params_label(run),
+            "params": settings(run.method, run.params, run.imported),
         })
     return pd.DataFrame(rows)
-
-
-def _params_label(run) -> str:
-    """The parameters that set a run apart from its method's defaults; imports record none."""
-    if run.imported:
-        return "imported"
-    params = json.loads(run.params) if isinstance(run.params, str) else run.params
-    return methods.info(run.method).changed_params(params)
 
 
 def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -178,7 +177,7 @@ def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for run, _, positives, negatives in _scored_runs(runs, scores):
         fpr, tpr = detection.roc_points(positives, negatives, run.score_direction)
-        label = f"{run.method} · {run.task} · {_params_label(run)} · {run.run_id}"
+        label = f"{run.method} · {run.task} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
         frames.append(pd.DataFrame({"run": run.run_id, "label": label, "fpr": fpr, "tpr": tpr}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "label", "fpr", "tpr"])
 

@@ -566,7 +566,8 @@ class Store:
     def entity_verdicts(self) -> pd.DataFrame:
         """Clinicians' verdicts joined with the entities they judge."""
         return self.cursor().execute(
-            """SELECT v.rater, v.verdict, e.hallucinated, e.entity, e.similarity, e.run_id, e.sample_idx, e.text_kind
+            """SELECT v.rater, v.verdict, e.hallucinated, e.entity, e.similarity, e.run_id, e.sample_idx, e.text_kind,
+                      e.start_char, e.config
                FROM entity_verdicts v JOIN entities e USING (run_id, sample_idx, text_kind, start_char)""").df()
 
     # -- human evaluation ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pandas as pd
 
 from fwsapp.data.tasks import TASKS
 from fwsapp.detection import interval_label, tpr_label
+from fwsapp.judge.summary import judge_name
 
 UNWATERMARKED = "Unwatermarked"
 
@@ -22,14 +23,24 @@ def _get(block: dict | None, *keys):
 
 
 def _reference_rows(report: dict, make_row) -> list[dict]:
-    """One unwatermarked row per (model, task): the first run's unwatermarked values stand for it."""
+    """One unwatermarked row per (model, task): the first run's unwatermarked values stand for it, and its
+    Settings say which run that is."""
     rows, seen = [], set()
     for run in report["runs"]:
         key = (run["model"], run["task"])
         if key not in seen:
             seen.add(key)
-            rows.append(make_row(run))
+            rows.append({**make_row(run), "Settings": reference_settings(run)})
     return rows
+
+
+def reference_settings(run: dict) -> str:
+    return f"texts of run {run['run_id']}"
+
+
+def _named(run: dict, method: str | None = None) -> dict:
+    """The columns that say which run a row is: model, task, method and what sets the run apart (`run_names`)."""
+    return {"Model": run["model"], "Task": run["task"], "Method": method or run["method"], "Settings": run["settings"]}
 
 
 def runs_table(report: dict) -> pd.DataFrame:
@@ -39,17 +50,18 @@ def runs_table(report: dict) -> pd.DataFrame:
         return interval_label(run["detection"]) if run.get("detection") else None
 
     rows = [{
-        "Model": run["model"], "Task": run["task"], "Method": run["method"], "Run": run["run_id"],
+        **_named(run), "Run": run["run_id"],
         "Source": _source(run), "n": run["n"],
         "AUROC": _get(run, "detection", "auroc"), "AUROC 95% CI": interval(run),
         "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
-        "Judge": ", ".join(_get(run, "judge", "judge_models") or []) or None,
+        "Judge unreachable": _get(run, "judge", "n_unreachable"),
+        "Judge": ", ".join(map(judge_name, _get(run, "judge", "judge_models") or [])) or None,
         "PPL oracle": _ppl_oracle(run),
     } for run in report["runs"]]
     if not rows:
         return pd.DataFrame(rows)
     # Counts stay whole numbers where some runs have none (no judge yet).
-    return _ordered(rows).astype({"n": "Int64", "Judged": "Int64", "Judge failed": "Int64"})
+    return _ordered(rows).astype({"n": "Int64", "Judged": "Int64", "Judge failed": "Int64", "Judge unreachable": "Int64"})
 
 
 def _source(run: dict) -> str:
@@ -65,7 +77,7 @@ def table1(report: dict) -> pd.DataFrame:
     """Detection (AUROC, TPR at FPR) and quality (PPL, SimCSE similarity to the unwatermarked text)."""
     rows = [
         {
-            "Model": run["model"], "Task": run["task"], "Method": run["method"],
+            **_named(run),
             "AUROC": _get(run, "detection", "auroc"),
             **{f"TPR@{label}": tpr_label(run["detection"], key) if run.get("detection") else None
                for label, key in (("0%", "0"), ("1%", "0.01"), ("5%", "0.05"))},
@@ -75,7 +87,7 @@ def table1(report: dict) -> pd.DataFrame:
         for run in report["runs"]
     ]
     rows += _reference_rows(report, lambda run: {
-        "Model": run["model"], "Task": run["task"], "Method": UNWATERMARKED,
+        **_named(run, UNWATERMARKED),
         "PPL": _get(run, "quality", "ppl", "unwatermarked"),
         # SimCSE is the watermarked text's similarity to this one: none of its own.
         "SimCSE": None,
@@ -87,7 +99,7 @@ def table2(report: dict) -> pd.DataFrame:
     """ROUGE-2 and ROUGE-L (F1 for QA) against the reference, and the factual-consistency score."""
     def row(run, kind, method):
         return {
-            "Model": run["model"], "Task": run["task"], "Method": method,
+            **_named(run, method),
             "ROUGE-2": _get(run, "quality", "rouge2", kind),
             "ROUGE-L": _get(run, "quality", "rougeL", kind),
             "F1": _get(run, "quality", "f1", kind),
@@ -100,27 +112,33 @@ def table2(report: dict) -> pd.DataFrame:
 
 
 def table4(report: dict) -> pd.DataFrame:
-    """FWS per method × task, Auto (metrics) and GPTJ (judge), with the unwatermarked reference row."""
+    """FWS per method × task, Auto (metrics) and Judge (the paper's GPTJ: whichever judge the report counts, named in
+    the table's title), with the unwatermarked reference row. One row per
+    model, method and settings: runs are never averaged together (a row's cells are its runs of each task)."""
     def row(run, kind, method):
         return {
-            "Model": run["model"], "Task": run["task"], "Method": method,
-            "Auto": _get(run, "quality", "fws_auto", kind), "GPTJ": _get(run, "judge", "fws", kind),
+            **_named(run, method),
+            "Auto": _get(run, "quality", "fws_auto", kind), "Judge": _get(run, "judge", "fws", kind),
         }
 
     rows = [row(run, "watermarked", run["method"]) for run in report["runs"]]
-    rows += _reference_rows(report, lambda run: row(run, "unwatermarked", UNWATERMARKED))
+    # The unwatermarked row of a model: its first run of each task, named in the table's caption, not per cell.
+    rows += [{**reference, "Settings": ""} for reference in
+             _reference_rows(report, lambda run: row(run, "unwatermarked", UNWATERMARKED))]
     long = pd.DataFrame(rows)
-    wide = long.pivot_table(index=["Model", "Method"], columns="Task", values=["Auto", "GPTJ"], aggfunc="mean", dropna=False)
+    wide = long.pivot_table(index=["Model", "Method", "Settings"], columns="Task", values=["Auto", "Judge"],
+                            aggfunc="first", dropna=False)
     wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, key=lambda level: level.map(_task_order))
     wide.columns = [f"{TASKS[task].label} {source}" for task, source in wide.columns]
     wide = wide.dropna(how="all").reset_index()  # no rows for model × method combinations that were never run
-    return wide.sort_values(["Model", "Method"], key=lambda column: column.map(_method_order) if column.name == "Method" else column)
+    return wide.sort_values(["Model", "Method", "Settings"],
+                            key=lambda column: column.map(_method_order) if column.name == "Method" else column)
 
 
 def judge_drop_table(report: dict) -> pd.DataFrame:
     rows = [
         {
-            "Model": run["model"], "Task": run["task"], "Method": run["method"],
+            **_named(run),
             "Coherence drop %": _get(run, "judge", "drop_pct", "coherence"),
             "Relevance drop %": _get(run, "judge", "drop_pct", "relevance"),
             "Factual accuracy drop %": _get(run, "judge", "drop_pct", "factual_accuracy"),
@@ -143,14 +161,14 @@ def _ordered(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     frame["_task"] = frame.Task.map(_task_order)
     frame["_method"] = frame.Method.map(_method_order)
-    return frame.sort_values(["Model", "_task", "_method"]).drop(columns=["_task", "_method"]).reset_index(drop=True)
+    return frame.sort_values(["Model", "_task", "_method", "Settings"]).drop(columns=["_task", "_method"]).reset_index(drop=True)
 
 
 TABLES = {
     "Runs: source, n, intervals, judge and oracle": runs_table,
     "Table 1: detection and quality": table1,
     "Table 2: ROUGE, F1 and factual consistency": table2,
-    "Table 4: FWS (Auto and GPTJ)": table4,
+    "Table 4: FWS (Auto and judge)": table4,
     "Judge drop %": judge_drop_table,
 }
 
@@ -196,7 +214,9 @@ def report_tables(report: dict) -> list[tuple[str, pd.DataFrame]]:
     for title, build in TABLES.items():
         frame = build(report)
         if not frame.empty:
-            tables.append((f"{title}, α = {report['alpha']:g}, β = {report['beta']:g}" if build is table4 else title, frame))
+            if build is table4:  # names its weights and its judge: no figure says 'GPT' of another judge
+                title = f"Table 4: FWS (Auto and judge: {report.get('judges', 'no judge')}), α = {report['alpha']:g}, β = {report['beta']:g}"
+            tables.append((title, frame))
     return tables
 
 
@@ -213,7 +233,7 @@ LOWER_IS_BETTER = {"PPL"}
 
 
 # What a quality row is about rather than a measurement of it: never bolded or differenced.
-PROVENANCE_COLUMNS = ("Model", "Method", "n", "source", "PPL oracle")
+PROVENANCE_COLUMNS = ("Model", "Method", "Settings", "n", "source", "PPL oracle")
 
 
 def quality_table(report: dict, task: str) -> pd.DataFrame:
@@ -225,7 +245,7 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
 
     def row(run, kind, method):
         values = {
-            "Model": run["model"], "Method": method,
+            "Model": run["model"], "Method": method, "Settings": run["settings"],
             "PPL": _get(run, "quality", "ppl", kind), "SimCSE": _get(run, "quality", "simcse", kind),
             "SimCSE to ref.": _get(run, "quality", "simcse_reference", kind),
             "ROUGE-2": _get(run, "quality", "rouge2", kind),
@@ -246,18 +266,19 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
     if frame.empty:
         return frame
     frame["_method"] = frame.Method.map(_method_order)
-    return frame.sort_values(["Model", "_method"]).drop(columns="_method").reset_index(drop=True)
+    return frame.sort_values(["Model", "_method", "Settings"]).drop(columns="_method").reset_index(drop=True)
 
 
 def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """True where a cell holds its column's best value (per model): lowest PPL, highest otherwise."""
+    """True where a cell holds its column's best value (per model): lowest PPL, highest otherwise. Where every row
+    of a model has the same value (ROUGE-2 0.000 throughout) none is best."""
     best = pd.DataFrame(False, index=frame.index, columns=frame.columns)
     for column in frame.columns:
         if column in PROVENANCE_COLUMNS or not pd.api.types.is_numeric_dtype(frame[column]):
             continue
         for _, group in frame.groupby("Model"):
             values = group[column].dropna()
-            if values.empty:
+            if values.nunique() < 2:
                 continue
             target = values.min() if column in LOWER_IS_BETTER else values.max()
             best.loc[values.index[values == target], column] = True
@@ -274,7 +295,7 @@ def difference_from_unwatermarked(frame: pd.DataFrame) -> pd.DataFrame:
         if reference.empty:
             continue
         for _, current in group[group.Method != UNWATERMARKED].iterrows():
-            rows.append({"Model": model, "Method": current.Method,
+            rows.append({"Model": model, "Method": current.Method, "Settings": current.Settings,
                          **{column: _minus(current[column], reference.iloc[0][column]) for column in numeric}})
     return pd.DataFrame(rows).dropna(axis=1, how="all")
 

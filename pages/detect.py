@@ -6,6 +6,7 @@ import plotly.express as px
 import streamlit as st
 
 from fwsapp import detection, render
+from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import RunConfig
@@ -41,7 +42,7 @@ runs = queries.runs(resources.revision())
 if runs.empty:
     widgets.no_runs_yet()  # the detector for pasted text below needs no run
 else:
-    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
     default = resources.latest_sweep() or list(labels)[: min(4, len(labels))]
     chosen = st.multiselect("Runs", list(labels), default=[run for run in default if run in labels],
                             format_func=labels.get, key="detect-runs")
@@ -121,7 +122,7 @@ with st.expander("Re-detect a run: its texts scored under any method, parameters
     if all_runs.empty:
         st.info("No runs to re-detect yet.")
     else:
-        run_labels = {row.run_id: widgets.run_label(row._asdict()) for row in all_runs.itertuples()}
+        run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
         columns = st.columns(3)
         target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
         target_run = all_runs[all_runs.run_id == target].iloc[0]

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from fwsapp import render
+from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, name_verdict,
                              names_to_judge, rater_verdicts, record_verdict, reviewed_samples, samples_by_hallucination,
@@ -60,7 +61,7 @@ st.caption("Unsupported: unsupported by the reference. None: not measured (no me
 
 st.subheader("Browser")
 analysed = runs[runs.run_id.isin(set(analyses.run_id))]
-labels = {row.run_id: widgets.run_label(row._asdict()) for row in analysed.itertuples()}
+labels = {row.run_id: run_label(row._asdict()) for row in analysed.itertuples()}
 filters = st.columns(3)
 chosen_runs = filters[0].multiselect("Methods (runs)", list(labels), default=list(labels)[:1], format_func=labels.get, key="entity-runs")
 needle = filters[1].text_input("Entity contains", key="entity-filter").strip().lower()
@@ -164,7 +165,8 @@ if stats:
     st.subheader("Clinicians against the automatic rule")
     precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else not_enough(stats["flagged"])
     recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else not_enough(stats["clinician_wrong"])
-    st.write(f"{stats['verdicts']} verdicts. Of the entities the {HALLUCINATION_THRESHOLD} rule calls unsupported, "
+    st.write(f"{stats['verdicts']} verdicts, one per name. Of the names the {HALLUCINATION_THRESHOLD} rule calls "
+             "unsupported (any of its mentions), "
              f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
              f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")
     st.dataframe(counts, width="stretch")

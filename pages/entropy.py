@@ -7,6 +7,7 @@ from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.recognizer import RECOGNIZERS, available_recognizers
+from fwsapp.run_names import run_label, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 
@@ -21,7 +22,7 @@ st.caption(
 runs = widgets.runs_or_stop()
 
 with st.expander("Compute missing analyses (entropies and disease entities)"):
-    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
     imported = runs[runs.run_id.isin(chosen) & runs.imported]
     entropy_model = None
@@ -49,8 +50,8 @@ measured = entities[entities.entropy.notna()].run_id if not entities.empty else 
 with_data = set(runs[runs.run_id.isin(set(values.run_id) | set(measured))].task)
 tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in with_data)
 task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
-colours = widgets.series_colours()
 curves = density_frame(values, runs, task)
+colours = widgets.series_colours(curves.series.unique() if not curves.empty else ())
 if curves.empty:
     st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
             "the analysis above (imported runs need a model).")
@@ -72,7 +73,9 @@ if not entities.empty:
     top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
     frequent = entities.normalized.value_counts().head(top).index
     shown = entities[entities.normalized.isin(frequent)]
-    shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method))
-    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all", color_discrete_map=colours,
+    shown = with_settings(shown, runs)
+    shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method + " · " + shown.settings))
+    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
+                    color_discrete_map=widgets.series_colours(shown.series.unique()),
                     labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
     st.plotly_chart(figure, width="stretch")

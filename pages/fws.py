@@ -5,13 +5,15 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.fws import DEFAULT_MAPPING, PRESETS, fws_views, ratio_weights
+from fwsapp.fws import DEFAULT_MAPPING, POOLED_REFERENCE, PRESETS, fws_views, pooled_reference, ratio_weights
 from fwsapp.human import (DEFAULT_FRACTION, correlation_matrix, correlation_table, doubly_rated, friedman_nemenyi,
                           human_means, krippendorff_alpha, sample_items, sensitivity_table)
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
+from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, is_smoke_test
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough, shown
@@ -21,7 +23,8 @@ through_router()
 
 st.title("Factuality-Weighted Score")
 st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
-st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. GPTJ uses the LLM judge; Auto uses automatic metrics.")
+st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. The judge's FWS (the paper's GPTJ, named "
+           "below by the judge that gave it) uses an LLM judge's verdicts; Auto uses automatic metrics.")
 
 runs = widgets.runs_or_stop()
 
@@ -65,17 +68,36 @@ with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
     st.caption(f"Metrics stored so far: {', '.join(metric_names)}.")
 
 mapping_key = tuple(sorted(mapping.items()))
+all_verdicts = queries.judgments(resources.revision())
+smoke = sorted({model for model in set(all_verdicts.judge_model) if is_smoke_test(model)}) if not all_verdicts.empty else []
+include_smoke = bool(smoke) and st.checkbox(
+    f"Count the smoke-test verdicts of {', '.join(smoke)}", value=False, key="fws-smoke",
+    help="The embedded 135M model is forced into the verdict format: its verdicts test the plumbing, not the texts, "
+         "so FWS and the rankings leave them out unless you count them here.")
+for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
+    st.warning(warning)
+judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
 detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY), format_func=DETECTABILITY.get, key="fws-detect")
-tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source")
-views = fws_views(queries.fws_prepared(resources.revision(), mapping_key), alpha, beta, detect_column, tradeoff_source)
+source_names = {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"}
+tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source",
+                           format_func=source_names.get)
+views = fws_views(queries.fws_prepared(resources.revision(), mapping_key, include_smoke), alpha, beta, detect_column,
+                  tradeoff_source)
 
 
-def show_table(title: str, table, empty: str) -> None:
+def show_table(title: str, table, empty: str, source: str) -> None:
     st.subheader(title)
     if table.empty:
         st.info(empty)
         return
     st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
+    pooled = pooled_reference(queries.fws_means(resources.revision(), mapping_key, include_smoke)[source])
+    several = pooled[pooled.run_id.str.contains(",")]
+    st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
+               "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
+               f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
+                   f"{row.model}, {TASKS[row.task].label if row.task in TASKS else row.task}: {row.run_id}"
+                   for row in several.itertuples()) + "."))
 
 
 def judge_in_place() -> None:
@@ -94,36 +116,40 @@ def judge_in_place() -> None:
     widgets.job_status("judge", "pairs")
 
 
-show_table("FWS, GPTJ (judge)", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
-                                               "import a judged log.")
+show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
+                                               "import a judged log.", "judge")
 if views["gptj"].empty:
     judge_in_place()
-show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.")
+show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.", "auto")
 if views["auto"].empty:
     widgets.model_free_metrics(list(runs.run_id), automatic=False)
     widgets.job_status("score", "sample × metric values")
 
 if not views["ranking"].empty:
     st.subheader("Ranking of methods")
-    st.caption("Ranked by GPTJ, the judge's FWS, since some runs are judged; runs without verdicts are not in it."
+    st.caption(f"Ranked by the judge's FWS ({judges}), since some runs are judged; runs without verdicts are not in it."
                if views["ranking_source"] == "GPTJ" else
-               "Ranked by Auto, the metrics' FWS: no run is judged yet. Once one is, the ranking uses GPTJ.")
+               "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
+               "ranking uses the judge's FWS.")
     st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
 # Both sources, each in its own line style: judge data must not hide the metric-based curve.
-sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), mapping_key, source).assign(source=source)
-                   for source in ("GPTJ", "Auto")], ignore_index=True)
+sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), mapping_key, source, include_smoke).assign(
+    source=source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
 if not sweep.empty:
     st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
-    st.caption("x: α/β with 2α + β = 1 (log scale); solid lines use the judge (GPTJ), dashed ones the metrics (Auto). "
+    st.caption(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({judges}), dashed ones the metrics (Auto). "
                "The dotted line marks the current weights.")
-    # One line per model and method: with several models the model is part of the trace, never averaged in.
+    # One line per model and run: with several models the model is part of the trace, never averaged in.
     several_models = sweep.model.nunique() > 1
-    sweep = sweep.assign(line=sweep.model + " · " + sweep.method if several_models else sweep.method)
+    runs_named = sweep.method + " · " + sweep.settings.where(sweep.method != "Unwatermarked", "")
+    runs_named = runs_named.str.removesuffix(" · ")
+    sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named)
     figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
-                     line_dash_map={"GPTJ": "solid", "Auto": "dash"}, facet_col_spacing=0.06,
-                     labels={"ratio": "α/β", "fws": "FWS", "line": "model · method" if several_models else "method"},
-                     color_discrete_map=None if several_models else widgets.series_colours())
+                     line_dash_map={source_names["GPTJ"]: "solid", source_names["Auto"]: "dash"}, facet_col_spacing=0.06,
+                     labels={"ratio": "α/β", "fws": "FWS",
+                             "line": "model · method · settings" if several_models else "method · settings"},
+                     color_discrete_map=None if several_models else widgets.series_colours(sweep.line.unique()))
     ticks = [0.25, 0.5, 1, 2, 4, 8]
     figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
     figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
@@ -131,9 +157,9 @@ if not sweep.empty:
         figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
     st.plotly_chart(figure, width="stretch")
 
-drops = queries.judge_drops(resources.revision())
+drops = queries.judge_drops(resources.revision(), include_smoke)
 if not drops.empty:
-    st.subheader("Judge drop % per aspect")
+    st.subheader(f"Judge drop % per aspect ({judges})")
     st.dataframe(drops.round(1), hide_index=True, width="stretch")
 
 st.subheader("Trade-off: detectability against FWS")
@@ -141,8 +167,10 @@ points, front, reference = views["tradeoff"], views["front"], views["reference"]
 if points.empty:
     st.info("Needs runs with both detection scores and FWS inputs.")
 else:
-    figure = px.scatter(points, x=detect_column, y="fws", color="method", symbol="task", hover_data=["model", "params", "run_id"],
-                        labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS ({tradeoff_source})"})
+    points = points.assign(run=points.method + " · " + points.settings)
+    figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
+                        labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {source_names[tradeoff_source]}",
+                                "run": "method · settings"})
     for task, task_front in front.groupby("task"):
         figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
                                     name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",
@@ -157,7 +185,7 @@ else:
 
 st.header("Agreement with clinicians")
 with st.expander("Choose items for human rating"):
-    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), format_func=labels.get, key="human-runs")
     fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
     if st.button("Add items to rate", disabled=not chosen):
@@ -171,8 +199,9 @@ if rated.empty:
 humans = human_means(rated)
 st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
 st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
-samples = queries.fws_samples(resources.revision(), mapping_key)
-correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta)
+samples = queries.fws_samples(resources.revision(), mapping_key, include_smoke)
+correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
+                                 f"judge ({judges})")
 st.dataframe(correlation_matrix(correlations), width="stretch")
 st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
 with st.expander("p-values and sample sizes"):

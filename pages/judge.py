@@ -4,6 +4,7 @@ import streamlit as st
 
 from fwsapp import render
 from fwsapp.judge import verdicts
+from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.judge.backends import (DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, LOCAL_SECONDS_PER_PAIR, JudgeError,
@@ -11,6 +12,7 @@ from fwsapp.judge.backends import (DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, LOCAL_
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
 from fwsapp.judge.runner import JudgeSettings
+from fwsapp.judge.summary import indiscriminate_judges, is_smoke_test
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.ui.router import through_router
 
@@ -80,7 +82,7 @@ if st.button("Test connection"):
         st.error(render.message(f"The backend did not answer: {error}"))
 
 st.subheader("Run")
-labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
+labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
 # The last selection survives a visit to another page; the first choice is a run with no verdicts yet, never a run
 # already judged (an imported run comes with the paper's verdicts).
 judged = queries.judged_run_ids(resources.revision())
@@ -113,6 +115,12 @@ judgments = queries.judgments(resources.revision())
 if judgments.empty:
     st.stop()
 
+for warning in indiscriminate_judges(judgments):
+    st.warning(warning)
+smoke = sorted(model for model in set(judgments.judge_model) if is_smoke_test(model))
+if smoke:
+    st.info(f"The verdicts of {', '.join(smoke)} are a smoke test ({LOCAL_DEMO_NOTE}): they are marked so below, and "
+            "the FWS and Report pages leave them out of FWS and the rankings unless you count them there.")
 means = queries.judge_means(resources.revision())
 if not means.empty:  # none while every verdict failed
     st.subheader("Mean scores, unwatermarked vs watermarked")
@@ -120,7 +128,7 @@ if not means.empty:  # none while every verdict failed
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
         category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
         color_discrete_map=widgets.BASELINE_COLOURS,
-        labels={"mean": "mean (1–5)", "label": "model · method", "kind": "text"}, range_y=[0, 5],
+        labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
         height=220 * means.task.nunique() + 160,
     )
     figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1].replace("_", " ")))

@@ -2,6 +2,7 @@
 import plotly.express as px
 import streamlit as st
 
+from fwsapp.run_names import run_label, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.encoder import DEFAULT_ENCODER
@@ -25,7 +26,7 @@ widgets.model_free_metrics(list(runs.run_id), automatic=True)
 widgets.job_status("score", "sample × metric values")
 
 with st.expander("Perplexity, BERTScore, AlignScore: metrics that need a model", expanded=False):
-    labels = {row.run_id: widgets.run_label(row._asdict()) for row in runs.itertuples()}
+    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
     chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
     metrics = st.multiselect("Metrics", list(ALL_METRICS), default=list(OFFLINE_METRICS), key="score-metrics",
                              help="bertscore is optional: BERTScore F1 with the local MiniLM encoder.")
@@ -67,8 +68,10 @@ for task in [name for name in TASKS if name in set(runs.task)]:
         lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
     )
     st.dataframe(styled, hide_index=True, width="stretch")
-    st.caption("Best value per column and model in bold (lowest perplexity, highest otherwise). None: not computed "
-               "yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the watermarked text's similarity to "
+    st.caption("One row per run: Settings are what sets a run apart from its method's defaults, with its id where "
+               "two runs share them; the Unwatermarked row holds the texts of the run it names. "
+               "Best value per column and model in bold (lowest perplexity, highest otherwise; none where all are "
+               "equal). None: not computed yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the watermarked text's similarity to "
                "the unwatermarked one). Difference from unwatermarked:")
     st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
     downloads = st.columns(2)
@@ -80,10 +83,11 @@ values = queries.metric_values(resources.revision())
 if not values.empty:
     st.subheader("Per-sample distributions")
     metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")
-    # One box per model and method: a 135M demo run and an imported 7B run never share a box.
-    shown = values[values.metric == metric].assign(run=lambda frame: frame.model + " · " + frame.method)
+    # One box per run: a 135M demo run and an imported 7B run, or KGW at two δ, never share a box.
+    shown = with_settings(values[values.metric == metric], runs)
+    shown = shown.assign(run=shown.model + " · " + shown.method + " · " + shown.settings)
     figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
-                    labels={"value": metric, "text_kind": "text", "run": "model · method"},
+                    labels={"value": metric, "text_kind": "text", "run": "model · method · settings"},
                     color_discrete_map=widgets.BASELINE_COLOURS)
     figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
     st.plotly_chart(figure, width="stretch")

@@ -1,6 +1,7 @@
 """Report: the paper's tables over every run, live, with Markdown and LaTeX downloads."""
 import streamlit as st
 
+from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.tables import render, report_tables, weights_line
 from fwsapp.ui.router import through_router
@@ -14,7 +15,12 @@ shared = widgets.fws_weights()
 alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01)
 beta = columns[1].number_input("β (coherence)", 0.0, 1.0, shared[1], 0.01)
 widgets.set_fws_weights(alpha, beta)
-report = queries.report(resources.revision(), alpha, beta)
+smoke = queries.report_parts(resources.revision())["smoke_tests_left_out"]
+include_smoke = bool(smoke) and st.checkbox(
+    f"Count the smoke-test verdicts of {', '.join(smoke)}", value=False, key="report-smoke",
+    help="The embedded 135M model's verdicts test the plumbing, not the texts: the judge columns leave them out "
+         "unless you count them here.")
+report = queries.report(resources.revision(), alpha, beta, include_smoke)
 st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
 if not report["runs"]:
     widgets.no_runs_yet()
@@ -27,8 +33,8 @@ with st.expander("Delete a run"):
     st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "
                "`python -m fwsapp runs --delete ID` does the same.")
     runs = queries.runs(resources.revision())
-    doomed = st.selectbox("Run", list(runs.run_id), format_func=lambda run_id: " · ".join(
-        str(value) for value in runs.set_index("run_id").loc[run_id, ["method", "task", "model"]]) + f" ({run_id})")
+    named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+    doomed = st.selectbox("Run", list(named), format_func=named.get)
     typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
     if st.button("Delete this run", disabled=typed != doomed):
         deleted = resources.store().delete_run(doomed)

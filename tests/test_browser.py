@@ -124,7 +124,7 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         page.get_by_role("button", name="Import", exact=True).click()
         page.get_by_text("Imported as run").wait_for(timeout=60_000)
         page.get_by_role("link", name="Report", exact=True).click()
-        page.get_by_role("heading", name="Table 4: FWS (Auto and GPTJ), α = 0.4, β = 0.2").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="Table 4: FWS (Auto and judge: gpt-4o), α = 0.4, β = 0.2").wait_for(timeout=60_000)
         page.wait_for_timeout(2000)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from fwsapp.entities import (analyze_run, entity_summary, introduced_entities, judge_introduced, names_to_judge,
-                             record_verdict, verdict_agreement, with_mesh_headings)
+                             record_verdict, undo_verdict, verdict_agreement, with_mesh_headings)
 from fwsapp.recognizer import STOPLIST, Entity, load_recognizer
 from fwsapp.entropy import bin_shares, token_spans
 
@@ -92,6 +92,28 @@ def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder)
     assert stats["verdicts"] == 1 and stats["flagged"] == int(hallucinated) and stats["precision"] is None
     with pytest.raises(ValueError, match="Enter your name"):
         record_verdict(store, " ", run_id, 0, tuberculosis, "correct")
+
+
+def test_verdicts_are_counted_per_name_as_clinicians_give_them(lm, store, mesh, encoder):
+    """A name with three mentions is one verdict, and one undo removes one, not three."""
+    import json
+
+    from fwsapp.importer import LogFile, import_logs
+
+    rows = [{"prompt": "What causes gout?", "natural_text": "Gout is caused by uric acid.",
+             "unwatermarked_text": "Gout comes from uric acid.",
+             "watermarked_text": "Tuberculosis, then tuberculosis again, and leukemia; tuberculosis is common."}]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    analyze_run(store, run_id, mesh, encoder)
+    names = {name.shown.lower(): name for name in names_to_judge(with_mesh_headings(store.entities([run_id])), "watermarked")}
+    assert len(names["tuberculosis"].starts) == 3
+    for rater in ("Dr A", "Dr B"):
+        record_verdict(store, rater, run_id, 0, names["tuberculosis"], "hallucinated")
+        record_verdict(store, rater, run_id, 0, names["leukemia"], "correct")
+    assert verdict_agreement(store)[1]["verdicts"] == 4
+    undo_verdict(store, "Dr A", run_id, 0, names["tuberculosis"])
+    counts, stats = verdict_agreement(store)
+    assert stats["verdicts"] == 3 and int(counts.to_numpy().sum()) == 3
 
 
 def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):

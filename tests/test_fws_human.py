@@ -32,7 +32,7 @@ def test_ratio_mode_keeps_two_alpha_plus_beta_at_one_and_matches_the_presets():
 def test_the_flip_chart_keeps_models_apart():
     def mean(model, kind, value):
         return {"run_id": model, "kind": kind, "coherence": value, "relevance": value, "factual_accuracy": value,
-                "n": 1, "method": "KGW", "model": model, "task": "qa", "params": "{}"}
+                "n": 1, "method": "KGW", "settings": "defaults", "model": model, "task": "qa", "params": "{}"}
 
     means = pd.DataFrame([mean("small", "watermarked", 0.2), mean("small", "unwatermarked", 0.4),
                           mean("large", "watermarked", 0.8), mean("large", "unwatermarked", 1.0)])
@@ -40,6 +40,11 @@ def test_the_flip_chart_keeps_models_apart():
     # equal aspects give FWS = (2α + β) × value = value at every ratio
     assert sweep[(2.0, "small", "KGW")] == pytest.approx(0.2) and sweep[(2.0, "large", "KGW")] == pytest.approx(0.8)
     assert sweep[(1.0, "large", "Unwatermarked")] == pytest.approx(1.0) and len(sweep) == 8
+    # Two runs of one model and method that differ in δ are two lines, not their mean.
+    means.loc[means.model == "large", "model"] = "small"
+    means.loc[2, "settings"] = "delta=1"
+    runs = ratio_sweep(means, [1.0]).query("method == 'KGW'").set_index("settings").fws
+    assert runs.to_dict() == {"defaults": pytest.approx(0.2), "delta=1": pytest.approx(0.8)}
 
 
 def test_pareto_front():
@@ -115,14 +120,14 @@ def test_correlations_equal_scipy_and_say_when_there_are_too_few_texts():
                             "value": SIMCSE})
     table = correlation_table(humans, judge, judge.iloc[:0], metrics, 0.4, 0.2).set_index(["aspect", "source"])
     expected = pearsonr(humans.coherence, judge.coherence)
-    assert table.loc[("coherence", "GPT judge"), "r"] == pytest.approx(expected.statistic)
-    assert table.loc[("coherence", "GPT judge"), "p"] == pytest.approx(expected.pvalue)
+    assert table.loc[("coherence", "judge"), "r"] == pytest.approx(expected.statistic)
+    assert table.loc[("coherence", "judge"), "p"] == pytest.approx(expected.pvalue)
     assert table.loc[("factual_accuracy", "simcse"), "r"] == pytest.approx(
         pearsonr(humans.factual_accuracy, metrics.value).statistic)
-    assert table.loc[("fws", "GPT judge"), "n"] == 10
+    assert table.loc[("fws", "judge"), "n"] == 10
     few = correlation_table(humans.head(4), judge, judge.iloc[:0], metrics, 0.4, 0.2)
     assert few.r.isna().all()
-    assert correlation_matrix(few).loc["coherence", "GPT judge"] == "not enough data (n = 4)"
+    assert correlation_matrix(few).loc["coherence", "judge"] == "not enough data (n = 4)"
 
 
 def test_friedman_and_nemenyi_equal_scipy_and_scikit_posthocs():

@@ -100,7 +100,7 @@ def test_report_alpha_beta_and_imported_prompts_are_stripped(paper_store):
 def test_markdown_and_latex_tables(paper_store):
     report = build_report(paper_store)
     markdown = render(report, "markdown")
-    assert "## Table 4: FWS (Auto and GPTJ)" in markdown and "| meditron | KGW |" in markdown
+    assert "## Table 4: FWS (Auto and judge: gpt-4o)" in markdown and "| meditron | KGW |" in markdown
     latex = render(report, "latex")
     assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 5  # runs, tables 1, 2, 4, judge drops
     assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 5

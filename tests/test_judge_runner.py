@@ -174,14 +174,27 @@ def test_mean_scores_keep_generators_and_judges_apart():
         verdict("large", "meditron", "gpt-4o", 0, [4, 4, 4], [4, 4, 4]),
         verdict("large", "meditron", "llama-judge", 0, [1, 1, 1], [2, 2, 2]),
     ])
-    means = aspect_means(judgments)
+    settings = pd.Series({"small": "defaults", "large": "imported"})
+    means = aspect_means(judgments, settings)
     coherence = means[(means.aspect == "coherence") & (means.kind == "watermarked")].set_index("label")["mean"]
-    assert coherence.to_dict() == {"smollm2 · KGW · judge gpt-4o": 2.0, "meditron · KGW · judge gpt-4o": 4.0,
-                                   "meditron · KGW · judge llama-judge": 1.0}
-    one_judge = aspect_means(judgments[judgments.judge_model == "gpt-4o"])
-    assert set(one_judge.label) == {"smollm2 · KGW", "meditron · KGW"}
+    assert coherence.to_dict() == {"smollm2 · KGW · defaults · judge gpt-4o": 2.0,
+                                   "meditron · KGW · imported · judge gpt-4o": 4.0,
+                                   "meditron · KGW · imported · judge llama-judge": 1.0}
+    one_judge = aspect_means(judgments[judgments.judge_model == "gpt-4o"], settings)
+    assert set(one_judge.label) == {"smollm2 · KGW · defaults", "meditron · KGW · imported"}
     drops = one_judge[(one_judge.kind == "watermarked") & (one_judge.aspect == "coherence")].set_index("label")
-    assert drops.drop_pct.to_dict() == {"smollm2 · KGW": 50.0, "meditron · KGW": 0.0}
+    assert drops.drop_pct.to_dict() == {"smollm2 · KGW · defaults": 50.0, "meditron · KGW · imported": 0.0}
+
+
+def test_two_runs_of_one_method_are_two_judge_means_never_one():
+    def verdict(run_id, score):
+        return {"run_id": run_id, "model": "smollm2", "method": "KGW", "task": "qa", "judge_model": "gpt-4o",
+                "sample_idx": 0, "status": "ok", "scores_watermarked": [score] * 3, "scores_unwatermarked": [5, 5, 5]}
+
+    judgments = pd.DataFrame([verdict("weak", 5), verdict("strong", 3)])
+    means = aspect_means(judgments, pd.Series({"weak": "delta=1", "strong": "defaults"}))
+    coherence = means[(means.aspect == "coherence") & (means.kind == "watermarked")].set_index("label")["mean"]
+    assert coherence.to_dict() == {"smollm2 · KGW · delta=1": 5.0, "smollm2 · KGW · defaults": 3.0}
 
 
 def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_parses(lm, qa_run, tmp_path):
@@ -203,3 +216,61 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
     assert len(verdicts) == 4 and (verdicts.status == "ok").all()
     assert all(parse_verdict(output).ok for output in verdicts.raw_output)
     assert verdicts.completion_tokens.max() <= 30  # the verdict alone, not a justification first
+
+
+def judged_by(store, judge_model: str, same: bool, statuses=("ok",) * 4):
+    """A run of 4 samples judged by `judge_model`: the same scores for A and B where `same`."""
+    from fwsapp.importer import LogFile, import_logs
+
+    rows = [{"prompt": f"Q{i}?", "natural_text": f"r{i}", "unwatermarked_text": f"u{i}", "watermarked_text": f"w{i}"}
+            for i in range(4)]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
+    with store.transaction() as cursor:
+        from fwsapp.store import insert_rows
+
+        insert_rows(cursor, "judgments", run_id, [
+            {"sample_idx": i, "judge_model": judge_model, "prompt_version": "v", "watermarked_first": True,
+             "texts_hash": str(i), "status": status, "raw_output": "", "reason": None if status == "ok" else "why",
+             "scores_watermarked": [4, 4, 4] if status == "ok" else None,
+             "scores_unwatermarked": ([4, 4, 4] if same else [5, 5, 5]) if status == "ok" else None}
+            for i, status in enumerate(statuses)])
+    return run_id
+
+
+def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(store):
+    from fwsapp.judge.summary import indiscriminate_judges
+    from fwsapp.models import EMBEDDED_MODEL
+    from fwsapp.report import build_report
+    from fwsapp.tables import report_tables
+
+    run_id = judged_by(store, EMBEDDED_MODEL, same=True)
+    report = build_report(store)
+    assert report["runs"][0]["judge"] is None and report["smoke_tests_left_out"] == [EMBEDDED_MODEL]
+    assert report["judges"] == "no judge"
+    counted = build_report(store, include_smoke_tests=True)
+    assert counted["runs"][0]["judge"]["n_judged"] == 4 and counted["smoke_tests_left_out"] == []
+    titles = [title for title, _ in report_tables(counted)]
+    assert f"Table 4: FWS (Auto and judge: {EMBEDDED_MODEL} (smoke test)), α = 0.4, β = 0.2" in titles
+    [warning] = indiscriminate_judges(store.judgments([run_id]))
+    assert warning.startswith(f"{EMBEDDED_MODEL} (smoke test) gave both texts the same scores on 100% of its 4 verdicts")
+
+
+def test_a_judge_that_tells_the_texts_apart_draws_no_warning_and_counts(store):
+    from fwsapp.judge.summary import indiscriminate_judges
+    from fwsapp.report import build_report
+
+    run_id = judged_by(store, "gpt-4o", same=False)
+    assert indiscriminate_judges(store.judgments([run_id])) == []
+    assert build_report(store)["runs"][0]["judge"]["n_judged"] == 4
+
+
+def test_the_report_counts_unreachable_pairs_apart_from_failed_ones(store):
+    from fwsapp.report import build_report
+    from fwsapp.tables import runs_table
+
+    judged_by(store, "gpt-4o", same=False, statuses=("ok", "failed", "unreachable", "unreachable"))
+    report = build_report(store)
+    judge = report["runs"][0]["judge"]
+    assert (judge["n_judged"], judge["n_failed"], judge["n_unreachable"]) == (1, 1, 2)
+    row = runs_table(report).iloc[0]
+    assert (row["Judge failed"], row["Judge unreachable"]) == (1, 2)

@@ -154,7 +154,7 @@ def test_recognize_keeps_the_input_and_an_earlier_output(tmp_path, capsys):
 def test_figures_never_pool_two_recognizers():
     from fwsapp.entities import entity_summary, one_recognizer
 
-    runs = pd.DataFrame([{"run_id": "r", "method": "KGW", "task": "qa", "model": "m"}])
+    runs = pd.DataFrame([{"run_id": "r", "method": "KGW", "task": "qa", "model": "m", "params": "{}", "imported": False}])
     analyses = pd.DataFrame([{"run_id": "r", "sample_idx": 0, "config": config, "unwatermarked_tokens": 10,
                               "watermarked_tokens": 10} for config in ("A;enc;sim<0.6", "B;enc;sim<0.6")])
     entities = pd.DataFrame([

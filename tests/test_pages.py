@@ -209,7 +209,7 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     # One place for α and β: the Report page opens with the FWS page's weights, and its Table 4 names them.
     app.switch_page("pages/report.py").run()
     assert [widget.value for widget in app.number_input] == [0.3, 0.4]
-    assert any(header.value == "Table 4: FWS (Auto and GPTJ), α = 0.3, β = 0.4" for header in app.subheader)
+    assert any(header.value == "Table 4: FWS (Auto and judge: gpt-4o), α = 0.3, β = 0.4" for header in app.subheader)
     app.number_input[0].set_value(0.25).run()
     app.switch_page("pages/fws.py").run()
     assert app.radio(key="fws-mode").value == "Free α and β"  # (0.25, 0.4) is no preset
@@ -244,8 +244,8 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     app.switch_page("pages/entropy.py").run()
     assert not app.exception
     bins = app.dataframe[0].value.set_index("series")
-    assert set(bins.index) == {"reference", "unwatermarked", "KGW"}
-    assert bins.loc["KGW", ["low (< 1.5 nats) %", "mid (1.5–4.0 nats) %", "high (> 4.0 nats) %"]].sum() == pytest.approx(100)
+    assert set(bins.index) == {"reference", "unwatermarked", "KGW · defaults"}
+    assert bins.loc["KGW · defaults", ["low (< 1.5 nats) %", "mid (1.5–4.0 nats) %", "high (> 4.0 nats) %"]].sum() == pytest.approx(100)
     assert bins.loc["unwatermarked", "low shift vs unwatermarked (pp)"] == 0
     assert len(app.get("plotly_chart")) >= 1
 

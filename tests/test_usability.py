@@ -398,13 +398,14 @@ def test_shared_unwatermarked_and_reference_texts_are_counted_once():
 
     from fwsapp.entropy import series_values
 
-    runs = pd.DataFrame({"run_id": ["a", "b"], "method": ["KGW", "SWEET"], "task": "qa", "model": "m"})
+    runs = pd.DataFrame({"run_id": ["a", "b"], "method": ["KGW", "SWEET"], "task": "qa", "model": "m",
+                         "params": ['{"delta": 1.0}', "{}"], "imported": False})
     values = pd.DataFrame({"run_id": ["a"] * 6 + ["b"] * 6, "sample_idx": 0,
                            "text_kind": ["unwatermarked", "unwatermarked", "reference", "reference", "watermarked",
                                          "watermarked"] * 2,
                            "entropy": [1.0, 2.0, 0.5, 0.7, 3.0, 3.1, 1.0, 2.0, 0.5, 0.7, 2.5, 2.6]})
     counts = series_values(values, runs, "qa").series.value_counts()
-    assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW": 2, "SWEET": 2}
+    assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW · delta=1": 2, "SWEET · defaults": 2}
 
 
 def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_results(app_db, qa_run):
@@ -429,7 +430,8 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     assert app.radio(key="entropy-task").value == "qa"
     density = json.loads(app.get("plotly_chart")[0].proto.spec)
     colours = {trace["name"]: trace["line"]["color"] for trace in density["data"]}
-    assert colours["unwatermarked"] == series_colours()["unwatermarked"] and colours["KGW"] == series_colours()["KGW"]
+    assert colours["unwatermarked"] == series_colours()["unwatermarked"]
+    assert colours["KGW · defaults"] == series_colours()["KGW"]
     by_label(app.button, "Analyse").click().run()
     deadline = time.time() + 240
     while time.time() < deadline and not app.success:
@@ -440,6 +442,48 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     assert not app.success
     # Nothing of the finished job comes back: no stale progress bar, no live Cancel.
     assert not app.get("progress") and "Cancel" not in [button.label for button in app.button]
+
+
+# Runs that differ only in their parameters
+
+def two_kgw_runs_differing_in_delta(store):
+    """Two generated KGW QA runs of one model that differ only in δ, with metrics and verdicts that set them apart."""
+    for run_id, delta, value, score in (("weak", 1.0, 0.9, 5), ("strong", 2.0, 0.3, 2)):
+        store.add_run(run_id, {"config": {"delta": delta}, "model": "m", "task": "qa", "method": "KGW",
+                               "params": {"delta": delta}, "n": 4, "status": "done"}, {
+            "generations": [{"sample_idx": i, "prompt": f"Q{i}?", "reference": f"gout {i}",
+                             "unwatermarked_text": f"gout u{i}", "watermarked_text": f"gout w{i}"} for i in range(4)],
+            "metrics": [{"sample_idx": i, "text_kind": kind, "metric": metric, "config": "c",
+                         "value": value if kind == "watermarked" else 0.5}
+                        for i in range(4) for kind in ("watermarked", "unwatermarked")
+                        for metric in ("simcse_reference", "simcse", "rouge2", "rougeL", "f1", "factuality")],
+            "judgments": [{"sample_idx": i, "judge_model": "gpt-4o", "prompt_version": "v", "watermarked_first": True,
+                           "texts_hash": str(i), "status": "ok", "scores_watermarked": [score] * 3,
+                           "scores_unwatermarked": [4, 4, 4]} for i in range(4)],
+        })
+
+
+def test_two_runs_that_differ_only_in_delta_are_two_rows_on_quality_and_fws(app_db):
+    import json
+
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    two_kgw_runs_differing_in_delta(store)
+    store.close()
+    quality = open_page("quality")
+    tables = [frame.value for frame in quality.dataframe if "Settings" in frame.value.columns]
+    kgw = tables[0][tables[0].Method == "KGW"].set_index("Settings")
+    assert kgw.F1.to_dict() == {"delta=1": pytest.approx(0.9), "defaults": pytest.approx(0.3)}
+    assert len(tables[1].query("Method == 'KGW'")) == 2  # the difference table too
+    box = json.loads(quality.get("plotly_chart")[0].proto.spec)
+    assert {"m · KGW · delta=1", "m · KGW · defaults"} <= {x for trace in box["data"] for x in trace["x"]}
+
+    fws_page = open_page("fws")
+    for frame in fws_page.dataframe[:2]:  # GPTJ and Auto: one row per run, with different values
+        rows = frame.value[frame.value.method == "KGW"].set_index("settings")
+        assert set(rows.index) == {"delta=1", "defaults"}
+        assert rows.loc["delta=1", "Question answering"] > rows.loc["defaults", "Question answering"]
 
 
 # FWS
@@ -553,8 +597,8 @@ def test_report_shows_where_numbers_come_from_and_no_empty_rows(app_db):
     runs = app.dataframe[0].value
     row = runs.iloc[0]
     assert row["Source"] == "imported" and row["n"] == 3 and row["Judged"] == 3 and row["Judge failed"] == 0
-    table4 = next(frame.value for frame in app.dataframe if "Question answering GPTJ" in frame.value.columns)
-    value_columns = [column for column in table4.columns if column not in ("Model", "Method")]
+    table4 = next(frame.value for frame in app.dataframe if "Question answering Judge" in frame.value.columns)
+    value_columns = [column for column in table4.columns if column not in ("Model", "Method", "Settings")]
     assert table4[value_columns].notna().any(axis=1).all()  # no combination that was never run
 
 

@@ -6,8 +6,54 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.judge.parser import ASPECTS
+from fwsapp.models import EMBEDDED_MODEL
 
 KINDS = ("watermarked", "unwatermarked")
+# Judges whose verdicts test the plumbing, not the texts: the embedded 135M model forced into the verdict format.
+SMOKE_TEST_JUDGES = frozenset({EMBEDDED_MODEL})
+# A judge that scores A and B alike on at least this share of pairs is not telling them apart.
+SAME_SCORES_SHARE = 0.9
+
+
+def is_smoke_test(judge_model: str) -> bool:
+    return judge_model in SMOKE_TEST_JUDGES
+
+
+def judge_name(judge_model: str) -> str:
+    """A judge as every figure names it: its model, and '(smoke test)' where it is one."""
+    return f"{judge_model} (smoke test)" if is_smoke_test(judge_model) else judge_model
+
+
+def counted_judgments(judgments: pd.DataFrame, include_smoke_tests: bool = False) -> pd.DataFrame:
+    """The verdicts that FWS, rankings and the report count: a smoke-test judge's only when asked for."""
+    if include_smoke_tests or judgments.empty:
+        return judgments
+    return judgments[~judgments.judge_model.isin(SMOKE_TEST_JUDGES)]
+
+
+def judges_label(judgments: pd.DataFrame) -> str:
+    """'gpt-4o', or several joined: the judges a figure's verdicts come from ('no judge' when none)."""
+    models = sorted(set(judgments.judge_model)) if not judgments.empty else []
+    return ", ".join(map(judge_name, models)) or "no judge"
+
+
+def same_scores(judgments: pd.DataFrame) -> pd.DataFrame:
+    """Per judge: parsed verdicts, and the share giving A and B identical scores on all three aspects. A share of
+    `SAME_SCORES_SHARE` or more means the judge does not tell the texts apart."""
+    ok = judgments[judgments.status == "ok"] if not judgments.empty else judgments
+    if ok.empty:
+        return pd.DataFrame(columns=["judge_model", "verdicts", "same_share"])
+    same = [list(a) == list(b) for a, b in zip(ok.scores_watermarked, ok.scores_unwatermarked)]
+    return (ok.assign(same=same).groupby("judge_model", as_index=False)
+            .agg(verdicts=("same", "size"), same_share=("same", "mean")))
+
+
+def indiscriminate_judges(judgments: pd.DataFrame) -> list[str]:
+    """Sentences for the judges that gave A and B the same scores on (nearly) every pair, for the page to show."""
+    table = same_scores(judgments)
+    return [f"{judge_name(row.judge_model)} gave both texts the same scores on {row.same_share:.0%} of its "
+            f"{row.verdicts} verdicts: it does not tell them apart, so its drops and FWS say nothing about the watermark."
+            for row in table.itertuples() if row.same_share >= SAME_SCORES_SHARE]
 
 
 def per_sample_scores(judgments: pd.DataFrame, by: tuple[str, ...] = ("run_id", "sample_idx")) -> pd.DataFrame:
@@ -50,8 +96,11 @@ def judge_block(judgments: pd.DataFrame) -> dict | None:
         return None
     samples = per_sample_scores(judgments)
     judged = set(samples.sample_idx) if not samples.empty else set()
-    failed = set(judgments.sample_idx) - judged
-    block = {"n_judged": len(judged), "n_failed": len(failed), "judge_models": sorted(set(judgments.judge_model)),
+    # Failed: a verdict came back and did not parse. Unreachable: none came back (asked again on the next run).
+    failed = set(judgments.sample_idx[judgments.status == "failed"]) - judged
+    unreachable = set(judgments.sample_idx[judgments.status == "unreachable"]) - judged - failed
+    block = {"n_judged": len(judged), "n_failed": len(failed), "n_unreachable": len(unreachable),
+             "judge_models": sorted(set(judgments.judge_model)),
              "position_consistency": position_consistency(judgments)}
     if samples.empty:
         return {**block, **{aspect: None for aspect in ASPECTS}, "drop_pct": None}
@@ -80,19 +129,23 @@ def position_consistency(judgments: pd.DataFrame) -> float | None:
     return None if both.empty else float((both.winners == 1).mean())
 
 
-def aspect_means(judgments: pd.DataFrame) -> pd.DataFrame:
-    """Long table for the paper's Figure 2: mean score per model, method, task, aspect and text kind, with drop %.
+def aspect_means(judgments: pd.DataFrame, settings: pd.Series) -> pd.DataFrame:
+    """Long table for the paper's Figure 2: mean score per run (model, method, settings), task, judge, aspect and text
+    kind, with drop %. `settings` is `run_names.run_settings`, indexed by run id.
 
-    Different generators and different judges are never pooled: `label` names the model and method, and
+    Different runs and different judges are never pooled: `label` names the model, method and settings, and
     the judge where the verdicts come from more than one."""
     samples = per_sample_scores(judgments, by=("run_id", "sample_idx", "judge_model"))
     if samples.empty:
-        return pd.DataFrame(columns=["label", "model", "method", "task", "judge_model", "aspect", "kind", "mean", "drop_pct"])
-    by = ["model", "method", "task", "judge_model"]
+        return pd.DataFrame(columns=["label", "model", "method", "settings", "task", "judge_model", "aspect", "kind",
+                                     "mean", "drop_pct"])
+    by = ["model", "method", "settings", "task", "judge_model"]
     runs = judgments.drop_duplicates("run_id").set_index("run_id")[["model", "method", "task"]]
+    runs = runs.assign(settings=runs.index.map(settings))
     means = mean_scores(samples.join(runs, on="run_id"), by)
     several_judges = means.judge_model.nunique() > 1
-    rows = [{"label": f"{row.model} · {row.method}" + (f" · judge {row.judge_model}" if several_judges else ""),
+    rows = [{"label": f"{row.model} · {row.method} · {row.settings}" + (
+                f" · judge {judge_name(row.judge_model)}" if several_judges or is_smoke_test(row.judge_model) else ""),
              **{column: getattr(row, column) for column in by}, "aspect": aspect, "kind": kind,
              "mean": getattr(row, f"{aspect}_{kind}"), "drop_pct": getattr(row, f"{aspect}_drop")}
             for row in means.itertuples() for aspect in ASPECTS for kind in KINDS]

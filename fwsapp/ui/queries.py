@@ -11,7 +11,7 @@ from fwsapp.entropy import token_values
 from fwsapp.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
 from fwsapp.human import ratings
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
-from fwsapp.judge.summary import aspect_means
+from fwsapp.judge.summary import aspect_means, counted_judgments, judges_label
 from fwsapp.report import collect, detection_comparison as compare_detection, detection_frame, roc_frame, weigh
 from fwsapp.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
@@ -41,18 +41,18 @@ def samples(revision_key: str, run_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
-def report_parts(revision_key: str) -> dict:
-    """The report's α-free parts, built once per revision."""
-    return collect(store())
+def report_parts(revision_key: str, include_smoke_tests: bool = False) -> dict:
+    """The report's α-free parts, built once per revision (a smoke-test judge's verdicts counted only when asked)."""
+    return collect(store(), include_smoke_tests)
 
 
-def report(revision_key: str, alpha: float, beta: float) -> dict:
-    return weigh(report_parts(revision_key), alpha, beta)
+def report(revision_key: str, alpha: float, beta: float, include_smoke_tests: bool = False) -> dict:
+    return weigh(report_parts(revision_key, include_smoke_tests), alpha, beta)
 
 
 @st.cache_data(show_spinner=False)
-def judge_drops(revision_key: str) -> pd.DataFrame:
-    return judge_drop_table(report_parts(revision_key))
+def judge_drops(revision_key: str, include_smoke_tests: bool = False) -> pd.DataFrame:
+    return judge_drop_table(report_parts(revision_key, include_smoke_tests))
 
 
 @st.cache_data(show_spinner=False)
@@ -75,7 +75,9 @@ def metric_values(revision_key: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def judge_means(revision_key: str) -> pd.DataFrame:
-    return aspect_means(store().judgments())
+    from fwsapp.run_names import run_settings
+
+    return aspect_means(store().judgments(), run_settings(store().runs()))
 
 
 @st.cache_data(show_spinner=False)
@@ -93,22 +95,24 @@ def sample_row(revision_key: str, run_id: str, sample_idx: int) -> dict:
 
 
 @st.cache_data(show_spinner=False)
-def fws_samples(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+def fws_samples(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False) -> dict:
     """Per-sample aspects from the judge and the metrics, with the metrics themselves: α-free, loaded once
-    per revision (and only where per-sample values are needed: agreement with human ratings)."""
+    per revision (and only where per-sample values are needed: agreement with human ratings). A smoke-test
+    judge's verdicts count only where `include_smoke_tests`; `judges` names the judges that count."""
     db = store()
     runs_frame = db.runs()
     metrics_frame = db.metrics()
-    return {"judge": judge_aspects(db.judgments()),
+    counted = counted_judgments(db.judgments(), include_smoke_tests)
+    return {"judge": judge_aspects(counted), "judges": judges_label(counted),
             "auto": metric_aspects(metrics_frame, dict(zip(runs_frame.run_id, runs_frame.task)), dict(mapping)),
             "metrics": metrics_frame}
 
 
 @st.cache_data(show_spinner=False)
-def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False) -> dict:
     """Each run's mean aspects (judge and metrics) with its detectability: all a slider move re-weights.
     FWS is linear in the aspects, so these few rows are enough for every α and β."""
-    samples = fws_samples(revision_key, mapping)
+    samples = fws_samples(revision_key, mapping, include_smoke_tests)
     runs_frame = runs(revision_key)
     detection = detection_frame(store())
     return {"judge": run_means(samples["judge"], runs_frame, detection),
@@ -116,15 +120,16 @@ def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
 
 
 @st.cache_data(show_spinner=False)
-def fws_prepared(revision_key: str, mapping: tuple[tuple[str, str], ...]) -> dict:
+def fws_prepared(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False) -> dict:
     """The α-free inputs of the FWS page's views (`fws.prepare_views`)."""
-    means = fws_means(revision_key, mapping)
+    means = fws_means(revision_key, mapping, include_smoke_tests)
     return prepare_views(means["judge"], means["auto"])
 
 
 @st.cache_data(show_spinner=False)
-def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], source: str) -> pd.DataFrame:
-    return ratio_sweep(fws_means(revision_key, mapping)["judge" if source == "GPTJ" else "auto"], RATIOS)
+def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], source: str,
+                       include_smoke_tests: bool = False) -> pd.DataFrame:
+    return ratio_sweep(fws_means(revision_key, mapping, include_smoke_tests)["judge" if source == "GPTJ" else "auto"], RATIOS)
 
 
 @st.cache_data(show_spinner=False)

@@ -158,21 +158,26 @@ def worded_columns(frame: pd.DataFrame) -> dict:
             and pd.to_numeric(frame[column], errors="coerce").notna().any()}
 
 
-def run_label(run) -> str:
-    return f"{run['method']} · {run['task']} · {run['model']} · n={run['samples_done']} · {run['run_id']}"
-
-
 # One colour per series on every chart: the two baselines, then each method in the registry's order.
 BASELINE_COLOURS = {"reference": "#8d99ae", "unwatermarked": "#e76f51", "watermarked": "#2a9d8f"}
 
 
-def series_colours() -> dict[str, str]:
+def series_colours(series=()) -> dict[str, str]:
+    """Colours of the baselines and of each method; each of `series` (runs named 'method · settings') gets its
+    method's colour, or, where another run of the method has it already, the next colour no series uses."""
     import plotly.express as px
 
     from fwsapp.methods import REGISTRY
 
     palette = px.colors.qualitative.Dark24
-    return {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(REGISTRY)}}
+    colours = {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(REGISTRY)}}
+    taken = set(BASELINE_COLOURS.values())
+    spare = iter([colour for colour in palette + px.colors.qualitative.Light24 if colour not in colours.values()])
+    for name in sorted(set(series) - set(colours)):
+        own = colours.get(name.split(" · ")[0])
+        colours[name] = own if own and own not in taken else next(spare)
+        taken.add(colours[name])
+    return colours
 
 
 WEIGHTS_KEY = "fws_weights"  # not a widget's key: it outlives the page that set it
