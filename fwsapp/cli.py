@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +22,33 @@ def main(argv: list[str] | None = None) -> int:
     except EXPECTED_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Every step writes whole batches in transactions: what was written stays, and a rerun resumes from it.
+        print("Interrupted: everything written before it is kept; run the command again to resume.", file=sys.stderr)
+        return INTERRUPTED
+
+
+INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
+
+
+@contextmanager
+def first_interrupt_stops(stop: threading.Event, what: str):
+    """The first Ctrl-C sets `stop` (the step stops starting work and keeps what arrives); a second one interrupts
+    at once. Outside the main thread signals cannot be caught, and nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop_gently(signum, frame):
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print(f"\nStopping: {what} (Ctrl-C again to leave now).", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, stop_gently)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -343,13 +372,15 @@ def cmd_judge(args) -> int:
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
           + (f", no cost, about {local_minutes(len(pairs))} min here" if args.backend == "local"
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
-    with progress_bar(f"judge {judge_model}", "pair") as progress:
-        outcome = pipeline.judge(store, targets, loader, progress, backend=backend, settings=settings)
+    stop = threading.Event()
+    with progress_bar(f"judge {judge_model}", "pair") as progress, first_interrupt_stops(
+            stop, "no new requests; the answers of those in flight are stored as they arrive"):
+        outcome = pipeline.judge(store, targets, loader, progress, stop, backend=backend, settings=settings)
     print(outcome.describe(judge_model))
-    if outcome.all_unreachable:
-        reasons = "\n".join(f"  {count} × {reason}" for reason, count in outcome.reasons.most_common())
-        print(f"error: the judge could not be reached for any of the {outcome.requested} pairs:\n{reasons}\n"
-              "Check --base-url, the server and the key; the next run asks for these pairs again.", file=sys.stderr)
+    if outcome.stopped == "cancelled":
+        return INTERRUPTED
+    if outcome.problem():
+        print(f"error: {outcome.problem()}", file=sys.stderr)
         return 1
     return 0
 

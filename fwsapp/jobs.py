@@ -91,8 +91,8 @@ class JobManager:
             backend = pipeline.judge_backend(self.model_loader, backend_kind, judge_model, base_url, timeout, api_key)
             outcome = pipeline.judge(self.store, run_ids, self.model_loader, progress, cancel, backend=backend,
                                      settings=settings)
-            if outcome.requested and not outcome.judged and not outcome.stopped:
-                raise JudgeError("no verdict came back. " + outcome.describe(backend.model))
+            if outcome.problem():
+                raise JudgeError(f"{outcome.problem()} {outcome.describe(backend.model)}")
             return outcome.describe(backend.model)
 
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"

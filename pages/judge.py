@@ -50,8 +50,10 @@ if local:  # one forward pass at a time, no network, no bill: these settings wou
     settings_columns[2].caption("The local model judges one pair at a time, decoding the verdict straight into its "
                                 f"format: about {LOCAL_SECONDS_PER_PAIR} s a pair with the embedded model on 2 CPU cores.")
 else:
-    concurrency = settings_columns[2].number_input("Concurrent requests", 1, 64, 8)
-    timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60)
+    concurrency = settings_columns[2].number_input(
+        "Concurrent requests", 1, 64, 8, help="A server that answers one request at a time (llama.cpp on a CPU) queues "
+        "the rest, and the queueing counts against the timeout: give it 1, or a larger timeout.")
+    timeout = settings_columns[3].number_input("Timeout (s)", 1, 600, 60, help="Per request, queueing at the server included.")
 option_columns = st.columns(4)
 swap = option_columns[0].checkbox("Both orders", help="Judge each pair as A/B and as B/A and average the two; "
                                                      "also reports position consistency.")
@@ -104,7 +106,9 @@ if chosen:
         f"and {plan['completion_tokens']:,} completion tokens, {cost}."
     )
 manager = resources.jobs()
-if st.button("Judge", type="primary", disabled=not chosen or bool(manager.active("judge"))):
+nothing_to_judge = not chosen or plan["pairs"] == 0
+if st.button("Judge", type="primary", disabled=nothing_to_judge or bool(manager.active("judge")),
+             help="Every chosen pair is judged already by this judge model." if chosen and nothing_to_judge else None):
     manager.start_judge(chosen, backend_kind, judge_model, base_url, settings, timeout=float(timeout), api_key=api_key)
     st.rerun()
 

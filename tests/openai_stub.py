@@ -8,6 +8,9 @@ used by successive matching requests; other requests get `default`. Modes:
   hang       no answer until well after the client's timeout
   truncated  a body cut off mid-JSON (Content-Length larger than what is sent)
   noscores   a reasoned reply with no [[A]]/[[B]] scores
+A request with `response_format` (a JSON schema) is answered as a constraining server answers it: a JSON verdict,
+whatever the mode's text would have been; with `structured=False` the stub is a server without that option, and
+refuses such a request with 400.
 """
 from __future__ import annotations
 
@@ -18,11 +21,15 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VALID_VERDICT = "A is clear and accurate; B drifts off topic.\n\n```\n[[A]]: [4, 4, 5]\n[[B]]: [3, 2, 2]\n```"
+STRUCTURED_VERDICT = json.dumps({"explanation": "A is clear and accurate; B drifts off topic.", "A": [4, 4, 5],
+                                 "B": [3, 2, 2]})
 
 
 class StubServer:
-    def __init__(self, latency: float = 0.0, default: str = "valid", retry_after: float = 0.2, hang_seconds: float = 5.0):
+    def __init__(self, latency: float = 0.0, default: str = "valid", retry_after: float = 0.2, hang_seconds: float = 5.0,
+                 structured: bool = True):
         self.latency = latency
+        self.structured = structured
         self.default = default
         self.retry_after = retry_after
         self.hang_seconds = hang_seconds
@@ -68,8 +75,13 @@ class StubServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = self.rfile.read(length).decode()
                 with stub._lock:
-                    stub.requests.append(json.loads(body))
+                    stub.requests.append(request := json.loads(body))
                     stub.headers_seen.append(dict(self.headers))
+                if "response_format" in request and not stub.structured:  # refused before any mode is used
+                    with stub._lock:
+                        stub.served["400"] += 1
+                    return self._json(400, {"error": {"message": "response_format is not supported",
+                                                      "type": "invalid_request_error"}})
                 mode = stub._mode(body)
                 with stub._lock:
                     stub.served[mode] += 1
@@ -92,6 +104,8 @@ class StubServer:
                     self.wfile.flush()
                     self.close_connection = True
                     return
+                if "response_format" in request:
+                    return self._json(200, _completion(STRUCTURED_VERDICT))
                 if mode == "noscores":
                     return self._json(200, _completion("Both answers are reasonable; A is slightly better."))
                 return self._json(200, _completion(VALID_VERDICT))

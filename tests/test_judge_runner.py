@@ -37,7 +37,7 @@ def marker(i):
 
 def test_every_fault_ends_judged_or_failed_with_no_duplicates_and_resume_does_only_missing(store):
     run_id = make_run(store)
-    with StubServer(retry_after=0.05, hang_seconds=3) as stub:
+    with StubServer(retry_after=0.05, hang_seconds=3, structured=False) as stub:  # a server that answers in text
         stub.plan = {
             marker(0): ["429", "valid"], marker(1): ["500", "500", "valid"], marker(2): ["hang", "valid"],
             marker(3): ["truncated", "valid"], marker(4): ["noscores", "valid"],
@@ -274,3 +274,92 @@ def test_the_report_counts_unreachable_pairs_apart_from_failed_ones(store):
     assert (judge["n_judged"], judge["n_failed"], judge["n_unreachable"]) == (1, 1, 2)
     row = runs_table(report).iloc[0]
     assert (row["Judge failed"], row["Judge unreachable"]) == (1, 2)
+
+
+def test_when_no_verdict_parses_the_cli_and_the_apps_job_fail_alike(store, capsys):
+    from fwsapp.cli import main
+    from fwsapp.jobs import JobManager
+    from fwsapp.judge.runner import JudgeSettings
+
+    run_id = make_run(store, n=2)
+    with StubServer(default="noscores", structured=False) as stub:
+        manager = JobManager(store, model_loader=lambda name: pytest.fail("a compatible judge loads no model"))
+        job = manager.start_judge([run_id], "compatible", "stub-judge", stub.base_url, JudgeSettings())
+        while not job.finished:
+            time.sleep(0.1)
+        assert job.status == "failed" and "no verdict of the 2 pairs could be read (2 unparsable" in job.message
+        store.close()
+        args = ["judge", "--run", run_id, "--backend", "compatible", "--base-url", stub.base_url,
+                "--judge-model", "stub-judge", "--retry-failed", "--db", str(store.path)]
+        assert main(args) == 1
+        assert "error: no verdict of the 2 pairs could be read (2 unparsable" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_every_answer_in_flight_sends_nothing_new_and_says_so_in_one_line(store, tmp_path):
+    """SIGINT while two slow requests are in flight: both answers are stored, no further request is sent, and the
+    command ends with one line, no traceback."""
+    import signal
+    import subprocess
+    import sys
+
+    from fwsapp.store import Store
+    from tests.conftest import PROJECT
+
+    run_id = make_run(store, n=6)
+    store.close()
+    with StubServer(latency=4.0) as stub:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fwsapp", "judge", "--run", run_id, "--backend", "compatible", "--base-url",
+             stub.base_url, "--judge-model", "stub-judge", "--concurrency", "2", "--db", str(store.path)],
+            cwd=PROJECT, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while len(stub.requests) < 2:
+            assert time.time() < deadline and process.poll() is None, "no request reached the stub"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        requested = len(stub.requests)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "Stopping: no new requests" in err and "Judged 2," in out
+    assert requested == 2  # nothing sent after the signal
+    stored = Store(store.path).judgments([run_id])
+    assert len(stored) == 2 and set(stored.status) == {"ok"}
+
+
+def test_a_compatible_server_is_asked_for_a_structured_verdict_and_one_without_it_in_text(store):
+    """A weak model behind a constraining server still gives verdicts that parse; a server that refuses
+    response_format is asked in text from then on; each verdict records which way it came."""
+    run_id = make_run(store, n=3)
+    with StubServer(default="noscores") as stub:  # the model never writes the format by itself
+        outcome = run_judge(store, [run_id], backend(stub), JudgeSettings(concurrency=1, **FAST))
+        assert outcome.judged == 3
+        assert all(request["response_format"]["json_schema"]["schema"]["required"] == ["explanation", "A", "B"]
+                   for request in stub.requests)
+    rows = store.judgments([run_id])
+    assert set(rows.backend) == {"compatible:json_schema"} and set(rows.status) == {"ok"}
+    assert {tuple(scores) for scores in rows.scores_watermarked} <= {(4, 4, 5), (3, 2, 2)}
+
+    other = make_run(store, n=3, task="summarization")
+    with StubServer(structured=False) as stub:
+        outcome = run_judge(store, [other], backend(stub), JudgeSettings(concurrency=1, **FAST))
+        assert outcome.judged == 3 and stub.served["400"] == 1  # refused once, then plain text
+        assert sum("response_format" in request for request in stub.requests) == 1
+    assert set(store.judgments([other]).backend) == {"compatible:text"}
+
+
+@pytest.mark.parametrize("output, scores", [
+    ('{"explanation": "fine", "A": [4, 4, 5], "B": [3, 2, 2]}', ((4, 4, 5), (3, 2, 2))),
+    ('```json\n{"explanation": "x", "A": [1, 2, 3], "B": [5, 5, 5]}\n```', ((1, 2, 3), (5, 5, 5))),
+    ('{"explanation": "x", "A": [4, 4], "B": [3, 2, 2]}', "A is not a list of 3 scores"),
+    ('{"explanation": "x", "A": [4, 9, 4], "B": [3, 2, 2]}', "A score 9 is outside 1-5"),
+    ('{"explanation": "x", "A": [true, 2, 3], "B": [3, 2, 2]}', "A is not a list of 3 scores"),
+])
+def test_a_structured_verdict_is_read_and_checked_like_a_text_one(output, scores):
+    from fwsapp.judge.parser import parse_verdict
+
+    verdict = parse_verdict(output)
+    if isinstance(scores, str):
+        assert not verdict.ok and verdict.reason == scores
+    else:
+        assert verdict.ok and (verdict.a, verdict.b) == scores

@@ -247,7 +247,7 @@ def test_failed_verdicts_show_no_empty_means_and_can_be_asked_again(app_db, tmp_
     from tests.openai_stub import StubServer
 
     imported_qa_db(app_db, n=3)
-    with StubServer(default="noscores") as stub:
+    with StubServer(default="noscores", structured=False) as stub:
         app = open_page("judge")
         app.radio(key="judge-backend").set_value("compatible").run()
         app.text_input(key="judge-base-url").set_value(stub.base_url).run()
@@ -260,9 +260,10 @@ def test_failed_verdicts_show_no_empty_means_and_can_be_asked_again(app_db, tmp_
         while time.time() < deadline and not app.error:
             time.sleep(1)
             app.run()
-        assert "no verdict came back" in shown(app.error[0].value) and ".." not in shown(app.error[0].value)
+        assert "no verdict of the 3 pairs could be read" in shown(app.error[0].value) and ".." not in shown(app.error[0].value)
         assert not any("Mean scores" in header.value for header in app.subheader)
         assert "0 pairs to judge (3 already judged)" in " ".join(m.value for m in app.markdown)
+        assert by_label(app.button, "Judge").disabled  # nothing to send
         stub.default = "valid"
         app.checkbox(key="judge-retry-failed").check().run()
         assert "3 pairs to judge (0 already judged)" in " ".join(m.value for m in app.markdown)

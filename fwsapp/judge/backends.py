@@ -49,6 +49,7 @@ class Completion:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    structured: bool = False  # the server was asked for a JSON-schema reply and accepted the request
 
 
 def api_key_from_environment() -> str | None:
@@ -64,7 +65,12 @@ def api_key_from_environment() -> str | None:
 
 
 class OpenAIBackend:
-    """OpenAI or any OpenAI-compatible server through `base_url`, with the openai SDK (1.x or later)."""
+    """OpenAI or any OpenAI-compatible server through `base_url`, with the openai SDK (1.x or later).
+
+    A compatible server is asked for the verdict as structured output (`response_format` with the verdict's JSON
+    schema: vLLM's guided decoding, llama.cpp's json_schema), since a small model behind it rarely writes the format
+    unaided. A server that refuses the option (400) is asked in plain text from then on. OpenAI itself is asked in
+    plain text, as the paper did."""
 
     def __init__(self, model: str = DEFAULT_OPENAI_MODEL, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, max_tokens: int = 1024):
@@ -73,6 +79,7 @@ class OpenAIBackend:
         self.model = model
         self.base_url = base_url
         self.name = "openai" if base_url is None else "compatible"
+        self.structured = base_url is not None  # False once the server refuses response_format
         # OPENAI_API_KEY goes to OpenAI's own endpoint only; a compatible server gets the key it is given.
         key = api_key or (api_key_from_environment() if base_url is None else None)
         if key is None and base_url is None:
@@ -86,13 +93,22 @@ class OpenAIBackend:
     def concurrency_limit(self) -> int | None:
         return None
 
-    def complete(self, messages: list[dict]) -> Completion:
+    def complete(self, messages: list[dict], schema: dict | None = None) -> Completion:
+        """The reply to `messages`; where `schema` is given and the server takes it, constrained to that JSON schema."""
         import openai
 
+        structured = schema is not None and self.structured
+        options = {"response_format": {"type": "json_schema", "json_schema": {
+            "name": "verdict", "schema": schema, "strict": True}}} if structured else {}
         try:
             response = self._client.chat.completions.create(
-                model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
+                model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens, **options
             )
+        except openai.BadRequestError as error:
+            if not structured:
+                raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
+            self.structured = False  # this server takes no response_format: plain text, parsed, from now on
+            return self.complete(messages)
         except openai.RateLimitError as error:
             raise TransientError(f"429 rate limited: {_short(error)}", _retry_after(error)) from None
         except openai.InternalServerError as error:
@@ -112,6 +128,7 @@ class OpenAIBackend:
             text=response.choices[0].message.content or "",
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
+            structured=structured,
         )
 
     def check(self) -> str:
@@ -152,7 +169,8 @@ class LocalBackend:
     def concurrency_limit(self) -> int | None:
         return 1
 
-    def complete(self, messages: list[dict]) -> Completion:
+    def complete(self, messages: list[dict], schema: dict | None = None) -> Completion:
+        """The verdict, decoded into its text format whatever `schema` says (this backend constrains it itself)."""
         import torch
         from transformers import LogitsProcessorList
 

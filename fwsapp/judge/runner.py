@@ -10,7 +10,8 @@
 - Every verdict is written as it arrives, keyed by (run, sample, texts hash, judge model, prompt
   version, order); a re-run skips the keys already stored, so only missing pairs are requested.
 - A budget cap stops submitting new requests once the spend reaches it; requests in flight finish and
-  are recorded.
+  are recorded. So does a stop (Cancel in the app, Ctrl-C on the command line): no new request is sent, not
+  even a retry or a format reminder, and every answer that arrives is stored, since it is paid for.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Callable
 
 from fwsapp.judge import prompts
 from fwsapp.judge.backends import Completion, JudgeError, TransientError, price
-from fwsapp.judge.parser import parse_verdict
+from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
 from fwsapp.judge.records import texts_hash
 from fwsapp.store import Store
 
@@ -113,6 +114,19 @@ class Outcome:
         """Every pair asked for failed in transport: the judge could not be reached at all."""
         return self.requested > 0 and self.unreachable == self.requested
 
+    def problem(self) -> str | None:
+        """Why a run that was not stopped gave no verdict at all, in one message the CLI (exit 1) and the app's job
+        (failed) both show; None when some verdict parsed, nothing was asked, or the run was stopped."""
+        if not self.requested or self.judged or self.stopped:
+            return None
+        if self.all_unreachable:
+            reasons = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
+            return (f"the judge could not be reached for any of the {self.requested} pairs ({reasons}). Check the "
+                    "base URL, the server and the key; the next run asks for these pairs again.")
+        return (f"no verdict of the {self.requested} pairs could be read ({self.failed} unparsable, {self.unreachable} "
+                "unreachable): the judge model does not write the verdict format. Use a stronger judge, or a server "
+                "that honours structured output; --retry-failed asks for the unparsable ones again.")
+
 
 def reason_group(reason: str) -> str:
     """A transport failure's kind, for counting: 'gave up after 6 attempts; last: 500 server error: …'
@@ -163,7 +177,7 @@ def estimate(pairs: list[Pair], judge_model: str) -> tuple[Usage, float | None]:
 def _call_with_retries(backend, messages: list[dict], settings: JudgeSettings, stop: threading.Event) -> Completion:
     for attempt in range(1, settings.max_attempts + 1):
         try:
-            return backend.complete(messages)
+            return backend.complete(messages, VERDICT_SCHEMA)
         except TransientError as error:
             if attempt == settings.max_attempts or stop.is_set():
                 raise JudgeError(f"gave up after {attempt} attempts; last: {error}") from None
@@ -171,7 +185,8 @@ def _call_with_retries(backend, messages: list[dict], settings: JudgeSettings, s
             if error.retry_after is not None:
                 delay = max(delay, error.retry_after)
             log.info("judge retry %d after %.2fs: %s", attempt, delay, error)
-            time.sleep(delay)
+            if stop.wait(delay):
+                raise JudgeError(f"stopped before retry {attempt + 1}; last: {error}") from None
     raise AssertionError("unreachable")
 
 
@@ -192,6 +207,8 @@ def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Eve
             usage.prompt_tokens += completion.prompt_tokens or 0
             usage.completion_tokens += completion.completion_tokens or 0
             outputs.append(completion.text)
+            # Which way the verdict came: constrained to the JSON schema by the server, or free text parsed.
+            row["backend"] = f"{backend.name}:{'json_schema' if completion.structured else 'text'}"
             verdict = parse_verdict(completion.text)
             if verdict.ok:
                 first, second = list(verdict.a), list(verdict.b)
@@ -199,6 +216,9 @@ def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Eve
                 row.update(status="ok", reason=None, scores_watermarked=scores_w, scores_unwatermarked=scores_u)
                 break
             row["reason"] = f"unparsable verdict ({verdict.reason})" + (" after a format reminder" if attempt else "")
+            if stop.is_set():  # stopping sends nothing new, not even the reminder
+                row["reason"] += "; stopped before the format reminder"
+                break
             messages = messages + [
                 {"role": "assistant", "content": completion.text},
                 {"role": "user", "content": prompts.FORMAT_REMINDER},
