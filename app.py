@@ -1,7 +1,7 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text? Run with `make run`."""
 import streamlit as st
 
-from fwsapp.ui import queries, resources
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.store import StoreError
 
 st.set_page_config(page_title="fwsapp · watermarking and medical factuality", page_icon="🩺", layout="wide")
@@ -41,6 +41,7 @@ with st.sidebar:
     except StoreError as error:
         st.error(str(error))
         st.stop()
+    widgets.running_jobs()
     loaded = resources.loaded_models()
     st.caption("Model in use")
     st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")

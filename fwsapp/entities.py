@@ -289,13 +289,23 @@ class NameToJudge:
     ends: tuple[int, ...]
     unsupported: int  # mentions the automatic rule calls unsupported by the reference
     similarity: float  # the lowest similarity of a mention to the reference's entities
+    reference_names_one: bool = True  # False: the reference names no disease, so there was nothing to compare with
+
+    def rule(self) -> str:
+        """What the automatic rule said of this name, in words: with its similarity, or why it has none."""
+        if not self.reference_names_one:
+            return "unsupported: the reference names no disease"
+        said = (f"{self.unsupported} of {len(self.starts)} unsupported by the reference" if len(self.starts) > 1 else
+                "unsupported by the reference" if self.unsupported else "close to a reference entity")
+        return f"{said} (lowest similarity {self.similarity:.2f})"
 
 
 def names_to_judge(introduced: pd.DataFrame, text_kind: str) -> list[NameToJudge]:
     """One text's introduced entities (rows with a heading, `with_mesh_headings`), one per name, in reading order."""
     mentions = introduced[(introduced.text_kind == text_kind) & introduced.introduced].sort_values("start_char")
     return [NameToJudge(text_kind, heading, group.entity.iloc[0], tuple(map(int, group.start_char)),
-                        tuple(map(int, group.end_char)), int(group.hallucinated.sum()), float(group.similarity.min()))
+                        tuple(map(int, group.end_char)), int(group.hallucinated.sum()), float(group.similarity.min()),
+                        bool(group.closest_reference.notna().any()))
             for heading, group in mentions.groupby("heading", sort=False)]
 
 
@@ -378,17 +388,26 @@ def name_verdicts(store) -> pd.DataFrame:
 # -- browsing -----------------------------------------------------------------------------------------
 
 def samples_by_hallucination(entities: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
-    """The analysed samples, most hallucinated entities first, with their counts."""
-    counts = (entities.groupby(["run_id", "sample_idx"])
-              .agg(hallucinated=("hallucinated", "sum"), introduced=("introduced", "sum"), entities=("entity", "size"))
+    """The analysed samples, most hallucinated entities first, with their counts. Samples whose reference names no
+    disease come after the rest: every name they introduce is unsupported for want of a comparison, not by one."""
+    # A sample's reference names a disease when a reference mention is listed, or an introduced one was compared
+    # with one (filters may have hidden the reference's own rows).
+    compared = entities.text_kind.eq("reference") | entities.get("closest_reference", pd.Series(None, index=entities.index)).notna()
+    counts = (entities.assign(compared=compared)
+              .groupby(["run_id", "sample_idx"])
+              .agg(hallucinated=("hallucinated", "sum"), introduced=("introduced", "sum"), entities=("entity", "size"),
+                   reference_names_one=("compared", "any"))
               .reset_index())
     table = analyses[["run_id", "sample_idx", "method", "task"]].merge(counts, on=["run_id", "sample_idx"], how="left")
     if entities.empty or table.empty:
         return table.iloc[0:0]
-    table = table.dropna(subset=["entities"]).fillna(0)
-    return table.sort_values(["hallucinated", "introduced"], ascending=False).reset_index(drop=True)
+    table = table.dropna(subset=["entities"]).fillna(0).astype({"reference_names_one": bool})
+    return table.sort_values(["reference_names_one", "hallucinated", "introduced"], ascending=False).reset_index(drop=True)
 
 
 def entity_sample_label(row) -> str:
+    if not getattr(row, "reference_names_one", True):
+        return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.introduced)} introduced; the "
+                "reference names no disease")
     return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.hallucinated)} unsupported, "
             f"{int(row.introduced)} introduced")

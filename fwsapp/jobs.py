@@ -1,11 +1,15 @@
 """Background jobs for the app (generation, judging): one thread each, so work survives leaving the page.
 
-A job writes through the store's per-thread cursor; the page polls `Job.done`/`Job.total` for its bar.
+A job writes through the store's per-thread cursor; the page polls `Job.done`/`Job.total` for its bar, `Job.note`
+for the phase under way (converting or loading a model, batch k of n, the metric being computed), and
+`Job.elapsed`/`Job.remaining` for the time: the estimate is the job's own measured rate, from its first finished
+unit on, so a loaded machine gets a longer one.
 """
 from __future__ import annotations
 
 import sys
 import threading
+import time
 import traceback
 from datetime import datetime
 from dataclasses import dataclass, field
@@ -35,10 +39,44 @@ class Job:
     config: RunConfig | None = None  # what a generation job makes, so its page can show it again
     finished_at: datetime | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
+    started: float = field(default_factory=lambda: time.monotonic())
+    first_unit: tuple[float, int] | None = None  # (when, done) at the first progress past zero: the rate's origin
 
     @property
     def finished(self) -> bool:
         return self.status in {"done", "cancelled", "failed"}
+
+    def advance(self, done: int, total: int, note: str = "") -> None:
+        """A progress report: counts, the phase under way, and the origin of the measured rate."""
+        if done > 0 and self.first_unit is None:
+            self.first_unit = (time.monotonic(), done)
+        self.done, self.total, self.note, self.status = done, total, note, "running"
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def remaining(self) -> float | None:
+        """Seconds left at the rate measured since the first finished unit (model loading excluded); None until a
+        second report gives a rate."""
+        if self.first_unit is None or self.done <= self.first_unit[1] or not self.total:
+            return None
+        since, done_then = self.first_unit
+        rate = (self.done - done_then) / (time.monotonic() - since)
+        return max(0.0, (self.total - self.done) / rate)
+
+    def timing(self) -> str:
+        """'2 min 10 s elapsed, about 1 min left' (or '…, estimating after the first batch')."""
+        left = self.remaining()
+        return (f"{duration(self.elapsed())} elapsed, " +
+                (f"about {duration(left)} left" if left is not None else "estimating after the first batch"))
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
     @property
     def fraction(self) -> float:
@@ -58,7 +96,8 @@ class JobManager:
 
     def __init__(self, store: Store, model_loader: Callable[[str], LoadedModel]):
         self.store = store
-        self.model_loader = model_loader
+        self._load = model_loader
+        self._running = threading.local()  # the job of the current worker thread, whose phase a model load reports
         self.jobs: dict[str, Job] = {}
         self.sweeps: dict[str, list[str]] = {}  # sweep job key -> its run ids
         self._lock = threading.Lock()
@@ -169,6 +208,22 @@ class JobManager:
 
         return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {len(run_ids)} run(s)", work)
 
+    def model_loader(self, name: str) -> LoadedModel:
+        """The app's loader, saying in the running job's progress line that a model is being converted or loaded."""
+        from fwsapp.models import loading_phase
+
+        job = getattr(self._running, "job", None)
+        if job is not None and not job.finished:
+            job.note = loading_phase(name)
+        loaded = self._load(name)
+        if job is not None and job.note == loading_phase(name):
+            job.note = ""
+        return loaded
+
+    def running(self) -> list[Job]:
+        """Every job under way, oldest first."""
+        return [job for job in list(self.jobs.values()) if not job.finished]
+
     def active(self, kind: str) -> list[Job]:
         return [job for job in self.jobs.values() if job.kind == kind and not job.finished]
 
@@ -176,11 +231,9 @@ class JobManager:
         return next((job for job in reversed(self.jobs.values()) if job.kind == kind), None)
 
     def _run(self, job: Job, work: Work) -> None:
-        def progress(done: int, total: int, note: str = "") -> None:
-            job.done, job.total, job.note, job.status = done, total, note, "running"
-
+        self._running.job = job
         try:
-            job.message = work(progress, job.cancel_event)
+            job.message = work(job.advance, job.cancel_event)
             status = "cancelled" if job.cancel_event.is_set() else "done"
         except Cancelled:
             status = "cancelled"

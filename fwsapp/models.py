@@ -151,10 +151,22 @@ def parameter_count(config) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
+def embedded_is_converted(cache_dir: Path = CACHE_DIR) -> bool:
+    target = cache_dir / "models" / EMBEDDED_MODEL
+    return (target / "model.safetensors").exists() and (target / "tokenizer_config.json").exists()
+
+
+def loading_phase(name: str, cache_dir: Path = CACHE_DIR) -> str:
+    """What loading `name` is about to do, for a progress line: the embedded model's one-off conversion says so."""
+    if name == EMBEDDED_MODEL and not embedded_is_converted(cache_dir):
+        return f"converting the embedded model {name} to safetensors (once; about a minute on a 2-core CPU)"
+    return f"loading {name}"
+
+
 def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
     """Convert the embedded GGUF to safetensors once; return the converted folder."""
     target = cache_dir / "models" / EMBEDDED_MODEL
-    if (target / "model.safetensors").exists() and (target / "tokenizer_config.json").exists():
+    if embedded_is_converted(cache_dir):
         return target
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -62,6 +62,60 @@ def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, 
     return Trial(config, prompt, reference.strip(), result, tokens, detections, time.perf_counter() - started)
 
 
+def answer_figures(trial: Trial) -> dict[str, dict]:
+    """Per text kind, what the lm-watermarking demo shows and a cheap quality figure: the method's own score under its
+    own label, the threshold it is held to and the verdict, the tokens scored, the green ones and their share, a
+    one-sided p-value (the method's own, else from z under the normal approximation), and ROUGE-L to the unwatermarked
+    answer and to the reference (when one is given)."""
+    from scipy.stats import norm
+
+    from fwsapp.metrics.rouge import rouge
+
+    method = info(trial.config.method)
+    plain = trial.text("unwatermarked")
+    figures = {}
+    for kind in KINDS:
+        found = trial.detections[kind]
+        flags = [flag for flag in found.token_flags if flag != -1]
+        green = sum(flag == 1 for flag in flags)
+        p_value = found.p if found.p is not None else (float(norm.sf(found.z)) if found.z is not None else None)
+        text = trial.text(kind)
+        figures[kind] = {
+            "score": found.score, "score label": method.score_label, "threshold": method.verdict_rule(trial.config.params),
+            "detected": trial.verdict(kind), "tokens scored": found.num_tokens_scored,
+            "green": green if flags else None, "green share": green / len(flags) if flags else None, "p": p_value,
+            "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0],
+            "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
+        }
+    return figures
+
+
+def history_row(trial: Trial) -> dict:
+    """One try for the history table: every method's score in the same columns, named by what it is."""
+    figures = answer_figures(trial)
+    marked, plain = figures["watermarked"], figures["unwatermarked"]
+    return {
+        "method": trial.config.method, "score is": marked["score label"], "threshold": marked["threshold"],
+        "score watermarked": marked["score"], "score unwatermarked": plain["score"],
+        "watermark detected": marked["detected"], "false alarm": plain["detected"],
+        "green share watermarked": marked["green share"], "p watermarked": marked["p"],
+        "ROUGE-L to unwatermarked": marked["ROUGE-L to unwatermarked"],
+        "new tokens": trial.config.max_new_tokens, "seed": trial.config.seed, "seconds": round(trial.seconds, 1),
+        "params": ", ".join(f"{key}={value}" for key, value in trial.config.params.items()),
+    }
+
+
+def compare_methods(lm, prompt: str, methods: list[str], max_new_tokens: int, seed: int, task: str = "qa",
+                    reference: str = "", on_step: Callable[[str, str, int], None] | None = None) -> list[Trial]:
+    """One prompt under several watermarks, each at its defaults, the same model and seed: one trial per method."""
+    if not methods:
+        raise ValueError("Pick at least one watermark to compare.")
+    check_prompt(prompt)
+    return [try_prompt(lm, prompt, method, dict(info(method).defaults), max_new_tokens, seed, task, reference,
+                       on_step=None if on_step is None else (lambda kind, step, method=method: on_step(method, kind, step)))
+            for method in methods]
+
+
 class Replay:
     """An executor that hands back a trial's computed unit, so a kept trial is written as every unit is."""
 

@@ -35,6 +35,29 @@ STOPLIST = frozenset({
     "combined", "confusion", "gambling",  # ordinary words that MeSH files as variants of a disease
 })
 
+# Outcomes, not diseases: corpora tag "death" as a disease, and a text that mentions it introduces no diagnosis.
+OUTCOMES = frozenset({"death", "deaths", "mortality", "dying"})
+
+# Head nouns that make the disease word before them part of a drug's or a signalling molecule's name: "tumour necrosis
+# factor" is a cytokine, "TNF inhibitors" are drugs. A mention within two words of one is no disease. Genes and
+# proteins named after a disease ("the DMD gene") are left alone: NCBI Disease counts those as disease modifiers.
+NON_DISEASE_HEADS = frozenset({
+    "factor", "factors", "inhibitor", "inhibitors", "blocker", "blockers", "antagonist", "antagonists", "agonist",
+    "agonists",
+})
+_FOLLOWING_WORDS = re.compile(r"[ \t-]+([A-Za-z]+)(?:[ \t-]+([A-Za-z]+))?")
+
+
+def names_a_disease(text: str, start: int, end: int) -> bool:
+    """Whether a recognizer's mention text[start:end] can name a disease: not an outcome ("death"), and not the
+    modifier of a drug's or molecule's head noun ("Tumor necrosis" in "Tumor necrosis factor"). Every recognizer's
+    mentions pass through this, so they fail alike."""
+    if normalize(text[start:end]) in OUTCOMES:
+        return False
+    following = _FOLLOWING_WORDS.match(text, end)
+    return not (following and any(word and word.lower() in NON_DISEASE_HEADS for word in following.groups()))
+
+
 # US -> British spellings, so HealthQA's NHS-style text matches MeSH's US names.
 BRITISH = (("anemi", "anaemi"), ("edema", "oedema"), ("esophag", "oesophag"), ("tumor", "tumour"),
            ("celiac", "coeliac"), ("diarrhea", "diarrhoea"), ("leukemi", "leukaemi"), ("hemorrh", "haemorrh"),
@@ -136,9 +159,10 @@ def _british(name: str) -> str:
     return name
 
 
-MESH_BACKEND = "MeSH PhraseMatcher v2"  # v2: headings as entry terms, "diabetes", a longer stoplist
+# v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped
+MESH_BACKEND = "MeSH PhraseMatcher v3"
 SCISPACY_BACKEND = f"scispaCy {SCISPACY_MODEL}"
-TRAINED_BACKEND = "trained disease tagger"  # followed by a digest of the weights
+TRAINED_BACKEND = "trained disease tagger v2"  # v2: the stoplist and head rule; followed by a digest of the weights
 DEFAULT_RECOGNIZER = "trained"
 MAX_CHARACTERS = 10**8  # spaCy refuses texts over 10**6 characters by default; a blank pipeline needs little memory
 RECOGNIZERS = {
@@ -215,13 +239,18 @@ class MeshRecognizer(Recognizer):
         self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
         self.backend = MESH_BACKEND
 
-    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+    def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
+        """MeSH names found, less the stoplist: the lexicon feature the trained tagger was trained on, kept as it was."""
         from spacy.util import filter_spans
 
         return [[Entity(span.text, span.start_char, span.end_char)
                  for span in filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])
                  if span.text.lower() not in STOPLIST]
                 for doc in self._nlp.pipe(texts, batch_size=64)]
+
+    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+        return [[entity for entity in found if names_a_disease(text, entity.start, entity.end)]
+                for text, found in zip(texts, self.lexicon_matches(texts))]
 
 
 class ScispacyRecognizer(Recognizer):
@@ -234,7 +263,8 @@ class ScispacyRecognizer(Recognizer):
         self.backend = SCISPACY_BACKEND
 
     def find_many(self, texts: list[str]) -> list[list[Entity]]:
-        return [[Entity(span.text, span.start_char, span.end_char) for span in doc.ents if span.label_ == "DISEASE"]
+        return [[Entity(span.text, span.start_char, span.end_char) for span in doc.ents
+                 if span.label_ == "DISEASE" and names_a_disease(doc.text, span.start_char, span.end_char)]
                 for doc in self._nlp.pipe(texts, batch_size=64)]
 
 
@@ -252,7 +282,9 @@ class TrainedRecognizer(Recognizer):
         from fwsapp.ner.abbreviations import find_abbreviations, make_consistent
 
         texts = [text or "" for text in texts]
-        found = zip(texts, self.tagger.predict(texts), find_abbreviations(texts))
+        tagged = [[(start, end) for start, end in spans if names_a_disease(text, start, end)]
+                  for text, spans in zip(texts, self.tagger.predict(texts))]
+        found = zip(texts, tagged, find_abbreviations(texts))
         return [[Entity(text[start:end], start, end) for start, end in make_consistent(text, spans, abbreviations)]
                 for text, spans, abbreviations in found]
 

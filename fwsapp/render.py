@@ -8,8 +8,10 @@ reference: the markdown parser decodes it back to the same character after parsi
 shows the text literally and no syntax survives. Letters, digits and spaces are left alone.
 
 GFM's autolinking still runs on the decoded text (a browser test showed `http://…` turned into a live
-link), so an invisible word joiner (U+2060) follows every ':' and '@' and splits 'www.': no scheme,
-e-mail address or www. name is recognised, and the text reads the same.
+link), so every ':' and '@', and the '.' of 'www.', is followed by an empty `<span></span>`: it splits the text
+where a scheme, an e-mail address or a www. name would be recognised, and copied text carries nothing extra.
+Notices that allow no HTML (`message`, for st.error and the like) split them with an invisible word joiner
+(U+2060) instead.
 """
 from __future__ import annotations
 
@@ -22,20 +24,26 @@ import pandas as pd
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
 WORD_JOINER = "\u2060"
 _AUTOLINK_TRIGGERS = re.compile(r"(?<=[:@])|(?i:(?<=www)(?=\.))")
+_ESCAPED_TRIGGERS = re.compile(r"&#58;|&#64;|(?i:(?<=www)&#46;)")  # ':', '@' and the '.' of 'www.', once escaped
+AUTOLINK_BREAK = "<span></span>"
 
 
-def inert(text: str | None, line_breaks: str = "<br>") -> str:
-    """`text` as literal page content for st.markdown (with unsafe_allow_html) or any markdown element;
-    newlines become `line_breaks` (use "  \n" where HTML is not allowed, as in st.error)."""
+def inert(text: str | None) -> str:
+    """`text` as literal page content for st.markdown with unsafe_allow_html; newlines become <br>."""
     if text is None:
         return ""
-    unlinkable = _AUTOLINK_TRIGGERS.sub(WORD_JOINER, str(text))
-    return unlinkable.translate(_INERT).replace("\r\n", "\n").replace("\n", line_breaks)
+    escaped = str(text).translate(_INERT)
+    unlinkable = _ESCAPED_TRIGGERS.sub(lambda match: match.group(0) + AUTOLINK_BREAK, escaped)
+    return unlinkable.replace("\r\n", "\n").replace("\n", "<br>")
 
 
 def message(text: str) -> str:
-    """An error or notice that may quote file names or file content, for st.error, st.warning and st.info."""
-    return inert(text, line_breaks="  \n")
+    """An error or notice that may quote file names or file content, for st.error, st.warning and st.info: no HTML
+    there, so newlines are Markdown breaks and autolinks are split by word joiners."""
+    if text is None:
+        return ""
+    unlinkable = _AUTOLINK_TRIGGERS.sub(WORD_JOINER, str(text))
+    return unlinkable.translate(_INERT).replace("\r\n", "\n").replace("\n", "  \n")
 
 
 ENTITY_COLOURS = {"hallucinated": "#f4a6a6", "introduced": "#ffe08a", "entity": "#cfe3ff"}

@@ -398,6 +398,23 @@ class Store:
             if detections:
                 insert_rows(cursor, "detections", run_id, detections)
 
+    def export_rows(self, table: str, run_ids: list[str], path: Path) -> int:
+        """A per-run table's rows of these runs, to a Parquet file; returns the row count."""
+        if table not in PER_RUN_TABLES:
+            raise ValueError(f"not a per-run table: {table}")
+        query = f"SELECT * FROM {table} WHERE run_id IN (SELECT unnest(?)) ORDER BY ALL"
+        cursor = self.cursor()
+        cursor.execute(f"COPY ({query}) TO '{_sql_string(path)}' (FORMAT parquet, COMPRESSION zstd)", [run_ids])
+        return cursor.execute(f"SELECT count(*) FROM ({query})", [run_ids]).fetchone()[0]
+
+    def import_rows(self, tables: dict[str, Path]) -> None:
+        """Rows of per-run tables from Parquet files (`export_rows`), in one transaction; rows already stored are kept."""
+        with self.transaction() as cursor:
+            for table, path in tables.items():
+                if table not in PER_RUN_TABLES:
+                    raise ValueError(f"not a per-run table: {table}")
+                cursor.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT * FROM read_parquet('{_sql_string(path)}')")
+
     def write_rows(self, table: str, run_id: str, rows: list[dict]) -> None:
         """Insert or replace rows of a per-run table in one transaction."""
         if table not in PER_RUN_TABLES:
@@ -701,6 +718,11 @@ def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> No
             run.get("score_direction", "higher"), run.get("status", "running"), _now(), None,
         ],
     )
+
+
+def _sql_string(path: Path) -> str:
+    """A file path inside a SQL string literal (COPY and read_parquet take no parameters there)."""
+    return str(path).replace("'", "''")
 
 
 def insert_rows(cursor: duckdb.DuckDBPyConnection, table: str, run_id: str, rows: list[dict]) -> None:

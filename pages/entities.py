@@ -9,7 +9,7 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, name_verdict,
                              names_to_judge, rater_verdicts, record_verdict, reviewed_samples, samples_by_hallucination,
                              undo_verdict, verdict_agreement)
-from fwsapp.recognizer import BRANCHES, STOPLIST
+from fwsapp.recognizer import BRANCHES, NON_DISEASE_HEADS, OUTCOMES, STOPLIST
 from fwsapp.sample_size import not_enough
 from fwsapp.ui.router import through_router
 
@@ -26,8 +26,10 @@ st.caption(
 with st.expander("Recognizers, and the MeSH matcher's stoplist"):
     st.write("Entities are found by the recognizer named in the table's recognizer column: the trained tagger "
              "(BIO tagging fine-tuned on the BC5CDR and NCBI Disease corpora) unless a run was analysed only with "
-             "another. The MeSH matcher (recognizer 'mesh') never counts these generic words: "
-             + ", ".join(sorted(STOPLIST)) + ".")
+             "another. No recognizer counts an outcome (" + ", ".join(sorted(OUTCOMES)) + "), nor a disease word that "
+             "names part of a drug or a signalling molecule, within two words before " + ", ".join(sorted(NON_DISEASE_HEADS))
+             + " ('tumour necrosis factor', 'TNF inhibitors'). The MeSH matcher (recognizer 'mesh') never counts these "
+             "generic words either: " + ", ".join(sorted(STOPLIST)) + ".")
 
 runs = queries.runs(resources.revision())
 entities, analyses = queries.entity_rows(resources.revision())
@@ -43,6 +45,8 @@ if analyses.empty:
         st.rerun()
     widgets.job_status("analyze", "samples")
     st.stop()
+if resources.jobs().active("analyze"):  # samples are still arriving: say how far the analysis is
+    widgets.job_status("analyze", "samples")
 
 counted = st.radio("Count", ["all", *BRANCHES], horizontal=True, key="entity-branch",
                    format_func={"all": "diseases and signs or symptoms", BRANCHES[0]: "diseases only",
@@ -145,13 +149,11 @@ for kind in ("watermarked", "unwatermarked"):
         stored = name_verdict(recorded, name)
         if key not in st.session_state:
             st.session_state[key] = VERDICTS.get(stored)
-        rule = (f"{name.unsupported} of {len(name.starts)} unsupported by the reference" if len(name.starts) > 1 else
-                "unsupported by the reference" if name.unsupported else "close to a reference entity")
         start, end = name.starts[0], name.ends[0]
         where = (f"character {start}" if len(name.starts) == 1 else
                  f"{len(name.starts)} mentions, characters {', '.join(map(str, name.starts))}")
         line = st.columns([3, 4, 1])
-        line[0].markdown(f"{render.inert(name.shown)} · {where} · rule: {rule} (lowest similarity {name.similarity:.2f})"
+        line[0].markdown(f"{render.inert(name.shown)} · {where} · rule: {name.rule()}"
                          f"  \n…{render.inert(text[max(0, start - 40):end + 40])}…", unsafe_allow_html=True)
         line[1].radio("Verdict", list(VERDICTS.values()), key=key, horizontal=True, label_visibility="collapsed",
                       disabled=not rater.strip(), on_change=save, args=(name, key))

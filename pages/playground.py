@@ -1,13 +1,15 @@
 """Playground: type a prompt, see it answered without and with a watermark, token by token, with the detector's say."""
+import html
+
 import pandas as pd
 import streamlit as st
 
 from fwsapp import render
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
-from fwsapp.methods import REGISTRY, WATERMARKS, score_label
+from fwsapp.methods import REGISTRY, WATERMARKS
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.playground import KINDS, keep, try_prompt
+from fwsapp.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
 from fwsapp.ui import resources, widgets
 from fwsapp.ui.router import through_router
 
@@ -54,37 +56,79 @@ if st.button("Generate", type="primary"):
         st.stop()
     status.empty()
     st.session_state["playground_trial"] = trial
-    history = st.session_state.setdefault(HISTORY, [])
-    history.append({  # the answer first; the long parameter list last, where it may run off the page
-        "method": method,
-        f"{score_label(method)} unwatermarked": trial.detections["unwatermarked"].score,
-        f"{score_label(method)} watermarked": trial.detections["watermarked"].score,
-        "watermark detected": trial.verdict("watermarked"), "false alarm": trial.verdict("unwatermarked"),
-        "new tokens": int(max_new_tokens), "seed": int(seed), "seconds": round(trial.seconds, 1),
-        "params": ", ".join(f"{key}={value}" for key, value in params.items()),
-    })
+    st.session_state["playground_scroll"] = "playground-result"
+    st.session_state.setdefault(HISTORY, []).append(history_row(trial))
+
+
+def figures_line(figures: dict) -> str:
+    """The detector's say on one answer, as the lm-watermarking demo gives it, with a cheap quality figure."""
+    green = (f" · green {figures['green']} of {figures['tokens scored']} ({figures['green share']:.0%})"
+             if figures["green"] is not None else f" · {figures['tokens scored']} tokens scored")
+    p_value = f" · p = {figures['p']:.2g}" if figures["p"] is not None else ""
+    quality = f" · ROUGE-L to the unwatermarked answer {figures['ROUGE-L to unwatermarked']:.2f}"
+    if figures["ROUGE-L to reference"] is not None:
+        quality += f", to the reference {figures['ROUGE-L to reference']:.2f}"
+    verdict = "watermark detected" if figures["detected"] else "no watermark detected"
+    return (f"{figures['score label']} = {figures['score']:.2f} · {verdict} (threshold: {figures['threshold']})"
+            f"{green}{p_value}{quality}")
+
+
+def show_answer(container, trial, kind: str, figures: dict, title: str) -> None:
+    found = trial.detections[kind]
+    container.markdown(f"**{title}** · {html.escape(figures_line(figures), quote=False)}", unsafe_allow_html=True)
+    if found.token_flags:
+        container.markdown(render.token_view(trial.tokens[kind], found.token_flags), unsafe_allow_html=True)
+    else:
+        container.text(trial.text(kind))
+
 
 trial = st.session_state.get("playground_trial")
 if trial is not None:
-    label = score_label(trial.config.method)
-    columns = st.columns(2)
-    for column, kind in zip(columns, KINDS):
-        found = trial.detections[kind]
-        verdict = "watermark detected" if trial.verdict(kind) else "no watermark detected"
-        column.markdown(f"**{kind.capitalize()}** · {label} = {found.score:.2f} · {verdict} · "
-                        f"{found.num_tokens_scored} tokens scored")
-        if found.token_flags:
-            column.markdown(render.token_view(trial.tokens[kind], found.token_flags), unsafe_allow_html=True)
-        else:
-            column.text(trial.text(kind))
+    st.subheader("Result", anchor="playground-result")
+    figures = answer_figures(trial)
+    for column, kind in zip(st.columns(2), KINDS):
+        show_answer(column, trial, kind, figures[kind], kind.capitalize())
     st.caption(f"{trial.config.method}: green = the token counts for the watermark, red = against, grey = not scored "
-               f"(the first tokens only seed the green list). Prompt: " + render.message(trial.prompt[:120]))
+               f"(the first tokens only seed the green list). Each method is held to its own threshold, shown beside its "
+               f"verdict. Prompt: " + render.message(trial.prompt[:120]))
     if st.button("Keep as a run", disabled=not trial.reference,
                  help="Stores this try as a one-sample run, as the Generate page would, for the other pages."):
         run_id = keep(resources.store(), trial)
         st.success(f"Kept as run {run_id}: open it on the Detect, Quality or Judge page.")
     if not trial.reference:
         st.caption("Add a reference answer above and generate again to keep a try: the quality metrics compare with it.")
+
+st.subheader("Compare watermarks on this prompt")
+compared = st.multiselect("Watermarks, each at its defaults (same model, seed and length)", WATERMARKS,
+                          key="playground-compare")
+if st.button("Compare", disabled=not compared):
+    status = st.empty()
+    try:
+        lm = resources.model(model_name)
+        trials = compare_methods(lm, prompt, compared, int(max_new_tokens), int(seed), task=task, reference=reference,
+                                 on_step=lambda name, kind, step: status.caption(
+                                     f"{name}: generating the {kind} answer, token {step} of {max_new_tokens}…"))
+    except ValueError as error:
+        status.error(render.message(str(error)))
+        st.stop()
+    status.empty()
+    st.session_state["playground_comparison"] = trials
+    st.session_state["playground_scroll"] = "playground-comparison"
+    st.session_state.setdefault(HISTORY, []).extend(history_row(each) for each in trials)
+trials = st.session_state.get("playground_comparison")
+if trials:
+    st.subheader("Side by side", anchor="playground-comparison")
+    table = pd.DataFrame([history_row(each) for each in trials]).drop(columns=["new tokens", "seed", "params"])
+    st.dataframe(table, hide_index=True, width="stretch")
+    per_row = 3
+    for start in range(0, len(trials), per_row):
+        for column, each in zip(st.columns(per_row), trials[start:start + per_row]):
+            show_answer(column, each, "watermarked", answer_figures(each)["watermarked"], each.config.method)
+    st.caption("Each watermarked answer beside the others; the unwatermarked answer is the same for all of them "
+               "(same model and seed): the single try above shows it.")
+
+if target := st.session_state.pop("playground_scroll", None):
+    widgets.scroll_to(target)  # the new result at the top of the viewport, not below the fold
 
 history = st.session_state.get(HISTORY, [])
 if history:

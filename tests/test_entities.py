@@ -155,3 +155,25 @@ def test_a_run_over_the_same_prompts_reuses_the_stored_reference_entropies(store
     assert entropy.compute_entropies(store, second, lm) == 2
     assert entropy.compute_entropies(store, second, lm) == 0  # a repeated command changes nothing
     assert store.sample_entropies(second, 1) == store.sample_entropies(first, 1)
+
+
+def test_a_reference_that_names_no_disease_is_said_so_and_sorted_after_compared_samples():
+    import pandas as pd
+
+    from fwsapp.entities import NameToJudge, entity_sample_label, samples_by_hallucination
+
+    lonely = NameToJudge("watermarked", "gout", "gout", (0,), (4,), 1, 0.0, reference_names_one=False)
+    assert lonely.rule() == "unsupported: the reference names no disease"
+    compared = NameToJudge("watermarked", "gout", "gout", (0, 9), (4, 13), 1, 0.31)
+    assert compared.rule() == "1 of 2 unsupported by the reference (lowest similarity 0.31)"
+
+    def row(sample, kind, introduced, hallucinated, closest):
+        return {"run_id": "r", "sample_idx": sample, "text_kind": kind, "entity": "x", "introduced": introduced,
+                "hallucinated": hallucinated, "closest_reference": closest}
+
+    entities = pd.DataFrame([row(0, "watermarked", True, True, None), row(0, "watermarked", True, True, None),
+                             row(1, "reference", False, False, None), row(1, "watermarked", True, True, "asthma")])
+    analyses = pd.DataFrame({"run_id": "r", "sample_idx": [0, 1], "method": "KGW", "task": "qa"})
+    ranking = samples_by_hallucination(entities, analyses)
+    assert ranking.sample_idx.tolist() == [1, 0]  # two unsupported for want of a reference come after one compared
+    assert entity_sample_label(ranking.iloc[1]).endswith("2 introduced; the reference names no disease")

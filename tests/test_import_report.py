@@ -209,7 +209,9 @@ def test_the_runs_table_counts_in_whole_numbers_and_marks_what_is_missing(tmp_pa
     markdown = render(report, "markdown")
     runs_section = markdown.split("## Table 1")[0]
     assert "<NA>" not in runs_section and "200.000" not in runs_section and "| 3.000 |" not in runs_section
-    assert runs_section.count("| – | – | – |") == 1  # judge, judged, failed of the unjudged run
+    unjudged = next(line for line in runs_section.splitlines() if "| 2 |" in line)
+    assert unjudged.count("| – | – | – | – |") == 1  # judged, failed, unreachable and judge of the unjudged run
+    assert "| 3 | 0 | 0 | gpt-4o |" in runs_section  # the judged one: 3 judged, none failed or unreachable
 
 
 def test_the_paper_file_names_say_the_model():

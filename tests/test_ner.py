@@ -109,7 +109,7 @@ def test_recognizers_by_name_and_their_labels():
         check_recognizer("spacy")
     with pytest.raises(RecognizerError, match="en_ner_bc5cdr_md, which is not installed"):
         check_recognizer("scispacy")
-    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v2"
+    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v3"
     mesh = load_recognizer("mesh")
     assert [e.text for e in mesh.find("Dementia, delirium and diabetes; combined therapy.")] == ["Dementia", "delirium", "diabetes"]
 
@@ -174,3 +174,29 @@ def test_the_training_corpora_ship_with_their_attribution():
     source = (folder / "SOURCE.md").read_text()
     assert "public domain" in source and (folder / "NCBI_LICENSE.txt").is_file()
     assert not list(folder.glob("*Test*")) and not list(folder.glob("*test*"))
+
+
+@pytest.mark.parametrize("name", ["trained", "mesh"])
+def test_outcomes_and_modifiers_of_proteins_and_drugs_are_no_disease(name):
+    """'death' is an outcome, 'Tumour necrosis' in 'tumour necrosis factor' names a protein, 'TNF inhibitors' are
+    drugs: no recognizer calls them diseases, and the diseases beside them are still found."""
+    text = ("Tumour necrosis factor (TNF) inhibitors lower the risk of death in rheumatoid arthritis. "
+            "TNF inhibitors can reactivate tuberculosis.")
+    found = [entity.text for entity in load_recognizer(name).find(text)]
+    assert "rheumatoid arthritis" in found and "tuberculosis" in found
+    assert not {"death", "Tumour necrosis", "Tumour", "necrosis", "TNF"} & set(found), found
+
+
+def test_a_disease_word_before_a_non_disease_head_is_a_modifier():
+    from fwsapp.recognizer import names_a_disease
+
+    text = "HIV inhibitors, asthma, tumor necrosis factor-alpha, gout"
+
+    def says(word: str) -> bool:
+        start = text.index(word)
+        return names_a_disease(text, start, start + len(word))
+
+    assert not says("HIV")  # HIV inhibitors: drugs
+    assert says("asthma")  # then a comma
+    assert not says("tumor") and not says("tumor necrosis")  # two words, or one, before "factor"
+    assert says("gout") and not names_a_disease("Death was rare.", 0, 5)

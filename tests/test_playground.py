@@ -25,3 +25,28 @@ def test_a_try_needs_a_prompt_and_a_watermark(lm):
         try_prompt(lm, "  ", "KGW", {}, 16, 7)
     with pytest.raises(ValueError, match="post-hoc detector"):
         try_prompt(lm, "Why?", "LogRank", {}, 16, 7)
+
+
+def test_every_method_shows_its_own_score_threshold_and_the_demos_figures(lm):
+    """Issue 37: EXP-edit's p-value and SynthID's mean g-value were None in the history (another method's column);
+    each try now fills the same columns, names its score and the threshold it is held to."""
+    from fwsapp.methods import info
+    from fwsapp.playground import answer_figures, compare_methods, history_row
+
+    trials = compare_methods(lm, "What lowers blood pressure?", ["KGW", "SynthID", "EXP-edit"], 16, 7,
+                             reference="Less salt and more exercise.")
+    rows = [history_row(trial) for trial in trials]
+    assert [row["method"] for row in rows] == ["KGW", "SynthID", "EXP-edit"]
+    for row, trial in zip(rows, trials):
+        assert row["score watermarked"] is not None and row["score unwatermarked"] is not None
+        assert row["score is"] == info(trial.config.method).score_label
+        assert row["threshold"] == info(trial.config.method).verdict_rule(trial.config.params)
+    kgw = answer_figures(trials[0])["watermarked"]
+    flags = [flag for flag in trials[0].detections["watermarked"].token_flags if flag != -1]
+    assert kgw["green"] == sum(flags) and kgw["green share"] == pytest.approx(sum(flags) / len(flags))
+    assert 0 <= kgw["p"] <= 1 and 0 <= kgw["ROUGE-L to unwatermarked"] <= 1 and kgw["ROUGE-L to reference"] is not None
+    assert answer_figures(trials[0])["unwatermarked"]["ROUGE-L to unwatermarked"] == 1.0
+    # One model and seed: the unwatermarked answer is the same under every method.
+    assert len({trial.text("unwatermarked") for trial in trials}) == 1
+    with pytest.raises(ValueError, match="Pick at least one watermark"):
+        compare_methods(lm, "Why?", [], 16, 7)

@@ -22,7 +22,7 @@ def shown(text: str) -> str:
     """Text as the browser shows it: inert rendering decoded (character references, word joiners)."""
     import html
 
-    return html.unescape(text).replace("\u2060", "")
+    return html.unescape(text).replace("\u2060", "").replace("<span></span>", "")
 
 
 def by_label(widgets, label):
@@ -238,7 +238,7 @@ def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db
     assert plain["SimCSE"] is None or plain["SimCSE"] != plain["SimCSE"]  # none of its own
     assert -1 <= plain["SimCSE to ref."] <= 1
     box = json.loads(app.get("plotly_chart")[0].proto.spec)
-    assert {trace["x"][0] for trace in box["data"]} == {"smollm2-135m-instruct · KGW"}
+    assert {trace["x"][0] for trace in box["data"]} == {"smollm2-135m-instruct · KGW · defaults"}
 
 
 # Judge
@@ -633,7 +633,7 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
     assert not any("Quality page" in info.value for info in app.info)
     until(app.run(), lambda a: not a.get("progress"))  # the analysis started above
     by_label(app.button, "Compute them now (about 1 min)").click().run()  # the Auto table's metrics, from here
-    until(app, lambda a: any(list(frame.value.columns) == ["model", "method", "Question answering"]
+    until(app, lambda a: any(list(frame.value.columns) == ["model", "method", "settings", "Question answering"]
                              for frame in a.dataframe))  # the Auto table, the only FWS table of an unjudged run
 
 

@@ -110,7 +110,7 @@ def tokenize(tokenizer, texts: list[str]) -> list[Pieces]:
 
     encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False,
                         verbose=False)
-    matches = load_recognizer("mesh").find_many(texts)
+    matches = load_recognizer("mesh").lexicon_matches(texts)
     pieces = []
     for text, ids, offsets, found in zip(texts, encoded["input_ids"], encoded["offset_mapping"], matches):
         offsets = [tuple(offset) for offset in offsets]

@@ -58,8 +58,7 @@ def job_status(kind: str, noun: str, body=None) -> None:
                 st.session_state[f"{kind}_dismissed"] = job.key
                 st.rerun()
         elif not job.finished:  # a dismissed result shows nothing, least of all a progress bar with a live Cancel
-            detail = f" · {job.note}" if job.note else ""
-            st.progress(job.fraction, text=f"{job.label}: {job.status}, {job.done} of {job.total} {noun}{detail}")
+            st.progress(job.fraction, text=progress_line(job, noun))
             if st.button("Cancel", key=f"cancel-{kind}"):
                 job.cancel()
         if body is not None:
@@ -67,6 +66,22 @@ def job_status(kind: str, noun: str, body=None) -> None:
         if job.finished and st.session_state.get(f"{kind}_shown") != (job.key, job.status):
             st.session_state[f"{kind}_shown"] = (job.key, job.status)
             st.rerun()
+
+    panel()
+
+
+def progress_line(job, noun: str = "") -> str:
+    """A running job in one line: what, how far, the phase under way, and the time (elapsed; left at its own rate)."""
+    detail = f" · {job.note}" if job.note else ""
+    return f"{job.label}: {job.status}, {job.done:,} of {job.total:,} {noun}{detail} · {job.timing()}".replace("  ", " ")
+
+
+def running_jobs() -> None:
+    """Every job under way, on every page (the sidebar): a page that waits for one shows where it stands."""
+    @st.fragment(run_every=2.0)
+    def panel():
+        for job in jobs().running():
+            st.progress(job.fraction, text=progress_line(job))
 
     panel()
 
@@ -148,6 +163,17 @@ def _bound(spec, side: str, kind: type):
     if spec is None or getattr(spec, side) is None or getattr(spec, f"open_{side}"):
         return None
     return kind(getattr(spec, side))
+
+
+def scroll_to(anchor: str) -> None:
+    """Bring the element with this id (a header's anchor) to the top of the viewport: a result that arrives below the
+    fold is shown, not left for the user to find."""
+    import json
+
+    import streamlit.components.v1 as components
+
+    components.html(f"<script>window.parent.document.getElementById({json.dumps(anchor)})"
+                    "?.scrollIntoView({behavior: 'smooth', block: 'start'});</script>", height=0)
 
 
 def worded_columns(frame: pd.DataFrame) -> dict:

@@ -1,0 +1,50 @@
+"""Issue 37: no silent waits. A job says what it is doing (converting or loading a model, the batch), how long it has
+run, and how long it has left at its own measured rate."""
+import threading
+import time
+
+from fwsapp.jobs import Job, JobManager, duration
+
+
+def test_the_estimate_is_the_jobs_own_rate_from_its_first_finished_unit(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    job = Job(kind="generate", key="k", label="KGW")
+    job.advance(0, 10, "loading")
+    clock[0] = 160.0  # a minute of model loading: not part of the rate
+    assert job.remaining() is None and "estimating after the first batch" in job.timing()
+    job.advance(2, 10)
+    clock[0] = 170.0
+    job.advance(4, 10)  # 2 units in 10 s
+    assert job.remaining() == 30.0  # 6 units left
+    assert job.timing() == "1 min 10 s elapsed, about 30 s left"
+    assert duration(3 * 3600 + 125) == "3 h 2 min"
+
+
+def test_a_jobs_model_load_is_its_phase_until_the_work_reports(store, monkeypatch):
+    from fwsapp import models
+
+    monkeypatch.setattr(models, "embedded_is_converted", lambda cache_dir=None: False)
+    loading = threading.Event()
+    release = threading.Event()
+
+    def slow_loader(name):
+        loading.set()
+        release.wait(10)
+        return object()
+
+    manager = JobManager(store, slow_loader)
+
+    def work(progress, cancel):
+        progress(0, 4)
+        manager.model_loader(models.EMBEDDED_MODEL)
+        progress(1, 4, "batch 1 of 4")
+        return "done"
+
+    job = manager.start("generate", "key", "a run", work)
+    assert loading.wait(10)
+    assert job.note.startswith("converting the embedded model") and job in manager.running()
+    release.set()
+    while not job.finished:
+        time.sleep(0.05)
+    assert job.message == "done" and job.note == "batch 1 of 4" and manager.running() == []
