@@ -335,10 +335,13 @@ def cmd_import(args) -> int:
         for name, path in (("generations", args.generations), ("detection", args.detection), ("judged", args.judged))
     }
     store = Store(args.db)
+    present = set(store.runs().run_id)
     run_id = import_logs(
         store, method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
         score_direction=args.score_direction, negatives=args.negatives, judge_model=args.judge_model, **files,
     )
+    if run_id in present:
+        print(f"Already imported as run {run_id}: nothing changed.", file=sys.stderr)
     print(run_id)
     return 0
 

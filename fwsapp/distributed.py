@@ -12,12 +12,19 @@ or tries exhausted) fails its run with the reason; the other runs go on.
 
 Every node needs this project at the same path with its environment (`make install`), as Ray expects of
 dependencies; the workers get the driver's PYTHONPATH and cache folder.
+
+Token authentication (on by default for clusters started with `ray start` from Ray 2.59): Ray's driver turns token
+mode on by itself only for a cluster it finds without an address. Given an address, `connect` does the same when the
+token is where Ray keeps it (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), and a cluster that refuses
+the driver is one line saying what to set, not Ray's log lines.
 """
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections import Counter, deque
+from contextlib import contextmanager
 from typing import Callable
 
 from fwsapp.generate import Cancelled, InProcess, UnitResult, UnitWork
@@ -48,16 +55,63 @@ class GenerationWorker:
         return results[0]
 
 
+class RayConnectionError(RuntimeError):
+    """The driver could not join the cluster: one line saying why and what to do."""
+
+
+AUTH_MODE = "RAY_AUTH_MODE"
+
+
+@contextmanager
+def native_stderr_captured():
+    """Ray's C++ core logs straight to file descriptor 2: hold those lines while joining, to read them on a failure
+    and to pass them on otherwise."""
+    with tempfile.TemporaryFile(mode="w+") as held:
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield held
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def connect(address: str) -> None:
     """Join the Ray cluster at `address` ("local" starts one on this machine; a stray RAY_ADDRESS is not read)."""
     import ray
 
     if ray.is_initialized():
         return
-    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": {
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
-        "FWSAPP_CACHE": str(CACHE_DIR),
-    }})
+    if address not in ("local", "auto") and AUTH_MODE not in os.environ:
+        # Where a token is where Ray keeps it, token mode, as Ray sets it for a driver without an address (the helper
+        # also refreshes the configuration Ray read at import); nothing changes where there is none.
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    with native_stderr_captured() as held:
+        try:
+            ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": {
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
+                "FWSAPP_CACHE": str(CACHE_DIR),
+            }})
+            failure = None
+        except ConnectionError as error:
+            failure = error
+        held.seek(0)
+        log = held.read()
+    if failure is None:
+        if log:
+            os.write(2, log.encode())
+        return
+    if "Unauthenticated" in log or "InvalidAuthToken" in log:
+        if os.environ.get(AUTH_MODE) == "token":
+            raise RayConnectionError(f"The Ray cluster at {address} refused this driver's token: set RAY_AUTH_TOKEN (or "
+                                     "~/.ray/auth_token) to the token `ray get-auth-token` prints on its head node.")
+        raise RayConnectionError(f"The Ray cluster at {address} needs token authentication: put its token in "
+                                 "~/.ray/auth_token or RAY_AUTH_TOKEN (`ray get-auth-token` on its head node prints "
+                                 "it), and run again.")
+    raise RayConnectionError(f"Could not join the Ray cluster at {address}: {str(failure).splitlines()[0]}. Check the "
+                             "address and that `ray start --head` runs there.") from None
 
 
 class RayExecutor:

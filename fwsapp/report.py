@@ -67,7 +67,8 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
             "redetections": redetections.get(run.run_id, []),
         })
-    return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out}
+    return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out,
+            "database": str(store.path)}
 
 
 def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:
@@ -156,12 +157,14 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
     rows = []
     for run, own, positives, negatives in _scored_runs(runs, scores):
         summary = detection.summary(positives, negatives, run.score_direction)
-        statistic = "median p" if run.score_direction == "lower" else "mean z"
+        label = methods.score_label(run.method)
+        statistic = f"median {label}" if run.score_direction == "lower" else f"mean {label}"
         centre = positives.median() if run.score_direction == "lower" else positives.mean()
         # The answer first (AUROC, the positives' typical score, TPR), where a 1,400 px page shows it.
         rows.append({
-            "method": run.method, "task": run.task, "AUROC": summary["auroc"], "statistic": statistic,
-            "positives": float(centre),
+            "method": run.method, "task": run.task, "AUROC": summary["auroc"],
+            "positives' typical score": float(centre), "statistic": statistic,
+            "negatives": detection.negative_kind(set(own.text_kind), run.method),
             **{f"TPR@FPR={key}": detection.tpr_label(summary, key) for key in summary["tpr_at_fpr"]},
             "AUROC 95% CI": detection.interval_label(summary), "model": run.model, "run": run.run_id,
             # Imported scores carry no token counts: NaN, shown as empty.

@@ -5,6 +5,8 @@ The judge drop-% table (the paper's appendix). Rendered as Markdown or as LaTeX 
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pandas as pd
 
 from fwsapp.data.tasks import TASKS
@@ -220,9 +222,21 @@ def report_tables(report: dict) -> list[tuple[str, pd.DataFrame]]:
     return tables
 
 
-def render(report: dict, fmt: str) -> str:
-    """Every table as Markdown or LaTeX; Markdown states the FWS weights first."""
-    parts = [f"{weights_line(report)}.\n"] if fmt == "markdown" else []
+def provenance(report: dict, when: datetime | None = None) -> str:
+    """Where the numbers come from: the fwsapp version, the time, the database and its runs."""
+    from fwsapp import __version__
+
+    when = when or datetime.now(timezone.utc)
+    runs = [run["run_id"] for run in report["runs"]]
+    return (f"fwsapp {__version__}, {when:%Y-%m-%d %H:%M} UTC; database {report.get('database', 'unnamed')}; "
+            f"{len(runs)} run{'s' if len(runs) != 1 else ''}: {', '.join(runs) or 'none'}")
+
+
+def render(report: dict, fmt: str, when: datetime | None = None) -> str:
+    """Every table as Markdown or LaTeX fragments. Markdown, a document of its own, begins with a title, the
+    provenance (version, time, database, runs) and the FWS weights."""
+    parts = [f"# fwsapp report: watermarking and medical factuality\n\n{provenance(report, when)}.\n\n"
+             f"{weights_line(report)}.\n"] if fmt == "markdown" else []
     parts += [f"## {title}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title)
               for title, frame in report_tables(report)]
     return "\n\n".join(parts) + "\n"

@@ -31,8 +31,9 @@ def token_view(method: str, tokens: list[str], found) -> None:
 
 st.title("Detect")
 st.caption(
-    "Positives are watermarked texts and negatives unwatermarked ones; for the post-hoc detectors "
-    f"({', '.join(POST_HOC)}) positives are model text and negatives the dataset's human reference. "
+    "Positives are watermarked texts. Negatives are the run's unwatermarked texts, or the human reference where a "
+    "run has none (imported logs, and the post-hoc detectors "
+    f"({', '.join(POST_HOC)}), whose positives are model text): the negatives column says which, per run. "
     f"Scores that are p-values ({', '.join(name for name, info in REGISTRY.items() if info.score_direction == 'lower')}) "
     "are lower for watermarked text; every metric below respects each run's direction. "
     "TPR thresholds are set on the negatives; ties at the threshold are not flagged, so the FPR never exceeds "
@@ -51,7 +52,8 @@ else:
     comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
     if not comparison.empty:
         st.subheader("Method comparison")
-        st.dataframe(comparison.round(3), hide_index=True, width="stretch")
+        st.dataframe(widgets.uniform(comparison.round(3)), hide_index=True, width="stretch",
+                     column_config=widgets.worded_columns(comparison))
         if warning := detection.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
             st.warning(warning)
         redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))

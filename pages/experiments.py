@@ -47,7 +47,7 @@ missing, units = int(table["units missing"].sum()), int(table["units"].sum())
 st.subheader("Dry run")
 st.caption(f"{len(table)} runs; {missing} of {units} units (batches) still to generate"
            + (f"; then {', '.join(spec.steps.names())}." if spec.steps.names() else "."))
-st.dataframe(table, hide_index=True, use_container_width=True,
+st.dataframe(table, hide_index=True, width="stretch",
              column_config={"params": st.column_config.TextColumn(width="medium")})
 
 address = st.text_input("Ray cluster address", "", placeholder="host:6379, or local; empty: in this process",

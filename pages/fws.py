@@ -202,12 +202,12 @@ st.subheader("Correlation of human ratings with the judge and the metrics (Pears
 samples = queries.fws_samples(resources.revision(), mapping_key, include_smoke)
 correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
                                  f"judge ({judges})")
-st.dataframe(correlation_matrix(correlations), width="stretch")
+st.dataframe(widgets.uniform(correlation_matrix(correlations)), width="stretch")
 st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
 with st.expander("p-values and sample sizes"):
     st.dataframe(correlations.round(4), hide_index=True, width="stretch")
 st.subheader("Sensitivity of each weighting (FWS-to-human r)")
-st.dataframe(sensitivity_table(humans, samples["judge"], samples["auto"]), hide_index=True, width="stretch")
+st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"])), hide_index=True, width="stretch")
 statistic, p_value, nemenyi = friedman_nemenyi(rated)
 st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
 if statistic is None:

@@ -57,6 +57,7 @@ if st.button("Import", type="primary"):
         st.error("Name the model the logs come from (for example meditron).")
     else:
         try:
+            present = set(resources.store().runs().run_id)
             run_id = import_logs(
                 resources.store(), method=method, model=model.strip(), task_name=task,
                 score_direction=None if direction == "from the method" else direction, negatives=negatives,
@@ -65,7 +66,10 @@ if st.button("Import", type="primary"):
         except (ImportProblem, ValueError) as error:
             st.error(render.message(f"Nothing was imported. {error}"))
         else:
-            st.success(f"Imported as run {run_id}. It appears on every page; the Report page has the paper's tables.")
+            if run_id in present:
+                st.info(f"These files are already imported, as run {run_id}: nothing changed.")
+            else:
+                st.success(f"Imported as run {run_id}. It appears on every page; the Report page has the paper's tables.")
 
 runs = queries.runs(resources.revision())
 imported = runs[runs.imported]

@@ -59,6 +59,7 @@ if item is None:
     st.stop()
 earlier = done_items[-back] if back else None
 position = len(done_items) - back
+st.markdown('<div id="rate-item"></div>', unsafe_allow_html=True)  # where a submitted rating brings the next item
 st.progress(position / total if total else 0.0, text=f"{position + 1} of {total}")
 if earlier is not None:
     st.caption(f"You {'rated' if earlier.scores_a else 'skipped'} this item earlier. Change your ratings and save them, "
@@ -88,6 +89,7 @@ with st.form(f"rate-{key}", clear_on_submit=True):
     skipped = buttons[1].form_submit_button("Skip", disabled=earlier is not None)
 if skipped:
     skip(store, name, item)
+    st.session_state["rate_scroll"] = True
     st.rerun()
 if submitted:
     if any(value is None for letter in "AB" for value in scores[letter]):
@@ -101,4 +103,7 @@ if submitted:
             st.toast(f"Saved your rating of item {position + 1} of {total}.")
             if earlier is not None:
                 go_back(-1)
+            st.session_state["rate_scroll"] = True
             st.rerun()
+if st.session_state.pop("rate_scroll", False):  # the next item's prompt in view, not below the last one's buttons
+    widgets.scroll_to("rate-item")

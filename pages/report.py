@@ -27,7 +27,7 @@ if not report["runs"]:
     st.stop()
 for title, frame in report_tables(report):
     st.subheader(title)
-    st.dataframe(frame.style.format(precision=3), hide_index=True, width="stretch",
+    st.dataframe(widgets.uniform(frame).style.format(precision=3), hide_index=True, width="stretch",
                  column_config=widgets.worded_columns(frame))
 with st.expander("Delete a run"):
     st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "

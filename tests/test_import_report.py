@@ -71,7 +71,7 @@ def test_paper_judge_means_and_drops_for_kgw_qa(paper_store):
 
 
 @needs_paper_logs
-def test_imported_verdicts_are_filed_under_the_judge_that_wrote_them(paper_store, tmp_path):
+def test_imported_verdicts_are_filed_under_the_judge_that_wrote_them(paper_store, tmp_path, capsys):
     from fwsapp.cli import main
     from fwsapp.store import Store
 
@@ -80,6 +80,9 @@ def test_imported_verdicts_are_filed_under_the_judge_that_wrote_them(paper_store
     command = ["import", "--method", "KGW", "--model", "meditron", "--task", "qa", "--db", str(tmp_path / "j.duckdb"),
                "--generations", f"{stem}.generations.json", "--judged", f"{stem}.judged.json"]
     assert main(command + ["--judge-model", "  llama-3.3-70b "]) == 0
+    run_id = capsys.readouterr().out.strip()
+    assert main(command + ["--judge-model", "llama-3.3-70b"]) == 0  # the same trio again: said, nothing changed
+    assert f"Already imported as run {run_id}: nothing changed." in capsys.readouterr().err
     assert main(command + ["--judge-model", "   "]) == 2  # a judge log needs a judge; nothing is written
     store = Store(tmp_path / "j.duckdb")
     assert set(store.judgments().judge_model) == {"llama-3.3-70b"} and len(store.runs()) == 1
@@ -101,6 +104,10 @@ def test_markdown_and_latex_tables(paper_store):
     report = build_report(paper_store)
     markdown = render(report, "markdown")
     assert "## Table 4: FWS (Auto and judge: gpt-4o)" in markdown and "| meditron | KGW |" in markdown
+    title, provenance = markdown.splitlines()[0], markdown.splitlines()[2]
+    assert title == "# fwsapp report: watermarking and medical factuality"
+    assert re.fullmatch(rf"fwsapp \d+\.\d+\.\d+, \d{{4}}-\d\d-\d\d \d\d:\d\d UTC; database {re.escape(str(paper_store.path))}; "
+                        r"9 runs: imp-\w+(, imp-\w+){8}\.", provenance), provenance
     latex = render(report, "latex")
     assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 5  # runs, tables 1, 2, 4, judge drops
     assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 5

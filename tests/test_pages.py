@@ -55,7 +55,8 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert app.title[0].value == "Detect"
     metrics = app.dataframe[0].value
     assert metrics.loc[0, "AUROC"] == 1.0
-    assert metrics.loc[0, "statistic"] == "mean z" and metrics.loc[0, "positives"] > 4
+    assert metrics.loc[0, "statistic"] == "mean z" and metrics.loc[0, "positives' typical score"] > 4
+    assert metrics.loc[0, "negatives"] == "unwatermarked"
     assert {"TPR@FPR=0", "TPR@FPR=0.01", "TPR@FPR=0.05", "AUROC 95% CI", "tokens scored"} <= set(metrics.columns)
     per_text = app.dataframe[1].value
     assert len(per_text) == 8

@@ -56,3 +56,12 @@ def test_entity_highlight_and_token_view_wrap_only_inert_text():
 def test_a_newline_token_keeps_its_colour_visible():
     view = token_view(["Gout", "\n\n", "is"], [1, 0, -1])
     assert '#f7c5c5;padding:0 1px;border-radius:2px">↵↵</span><br><br>' in view
+
+
+def test_a_column_of_numbers_with_words_among_them_writes_every_number_alike():
+    from fwsapp.ui.widgets import uniform
+
+    frame = pd.DataFrame({"r": [1, 1.0, 0.71, "not enough data (n = 4)", None], "n": [10, 10, 10, 4, 0]})
+    shown = uniform(frame)
+    assert shown.r.tolist()[:4] == ["1.000", "1.000", "0.710", "not enough data (n = 4)"] and pd.isna(shown.r[4])
+    assert shown.n.tolist() == [10, 10, 10, 4, 0]  # numbers alone stay numbers

@@ -176,6 +176,25 @@ def scroll_to(anchor: str) -> None:
                     "?.scrollIntoView({behavior: 'smooth', block: 'start'});</script>", height=0)
 
 
+def _mixed(column: pd.Series) -> bool:
+    """A column of numbers with words among them ("not enough data (n = 4)")."""
+    if column.dtype != object:
+        return False
+    kinds = column.dropna().map(lambda value: isinstance(value, str))
+    return bool(kinds.any() and not kinds.all())
+
+
+def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """`frame` with every number of a mixed column written alike (0.710, 1.000, not 1, 1.0 and 0.71), so the column
+    is text throughout: one format for the reader, one type for Arrow (a mixed column made it log a traceback)."""
+    def written(value):
+        if value is None or isinstance(value, (str, bool)) or pd.isna(value):
+            return value
+        return f"{value:.{digits}f}"
+
+    return frame.assign(**{column: frame[column].map(written) for column in frame.columns if _mixed(frame[column])})
+
+
 def worded_columns(frame: pd.DataFrame) -> dict:
     """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
     (n = 4)") room for the words: a formatted frame's columns are sized by their numbers and cut the words short."""
@@ -210,9 +229,22 @@ WEIGHTS_KEY = "fws_weights"  # not a widget's key: it outlives the page that set
 
 
 def fws_weights() -> tuple[float, float]:
-    """The FWS weights (α, β) of this session, shared by the FWS and Report pages (default the paper's 0.4, 0.2)."""
-    return st.session_state.get(WEIGHTS_KEY, (DEFAULT_ALPHA, DEFAULT_BETA))
+    """The FWS weights (α, β) of this session, shared by the FWS and Report pages: those in the URL
+    (`?alpha=0.3&beta=0.4`) when the session starts, so a reload or a shared link keeps them; else the paper's 0.4,
+    0.2. A value that is not a number in [0, 1] is ignored."""
+    if WEIGHTS_KEY not in st.session_state:
+        st.session_state[WEIGHTS_KEY] = (_weight_from_url("alpha", DEFAULT_ALPHA), _weight_from_url("beta", DEFAULT_BETA))
+    return st.session_state[WEIGHTS_KEY]
+
+
+def _weight_from_url(name: str, default: float) -> float:
+    try:
+        value = float(st.query_params.get(name, default))
+    except ValueError:
+        return default
+    return value if 0 <= value <= 1 else default
 
 
 def set_fws_weights(alpha: float, beta: float) -> None:
     st.session_state[WEIGHTS_KEY] = (float(alpha), float(beta))
+    st.query_params.update(alpha=f"{alpha:g}", beta=f"{beta:g}")
