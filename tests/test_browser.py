@@ -45,7 +45,26 @@ def rate_items_as(page, base_url, rater, count, offset):
             groups.nth(index).get_by_text(str(value), exact=True).click()
         page.get_by_role("button", name="Submit").click()
         page.wait_for_timeout(1500)
+        if item + 1 < count:  # the next item's place in view, not below the last one's buttons
+            position = page.get_by_text(f"{item + 2} of {count}")
+            position.wait_for(timeout=30_000)
+            assert comes_into_view(page, position), f"item {item + 2} is off screen"
     page.get_by_text("Nothing left to rate").wait_for(timeout=30_000)
+
+
+def in_view(page, locator) -> bool:
+    """In the top half of the viewport: brought there, not merely peeking in at the bottom edge."""
+    box = locator.first.bounding_box()
+    return box is not None and 0 <= box["y"] < page.viewport_size["height"] / 2
+
+
+def comes_into_view(page, locator, seconds: float = 10) -> bool:
+    """Within `seconds` (the scroll runs once its frame has loaded, then glides)."""
+    for _ in range(int(seconds * 4)):
+        if in_view(page, locator):
+            return True
+        page.wait_for_timeout(250)
+    return False
 
 
 def test_two_raters_rate_three_items_and_see_the_correlation_table(tmp_path, browser_page):
@@ -55,7 +74,9 @@ def test_two_raters_rate_three_items_and_see_the_correlation_table(tmp_path, bro
     judged_rating_db(db, n=3)
     with start_streamlit(tmp_path, db) as url:
         page = browser_page
+        page.set_viewport_size({"width": 1400, "height": 700})  # a laptop: the Submit button sits below the prompt
         rate_items_as(page, url, "Dr Ada", 3, offset=0)
+        page.set_viewport_size({"width": 1400, "height": 1600})
         # Model text is escaped: the answer's <b> tag shows as text, it does not render.
         rate_items_as(page, url, "Dr Bo", 3, offset=2)
         page.get_by_role("link", name="FWS", exact=True).click()
@@ -83,7 +104,7 @@ def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
         assert page.evaluate("window.__pwned") is None  # neither the script nor the onerror ran
         assert page.locator("main img[src='x']").count() == 0
         assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
-        # Shown literally; a word joiner (invisible) after each ':' keeps the URLs from being linkified.
+        # Shown literally; an empty span after each ':' keeps the URLs from being linkified.
         assert page.get_by_text("![pixel](http:", exact=False).count() >= 1
         assert page.get_by_text("//evil.example/pixel.png) [click](http:", exact=False).count() >= 1
         assert page.get_by_text("red[alarm] $x^2$", exact=False).count() >= 1  # shown, not coloured or typeset
@@ -172,3 +193,24 @@ def test_tables_and_charts_fit_the_page_or_scroll_inside_it(tmp_path, browser_pa
             page.screenshot(path=str(ARTIFACTS / f"layout-{name}.png"), full_page=True)
             assert not page.evaluate(OVERFLOW), f"the {name} page scrolls sideways"
             assert page.get_by_test_id("stException").count() == 0
+
+
+def test_playground_result_comes_into_view_with_its_threshold_and_copies_clean(streamlit_server, browser_page):
+    """The answer arrives below the fold: it is scrolled to; each verdict names its threshold; the page's text carries
+    no invisible characters (they were inserted after every colon)."""
+    page = browser_page
+    page.set_viewport_size({"width": 1400, "height": 800})
+    page.goto(f"{streamlit_server}/playground")
+    page.get_by_role("heading", name="Playground").wait_for(timeout=90_000)
+    page.get_by_role("spinbutton", name="New tokens").fill("16")
+    page.get_by_role("spinbutton", name="New tokens").press("Enter")
+    page.wait_for_timeout(1000)
+    page.get_by_role("button", name="Generate", exact=True).click()
+    result = page.get_by_role("heading", name="Result")
+    result.wait_for(timeout=180_000)
+    assert comes_into_view(page, result)
+    page.get_by_text(re.compile(r"^Watermarked · z = -?\d+\.\d\d · (no )?watermark detected \(threshold: z > 4\) · "
+                                r"green \d+ of \d+ \(\d+%\) · p = ")).wait_for(timeout=30_000)
+    assert "\u2060" not in page.locator("main").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "playground.png"))

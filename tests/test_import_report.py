@@ -227,3 +227,16 @@ def test_the_paper_file_names_say_the_model():
     assert model_from_file_name("KGW-g0.5-d2-biomistral-MEQS.detection.json") == "biomistral"
     assert model_from_file_name("KGW-g0.5-d2-jsl-HQA.judged.json") == "jsl"
     assert model_from_file_name("my-run.json") is None and model_from_file_name("jsl-vs-meditron.json") is None
+
+
+def test_no_best_value_among_equal_ones():
+    """ROUGE-2 0.000 in every summarization row was bolded as best: equal values have no best."""
+    import pandas as pd
+
+    from fwsapp.tables import best_cells
+
+    frame = pd.DataFrame({"Model": "m", "Method": ["Unwatermarked", "KGW", "SWEET"], "Settings": "",
+                          "ROUGE-2": [0.0, 0.0, 0.0], "PPL": [3.0, 4.0, 3.0]})
+    best = best_cells(frame)
+    assert not best["ROUGE-2"].any()
+    assert best["PPL"].tolist() == [True, False, True]  # a tie for the best still shows both

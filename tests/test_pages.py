@@ -417,3 +417,22 @@ def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
     store = Store(app_db)  # the app holds the file open: the same configuration shares it
     assert sorted(store.runs().run_id) == sorted(set(run_ids) - {doomed})
     assert store.judgments([doomed]).empty and store.generations(doomed).empty
+
+
+def test_fws_weights_live_in_the_url_so_a_reload_or_a_shared_link_keeps_them(app_db):
+    from tests.conftest import judged_rating_db
+
+    judged_rating_db(app_db, n=2)
+    shared = AppTest.from_file(APP, default_timeout=60)
+    shared.query_params["alpha"], shared.query_params["beta"] = "0.3", "0.4"
+    shared.run()
+    shared.switch_page("pages/fws.py").run()
+    assert shared.radio(key="fws-mode").value == "Free α and β"
+    assert (shared.slider(key="fws-alpha").value, shared.slider(key="fws-beta").value) == (0.3, 0.4)
+    shared.slider(key="fws-alpha").set_value(0.25).run()
+    assert dict(shared.query_params) == {"alpha": "0.25", "beta": "0.4"}
+    broken = AppTest.from_file(APP, default_timeout=60)
+    broken.query_params["alpha"] = "lots"
+    broken.run()
+    broken.switch_page("pages/fws.py").run()
+    assert not broken.exception and broken.selectbox(key="fws-preset").value == "Current"  # the paper's 0.4, 0.2

@@ -172,7 +172,9 @@ def scroll_to(anchor: str) -> None:
 
     import streamlit.components.v1 as components
 
-    components.html(f"<script>window.parent.document.getElementById({json.dumps(anchor)})"
+    # A new nonce each time: Streamlit keeps an identical component mounted, and its script would not run again.
+    nonce = st.session_state["scroll_nonce"] = st.session_state.get("scroll_nonce", 0) + 1
+    components.html(f"<script>/* {nonce} */ window.parent.document.getElementById({json.dumps(anchor)})"
                     "?.scrollIntoView({behavior: 'smooth', block: 'start'});</script>", height=0)
 
 
