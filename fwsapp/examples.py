@@ -40,7 +40,8 @@ def import_example_runs(store: Store) -> list[str]:
 def load_examples(store: Store) -> list[str]:
     """Import the three example runs and their shipped analysis (what is stored already is kept); returns their ids."""
     run_ids = import_example_runs(store)
-    store.import_rows({table: analysis_file(table) for table in ANALYSIS_TABLES if analysis_file(table).exists()})
+    if store.entity_analyses(run_ids).empty:  # a second load writes nothing, and the app's caches stay
+        store.import_rows({table: analysis_file(table) for table in ANALYSIS_TABLES if analysis_file(table).exists()})
     return run_ids
 
 

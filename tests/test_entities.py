@@ -177,3 +177,23 @@ def test_a_reference_that_names_no_disease_is_said_so_and_sorted_after_compared_
     ranking = samples_by_hallucination(entities, analyses)
     assert ranking.sample_idx.tolist() == [1, 0]  # two unsupported for want of a reference come after one compared
     assert entity_sample_label(ranking.iloc[1]).endswith("2 introduced; the reference names no disease")
+
+
+def test_the_example_data_comes_with_its_analysis_by_the_current_recognizer(store):
+    """Entities and Entropy have content as soon as the example data is loaded; the shipped analysis is the default
+    recognizer's as it is now (rebuild it with `python -m fwsapp.examples` when the recognizer changes)."""
+    from fwsapp.entities import recognizer_of
+    from fwsapp.examples import load_examples
+    from fwsapp.models import EMBEDDED_MODEL
+    from fwsapp.recognizer import recognizer_label
+
+    run_ids = load_examples(store)
+    analyses = store.entity_analyses(run_ids)
+    assert len(analyses) == 600 and set(analyses.config.map(recognizer_of)) == {recognizer_label()}
+    entropies = store.cursor().execute("SELECT DISTINCT model, text_kind FROM entropies").fetchall()
+    assert {model for model, _ in entropies} == {EMBEDDED_MODEL}
+    assert {kind for _, kind in entropies} == {"reference", "unwatermarked", "watermarked"}
+    counts = {table: len(getattr(store, table)(run_ids)) for table in ("entities", "entity_analyses")}
+    revision = store.revision()
+    assert load_examples(store) == run_ids and store.revision() == revision  # loading again writes nothing
+    assert {table: len(getattr(store, table)(run_ids)) for table in counts} == counts

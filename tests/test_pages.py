@@ -370,7 +370,7 @@ def test_home_page_says_the_next_step_and_loads_the_example_data_once(app_db):
     assert "The database is empty." in [m.value for m in app.markdown]
     next(button for button in app.button if button.label == "Load the example data").click().run()
     assert not app.exception
-    assert [metric.value for metric in app.metric][:4] == ["3", "0", "0", "3"]  # runs, scored, analysed, judged
+    assert [metric.value for metric in app.metric][:4] == ["3", "0", "3", "3"]  # runs, scored, analysed (shipped), judged
     assert "3 runs have no quality metrics yet." in [m.value for m in app.markdown]
     next(button for button in app.button if button.label == "Load the example data").click().run()
     assert [metric.value for metric in app.metric][0] == "3"  # loading again changes nothing
