@@ -123,8 +123,9 @@ for warning in indiscriminate_judges(judgments):
     st.warning(warning)
 smoke = sorted(model for model in set(judgments.judge_model) if is_smoke_test(model))
 if smoke:
-    st.info(f"The verdicts of {', '.join(smoke)} are a smoke test ({LOCAL_DEMO_NOTE}): they are marked so below, and "
-            "the FWS and Report pages leave them out of FWS and the rankings unless you count them there.")
+    st.info(f"The verdicts of {', '.join(smoke)} are a smoke test: the embedded 135M model is forced into the verdict "
+            "format, so they test the plumbing, not the texts. They are marked so below, and the FWS and Report pages "
+            "leave them out of FWS and the rankings unless you count them there.")
 means = queries.judge_means(resources.revision())
 if not means.empty:  # none while every verdict failed
     st.subheader("Mean scores, unwatermarked vs watermarked")
