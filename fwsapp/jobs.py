@@ -71,19 +71,20 @@ class Job:
                 (f"about {duration(left)} left" if left is not None else "estimating after the first batch"))
 
 
-def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
-
     @property
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
 
     def cancel(self) -> None:
         self.cancel_event.set()
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def generation_label(config: RunConfig) -> str:

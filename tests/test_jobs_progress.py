@@ -48,3 +48,36 @@ def test_a_jobs_model_load_is_its_phase_until_the_work_reports(store, monkeypatc
     while not job.finished:
         time.sleep(0.05)
     assert job.message == "done" and job.note == "batch 1 of 4" and manager.running() == []
+
+
+def test_every_page_shows_a_running_job_with_its_phase_and_time(app_db):
+    """A page that waits for a job (Entities while the analysis runs, Home's 'not analysed yet') shows it in the
+    sidebar: what, how far, the phase, the time."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.ui import resources
+    from tests.conftest import PROJECT
+
+    app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=60)
+    app.run()
+    release = threading.Event()
+
+    def work(progress, cancel):
+        progress(2, 8, "batch 2 of 8")
+        release.wait(30)
+        return "done"
+
+    manager = resources.jobs()
+    job = manager.start("analyze", "sidebar-test", "Analysing 3 run(s)", work)
+    try:
+        while job.done != 2:
+            time.sleep(0.05)
+        app.switch_page("pages/entropy.py").run()
+        lines = [bar.proto.text for bar in app.sidebar.get("progress")]
+        assert any(line.startswith("Analysing 3 run(s): running, 2 of 8 · batch 2 of 8 · ") and "elapsed" in line
+                   for line in lines), lines
+    finally:
+        release.set()
+    while not job.finished:
+        time.sleep(0.05)
+    assert job not in manager.running()
