@@ -655,3 +655,23 @@ def test_judge_page_offers_an_unjudged_run_and_hides_what_a_local_judge_ignores(
     app.switch_page("pages/detect.py").run()
     app.switch_page("pages/judge.py").run()
     assert app.multiselect[0].value == [fresh]  # the selection is remembered
+
+
+def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
+    """The embedded model's verdicts: marked on the Judge page, left out of the FWS page's judge figures until the
+    user counts them, and then named as a smoke test."""
+    from fwsapp.models import EMBEDDED_MODEL
+    from fwsapp.store import Store
+    from tests.test_judge_runner import judged_by
+
+    store = Store(app_db)
+    judged_by(store, EMBEDDED_MODEL, same=True)
+    store.close()
+    judge = open_page("judge")
+    assert any("are a smoke test" in info.value for info in judge.info)
+    assert any("gave both texts the same scores on 100% of its 4 verdicts" in warning.value for warning in judge.warning)
+    fws = open_page("fws")
+    assert not any(header.value.startswith(f"FWS, judge ({EMBEDDED_MODEL}") for header in fws.subheader)
+    assert "FWS, judge (no judge)" in [header.value for header in fws.subheader]
+    fws.checkbox(key="fws-smoke").check().run()
+    assert f"FWS, judge ({EMBEDDED_MODEL} (smoke test))" in [header.value for header in fws.subheader]
