@@ -210,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(character offsets), in input order.")
     recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
     recognize.add_argument("--out", required=True, help="JSONL file to write (only once every line is done)")
+    recognize.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
     _recognizer(recognize)
     recognize.set_defaults(handler=cmd_recognize)
     return parser
@@ -484,7 +485,7 @@ def cmd_recognize(args) -> int:
 
     check_recognizer(args.recognizer)
     with progress_bar("recognize", "text") as progress:
-        count = recognize_jsonl(args.source, args.out, args.recognizer, progress)
+        count = recognize_jsonl(args.source, args.out, args.recognizer, progress, force=args.force)
     print(f"{args.out}: disease mentions of {count} texts ({args.recognizer})")
     return 0
 

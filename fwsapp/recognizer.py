@@ -318,10 +318,28 @@ def read_texts_jsonl(path: str | Path) -> list[str]:
     return texts
 
 
+def replaceable_output(target: Path, force: bool) -> int | None:
+    """The permission bits an output file keeps when it is replaced, None when there is none yet. Only a regular file
+    is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a link."""
+    import stat
+
+    try:
+        status = target.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError(f"--out {target} exists and is not a regular file (a device, a folder, a pipe or a link): "
+                         "write to a file path.")
+    if not force:
+        raise ValueError(f"--out {target} exists: pass --force to replace it, or write elsewhere.")
+    return stat.S_IMODE(status.st_mode)
+
+
 def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
-                    progress=None, chunk: int = 64) -> int:
+                    progress=None, chunk: int = 64, force: bool = False) -> int:
     """One `{"entities": [[start, end, text], ...]}` line (character offsets) per input line, in input order.
-    The whole input is checked before any work, and the output appears only once complete."""
+    The whole input and the output path are checked before any work, and the output appears only once complete:
+    a new file with the usual permissions, or (with `force`) a regular file replaced with its own."""
     import json
     import os
     import tempfile
@@ -331,6 +349,7 @@ def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_
         raise ValueError("--out must differ from --in: the input would be overwritten.")
     if not target.parent.is_dir():
         raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.")
+    replaceable_output(target, force)
     texts = read_texts_jsonl(source)
     recognizer = load_recognizer(name)
     handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
@@ -341,6 +360,10 @@ def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_
                     out.write(json.dumps({"entities": [[e.start, e.end, e.text] for e in entities]}) + "\n")
                 if progress:
                     progress(min(start + chunk, len(texts)), len(texts))
+        mode = replaceable_output(target, force)  # again: the path may have changed while the texts were read
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, mode if mode is not None else 0o666 & ~umask)
         os.replace(partial, target)
     except BaseException:
         Path(partial).unlink(missing_ok=True)

@@ -124,7 +124,7 @@ def test_recognize_writes_one_line_per_input_in_order(tmp_path):
     for start, end, name in lines[0]["entities"]:
         assert texts[0][start:end] == name
     assert "myocardial infarction" in [name for _, _, name in lines[0]["entities"]]
-    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 0
+    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh", "--force"]) == 0
     assert len(target.read_text().splitlines()) == 3
 
 
@@ -200,3 +200,39 @@ def test_a_disease_word_before_a_non_disease_head_is_a_modifier():
     assert says("asthma")  # then a comma
     assert not says("tumor") and not says("tumor necrosis")  # two words, or one, before "factor"
     assert says("gout") and not names_a_disease("Death was rare.", 0, 5)
+
+
+def test_recognize_replaces_only_a_regular_file_when_told_and_keeps_its_mode(tmp_path, capsys):
+    """Issue 38: `--out /dev/full` exited 0 and turned the device into a regular file; an existing output was replaced
+    silently with mode 0600; an output folder failed only after all the work, naming a temporary file."""
+    import os
+
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(json.dumps({"text": "gout"}) + "\n")
+    for device in ("/dev/full", "/dev/null"):
+        assert cli(["recognize", "--in", str(source), "--out", device, "--recognizer", "mesh", "--force"]) == 2
+        assert "is not a regular file" in capsys.readouterr().err and Path(device).is_char_device()
+    assert cli(["recognize", "--in", str(source), "--out", str(tmp_path), "--recognizer", "mesh"]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(source)
+    assert cli(["recognize", "--in", str(source), "--out", str(link), "--recognizer", "mesh", "--force"]) == 2
+    assert link.is_symlink() and source.read_text() == json.dumps({"text": "gout"}) + "\n"
+    capsys.readouterr()
+    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 0
+    assert (target.stat().st_mode & 0o777) == 0o666 & ~_umask()  # a new file: the usual mode, not mkstemp's 0600
+    target.write_text("kept\n")
+    target.chmod(0o640)
+    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 2
+    assert "exists: pass --force" in capsys.readouterr().err and target.read_text() == "kept\n"
+    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh", "--force"]) == 0
+    assert target.read_text() != "kept\n" and (target.stat().st_mode & 0o777) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "link.jsonl", "out.jsonl"]  # no partial file left
+
+
+def _umask() -> int:
+    import os
+
+    current = os.umask(0)
+    os.umask(current)
+    return current
