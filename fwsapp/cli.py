@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--ray", metavar="ADDRESS", help="run the units on the Ray cluster at ADDRESS (host:port, or "
                       "'local' to start one here); without it, in this process")
     grid.add_argument("--dry-run", action="store_true", help="print the runs and the work still missing; do nothing")
+    grid.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the judge step's key; "
+                      "where the spec names one (api_key_env), the same name, to confirm it")
     _loading(grid)
     _db(grid)
     grid.set_defaults(handler=cmd_grid)
@@ -283,9 +285,13 @@ def cmd_generate(args) -> int:
 def cmd_runs(args) -> int:
     from fwsapp.store import Store
 
-    if args.delete:
+    if args.delete is not None:
+        if not args.delete.strip():
+            raise ValueError("--delete needs a run id: `python -m fwsapp runs` lists them.")
         store = Store(args.db)
         run = store.run(args.delete)  # an unknown id: one line, nothing asked
+        if not args.yes and not sys.stdin.isatty():  # a script or CI: nobody to answer
+            raise ValueError(f"--delete {args.delete}: no terminal to confirm on; add --yes to delete without asking.")
         if not args.yes:
             answer = input(f"Delete run {args.delete} ({run['method']}, {run['task']}, {run['model']}) and every row "
                            "that belongs to it? Type the run id to confirm: ")
@@ -447,11 +453,7 @@ def cmd_grid(args) -> int:
     from fwsapp.store import Store
 
     spec = load_spec(args.spec)  # every key checked before anything else
-    api_key = None
-    if spec.steps.judge and spec.steps.judge.get("api_key_env"):
-        api_key = os.environ.get(spec.steps.judge["api_key_env"])
-        if not api_key:
-            raise ValueError(f"{args.spec}: [steps] judge api_key_env {spec.steps.judge['api_key_env']} is not set.")
+    api_key = confirmed_judge_key(args.spec, spec.steps.judge or {}, args.api_key_env)
     if args.dry_run:
         store = Store(args.db, read_only=True) if Path(args.db).exists() else None
         table = plan(spec, store)
@@ -470,6 +472,44 @@ def cmd_grid(args) -> int:
     for run_id in outcome.run_ids:
         print(f"{run_id}: " + (f"failed: {outcome.failed[run_id]}" if run_id in outcome.failed else "done"))
     return 1 if outcome.failed else 0
+
+
+def confirmed_judge_key(spec_name: str, judge: dict, confirmed: str | None) -> str | None:
+    """The judge's key for a spec, read only from the variable the command line names. Specs are shared and re-run,
+    so a spec never chooses which secret leaves this machine: the variable it names must be confirmed by the same
+    --api-key-env, and where the key goes is said (on stderr) before anything is sent."""
+    named = judge.get("api_key_env")
+    if named and confirmed != named:
+        raise ValueError(f"{spec_name}: [steps] judge would send the key in ${named}; a spec does not choose which "
+                         f"secret leaves this machine: confirm it with --api-key-env {named}"
+                         + (f" (not {confirmed})." if confirmed else "."))
+    if not confirmed:
+        return None
+    if not judge:
+        raise ValueError(f"--api-key-env {confirmed}: {spec_name} has no [steps] judge to send a key to.")
+    key = os.environ.get(confirmed)
+    if not key:
+        raise ValueError(f"--api-key-env {confirmed}: that environment variable is not set.")
+    url = judge.get("base_url")
+    if url is None:
+        print(f"The judge key in ${confirmed} goes to OpenAI's API.", file=sys.stderr)
+    elif not loopback(url):
+        print(f"The judge key in ${confirmed} goes to {url}, which is not this machine.", file=sys.stderr)
+    return key
+
+
+def loopback(url: str) -> bool:
+    """Whether a URL's host is this machine (localhost or a loopback address)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def cmd_doctor(args) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from fwsapp.generate import RunConfig
+from fwsapp.paths import DEMO_DATA_DIR, PROJECT_DIR, UPLOADS_DIR
 
 GRID_KEYS = {"models", "tasks", "seeds", "n", "max_new_tokens", "batch_size", "datasets"}
 METHOD_KEYS = {"name", "params"}
@@ -51,7 +52,9 @@ class Spec:
 
 
 def load_spec(source: str | Path, text: str | None = None) -> Spec:
-    """A spec from a file, or from `text` (an upload) named `source`; dataset paths are relative to the file."""
+    """A spec from a file, or from `text` (an upload) named `source`. A file's dataset paths are relative to it; an
+    upload's, to the project, and they may name only the shipped data (data/…) or files uploaded to this app
+    (cache/uploads/…): an upload never reads the server's other files."""
     name = str(source)
     try:
         raw = tomllib.loads(text if text is not None else Path(source).read_text())
@@ -59,7 +62,7 @@ def load_spec(source: str | Path, text: str | None = None) -> Spec:
         raise SpecError(f"{name}: no such file.") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SpecError(f"{name}: not valid TOML ({error}).") from None
-    base = Path(source).parent if text is None else Path.cwd()
+    base = Path(source).parent if text is None else PROJECT_DIR
     _known(name, "the spec", raw, {"grid", "method", "steps"})
     grid = _table(name, raw, "grid", required=True)
     _known(name, "[grid]", grid, GRID_KEYS)
@@ -85,7 +88,7 @@ def load_spec(source: str | Path, text: str | None = None) -> Spec:
         params = _table(name, entry, "params")
         swept = {key: value if isinstance(value, list) else [value] for key, value in params.items()}
         for values, model, task, seed in itertools.product(itertools.product(*swept.values()), models, tasks, seeds):
-            dataset = str((base / datasets[task]).resolve()) if task in datasets else "demo"
+            dataset = _dataset_path(name, base, task, datasets[task], uploaded=text is not None) if task in datasets else "demo"
             try:
                 config = RunConfig(task=task, method=entry["name"], dataset=dataset, model=model,
                                    params=dict(zip(swept, values)), seed=seed, **sizes)
@@ -94,6 +97,16 @@ def load_spec(source: str | Path, text: str | None = None) -> Spec:
                 raise SpecError(f"{name}: [[method]] {number} ({entry['name']}), {task}: {error}") from None
             runs.append(config)
     return Spec(name=name, runs=list({config.run_id(): config for config in runs}.values()), steps=_steps(name, raw))
+
+
+def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{name}: [grid.datasets] {task} must be a file path (a string), not {value!r}.")
+    path = (base / value).resolve()
+    if uploaded and not any(path.is_relative_to(root.resolve()) for root in (DEMO_DATA_DIR, UPLOADS_DIR)):
+        raise SpecError(f"{name}: [grid.datasets] {task}: an uploaded spec may name only the shipped data (data/…) or "
+                        "datasets uploaded to this app (cache/uploads/…), not other files of the server.")
+    return str(path)
 
 
 def _steps(name: str, raw: dict) -> Steps:

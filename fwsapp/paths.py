@@ -7,3 +7,4 @@ CACHE_DIR = Path(os.environ.get("FWSAPP_CACHE", PROJECT_DIR / "cache"))
 DEMO_DATA_DIR = PROJECT_DIR / "data"
 EXPERIMENTS_DIR = PROJECT_DIR / "experiments"  # the shipped experiment specs
 DEFAULT_DB = Path(os.environ.get("FWSAPP_DB", CACHE_DIR / "fwsapp.duckdb"))
+UPLOADS_DIR = CACHE_DIR / "uploads"  # datasets uploaded in the app

@@ -49,6 +49,13 @@ def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsy
     store = Store(db)
     first, *others = load_examples(store)
     store.close()
+    # No terminal (a script, CI): refused in one line, nothing asked or deleted (it died with EOFError).
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["runs", "--delete", first, "--db", str(db)]) == 2
+    assert "no terminal to confirm on; add --yes" in capsys.readouterr().err
+    assert main(["runs", "--delete", "  ", "--db", str(db)]) == 2  # it listed the runs and exited 0
+    assert "--delete needs a run id" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt: "something else")
     assert main(["runs", "--delete", first, "--db", str(db)]) == 1
     assert "Not deleted." in capsys.readouterr().out

@@ -212,3 +212,56 @@ def test_json_lines_are_accepted_as_generations(tmp_path, db, capsys):
                  "--db", str(db)]) == 0
     run_id = capsys.readouterr().out.strip()
     assert Store(db).count("generations", run_id) == 3
+
+
+# Issue 38: specs are shared and re-run, so a spec never chooses which secret leaves the machine.
+
+SECRET_SPEC = """
+[grid]
+models = ["smollm2-135m-instruct"]
+tasks = ["qa"]
+n = 1
+max_new_tokens = 4
+
+[[method]]
+name = "KGW"
+
+[steps]
+judge = {{ backend = "compatible", base_url = "{url}", model = "stub-judge", api_key_env = "FWSAPP_TEST_SECRET" }}
+"""
+
+
+def test_a_spec_cannot_send_a_secret_the_command_line_did_not_confirm(tmp_path, db, capsys, monkeypatch):
+    from tests.openai_stub import StubServer
+
+    monkeypatch.setenv("FWSAPP_TEST_SECRET", "s3cret-token-1234")
+    before = row_counts(db)
+    with StubServer() as stub:
+        spec = tmp_path / "shared.toml"
+        spec.write_text(SECRET_SPEC.format(url=stub.base_url))
+        assert main(["grid", str(spec), "--db", str(db)]) == 2
+        assert ("[steps] judge would send the key in $FWSAPP_TEST_SECRET; a spec does not choose which secret leaves "
+                "this machine: confirm it with --api-key-env FWSAPP_TEST_SECRET.") in capsys.readouterr().err
+        assert main(["grid", str(spec), "--api-key-env", "OPENAI_API_KEY", "--db", str(db)]) == 2
+        assert "(not OPENAI_API_KEY)" in capsys.readouterr().err
+        assert stub.requests == [] and stub.headers_seen == []  # nothing was sent, nothing generated
+    assert row_counts(db) == before
+    far = tmp_path / "far.toml"
+    far.write_text(SECRET_SPEC.format(url="http://203.0.113.5:8000/v1"))
+    assert main(["grid", str(far), "--api-key-env", "FWSAPP_TEST_SECRET", "--dry-run", "--db", str(db)]) == 0
+    assert ("The judge key in $FWSAPP_TEST_SECRET goes to http://203.0.113.5:8000/v1, which is not this machine."
+            in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("dataset", ["/etc/passwd", "../../../etc/hostname", "cache/fwsapp.duckdb", 5])
+def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
+    from fwsapp.grid import SpecError, load_spec
+
+    text = SECRET_SPEC.split("[steps]")[0] + f"[grid.datasets]\nqa = {json.dumps(dataset)}\n"
+    text = text.replace("n = 1\n", "n = 1\n", 1)
+    with pytest.raises(SpecError) as refused:
+        load_spec("upload.toml", text)
+    assert ("may name only the shipped data" in str(refused.value) or "must be a file path" in str(refused.value))
+    assert "root:" not in str(refused.value)  # no line of the file it named
+    shipped = SECRET_SPEC.split("[steps]")[0] + '[grid.datasets]\nqa = "data/demo_qa.json"\n'
+    assert load_spec("upload.toml", shipped).runs[0].dataset.endswith("data/demo_qa.json")

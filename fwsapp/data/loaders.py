@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from fwsapp.data.tasks import Sample, completion_sample, qa_sample, summarization_sample, task
-from fwsapp.paths import CACHE_DIR, DEMO_DATA_DIR
+from fwsapp.paths import DEMO_DATA_DIR, UPLOADS_DIR
 
 DEMO = "demo"
 REFERENCE_KEYS = ("natural", "reference")
@@ -52,7 +52,7 @@ def load_dataset(task_name: str, source: str | Path = DEMO, content: bytes | Non
 def save_upload(task_name: str, name: str, content: bytes, folder: Path | None = None) -> Path:
     """Validate an uploaded dataset and keep it under cache/uploads/, named by its content hash."""
     load_dataset(task_name, name, content)
-    folder = folder or CACHE_DIR / "uploads"
+    folder = folder or UPLOADS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(content).hexdigest()[:12]}{Path(name).suffix.lower()}"
     path.write_bytes(content)
