@@ -241,6 +241,9 @@ class Store:
                 ) from None
             raise self._damaged(error) from None
         self._local = threading.local()
+        # One write transaction at a time in this process: every write bumps the revision row, so two of the app's
+        # jobs writing at once made DuckDB abort one ("Conflict on update"). Batches are short; waiting is cheap.
+        self._writing = threading.Lock()
         self._read_only = read_only
         try:
             self.schema_version() if read_only else self._migrate()
@@ -268,14 +271,15 @@ class Store:
     def transaction(self):
         """One write transaction; it bumps the revision, so the app's cached queries see the change."""
         cursor = self.cursor()
-        cursor.begin()
-        try:
-            yield cursor
-            cursor.execute("UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) WHERE key = 'revision'")
-        except BaseException:
-            cursor.rollback()
-            raise
-        cursor.commit()
+        with self._writing:
+            cursor.begin()
+            try:
+                yield cursor
+                cursor.execute("UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) WHERE key = 'revision'")
+            except BaseException:
+                cursor.rollback()
+                raise
+            cursor.commit()
 
     def close(self) -> None:
         self._connection.close()

@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -107,3 +108,32 @@ def test_the_unwatermarked_self_similarity_is_dropped_and_measured_metrics_stay(
     connection.close()
     rows = Store(path).cursor().execute("SELECT text_kind, metric, value FROM metrics ORDER BY metric, text_kind").fetchall()
     assert rows == [("unwatermarked", "rougeL", 0.3), ("watermarked", "simcse", 0.8)]
+
+
+def test_two_threads_writing_at_once_both_finish(store):
+    """Issue 38: two jobs in the app at once (Generate + Generate) failed one in 3 of 6 trials with
+    'TransactionException: Conflict on update!' on the revision row every write bumps."""
+    import threading
+
+    from fwsapp.importer import LogFile, import_logs
+
+    rows = [{"prompt": "Q?", "natural_text": "r", "unwatermarked_text": "u", "watermarked_text": "w"}]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()))
+    start, failures = store.revision(), []
+
+    def writer(kind: str) -> None:
+        try:
+            for index in range(40):
+                store.write_rows("metrics", run_id, [{"sample_idx": 0, "text_kind": kind, "metric": f"m{index}",
+                                                      "config": "c", "value": float(index)}])
+        except Exception as error:  # what the job would have died of
+            failures.append(error)
+
+    threads = [threading.Thread(target=writer, args=(kind,)) for kind in ("watermarked", "unwatermarked")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and store.metrics([run_id]).metric.str.fullmatch(r"m\d+").sum() == 80
+    assert int(store.revision().rsplit("|", 1)[1]) == int(start.rsplit("|", 1)[1]) + 80  # one bump per write
