@@ -216,3 +216,24 @@ def test_a_killed_driver_loses_nothing_and_the_rerun_generates_only_what_is_miss
     assert len(dispatched) == missing["units missing"].sum()
     pd.testing.assert_frame_equal(all_texts(store), local_texts)
     store.close()
+
+
+def test_a_grid_whose_judge_reaches_no_server_fails_as_judge_does(tmp_path, capsys):
+    """Issue 38: the grid printed 'done' and exited 0 where `judge` exits 1."""
+    spec = tmp_path / "unreachable.toml"
+    spec.write_text("""
+[grid]
+models = ["smollm2-135m-instruct"]
+tasks = ["qa"]
+n = 1
+max_new_tokens = 4
+
+[[method]]
+name = "KGW"
+
+[steps]
+judge = { backend = "compatible", base_url = "http://127.0.0.1:9/v1", model = "m", timeout = 0.5 }
+""")
+    assert main(["grid", str(spec), "--db", str(tmp_path / "g.duckdb")]) == 1
+    err = capsys.readouterr().err
+    assert "error: judge step: the judge could not be reached for any of the 1 pairs" in err
