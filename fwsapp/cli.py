@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--ray", metavar="ADDRESS", help="run the units on the Ray cluster at ADDRESS (host:port, or "
                       "'local' to start one here); without it, in this process")
     grid.add_argument("--dry-run", action="store_true", help="print the runs and the work still missing; do nothing")
+    grid.add_argument("--yes", action="store_true", help="go on with a grid of more than 10,000 runs")
     grid.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the judge step's key; "
                       "where the spec names one (api_key_env), the same name, to confirm it")
     _loading(grid)
@@ -450,10 +451,14 @@ def cmd_analyze(args) -> int:
 def cmd_grid(args) -> int:
     from fwsapp import pipeline
     from fwsapp.grid import load_spec, plan
+    from fwsapp.judge.backends import api_key_from_environment
     from fwsapp.store import Store
 
-    spec = load_spec(args.spec)  # every key checked before anything else
+    spec = load_spec(args.spec, allow_large=args.yes)  # every key checked before anything else
     api_key = confirmed_judge_key(args.spec, spec.steps.judge or {}, args.api_key_env)
+    if (spec.steps.judge or {}).get("backend") == "openai" and not (api_key or api_key_from_environment()):
+        raise ValueError(f"{args.spec}: [steps] judge uses OpenAI, and no key is set: set OPENAI_API_KEY before the "
+                         "grid starts (it would fail after generation).")
     if args.dry_run:
         store = Store(args.db, read_only=True) if Path(args.db).exists() else None
         table = plan(spec, store)

@@ -58,6 +58,7 @@ class RunConfig:
         if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
             raise ValueError("n, max_new_tokens and batch_size must be positive.")
         declared = methods.info(self.method)
+        self.params = declared.typed_params(self.params)  # one setting, one run id: delta = 2 is delta = 2.0
         declared.checked_params(self.params)  # before any run is created or model loaded
         if "rng" in declared.params and "rng" not in self.params:
             # Recorded explicitly: runs made before the generator became a parameter used the CPU one.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,11 @@ METHOD_KEYS = {"name", "params"}
 STEP_KEYS = {"score", "analyze", "judge"}
 ANALYZE_KEYS = {"recognizer", "entropy_model", "threshold"}
 JUDGE_KEYS = {"backend", "base_url", "model", "api_key_env", "concurrency", "swap", "timeout", "budget"}
+
+
+# A spec past this many runs is refused unless the caller says yes (`grid --yes`): a typo in a sweep can ask for
+# a million runs, and even their dry run takes long.
+MAX_RUNS = 10_000
 
 
 class SpecError(ValueError):
@@ -51,13 +57,14 @@ class Spec:
     steps: Steps = field(default_factory=Steps)
 
 
-def load_spec(source: str | Path, text: str | None = None) -> Spec:
+def load_spec(source: str | Path, text: str | None = None, allow_large: bool = False) -> Spec:
     """A spec from a file, or from `text` (an upload) named `source`. A file's dataset paths are relative to it; an
     upload's, to the project, and they may name only the shipped data (data/…) or files uploaded to this app
-    (cache/uploads/…): an upload never reads the server's other files."""
+    (cache/uploads/…): an upload never reads the server's other files. More than MAX_RUNS runs need `allow_large`."""
     name = str(source)
     try:
-        raw = tomllib.loads(text if text is not None else Path(source).read_text())
+        content = text if text is not None else Path(source).read_text(encoding="utf-8")
+        raw = tomllib.loads(content.removeprefix("\ufeff"))  # a byte-order mark, as editors on Windows write it
     except FileNotFoundError:
         raise SpecError(f"{name}: no such file.") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -80,13 +87,28 @@ def load_spec(source: str | Path, text: str | None = None) -> Spec:
     for task in tasks + list(datasets):
         if task not in TASKS:
             raise SpecError(f"{name}: task '{task}' is not one of {', '.join(TASKS)}.")
-    runs = []
+    for task in datasets:
+        if task not in tasks:
+            raise SpecError(f"{name}: [grid.datasets] names {task}, which is not in [grid] tasks: add the task, or "
+                            "remove the entry.")
+    sweeps = []
     for number, entry in enumerate(methods, 1):
         _known(name, f"[[method]] {number}", entry, METHOD_KEYS)
         if not isinstance(entry.get("name"), str):
             raise SpecError(f"{name}: [[method]] {number} needs a name (a string).")
         params = _table(name, entry, "params")
         swept = {key: value if isinstance(value, list) else [value] for key, value in params.items()}
+        for key, values in swept.items():
+            if not values:
+                raise SpecError(f"{name}: [[method]] {number} ({entry['name']}) {key} is an empty sweep: give a value "
+                                "or a list of values.")
+        sweeps.append((number, entry, swept))
+    count = sum(math.prod(map(len, swept.values())) for _, _, swept in sweeps) * len(models) * len(tasks) * len(seeds)
+    if count > MAX_RUNS and not allow_large:
+        raise SpecError(f"{name}: the grid makes {count:,} runs, more than {MAX_RUNS:,}: check its sweeps, or pass "
+                        "--yes to go on.")
+    runs = []
+    for number, entry, swept in sweeps:
         for values, model, task, seed in itertools.product(itertools.product(*swept.values()), models, tasks, seeds):
             dataset = _dataset_path(name, base, task, datasets[task], uploaded=text is not None) if task in datasets else "demo"
             try:
@@ -117,7 +139,7 @@ def _steps(name: str, raw: dict) -> Steps:
     steps = _table(name, raw, "steps")
     _known(name, "[steps]", steps, STEP_KEYS)
     score = steps.get("score", [])
-    if not isinstance(score, list) or not all(metric in ALL_METRICS for metric in score):
+    if not isinstance(score, list) or not all(isinstance(metric, str) and metric in ALL_METRICS for metric in score):
         raise SpecError(f"{name}: [steps] score must be a list of {', '.join(ALL_METRICS)}.")
     analyze = steps.get("analyze")
     if analyze is True:
@@ -126,14 +148,50 @@ def _steps(name: str, raw: dict) -> Steps:
         if not isinstance(analyze, dict):
             raise SpecError(f"{name}: [steps] analyze is true or a table of {', '.join(sorted(ANALYZE_KEYS))}.")
         _known(name, "[steps] analyze", analyze, ANALYZE_KEYS)
-        if analyze.get("recognizer", "trained") not in RECOGNIZERS:
-            raise SpecError(f"{name}: [steps] analyze recognizer must be one of {', '.join(RECOGNIZERS)}.")
+        _choice(name, "[steps] analyze", analyze, "recognizer", RECOGNIZERS)
+        _text(name, "[steps] analyze", analyze, "entropy_model")
+        _number(name, "[steps] analyze", analyze, "threshold", low=0, high=1)
     judge = steps.get("judge")
     if judge is not None:
-        if not isinstance(judge, dict) or judge.get("backend") not in BACKENDS:
-            raise SpecError(f"{name}: [steps] judge needs backend = one of {', '.join(BACKENDS)}.")
+        if not isinstance(judge, dict):
+            raise SpecError(f"{name}: [steps] judge must be a table with backend = one of {', '.join(BACKENDS)}.")
         _known(name, "[steps] judge", judge, JUDGE_KEYS)
+        _choice(name, "[steps] judge", judge, "backend", BACKENDS, required=True)
+        for key in ("base_url", "model", "api_key_env"):
+            _text(name, "[steps] judge", judge, key)
+        if judge["backend"] == "compatible" and not (judge.get("base_url") and judge.get("model")):
+            raise SpecError(f"{name}: [steps] judge with backend 'compatible' needs base_url and model (the server's "
+                            "address and the model name it serves).")
+        if "concurrency" in judge and (type(judge["concurrency"]) is not int or judge["concurrency"] < 1):
+            raise SpecError(f"{name}: [steps] judge concurrency must be a whole number of at least 1, not "
+                            f"{judge['concurrency']!r}.")
+        if "swap" in judge and not isinstance(judge["swap"], bool):
+            raise SpecError(f"{name}: [steps] judge swap must be true or false, not {judge['swap']!r}.")
+        _number(name, "[steps] judge", judge, "timeout", low=0, open_low=True)
+        _number(name, "[steps] judge", judge, "budget", low=0)
     return Steps(score=tuple(score), analyze=analyze if isinstance(analyze, dict) else None, judge=judge)
+
+
+def _choice(name: str, where: str, table: dict, key: str, choices, required: bool = False) -> None:
+    if (key in table or required) and (not isinstance(table.get(key), str) or table[key] not in choices):
+        raise SpecError(f"{name}: {where} {key} must be one of {', '.join(choices)}, not {table.get(key)!r}.")
+
+
+def _text(name: str, where: str, table: dict, key: str) -> None:
+    if key in table and (not isinstance(table[key], str) or not table[key].strip()):
+        raise SpecError(f"{name}: {where} {key} must be text, not {table[key]!r}.")
+
+
+def _number(name: str, where: str, table: dict, key: str, low: float, high: float | None = None,
+            open_low: bool = False) -> None:
+    """A number, not a string or a bool (a string "0.5" passed the dry run and crashed the run after generation)."""
+    if key not in table:
+        return
+    value = table[key]
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not numeric or (value <= low if open_low else value < low) or (high is not None and value > high):
+        bounds = f"{'above' if open_low else 'at least'} {low:g}" + (f" and at most {high:g}" if high is not None else "")
+        raise SpecError(f"{name}: {where} {key} must be a number {bounds}, not {value!r}.")
 
 
 def _known(name: str, where: str, table: dict, keys: set[str]) -> None:

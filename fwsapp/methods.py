@@ -92,6 +92,24 @@ class MethodInfo:
         """(positive, negative) text kinds for this method's detection metrics."""
         return ("unwatermarked", "reference") if self.post_hoc else ("watermarked", "unwatermarked")
 
+    def typed_params(self, params: dict) -> dict:
+        """`params` in their declared types, so one setting has one run id: a whole number where a float is declared
+        becomes that float (2 is 2.0), a whole float where an integer is declared that integer. A bool, a list or a
+        table, a fraction for an integer, or a number for a named choice is refused, naming the parameter."""
+        typed = {}
+        for key, value in params.items():
+            if key not in self.params:
+                typed[key] = value  # checked_params names it
+                continue
+            default = self.params[key][0]
+            wanted = "a number" if isinstance(default, float) else "a whole number" if isinstance(default, int) \
+                else "one of " + ", ".join(self.params[key][1].choices) if self.params[key][1] else "text"
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)) or isinstance(value, str) != isinstance(
+                    default, str) or (isinstance(default, int) and isinstance(value, float) and not value.is_integer()):
+                raise ValueError(f"Parameter {key} = {value!r}: {self.name}'s {key} must be {wanted}.")
+            typed[key] = float(value) if isinstance(default, float) else int(value) if isinstance(default, int) else value
+        return typed
+
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
         unknown = set(params) - set(self.params)

@@ -265,3 +265,67 @@ def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     assert "root:" not in str(refused.value)  # no line of the file it named
     shipped = SECRET_SPEC.split("[steps]")[0] + '[grid.datasets]\nqa = "data/demo_qa.json"\n'
     assert load_spec("upload.toml", shipped).runs[0].dataset.endswith("data/demo_qa.json")
+
+
+BASE_SPEC = """[grid]
+models = ["smollm2-135m-instruct"]
+tasks = ["qa"]
+{grid}
+[[method]]
+name = "KGW"
+{method}
+[steps]
+{steps}
+"""
+
+
+@pytest.mark.parametrize("grid, method, steps, expected", [
+    ("[grid.datasets]\nqa = 5", "", "", "[grid.datasets] qa must be a file path (a string), not 5."),
+    ("", "params = { delta = { a = 1 } }", "", "Parameter delta = {'a': 1}: KGW's delta must be a number."),
+    ("", "params = { delta = [[1.0, 2.0]] }", "", "Parameter delta = [1.0, 2.0]: KGW's delta must be a number."),
+    ("", "params = { delta = true }", "", "Parameter delta = True: KGW's delta must be a number."),
+    ("", "params = { prefix_length = 1.5 }", "", "KGW's prefix_length must be a whole number."),
+    ("", "params = { delta = [] }", "", "delta is an empty sweep"),
+    ("", "", 'analyze = { recognizer = ["mesh"] }', "[steps] analyze recognizer must be one of trained, mesh"),
+    ("", "", 'analyze = { threshold = "0.5" }', "[steps] analyze threshold must be a number at least 0 and at most 1"),
+    ("", "", "analyze = { threshold = 1.5 }", "threshold must be a number at least 0 and at most 1, not 1.5."),
+    ("", "", 'judge = { backend = "local", concurrency = "8" }', "concurrency must be a whole number of at least 1"),
+    ("", "", 'judge = { backend = "local", concurrency = 0 }', "concurrency must be a whole number of at least 1"),
+    ("", "", 'judge = { backend = "local", budget = "1" }', "[steps] judge budget must be a number at least 0"),
+    ("", "", 'judge = { backend = "local", swap = "no" }', "[steps] judge swap must be true or false, not 'no'."),
+    ("", "", 'judge = { backend = "local", timeout = -1 }', "[steps] judge timeout must be a number above 0"),
+    ("", "", 'judge = { backend = ["local"] }', "[steps] judge backend must be one of"),
+    ("", "", 'judge = { backend = "compatible", model = "m" }', "needs base_url and model"),
+    ('[grid.datasets]\nsummarization = "missing.json"', "", "", "names summarization, which is not in [grid] tasks"),
+    ("seeds = [" + ", ".join(map(str, range(1000))) + "]", "params = { delta = [" + ", ".join(
+        f"{0.1 + i / 100:.2f}" for i in range(1000)) + "] }", "", "makes 1,000,000 runs, more than 10,000"),
+])
+def test_every_spec_value_is_checked_before_any_work(tmp_path, db, capsys, grid, method, steps, expected):
+    """Issue 38: each of these reached the code as it was (a traceback), or passed the dry run and failed after
+    generation. Each is now one line, from the dry run as from the run, with nothing stored changed."""
+    import time
+
+    spec = tmp_path / "hostile.toml"
+    spec.write_text(BASE_SPEC.format(grid=grid, method=method, steps=steps))
+    before = row_counts(db)
+    for dry_run in (["--dry-run"], []):
+        started = time.perf_counter()
+        assert main(["grid", str(spec), *dry_run, "--db", str(db)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0], err
+        assert time.perf_counter() - started < 10
+    assert row_counts(db) == before
+
+
+def test_one_setting_is_one_run_and_a_byte_order_mark_is_no_error(tmp_path, capsys):
+    """`delta = 2`, `2.0` and `--param delta=2` are one run id; [2.0, 2.0, 2] is one run; a spec saved with a BOM
+    loads, as dataset files do."""
+    from fwsapp.generate import RunConfig
+    from fwsapp.grid import load_spec
+    from fwsapp.methods import parse_params
+
+    spec = tmp_path / "bom.toml"
+    spec.write_text("\ufeff" + BASE_SPEC.format(grid="", method="params = { delta = [2.0, 2.0, 2] }", steps=""),
+                    encoding="utf-8")
+    [run] = load_spec(spec).runs
+    assert run.run_id() == RunConfig(task="qa", method="KGW", params=parse_params("KGW", ["delta=2"])).run_id()
