@@ -371,7 +371,8 @@ def generate_runs(store: Store, configs: list[RunConfig], executor, progress: Pr
         config.samples()  # every dataset and n checked before the first run is created or model loaded
     works = [work for config in configs for work in plan_units(store, config)]
     run_ids = [config.run_id() for config in configs]
-    for run_id in dict.fromkeys(work.unit.run_id for work in works):  # a complete run is not touched: a rerun writes nothing
+    started = list(dict.fromkeys(work.unit.run_id for work in works))
+    for run_id in started:  # a complete run is not touched: a rerun writes nothing
         store.set_status(run_id, "running")
     total = sum(config.n for config in configs)
     done = [total - sum(len(work.unit.indices) for work in works)]
@@ -388,6 +389,12 @@ def generate_runs(store: Store, configs: list[RunConfig], executor, progress: Pr
                                 lambda note: report(done[0], total, note), cancel)
     except Cancelled as cancelled:
         store.set_status(str(cancelled), "cancelled")
+        raise
+    except Exception as error:  # a model that cannot be loaded, a run deleted meanwhile: none is left 'running'
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        for run_id in started:
+            if store.has_run(run_id) and store.run(run_id)["status"] == "running":
+                store.set_status(run_id, "failed", reason)
         raise
     for run_id in dict.fromkeys(run_ids):
         store.set_status(run_id, "failed" if run_id in failures else "done", failures.get(run_id))

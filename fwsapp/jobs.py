@@ -37,6 +37,7 @@ class Job:
     status: str = "starting"  # starting, running, done, cancelled, failed
     message: str | None = None  # the result line, or the error
     config: RunConfig | None = None  # what a generation job makes, so its page can show it again
+    run_ids: tuple[str, ...] = ()  # the runs it generates: none of them may be deleted under it
     finished_at: datetime | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
     started: float = field(default_factory=lambda: time.monotonic())
@@ -121,7 +122,7 @@ class JobManager:
         run_id = config.run_id()
         job = self.start("generate", f"generate:{run_id}", generation_label(config), work)
         job.total = job.total or config.n
-        job.config = config
+        job.config, job.run_ids = config, (run_id,)
         return job
 
     def start_judge(self, run_ids: list[str], backend_kind: str, judge_model: str | None, base_url: str | None,
@@ -159,6 +160,7 @@ class JobManager:
         key = f"sweep:{base.run_id()}:{sorted(grid.items())}"
         job = self.start("sweep", key, f"{base.method} sweep over {', '.join(grid)}", work)
         job.total = job.total or sum(config.n for config in configs)
+        job.run_ids = tuple(config.run_id() for config in configs)
         return job
 
     def start_grid(self, spec, address: str | None = None) -> Job:
@@ -179,7 +181,9 @@ class JobManager:
                     + (f" {failed}." if failed else " Open them on the Detect, Quality and Entities pages."))
 
         where = f"on Ray at {address}" if address else "in this process"
-        return self.start("grid", f"grid:{spec.name}", f"{spec.name}: {len(spec.runs)} runs {where}", work)
+        job = self.start("grid", f"grid:{spec.name}", f"{spec.name}: {len(spec.runs)} runs {where}", work)
+        job.run_ids = tuple(config.run_id() for config in spec.runs)
+        return job
 
     def start_analysis(self, run_ids: list[str], entropy_model: str | None,
                        threshold: float = pipeline.HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Job:
@@ -226,6 +230,10 @@ class JobManager:
     def running(self) -> list[Job]:
         """Every job under way, oldest first."""
         return [job for job in list(self.jobs.values()) if not job.finished]
+
+    def generating(self, run_id: str) -> Job | None:
+        """The running job that generates this run, if any: the run may not be deleted under it."""
+        return next((job for job in self.running() if run_id in job.run_ids), None)
 
     def active(self, kind: str) -> list[Job]:
         return [job for job in self.jobs.values() if job.kind == kind and not job.finished]

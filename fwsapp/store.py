@@ -340,7 +340,7 @@ class Store:
                 })
 
     def has_run(self, run_id: str) -> bool:
-        return self.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is not None
+        return bool(self.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall())
 
     def set_status(self, run_id: str, status: str, reason: str | None = None) -> None:
         """The run's status, with the reason when it failed (cleared by any other status)."""
@@ -395,8 +395,11 @@ class Store:
         return {row[0] for row in rows}
 
     def write_batch(self, run_id: str, generations: list[dict], detections: list[dict]) -> None:
-        """Write one batch of generations and their detection scores atomically."""
+        """Write one batch of generations and their detection scores atomically; a run deleted meanwhile gets none
+        (rows no run owns could be neither listed nor deleted)."""
         with self.transaction() as cursor:
+            if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
+                raise StoreError(f"Run {run_id} was deleted while it was being generated: its last batch is not kept.")
             if generations:
                 insert_rows(cursor, "generations", run_id, generations)
             if detections:

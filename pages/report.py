@@ -36,7 +36,10 @@ with st.expander("Delete a run"):
     named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
     doomed = st.selectbox("Run", list(named), format_func=named.get)
     typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
-    if st.button("Delete this run", disabled=typed != doomed):
+    busy = resources.jobs().generating(doomed) if doomed else None
+    if busy is not None:
+        st.warning(f"{busy.label} is generating this run: cancel it first (its page has Cancel), then delete.")
+    if st.button("Delete this run", disabled=typed != doomed or busy is not None):
         deleted = resources.store().delete_run(doomed)
         st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
         st.rerun()

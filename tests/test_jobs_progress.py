@@ -81,3 +81,42 @@ def test_every_page_shows_a_running_job_with_its_phase_and_time(app_db):
     while not job.finished:
         time.sleep(0.05)
     assert job not in manager.running()
+
+
+def test_a_run_cannot_be_deleted_under_its_job_and_a_late_error_leaves_no_run_running(store, lm):
+    """Issue 38: a run deleted while its generation ran got 3 more batches that no run owned; run rows created
+    before a late error (a model that cannot be loaded) stayed 'running' with 0 samples."""
+    import pytest
+
+    from fwsapp.generate import InProcess, RunConfig, generate_runs, run_generation
+
+    config = RunConfig(task="qa", method="KGW", n=4, batch_size=1, max_new_tokens=4)
+    manager = JobManager(store, lambda name: lm)
+    gate = threading.Event()
+
+    def slow(name):
+        gate.wait(30)
+        return lm
+
+    manager._load = slow
+    job = manager.start_generation(config)
+    assert manager.generating(config.run_id()) is job  # the Report page refuses to delete it meanwhile
+    while not store.has_run(config.run_id()):
+        time.sleep(0.05)
+    store.delete_run(config.run_id())  # as another process could
+    gate.set()
+    while not job.finished:
+        time.sleep(0.05)
+    assert job.status == "failed" and "was deleted while it was being generated" in job.message
+    assert store.cursor().execute("SELECT count(*) FROM generations").fetchone()[0] == 0  # no row without its run
+    assert manager.generating(config.run_id()) is None
+
+    def unloadable(name):
+        raise OSError("the model folder holds no weights")
+
+    other = RunConfig(task="qa", method="KGW", n=2, max_new_tokens=4, seed=3)
+    with pytest.raises(OSError):
+        generate_runs(store, [other], InProcess(unloadable))
+    run = store.run(other.run_id())
+    assert run["status"] == "failed" and run["status_reason"] == "the model folder holds no weights"
+    assert run_generation(other, store, lm) == other.run_id() and store.run(other.run_id())["status"] == "done"
