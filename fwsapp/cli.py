@@ -246,17 +246,26 @@ def _db(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def progress_bar(description: str, unit: str):
-    """A tqdm bar on stderr, driven by the backend's (done, total) progress callbacks."""
+    """A tqdm bar on stderr, driven by the backend's (done, total) progress callbacks. It appears at the first report,
+    so input refused before any work is one line, with no empty bar before it."""
     from tqdm import tqdm
 
-    with tqdm(desc=description, unit=unit, file=sys.stderr) as bar:
-        def update(done: int, total: int, note: str = "") -> None:
-            bar.total = total
-            bar.n = done
-            bar.set_postfix_str(note, refresh=False)
-            bar.refresh()
+    bar = None
 
+    def update(done: int, total: int, note: str = "") -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(desc=description, unit=unit, file=sys.stderr)
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(note, refresh=False)
+        bar.refresh()
+
+    try:
         yield update
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def cmd_generate(args) -> int:
@@ -533,7 +542,8 @@ def cmd_recognize(args) -> int:
 
     check_recognizer(args.recognizer)
     with progress_bar("recognize", "text") as progress:
-        count = recognize_jsonl(args.source, args.out, args.recognizer, progress, force=args.force)
+        count = recognize_jsonl(args.source, args.out, args.recognizer, progress, force=args.force,
+                                warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     print(f"{args.out}: disease mentions of {count} texts ({args.recognizer})")
     return 0
 

@@ -40,9 +40,13 @@ class Trial:
 
 
 def check_prompt(prompt: str) -> str:
+    """The prompt to answer: not empty, and with any lone surrogate (no character; a tokenizer raises TypeError on
+    it) read as U+FFFD."""
+    from fwsapp.data.values import without_lone_surrogates
+
     if not prompt or not prompt.strip():
         raise ValueError("The prompt is empty: type a prompt, or pick a dataset item.")
-    return prompt.strip()
+    return without_lone_surrogates(prompt.strip())[0]
 
 
 def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, seed: int, task: str = "qa",

@@ -296,25 +296,43 @@ def load_recognizer(name: str = DEFAULT_RECOGNIZER) -> Recognizer:
     return backend[check_recognizer(name)]()
 
 
-def read_texts_jsonl(path: str | Path) -> list[str]:
-    """The `text` of each line of a JSONL file; a line that is not an object with a string `text` is refused
-    with its number."""
+# A longer text is refused, naming its line: split it into several lines (paragraphs, notes).
+MAX_TEXT_CHARACTERS = 100_000
+
+
+def read_texts_jsonl(path: str | Path, warn=None) -> list[str]:
+    """The `text` of each line of a JSONL file; a line that is not an object with a string `text`, or whose text is
+    longer than MAX_TEXT_CHARACTERS, is refused with its number. Lines end at '\\n' only: U+2028 and U+0085 are
+    characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD, and `warn` is told
+    the line."""
     import json
+
+    from fwsapp.data.values import without_lone_surrogates
 
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not UTF-8 text ({error.reason}).") from None
+    if lines and not lines[-1].strip():
+        lines.pop()  # the newline that ends the last line
     texts = []
     for number, line in enumerate(lines, start=1):
         try:
-            record = json.loads(line)
+            record = json.loads(line.removesuffix("\r"))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); each line must be {{\"text\": \"...\"}}.") from None
+        except RecursionError:
+            raise ValueError(f"{path}, line {number}: JSON nested too deeply; each line must be {{\"text\": \"...\"}}.") from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise ValueError(f"{path}, line {number}: each line must be an object with a string \"text\".")
-        texts.append(record["text"])
+        if len(record["text"]) > MAX_TEXT_CHARACTERS:
+            raise ValueError(f"{path}, line {number}: its text has {len(record['text']):,} characters, more than "
+                             f"{MAX_TEXT_CHARACTERS:,}: split it into several lines.")
+        text, replaced = without_lone_surrogates(record["text"])
+        if replaced and warn:
+            warn(f"{path}, line {number}: {replaced} lone surrogate(s) (no character) read as U+FFFD.")
+        texts.append(text)
     return texts
 
 
@@ -336,7 +354,7 @@ def replaceable_output(target: Path, force: bool) -> int | None:
 
 
 def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
-                    progress=None, chunk: int = 64, force: bool = False) -> int:
+                    progress=None, chunk: int = 64, force: bool = False, warn=None) -> int:
     """One `{"entities": [[start, end, text], ...]}` line (character offsets) per input line, in input order.
     The whole input and the output path are checked before any work, and the output appears only once complete:
     a new file with the usual permissions, or (with `force`) a regular file replaced with its own."""
@@ -350,7 +368,9 @@ def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_
     if not target.parent.is_dir():
         raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.")
     replaceable_output(target, force)
-    texts = read_texts_jsonl(source)
+    texts = read_texts_jsonl(source, warn)
+    if progress:
+        progress(0, len(texts))
     recognizer = load_recognizer(name)
     handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     try:

@@ -236,3 +236,28 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def test_recognize_takes_any_valid_json_string_and_refuses_what_it_cannot_read_in_one_line(tmp_path, capsys):
+    """Issue 38: a lone surrogate gave a tokenizer traceback; U+2028 and U+0085 inside a string split the line;
+    deep nesting said 'maximum recursion depth exceeded' naming neither file nor line; a 2 MB line never ended."""
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text('{"text": "gout\\ud800 and asthma"}\n' + json.dumps({"text": "gout\u2028asthma\x85fever"}) + "\n",
+                      encoding="utf-8")
+    assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 0
+    assert "line 1: 1 lone surrogate(s) (no character) read as U+FFFD." in capsys.readouterr().err
+    first, second = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [name for _, _, name in first["entities"]] == ["gout", "asthma"]
+    assert [name for _, _, name in second["entities"]] == ["gout", "asthma", "fever"]  # one line, as written
+    for content, problem in (("[" * 100_000 + "]" * 100_000, "line 1: JSON nested too deeply"),
+                             (json.dumps({"text": "x" * 2_000_000}), "more than 100,000: split it into several lines")):
+        source.write_text(content + "\n")
+        assert cli(["recognize", "--in", str(source), "--out", str(tmp_path / "other.jsonl")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and problem in err[0] and str(source) in err[0]
+
+
+def test_a_playground_prompt_with_a_lone_surrogate_is_answered():
+    from fwsapp.playground import check_prompt
+
+    assert check_prompt("  gout\ud800?  ") == "gout\ufffd?"

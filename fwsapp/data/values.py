@@ -2,6 +2,15 @@
 from __future__ import annotations
 
 import math
+import re
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def without_lone_surrogates(text: str) -> tuple[str, int]:
+    """`text` with each lone surrogate (valid JSON, "\\ud800", but no character: no tokenizer takes it) replaced by
+    U+FFFD, one for one, so character offsets hold; and how many there were."""
+    return _LONE_SURROGATE.subn("\ufffd", text)
 
 
 def finite_number(value) -> float | None:
