@@ -60,6 +60,24 @@ class RayConnectionError(RuntimeError):
 
 
 AUTH_MODE = "RAY_AUTH_MODE"
+# How long the head's address may take to answer before the driver gives up (Ray itself retries for minutes).
+CONNECT_SECONDS = float(os.environ.get("FWSAPP_RAY_CONNECT_SECONDS", 30))
+
+
+def check_reachable(address: str, seconds: float = CONNECT_SECONDS) -> None:
+    """One line, within `seconds`, when nothing answers at host:port: Ray would retry for minutes, printing log lines."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayConnectionError(f"--ray {address}: give the head node's HOST:PORT (6379 by default), or 'local'.")
+    try:
+        with socket.create_connection((host, int(port)), timeout=seconds):
+            pass
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else (error.strerror or str(error)).lower()
+        raise RayConnectionError(f"Nothing answers at {address} ({reason} within {seconds:g} s): start the cluster "
+                                 "there (`ray start --head`), or check the address.") from None
 
 
 @contextmanager
@@ -82,6 +100,8 @@ def connect(address: str) -> None:
 
     if ray.is_initialized():
         return
+    if address not in ("local", "auto"):
+        check_reachable(address)
     if address not in ("local", "auto") and AUTH_MODE not in os.environ:
         # Where a token is where Ray keeps it, token mode, as Ray sets it for a driver without an address (the helper
         # also refreshes the configuration Ray read at import); nothing changes where there is none.

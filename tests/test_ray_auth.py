@@ -71,3 +71,16 @@ def test_without_a_token_the_grid_says_what_to_set_in_one_line(token_cluster, tm
     assert refused.stderr.strip().splitlines() == [
         f"error: The Ray cluster at {token_cluster} needs token authentication: put its token in ~/.ray/auth_token or "
         "RAY_AUTH_TOKEN (`ray get-auth-token` on its head node prints it), and run again."], refused.stderr
+
+
+def test_an_address_where_nothing_listens_fails_at_once_in_one_line(tmp_path):
+    """Issue 38: `grid --ray 127.0.0.1:1` hung past 300 s, printing Ray's retry lines."""
+    started = time.time()
+    refused = subprocess.run(
+        [sys.executable, "-m", "fwsapp", "grid", str(PROJECT / "experiments" / "demo.toml"), "--ray", "127.0.0.1:1",
+         "--db", str(tmp_path / "grid.duckdb")],
+        cwd=PROJECT, env=driver_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and time.time() - started < 60
+    assert refused.stderr.strip().splitlines() == [
+        "error: Nothing answers at 127.0.0.1:1 (connection refused within 30 s): start the cluster there (`ray start "
+        "--head`), or check the address."], refused.stderr
