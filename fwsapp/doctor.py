@@ -125,11 +125,30 @@ def backend_checks() -> list[Check]:
     return checks
 
 
+def creatable(path: Path) -> str | None:
+    """Why a file cannot be created at `path`, or None: tried for real, with a temporary file in the nearest folder
+    that exists (removed at once), since permissions alone do not say it (/proc looks writable to root)."""
+    import tempfile
+
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as error:
+        return error.strerror or str(error)
+
+
 def database_check(path: Path, store=None) -> Check:
     """The database's size and runs, read through `store` where this process holds it open already."""
     from fwsapp.store import Store, StoreError
 
     if store is None and not path.exists():
+        problem = creatable(path)
+        if problem:
+            return Check("database", str(path), "warning", f"cannot be created there ({problem}): pass --db with "
+                         "another path")
         return Check("database", str(path), "ok", "not created yet: the first run creates it")
     try:
         reader = store or Store(path, read_only=True)

@@ -230,10 +230,15 @@ class Store:
     def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False):
         self.path = Path(path)
         _check_database_file(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = not self.path.exists()
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._connection = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as error:
+        except (OSError, duckdb.Error) as error:
+            if new and not self.path.exists():  # never made: say so, not "damaged"
+                reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+                raise StoreError(f"The database {self.path} cannot be created there ({reason}): pass --db with "
+                                 "another path.") from None
             if "lock" in str(error).lower():
                 raise StoreError(
                     f"The database {self.path} is in use by another process (is the app or another "
@@ -518,13 +523,11 @@ class Store:
 
     def reuse_reference_entropies(self, run_id: str, model: str) -> int:
         """Copy into `run_id` the reference entropies under `model` that another run stored for the same prompt
-        and reference (runs of several methods over the same prompts share them); returns how many."""
-        with self.transaction() as cursor:
-            # DuckDB answers an INSERT with the number of rows it inserted.
-            return cursor.execute("""
-                INSERT INTO entropies
-                SELECT DISTINCT ON (mine.sample_idx) mine.run_id, mine.sample_idx, 'reference', stored.model,
-                       stored.token_ids, stored.token_spans, stored.entropy
+        and reference (runs of several methods over the same prompts share them); returns how many. Nothing to copy
+        writes nothing, so a rerun leaves the revision (and the app's caches) as they were."""
+        copies = self.cursor().execute("""
+                SELECT DISTINCT ON (mine.sample_idx) mine.run_id, mine.sample_idx, 'reference' AS text_kind,
+                       stored.model, stored.token_ids, stored.token_spans, stored.entropy
                 FROM generations mine
                 JOIN generations theirs ON theirs.run_id <> mine.run_id AND theirs.prompt = mine.prompt
                      AND theirs.reference = mine.reference
@@ -532,7 +535,16 @@ class Store:
                      AND stored.text_kind = 'reference' AND stored.model = ?
                 WHERE mine.run_id = ? AND NOT EXISTS (
                     SELECT 1 FROM entropies own WHERE own.run_id = mine.run_id AND own.sample_idx = mine.sample_idx
-                    AND own.text_kind = 'reference' AND own.model = ?)""", [model, run_id, model]).fetchone()[0]
+                    AND own.text_kind = 'reference' AND own.model = ?)""", [model, run_id, model]).df()
+        if copies.empty:
+            return 0
+        with self.transaction() as cursor:
+            cursor.register("copies", copies)
+            try:
+                cursor.execute("INSERT OR IGNORE INTO entropies BY NAME SELECT * FROM copies")
+            finally:
+                cursor.unregister("copies")
+        return len(copies)
 
     def sample_entropies(self, run_id: str, sample_idx: int) -> list[tuple[str, list, list]]:
         """(text kind, token character spans, entropies) stored for one sample."""

@@ -1,4 +1,6 @@
 """`doctor`: what this setup can run, known before any download or load."""
+from pathlib import Path
+
 from fwsapp.cli import main
 from fwsapp.doctor import PARAMETERS, checks, database_check, fits
 
@@ -35,3 +37,17 @@ def test_the_database_check_counts_runs_and_names_a_file_it_cannot_open(tmp_path
     not_a_db = tmp_path / "notes.txt"
     not_a_db.write_text("hello")
     assert database_check(not_a_db).status == "warning"
+
+
+def test_a_database_path_that_cannot_be_created_is_said_so_by_doctor_and_by_runs(capsys):
+    """Issue 38: under /proc, doctor said 'ok … the first run creates it' and `runs` then called the path
+    'truncated or damaged'."""
+    from fwsapp.cli import main
+    from fwsapp.doctor import database_check
+
+    path = Path("/proc/fwsapp-test/fwsapp.duckdb")
+    check = database_check(path)
+    assert check.status == "warning" and "cannot be created there" in check.detail
+    assert main(["runs", "--db", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be created there" in err and "damaged" not in err

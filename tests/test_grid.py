@@ -237,3 +237,30 @@ judge = { backend = "compatible", base_url = "http://127.0.0.1:9/v1", model = "m
     assert main(["grid", str(spec), "--db", str(tmp_path / "g.duckdb")]) == 1
     err = capsys.readouterr().err
     assert "error: judge step: the judge could not be reached for any of the 1 pairs" in err
+
+
+def test_a_grid_run_again_writes_nothing_and_keeps_the_revision(lm, tmp_path):
+    """Issue 38: the same grid run three times left the data identical but bumped the revision each time, so the
+    app's caches were dropped for nothing."""
+    spec = tmp_path / "again.toml"
+    spec.write_text("""
+[grid]
+models = ["smollm2-135m-instruct"]
+tasks = ["qa"]
+n = 2
+max_new_tokens = 4
+
+[[method]]
+name = "KGW"
+
+[steps]
+score = ["rouge", "f1"]
+analyze = { recognizer = "mesh" }
+""")
+    store = Store(tmp_path / "again.duckdb")
+    pipeline.grid(store, load_spec(spec), lambda name: lm)
+    revision = store.revision()
+    for _ in range(2):
+        pipeline.grid(store, load_spec(spec), lambda name: lm)
+        assert store.revision() == revision
+    store.close()
