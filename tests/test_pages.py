@@ -436,3 +436,24 @@ def test_fws_weights_live_in_the_url_so_a_reload_or_a_shared_link_keeps_them(app
     broken.run()
     broken.switch_page("pages/fws.py").run()
     assert not broken.exception and broken.selectbox(key="fws-preset").value == "Current"  # the paper's 0.4, 0.2
+
+
+def test_experiments_page_with_an_unreachable_ray_address_fails_at_once_and_can_launch_again(app_db, tmp_path,
+                                                                                             monkeypatch):
+    """Issue 38: with Ray at 127.0.0.1:1 the job stayed 'starting' past 120 s, Cancel did nothing, and Launch stayed
+    disabled until the app restarted."""
+    import html
+
+    import fwsapp.paths
+
+    monkeypatch.setattr(fwsapp.paths, "EXPERIMENTS_DIR", tmp_path)
+    (tmp_path / "tiny.toml").write_text(
+        '[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nn = 1\nmax_new_tokens = 4\n\n[[method]]\nname = "KGW"\n')
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/experiments.py").run()
+    app.text_input[0].set_value("127.0.0.1:1").run()
+    next(button for button in app.button if button.label == "Launch").click().run()
+    run_until(app, lambda a: bool(a.error), timeout=30)
+    assert "Nothing answers at 127.0.0.1:1" in html.unescape(app.error[0].value).replace("\u2060", "")
+    assert not next(button for button in app.button if button.label == "Launch").disabled
