@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        with terminate_cleanly():
+            return args.handler(args)
     except EXPECTED_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -29,6 +30,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
+
+
+@contextmanager
+def terminate_cleanly():
+    """`kill` (SIGTERM) ends a command as Ctrl-C does: transactions roll back and partial files are removed, where
+    Python's default would stop at once and leave them (a `.partial` output of `recognize`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

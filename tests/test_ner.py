@@ -261,3 +261,27 @@ def test_a_playground_prompt_with_a_lone_surrogate_is_answered():
     from fwsapp.playground import check_prompt
 
     assert check_prompt("  gout\ud800?  ") == "gout\ufffd?"
+
+
+def test_a_terminated_recognize_leaves_no_partial_file(tmp_path):
+    """Issue 38: a kill left `.partial` files behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import PROJECT
+
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps({"text": f"Gout and asthma, case {i}."}) + "\n" for i in range(200_000)))
+    process = subprocess.Popen([sys.executable, "-m", "fwsapp", "recognize", "--in", str(source), "--out", str(target),
+                                "--recognizer", "mesh"], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.time() + 120
+    while not list(tmp_path.glob(".out.jsonl.*.partial")):
+        assert process.poll() is None and time.time() < deadline, process.stderr.read()
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Traceback" not in err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl"]
