@@ -353,8 +353,26 @@ def replaceable_output(target: Path, force: bool) -> int | None:
     return stat.S_IMODE(status.st_mode)
 
 
+# Texts go to the recognizer in chunks of about this many characters, not a fixed count: many short lines batch wide,
+# and a long text reports its progress on its own.
+CHUNK_CHARACTERS = 30_000
+
+
+def chunks(texts: list[str], characters: int = CHUNK_CHARACTERS) -> list[tuple[int, int]]:
+    """(start, end) of consecutive chunks of `texts`, each of about `characters` characters and at least one text."""
+    bounds, start, size = [], 0, 0
+    for index, text in enumerate(texts):
+        if index > start and size + len(text) > characters:
+            bounds.append((start, index))
+            start, size = index, 0
+        size += len(text)
+    if start < len(texts):
+        bounds.append((start, len(texts)))
+    return bounds
+
+
 def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
-                    progress=None, chunk: int = 64, force: bool = False, warn=None) -> int:
+                    progress=None, force: bool = False, warn=None) -> int:
     """One `{"entities": [[start, end, text], ...]}` line (character offsets) per input line, in input order.
     The whole input and the output path are checked before any work, and the output appears only once complete:
     a new file with the usual permissions, or (with `force`) a regular file replaced with its own."""
@@ -375,11 +393,11 @@ def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_
     handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            for start in range(0, len(texts), chunk):
-                for entities in recognizer.find_many(texts[start:start + chunk]):
+            for start, end in chunks(texts):
+                for entities in recognizer.find_many(texts[start:end]):
                     out.write(json.dumps({"entities": [[e.start, e.end, e.text] for e in entities]}) + "\n")
                 if progress:
-                    progress(min(start + chunk, len(texts)), len(texts))
+                    progress(end, len(texts))
         mode = replaceable_output(target, force)  # again: the path may have changed while the texts were read
         umask = os.umask(0)
         os.umask(umask)

@@ -285,3 +285,11 @@ def test_a_terminated_recognize_leaves_no_partial_file(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130 and "Traceback" not in err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_texts_are_chunked_by_characters():
+    from fwsapp.recognizer import chunks
+
+    assert chunks(["a" * 10] * 5, 25) == [(0, 2), (2, 4), (4, 5)]  # short lines batch together
+    assert chunks(["x" * 100, "y"], 25) == [(0, 1), (1, 2)]  # a long text alone, so its progress shows
+    assert chunks([]) == []
