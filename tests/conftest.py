@@ -197,3 +197,10 @@ def hostile_entity_db(path):
     analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())  # a fixed lexicon: known entities
     store.close()
     return run_id
+
+
+def tiny_spec(steps: str = "", grid: str = "", method: str = "", n: int = 1) -> str:
+    """A spec of KGW on QA with the embedded model, n samples of 4 tokens, with extra lines for [grid] (after its
+    keys), [[method]] and [steps]."""
+    return (f'[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nn = {n}\nmax_new_tokens = 4\n{grid}\n\n'
+            f'[[method]]\nname = "KGW"\n{method}\n\n[steps]\n{steps}\n')

@@ -21,7 +21,7 @@ from fwsapp.cli import main
 from fwsapp.distributed import GenerationWorker, RayExecutor
 from fwsapp.grid import SpecError, load_spec, plan
 from fwsapp.store import Store
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, tiny_spec
 
 SPEC = """
 [grid]
@@ -221,19 +221,8 @@ def test_a_killed_driver_loses_nothing_and_the_rerun_generates_only_what_is_miss
 def test_a_grid_whose_judge_reaches_no_server_fails_as_judge_does(tmp_path, capsys):
     """Issue 38: the grid printed 'done' and exited 0 where `judge` exits 1."""
     spec = tmp_path / "unreachable.toml"
-    spec.write_text("""
-[grid]
-models = ["smollm2-135m-instruct"]
-tasks = ["qa"]
-n = 1
-max_new_tokens = 4
-
-[[method]]
-name = "KGW"
-
-[steps]
-judge = { backend = "compatible", base_url = "http://127.0.0.1:9/v1", model = "m", timeout = 0.5 }
-""")
+    spec.write_text(tiny_spec(steps='judge = { backend = "compatible", base_url = "http://127.0.0.1:9/v1", model = "m", '
+                                    'timeout = 0.5 }'))
     assert main(["grid", str(spec), "--db", str(tmp_path / "g.duckdb")]) == 1
     err = capsys.readouterr().err
     assert "error: judge step: the judge could not be reached for any of the 1 pairs" in err
@@ -243,20 +232,7 @@ def test_a_grid_run_again_writes_nothing_and_keeps_the_revision(lm, tmp_path):
     """Issue 38: the same grid run three times left the data identical but bumped the revision each time, so the
     app's caches were dropped for nothing."""
     spec = tmp_path / "again.toml"
-    spec.write_text("""
-[grid]
-models = ["smollm2-135m-instruct"]
-tasks = ["qa"]
-n = 2
-max_new_tokens = 4
-
-[[method]]
-name = "KGW"
-
-[steps]
-score = ["rouge", "f1"]
-analyze = { recognizer = "mesh" }
-""")
+    spec.write_text(tiny_spec(steps='score = ["rouge", "f1"]\nanalyze = { recognizer = "mesh" }', n=2))
     store = Store(tmp_path / "again.duckdb")
     pipeline.grid(store, load_spec(spec), lambda name: lm)
     revision = store.revision()

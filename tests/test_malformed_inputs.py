@@ -7,6 +7,7 @@ import pytest
 
 from fwsapp.cli import main
 from fwsapp.store import Store
+from tests.conftest import tiny_spec
 
 GOOD = [{"prompt": f"Is gout {i} serious?", "watermarked_text": f"Is gout {i} serious? Yes, it can be.",
          "unwatermarked_text": f"Is gout {i} serious? It can be.", "natural_text": f"Gout {i} can be serious."}
@@ -216,19 +217,8 @@ def test_json_lines_are_accepted_as_generations(tmp_path, db, capsys):
 
 # Issue 38: specs are shared and re-run, so a spec never chooses which secret leaves the machine.
 
-SECRET_SPEC = """
-[grid]
-models = ["smollm2-135m-instruct"]
-tasks = ["qa"]
-n = 1
-max_new_tokens = 4
-
-[[method]]
-name = "KGW"
-
-[steps]
-judge = {{ backend = "compatible", base_url = "{url}", model = "stub-judge", api_key_env = "FWSAPP_TEST_SECRET" }}
-"""
+SECRET_STEP = ('judge = { backend = "compatible", base_url = "{url}", model = "stub-judge", '
+               'api_key_env = "FWSAPP_TEST_SECRET" }')
 
 
 def test_a_spec_cannot_send_a_secret_the_command_line_did_not_confirm(tmp_path, db, capsys, monkeypatch):
@@ -238,7 +228,7 @@ def test_a_spec_cannot_send_a_secret_the_command_line_did_not_confirm(tmp_path, 
     before = row_counts(db)
     with StubServer() as stub:
         spec = tmp_path / "shared.toml"
-        spec.write_text(SECRET_SPEC.format(url=stub.base_url))
+        spec.write_text(tiny_spec(steps=SECRET_STEP.replace("{url}", stub.base_url)))
         assert main(["grid", str(spec), "--db", str(db)]) == 2
         assert ("[steps] judge would send the key in $FWSAPP_TEST_SECRET; a spec does not choose which secret leaves "
                 "this machine: confirm it with --api-key-env FWSAPP_TEST_SECRET.") in capsys.readouterr().err
@@ -247,7 +237,7 @@ def test_a_spec_cannot_send_a_secret_the_command_line_did_not_confirm(tmp_path, 
         assert stub.requests == [] and stub.headers_seen == []  # nothing was sent, nothing generated
     assert row_counts(db) == before
     far = tmp_path / "far.toml"
-    far.write_text(SECRET_SPEC.format(url="http://203.0.113.5:8000/v1"))
+    far.write_text(tiny_spec(steps=SECRET_STEP.replace("{url}", "http://203.0.113.5:8000/v1")))
     assert main(["grid", str(far), "--api-key-env", "FWSAPP_TEST_SECRET", "--dry-run", "--db", str(db)]) == 0
     assert ("The judge key in $FWSAPP_TEST_SECRET goes to http://203.0.113.5:8000/v1, which is not this machine."
             in capsys.readouterr().err)
@@ -257,26 +247,13 @@ def test_a_spec_cannot_send_a_secret_the_command_line_did_not_confirm(tmp_path, 
 def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     from fwsapp.grid import SpecError, load_spec
 
-    text = SECRET_SPEC.split("[steps]")[0] + f"[grid.datasets]\nqa = {json.dumps(dataset)}\n"
-    text = text.replace("n = 1\n", "n = 1\n", 1)
+    text = tiny_spec(grid=f"[grid.datasets]\nqa = {json.dumps(dataset)}")
     with pytest.raises(SpecError) as refused:
         load_spec("upload.toml", text)
     assert ("may name only the shipped data" in str(refused.value) or "must be a file path" in str(refused.value))
     assert "root:" not in str(refused.value)  # no line of the file it named
-    shipped = SECRET_SPEC.split("[steps]")[0] + '[grid.datasets]\nqa = "data/demo_qa.json"\n'
+    shipped = tiny_spec(grid='[grid.datasets]\nqa = "data/demo_qa.json"')
     assert load_spec("upload.toml", shipped).runs[0].dataset.endswith("data/demo_qa.json")
-
-
-BASE_SPEC = """[grid]
-models = ["smollm2-135m-instruct"]
-tasks = ["qa"]
-{grid}
-[[method]]
-name = "KGW"
-{method}
-[steps]
-{steps}
-"""
 
 
 @pytest.mark.parametrize("grid, method, steps, expected", [
@@ -306,7 +283,7 @@ def test_every_spec_value_is_checked_before_any_work(tmp_path, db, capsys, grid,
     import time
 
     spec = tmp_path / "hostile.toml"
-    spec.write_text(BASE_SPEC.format(grid=grid, method=method, steps=steps))
+    spec.write_text(tiny_spec(steps=steps, grid=grid, method=method))
     before = row_counts(db)
     for dry_run in (["--dry-run"], []):
         started = time.perf_counter()
@@ -325,7 +302,8 @@ def test_one_setting_is_one_run_and_a_byte_order_mark_is_no_error(tmp_path, caps
     from fwsapp.methods import parse_params
 
     spec = tmp_path / "bom.toml"
-    spec.write_text("\ufeff" + BASE_SPEC.format(grid="", method="params = { delta = [2.0, 2.0, 2] }", steps=""),
+    spec.write_text("\ufeff" + tiny_spec(method="params = { delta = [2.0, 2.0, 2] }"),
                     encoding="utf-8")
     [run] = load_spec(spec).runs
-    assert run.run_id() == RunConfig(task="qa", method="KGW", params=parse_params("KGW", ["delta=2"])).run_id()
+    assert run.run_id() == RunConfig(task="qa", method="KGW", params=parse_params("KGW", ["delta=2"]), n=1,
+                                     max_new_tokens=4).run_id()
