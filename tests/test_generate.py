@@ -61,7 +61,8 @@ def test_a_crashed_run_resumes_to_the_same_texts_as_an_uninterrupted_one(lm, tmp
         run_generation(RunConfig(**SMALL), crashed, lm, progress=crash_after_first_batch)
     run_id = RunConfig(**SMALL).run_id()
     assert crashed.count("generations", run_id) == 2
-    assert crashed.run(run_id)["status"] == "running"
+    # An error inside the job marks the run failed with it (a killed process, below, leaves it running).
+    assert (crashed.run(run_id)["status"], crashed.run(run_id)["status_reason"]) == ("failed", "Crash")
     run_generation(RunConfig(**SMALL), crashed, lm)
     assert crashed.run(run_id)["status"] == "done"
 
