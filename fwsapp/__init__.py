@@ -5,3 +5,8 @@ __version__ = "0.9.0"
 # What a bad input, a locked database, a missing model or a failing judge raises: reported as one line by the CLI
 # and the app's jobs, never as a traceback. Anything else is a bug and keeps its traceback.
 EXPECTED_ERRORS = (ValueError, RuntimeError, OSError)
+
+
+def one_line(error: BaseException, limit: int = 200) -> str:
+    """An error as one line of a message or a status reason: its first line, or its type where it says nothing."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]

@@ -33,41 +33,37 @@ INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
 
 
 @contextmanager
-def terminate_cleanly():
-    """`kill` (SIGTERM) ends a command as Ctrl-C does: transactions roll back and partial files are removed, where
-    Python's default would stop at once and leave them (a `.partial` output of `recognize`)."""
+def signal_handled(signum: int, handler):
+    """`handler` for `signum` while the block runs, the previous one after. Outside the main thread signals cannot be
+    caught, and nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
 
 
-@contextmanager
+def terminate_cleanly():
+    """`kill` (SIGTERM) ends a command as Ctrl-C does: transactions roll back and partial files are removed, where
+    Python's default would stop at once and leave them (a `.partial` output of `recognize`)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal_handled(signal.SIGTERM, interrupt)
+
+
 def first_interrupt_stops(stop: threading.Event, what: str):
     """The first Ctrl-C sets `stop` (the step stops starting work and keeps what arrives); a second one interrupts
-    at once. Outside the main thread signals cannot be caught, and nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
+    at once."""
     def stop_gently(signum, frame):
         stop.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         print(f"\nStopping: {what} (Ctrl-C again to leave now).", file=sys.stderr)
 
-    previous = signal.signal(signal.SIGINT, stop_gently)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return signal_handled(signal.SIGINT, stop_gently)
 
 
 class CommandParser(argparse.ArgumentParser):

@@ -22,7 +22,7 @@ from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.store import Store, detected_record
-from fwsapp import methods
+from fwsapp import methods, one_line
 from fwsapp.watermark import Detection, Watermark, canonical_name, create
 
 # MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
@@ -391,10 +391,9 @@ def generate_runs(store: Store, configs: list[RunConfig], executor, progress: Pr
         store.set_status(str(cancelled), "cancelled")
         raise
     except Exception as error:  # a model that cannot be loaded, a run deleted meanwhile: none is left 'running'
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         for run_id in started:
             if store.has_run(run_id) and store.run(run_id)["status"] == "running":
-                store.set_status(run_id, "failed", reason)
+                store.set_status(run_id, "failed", one_line(error))
         raise
     for run_id in dict.fromkeys(run_ids):
         store.set_status(run_id, "failed" if run_id in failures else "done", failures.get(run_id))

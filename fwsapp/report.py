@@ -11,7 +11,7 @@ from fwsapp import detection, methods
 from fwsapp.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
 from fwsapp.entities import analysed_entities, entity_summary
 from fwsapp.entropy import bin_shares, token_values
-from fwsapp.judge.summary import counted_judgments, judge_block, judges_label
+from fwsapp.judge.summary import counted_judgments, judge_block, judges_label, smoke_test_judges
 from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
 from fwsapp.redetect import set_summaries
@@ -37,7 +37,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
     scores, metrics = store.detections(), store.metrics()
     all_judgments = store.judgments()
     judgments = counted_judgments(all_judgments, include_smoke_tests)
-    left_out = sorted(set(all_judgments.judge_model) - set(judgments.judge_model)) if not all_judgments.empty else []
+    left_out = [] if include_smoke_tests else smoke_test_judges(all_judgments)
     entity_rows, analyses = analysed_entities(store)
     entropy_values = token_values(store)
     redetections = set_summaries(store)

@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from fwsapp import one_line
 from fwsapp.paths import DEFAULT_DB
 
 SCHEMA_VERSION = 8
@@ -236,8 +237,7 @@ class Store:
             self._connection = duckdb.connect(str(self.path), read_only=read_only)
         except (OSError, duckdb.Error) as error:
             if new and not self.path.exists():  # never made: say so, not "damaged"
-                reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-                raise StoreError(f"The database {self.path} cannot be created there ({reason}): pass --db with "
+                raise StoreError(f"The database {self.path} cannot be created there ({one_line(error)}): pass --db with "
                                  "another path.") from None
             if "lock" in str(error).lower():
                 raise StoreError(
@@ -257,9 +257,8 @@ class Store:
             raise self._damaged(error) from None
 
     def _damaged(self, error: Exception) -> StoreError:
-        first_line = str(error).strip().splitlines()[0][:200]
         return StoreError(
-            f"The database {self.path} cannot be opened ({first_line}). It may be truncated or damaged: "
+            f"The database {self.path} cannot be opened ({one_line(error)}). It may be truncated or damaged: "
             f"restore it from a copy, or move it aside and pass --db with a new file."
         )
 

@@ -13,7 +13,7 @@ from fwsapp.human import (DEFAULT_FRACTION, correlation_matrix, correlation_tabl
                           human_means, krippendorff_alpha, sample_items, sensitivity_table)
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
-from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, is_smoke_test
+from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough, shown
@@ -69,11 +69,7 @@ with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
 
 mapping_key = tuple(sorted(mapping.items()))
 all_verdicts = queries.judgments(resources.revision())
-smoke = sorted({model for model in set(all_verdicts.judge_model) if is_smoke_test(model)}) if not all_verdicts.empty else []
-include_smoke = bool(smoke) and st.checkbox(
-    f"Count the smoke-test verdicts of {', '.join(smoke)}", value=False, key="fws-smoke",
-    help="The embedded 135M model is forced into the verdict format: its verdicts test the plumbing, not the texts, "
-         "so FWS and the rankings leave them out unless you count them here.")
+include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
 for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
     st.warning(warning)
 judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]

@@ -12,7 +12,7 @@ from fwsapp.judge.backends import (DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, LOCAL_
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
 from fwsapp.judge.runner import JudgeSettings
-from fwsapp.judge.summary import indiscriminate_judges, is_smoke_test
+from fwsapp.judge.summary import indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.ui.router import through_router
 
@@ -121,7 +121,7 @@ if judgments.empty:
 
 for warning in indiscriminate_judges(judgments):
     st.warning(warning)
-smoke = sorted(model for model in set(judgments.judge_model) if is_smoke_test(model))
+smoke = smoke_test_judges(judgments)
 if smoke:
     st.info(f"The verdicts of {', '.join(smoke)} are a smoke test: the embedded 135M model is forced into the verdict "
             "format, so they test the plumbing, not the texts. They are marked so below, and the FWS and Report pages "

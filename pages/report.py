@@ -15,11 +15,8 @@ shared = widgets.fws_weights()
 alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01)
 beta = columns[1].number_input("β (coherence)", 0.0, 1.0, shared[1], 0.01)
 widgets.set_fws_weights(alpha, beta)
-smoke = queries.report_parts(resources.revision())["smoke_tests_left_out"]
-include_smoke = bool(smoke) and st.checkbox(
-    f"Count the smoke-test verdicts of {', '.join(smoke)}", value=False, key="report-smoke",
-    help="The embedded 135M model's verdicts test the plumbing, not the texts: the judge columns leave them out "
-         "unless you count them here.")
+include_smoke = widgets.count_smoke_tests(queries.report_parts(resources.revision())["smoke_tests_left_out"],
+                                         "report-smoke")
 report = queries.report(resources.revision(), alpha, beta, include_smoke)
 st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
 if not report["runs"]:

@@ -24,6 +24,11 @@ def judge_name(judge_model: str) -> str:
     return f"{judge_model} (smoke test)" if is_smoke_test(judge_model) else judge_model
 
 
+def smoke_test_judges(judgments: pd.DataFrame) -> list[str]:
+    """The smoke-test judges among these verdicts' judges, by name."""
+    return sorted(model for model in set(judgments.judge_model) if is_smoke_test(model)) if not judgments.empty else []
+
+
 def counted_judgments(judgments: pd.DataFrame, include_smoke_tests: bool = False) -> pd.DataFrame:
     """The verdicts that FWS, rankings and the report count: a smoke-test judge's only when asked for."""
     if include_smoke_tests or judgments.empty:

@@ -227,6 +227,14 @@ def series_colours(series=()) -> dict[str, str]:
     return colours
 
 
+def count_smoke_tests(judges: list[str], key: str) -> bool:
+    """Whether the user counts these smoke-test judges' verdicts in FWS and the rankings (never by default)."""
+    return bool(judges) and st.checkbox(
+        f"Count the smoke-test verdicts of {', '.join(judges)}", value=False, key=key,
+        help="The embedded 135M model is forced into the verdict format: its verdicts test the plumbing, not the "
+             "texts, so FWS, the drops and the rankings leave them out unless you count them here.")
+
+
 WEIGHTS_KEY = "fws_weights"  # not a widget's key: it outlives the page that set it
 
 
