@@ -44,5 +44,7 @@ browser:
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
+# ruff first (seconds), then every test; `$(PY) -m pytest -m "not slow"` is the fast tier alone.
 test: install-test browser
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest

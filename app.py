@@ -41,6 +41,7 @@ with st.sidebar:
     except StoreError as error:
         st.error(str(error))
         st.stop()
+    st.session_state[widgets.DRAWN_REVISION] = resources.revision()
     widgets.running_jobs()
     loaded = resources.loaded_models()
     st.caption("Model in use")

@@ -58,7 +58,7 @@ def redetection(repeats: int) -> None:
                 stem = PAPER / f"KGW-g0.5-d2-{model}-HQA2"
                 run_id = import_logs(store, method="KGW", model=model, task_name="qa",
                                      generations=LogFile.from_path(f"{stem}.generations.json"))
-                store.cursor().execute("UPDATE generations SET unwatermarked_text = NULL")  # 400 texts
+                store.row("UPDATE generations SET unwatermarked_text = NULL")  # 400 texts
                 started = time.perf_counter()
                 redetect(store, run_id, "KGW", {}, tokenizer)
                 runs.append(time.perf_counter() - started)

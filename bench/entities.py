@@ -15,7 +15,7 @@ from pathlib import Path
 from bench.common import paper_qa_run
 from fwsapp.encoder import load_encoder
 from fwsapp.entities import analyze_run
-from fwsapp.recognizer import load_recognizer
+from fwsapp.recognizers import load_recognizer
 from fwsapp.store import Store
 
 

@@ -101,7 +101,7 @@ def cell(values: list, digits: int = 3) -> str:
 
 def measures(store, run_ids: list[str], recognizer: str = "trained") -> dict[str, dict]:
     from fwsapp.entities import entity_summary, one_recognizer, with_mesh_headings
-    from fwsapp.recognizer import recognizer_label
+    from fwsapp.recognizers import recognizer_label
     from fwsapp.report import build_report
 
     report = {run["run_id"]: run for run in build_report(store)["runs"]}
@@ -172,7 +172,6 @@ def _read(path: Path):
 
 def recorded(path: Path, **key) -> dict[tuple, dict]:
     """The record's runs whose key matches: a value, or a list of allowed values, per key column."""
-    import pandas as pd
 
     if not path.exists():
         raise SystemExit(f"No record at {path}: run the bench without --from-record first.")

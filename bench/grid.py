@@ -57,7 +57,7 @@ def main() -> None:
     ray_seconds, _ = timed_generation(spec, executor, folder, "ray")
     ray.shutdown()
     cluster.shutdown()
-    print(f"| spec | units | in-process (s) | Ray, 2 nodes × 1 CPU (s) | ratio Ray / in-process | units/s in-process | units/s Ray |")
+    print("| spec | units | in-process (s) | Ray, 2 nodes × 1 CPU (s) | ratio Ray / in-process | units/s in-process | units/s Ray |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| {Path(arguments.spec).name} | {units} | {local_seconds:.1f} | {ray_seconds:.1f} | "
           f"{ray_seconds / local_seconds:.2f} | {units / local_seconds:.3f} | {units / ray_seconds:.3f} |")

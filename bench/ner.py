@@ -20,7 +20,8 @@ from pathlib import Path
 import bench.common  # noqa: F401  (puts the project on the path)
 from fwsapp.ner.evaluation import score_spans
 from fwsapp.ner.pubtator import CORPORA, corpus
-from fwsapp.recognizer import TrainedRecognizer, available_recognizers, load_recognizer
+from fwsapp.recognizers import RECOGNIZERS, load_recognizer
+from fwsapp.recognizers.trained import TrainedRecognizer
 
 
 @lru_cache(maxsize=None)
@@ -47,7 +48,7 @@ def _merged(tagged, mesh) -> list[list[tuple[int, int]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--backends", nargs="+", default=available_recognizers())
+    parser.add_argument("--backends", nargs="+", default=RECOGNIZERS.available())
     parser.add_argument("--ablations", action="store_true")
     parser.add_argument("--tagger", type=Path, help="a trained model folder to score as 'trained'")
     args = parser.parse_args()

@@ -27,7 +27,7 @@ def main() -> None:
         started = time.perf_counter()
         run_id = paper_qa_run(store, args.samples)
         print(f"import (includes ROUGE and F1): {time.perf_counter() - started:.1f} s")
-        store.cursor().execute("DELETE FROM metrics")  # time the text metrics inside score_run too
+        store.row("DELETE FROM metrics")  # time the text metrics inside score_run too
         lm = load_model()
         resources = QualityResources(model_loader=lambda name: lm)
         total = 0.0

@@ -28,7 +28,7 @@ from fwsapp.encoder import load_encoder
 from fwsapp.entities import analyze_run, entity_summary, with_mesh_headings
 from fwsapp.importer import LogFile, import_logs
 from fwsapp.ner.pubtator import corpus
-from fwsapp.recognizer import load_recognizer
+from fwsapp.recognizers import load_recognizer
 from fwsapp.store import Store
 
 PAPER = ROOT.parent / "shared" / "data" / "paper"

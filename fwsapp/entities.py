@@ -154,7 +154,7 @@ def one_recognizer(entities: pd.DataFrame, analyses: pd.DataFrame, preferred: st
 def analysed_entities(store) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The stored entity rows (with MeSH headings) and analyses that figures show: one recognizer per run,
     the default one where a run was analysed with it."""
-    from fwsapp.recognizer import recognizer_label
+    from fwsapp.recognizers import recognizer_label
 
     return one_recognizer(with_mesh_headings(store.entities()), store.entity_analyses(), recognizer_label())
 

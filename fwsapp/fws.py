@@ -74,7 +74,8 @@ def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEF
     """
     if metrics.empty:
         return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
-    wide = main_config_rows(metrics).pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric", values="value").reset_index()
+    wide = main_config_rows(metrics).pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric",
+                                                 values="value").reset_index()
     wide = wide.rename(columns={"text_kind": "kind"})
     qa = wide.run_id.map(tasks).eq("qa")
     out = wide[["run_id", "sample_idx", "kind"]].copy()

@@ -356,8 +356,11 @@ class InProcess:
             if work.unit.run_id not in self._watermarks:
                 self._watermarks[work.unit.run_id] = run_watermark(lm, work.config)
             batches = -(-work.config.n // work.config.batch_size)
-            note = (lambda kind, step, work=work: progress(
-                f"batch {work.unit.batch_index + 1} of {batches}: {kind} text, token {step} of {work.config.max_new_tokens}"))
+
+            def note(kind: str, step: int, work=work, batches=batches) -> None:
+                progress(f"batch {work.unit.batch_index + 1} of {batches}: {kind} text, token {step} of "
+                         f"{work.config.max_new_tokens}")
+
             record(compute_unit(lm, self._watermarks[work.unit.run_id], prepare(work), note))
         return {}
 

@@ -132,9 +132,9 @@ def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> st
 
 
 def _steps(name: str, raw: dict) -> Steps:
-    from fwsapp.judge.backends import BACKENDS
+    from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.metrics.quality import ALL_METRICS
-    from fwsapp.recognizer import RECOGNIZERS
+    from fwsapp.recognizers import RECOGNIZERS
 
     steps = _table(name, raw, "steps")
     _known(name, "[steps]", steps, STEP_KEYS)
@@ -148,20 +148,21 @@ def _steps(name: str, raw: dict) -> Steps:
         if not isinstance(analyze, dict):
             raise SpecError(f"{name}: [steps] analyze is true or a table of {', '.join(sorted(ANALYZE_KEYS))}.")
         _known(name, "[steps] analyze", analyze, ANALYZE_KEYS)
-        _choice(name, "[steps] analyze", analyze, "recognizer", RECOGNIZERS)
+        _choice(name, "[steps] analyze", analyze, "recognizer", RECOGNIZERS.names())
         _text(name, "[steps] analyze", analyze, "entropy_model")
         _number(name, "[steps] analyze", analyze, "threshold", low=0, high=1)
     judge = steps.get("judge")
     if judge is not None:
         if not isinstance(judge, dict):
-            raise SpecError(f"{name}: [steps] judge must be a table with backend = one of {', '.join(BACKENDS)}.")
+            raise SpecError(f"{name}: [steps] judge must be a table with backend = one of {', '.join(JUDGE_BACKENDS.names())}.")
         _known(name, "[steps] judge", judge, JUDGE_KEYS)
-        _choice(name, "[steps] judge", judge, "backend", BACKENDS, required=True)
+        _choice(name, "[steps] judge", judge, "backend", JUDGE_BACKENDS.names(), required=True)
         for key in ("base_url", "model", "api_key_env"):
             _text(name, "[steps] judge", judge, key)
-        if judge["backend"] == "compatible" and not (judge.get("base_url") and judge.get("model")):
-            raise SpecError(f"{name}: [steps] judge with backend 'compatible' needs base_url and model (the server's "
-                            "address and the model name it serves).")
+        needs = JUDGE_BACKENDS[judge["backend"]].needs
+        if "base_url" in needs and not (judge.get("base_url") and judge.get("model")):
+            raise SpecError(f"{name}: [steps] judge with backend '{judge['backend']}' needs base_url and model (the "
+                            "server's address and the model name it serves).")
         if "concurrency" in judge and (type(judge["concurrency"]) is not int or judge["concurrency"] < 1):
             raise SpecError(f"{name}: [steps] judge concurrency must be a whole number of at least 1, not "
                             f"{judge['concurrency']!r}.")

@@ -10,6 +10,7 @@ a method is written twice, and no page or command names a method to special-case
 from __future__ import annotations
 
 import math
+from importlib import import_module
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,14 @@ class MethodInfo:
     model_param: str | None = None
     # The method reads token ids against word lists, so it needs the tokenizer (EntityKGW's lexicon).
     needs_tokenizer: bool = False
+    # Its class, "module:Class", imported only when used (fwsapp.watermark.METHODS).
+    implementation: str = ""
+    # Parameters the generic tests use so that each method's case takes seconds on a CPU.
+    test_params: dict = field(default_factory=dict)
+
+    def load(self):
+        module, _, name = self.implementation.partition(":")
+        return getattr(import_module(module), name)
 
     @property
     def defaults(self) -> dict:
@@ -162,12 +171,14 @@ KGW = MethodInfo(
      "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
      "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID,
+    implementation="fwsapp.watermark.kgw:KGW",
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
     {**KGW.params,
      "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
     threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
+    implementation="fwsapp.watermark.sweet:SWEET",
 )
 DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
@@ -178,6 +189,7 @@ DIPMARK = MethodInfo(
      "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
      "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]},
+    implementation="fwsapp.watermark.dipmark:DiPmark",
 )
 EXP_EDIT = MethodInfo(
     "EXP-edit", "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values.",
@@ -193,6 +205,7 @@ EXP_EDIT = MethodInfo(
                               choices=ALIGNMENTS))},
     threshold_param="p_threshold", aliases=("EXPEdit",), score_direction="lower", score_label="p",
     sweep_grid={"pseudo_length": [100, 200, 300]},
+    implementation="fwsapp.watermark.exp_edit:ExpEdit", test_params={"n_runs": 20},
 )
 ENTITY_KGW = MethodInfo(
     "EntityKGW", "KGW that spares medical entities: no bias inside a lexicon name or to a token that starts one; "
@@ -204,11 +217,13 @@ ENTITY_KGW = MethodInfo(
                                "name per line", choices=("mesh", "mesh+drugs"), or_file=True))},
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     model_param="entropy_threshold", needs_tokenizer=True,
+    implementation="fwsapp.watermark.entity_kgw:EntityKGW",
 )
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
     {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
     threshold_param="z_threshold",
+    implementation="fwsapp.watermark.unigram:Unigram",
 )
 SYNTHID = MethodInfo(
     "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
@@ -217,15 +232,18 @@ SYNTHID = MethodInfo(
      "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
      "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
     threshold_param="mean_threshold", score_label="mean g",
+    implementation="fwsapp.watermark.synthid:SynthID",
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold"}
 LOGRANK = MethodInfo(
     "LogRank", "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark).",
     {"threshold": (-1.0, None)}, **_POST_HOC,
+    implementation="fwsapp.watermark.posthoc:LogRank",
 )
 FAST_DETECTGPT = MethodInfo(
     "Fast-DetectGPT", "Post-hoc: analytic sampling discrepancy under the scoring model itself (no watermark).",
     {"threshold": (2.0, None)}, **_POST_HOC,
+    implementation="fwsapp.watermark.posthoc:FastDetectGPT",
 )
 DETECTGPT = MethodInfo(
     "DetectGPT", "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model).",
@@ -234,6 +252,7 @@ DETECTGPT = MethodInfo(
      "mask_fraction": (0.15, Param("share of words masked", low=0, high=1, open_low=True, open_high=True)),
      "seed": (0, None), "threshold": (1.0, None)},
     **_POST_HOC,
+    implementation="fwsapp.watermark.posthoc:DetectGPT", test_params={"perturbations": 4},
 )
 
 REGISTRY: dict[str, MethodInfo] = {

@@ -107,7 +107,7 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
     """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
     skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
     from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, metrics_for, score_run
-    from fwsapp.recognizer import DEFAULT_RECOGNIZER, check_recognizer
+    from fwsapp.recognizers import DEFAULT_RECOGNIZER, check_recognizer
 
     metrics = tuple(metrics or OFFLINE_METRICS)
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
@@ -130,9 +130,10 @@ def judge_backend(model_loader: ModelLoader, kind: str, judge_model: str | None 
                   timeout: float = 60.0, api_key: str | None = None):
     """The judge to ask: OpenAI, an OpenAI-compatible server, or a local model (loaded by `model_loader`)."""
     from fwsapp.judge.backends import make_backend
-    from fwsapp.models import EMBEDDED_MODEL
+    from fwsapp.judge.registry import JUDGE_BACKENDS
 
-    loaded = model_loader(judge_model or EMBEDDED_MODEL) if kind == "local" else None
+    entry = JUDGE_BACKENDS[kind] if kind in JUDGE_BACKENDS else None  # an unknown kind: make_backend says so
+    loaded = model_loader(judge_model or entry.default_model) if entry and entry.in_process else None
     return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key)
 
 
@@ -167,7 +168,7 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     tagger); progress counts samples."""
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
-    from fwsapp.recognizer import DEFAULT_RECOGNIZER, check_recognizer, load_recognizer
+    from fwsapp.recognizers import DEFAULT_RECOGNIZER, check_recognizer, load_recognizer
     from fwsapp.entropy import compute_entropies
 
     if not 0 < threshold < 1:

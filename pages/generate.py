@@ -54,7 +54,8 @@ with left:
     if preset != EMBEDDED_MODEL:
         st.caption("7B models need a GPU and a local copy or Hub access; the embedded model always works offline.")
 with right:
-    method = st.selectbox("Watermark", list(REGISTRY), index=list(REGISTRY).index(shown.method), help="; ".join(f"{m}: {info.description}" for m, info in REGISTRY.items()))
+    method = st.selectbox("Watermark", list(REGISTRY), index=list(REGISTRY).index(shown.method),
+                          help="; ".join(f"{m}: {info.description}" for m, info in REGISTRY.items()))
     st.caption(REGISTRY[method].description)
     params = widgets.param_inputs(REGISTRY[method], f"generate-{method}",
                                   shown.params if method == shown.method else None)

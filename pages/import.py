@@ -20,7 +20,8 @@ st.caption(
 )
 left, right = st.columns(2)
 with left:
-    generations = st.file_uploader("Generations: a JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}", type=["json"])
+    generations = st.file_uploader("Generations: a JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}",
+                                   type=["json"])
     detection = st.file_uploader('Detection scores: {"watermarked_scores": [...], "unwatermarked_scores": [...]}', type=["json"])
     judged = st.file_uploader("Judge log (the paper's layout: sample_id, judge_output, scores_U, scores_W, ...)", type=["json"])
 uploads = [upload for upload in (generations, detection, judged) if upload is not None]

@@ -7,13 +7,12 @@ from fwsapp.judge import verdicts
 from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.judge.backends import (DEFAULT_OPENAI_MODEL, LOCAL_DEMO_NOTE, LOCAL_SECONDS_PER_PAIR, JudgeError,
-                                   api_key_from_environment, local_minutes)
+from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_minutes
+from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import indiscriminate_judges, smoke_test_judges
-from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -32,19 +31,16 @@ with st.expander(f"Judge prompt templates (version {PROMPT_VERSION})"):
     st.code(template_text(shown), language=None, wrap_lines=True)
 
 st.subheader("Backend")
-backend_kind = st.radio(
-    "Backend", ["local", "openai", "compatible"], horizontal=True,
-    format_func={"local": f"Local model ({LOCAL_DEMO_NOTE})", "openai": "OpenAI",
-                 "compatible": "OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)"}.get,
-    key="judge-backend",
-)
+backend_kind = st.radio("Backend", JUDGE_BACKENDS.names(), horizontal=True,
+                        format_func=lambda name: JUDGE_BACKENDS[name].menu_label, key="judge-backend")
+backend = JUDGE_BACKENDS[backend_kind]
 settings_columns = st.columns(4)
 base_url = None
-if backend_kind == "compatible":
+if "base_url" in backend.needs:
     base_url = settings_columns[0].text_input("Base URL", "http://localhost:8000/v1", key="judge-base-url")
-default_model = {"local": EMBEDDED_MODEL, "openai": DEFAULT_OPENAI_MODEL, "compatible": ""}[backend_kind]
+default_model = backend.default_model
 judge_model = settings_columns[1].text_input("Judge model", default_model, key=f"judge-model-{backend_kind}") or None
-local = backend_kind == "local"
+local = backend.in_process
 if local:  # one forward pass at a time, no network, no bill: these settings would do nothing
     concurrency, timeout, use_budget, budget = 1, 60, False, None
     settings_columns[2].caption("The local model judges one pair at a time, decoding the verdict straight into its "
@@ -65,17 +61,18 @@ if not local:
     use_budget = option_columns[2].checkbox("Budget cap")
     budget = option_columns[3].number_input("Budget (US$)", 0.0, 10_000.0, 5.0, 0.5, disabled=not use_budget)
 api_key = None
-if backend_kind != "local":
+if not local:
     api_key = st.text_input(
         "API key (kept for this browser session only; never stored, logged or exported)", type="password",
         key=f"judge-api-key-{backend_kind}",
         help="OpenAI: without it, OPENAI_API_KEY or st.secrets is used. A compatible server gets only the key "
              "entered here, never OPENAI_API_KEY.") or None
-if backend_kind == "openai" and not api_key:
+if "key" in backend.needs and not api_key:
     if api_key_from_environment():
-        st.caption("API key: found in OPENAI_API_KEY or st.secrets. It is never stored or exported.")
+        st.caption(f"API key: found in {backend.key_env} or st.secrets. It is never stored or exported.")
     else:
-        st.warning("No OpenAI key: enter it above, set OPENAI_API_KEY, or add it to .streamlit/secrets.toml.")
+        st.warning(f"No {backend.menu_label} key: enter it above, set {backend.key_env}, or add it to "
+                   ".streamlit/secrets.toml.")
 
 if st.button("Test connection"):
     try:
@@ -166,6 +163,7 @@ for column, letter, is_watermarked in ((answer_a, "A", verdict.watermarked_first
     scores = verdict[f"scores_{kind}"]
     column.markdown(f"**Answer {letter}** ({kind}) · scores {verdicts.scores_text(scores)}", unsafe_allow_html=True)
     column.markdown(render.inert(sample[f"{kind}_text"]), unsafe_allow_html=True)
-st.markdown(f"**Parse status:** {verdict.status}" + (f" ({render.inert(verdict.reason)})" if verdict.reason else ""), unsafe_allow_html=True)
+st.markdown(f"**Parse status:** {verdict.status}" + (f" ({render.inert(verdict.reason)})" if verdict.reason else ""),
+            unsafe_allow_html=True)
 st.markdown("**Judge's reasoning**")
 st.markdown(render.inert(verdict.raw_output), unsafe_allow_html=True)

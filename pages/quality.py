@@ -71,7 +71,8 @@ for task in [name for name in TASKS if name in set(runs.task)]:
     st.caption("One row per run: Settings are what sets a run apart from its method's defaults, with its id where "
                "two runs share them; the Unwatermarked row holds the texts of the run it names. "
                "Best value per column and model in bold (lowest perplexity, highest otherwise; none where all are "
-               "equal). None: not computed yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the watermarked text's similarity to "
+               "equal). None: not computed yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the "
+               "watermarked text's similarity to "
                "the unwatermarked one). Difference from unwatermarked:")
     st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
     downloads = st.columns(2)

@@ -16,6 +16,18 @@ SHARED_DATA = PROJECT.parent / "shared" / "data"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
+# What makes a test slow here: a fixture that loads a model or starts a browser or a server, or a module that starts
+# processes (Ray, the CLI with a model, streamlit).
+SLOW_FIXTURES = {"lm", "qa_run", "browser_page", "streamlit_server", "shape_folders"}
+SLOW_MODULES = {"test_browser", "test_paper_shapes", "test_grid", "test_ray_auth", "test_shared_database"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.module.__name__.split(".")[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def lm():
     from fwsapp.models import load_model
@@ -111,7 +123,7 @@ def copy_store(store, target):
     """A checkpointed copy of a Store's file at target, for a page to open."""
     import shutil
 
-    store.cursor().execute("CHECKPOINT")
+    store.row("CHECKPOINT")
     shutil.copy(store.path, target)
 
 
@@ -181,7 +193,7 @@ def hostile_entity_db(path):
 
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers import load_recognizer
     from fwsapp.importer import LogFile, import_logs
     from fwsapp.store import Store
 

@@ -214,3 +214,31 @@ def test_playground_result_comes_into_view_with_its_threshold_and_copies_clean(s
     assert "\u2060" not in page.locator("main").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "playground.png"))
+
+
+def test_a_run_generated_from_the_command_line_shows_in_the_open_app_as_it_lands(tmp_path, browser_page):
+    """The app open on a database while `python -m fwsapp generate` writes to it: the sidebar shows the run's stored
+    progress, and the Home page counts the run, with no reload."""
+    import subprocess
+    import sys
+
+    from tests.conftest import start_streamlit
+
+    db, page = tmp_path / "shared.duckdb", browser_page
+    with start_streamlit(tmp_path, db) as url:
+        page.goto(url)
+        page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
+        runs = page.get_by_test_id("stMetric").filter(has_text="Runs")
+        runs.get_by_text("0", exact=True).wait_for(timeout=30_000)
+        command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "3",
+                   "--max-new-tokens", "12", "--batch-size", "1", "--seed", "31", "--db", str(db)]
+        process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            page.get_by_text(re.compile(r"written by another process: \d of 3 samples stored")).wait_for(timeout=180_000)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "shared-database.png"), full_page=True)
+            runs.get_by_text("1", exact=True).wait_for(timeout=30_000)  # the page drawn again, not reloaded
+            assert process.wait(timeout=300) == 0, process.stderr.read()
+        finally:
+            process.kill()
+        page.get_by_text("written by another process").wait_for(state="detached", timeout=30_000)

@@ -9,7 +9,7 @@ from fwsapp.cli import main
 def test_runs_report_and_export(qa_run, tmp_path, capsys):
     store, config, run_id = qa_run
     # The CLI opens the file itself, as a separate user would: give it a checkpointed copy.
-    store.cursor().execute("CHECKPOINT")
+    store.row("CHECKPOINT")
     db = str(tmp_path / "copy.duckdb")
     shutil.copy(store.path, db)
     assert main(["runs", "--db", db, "--format", "json"]) == 0

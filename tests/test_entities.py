@@ -4,7 +4,8 @@ import pytest
 
 from fwsapp.entities import (analyze_run, entity_summary, introduced_entities, judge_introduced, names_to_judge,
                              record_verdict, undo_verdict, verdict_agreement, with_mesh_headings)
-from fwsapp.recognizer import STOPLIST, Entity, load_recognizer
+from fwsapp.recognizer import STOPLIST, Entity
+from fwsapp.recognizers import load_recognizer
 from fwsapp.entropy import bin_shares, token_spans
 
 
@@ -185,12 +186,12 @@ def test_the_example_data_comes_with_its_analysis_by_the_current_recognizer(stor
     from fwsapp.entities import recognizer_of
     from fwsapp.examples import load_examples
     from fwsapp.models import EMBEDDED_MODEL
-    from fwsapp.recognizer import recognizer_label
+    from fwsapp.recognizers import recognizer_label
 
     run_ids = load_examples(store)
     analyses = store.entity_analyses(run_ids)
     assert len(analyses) == 600 and set(analyses.config.map(recognizer_of)) == {recognizer_label()}
-    entropies = store.cursor().execute("SELECT DISTINCT model, text_kind FROM entropies").fetchall()
+    entropies = store.rows("SELECT DISTINCT model, text_kind FROM entropies")
     assert {model for model, _ in entropies} == {EMBEDDED_MODEL}
     assert {kind for _, kind in entropies} == {"reference", "unwatermarked", "watermarked"}
     counts = {table: len(getattr(store, table)(run_ids)) for table in ("entities", "entity_analyses")}

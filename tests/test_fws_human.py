@@ -77,7 +77,7 @@ def test_each_item_goes_to_three_different_raters_and_nobody_sees_one_twice(stor
         assert item not in seen[rater]
         seen[rater].append(item)
         submit_rating(store, rater, item, [3, 4, 5], [2, 3, 4])
-    counts = store.cursor().execute("SELECT sample_idx, count(DISTINCT rater), count(*) FROM human_ratings GROUP BY 1").fetchall()
+    counts = store.rows("SELECT sample_idx, count(DISTINCT rater), count(*) FROM human_ratings GROUP BY 1")
     assert len(counts) == 5 and all(distinct == total == RATERS_PER_ITEM for _, distinct, total in counts)
     assert sum(len(items) for items in seen.values()) == 5 * RATERS_PER_ITEM
 
@@ -95,7 +95,7 @@ def test_rating_rules(store):
         submit_rating(store, "Dr A", item, [3, 4, 5], [1, 2, 3])
     skip(store, "Dr A", next_item(store, "Dr A"))
     assert progress(store, "Dr A") == (2, 4)
-    stored = store.cursor().execute("SELECT scores_watermarked, scores_unwatermarked FROM human_ratings").fetchone()
+    stored = store.row("SELECT scores_watermarked, scores_unwatermarked FROM human_ratings")
     expected = ([3, 4, 5], [1, 2, 3]) if item.watermarked_first else ([1, 2, 3], [3, 4, 5])
     assert (list(stored[0]), list(stored[1])) == expected  # A/B mapped back to the texts
 

@@ -178,7 +178,7 @@ def test_prompts_align_from_a_dataset_and_reimport_is_idempotent(store, tmp_path
 def test_reimporting_the_same_files_keeps_verdicts_and_analyses(store):
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers import load_recognizer
 
     rows = [{"prompt": "What is gout?", "watermarked_text": "Gout is arthritis with diabetes mellitus.",
              "unwatermarked_text": "Gout is a kind of arthritis.", "natural_text": "Gout is arthritis."}]

@@ -121,7 +121,7 @@ def test_api_key_appears_in_no_table_log_or_export(store, monkeypatch, caplog, c
                   JudgeSettings(**FAST))
         assert any(secret in value for value in authorizations(stub))  # the key given was really used
     for table in ("runs", "generations", "detections", "metrics", "judgments", "meta"):
-        dump = store.cursor().execute(f"SELECT * FROM {table}").df().to_csv()
+        dump = store.frame(f"SELECT * FROM {table}").to_csv()
         assert secret not in dump, table
     run_table(store, run_id).to_csv(tmp_path / "export.csv")
     assert secret not in (tmp_path / "export.csv").read_text()
@@ -206,14 +206,14 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
     from fwsapp.store import Store
 
     store, config, run_id = qa_run
-    store.cursor().execute("CHECKPOINT")
+    store.row("CHECKPOINT")
     shutil.copy(store.path, tmp_path / "copy.duckdb")
     copy = Store(tmp_path / "copy.duckdb")
     backend = pipeline.judge_backend(lambda name: lm, "local")
     outcome = pipeline.judge(copy, [run_id], None, backend=backend, settings=JudgeSettings(concurrency=1))
     verdicts = copy.judgments([run_id])
     copy.close()
-    assert len(verdicts) == 4 and (verdicts.status == "ok").all()
+    assert outcome.judged == 4 and len(verdicts) == 4 and (verdicts.status == "ok").all()
     assert all(parse_verdict(output).ok for output in verdicts.raw_output)
     assert verdicts.completion_tokens.max() <= 30  # the verdict alone, not a justification first
 

@@ -62,7 +62,8 @@ IMPORT_FILES = [
     ("detection", "d.json", detection(watermarked_scores=[]).encode(), ["d.json", "must be a non-empty list"]),
     ("detection", "d.json", detection(unwatermarked_scores=[1.0]).encode(), ["d.json", "'unwatermarked_scores' has 1 scores"]),
     ("judged", "j.json", b'{"sample_id": 0}', ["j.json", "expected a non-empty JSON list"]),
-    ("judged", "j.json", json.dumps([{"sample_id": 0, "w_output": "a", "uw_output": "b"}]).encode(), ["j.json, row 1", "missing judge_output"]),
+    ("judged", "j.json", json.dumps([{"sample_id": 0, "w_output": "a", "uw_output": "b"}]).encode(),
+     ["j.json, row 1", "missing judge_output"]),
     ("judged", "j.json", judged(sample_id="abc").encode(), ["j.json, row 2", "sample_id 'abc' must be a whole number"]),
     ("judged", "j.json", judged(sample_id=-1).encode(), ["j.json, row 2", "sample_id -1 must be a whole number"]),
     ("judged", "j.json", judged(sample_id=1.5).encode(), ["j.json, row 2", "sample_id 1.5 must be a whole number"]),
@@ -104,8 +105,8 @@ GENERATE_ARGUMENTS = [
 
 def row_counts(path) -> dict:
     store = Store(path)
-    tables = [row[0] for row in store.cursor().execute("SELECT table_name FROM information_schema.tables").fetchall()]
-    counts = {table: store.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables}
+    tables = [row[0] for row in store.rows("SELECT table_name FROM information_schema.tables")]
+    counts = {table: store.row(f"SELECT count(*) FROM {table}")[0] for table in tables}
     store.close()
     return counts
 

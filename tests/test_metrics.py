@@ -65,7 +65,7 @@ def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, 
     from fwsapp.store import Store
 
     source, config, run_id = qa_run
-    source.cursor().execute("CHECKPOINT")
+    source.row("CHECKPOINT")
     shutil.copy(source.path, tmp_path / "score.duckdb")
     store = Store(tmp_path / "score.duckdb")
     resources = QualityResources(model_loader=lambda name: lm)

@@ -12,7 +12,7 @@ from fwsapp.ner.evaluation import score_spans
 from fwsapp.ner.pubtator import PubTatorError, corpus, read_pubtator
 from fwsapp.ner.tagger import (BEGIN, INSIDE, MODEL_DIR, OUTSIDE, METADATA_FILE, WEIGHTS_FILE, decode, piece_labels,
                                tokenize, windows)
-from fwsapp.recognizer import RecognizerError, check_recognizer, load_recognizer, recognizer_label
+from fwsapp.recognizers import RecognizerError, check_recognizer, load_recognizer, recognizer_label
 
 
 def test_pubtator_reader_keeps_disease_mentions_only_with_their_offsets():

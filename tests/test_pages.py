@@ -46,7 +46,7 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     import shutil
 
     store, config, run_id = qa_run
-    store.cursor().execute("CHECKPOINT")
+    store.row("CHECKPOINT")
     shutil.copy(store.path, app_db)
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
@@ -159,8 +159,8 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
     from fwsapp.store import Store
 
     db = Store(app_db)
-    for (table,) in db.cursor().execute("SELECT table_name FROM information_schema.tables").fetchall():
-        assert key not in db.cursor().execute(f'SELECT * FROM "{table}"').df().to_csv(), table
+    for (table,) in db.rows("SELECT table_name FROM information_schema.tables"):
+        assert key not in db.frame(f'SELECT * FROM "{table}"').to_csv(), table
 
 
 def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_request(app_db, qa_run):
@@ -219,13 +219,14 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     app.slider(key="fws-ratio").set_value(4.0).run()
     alpha, beta = 4 / 9, 1 / 9
     expected = np.mean([alpha * (2 + 3) / 5 + beta * 4 / 5, alpha * (2 + 2) / 5 + beta * 2 / 5])
-    assert app.dataframe[0].value.set_index("method").loc["KGW", "Question answering"] == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals
+    shown = app.dataframe[0].value.set_index("method").loc["KGW", "Question answering"]
+    assert shown == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals
 
 
 def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers import load_recognizer
     from fwsapp.entropy import compute_entropies
     from fwsapp.generate import RunConfig, run_generation
     from fwsapp.store import Store
@@ -307,7 +308,7 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
 
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers import load_recognizer
     from fwsapp.human import sample_items
     from fwsapp.importer import LogFile, import_logs
     from fwsapp.store import Store

@@ -1,13 +1,14 @@
 """The paper's three model shapes (tiny random weights, real tokenizers) through the CLI and the app's jobs.
 
-Each shape generates with every method (DetectGPT with a stand-in mask filler); each watermark is detected again from its texts alone with the tokenizer named as a
-user names it (`mistral-v1`, `llama-3`, or the model folder) and agrees per text with the scores taken while
-generating; it scores perplexity as its own oracle, gets entropies from `analyze`, and judges as the `local`
-backend although it has no chat template.
+Each shape generates with every method (DetectGPT with a stand-in mask filler); each watermark is detected again from
+its texts alone with the tokenizer named as a user names it (`mistral-v1`, `llama-3`, or the model folder) and agrees
+per text with the scores taken while generating; it scores perplexity as its own oracle, gets entropies from
+`analyze`, and judges as the `local` backend although it has no chat template.
 """
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 import time
 
 import pandas as pd
@@ -22,8 +23,6 @@ from tests.paper_shapes import SHAPES, build
 TOKENIZER = {"meditron": None, "biomistral": "mistral-v1", "jsl": "llama-3"}  # None: the model folder itself
 # DetectGPT's perturbations need a T5 mask-filling model, which no PyPI wheel ships: a stand-in fills each masked
 # span with one word, and the shape's model scores the perturbed texts as it would T5's.
-GENERATED_METHODS = list(methods.REGISTRY)
-FEW_PERTURBATIONS = {"DetectGPT": ["--param", "perturbations=4"]}
 
 
 def stand_in_filler(masked: list[str]) -> list[str]:
@@ -34,6 +33,14 @@ def stand_in_filler(masked: list[str]) -> list[str]:
 def shape_folders(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("shapes")
     return {shape: str(build(shape, root / shape)) for shape in SHAPES}
+
+
+@lru_cache(maxsize=1)
+def shape_model(folder: str):
+    """One shape's model, loaded once for its cases (they run shape by shape)."""
+    from fwsapp.models import load_model
+
+    return load_model(folder)
 
 
 def last_line(capsys) -> str:
@@ -64,37 +71,34 @@ def agreement(store: Store, run_id: str, set_id: str, lm) -> pd.DataFrame:
     return generated.merge(again, on=["sample_idx", "text_kind"])
 
 
+@pytest.mark.parametrize("method", list(methods.REGISTRY))
 @pytest.mark.parametrize("shape", SHAPES)
-def test_every_method_generates_and_is_detected_again_from_the_text(shape, shape_folders, tmp_path, capsys, monkeypatch):
-    from fwsapp.models import load_model
-
+def test_each_method_generates_and_is_detected_again_from_the_text(shape, method, shape_folders, tmp_path, capsys,
+                                                                   monkeypatch):
     monkeypatch.setattr("fwsapp.watermark.posthoc.load_t5_filler", lambda: stand_in_filler)
+    info = methods.info(method)
     folder, db = shape_folders[shape], str(tmp_path / "shape.duckdb")
-    lm = load_model(folder)
-    for method in GENERATED_METHODS:
-        assert main(["generate", "--task", "qa", "--model", folder, "--method", method, "--n", "2",
-                     "--max-new-tokens", "20", "--batch-size", "2", "--db", db, *FEW_PERTURBATIONS.get(method, [])]) == 0, method
-        run_id = last_line(capsys)
-        if methods.info(method).post_hoc:  # no key to re-detect: its scores are the model's, taken at generation
-            store = Store(db, read_only=True)
-            scores = store.detections([run_id]).score
-            store.close()
-            assert len(scores) == 4 and scores.notna().all(), method
-            continue
-        needs_model = methods.info(method).detector_needs_model(methods.info(method).defaults)
-        tokenizer = folder if needs_model or TOKENIZER[shape] is None else TOKENIZER[shape]
-        assert main(["detect", "--run", run_id, "--tokenizer", tokenizer, "--db", db]) == 0, method
-        set_id = last_line(capsys).split("detection set ")[1].split()[0]
+    test_params = [argument for key, value in info.test_params.items() for argument in ("--param", f"{key}={value}")]
+    assert main(["generate", "--task", "qa", "--model", folder, "--method", method, "--n", "2",
+                 "--max-new-tokens", "20", "--batch-size", "2", "--db", db, *test_params]) == 0
+    run_id = last_line(capsys)
+    if info.post_hoc:  # no key to re-detect: its scores are the model's, taken at generation
         store = Store(db, read_only=True)
-        compared = agreement(store, run_id, set_id, lm)
+        scores = store.detections([run_id]).score
         store.close()
-        assert len(compared) >= 2, method
-        assert compared.score_from_text.to_numpy() == pytest.approx(compared.score_generated.to_numpy(), abs=1e-6), method
+        assert len(scores) == 4 and scores.notna().all()
+        return
+    tokenizer = folder if info.detector_needs_model(info.defaults) or TOKENIZER[shape] is None else TOKENIZER[shape]
+    assert main(["detect", "--run", run_id, "--tokenizer", tokenizer, "--db", db]) == 0
+    set_id = last_line(capsys).split("detection set ")[1].split()[0]
     store = Store(db, read_only=True)
-    kgw = store.runs().query("method == 'KGW'").run_id.iloc[0]
-    scores = store.detections([kgw]).groupby("text_kind").score.mean()
+    compared = agreement(store, run_id, set_id, shape_model(folder))
+    scores = store.detections([run_id]).groupby("text_kind").score.mean()
     store.close()
-    assert scores["watermarked"] > 2 > scores["unwatermarked"]  # the watermark is there, not only reproduced
+    assert len(compared) >= 2
+    assert compared.score_from_text.to_numpy() == pytest.approx(compared.score_generated.to_numpy(), abs=1e-6)
+    if method == "KGW":  # the watermark is there, not only reproduced
+        assert scores["watermarked"] > 2 > scores["unwatermarked"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -170,7 +170,7 @@ def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_
     import shutil
 
     store, _, run_id = qa_run
-    store.cursor().execute("CHECKPOINT")
+    store.row("CHECKPOINT")
     db = str(tmp_path / "copy.duckdb")
     shutil.copy(store.path, db)
     out = tmp_path / "scores.csv"
@@ -206,7 +206,7 @@ def test_a_one_token_text_gets_no_score_and_every_other_score_stays_with_its_own
     import shutil
 
     store, _, run_id = qa_run
-    store.cursor().execute("CHECKPOINT")
+    store.row("CHECKPOINT")
     tokenizer = load_tokenizer("smollm2-135m-instruct")
     assert len(tokenizer.encode("Yes")) == 1
     scored = {}
@@ -214,7 +214,7 @@ def test_a_one_token_text_gets_no_score_and_every_other_score_stays_with_its_own
         shutil.copy(store.path, tmp_path / f"{name}.duckdb")
         copy = Store(tmp_path / f"{name}.duckdb")
         if name == "one short":
-            copy.cursor().execute("UPDATE generations SET watermarked_text = 'Yes' WHERE run_id = ? AND sample_idx = 1",
+            copy.row("UPDATE generations SET watermarked_text = 'Yes' WHERE run_id = ? AND sample_idx = 1",
                                   [run_id])
         set_id = redetect(copy, run_id, "KGW", {}, tokenizer)
         scored[name] = copy.redetections([set_id]).set_index(["sample_idx", "text_kind"])

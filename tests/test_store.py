@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -49,20 +50,32 @@ def test_schema_version_is_recorded_and_reopened(tmp_path):
     Store(path).close()
     reopened = Store(path)
     assert reopened.schema_version() == SCHEMA_VERSION
-    reopened.cursor().execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    reopened.row("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     reopened.close()
     with pytest.raises(StoreError, match="newer than this app"):
         Store(path)
 
 
-def test_a_second_process_gets_a_clear_message(store):
+def test_a_second_process_works_on_the_file_between_this_ones_transactions(store):
     make_run(store)
     result = subprocess.run(
-        [sys.executable, "-m", "fwsapp", "runs", "--db", str(store.path)],
+        [sys.executable, "-m", "fwsapp", "runs", "--db", str(store.path), "--format", "json"],
         cwd=PROJECT, capture_output=True, text=True, timeout=120,
     )
+    assert result.returncode == 0, result.stderr
+    assert [run["run_id"] for run in json.loads(result.stdout)] == ["r1"]
+    assert store.has_run("r1")  # and this one opens it again after
+
+
+def test_a_process_that_keeps_the_file_past_the_wait_is_named(store):
+    make_run(store)
+    with store.cursor():  # held for the whole command
+        result = subprocess.run(
+            [sys.executable, "-m", "fwsapp", "runs", "--db", str(store.path)],
+            cwd=PROJECT, capture_output=True, text=True, timeout=120, env={**os.environ, "FWSAPP_DB_WAIT_SECONDS": "1"},
+        )
     assert result.returncode == 2
-    assert "is in use by another process" in result.stderr
+    assert f"in use by another process (PID {os.getpid()}) for more than 1 s" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -94,8 +107,8 @@ def test_old_entity_token_counts_migrate_to_named_columns(tmp_path):
     connection = database_at_schema(path, 5)
     connection.execute("INSERT INTO entity_analyses VALUES ('r', 0, 'c', [40, 31, NULL])")
     connection.close()
-    row = Store(path).cursor().execute(
-        "SELECT reference_tokens, unwatermarked_tokens, watermarked_tokens FROM entity_analyses").fetchone()
+    row = Store(path).row(
+        "SELECT reference_tokens, unwatermarked_tokens, watermarked_tokens FROM entity_analyses")
     assert row == (40, 31, None)
 
 
@@ -106,7 +119,7 @@ def test_the_unwatermarked_self_similarity_is_dropped_and_measured_metrics_stay(
                                 ("unwatermarked", "rougeL", 0.3)):
         connection.execute("INSERT INTO metrics VALUES ('r', 0, ?, ?, 'c', ?)", [kind, metric, value])
     connection.close()
-    rows = Store(path).cursor().execute("SELECT text_kind, metric, value FROM metrics ORDER BY metric, text_kind").fetchall()
+    rows = Store(path).rows("SELECT text_kind, metric, value FROM metrics ORDER BY metric, text_kind")
     assert rows == [("unwatermarked", "rougeL", 0.3), ("watermarked", "simcse", 0.8)]
 
 

@@ -302,7 +302,7 @@ def entity_app(app_db):
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
     from fwsapp.importer import LogFile, import_logs
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers import load_recognizer
     from fwsapp.store import Store
 
     rows = [{"prompt": "What is this?", "natural_text": "Type 2 diabetes mellitus and asthma are common.",
@@ -362,7 +362,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
     from fwsapp.encoder import load_encoder
     from fwsapp.entities import analyze_run
     from fwsapp.importer import LogFile, import_logs
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers import load_recognizer
     from fwsapp.store import Store
 
     rows = [{"prompt": "What is this?", "natural_text": "Asthma is common.", "unwatermarked_text": "Asthma is common.",

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fwsapp.generate import RunConfig, run_generation
-from fwsapp.methods import POST_HOC
+from fwsapp import methods
+from fwsapp.methods import POST_HOC, WATERMARKS
 from fwsapp.watermark import create
 from fwsapp.watermark.dipmark import dip_reweight
 from fwsapp.watermark.exp_edit import alignment_costs
@@ -148,10 +149,10 @@ def test_dipmark_green_test_is_markllms_quantile_rule():
             assert key.is_green(context, token, gamma) == ((position + 1) / 49152 >= gamma)
 
 
-@pytest.mark.parametrize("method", ["SWEET", "DiPmark", "EXP-edit", "Unigram", "SynthID"])
+@pytest.mark.parametrize("method", WATERMARKS)
 def test_each_method_generates_and_detects_in_a_run(lm, store, method):
     config = RunConfig(task="qa", method=method, n=2, max_new_tokens=12, batch_size=2, seed=5,
-                       params={"n_runs": 20} if method == "EXP-edit" else {})
+                       params=methods.info(method).test_params)
     run_id = run_generation(config, store, lm)
     rows = store.generations(run_id)
     assert len(rows) == 2 and all(len(ids) == 12 for ids in rows.watermarked_ids)

@@ -12,8 +12,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-DEFAULT_OPENAI_MODEL = "gpt-4o-2024-08-06"
-LOCAL_DEMO_NOTE = "its verdicts are forced into the format; the embedded 135M model's are a smoke test, not a judgment"
+from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE
 # Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
 LOCAL_SECONDS_PER_PAIR = 7
 
@@ -71,6 +70,11 @@ class OpenAIBackend:
     schema: vLLM's guided decoding, llama.cpp's json_schema), since a small model behind it rarely writes the format
     unaided. A server that refuses the option (400) is asked in plain text from then on. OpenAI itself is asked in
     plain text, as the paper did."""
+
+    @classmethod
+    def from_settings(cls, judge_model: str | None, base_url: str | None, timeout: float, api_key: str | None,
+                      loaded=None) -> OpenAIBackend:
+        return cls(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout, api_key=api_key)
 
     def __init__(self, model: str = DEFAULT_OPENAI_MODEL, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, max_tokens: int = 1024):
@@ -150,9 +154,29 @@ def _short(error) -> str:
     return str(error).splitlines()[0][:200]
 
 
+class CompatibleBackend(OpenAIBackend):
+    """An OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio): a base URL and the model it serves."""
+
+    @classmethod
+    def from_settings(cls, judge_model: str | None, base_url: str | None, timeout: float, api_key: str | None,
+                      loaded=None) -> CompatibleBackend:
+        if not base_url:
+            raise JudgeError("The compatible backend needs a base URL (--base-url, or the Base URL field), e.g. "
+                             "http://localhost:8000/v1 for vLLM.")
+        if not judge_model:
+            raise JudgeError("The compatible backend needs a judge model (--judge-model, or the Judge model field): the "
+                             "model name the server serves.")
+        return cls(judge_model, base_url=base_url, timeout=timeout, api_key=api_key)
+
+
 class LocalBackend:
     """A transformers model in-process; the embedded SmolLM2 by default (a smoke test). Its reply is decoded
     straight into the verdict format, so every verdict parses."""
+
+    @classmethod
+    def from_settings(cls, judge_model: str | None, base_url: str | None, timeout: float, api_key: str | None,
+                      loaded=None) -> LocalBackend:
+        return cls(judge_model, loaded=loaded)
 
     def __init__(self, model_name: str | None = None, loaded=None):
         from fwsapp.judge.verdict_format import verdict_template
@@ -205,25 +229,15 @@ def plain_prompt(messages: list[dict]) -> str:
     return "".join(f"{message['role'].capitalize()}: {message['content']}\n\n" for message in messages) + "Assistant:"
 
 
-BACKENDS = ("openai", "compatible", "local")
-
-
 def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = 60.0,
                  loaded=None, api_key: str | None = None):
-    """`api_key` is sent as given; without it OpenAI gets OPENAI_API_KEY and a compatible server no key."""
-    if kind == "openai":
-        return OpenAIBackend(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout, api_key=api_key)
-    if kind == "compatible":
-        if not base_url:
-            raise JudgeError("The compatible backend needs a base URL (--base-url, or the Base URL field), e.g. "
-                             "http://localhost:8000/v1 for vLLM.")
-        if not judge_model:
-            raise JudgeError("The compatible backend needs a judge model (--judge-model, or the Judge model field): the "
-                             "model name the server serves.")
-        return OpenAIBackend(judge_model, base_url=base_url, timeout=timeout, api_key=api_key)
-    if kind == "local":
-        return LocalBackend(judge_model, loaded=loaded)
-    raise JudgeError(f"Unknown judge backend '{kind}': use openai, compatible or local.")
+    """The registered backend `kind` (`JUDGE_BACKENDS`). `api_key` is sent as given; without it OpenAI gets
+    OPENAI_API_KEY and a compatible server no key."""
+    try:
+        entry = JUDGE_BACKENDS.check(kind)
+    except ValueError as error:
+        raise JudgeError(str(error)) from None
+    return entry.load().from_settings(judge_model, base_url, timeout, api_key, loaded=loaded)
 
 
 def price(model: str) -> tuple[float, float] | None:

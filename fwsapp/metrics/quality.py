@@ -12,7 +12,7 @@ import pandas as pd
 
 from fwsapp.metrics import f1, main_config, rouge
 from fwsapp.metrics.factuality import ALIGNSCORE_NAME, STAND_IN_NAME
-from fwsapp.recognizer import DEFAULT_RECOGNIZER
+from fwsapp.recognizers import DEFAULT_RECOGNIZER
 
 if TYPE_CHECKING:
     from fwsapp.models import LoadedModel
@@ -80,7 +80,7 @@ class QualityResources:
     @property
     def recognizer(self):
         if self._recognizer is None:
-            from fwsapp.recognizer import load_recognizer
+            from fwsapp.recognizers import load_recognizer
 
             self._recognizer = load_recognizer(self.recognizer_name)
         return self._recognizer
@@ -199,7 +199,7 @@ def stored_as(metric: str, run: dict, resources: QualityResources) -> tuple[str,
     """(stored metric name, config, text kinds) that a metric's values of a run are kept under, so a value is
     looked for where it was written."""
     from fwsapp.metrics import bertscore, factuality
-    from fwsapp.recognizer import recognizer_label
+    from fwsapp.recognizers import recognizer_label
 
     encoder = f"encoder={resources.encoder_name}"
     if metric == "rouge":

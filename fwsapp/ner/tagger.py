@@ -106,11 +106,11 @@ class Pieces:
 
 def tokenize(tokenizer, texts: list[str]) -> list[Pieces]:
     """Word pieces of each text with their MeSH lexicon tags and casing."""
-    from fwsapp.recognizer import load_recognizer
+    from fwsapp.recognizers.mesh import MeshRecognizer
 
     encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False,
                         verbose=False)
-    matches = load_recognizer("mesh").lexicon_matches(texts)
+    matches = MeshRecognizer.shared().lexicon_matches(texts)
     pieces = []
     for text, ids, offsets, found in zip(texts, encoded["input_ids"], encoded["offset_mapping"], matches):
         offsets = [tuple(offset) for offset in offsets]

@@ -26,7 +26,7 @@ from fwsapp.ner.tagger import (
     CASINGS, LABELS, WINDOW, DiseaseTagger, batch_tensors, inference_autocast, new_model, piece_labels, shipped_state,
     tokenize, windows, word_embeddings_hash,
 )
-from fwsapp.recognizer import TrainedRecognizer
+from fwsapp.recognizers.trained import TrainedRecognizer
 
 TRAIN_WINDOW = 128  # shorter windows than at inference: more, cheaper steps per epoch
 

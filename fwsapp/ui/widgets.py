@@ -77,13 +77,43 @@ def progress_line(job, noun: str = "") -> str:
 
 
 def running_jobs() -> None:
-    """Every job under way, on every page (the sidebar): a page that waits for one shows where it stands."""
+    """Every job under way, on every page (the sidebar): this app's, and runs another process is generating in the
+    same file (a `python -m fwsapp` command), from what it has stored. What another process writes shows as it lands:
+    the page is drawn again when the store changes and no job of this app is running (its own panel does that)."""
     @st.fragment(run_every=2.0)
     def panel():
-        for job in jobs().running():
+        own = jobs().running()
+        for job in own:
             st.progress(job.fraction, text=progress_line(job))
+        current = revision()
+        mine = {run_id for job in own for run_id in job.run_ids}
+        stored = runs(current)
+        for run in stored[(stored.status == "running") & ~stored.run_id.isin(mine)].itertuples():
+            st.progress(min(1.0, run.samples_done / max(run.n, 1)), text=stored_progress_line(run))
+        if not own and current != st.session_state.get(DRAWN_REVISION, current):
+            st.rerun(scope="app")
 
     panel()
+
+
+# The store revision the page was last drawn at (set by app.py), so the sidebar can tell when another process wrote.
+DRAWN_REVISION = "drawn-revision"
+
+
+def stored_progress_line(run) -> str:
+    """A run that is being generated elsewhere, in one line: how many samples it has stored, and for how long none
+    has come (as seen from this browser session), so a run whose process was stopped reads as such."""
+    seen = st.session_state.setdefault("stored-progress", {})
+    now = pd.Timestamp.now()
+    count, since, moved = seen.get(run.run_id, (run.samples_done, now, False))
+    if count != run.samples_done:
+        count, since, moved = run.samples_done, now, True
+    seen[run.run_id] = (count, since, moved)
+    quiet = int((now - since).total_seconds())
+    timing = ("new samples are arriving" if moved and quiet < 10 else
+              f"no new sample for {quiet // 60} min" if quiet >= 120 else f"no new sample for {quiet} s")
+    return (f"{run.method} {run.task} ({run.run_id}), written by another process: {run.samples_done:,} of {run.n:,} "
+            f"samples stored · {timing}")
 
 
 # Model-free metrics start by themselves when the page opens if they take at most this long here; longer work

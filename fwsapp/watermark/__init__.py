@@ -1,22 +1,11 @@
 """Watermarking methods, registered by name (case-insensitive, with the paper's file spellings)."""
 from __future__ import annotations
 
-from fwsapp.methods import canonical_name, parse_params
+from fwsapp.methods import REGISTRY, canonical_name, parse_params
 from fwsapp.watermark.base import Detection, Watermark
-from fwsapp.watermark.dipmark import DiPmark
-from fwsapp.watermark.entity_kgw import EntityKGW
-from fwsapp.watermark.exp_edit import ExpEdit
-from fwsapp.watermark.kgw import KGW
-from fwsapp.watermark.posthoc import DetectGPT, FastDetectGPT, LogRank
-from fwsapp.watermark.sweet import SWEET
-from fwsapp.watermark.synthid import SynthID
-from fwsapp.watermark.unigram import Unigram
 
-# One class per declared method (tests/test_watermarks.py checks the two match).
-METHODS: dict[str, type[Watermark]] = {
-    cls.name: cls for cls in (KGW, SWEET, DiPmark, ExpEdit, EntityKGW, Unigram, SynthID, LogRank, DetectGPT,
-                              FastDetectGPT)
-}
+# Each declared method's class, loaded from its registry entry (`MethodInfo.implementation`).
+METHODS: dict[str, type[Watermark]] = {name: info.load() for name, info in REGISTRY.items()}
 
 
 def method_class(name: str) -> type[Watermark]:

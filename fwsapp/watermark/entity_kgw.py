@@ -87,8 +87,8 @@ def build_trie(names: Sequence[str], encode_many: Callable[[list[str]], list[lis
 
     A name starts with a distinctive token only when its first word is one whole token of three letters or
     more and not a function word (spaCy's English stop words): " diabetes" starts names, but " and" (the
-    first piece of " andersen") and " t" (of "T-cell ...") do not, or every " and" would be spared. A name whose first word is split is spared from its second
-    token on.
+    first piece of " andersen") and " t" (of "T-cell ...") do not, or every " and" would be spared. A name whose first
+    word is split is spared from its second token on.
     """
     from spacy.lang.en.stop_words import STOP_WORDS
 

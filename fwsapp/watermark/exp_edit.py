@@ -54,18 +54,18 @@ def _alignment_costs(logs: np.ndarray, gamma: float) -> np.ndarray:
     for shift in numba.prange(n):  # shifts are independent: one per core
         previous = np.empty(k + 1)
         current = np.empty(k + 1)
-        for l in range(k + 1):
-            previous[l] = l * gamma
+        for column in range(k + 1):
+            previous[column] = column * gamma
         for i in range(1, k + 1):
             current[0] = i * gamma
-            for l in range(1, k + 1):
-                best = previous[l] + gamma
-                if current[l - 1] + gamma < best:
-                    best = current[l - 1] + gamma
-                substitution = previous[l - 1] + logs[(shift + l - 1) % n, i - 1]
+            for j in range(1, k + 1):
+                best = previous[j] + gamma
+                if current[j - 1] + gamma < best:
+                    best = current[j - 1] + gamma
+                substitution = previous[j - 1] + logs[(shift + j - 1) % n, i - 1]
                 if substitution < best:
                     best = substitution
-                current[l] = best
+                current[j] = best
             previous, current = current, previous
         costs[shift] = previous[k]
     return costs

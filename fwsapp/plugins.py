@@ -1,0 +1,79 @@
+"""What every plug-in registry shares: an entry's declaration, and the registry that holds one axis's entries.
+
+Torch-free. Each axis (watermark methods in `methods.py`, disease recognizers in `recognizers.py`, judge backends in
+`judge/registry.py`) declares its entries in one module. The CLI's choices, the pages' options, the grid's checks,
+`doctor` and the generic tests read that registry, so a new plug-in is its module plus one entry, and nothing else
+names it. An entry names its implementation as "module:attribute", imported only when it is used.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import import_module
+
+
+def always_available() -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class PlugIn:
+    name: str
+    help: str  # one line, for --help, menus and doctor
+    implementation: str  # "module:attribute"
+    # What it needs beyond the package: "model" (a language model loaded), "key" (an API key), "base_url" (a server).
+    needs: tuple[str, ...] = ()
+    # None when it can run here, else why not (a missing optional package), said by doctor and the choices.
+    unavailable: Callable[[], str | None] = always_available
+    # Parameters its tests use to keep to a few seconds on a CPU.
+    test_params: dict = field(default_factory=dict)
+
+    def load(self):
+        module, _, attribute = self.implementation.partition(":")
+        return getattr(import_module(module), attribute)
+
+
+class Registry:
+    """One axis's plug-ins, by name, in declaration order; the first is the default unless one is named."""
+
+    def __init__(self, axis: str, entries: list[PlugIn], default: str | None = None):
+        self.axis = axis
+        self._entries = {entry.name: entry for entry in entries}
+        self.default = default or entries[0].name
+
+    def __iter__(self) -> Iterator[PlugIn]:
+        return iter(list(self._entries.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def available(self) -> list[str]:
+        """The names of the plug-ins that can run here."""
+        return [entry.name for entry in self if entry.unavailable() is None]
+
+    def __getitem__(self, name: str) -> PlugIn:
+        if name not in self._entries:
+            raise ValueError(f"Unknown {self.axis} '{name}': choose one of {', '.join(self._entries)}.")
+        return self._entries[name]
+
+    def check(self, name: str) -> PlugIn:
+        """The entry, if it can run here; else a ValueError saying why and what can."""
+        entry = self[name]
+        reason = entry.unavailable()
+        if reason:
+            raise ValueError(f"The {self.axis} '{name}' cannot run here: {reason}. Choose one of "
+                             f"{', '.join(self.available())}.")
+        return entry
+
+    @contextmanager
+    def registered(self, entry: PlugIn):
+        """`entry` registered for the length of the block (a test's toy plug-in)."""
+        self._entries[entry.name] = entry
+        try:
+            yield entry
+        finally:
+            del self._entries[entry.name]

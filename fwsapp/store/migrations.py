@@ -1,0 +1,200 @@
+"""The database schema: its version, and the migrations that bring an older file up to it."""
+
+SCHEMA_VERSION = 8
+
+# Each entry migrates the schema from version i to i + 1; append, never edit.
+MIGRATIONS = [
+    """
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY,
+        config_hash VARCHAR NOT NULL,
+        config JSON NOT NULL,
+        model VARCHAR,
+        task VARCHAR NOT NULL,
+        method VARCHAR NOT NULL,
+        params JSON NOT NULL,
+        seed BIGINT,
+        n INTEGER NOT NULL,
+        imported BOOLEAN NOT NULL DEFAULT FALSE,
+        score_direction VARCHAR NOT NULL DEFAULT 'higher',
+        status VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL
+    );
+    CREATE TABLE generations (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        prompt VARCHAR NOT NULL,
+        reference VARCHAR,
+        unwatermarked_text VARCHAR,
+        watermarked_text VARCHAR,
+        unwatermarked_ids INTEGER[],
+        watermarked_ids INTEGER[],
+        unwatermarked_entropy FLOAT[],
+        watermarked_entropy FLOAT[],
+        unwatermarked_seconds DOUBLE,
+        watermarked_seconds DOUBLE,
+        PRIMARY KEY (run_id, sample_idx)
+    );
+    CREATE TABLE detections (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        detector VARCHAR NOT NULL,
+        score DOUBLE,
+        z DOUBLE,
+        p DOUBLE,
+        num_tokens_scored INTEGER,
+        PRIMARY KEY (run_id, sample_idx, text_kind, detector)
+    );
+    """,
+    # 2: per-sample quality metrics, and judge verdicts (raw output always kept, with its parse status).
+    """
+    CREATE TABLE metrics (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        metric VARCHAR NOT NULL,
+        config VARCHAR NOT NULL,
+        value DOUBLE,
+        PRIMARY KEY (run_id, sample_idx, text_kind, metric, config)
+    );
+    CREATE TABLE judgments (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        judge_model VARCHAR NOT NULL,
+        prompt_version VARCHAR NOT NULL,
+        watermarked_first BOOLEAN NOT NULL,
+        texts_hash VARCHAR NOT NULL,
+        backend VARCHAR,
+        raw_output VARCHAR,
+        status VARCHAR NOT NULL,
+        reason VARCHAR,
+        scores_watermarked DOUBLE[],
+        scores_unwatermarked DOUBLE[],
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        seconds DOUBLE,
+        created TIMESTAMP,
+        PRIMARY KEY (run_id, sample_idx, judge_model, prompt_version, watermarked_first, texts_hash)
+    );
+    """,
+    # 3: human evaluation: the sampled items (with their stored A/B order), ratings, and skips.
+    """
+    CREATE TABLE human_items (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        watermarked_first BOOLEAN NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, sample_idx)
+    );
+    CREATE TABLE human_ratings (
+        rater VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        scores_watermarked DOUBLE[] NOT NULL,
+        scores_unwatermarked DOUBLE[] NOT NULL,
+        comment VARCHAR,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (rater, run_id, sample_idx)
+    );
+    CREATE TABLE human_skips (
+        rater VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (rater, run_id, sample_idx)
+    );
+    """,
+    # 4: why factuality degrades: teacher-forced entropies of texts the generator did not write (references,
+    # imports), disease entities per text with the introduced/hallucinated verdicts, and clinicians' verdicts.
+    """
+    CREATE TABLE entropies (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        model VARCHAR NOT NULL,
+        token_ids INTEGER[],
+        token_spans INTEGER[][],
+        entropy FLOAT[],
+        PRIMARY KEY (run_id, sample_idx, text_kind, model)
+    );
+    CREATE TABLE entities (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        config VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        end_char INTEGER NOT NULL,
+        entity VARCHAR NOT NULL,
+        normalized VARCHAR NOT NULL,
+        introduced BOOLEAN NOT NULL,
+        hallucinated BOOLEAN NOT NULL,
+        closest_reference VARCHAR,
+        similarity DOUBLE,
+        token_indices INTEGER[],
+        entropy DOUBLE,
+        PRIMARY KEY (run_id, sample_idx, text_kind, config, start_char)
+    );
+    CREATE TABLE entity_analyses (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        config VARCHAR NOT NULL,
+        token_counts INTEGER[],
+        PRIMARY KEY (run_id, sample_idx, config)
+    );
+    CREATE TABLE entity_verdicts (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        rater VARCHAR NOT NULL,
+        verdict VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, text_kind, start_char, rater)
+    );
+    """,
+    # 5: runs generated before the green-list generator became a parameter used the CPU one; re-detection
+    # sets: a run's texts scored again under a method, its parameters and a tokenizer, beside what is stored.
+    """
+    UPDATE runs SET params = json_merge_patch(params, '{"rng": "cpu"}')
+    WHERE method IN ('KGW', 'SWEET', 'DiPmark') AND NOT imported AND json_extract(params, '$.rng') IS NULL;
+    CREATE TABLE detection_sets (
+        set_id VARCHAR PRIMARY KEY,
+        run_id VARCHAR NOT NULL,
+        method VARCHAR NOT NULL,
+        params JSON NOT NULL,
+        tokenizer VARCHAR NOT NULL,
+        score_direction VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL
+    );
+    CREATE TABLE redetections (
+        set_id VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        score DOUBLE,
+        z DOUBLE,
+        p DOUBLE,
+        num_tokens_scored INTEGER,
+        PRIMARY KEY (set_id, sample_idx, text_kind)
+    );
+    """,
+    # 6: token counts per text kind stored by name, not by position in a list.
+    """
+    ALTER TABLE entity_analyses ADD COLUMN reference_tokens INTEGER;
+    ALTER TABLE entity_analyses ADD COLUMN unwatermarked_tokens INTEGER;
+    ALTER TABLE entity_analyses ADD COLUMN watermarked_tokens INTEGER;
+    UPDATE entity_analyses SET reference_tokens = token_counts[1], unwatermarked_tokens = token_counts[2],
+                               watermarked_tokens = token_counts[3];
+    ALTER TABLE entity_analyses DROP COLUMN token_counts;
+    """,
+    # 7: the unwatermarked text's SimCSE was stored as 1.0, its similarity to itself: a definition, not a
+    # measurement, that showed as "best" and lifted the unwatermarked Auto-FWS. Dropped; nothing is lost.
+    """
+    DELETE FROM metrics WHERE metric = 'simcse' AND text_kind = 'unwatermarked';
+    """,
+    # 8: why a run failed (a grid unit that failed for good), beside its status.
+    """
+    ALTER TABLE runs ADD COLUMN status_reason VARCHAR;
+    """,
+]

@@ -1,0 +1,181 @@
+"""Runs, their generations and detection scores: creating, listing, deleting, and moving rows in and out."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from fwsapp.store.core import PER_RUN_TABLES, StoreCore, StoreError, insert_rows, now, sql_string
+
+
+class RunTables(StoreCore):
+    # -- runs ----------------------------------------------------------------------------------
+    def add_run(self, run_id: str, run: dict, tables: dict[str, list[dict]]) -> None:
+        """Write a new run with all its rows (an import) in one transaction; an existing run is never
+        replaced, so nothing computed for it since is lost."""
+        with self.transaction() as cursor:
+            _insert_run(cursor, run_id, run)
+            for table, rows in tables.items():
+                if rows:
+                    insert_rows(cursor, table, run_id, rows)
+
+    def ensure_run(
+        self,
+        run_id: str,
+        config: dict,
+        *,
+        model: str | None,
+        task: str,
+        method: str,
+        params: dict,
+        seed: int | None,
+        n: int,
+        imported: bool = False,
+        score_direction: str = "higher",
+    ) -> None:
+        """Create the run if it is new; a run that exists keeps its rows (and the revision stays)."""
+        if self.has_run(run_id):
+            return
+        with self.transaction() as cursor:
+            if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                _insert_run(cursor, run_id, {
+                    "config": config, "model": model, "task": task, "method": method, "params": params,
+                    "seed": seed, "n": n, "imported": imported, "score_direction": score_direction,
+                })
+
+    def has_run(self, run_id: str) -> bool:
+        return bool(self.rows("SELECT 1 FROM runs WHERE run_id = ?", [run_id]))
+
+    def set_status(self, run_id: str, status: str, reason: str | None = None) -> None:
+        """The run's status, with the reason when it failed (cleared by any other status)."""
+        run = self.run(run_id)
+        if run["status"] == status and (run["status_reason"] or None) == reason:
+            return
+        with self.transaction() as cursor:
+            cursor.execute("UPDATE runs SET status = ?, status_reason = ? WHERE run_id = ?", [status, reason, run_id])
+
+    def runs(self) -> pd.DataFrame:
+        return self.frame(
+            """SELECT r.run_id, r.method, r.model, r.task, r.n, r.imported, r.status, r.status_reason, r.created,
+                      r.seed, r.params, r.score_direction, count(g.sample_idx) AS samples_done
+               FROM runs r LEFT JOIN generations g USING (run_id)
+               GROUP BY ALL ORDER BY r.created DESC"""
+        )
+
+    def delete_run(self, run_id: str) -> dict[str, int]:
+        """Delete a run with every row that belongs to it (texts, scores, verdicts, analyses, ratings, detection sets),
+        in one transaction; returns the rows deleted per table. An unknown id is an error, and deletes nothing."""
+        self.run(run_id)
+        tables = (*PER_RUN_TABLES, "entity_verdicts", "human_items", "human_ratings", "human_skips", "detection_sets", "runs")
+        deleted = {}
+        with self.transaction() as cursor:
+            for table in tables:
+                deleted[table] = cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+        return deleted
+
+    def coverage(self) -> dict[str, int]:
+        """How many runs there are, and how many have the model-based quality metrics (similarity; ROUGE and F1 come
+        with every import), parsed verdicts, entity analyses, entropies."""
+        count = "SELECT count(DISTINCT run_id) FROM "
+        return {name: self.row(count + query)[0] for name, query in (
+            ("runs", "runs"), ("scored", "metrics WHERE metric = 'simcse'"), ("judged", "judgments WHERE status = 'ok'"),
+            ("analysed", "entity_analyses"), ("entropies", "entropies"))}
+
+    def run(self, run_id: str) -> dict:
+        row = self.frame("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        if row.empty:
+            raise StoreError(f"No run '{run_id}' in {self.path}. `python -m fwsapp runs` lists them.")
+        record = row.iloc[0].to_dict()
+        record["config"] = json.loads(record["config"])
+        record["params"] = json.loads(record["params"])
+        return record
+
+    # -- generations and detections ------------------------------------------------------------
+    def finished_samples(self, run_id: str) -> set[int]:
+        return {row[0] for row in self.rows("SELECT sample_idx FROM generations WHERE run_id = ?", [run_id])}
+
+    def write_batch(self, run_id: str, generations: list[dict], detections: list[dict]) -> None:
+        """Write one batch of generations and their detection scores atomically; a run deleted meanwhile gets none
+        (rows no run owns could be neither listed nor deleted)."""
+        with self.transaction() as cursor:
+            if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
+                raise StoreError(f"Run {run_id} was deleted while it was being generated: its last batch is not kept.")
+            if generations:
+                insert_rows(cursor, "generations", run_id, generations)
+            if detections:
+                insert_rows(cursor, "detections", run_id, detections)
+
+    def export_rows(self, table: str, run_ids: list[str], path: Path) -> int:
+        """A per-run table's rows of these runs, to a Parquet file; returns the row count."""
+        if table not in PER_RUN_TABLES:
+            raise ValueError(f"not a per-run table: {table}")
+        query = f"SELECT * FROM {table} WHERE run_id IN (SELECT unnest(?)) ORDER BY ALL"
+        with self.cursor() as cursor:
+            cursor.execute(f"COPY ({query}) TO '{sql_string(path)}' (FORMAT parquet, COMPRESSION zstd)", [run_ids])
+            return cursor.execute(f"SELECT count(*) FROM ({query})", [run_ids]).fetchone()[0]
+
+    def import_rows(self, tables: dict[str, Path]) -> None:
+        """Rows of per-run tables from Parquet files (`export_rows`), in one transaction; rows already stored are kept."""
+        with self.transaction() as cursor:
+            for table, path in tables.items():
+                if table not in PER_RUN_TABLES:
+                    raise ValueError(f"not a per-run table: {table}")
+                cursor.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT * FROM read_parquet('{sql_string(path)}')")
+
+    def write_rows(self, table: str, run_id: str, rows: list[dict]) -> None:
+        """Insert or replace rows of a per-run table in one transaction."""
+        if table not in PER_RUN_TABLES:
+            raise ValueError(f"not a per-run table: {table}")
+        if not rows:
+            return
+        with self.transaction() as cursor:
+            insert_rows(cursor, table, run_id, rows)
+
+    def generated_configs(self) -> dict[str, dict]:
+        """Each generated (not imported) run's config, by run id."""
+        rows = self.rows("SELECT run_id, config FROM runs WHERE NOT imported")
+        return {run_id: json.loads(config) for run_id, config in rows}
+
+    def generation_rows(self, run_id: str, sample_indices: list[int]) -> list[dict]:
+        """Some of a run's generations rows, in sample order."""
+        return self.frame(
+            "SELECT * FROM generations WHERE run_id = ? AND sample_idx IN (SELECT unnest(?)) ORDER BY sample_idx",
+            [run_id, sample_indices]).to_dict("records")
+
+    def generations(self, run_id: str) -> pd.DataFrame:
+        return self.frame("SELECT * FROM generations WHERE run_id = ? ORDER BY sample_idx", [run_id])
+
+    def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("detections", run_ids)
+
+    def metrics(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("metrics", run_ids)
+
+    def judgments(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("judgments", run_ids)
+
+
+def detection_record(sample_idx: int, text_kind: str, detector: str, score: float, *, z=None, p=None,
+                     num_tokens_scored: int | None = None) -> dict:
+    """A row of the detections table."""
+    return {"sample_idx": sample_idx, "text_kind": text_kind, "detector": detector, "score": score,
+            "z": z, "p": p, "num_tokens_scored": num_tokens_scored}
+
+
+def detected_record(sample_idx: int, text_kind: str, detector: str, detection) -> dict:
+    """The detections-table row of a detector's `Detection` of one text."""
+    return detection_record(sample_idx, text_kind, detector, detection.score, z=detection.z, p=detection.p,
+                            num_tokens_scored=detection.num_tokens_scored)
+
+
+def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> None:
+    cursor.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run_id, run_id, json.dumps(run["config"], sort_keys=True), run["model"], run["task"], run["method"],
+            json.dumps(run["params"], sort_keys=True), run.get("seed"), run["n"], run.get("imported", False),
+            run.get("score_direction", "higher"), run.get("status", "running"), now(), None,
+        ],
+    )

@@ -1,0 +1,178 @@
+"""Every plug-in axis has one registry that the CLI, doctor, the pages and the generic tests read: a new plug-in is its
+module plus one entry. Each axis's generic checks run once per registered plug-in, and once more on a toy plug-in
+registered here, which must also show in the CLI's choices, in doctor and in the page's options."""
+import json
+import subprocess
+import sys
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from fwsapp import methods
+from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
+from fwsapp.recognizer import Entity, Recognizer
+from fwsapp.recognizers import RECOGNIZERS, RecognizerPlugIn
+from tests.conftest import PROJECT
+from tests.openai_stub import StubServer
+
+APP = str(PROJECT / "app.py")
+AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS}
+
+
+def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
+    code = ("import sys, fwsapp.methods, fwsapp.recognizers, fwsapp.judge.registry; "
+            "print(*(name in sys.modules for name in ('torch', 'transformers', 'spacy', 'openai')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
+    assert result.stdout.split() == ["False"] * 4
+
+
+@pytest.mark.parametrize("axis", list(AXES))
+def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
+    names = list(AXES[axis]) if axis == "methods" else AXES[axis].names()
+    own = {"methods": ("watermark", "methods.py"), "recognizers": ("recognizers",),
+           "judge backends": ("registry.py", "backends.py")}[axis]
+    # EntityKGW's lexicon is also called "mesh": a word list, not the recognizer; Ray's address may be "local".
+    elsewhere = {"recognizers": ("entity_kgw.py",), "judge backends": ("distributed.py",)}.get(axis, ())
+    offenders = []
+    for path in [*PROJECT.joinpath("fwsapp").rglob("*.py"), *PROJECT.joinpath("pages").glob("*.py"), PROJECT / "app.py"]:
+        if path.parent.name in own or path.name in own or path.name in elsewhere:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if any(f'== "{name}"' in line or f'"{name}":' in line or f'in ("{name}"' in line or f'("{name}")' in line
+                   for name in names):
+                offenders.append(f"{path.relative_to(PROJECT)}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+# -- disease recognizers ---------------------------------------------------------------------------------------------
+class ToyRecognizer(Recognizer):
+    """Every capitalised word is a disease: a plug-in as small as one can be."""
+
+    backend = "toy recognizer v1"
+
+    def candidates(self, texts):
+        import re
+
+        return [[Entity(match[0], match.start(), match.end()) for match in re.finditer(r"\b[A-Z][a-z]+\b", text)]
+                for text in texts]
+
+
+TOY_RECOGNIZER = RecognizerPlugIn("toy", "capitalised words (a test's plug-in)", f"{__name__}:ToyRecognizer",
+                                  label=lambda: ToyRecognizer.backend)
+
+
+def check_recognizer(entry) -> None:
+    """What every recognizer does: its mentions are spans of the text, it records its declared label, and no
+    outcome ("Death") or drug-name modifier ("Tumor necrosis" factor) counts as a disease."""
+    recognizer = entry.load()()
+    assert recognizer.backend == entry.label()
+    texts = ["Gout and Asthma are common.", "Death followed. Tumor necrosis factor inhibitors help.", ""]
+    found = recognizer.find_many(texts)
+    assert len(found) == len(texts) and found[2] == []
+    for text, entities in zip(texts, found):
+        assert all(text[entity.start:entity.end] == entity.text for entity in entities)
+    assert not any(entity.text.lower() in {"death", "tumor necrosis", "tumor"} for entity in found[1])
+
+
+@pytest.mark.parametrize("name", RECOGNIZERS.available())
+def test_each_recognizer(name):
+    check_recognizer(RECOGNIZERS[name])
+
+
+def test_a_toy_recognizer_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_test(app_db):
+    from fwsapp.cli import build_parser
+    from fwsapp.doctor import backend_checks
+
+    with RECOGNIZERS.registered(TOY_RECOGNIZER):
+        check_recognizer(TOY_RECOGNIZER)
+        analyze = build_parser()._subparsers._group_actions[0].choices["analyze"]
+        assert "toy" in next(action for action in analyze._actions if action.dest == "recognizer").choices
+        assert any(check.topic == "recognizer" and check.item == "toy" and check.status == "ok"
+                   for check in backend_checks())
+        from tests.conftest import imported_qa_db
+
+        imported_qa_db(app_db, 2)
+        app = AppTest.from_file(APP, default_timeout=60)
+        app.run()
+        app.switch_page("pages/entropy.py").run()
+        assert f"toy: {TOY_RECOGNIZER.help}" in app.selectbox(key="analyze-recognizer").options
+
+
+# -- judge backends ----------------------------------------------------------------------------------------------------
+def check_judge_backend(entry, lm, stub, store, monkeypatch) -> None:
+    """What every backend does, given what it declares it needs: it judges a stored pair, and the verdict parses."""
+    from fwsapp import pipeline
+    from fwsapp.judge.runner import JudgeSettings
+    from tests.test_judge_runner import make_run
+
+    if "key" in entry.needs:  # a keyed API, pointed at the stub as its SDK allows
+        monkeypatch.setenv(entry.key_env, "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    run_id = make_run(store, n=1)
+    backend = pipeline.judge_backend(lambda name: lm, entry.name, entry.default_model or "stub-judge",
+                                     stub.base_url if "base_url" in entry.needs else None, 10.0)
+    outcome = pipeline.judge(store, [run_id], None, backend=backend, settings=JudgeSettings(concurrency=1))
+    assert outcome.judged == 1, outcome.describe(entry.name)
+    assert (store.judgments([run_id]).status == "ok").all()
+
+
+class ToyBackend:
+    """Answers every pair with the same verdict, in the paper's format."""
+
+    name, model, concurrency_limit = "toy", "toy-judge", 1
+
+    @classmethod
+    def from_settings(cls, judge_model, base_url, timeout, api_key, loaded=None):
+        return cls()
+
+    def complete(self, messages, schema=None):
+        from fwsapp.judge.backends import Completion
+        from tests.openai_stub import VALID_VERDICT
+
+        return Completion(VALID_VERDICT)
+
+    def check(self) -> str:
+        return "toy judge ready"
+
+
+TOY_BACKEND = JudgeBackendPlugIn("toy", "the same verdict every time (a test's plug-in)", f"{__name__}:ToyBackend",
+                                 menu_label="Toy judge", default_model="toy-judge")
+
+
+@pytest.mark.parametrize("name", JUDGE_BACKENDS.available())
+def test_each_judge_backend(name, lm, store, monkeypatch):
+    with StubServer() as stub:
+        check_judge_backend(JUDGE_BACKENDS[name], lm, stub, store, monkeypatch)
+
+
+def test_a_toy_judge_backend_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_test(
+        app_db, lm, store, monkeypatch, tmp_path):
+    from fwsapp.cli import build_parser, main
+    from fwsapp.doctor import backend_checks
+
+    with JUDGE_BACKENDS.registered(TOY_BACKEND), StubServer() as stub:
+        check_judge_backend(TOY_BACKEND, lm, stub, store, monkeypatch)
+        judge = build_parser()._subparsers._group_actions[0].choices["judge"]
+        assert "toy" in next(action for action in judge._actions if action.dest == "backend").choices
+        assert any(check.topic == "judge" and check.item == "toy" for check in backend_checks())
+        spec = tmp_path / "toy.toml"
+        from tests.conftest import tiny_spec
+
+        spec.write_text(tiny_spec(steps='judge = { backend = "toy" }'))
+        assert main(["grid", str(spec), "--dry-run", "--db", str(tmp_path / "dry.duckdb")]) == 0
+        from tests.conftest import imported_qa_db
+
+        imported_qa_db(app_db, 2)
+        app = AppTest.from_file(APP, default_timeout=60)
+        app.run()
+        app.switch_page("pages/judge.py").run()
+        assert TOY_BACKEND.menu_label in app.radio(key="judge-backend").options
+        app.radio(key="judge-backend").set_value("toy").run()
+        assert not app.exception
+        assert app.text_input(key="judge-model-toy").value == "toy-judge"
+
+
+def test_an_unknown_plug_in_names_the_registered_ones():
+    with pytest.raises(ValueError, match="Unknown judge backend 'gpt': choose one of local, openai, compatible"):
+        JUDGE_BACKENDS["gpt"]
+    assert json.dumps(RECOGNIZERS.names()) == '["trained", "mesh", "scispacy"]'
