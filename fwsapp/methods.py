@@ -10,7 +10,6 @@ a method is written twice, and no page or command names a method to special-case
 from __future__ import annotations
 
 import math
-from importlib import import_module
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,8 +80,9 @@ class MethodInfo:
     test_params: dict = field(default_factory=dict)
 
     def load(self):
-        module, _, name = self.implementation.partition(":")
-        return getattr(import_module(module), name)
+        from fwsapp.plugins import load_implementation
+
+        return load_implementation(self.implementation)
 
     @property
     def defaults(self) -> dict:

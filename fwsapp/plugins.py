@@ -17,6 +17,19 @@ def always_available() -> str | None:
     return None
 
 
+def missing_package(package: str) -> Callable[[], str | None]:
+    """An availability check: None when `package` is installed, else why not."""
+    from importlib.util import find_spec
+
+    return lambda: None if find_spec(package) else f"the {package} package is not installed"
+
+
+def load_implementation(implementation: str):
+    """The attribute named by "module:attribute", its module imported now."""
+    module, _, attribute = implementation.partition(":")
+    return getattr(import_module(module), attribute)
+
+
 @dataclass(frozen=True)
 class PlugIn:
     name: str
@@ -30,8 +43,7 @@ class PlugIn:
     test_params: dict = field(default_factory=dict)
 
     def load(self):
-        module, _, attribute = self.implementation.partition(":")
-        return getattr(import_module(module), attribute)
+        return load_implementation(self.implementation)
 
 
 class Registry:

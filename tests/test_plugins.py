@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from fwsapp import methods
 from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
 from fwsapp.recognizer import Entity, Recognizer
-from fwsapp.recognizers import RECOGNIZERS, RecognizerPlugIn
+from fwsapp.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
 from tests.conftest import PROJECT
 from tests.openai_stub import StubServer
 
@@ -48,8 +48,6 @@ def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
 class ToyRecognizer(Recognizer):
     """Every capitalised word is a disease: a plug-in as small as one can be."""
 
-    backend = "toy recognizer v1"
-
     def candidates(self, texts):
         import re
 
@@ -58,13 +56,13 @@ class ToyRecognizer(Recognizer):
 
 
 TOY_RECOGNIZER = RecognizerPlugIn("toy", "capitalised words (a test's plug-in)", f"{__name__}:ToyRecognizer",
-                                  label=lambda: ToyRecognizer.backend)
+                                  label=lambda: "toy recognizer v1")
 
 
 def check_recognizer(entry) -> None:
     """What every recognizer does: its mentions are spans of the text, it records its declared label, and no
     outcome ("Death") or drug-name modifier ("Tumor necrosis" factor) counts as a disease."""
-    recognizer = entry.load()()
+    recognizer = load_recognizer(entry.name)
     assert recognizer.backend == entry.label()
     texts = ["Gout and Asthma are common.", "Death followed. Tumor necrosis factor inhibitors help.", ""]
     found = recognizer.find_many(texts)

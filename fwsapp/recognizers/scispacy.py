@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fwsapp.recognizer import Entity, Recognizer
-from fwsapp.recognizers import RECOGNIZERS, SCISPACY_MODEL
+from fwsapp.recognizers import SCISPACY_MODEL
 
 
 class ScispacyRecognizer(Recognizer):
@@ -12,7 +12,6 @@ class ScispacyRecognizer(Recognizer):
         import spacy
 
         self._nlp = spacy.load(SCISPACY_MODEL)
-        self.backend = RECOGNIZERS["scispacy"].label()
 
     def candidates(self, texts: list[str]) -> list[list[Entity]]:
         return [[Entity(span.text, span.start_char, span.end_char) for span in doc.ents if span.label_ == "DISEASE"]

@@ -35,8 +35,7 @@ class StoreCore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise StoreError(f"The database {self.path} cannot be created there ({one_line(error)}): pass --db with "
-                             "another path.") from None
+            raise self._uncreatable(error) from None
         self._file = DatabaseFile.of(self.path, read_only)
         self._read_only = read_only
         try:
@@ -46,9 +45,12 @@ class StoreCore:
             raise
         except (OSError, duckdb.Error) as error:
             if new and not self.path.exists():  # never made: say so, not "damaged"
-                raise StoreError(f"The database {self.path} cannot be created there ({one_line(error)}): pass --db "
-                                 "with another path.") from None
+                raise self._uncreatable(error) from None
             raise self._damaged(error) from None
+
+    def _uncreatable(self, error: Exception) -> StoreError:
+        return StoreError(f"The database {self.path} cannot be created there ({one_line(error)}): pass --db with "
+                          "another path.")
 
     def _damaged(self, error: Exception) -> StoreError:
         return StoreError(
