@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fwsapp.methods import WATERMARKS  # noqa: E402  (after the path is set)
+
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"completion": "healthqa_completion.json", "qa": "healthqa_qa.json",
             "summarization": "meqsum_summarization.json"}
@@ -223,9 +225,9 @@ def measured(store, keys: dict[str, tuple], path: Path) -> dict[tuple, dict]:
 
 def print_table(args, tokens: dict[str, int], runs: dict[tuple, dict]) -> None:
     rows = {(task, method): [runs[key] for key in sorted(runs) if key[:2] == (task, method)]
-            for task in args.tasks for method in METHODS}
+            for task in args.tasks for method in args.methods}
     rows = {key: found for key, found in rows.items() if found}
-    print(f"\n## EntityKGW, KGW and SWEET: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds}, "
+    print(f"\n## {', '.join(args.methods)}: n = {args.n} per run, new tokens {tokens}, seeds {args.seeds}, "
           f"recognizer {args.recognizer} (mean ± sd over seeds)\n")
     print(table(rows))
     print("\nDisease mentions in the watermarked texts, pooled over seeds:\n")
@@ -256,8 +258,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--tasks", nargs="+", default=list(DATASETS))
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
-                        help="the table's methods (two processes with their own --db can share a seed)")
+    parser.add_argument("--methods", nargs="+", choices=WATERMARKS, default=list(METHODS),
+                        help="the table's methods, any registered watermark (two processes with their own --db can "
+                             "share a seed); each at its defaults, recorded with delta = 2.0 (KGW's default δ)")
     parser.add_argument("--new-tokens", type=int, help="for every task (default: 200, and 64 for summarization)")
     parser.add_argument("--deltas", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-entity.duckdb"))

@@ -40,7 +40,7 @@ def measure(characters: int, bounded: bool) -> dict:
     loaded = time.perf_counter()
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ids = lm.tokenizer(text_of_length(characters), add_special_tokens=False)["input_ids"]
-    stats = forcing.teacher_force(lm, [(lm.tokenizer("Question:")["input_ids"], ids)])[0]
+    stats = forcing.teacher_force(lm, [(lm.tokenizer("Question:")["input_ids"], ids)], tuple(forcing.STATISTICS))[0]
     return {"characters": characters, "tokens": len(ids), "bounded": bounded, "scored": len(stats),
             "load_s": round(loaded - started, 2), "seconds": round(time.perf_counter() - loaded, 2),
             "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from bench.common import paper_qa_run
-from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, score_run
+from fwsapp.metrics.quality import QualityResources, score_run
+from fwsapp.metrics.registry import default_metrics
 from fwsapp.models import load_model
 from fwsapp.store import Store
 
@@ -20,7 +21,7 @@ from fwsapp.store import Store
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--metrics", nargs="+", default=list(OFFLINE_METRICS))
+    parser.add_argument("--metrics", nargs="+", default=list(default_metrics()))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         store = Store(Path(folder) / "bench.duckdb")

@@ -47,10 +47,10 @@ def settle(store) -> None:
     """Compute what the pages would start computing on their own (the metrics that need no model) and wait for any job
     they started, so a page load is timed on a database that does not change under it."""
     from fwsapp import pipeline
-    from fwsapp.metrics.quality import MODEL_FREE_METRICS
+    from fwsapp.metrics.registry import model_free_metrics
     from fwsapp.ui import resources
 
-    pipeline.score(store, list(store.runs().run_id), None, metrics=MODEL_FREE_METRICS)
+    pipeline.score(store, list(store.runs().run_id), None, metrics=model_free_metrics())
     while resources.jobs().running():
         time.sleep(0.2)
 

@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.data.tasks import TASKS
     from fwsapp.entities import HALLUCINATION_THRESHOLD
     from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
-    from fwsapp.judge.registry import JUDGE_BACKENDS
+    from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
+    from fwsapp.metrics.registry import METRICS, default_metrics
     from fwsapp.judge.records import PAPER_JUDGE
 
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
@@ -138,10 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--api-key-env", metavar="VAR",
                        help="the environment variable whose value is sent as the API key (default: OPENAI_API_KEY "
                             "for openai; no key for a compatible server)")
-    judge.add_argument("--concurrency", type=int, default=8)
+    judge.add_argument("--concurrency", type=int, default=CONCURRENT_REQUESTS)
     judge.add_argument("--swap", action="store_true", help="judge both A/B orders and average them")
     judge.add_argument("--budget", type=float, help="stop cleanly once the estimated spend reaches this many US$")
-    judge.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    judge.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT_SECONDS, help="seconds per request")
     judge.add_argument("--retry-failed", action="store_true",
                        help="ask again for pairs whose verdict could not be parsed (unreachable pairs always are)")
     judge.add_argument("--max-attempts", type=int, default=6, help="tries per request before a pair is unreachable")
@@ -167,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = commands.add_parser("score", help="compute the quality metrics a run lacks")
     _targets(score)
-    score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
-                       help="ppl simcse simcse_reference rouge f1 factuality bertscore (default: all but bertscore)")
+    score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC", choices=METRICS.names(),
+                       help="; ".join(f"{entry.name}: {entry.help}" for entry in METRICS)
+                       + f" (default: {' '.join(default_metrics())})")
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
     score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
     _recognizer(score, "the offline factual-consistency stand-in's disease recognizer")
@@ -442,6 +444,7 @@ def model_loader(args):
 
 def cmd_score(args) -> int:
     from fwsapp import pipeline
+    from fwsapp.metrics.registry import METRICS
     from fwsapp.store import Store
 
     store = Store(args.db)
@@ -451,9 +454,8 @@ def cmd_score(args) -> int:
                                 alignscore_checkpoint=args.alignscore_checkpoint, recognizer=args.recognizer)
     for run_id, computed in counts.items():
         print(f"{run_id}: " + ", ".join(f"{metric} {count}" for metric, count in computed.items() if count is not None)
-              + " values computed"
-              + ("; perplexity skipped: the run is imported, so name its oracle with --oracle MODEL (its values "
-                 "are then that model's, not the generator's)" if computed.get("ppl", 0) is None else ""))
+              + " values computed" + "".join(f"; {metric} skipped: {METRICS[metric].skipped_because}"
+                                             for metric, count in computed.items() if count is None))
     return 0
 
 
@@ -483,8 +485,8 @@ def cmd_grid(args) -> int:
     from fwsapp.store import Store
 
     spec = load_spec(args.spec, allow_large=args.yes)  # every key checked before anything else
-    api_key = confirmed_judge_key(args.spec, spec.steps.judge or {}, args.api_key_env)
-    judge_backend = JUDGE_BACKENDS[spec.steps.judge["backend"]] if spec.steps.judge else None
+    api_key = confirmed_judge_key(args.spec, spec.steps.judge, args.api_key_env)
+    judge_backend = JUDGE_BACKENDS[spec.steps.judge.backend] if spec.steps.judge else None
     if judge_backend and "key" in judge_backend.needs and not (api_key or os.environ.get(judge_backend.key_env)
                                                                 or api_key_from_environment()):
         raise ValueError(f"{args.spec}: [steps] judge uses {judge_backend.menu_label}, and no key is set: set "
@@ -512,11 +514,11 @@ def cmd_grid(args) -> int:
     return 1 if outcome.failed else 0
 
 
-def confirmed_judge_key(spec_name: str, judge: dict, confirmed: str | None) -> str | None:
+def confirmed_judge_key(spec_name: str, judge, confirmed: str | None) -> str | None:
     """The judge's key for a spec, read only from the variable the command line names. Specs are shared and re-run,
     so a spec never chooses which secret leaves this machine: the variable it names must be confirmed by the same
     --api-key-env, and where the key goes is said (on stderr) before anything is sent."""
-    named = judge.get("api_key_env")
+    named = judge.api_key_env if judge else None
     if named and confirmed != named:
         raise ValueError(f"{spec_name}: [steps] judge would send the key in ${named}; a spec does not choose which "
                          f"secret leaves this machine: confirm it with --api-key-env {named}"

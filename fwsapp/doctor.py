@@ -103,12 +103,14 @@ def _has_files(package: str) -> bool:
 
 def backend_checks() -> list[Check]:
     from fwsapp.judge.registry import JUDGE_BACKENDS
+    from fwsapp.metrics.registry import METRICS
     from fwsapp.recognizers import RECOGNIZERS
 
     checks = [plug_in_check("recognizer", entry, RECOGNIZERS.default, entry.label) for entry in RECOGNIZERS]
     checks.append(Check("encoder", "all-MiniLM-L6-v2", "ok" if _installed(ENCODER_PACKAGE) else "missing",
                         "similarity, span embeddings and the trained recognizer's base"))
     checks += [plug_in_check("judge", entry) for entry in JUDGE_BACKENDS]
+    checks += [plug_in_check("metric", entry) for entry in METRICS]
     return checks
 
 

@@ -23,7 +23,7 @@ def sequence_entropies(lm, texts: Sequence[tuple[Sequence[int], Sequence[int]]],
     A token with nothing before it (the first of a pasted text) gets -inf: no distribution is known.
     """
     pairs = [(context_ids, token_ids) for token_ids, context_ids in texts]
-    return [stats.entropy.tolist() for stats in teacher_force(lm, pairs, batch_size)]
+    return [stats["entropy"].tolist() for stats in teacher_force(lm, pairs, ("entropy",), batch_size)]
 
 
 BINS = {"low": (float("-inf"), LOW), "mid": (LOW, HIGH), "high": (HIGH, float("inf"))}
@@ -45,9 +45,10 @@ def teacher_forced(lm, items: list[tuple[str, str]], batch_size: int = 8) -> lis
     ((prompt, text) pairs), teacher-forced in batches."""
     encoded = [lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for _, text in items]
     contexts = [lm.tokenizer(prompt)["input_ids"] if prompt else [] for prompt, _ in items]
-    stats = teacher_force(lm, [(context, code["input_ids"]) for context, code in zip(contexts, encoded)], batch_size)
+    stats = teacher_force(lm, [(context, code["input_ids"]) for context, code in zip(contexts, encoded)], ("entropy",),
+                          batch_size)
     return [{"token_ids": code["input_ids"], "token_spans": [list(span) for span in code["offset_mapping"]],
-             "entropy": [value if value != float("-inf") else None for value in found.entropy.tolist()]}
+             "entropy": [value if value != float("-inf") else None for value in found["entropy"].tolist()]}
             for code, found in zip(encoded, stats)]
 
 

@@ -14,19 +14,19 @@ import itertools
 import json
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
 
+from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.generate import RunConfig
+from fwsapp.judge.registry import CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.paths import DEMO_DATA_DIR, PROJECT_DIR, UPLOADS_DIR
 
 GRID_KEYS = {"models", "tasks", "seeds", "n", "max_new_tokens", "batch_size", "datasets"}
 METHOD_KEYS = {"name", "params"}
 STEP_KEYS = {"score", "analyze", "judge"}
-ANALYZE_KEYS = {"recognizer", "entropy_model", "threshold"}
-JUDGE_KEYS = {"backend", "base_url", "model", "api_key_env", "concurrency", "swap", "timeout", "budget"}
 
 
 # A spec past this many runs is refused unless the caller says yes (`grid --yes`): a typo in a sweep can ask for
@@ -38,11 +38,38 @@ class SpecError(ValueError):
     """A spec that cannot run; the message names the file and the key."""
 
 
-@dataclass
+@dataclass(frozen=True)
+class AnalyzeStep:
+    """[steps] analyze: the disease recognizer (default: the registry's), the entropy model and the threshold."""
+
+    recognizer: str | None = None
+    entropy_model: str | None = None
+    threshold: float = HALLUCINATION_THRESHOLD
+
+
+@dataclass(frozen=True)
+class JudgeStep:
+    """[steps] judge: a registered backend and how to ask it, with the judge's declared defaults."""
+
+    backend: str
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = CONCURRENT_REQUESTS
+    swap: bool = False
+    timeout: float = REQUEST_TIMEOUT_SECONDS
+    budget: float | None = None
+
+
+ANALYZE_KEYS = {item.name for item in fields(AnalyzeStep)}
+JUDGE_KEYS = {item.name for item in fields(JudgeStep)}
+
+
+@dataclass(frozen=True)
 class Steps:
     score: tuple[str, ...] = ()
-    analyze: dict | None = None
-    judge: dict | None = None
+    analyze: AnalyzeStep | None = None
+    judge: JudgeStep | None = None
 
     def names(self) -> list[str]:
         """The steps the spec asks for, in the order they run."""
@@ -133,14 +160,14 @@ def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> st
 
 def _steps(name: str, raw: dict) -> Steps:
     from fwsapp.judge.registry import JUDGE_BACKENDS
-    from fwsapp.metrics.quality import ALL_METRICS
+    from fwsapp.metrics.registry import METRICS
     from fwsapp.recognizers import RECOGNIZERS
 
     steps = _table(name, raw, "steps")
     _known(name, "[steps]", steps, STEP_KEYS)
     score = steps.get("score", [])
-    if not isinstance(score, list) or not all(isinstance(metric, str) and metric in ALL_METRICS for metric in score):
-        raise SpecError(f"{name}: [steps] score must be a list of {', '.join(ALL_METRICS)}.")
+    if not isinstance(score, list) or not all(isinstance(metric, str) and metric in METRICS for metric in score):
+        raise SpecError(f"{name}: [steps] score must be a list of {', '.join(METRICS.names())}.")
     analyze = steps.get("analyze")
     if analyze is True:
         analyze = {}
@@ -170,7 +197,8 @@ def _steps(name: str, raw: dict) -> Steps:
             raise SpecError(f"{name}: [steps] judge swap must be true or false, not {judge['swap']!r}.")
         _number(name, "[steps] judge", judge, "timeout", low=0, open_low=True)
         _number(name, "[steps] judge", judge, "budget", low=0)
-    return Steps(score=tuple(score), analyze=analyze if isinstance(analyze, dict) else None, judge=judge)
+    return Steps(score=tuple(score), analyze=AnalyzeStep(**analyze) if isinstance(analyze, dict) else None,
+                 judge=JudgeStep(**judge) if judge is not None else None)
 
 
 def _choice(name: str, where: str, table: dict, key: str, choices, required: bool = False) -> None:

@@ -19,6 +19,7 @@ from fwsapp import EXPECTED_ERRORS, pipeline
 from fwsapp.data.tasks import TASKS
 from fwsapp.generate import Cancelled, RunConfig
 from fwsapp.judge.backends import JudgeError
+from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.models import LoadedModel
 from fwsapp.store import Store
@@ -126,7 +127,7 @@ class JobManager:
         return job
 
     def start_judge(self, run_ids: list[str], backend_kind: str, judge_model: str | None, base_url: str | None,
-                    settings: JudgeSettings, timeout: float = 60.0, api_key: str | None = None) -> Job:
+                    settings: JudgeSettings, timeout: float = REQUEST_TIMEOUT_SECONDS, api_key: str | None = None) -> Job:
         # The key lives in this closure only: not in the job's key, label or message.
         def work(progress, cancel):
             backend = pipeline.judge_backend(self.model_loader, backend_kind, judge_model, base_url, timeout, api_key)
@@ -201,6 +202,8 @@ class JobManager:
 
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:
+        from fwsapp.metrics.registry import METRICS
+
         def work(progress, cancel):
             counts: dict[str, int] = {}
             scored = pipeline.score(self.store, run_ids, self.model_loader, progress, cancel, metrics=metrics,
@@ -208,9 +211,12 @@ class JobManager:
             for computed in scored.values():
                 for metric, count in computed.items():
                     counts[metric] = counts.get(metric, 0) + (count or 0)
-            skipped = [run_id for run_id, computed in scored.items() if computed.get("ppl", 0) is None]
-            note = (f" Perplexity skipped for imported runs {', '.join(skipped)}: name an oracle and confirm it."
-                    if skipped else "")
+            skipped: dict[str, list[str]] = {}
+            for run_id, computed in scored.items():
+                for metric in (metric for metric, count in computed.items() if count is None):
+                    skipped.setdefault(metric, []).append(run_id)
+            note = "".join(f" {METRICS[metric].label} skipped for {', '.join(runs)}: {METRICS[metric].skipped_because}."
+                           for metric, runs in skipped.items())
             return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values." + note
 
         return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {len(run_ids)} run(s)", work)

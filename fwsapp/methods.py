@@ -234,6 +234,59 @@ SYNTHID = MethodInfo(
     threshold_param="mean_threshold", score_label="mean g",
     implementation="fwsapp.watermark.synthid:SynthID",
 )
+EWD = MethodInfo(
+    "EWD", "Lu et al. (2024): KGW's green lists, detected with each token weighted by the spike entropy of its "
+           "distribution, so low-entropy tokens count less.",
+    KGW.params, threshold_param="z_threshold", needs_model=True,
+    implementation="fwsapp.watermark.ewd:EWD",
+)
+P_THRESHOLD = Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)
+EXP = MethodInfo(
+    "EXP", "Aaronson (2023): exponential (Gumbel) sampling, token = argmax r^(1/p) with r keyed by the previous "
+           "tokens; distortion-free per step; gamma-distribution p-value.",
+    {"hash_key": (15485863, KEY),
+     "prefix_length": (4, Param("tokens before each position that seed its random numbers", low=1)),
+     "top_k": (0, Param("sample among the k likeliest tokens (0 = the whole vocabulary)", low=0)),
+     "p_threshold": (1e-4, P_THRESHOLD)},
+    threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
+    implementation="fwsapp.watermark.exp:EXP",
+)
+ITS_EDIT = MethodInfo(
+    "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
+                "uniforms; edit-robust permutation-test p-values.",
+    {"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
+     "sequence_length": (200, Param("length of MarkLLM's seed draw, which fixes the key (keep 200 to match it)", low=1)),
+     "n_runs": (500, Param("null keys in the permutation test", low=1)),
+     "key": (42, KEY),
+     "p_threshold": (0.1, Param("p-value at or below which a text is called watermarked", low=0, high=1))},
+    threshold_param="p_threshold", aliases=("ITSEdit", "ITS"), score_direction="lower", score_label="p",
+    implementation="fwsapp.watermark.its_edit:ITSEdit", test_params={"n_runs": 10, "pseudo_length": 32},
+)
+UNBIASED = MethodInfo(
+    "Unbiased", "Hu et al. (2024): γ-reweighting of the distribution along a permutation keyed by SHA-256 of the "
+                "context; unbiased over keys; detected by a maximin log-likelihood-ratio score with the model.",
+    {"key": (42, KEY),
+     "prefix_length": (5, Param("context tokens hashed into each permutation", low=1)),
+     "n_grid": (10, Param("grid points of the maximin LLR score (the p-value bound is n_grid·e^(−score))", low=1)),
+     "p_threshold": (5e-4, P_THRESHOLD), **RNG_PARAMS},
+    threshold_param="p_threshold", score_direction="lower", score_label="p", needs_model=True,
+    implementation="fwsapp.watermark.unbiased:Unbiased", test_params={"rng": "cpu"},
+)
+MORPHMARK = MethodInfo(
+    "MorphMark", "Wang et al. (2025): KGW's green lists with an adaptive strength: no bias while the green mass is "
+                 "below p₀, then a share r(green mass) of the red mass moved to green, rising with it.",
+    {"gamma": (0.5, GAMMA), "hash_key": (15485863, KEY),
+     "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
+     "type": ("exp", Param("how the strength r grows with the green mass P: linear k·P, exp e^(kP) − 1, log ln(kP + 1)",
+                           choices=("linear", "exp", "log"))),
+     "k_linear": (1.55, Param("k of the linear strength", low=0)),
+     "k_exp": (1.3, Param("k of the exponential strength", low=0)),
+     "k_log": (2.15, Param("k of the logarithmic strength", low=0)),
+     "p_0": (0.15, Param("green mass below which nothing is changed", low=0, high=1)),
+     "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
+    threshold_param="z_threshold",
+    implementation="fwsapp.watermark.morphmark:MorphMark",
+)
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold"}
 LOGRANK = MethodInfo(
     "LogRank", "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark).",
@@ -256,8 +309,8 @@ DETECTGPT = MethodInfo(
 )
 
 REGISTRY: dict[str, MethodInfo] = {
-    info.name: info for info in (KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, LOGRANK, DETECTGPT,
-                                 FAST_DETECTGPT)
+    info.name: info for info in (KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, EWD, EXP, ITS_EDIT,
+                                 UNBIASED, MORPHMARK, LOGRANK, DETECTGPT, FAST_DETECTGPT)
 }
 WATERMARKS = [name for name, info in REGISTRY.items() if not info.post_hoc]
 POST_HOC = [name for name, info in REGISTRY.items() if info.post_hoc]

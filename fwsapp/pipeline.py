@@ -17,6 +17,7 @@ from typing import Callable
 from fwsapp import methods
 from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.generate import InProcess, RunConfig, generate_runs
+from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
 from fwsapp.store import Store
 
 Progress = Callable[..., None]
@@ -106,10 +107,12 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
           alignscore_checkpoint: str | None = None, recognizer: str | None = None) -> dict[str, dict[str, int]]:
     """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
     skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
-    from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, metrics_for, score_run
+    from fwsapp.metrics.quality import QualityResources, check_metrics, metrics_for, score_run
+    from fwsapp.metrics.registry import default_metrics
     from fwsapp.recognizers import DEFAULT_RECOGNIZER, check_recognizer
 
-    metrics = tuple(metrics or OFFLINE_METRICS)
+    metrics = tuple(metrics or default_metrics())
+    check_metrics(metrics)
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
     runs = [store.run(run_id) for run_id in run_ids]
@@ -127,7 +130,7 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
 
 
 def judge_backend(model_loader: ModelLoader, kind: str, judge_model: str | None = None, base_url: str | None = None,
-                  timeout: float = 60.0, api_key: str | None = None):
+                  timeout: float = REQUEST_TIMEOUT_SECONDS, api_key: str | None = None):
     """The judge to ask: OpenAI, an OpenAI-compatible server, or a local model (loaded by `model_loader`)."""
     from fwsapp.judge.backends import make_backend
     from fwsapp.judge.registry import JUDGE_BACKENDS
@@ -219,15 +222,12 @@ def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | Non
         outcome.scored = score(store, finished, model_loader, step("score"), cancel, metrics=steps.score)
     if steps.analyze is not None and finished and not _cancelled(cancel):
         outcome.analysis = analyze(store, finished, model_loader, step("analyze"), cancel,
-                                   entropy_model=steps.analyze.get("entropy_model"),
-                                   threshold=steps.analyze.get("threshold", HALLUCINATION_THRESHOLD),
-                                   recognizer=steps.analyze.get("recognizer"))
+                                   entropy_model=steps.analyze.entropy_model, threshold=steps.analyze.threshold,
+                                   recognizer=steps.analyze.recognizer)
     if steps.judge is not None and finished and not _cancelled(cancel):
-        settings = steps.judge
-        backend = judge_backend(model_loader, settings["backend"], settings.get("model"), settings.get("base_url"),
-                                settings.get("timeout", 60.0), api_key)
+        asked = steps.judge
+        backend = judge_backend(model_loader, asked.backend, asked.model, asked.base_url, asked.timeout, api_key)
         outcome.judged = judge(store, finished, model_loader, step("judge"), cancel, backend=backend,
-                               settings=JudgeSettings(concurrency=settings.get("concurrency", 8),
-                                                      swap=settings.get("swap", False),
-                                                      budget_usd=settings.get("budget")))
+                               settings=JudgeSettings(concurrency=asked.concurrency, swap=asked.swap,
+                                                      budget_usd=asked.budget))
     return outcome

@@ -79,13 +79,46 @@ def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
     return "".join(pieces)
 
 
-def token_view(tokens: list[str], flags: list[int]) -> str:
-    """Tokens coloured green/red (unscored grey), each made inert before it is wrapped. A newline token shows
-    as ↵ inside its colour, then breaks the line, so its flag stays visible."""
-    colours = {1: "#c8f7c5", 0: "#f7c5c5", -1: "#e0e0e0"}
-    spans = [
-        f'<span style="background:{colours[flag]};padding:0 1px;border-radius:2px">'
-        f'{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n")
-        for token, flag in zip(tokens, flags)
-    ]
+FLAG_COLOURS = {1: (200, 247, 197), 0: (247, 197, 197), -1: (224, 224, 224)}
+
+
+def _evidence_colour(value: float) -> tuple[int, int, int]:
+    """Red at 0, grey at 0.5 (an unwatermarked token's average), green at 1, as MarkLLM's continuous view."""
+    low, high = (FLAG_COLOURS[0], FLAG_COLOURS[-1]) if value < 0.5 else (FLAG_COLOURS[-1], FLAG_COLOURS[1])
+    share = value * 2 if value < 0.5 else value * 2 - 1
+    return tuple(round(a + (b - a) * share) for a, b in zip(low, high))
+
+
+def token_view(tokens: list[str], flags: list[int], weights: list[float] = (), values: list[float] = ()) -> str:
+    """Tokens coloured green/red by flag (unscored grey), or red → grey → green by continuous evidence (`values`),
+    each made inert before it is wrapped. Where tokens carry `weights`, a token's colour is as strong as its
+    weight against the largest, and its tooltip gives the weight. A newline token shows as ↵ inside its colour,
+    then breaks the line, so its flag stays visible."""
+    largest = max((weight for weight, flag in zip(weights, flags) if flag >= 0), default=0) or 1
+    spans = []
+    for index, (token, flag) in enumerate(zip(tokens, flags)):
+        scored = flag >= 0
+        colour = _evidence_colour(values[index]) if values and scored else FLAG_COLOURS[flag]
+        strength, tip = 1.0, []
+        if values and scored:
+            tip.append(f"evidence {values[index]:.2f}")
+        if weights and scored:
+            strength = 0.15 + 0.85 * max(weights[index], 0) / largest
+            tip.append(f"weight {weights[index]:.3g}")
+        title = f' title="{html.escape(", ".join(tip), quote=True)}"' if tip else ""
+        spans.append(f'<span{title} style="background:rgba{(*colour, round(strength, 3))};padding:0 1px;'
+                     f'border-radius:2px">{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n"))
     return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"
+
+
+def detection_tokens(tokens: list[str], detection) -> str:
+    """A Detection's tokens as `token_view` draws them, with whatever per-token weights and evidence it carries."""
+    return token_view(tokens, detection.token_flags, detection.token_weights, detection.token_values)
+
+
+def detection_legend(method: str, detection) -> str:
+    """What the colours of `detection_tokens` mean for this detection."""
+    colours = ("red → grey → green = evidence against, neutral, for the watermark" if detection.token_values
+               else "green = the token counts for the watermark, red = against")
+    weights = "; a fainter colour = less weight in the score (hover for it)" if detection.token_weights else ""
+    return f"{method}: {colours}, grey = not scored{weights}."

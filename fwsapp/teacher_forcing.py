@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -35,17 +35,48 @@ BATCH_TOKENS = 8192
 HEAD_VALUES = 1 << 24  # logits computed at once (positions × vocabulary): 64 MB in fp32
 
 
-@dataclass
-class TokenStats:
-    """Per scored token: log p(token), its rank (1 = most likely), entropy and E[(log p)²] (nats)."""
+@dataclass(frozen=True)
+class Statistic:
+    """A per-token statistic: `compute(log_probs, chosen)` maps the log-softmax rows (positions × vocabulary) and
+    the log-probability of each position's actual token (positions × 1) to one value per position."""
 
-    log_prob: np.ndarray
-    rank: np.ndarray
-    entropy: np.ndarray
-    log_prob_square: np.ndarray
+    name: str
+    compute: Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
+    # The value of a token with nothing before it (no distribution to read).
+    before_first: float = np.nan
+
+
+def _log_prob_square(rows, chosen):
+    import torch
+
+    return (rows.exp() * torch.nan_to_num(rows, neginf=0.0).square()).sum(1)
+
+
+STATISTICS: dict[str, Statistic] = {statistic.name: statistic for statistic in (
+    Statistic("log_prob", lambda rows, chosen: chosen.squeeze(1)),
+    Statistic("rank", lambda rows, chosen: ((rows > chosen).sum(1) + 1).float()),
+    Statistic("entropy", lambda rows, chosen: entropy_of(rows), before_first=-np.inf),
+    Statistic("log_prob_square", _log_prob_square),
+)}
+
+
+def spike_entropy(modulus: float) -> Statistic:
+    """Spike entropy Σ_v p_v / (1 + z p_v) (Kirchenbauer et al. 2023, EWD): near 1 for a flat distribution, near
+    1/(1 + z) for a spike. Its modulus z comes from the watermark's γ and δ."""
+    return Statistic(f"spike_entropy({modulus:.12g})", lambda rows, chosen: (rows.exp() / (1 + modulus * rows.exp())).sum(1))
+
+
+class TokenStats:
+    """The asked-for statistics of a text's scored tokens, by name: `stats["entropy"]` is one value per token."""
+
+    def __init__(self, values: dict[str, np.ndarray]):
+        self.values = values
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.values[name]
 
     def __len__(self) -> int:
-        return len(self.log_prob)
+        return len(next(iter(self.values.values())))
 
 
 @dataclass(frozen=True)
@@ -62,12 +93,18 @@ class Window:
         return self.end - self.start
 
 
-def token_entropy(logits: "torch.Tensor") -> "torch.Tensor":
-    """Shannon entropy in nats of softmax(logits) along the last axis; -inf logits contribute 0."""
+def entropy_of(log_probs: "torch.Tensor") -> "torch.Tensor":
+    """Shannon entropy in nats of a log-probability distribution along the last axis; -inf entries contribute 0."""
     import torch
 
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
     return -(log_probs.exp() * torch.nan_to_num(log_probs, neginf=0.0)).sum(-1)
+
+
+def token_entropy(logits: "torch.Tensor") -> "torch.Tensor":
+    """Shannon entropy in nats of softmax(logits) along the last axis."""
+    import torch
+
+    return entropy_of(torch.log_softmax(logits.float(), dim=-1))
 
 
 def context_window(lm) -> int:
@@ -88,10 +125,11 @@ def windows(pair: int, length: int, first: int, size: int) -> list[Window]:
     return found
 
 
-def teacher_force(lm, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 8,
-                  start_token: int | None = None) -> list[TokenStats]:
-    """TokenStats for each (context ids, text ids) pair. Windows are batched by length with right padding
-    (masked out), at most `batch_size` rows and BATCH_TOKENS tokens a pass."""
+def teacher_force(lm, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], statistics: Sequence[str | Statistic],
+                  batch_size: int = 8, start_token: int | None = None) -> list[TokenStats]:
+    """TokenStats for each (context ids, text ids) pair: the named STATISTICS (or Statistic objects). Windows are
+    batched by length with right padding (masked out), at most `batch_size` rows and BATCH_TOKENS tokens a pass."""
+    wanted = [STATISTICS[item] if isinstance(item, str) else item for item in statistics]
     sequences, leading_gap = [], []
     for context, text in pairs:
         context = list(context) or ([start_token] if start_token is not None else [])
@@ -102,15 +140,32 @@ def teacher_force(lm, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batc
               for window in windows(index, len(sequence), len(sequence) - len(pairs[index][1]) or 1, size)]
     scored: dict[Window, np.ndarray] = {}
     for batch in _batches(sorted(pieces, key=lambda window: window.width), batch_size):
-        scored.update(zip(batch, _score_batch(lm, batch, sequences)))
+        scored.update(zip(batch, _score_batch(lm, batch, sequences, wanted)))
     results = []
     for index, gap in enumerate(leading_gap):
         parts = [scored[window] for window in pieces if window.pair == index]
-        values = np.vstack([np.empty((0, 4))] + parts)
+        values = np.vstack([np.empty((0, len(wanted)))] + parts)
         if gap:
-            values = np.vstack([[np.nan, np.nan, -np.inf, np.nan], values])
-        results.append(_stats(values))
+            values = np.vstack([[statistic.before_first for statistic in wanted], values])
+        results.append(TokenStats({statistic.name: values[:, column] for column, statistic in enumerate(wanted)}))
     return results
+
+
+def next_token_log_probs(lm, context: Sequence[int], text: Sequence[int]) -> "torch.Tensor":
+    """The whole next-token distribution (log-softmax rows, tokens × vocabulary) before each token of `text`, for
+    detectors that need more than per-token statistics (Unbiased's likelihood ratios). One forward pass, so the
+    text and its context must fit the model's window; a first token with nothing before it gets a row of NaN."""
+    import torch
+
+    sequence = list(context) + list(text)
+    if len(sequence) > context_window(lm):
+        raise ValueError(f"{len(sequence)} tokens do not fit the model's window of {context_window(lm)} in one pass.")
+    with torch.inference_mode():
+        logits = lm.model(input_ids=torch.tensor([sequence], device=lm.device)).logits[0].float()
+    rows = torch.log_softmax(logits[max(len(context) - 1, 0):len(sequence) - 1], dim=-1).cpu()
+    if not context and text:
+        rows = torch.cat([torch.full((1, rows.shape[1]), float("nan")), rows])
+    return rows
 
 
 def _batches(ordered: list[Window], batch_size: int) -> list[list[Window]]:
@@ -124,8 +179,8 @@ def _batches(ordered: list[Window], batch_size: int) -> list[list[Window]]:
     return batches + ([current] if current else [])
 
 
-def _score_batch(lm, batch: list[Window], sequences: list[list[int]]) -> list[np.ndarray]:
-    """Per window, the (scored tokens × 4) values: log p, rank, entropy, E[(log p)²]."""
+def _score_batch(lm, batch: list[Window], sequences: list[list[int]], wanted: list[Statistic]) -> list[np.ndarray]:
+    """Per window, the (scored tokens × statistics) values."""
     import torch
 
     width = max(window.width for window in batch)
@@ -144,13 +199,15 @@ def _score_batch(lm, batch: list[Window], sequences: list[list[int]]) -> list[np
         head = _output_head(lm)
         if head is None:  # a model whose logits are more than a linear map of its last hidden state
             logits = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention).logits
-            values = _values(torch.cat([logits[row, positions.to(lm.device)] for row, positions in enumerate(rows)]), targets)
+            values = _values(torch.cat([logits[row, positions.to(lm.device)] for row, positions in enumerate(rows)]), targets,
+                             wanted)
         else:
             hidden = lm.model.base_model(input_ids=input_ids.to(lm.device), attention_mask=attention).last_hidden_state
             states = torch.cat([hidden[row, positions.to(lm.device)] for row, positions in enumerate(rows)])
             step = max(1, HEAD_VALUES // head.out_features)
-            values = np.vstack([np.empty((0, 4))] + [_values(head(states[begin:begin + step]), targets[begin:begin + step])
-                                                     for begin in range(0, len(states), step)])
+            values = np.vstack([np.empty((0, len(wanted)))] + [
+                _values(head(states[begin:begin + step]), targets[begin:begin + step], wanted)
+                for begin in range(0, len(states), step)])
     return np.split(values, np.cumsum([len(positions) for positions in rows])[:-1])
 
 
@@ -173,19 +230,10 @@ def _output_head(lm):
     return _separable[model]
 
 
-def _values(logits: "torch.Tensor", targets: "torch.Tensor") -> np.ndarray:
-    """(positions × 4) values of the target tokens under rows of logits."""
+def _values(logits: "torch.Tensor", targets: "torch.Tensor", wanted: list[Statistic]) -> np.ndarray:
+    """(positions × statistics) values of the target tokens under rows of logits."""
     import torch
 
     rows = torch.log_softmax(logits.float(), dim=-1)
     chosen = rows.gather(1, targets.to(rows.device).clamp(max=rows.shape[1] - 1)[:, None])
-    finite = torch.nan_to_num(rows, neginf=0.0)
-    probs = rows.exp()
-    return torch.stack([
-        chosen.squeeze(1), ((rows > chosen).sum(1) + 1).float(),
-        -(probs * finite).sum(1), (probs * finite.square()).sum(1),
-    ], dim=1).cpu().double().numpy()
-
-
-def _stats(values: np.ndarray) -> TokenStats:
-    return TokenStats(log_prob=values[:, 0], rank=values[:, 1], entropy=values[:, 2], log_prob_square=values[:, 3])
+    return torch.stack([statistic.compute(rows, chosen) for statistic in wanted], dim=1).cpu().double().numpy()

@@ -5,7 +5,8 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import detection, render
+from fwsapp import detection
+from fwsapp import render as markup
 from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
@@ -25,171 +26,176 @@ def token_view(method: str, tokens: list[str], found) -> None:
         st.info(f"{method} scores the text as a whole ({REGISTRY[method].score_label}), not token by token, so "
                 "there is no per-token colouring.")
         return
-    st.markdown(render.token_view(tokens, found.token_flags), unsafe_allow_html=True)
-    st.caption(f"{method}: green = the token counts for the watermark, red = against, grey = not scored.")
+    st.markdown(markup.detection_tokens(tokens, found), unsafe_allow_html=True)
+    st.caption(markup.detection_legend(method, found))
 
 
-st.title("Detect")
-st.caption(
-    "Positives are watermarked texts. Negatives are the run's unwatermarked texts, or the human reference where a "
-    "run has none (imported logs, and the post-hoc detectors "
-    f"({', '.join(POST_HOC)}), whose positives are model text): the negatives column says which, per run. "
-    f"Scores that are p-values ({', '.join(name for name, info in REGISTRY.items() if info.score_direction == 'lower')}) "
-    "are lower for watermarked text; every metric below respects each run's direction. "
-    "TPR thresholds are set on the negatives; ties at the threshold are not flagged, so the FPR never exceeds "
-    "its target."
-)
-runs = queries.runs(resources.revision())
-if runs.empty:
-    widgets.no_runs_yet()  # the detector for pasted text below needs no run
-else:
-    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    default = resources.latest_sweep() or list(labels)[: min(4, len(labels))]
-    chosen = st.multiselect("Runs", list(labels), default=[run for run in default if run in labels],
-                            format_func=labels.get, key="detect-runs")
-    selected = runs[runs.run_id.isin(chosen)]
-    scores = queries.detections(resources.revision(), tuple(chosen))
-    comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
-    if not comparison.empty:
-        st.subheader("Method comparison")
-        st.dataframe(widgets.uniform(comparison.round(3)), hide_index=True, width="stretch",
-                     column_config=widgets.worded_columns(comparison))
-        if warning := detection.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
-            st.warning(warning)
-        redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
-        if not redetected.empty:
-            st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
-                       "max |Δ| compares with the imported scores of the same texts.")
-            st.dataframe(redetected.round(6), hide_index=True, width="stretch")
-        st.subheader("ROC curves")
-        curves = queries.roc_curves(resources.revision(), tuple(chosen))
-        figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
-                         "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
-        figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
-        figure.update_layout(legend={"orientation": "h", "y": -0.25})
-        st.plotly_chart(figure, width="stretch")
-        st.subheader("Score distributions")
-        st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")
-        shown = scores.assign(run=scores.method + " (" + scores.method.map(score_label) + ") · " + scores.run_id)
-        panels = shown.run.nunique()
-        figure = px.histogram(
-            shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
-            opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
-            facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
-            color_discrete_map=widgets.BASELINE_COLOURS,
-        )
-        figure.update_xaxes(matches=None, showticklabels=True)
-        figure.update_yaxes(matches=None, title_text="texts")
-        figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
-        st.plotly_chart(figure, width="stretch")
-        st.subheader("Scores per text")
-        per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
-        st.dataframe(per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]]
-                     .dropna(axis=1, how="all").round(4)
-                     .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Detect")
+    st.caption(
+        "Positives are watermarked texts. Negatives are the run's unwatermarked texts, or the human reference where a "
+        "run has none (imported logs, and the post-hoc detectors "
+        f"({', '.join(POST_HOC)}), whose positives are model text): the negatives column says which, per run. "
+        f"Scores that are p-values ({', '.join(name for name, info in REGISTRY.items() if info.score_direction == 'lower')}) "
+        "are lower for watermarked text; every metric below respects each run's direction. "
+        "TPR thresholds are set on the negatives; ties at the threshold are not flagged, so the FPR never exceeds "
+        "its target."
+    )
+    runs = queries.runs(resources.revision())
+    if runs.empty:
+        widgets.no_runs_yet()  # the detector for pasted text below needs no run
+    else:
+        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        default = resources.latest_sweep() or list(labels)[: min(4, len(labels))]
+        chosen = st.multiselect("Runs", list(labels), default=[run for run in default if run in labels],
+                                format_func=labels.get, key="detect-runs")
+        selected = runs[runs.run_id.isin(chosen)]
+        scores = queries.detections(resources.revision(), tuple(chosen))
+        comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
+        if not comparison.empty:
+            st.subheader("Method comparison")
+            st.dataframe(widgets.uniform(comparison.round(3)), hide_index=True, width="stretch",
+                         column_config=widgets.worded_columns(comparison))
+            if warning := detection.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
+                st.warning(warning)
+            redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
+            if not redetected.empty:
+                st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
+                           "max |Δ| compares with the imported scores of the same texts.")
+                st.dataframe(redetected.round(6), hide_index=True, width="stretch")
+            st.subheader("ROC curves")
+            curves = queries.roc_curves(resources.revision(), tuple(chosen))
+            figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
+                             "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
+            figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
+            figure.update_layout(legend={"orientation": "h", "y": -0.25})
+            st.plotly_chart(figure, width="stretch")
+            st.subheader("Score distributions")
+            st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")
+            shown = scores.assign(run=scores.method + " (" + scores.method.map(score_label) + ") · " + scores.run_id)
+            panels = shown.run.nunique()
+            figure = px.histogram(
+                shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
+                opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
+                facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
+                color_discrete_map=widgets.BASELINE_COLOURS,
+            )
+            figure.update_xaxes(matches=None, showticklabels=True)
+            figure.update_yaxes(matches=None, title_text="texts")
+            figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
+            st.plotly_chart(figure, width="stretch")
+            st.subheader("Scores per text")
+            per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
+            st.dataframe(per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]]
+                         .dropna(axis=1, how="all").round(4)
+                         .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
 
-        st.subheader("Token-level view")
-        # A run still generating its first batch has nothing to show yet.
-        generated = selected[~selected.imported & (selected.samples_done > 0)]
-        if generated.empty:
-            st.info("The token view needs a generated run with stored samples: imported runs have no token ids or "
-                    "model, and a run that is still starting has no samples yet.")
+            st.subheader("Token-level view")
+            # A run still generating its first batch has nothing to show yet.
+            generated = selected[~selected.imported & (selected.samples_done > 0)]
+            if generated.empty:
+                st.info("The token view needs a generated run with stored samples: imported runs have no token ids or "
+                        "model, and a run that is still starting has no samples yet.")
+            else:
+                columns = st.columns(3)
+                run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
+                table = queries.samples(resources.revision(), run_id)
+                sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
+                kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
+                run = generated[generated.run_id == run_id].iloc[0]
+                overrides = ()
+                if "rng" in REGISTRY[run.method].params:
+                    own = json.loads(run.params).get("rng", "cpu")
+                    rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
+                                   key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
+                                   f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
+                    overrides = (("rng", rng),)
+                try:
+                    found, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
+                except ValueError as error:
+                    st.info(markup.message(str(error)))
+                else:
+                    token_view(run.method, tokens, found)
+                    st.caption(f"Score {found.score:.3f} over {found.num_tokens_scored} tokens.")
+
+    with st.expander("Re-detect a run: its texts scored under any method, parameters and tokenizer"):
+        st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
+                   "stored text (watermarked, unwatermarked, reference) is scored alone, as MarkLLM scores it. The "
+                   "scores are kept as a detection set beside the run's own; nothing is overwritten.")
+        all_runs = queries.runs(resources.revision())
+        if all_runs.empty:
+            st.info("No runs to re-detect yet.")
         else:
+            run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
             columns = st.columns(3)
-            run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
-            table = queries.samples(resources.revision(), run_id)
-            sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
-            kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
-            run = generated[generated.run_id == run_id].iloc[0]
-            overrides = ()
-            if "rng" in REGISTRY[run.method].params:
-                own = json.loads(run.params).get("rng", "cpu")
-                rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
-                               key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
-                               f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
-                overrides = (("rng", rng),)
-            try:
-                found, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
-            except ValueError as error:
-                st.info(render.message(str(error)))
-            else:
-                token_view(run.method, tokens, found)
-                st.caption(f"Score {found.score:.3f} over {found.num_tokens_scored} tokens.")
+            target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
+            target_run = all_runs[all_runs.run_id == target].iloc[0]
+            watermarks = list(WATERMARKS)
+            own_method = target_run.method if target_run.method in watermarks else watermarks[0]
+            redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
+                                                   key=f"redetect-method-{target}")
+            suggested = tokenizer_for_model(target_run.model) or target_run.model or EMBEDDED_MODEL
+            tokenizer_name = columns[2].text_input(
+                "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
+                help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
+            own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
+            redetect_params = widgets.param_inputs(REGISTRY[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+            manager = resources.jobs()
+            if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
+                try:
+                    REGISTRY[redetect_method].checked_params(redetect_params)
+                except ValueError as error:
+                    st.error(markup.message(str(error)))
+                else:
+                    manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip())
+                    st.rerun()
+        widgets.job_status("redetect", "texts")
 
-with st.expander("Re-detect a run: its texts scored under any method, parameters and tokenizer"):
-    st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
-               "stored text (watermarked, unwatermarked, reference) is scored alone, as MarkLLM scores it. The "
-               "scores are kept as a detection set beside the run's own; nothing is overwritten.")
-    all_runs = queries.runs(resources.revision())
-    if all_runs.empty:
-        st.info("No runs to re-detect yet.")
-    else:
-        run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
-        columns = st.columns(3)
-        target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
-        target_run = all_runs[all_runs.run_id == target].iloc[0]
-        watermarks = list(WATERMARKS)
-        own_method = target_run.method if target_run.method in watermarks else watermarks[0]
-        redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
-                                               key=f"redetect-method-{target}")
-        suggested = tokenizer_for_model(target_run.model) or target_run.model or EMBEDDED_MODEL
-        tokenizer_name = columns[2].text_input(
-            "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
-            help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
-        own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
-        redetect_params = widgets.param_inputs(REGISTRY[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+    with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
+        grids = sweep_grids()
+        sweep_method = st.selectbox("Method", list(grids), key="sweep-method")
+        grid = {key: st.multiselect(key, values, default=values, key=f"sweep-{sweep_method}-{key}")
+                for key, values in grids[sweep_method].items()}
+        columns = st.columns(4)
+        task = columns[0].selectbox("Task", list(TASKS), index=1, key="sweep-task")
+        count = columns[1].number_input("Samples", 2, 200, 8, key="sweep-n")
+        tokens = columns[2].number_input("New tokens", 8, 512, 48, step=8, key="sweep-tokens")
+        seed = columns[3].number_input("Seed", 0, 2**31 - 1, 42, key="sweep-seed")
         manager = resources.jobs()
-        if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
-            try:
-                REGISTRY[redetect_method].checked_params(redetect_params)
-            except ValueError as error:
-                st.error(render.message(str(error)))
-            else:
-                manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip())
-                st.rerun()
-    widgets.job_status("redetect", "texts")
+        if st.button("Run sweep", disabled=not all(grid.values()) or bool(manager.active("sweep"))):
+            base = RunConfig(task=task, method=sweep_method, n=int(count), max_new_tokens=int(tokens), batch_size=4, seed=int(seed))
+            manager.start_sweep(base, grid)
+            st.rerun()
 
-with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
-    grids = sweep_grids()
-    sweep_method = st.selectbox("Method", list(grids), key="sweep-method")
-    grid = {key: st.multiselect(key, values, default=values, key=f"sweep-{sweep_method}-{key}")
-            for key, values in grids[sweep_method].items()}
-    columns = st.columns(4)
-    task = columns[0].selectbox("Task", list(TASKS), index=1, key="sweep-task")
-    count = columns[1].number_input("Samples", 2, 200, 8, key="sweep-n")
-    tokens = columns[2].number_input("New tokens", 8, 512, 48, step=8, key="sweep-tokens")
-    seed = columns[3].number_input("Seed", 0, 2**31 - 1, 42, key="sweep-seed")
-    manager = resources.jobs()
-    if st.button("Run sweep", disabled=not all(grid.values()) or bool(manager.active("sweep"))):
-        base = RunConfig(task=task, method=sweep_method, n=int(count), max_new_tokens=int(tokens), batch_size=4, seed=int(seed))
-        manager.start_sweep(base, grid)
-        st.rerun()
+        def select_sweep_runs(job) -> None:
+            if job.finished and st.session_state.get("sweep_selected") != job.key:
+                st.session_state["sweep_selected"] = job.key
+                st.session_state.pop("detect-runs", None)  # the page reselects: the sweep's runs
 
-    def select_sweep_runs(job) -> None:
-        if job.finished and st.session_state.get("sweep_selected") != job.key:
-            st.session_state["sweep_selected"] = job.key
-            st.session_state.pop("detect-runs", None)  # the page reselects: the sweep's runs
+        widgets.job_status("sweep", "runs", body=select_sweep_runs)
 
-    widgets.job_status("sweep", "runs", body=select_sweep_runs)
+    st.subheader("Detect a watermark in any text")
+    method = st.selectbox("Method", list(REGISTRY), key="paste-method",
+                          help="; ".join(f"{name}: {info.description}" for name, info in REGISTRY.items()))
+    params = widgets.param_inputs(REGISTRY[method], f"paste-{method}")
+    text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
+    if st.button("Detect"):
+        try:
+            found, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
+        except ValueError as error:
+            st.error(markup.message(str(error)))
+        else:
+            info = REGISTRY[method]
+            flagged = info.is_watermarked(found.score, params)
+            st.metric(info.score_label, f"{found.score:.3f}", help=f"{found.num_tokens_scored} tokens scored")
+            st.write(f"Verdict at {info.verdict_rule(params)}: "
+                     f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
+            if found.num_tokens_scored < detection.MIN_TOKENS_FOR_VERDICT:
+                st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
+                           f"{detection.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
+                           "either way. Paste a longer text.")
+            token_view(method, tokens, found)
 
-st.subheader("Detect a watermark in any text")
-method = st.selectbox("Method", list(REGISTRY), key="paste-method",
-                      help="; ".join(f"{name}: {info.description}" for name, info in REGISTRY.items()))
-params = widgets.param_inputs(REGISTRY[method], f"paste-{method}")
-text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
-if st.button("Detect"):
-    try:
-        found, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
-    except ValueError as error:
-        st.error(render.message(str(error)))
-    else:
-        info = REGISTRY[method]
-        flagged = info.is_watermarked(found.score, params)
-        st.metric(info.score_label, f"{found.score:.3f}", help=f"{found.num_tokens_scored} tokens scored")
-        st.write(f"Verdict at {info.verdict_rule(params)}: "
-                 f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
-        if found.num_tokens_scored < detection.MIN_TOKENS_FOR_VERDICT:
-            st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
-                       f"{detection.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
-                       "either way. Paste a longer text.")
-        token_view(method, tokens, found)
+
+render()

@@ -3,7 +3,7 @@ side with the reference; clinicians record what each one really is."""
 import pandas as pd
 import streamlit as st
 
-from fwsapp import render
+from fwsapp import render as markup
 from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, name_verdict,
@@ -15,160 +15,167 @@ from fwsapp.ui.router import through_router
 
 through_router()
 
-st.title("Disease entities")
-st.caption(
-    "Introduced: a disease in a generated text that its reference does not name (synonyms count as named: names "
-    "are compared by their MeSH heading). Unsupported by the reference (the paper's \"hallucinated\"): an introduced "
-    f"entity whose contextual embedding is less than {HALLUCINATION_THRESHOLD} cosine-similar to every reference "
-    "entity. It is far from everything the reference says, which is not the same as wrong: your verdicts below "
-    "tell the two apart. Hover over a highlight for the closest reference entity."
-)
-with st.expander("Recognizers, and the MeSH matcher's stoplist"):
-    st.write("Entities are found by the recognizer named in the table's recognizer column: the trained tagger "
-             "(BIO tagging fine-tuned on the BC5CDR and NCBI Disease corpora) unless a run was analysed only with "
-             "another. No recognizer counts an outcome (" + ", ".join(sorted(OUTCOMES)) + "), nor a disease word that "
-             "names part of a drug or a signalling molecule, within two words before " + ", ".join(sorted(NON_DISEASE_HEADS))
-             + " ('tumour necrosis factor', 'TNF inhibitors'). The MeSH matcher (recognizer 'mesh') never counts these "
-             "generic words either: " + ", ".join(sorted(STOPLIST)) + ".")
 
-runs = queries.runs(resources.revision())
-entities, analyses = queries.entity_rows(resources.revision())
-if analyses.empty:
-    manager = resources.jobs()
-    if runs.empty:
-        widgets.no_runs_yet()
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Disease entities")
+    st.caption(
+        "Introduced: a disease in a generated text that its reference does not name (synonyms count as named: names "
+        "are compared by their MeSH heading). Unsupported by the reference (the paper's \"hallucinated\"): an introduced "
+        f"entity whose contextual embedding is less than {HALLUCINATION_THRESHOLD} cosine-similar to every reference "
+        "entity. It is far from everything the reference says, which is not the same as wrong: your verdicts below "
+        "tell the two apart. Hover over a highlight for the closest reference entity."
+    )
+    with st.expander("Recognizers, and the MeSH matcher's stoplist"):
+        st.write("Entities are found by the recognizer named in the table's recognizer column: the trained tagger "
+                 "(BIO tagging fine-tuned on the BC5CDR and NCBI Disease corpora) unless a run was analysed only with "
+                 "another. No recognizer counts an outcome (" + ", ".join(sorted(OUTCOMES)) + "), nor a disease word that "
+                 "names part of a drug or a signalling molecule, within two words before " + ", ".join(sorted(NON_DISEASE_HEADS))
+                 + " ('tumour necrosis factor', 'TNF inhibitors'). The MeSH matcher (recognizer 'mesh') never counts these "
+                 "generic words either: " + ", ".join(sorted(STOPLIST)) + ".")
+
+    runs = queries.runs(resources.revision())
+    entities, analyses = queries.entity_rows(resources.revision())
+    if analyses.empty:
+        manager = resources.jobs()
+        if runs.empty:
+            widgets.no_runs_yet()
+            st.stop()
+        st.info(f"No entity analysis yet. Analysing finds the disease names in the {len(runs)} runs' texts with the trained "
+                "recognizer (about a minute for 200 samples here); `python -m fwsapp analyze --all` does the same.")
+        if st.button("Analyse every run now", type="primary", disabled=bool(manager.active("analyze"))):
+            manager.start_analysis(list(runs.run_id), None)
+            st.rerun()
+        widgets.job_status("analyze", "samples")
         st.stop()
-    st.info(f"No entity analysis yet. Analysing finds the disease names in the {len(runs)} runs' texts with the trained "
-            "recognizer (about a minute for 200 samples here); `python -m fwsapp analyze --all` does the same.")
-    if st.button("Analyse every run now", type="primary", disabled=bool(manager.active("analyze"))):
-        manager.start_analysis(list(runs.run_id), None)
-        st.rerun()
-    widgets.job_status("analyze", "samples")
-    st.stop()
-if resources.jobs().active("analyze"):  # samples are still arriving: say how far the analysis is
-    widgets.job_status("analyze", "samples")
+    if resources.jobs().active("analyze"):  # samples are still arriving: say how far the analysis is
+        widgets.job_status("analyze", "samples")
 
-counted = st.radio("Count", ["all", *BRANCHES], horizontal=True, key="entity-branch",
-                   format_func={"all": "diseases and signs or symptoms", BRANCHES[0]: "diseases only",
-                                BRANCHES[1]: "signs and symptoms only (MeSH C23.888: cough, fever, weight loss…)"}.get)
-if counted != "all":
-    entities = entities[entities.branch == counted]
+    counted = st.radio("Count", ["all", *BRANCHES], horizontal=True, key="entity-branch",
+                       format_func={"all": "diseases and signs or symptoms", BRANCHES[0]: "diseases only",
+                                    BRANCHES[1]: "signs and symptoms only (MeSH C23.888: cough, fever, weight loss…)"}.get)
+    if counted != "all":
+        entities = entities[entities.branch == counted]
 
-st.subheader("Per method (the paper's Table 7)")
-summary = entity_summary(entities, analyses, runs)
-# "unsupported by the reference" is said once, in the caption: in every header it pushed the increase off a 1,400 px page.
-short = {column: st.column_config.Column(column.replace("unsupported by the reference", "unsupported"), help=column)
-         for column in summary.columns if "unsupported by the reference" in column}
-st.dataframe(summary.style.format(precision=3), hide_index=True, width="stretch", column_config=short)
-st.caption("Unsupported: unsupported by the reference. None: not measured (no mentions of that kind). Rates count the "
-           "entities selected above.")
+    st.subheader("Per method (the paper's Table 7)")
+    summary = entity_summary(entities, analyses, runs)
+    # "unsupported by the reference" is said once, in the caption: in every header it pushed the increase off a 1,400 px page.
+    short = {column: st.column_config.Column(column.replace("unsupported by the reference", "unsupported"), help=column)
+             for column in summary.columns if "unsupported by the reference" in column}
+    st.dataframe(summary.style.format(precision=3), hide_index=True, width="stretch", column_config=short)
+    st.caption("Unsupported: unsupported by the reference. None: not measured (no mentions of that kind). Rates count the "
+               "entities selected above.")
 
-st.subheader("Browser")
-analysed = runs[runs.run_id.isin(set(analyses.run_id))]
-labels = {row.run_id: run_label(row._asdict()) for row in analysed.itertuples()}
-filters = st.columns(3)
-chosen_runs = filters[0].multiselect("Methods (runs)", list(labels), default=list(labels)[:1], format_func=labels.get, key="entity-runs")
-needle = filters[1].text_input("Entity contains", key="entity-filter").strip().lower()
-low, high = filters[2].slider("Similarity of introduced entities to the reference", 0.0, 1.0, (0.0, 1.0), 0.05,
-                              key="entity-similarity", help="Shows samples with an introduced entity in this range.")
-view = entities[entities.run_id.isin(chosen_runs)]
-if needle:
-    view = view[view.normalized.str.contains(needle, regex=False)]
-in_range = view.introduced & view.similarity.between(low, high)
-if (low, high) != (0.0, 1.0):  # only samples with an introduced entity in range, and only those entities
-    keep = set(zip(view.run_id[in_range], view.sample_idx[in_range]))
-    in_kept_sample = pd.Series([key in keep for key in zip(view.run_id, view.sample_idx)], index=view.index, dtype=bool)
-    view = view[(~view.introduced | in_range) & in_kept_sample]
-ranking = samples_by_hallucination(view, analyses[analyses.run_id.isin(chosen_runs)])
-if ranking.empty:
-    st.info("No sample matches these filters.")
-    st.stop()
+    st.subheader("Browser")
+    analysed = runs[runs.run_id.isin(set(analyses.run_id))]
+    labels = {row.run_id: run_label(row._asdict()) for row in analysed.itertuples()}
+    filters = st.columns(3)
+    chosen_runs = filters[0].multiselect("Methods (runs)", list(labels), default=list(labels)[:1],
+                                              format_func=labels.get, key="entity-runs")
+    needle = filters[1].text_input("Entity contains", key="entity-filter").strip().lower()
+    low, high = filters[2].slider("Similarity of introduced entities to the reference", 0.0, 1.0, (0.0, 1.0), 0.05,
+                                  key="entity-similarity", help="Shows samples with an introduced entity in this range.")
+    view = entities[entities.run_id.isin(chosen_runs)]
+    if needle:
+        view = view[view.normalized.str.contains(needle, regex=False)]
+    in_range = view.introduced & view.similarity.between(low, high)
+    if (low, high) != (0.0, 1.0):  # only samples with an introduced entity in range, and only those entities
+        keep = set(zip(view.run_id[in_range], view.sample_idx[in_range]))
+        in_kept_sample = pd.Series([key in keep for key in zip(view.run_id, view.sample_idx)], index=view.index, dtype=bool)
+        view = view[(~view.introduced | in_range) & in_kept_sample]
+    ranking = samples_by_hallucination(view, analyses[analyses.run_id.isin(chosen_runs)])
+    if ranking.empty:
+        st.info("No sample matches these filters.")
+        st.stop()
 
 
-# Options are the samples themselves, not positions: with other runs chosen, a position would keep the last list's label.
-samples = {f"{row.run_id}:{int(row.sample_idx)}": entity_sample_label(row) for row in ranking.itertuples()}
-order = list(samples)
+    # Options are the samples themselves, not positions: with other runs chosen, a position would keep the last list's label.
+    samples = {f"{row.run_id}:{int(row.sample_idx)}": entity_sample_label(row) for row in ranking.itertuples()}
+    order = list(samples)
 
 
-def step(by: int) -> None:
-    current = st.session_state.get("entity-sample")
-    position = order.index(current) if current in samples else 0
-    st.session_state["entity-sample"] = order[min(max(position + by, 0), len(order) - 1)]
+    def step(by: int) -> None:
+        current = st.session_state.get("entity-sample")
+        position = order.index(current) if current in samples else 0
+        st.session_state["entity-sample"] = order[min(max(position + by, 0), len(order) - 1)]
 
 
-rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
-navigation = st.columns([6, 1, 1])
-picked = order.index(navigation[0].selectbox("Sample (most unsupported entities first)", order, key="entity-sample",
-                                             format_func=samples.get))
-navigation[1].button("Previous", on_click=step, args=(-1,), disabled=picked == 0, width="stretch")
-navigation[2].button("Next sample", on_click=step, args=(1,), disabled=picked == len(ranking) - 1, width="stretch")
-if rater.strip():
-    reviewed, to_review = reviewed_samples(resources.store(), rater, view)
-    st.caption(f"Reviewed by {rater.strip()}: {reviewed} of the {to_review} samples listed that have an introduced "
-               "entity (every name in them has your verdict).")
-current = ranking.iloc[picked]
-sample = queries.sample_row(resources.revision(), current.run_id, int(current.sample_idx))
-mine = view[(view.run_id == current.run_id) & (view.sample_idx == current.sample_idx)]
-st.markdown(f"**Prompt:** {render.inert(sample['prompt'])}", unsafe_allow_html=True)
-st.markdown(render.entity_legend(), unsafe_allow_html=True)
-texts = {"reference": sample["reference"], "unwatermarked": sample.get("unwatermarked_text"),
-         "watermarked": sample.get("watermarked_text")}
-# Long texts scroll in a frame of their own, so the verdicts stay in view below them; short ones need no frame.
-longest = max(len(text) for text in texts.values() if isinstance(text, str))
-with st.container(height=420 if longest > 700 else "content"):
-    for column, kind in zip(st.columns(3), texts):
-        column.markdown(f"**{kind.capitalize()}**")
-        column.markdown(render.highlight_entities(texts[kind], mine[mine.text_kind == kind]), unsafe_allow_html=True)
+    rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
+    navigation = st.columns([6, 1, 1])
+    picked = order.index(navigation[0].selectbox("Sample (most unsupported entities first)", order, key="entity-sample",
+                                                 format_func=samples.get))
+    navigation[1].button("Previous", on_click=step, args=(-1,), disabled=picked == 0, width="stretch")
+    navigation[2].button("Next sample", on_click=step, args=(1,), disabled=picked == len(ranking) - 1, width="stretch")
+    if rater.strip():
+        reviewed, to_review = reviewed_samples(resources.store(), rater, view)
+        st.caption(f"Reviewed by {rater.strip()}: {reviewed} of the {to_review} samples listed that have an introduced "
+                   "entity (every name in them has your verdict).")
+    current = ranking.iloc[picked]
+    sample = queries.sample_row(resources.revision(), current.run_id, int(current.sample_idx))
+    mine = view[(view.run_id == current.run_id) & (view.sample_idx == current.sample_idx)]
+    st.markdown(f"**Prompt:** {markup.inert(sample['prompt'])}", unsafe_allow_html=True)
+    st.markdown(markup.entity_legend(), unsafe_allow_html=True)
+    texts = {"reference": sample["reference"], "unwatermarked": sample.get("unwatermarked_text"),
+             "watermarked": sample.get("watermarked_text")}
+    # Long texts scroll in a frame of their own, so the verdicts stay in view below them; short ones need no frame.
+    longest = max(len(text) for text in texts.values() if isinstance(text, str))
+    with st.container(height=420 if longest > 700 else "content"):
+        for column, kind in zip(st.columns(3), texts):
+            column.markdown(f"**{kind.capitalize()}**")
+            column.markdown(markup.highlight_entities(texts[kind], mine[mine.text_kind == kind]), unsafe_allow_html=True)
 
-st.subheader("Your verdicts")
-st.caption("One verdict per name: it is filed for every mention of that name (its MeSH heading) in the text.")
-recorded = rater_verdicts(resources.store(), rater, current.run_id, int(current.sample_idx))
-
-
-def save(name, key: str) -> None:
-    label = st.session_state[key]
-    verdict = next(code for code, text in VERDICTS.items() if text == label)
-    record_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name, verdict)
+    st.subheader("Your verdicts")
+    st.caption("One verdict per name: it is filed for every mention of that name (its MeSH heading) in the text.")
+    recorded = rater_verdicts(resources.store(), rater, current.run_id, int(current.sample_idx))
 
 
-def undo(name, key: str) -> None:
-    undo_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name)
-    st.session_state[key] = None
+    def save(name, key: str) -> None:
+        label = st.session_state[key]
+        verdict = next(code for code, text in VERDICTS.items() if text == label)
+        record_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name, verdict)
 
 
-if not rater.strip():
-    st.info("Enter your name above to record verdicts.")
-for kind in ("watermarked", "unwatermarked"):
-    names = names_to_judge(mine, kind)
-    mentions = sum(len(name.starts) for name in names)
-    st.markdown(f"**{kind.capitalize()} text:** {len(names)} introduced {'name' if len(names) == 1 else 'names'}"
-                f" ({mentions} {'mention' if mentions == 1 else 'mentions'})")
-    text = texts[kind] if isinstance(texts[kind], str) else ""
-    for name in names:
-        key = f"verdict-{rater.strip()}-{current.run_id}-{current.sample_idx}-{kind}-{name.heading}"
-        stored = name_verdict(recorded, name)
-        if key not in st.session_state:
-            st.session_state[key] = VERDICTS.get(stored)
-        start, end = name.starts[0], name.ends[0]
-        where = (f"character {start}" if len(name.starts) == 1 else
-                 f"{len(name.starts)} mentions, characters {', '.join(map(str, name.starts))}")
-        line = st.columns([3, 4, 1])
-        line[0].markdown(f"{render.inert(name.shown)} · {where} · rule: {name.rule()}"
-                         f"  \n…{render.inert(text[max(0, start - 40):end + 40])}…", unsafe_allow_html=True)
-        line[1].radio("Verdict", list(VERDICTS.values()), key=key, horizontal=True, label_visibility="collapsed",
-                      disabled=not rater.strip(), on_change=save, args=(name, key))
-        if stored is not None:
-            line[2].button("Undo", key=f"undo-{key}", on_click=undo, args=(name, key),
-                           help=f"Remove your verdict: {VERDICTS[stored]}")
-            line[0].caption(f"Recorded for {rater.strip()}: {VERDICTS[stored]}")
+    def undo(name, key: str) -> None:
+        undo_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name)
+        st.session_state[key] = None
 
-counts, stats = verdict_agreement(resources.store())
-if stats:
-    st.subheader("Clinicians against the automatic rule")
-    precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else not_enough(stats["flagged"])
-    recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else not_enough(stats["clinician_wrong"])
-    st.write(f"{stats['verdicts']} verdicts, one per name. Of the names the {HALLUCINATION_THRESHOLD} rule calls "
-             "unsupported (any of its mentions), "
-             f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
-             f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")
-    st.dataframe(counts, width="stretch")
+
+    if not rater.strip():
+        st.info("Enter your name above to record verdicts.")
+    for kind in ("watermarked", "unwatermarked"):
+        names = names_to_judge(mine, kind)
+        mentions = sum(len(name.starts) for name in names)
+        st.markdown(f"**{kind.capitalize()} text:** {len(names)} introduced {'name' if len(names) == 1 else 'names'}"
+                    f" ({mentions} {'mention' if mentions == 1 else 'mentions'})")
+        text = texts[kind] if isinstance(texts[kind], str) else ""
+        for name in names:
+            key = f"verdict-{rater.strip()}-{current.run_id}-{current.sample_idx}-{kind}-{name.heading}"
+            stored = name_verdict(recorded, name)
+            if key not in st.session_state:
+                st.session_state[key] = VERDICTS.get(stored)
+            start, end = name.starts[0], name.ends[0]
+            where = (f"character {start}" if len(name.starts) == 1 else
+                     f"{len(name.starts)} mentions, characters {', '.join(map(str, name.starts))}")
+            line = st.columns([3, 4, 1])
+            line[0].markdown(f"{markup.inert(name.shown)} · {where} · rule: {name.rule()}"
+                             f"  \n…{markup.inert(text[max(0, start - 40):end + 40])}…", unsafe_allow_html=True)
+            line[1].radio("Verdict", list(VERDICTS.values()), key=key, horizontal=True, label_visibility="collapsed",
+                          disabled=not rater.strip(), on_change=save, args=(name, key))
+            if stored is not None:
+                line[2].button("Undo", key=f"undo-{key}", on_click=undo, args=(name, key),
+                               help=f"Remove your verdict: {VERDICTS[stored]}")
+                line[0].caption(f"Recorded for {rater.strip()}: {VERDICTS[stored]}")
+
+    counts, stats = verdict_agreement(resources.store())
+    if stats:
+        st.subheader("Clinicians against the automatic rule")
+        precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else not_enough(stats["flagged"])
+        recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else not_enough(stats["clinician_wrong"])
+        st.write(f"{stats['verdicts']} verdicts, one per name. Of the names the {HALLUCINATION_THRESHOLD} rule calls "
+                 "unsupported (any of its mentions), "
+                 f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
+                 f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")
+        st.dataframe(counts, width="stretch")
+
+
+render()

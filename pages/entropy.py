@@ -13,69 +13,76 @@ from fwsapp.ui.router import through_router
 
 through_router()
 
-st.title("Token entropy")
-st.caption(
-    "The entropy of the generating model's next-token distribution at each token, for the reference "
-    "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
-    f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
-)
-runs = widgets.runs_or_stop()
 
-with st.expander("Compute missing analyses (entropies and disease entities)"):
-    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
-    imported = runs[runs.run_id.isin(chosen) & runs.imported]
-    entropy_model = None
-    if not imported.empty:
-        st.info("Imported runs have no model: their entropies need one. The embedded model is a stand-in for "
-                "the paper's 7B generators, so treat its entropies as indicative only.")
-        if st.checkbox(f"Use {EMBEDDED_MODEL} for imported runs", key="analyze-embedded"):
-            entropy_model = EMBEDDED_MODEL
-    threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
-                          "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
-                          key="analyze-threshold")
-    recognizer = st.selectbox("Disease recognizer", RECOGNIZERS.available(), format_func=lambda name: f"{name}: {RECOGNIZERS[name].help}",
-                              key="analyze-recognizer", help="Each recognizer's analysis is stored apart; figures "
-                              "show the default one's where a run has it.")
-    if st.button("Analyse", disabled=not chosen or bool(resources.jobs().active("analyze"))):
-        resources.jobs().start_analysis(chosen, entropy_model, threshold, recognizer)
-        st.rerun()
-    widgets.job_status("analyze", "samples")
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Token entropy")
+    st.caption(
+        "The entropy of the generating model's next-token distribution at each token, for the reference "
+        "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
+        f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
+    )
+    runs = widgets.runs_or_stop()
 
-values = queries.entropy_values(resources.revision())
-entities, _ = queries.entity_rows(resources.revision())
-# Tasks with something to draw come first, so the page never opens on an empty one after an import.
-# Entities count only with their entropies: an imported run's entities alone draw nothing here.
-measured = entities[entities.entropy.notna()].run_id if not entities.empty else []
-with_data = set(runs[runs.run_id.isin(set(values.run_id) | set(measured))].task)
-tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in with_data)
-task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
-curves = density_frame(values, runs, task)
-colours = widgets.series_colours(curves.series.unique() if not curves.empty else ())
-if curves.empty:
-    st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
-            "the analysis above (imported runs need a model).")
-else:
-    st.subheader("Entropy densities")
-    figure = px.line(curves, x="entropy", y="density", color="series", color_discrete_map=colours,
-                     labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
-    for boundary in (LOW, HIGH):
-        figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
-    st.plotly_chart(figure, width="stretch")
-    st.subheader("Share of tokens per entropy bin")
-    st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
-        "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
-        hide_index=True, width="stretch")
+    with st.expander("Compute missing analyses (entropies and disease entities)"):
+        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
+        imported = runs[runs.run_id.isin(chosen) & runs.imported]
+        entropy_model = None
+        if not imported.empty:
+            st.info("Imported runs have no model: their entropies need one. The embedded model is a stand-in for "
+                    "the paper's 7B generators, so treat its entropies as indicative only.")
+            if st.checkbox(f"Use {EMBEDDED_MODEL} for imported runs", key="analyze-embedded"):
+                entropy_model = EMBEDDED_MODEL
+        threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
+                              "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
+                              key="analyze-threshold")
+        recognizer = st.selectbox("Disease recognizer", RECOGNIZERS.available(),
+                                  format_func=lambda name: f"{name}: {RECOGNIZERS[name].help}",
+                                  key="analyze-recognizer", help="Each recognizer's analysis is stored apart; figures "
+                                  "show the default one's where a run has it.")
+        if st.button("Analyse", disabled=not chosen or bool(resources.jobs().active("analyze"))):
+            resources.jobs().start_analysis(chosen, entropy_model, threshold, recognizer)
+            st.rerun()
+        widgets.job_status("analyze", "samples")
 
-entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
-if not entities.empty:
-    st.subheader("Entropy inside disease entities")
-    top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
-    frequent = entities.normalized.value_counts().head(top).index
-    shown = entities[entities.normalized.isin(frequent)]
-    shown = with_settings(shown, runs)
-    shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method + " · " + shown.settings))
-    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
-                    color_discrete_map=widgets.series_colours(shown.series.unique()),
-                    labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
-    st.plotly_chart(figure, width="stretch")
+    values = queries.entropy_values(resources.revision())
+    entities, _ = queries.entity_rows(resources.revision())
+    # Tasks with something to draw come first, so the page never opens on an empty one after an import.
+    # Entities count only with their entropies: an imported run's entities alone draw nothing here.
+    measured = entities[entities.entropy.notna()].run_id if not entities.empty else []
+    with_data = set(runs[runs.run_id.isin(set(values.run_id) | set(measured))].task)
+    tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in with_data)
+    task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
+    curves = density_frame(values, runs, task)
+    colours = widgets.series_colours(curves.series.unique() if not curves.empty else ())
+    if curves.empty:
+        st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
+                "the analysis above (imported runs need a model).")
+    else:
+        st.subheader("Entropy densities")
+        figure = px.line(curves, x="entropy", y="density", color="series", color_discrete_map=colours,
+                         labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
+        for boundary in (LOW, HIGH):
+            figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
+        st.plotly_chart(figure, width="stretch")
+        st.subheader("Share of tokens per entropy bin")
+        st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
+            "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
+            hide_index=True, width="stretch")
+
+    entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
+    if not entities.empty:
+        st.subheader("Entropy inside disease entities")
+        top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
+        frequent = entities.normalized.value_counts().head(top).index
+        shown = entities[entities.normalized.isin(frequent)]
+        shown = with_settings(shown, runs)
+        shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method + " · " + shown.settings))
+        figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
+                        color_discrete_map=widgets.series_colours(shown.series.unique()),
+                        labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
+        st.plotly_chart(figure, width="stretch")
+
+
+render()

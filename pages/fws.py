@@ -21,199 +21,206 @@ from fwsapp.ui.router import through_router
 
 through_router()
 
-st.title("Factuality-Weighted Score")
-st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
-st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. The judge's FWS (the paper's GPTJ, named "
-           "below by the judge that gave it) uses an LLM judge's verdicts; Auto uses automatic metrics.")
 
-runs = widgets.runs_or_stop()
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Factuality-Weighted Score")
+    st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
+    st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. The judge's FWS (the paper's GPTJ, named "
+               "below by the judge that gave it) uses an LLM judge's verdicts; Auto uses automatic metrics.")
 
-# The weights are the session's, shared with the Report page: a preset when they are one, else free.
-shared = widgets.fws_weights()
-shared_preset = next((name for name, weights in PRESETS.items() if weights == shared), None)
-mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True,
-                index=0 if shared_preset else 2, key="fws-mode")
-if mode == "Paper preset":
-    preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(shared_preset or "Current"), key="fws-preset",
-                          format_func=lambda name: f"{name} (α={PRESETS[name][0]}, β={PRESETS[name][1]})")
-    alpha, beta = PRESETS[preset]
-elif mode == "Factuality : coherence ratio":
-    ratio = st.slider("Factuality : coherence (α : β), keeping 2α + β = 1", 0.25, 8.0, 2.0, 0.25, key="fws-ratio")
-    alpha, beta = ratio_weights(ratio)
-else:
-    columns = st.columns(2)
-    alpha = columns[0].slider("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01, key="fws-alpha")
-    beta = columns[1].slider("β (coherence)", 0.0, 1.0, shared[1], 0.01, key="fws-beta")
-widgets.set_fws_weights(alpha, beta)
-st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f} (the Report page uses the same weights)")
-if abs(2 * alpha + beta - 1) > 1e-9:
-    st.warning(f"2α + β = {2 * alpha + beta:.3f}, not 1: FWS is then off the 0–1 scale of the presets and the ratio "
-               "mode, so its values do not compare with theirs. The flip chart keeps 2α + β = 1 and marks your weights "
-               "by their ratio α/β only.")
+    runs = widgets.runs_or_stop()
 
-with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
-    metric_names = queries.metric_names(resources.revision()) or ["simcse_reference", "rougeL", "f1", "factuality"]
-    choices = {
-        "coherence": ["simcse_reference", "bertscore", "rougeL"],
-        "relevance": ["rougeL|f1", "rougeL", "rouge2", "f1", "bertscore"],
-        "factual_accuracy": ["factuality", "bertscore", "rouge2"],
-    }
-    mapping = {}
-    for aspect, options in choices.items():
-        mapping[aspect] = st.selectbox(
-            aspect.replace("_", " ").capitalize(), options, index=options.index(DEFAULT_MAPPING[aspect]),
-            key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default). simcse_reference: "
-                 "SimCSE similarity to the reference, measured alike for both texts.",
-        )
-    st.caption(f"Metrics stored so far: {', '.join(metric_names)}.")
+    # The weights are the session's, shared with the Report page: a preset when they are one, else free.
+    shared = widgets.fws_weights()
+    shared_preset = next((name for name, weights in PRESETS.items() if weights == shared), None)
+    mode = st.radio("Weights", ["Paper preset", "Factuality : coherence ratio", "Free α and β"], horizontal=True,
+                    index=0 if shared_preset else 2, key="fws-mode")
+    if mode == "Paper preset":
+        preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(shared_preset or "Current"), key="fws-preset",
+                              format_func=lambda name: f"{name} (α={PRESETS[name][0]}, β={PRESETS[name][1]})")
+        alpha, beta = PRESETS[preset]
+    elif mode == "Factuality : coherence ratio":
+        ratio = st.slider("Factuality : coherence (α : β), keeping 2α + β = 1", 0.25, 8.0, 2.0, 0.25, key="fws-ratio")
+        alpha, beta = ratio_weights(ratio)
+    else:
+        columns = st.columns(2)
+        alpha = columns[0].slider("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01, key="fws-alpha")
+        beta = columns[1].slider("β (coherence)", 0.0, 1.0, shared[1], 0.01, key="fws-beta")
+    widgets.set_fws_weights(alpha, beta)
+    st.write(f"α = {alpha:.3f}, β = {beta:.3f}, 2α + β = {2 * alpha + beta:.3f} (the Report page uses the same weights)")
+    if abs(2 * alpha + beta - 1) > 1e-9:
+        st.warning(f"2α + β = {2 * alpha + beta:.3f}, not 1: FWS is then off the 0–1 scale of the presets and the ratio "
+                   "mode, so its values do not compare with theirs. The flip chart keeps 2α + β = 1 and marks your weights "
+                   "by their ratio α/β only.")
 
-mapping_key = tuple(sorted(mapping.items()))
-all_verdicts = queries.judgments(resources.revision())
-include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
-for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
-    st.warning(warning)
-judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
-detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY), format_func=DETECTABILITY.get, key="fws-detect")
-source_names = {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"}
-tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source",
-                           format_func=source_names.get)
-views = fws_views(queries.fws_prepared(resources.revision(), mapping_key, include_smoke), alpha, beta, detect_column,
-                  tradeoff_source)
+    with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
+        metric_names = queries.metric_names(resources.revision()) or ["simcse_reference", "rougeL", "f1", "factuality"]
+        choices = {
+            "coherence": ["simcse_reference", "bertscore", "rougeL"],
+            "relevance": ["rougeL|f1", "rougeL", "rouge2", "f1", "bertscore"],
+            "factual_accuracy": ["factuality", "bertscore", "rouge2"],
+        }
+        mapping = {}
+        for aspect, options in choices.items():
+            mapping[aspect] = st.selectbox(
+                aspect.replace("_", " ").capitalize(), options, index=options.index(DEFAULT_MAPPING[aspect]),
+                key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default). simcse_reference: "
+                     "SimCSE similarity to the reference, measured alike for both texts.",
+            )
+        st.caption(f"Metrics stored so far: {', '.join(metric_names)}.")
 
-
-def show_table(title: str, table, empty: str, source: str) -> None:
-    st.subheader(title)
-    if table.empty:
-        st.info(empty)
-        return
-    st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
-    pooled = pooled_reference(queries.fws_means(resources.revision(), mapping_key, include_smoke)[source])
-    several = pooled[pooled.run_id.str.contains(",")]
-    st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
-               "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
-               f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
-                   f"{row.model}, {TASKS[row.task].label if row.task in TASKS else row.task}: {row.run_id}"
-                   for row in several.itertuples()) + "."))
+    mapping_key = tuple(sorted(mapping.items()))
+    all_verdicts = queries.judgments(resources.revision())
+    include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
+    for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
+        st.warning(warning)
+    judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
+    detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY),
+                                 format_func=DETECTABILITY.get, key="fws-detect")
+    source_names = {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"}
+    tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source",
+                               format_func=source_names.get)
+    views = fws_views(queries.fws_prepared(resources.revision(), mapping_key, include_smoke), alpha, beta, detect_column,
+                      tradeoff_source)
 
 
-def judge_in_place() -> None:
-    """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
-    judged = queries.judged_run_ids(resources.revision())
-    unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
-    plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
-    manager = resources.jobs()
-    minutes = local_minutes(plan["pairs"])
-    if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {minutes} min)",
-                                   disabled=bool(manager.active("judge")), key="fws-judge-local"):
-        manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
-        st.rerun()
-    st.caption(f"The embedded model's verdicts are a smoke test ({LOCAL_DEMO_NOTE}). For GPT-4o or your own "
-               "server, the Judge page has the settings.")
-    widgets.job_status("judge", "pairs")
+    def show_table(title: str, table, empty: str, source: str) -> None:
+        st.subheader(title)
+        if table.empty:
+            st.info(empty)
+            return
+        st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
+        pooled = pooled_reference(queries.fws_means(resources.revision(), mapping_key, include_smoke)[source])
+        several = pooled[pooled.run_id.str.contains(",")]
+        st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
+                   "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
+                   f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
+                       f"{row.model}, {TASKS[row.task].label if row.task in TASKS else row.task}: {row.run_id}"
+                       for row in several.itertuples()) + "."))
 
 
-show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
-                                               "import a judged log.", "judge")
-if views["gptj"].empty:
-    judge_in_place()
-show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.", "auto")
-if views["auto"].empty:
-    widgets.model_free_metrics(list(runs.run_id), automatic=False)
-    widgets.job_status("score", "sample × metric values")
+    def judge_in_place() -> None:
+        """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
+        judged = queries.judged_run_ids(resources.revision())
+        unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
+        plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
+        manager = resources.jobs()
+        minutes = local_minutes(plan["pairs"])
+        if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {minutes} min)",
+                                       disabled=bool(manager.active("judge")), key="fws-judge-local"):
+            manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
+            st.rerun()
+        st.caption(f"The embedded model's verdicts are a smoke test ({LOCAL_DEMO_NOTE}). For GPT-4o or your own "
+                   "server, the Judge page has the settings.")
+        widgets.job_status("judge", "pairs")
 
-if not views["ranking"].empty:
-    st.subheader("Ranking of methods")
-    st.caption(f"Ranked by the judge's FWS ({judges}), since some runs are judged; runs without verdicts are not in it."
-               if views["ranking_source"] == "GPTJ" else
-               "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
-               "ranking uses the judge's FWS.")
-    st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
-# Both sources, each in its own line style: judge data must not hide the metric-based curve.
-sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), mapping_key, source, include_smoke).assign(
-    source=source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
-if not sweep.empty:
-    st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
-    st.caption(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({judges}), dashed ones the metrics (Auto). "
-               "The dotted line marks the current weights.")
-    # One line per model and run: with several models the model is part of the trace, never averaged in.
-    several_models = sweep.model.nunique() > 1
-    runs_named = sweep.method + " · " + sweep.settings.where(sweep.method != "Unwatermarked", "")
-    runs_named = runs_named.str.removesuffix(" · ")
-    sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named)
-    figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
-                     line_dash_map={source_names["GPTJ"]: "solid", source_names["Auto"]: "dash"}, facet_col_spacing=0.06,
-                     labels={"ratio": "α/β", "fws": "FWS",
-                             "line": "model · method · settings" if several_models else "method · settings"},
-                     color_discrete_map=None if several_models else widgets.series_colours(sweep.line.unique()))
-    ticks = [0.25, 0.5, 1, 2, 4, 8]
-    figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
-    figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
-    if beta > 0:
-        figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
-    st.plotly_chart(figure, width="stretch")
+    show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
+                                                   "import a judged log.", "judge")
+    if views["gptj"].empty:
+        judge_in_place()
+    show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.", "auto")
+    if views["auto"].empty:
+        widgets.model_free_metrics(list(runs.run_id), automatic=False)
+        widgets.job_status("score", "sample × metric values")
 
-drops = queries.judge_drops(resources.revision(), include_smoke)
-if not drops.empty:
-    st.subheader(f"Judge drop % per aspect ({judges})")
-    st.dataframe(drops.round(1), hide_index=True, width="stretch")
+    if not views["ranking"].empty:
+        st.subheader("Ranking of methods")
+        st.caption(f"Ranked by the judge's FWS ({judges}), since some runs are judged; runs without verdicts are not in it."
+                   if views["ranking_source"] == "GPTJ" else
+                   "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
+                   "ranking uses the judge's FWS.")
+        st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
-st.subheader("Trade-off: detectability against FWS")
-points, front, reference = views["tradeoff"], views["front"], views["reference"]
-if points.empty:
-    st.info("Needs runs with both detection scores and FWS inputs.")
-else:
-    points = points.assign(run=points.method + " · " + points.settings)
-    figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
-                        labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {source_names[tradeoff_source]}",
-                                "run": "method · settings"})
-    for task, task_front in front.groupby("task"):
-        figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
-                                    name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",
-                                    line={"dash": "dash"}))
-    several_models = reference.model.nunique() > 1
-    for row in reference.itertuples():
-        figure.add_hline(y=row.fws, line_dash="dot", line_color="grey", annotation_position="bottom right",
-                         annotation_text=f"unwatermarked{' ' + row.model if several_models else ''}, {row.task}")
-    figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
-    figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
-    st.plotly_chart(figure, width="stretch")
+    # Both sources, each in its own line style: judge data must not hide the metric-based curve.
+    sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), mapping_key, source, include_smoke).assign(
+        source=source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
+    if not sweep.empty:
+        st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
+        st.caption(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({judges}), dashed ones the metrics (Auto). "
+                   "The dotted line marks the current weights.")
+        # One line per model and run: with several models the model is part of the trace, never averaged in.
+        several_models = sweep.model.nunique() > 1
+        runs_named = sweep.method + " · " + sweep.settings.where(sweep.method != "Unwatermarked", "")
+        runs_named = runs_named.str.removesuffix(" · ")
+        sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named)
+        figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
+                         line_dash_map={source_names["GPTJ"]: "solid", source_names["Auto"]: "dash"}, facet_col_spacing=0.06,
+                         labels={"ratio": "α/β", "fws": "FWS",
+                                 "line": "model · method · settings" if several_models else "method · settings"},
+                         color_discrete_map=None if several_models else widgets.series_colours(sweep.line.unique()))
+        ticks = [0.25, 0.5, 1, 2, 4, 8]
+        figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
+        figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
+        if beta > 0:
+            figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
+        st.plotly_chart(figure, width="stretch")
 
-st.header("Agreement with clinicians")
-with st.expander("Choose items for human rating"):
-    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    chosen = st.multiselect("Runs", list(labels), format_func=labels.get, key="human-runs")
-    fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
-    if st.button("Add items to rate", disabled=not chosen):
-        added = sum(sample_items(resources.store(), run_id, fraction) for run_id in chosen)
-        st.success(f"Added {added} items. Each goes to 3 different raters on the Rate page.")
+    drops = queries.judge_drops(resources.revision(), include_smoke)
+    if not drops.empty:
+        st.subheader(f"Judge drop % per aspect ({judges})")
+        st.dataframe(drops.round(1), hide_index=True, width="stretch")
 
-rated = queries.human_ratings(resources.revision())
-if rated.empty:
-    st.info("No human ratings yet. Raters use the Rate page.")
-    st.stop()
-humans = human_means(rated)
-st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
-st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
-samples = queries.fws_samples(resources.revision(), mapping_key, include_smoke)
-correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
-                                 f"judge ({judges})")
-st.dataframe(widgets.uniform(correlation_matrix(correlations)), width="stretch")
-st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
-with st.expander("p-values and sample sizes"):
-    st.dataframe(correlations.round(4), hide_index=True, width="stretch")
-st.subheader("Sensitivity of each weighting (FWS-to-human r)")
-st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"])), hide_index=True, width="stretch")
-statistic, p_value, nemenyi = friedman_nemenyi(rated)
-st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
-if statistic is None:
-    st.info(f"{not_enough(len(rated))}: the Friedman test needs {MINIMUM['friedman']} ratings.")
-else:
-    st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
-    st.dataframe(nemenyi.round(4), width="stretch")
-st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
-texts = doubly_rated(rated)
-st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
-             width="stretch")
-st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
-st.download_button("Download ratings (CSV)", rated.to_csv(index=False), "human-ratings.csv", "text/csv")
+    st.subheader("Trade-off: detectability against FWS")
+    points, front, reference = views["tradeoff"], views["front"], views["reference"]
+    if points.empty:
+        st.info("Needs runs with both detection scores and FWS inputs.")
+    else:
+        points = points.assign(run=points.method + " · " + points.settings)
+        figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
+                            labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {source_names[tradeoff_source]}",
+                                    "run": "method · settings"})
+        for task, task_front in front.groupby("task"):
+            figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
+                                        name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",
+                                        line={"dash": "dash"}))
+        several_models = reference.model.nunique() > 1
+        for row in reference.itertuples():
+            figure.add_hline(y=row.fws, line_dash="dot", line_color="grey", annotation_position="bottom right",
+                             annotation_text=f"unwatermarked{' ' + row.model if several_models else ''}, {row.task}")
+        figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
+        figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
+        st.plotly_chart(figure, width="stretch")
+
+    st.header("Agreement with clinicians")
+    with st.expander("Choose items for human rating"):
+        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        chosen = st.multiselect("Runs", list(labels), format_func=labels.get, key="human-runs")
+        fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
+        if st.button("Add items to rate", disabled=not chosen):
+            added = sum(sample_items(resources.store(), run_id, fraction) for run_id in chosen)
+            st.success(f"Added {added} items. Each goes to 3 different raters on the Rate page.")
+
+    rated = queries.human_ratings(resources.revision())
+    if rated.empty:
+        st.info("No human ratings yet. Raters use the Rate page.")
+        st.stop()
+    humans = human_means(rated)
+    st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
+    st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
+    samples = queries.fws_samples(resources.revision(), mapping_key, include_smoke)
+    correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
+                                     f"judge ({judges})")
+    st.dataframe(widgets.uniform(correlation_matrix(correlations)), width="stretch")
+    st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
+    with st.expander("p-values and sample sizes"):
+        st.dataframe(correlations.round(4), hide_index=True, width="stretch")
+    st.subheader("Sensitivity of each weighting (FWS-to-human r)")
+    st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"])), hide_index=True, width="stretch")
+    statistic, p_value, nemenyi = friedman_nemenyi(rated)
+    st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
+    if statistic is None:
+        st.info(f"{not_enough(len(rated))}: the Friedman test needs {MINIMUM['friedman']} ratings.")
+    else:
+        st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
+        st.dataframe(nemenyi.round(4), width="stretch")
+    st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
+    texts = doubly_rated(rated)
+    st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
+                 width="stretch")
+    st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
+    st.download_button("Download ratings (CSV)", rated.to_csv(index=False), "human-ratings.csv", "text/csv")
+
+
+render()

@@ -7,88 +7,98 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.encoder import DEFAULT_ENCODER
 from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.metrics.quality import ALL_METRICS, EMBEDDED_ORACLE_TOKENS_PER_SECOND, OFFLINE_METRICS
+from fwsapp.metrics.quality import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
+from fwsapp.metrics.registry import METRICS, default_metrics
 from fwsapp.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
 from fwsapp.ui.router import through_router
 
 through_router()
 
-st.title("Quality")
-st.caption(
-    f"Perplexity under an oracle model (the run's own model by default), SimCSE-style similarity of the "
-    f"watermarked to the unwatermarked output with **{DEFAULT_ENCODER}** (numbers depend on the encoder), "
-    "ROUGE-2/L or token F1 against the reference, and factual consistency: AlignScore when a checkpoint is "
-    "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
-    "mentions that the reference supports)."
-)
-runs = widgets.runs_or_stop()
-widgets.model_free_metrics(list(runs.run_id), automatic=True)
-widgets.job_status("score", "sample × metric values")
 
-with st.expander("Perplexity, BERTScore, AlignScore: metrics that need a model", expanded=False):
-    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
-    metrics = st.multiselect("Metrics", list(ALL_METRICS), default=list(OFFLINE_METRICS), key="score-metrics",
-                             help="bertscore is optional: BERTScore F1 with the local MiniLM encoder.")
-    oracle = st.text_input("Perplexity oracle (empty: each run's own model)", key="score-oracle") or None
-    checkpoint = st.text_input("AlignScore checkpoint (empty: the offline stand-in)", key="score-alignscore") or None
-    consent_needed = False
-    if "ppl" in metrics and chosen:
-        plan = queries.perplexity_plan(resources.revision(), tuple(chosen), oracle)
-        st.caption("Perplexity, before it starts: the oracle per run, and what is left to score.")
-        st.dataframe(plan, hide_index=True, width="stretch")
-        tokens = int(plan["tokens (about)"].sum())
-        st.caption(f"About {tokens:,} tokens to read: roughly {tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND / 60:.1f} min "
-                   "with the embedded 135M model on this machine's CPU (measured, docs/benchmarks.md); a 7B oracle "
-                   "takes tens of times longer on a CPU.")
-        unnamed = plan[plan.oracle == "none (name one)"]
-        if not unnamed.empty:
-            st.info(f"Imported runs {', '.join(unnamed.run)} get no perplexity until an oracle is named above: the "
-                    "model that wrote them is not here.")
-        foreign = plan[~plan["own generator"] & (plan["samples to score"] > 0)]
-        if not foreign.empty:
-            consent_needed = not st.checkbox(
-                f"Score {', '.join(foreign.run)} with {', '.join(sorted(set(foreign.oracle)))}, a model other than "
-                f"the one that wrote {'it' if len(foreign) == 1 else 'them'} ({', '.join(sorted(set(foreign.generator)))}): "
-                "the perplexities will be that oracle's, not comparable with the generator's or the paper's.",
-                key="score-consent")
-    manager = resources.jobs()
-    if st.button("Compute", disabled=not chosen or consent_needed or bool(manager.active("score"))):
-        manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
-        st.rerun()
-
-report = queries.report(resources.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
-for task in [name for name in TASKS if name in set(runs.task)]:
-    table = quality_table(report, task)
-    if table.empty:
-        continue
-    st.subheader(f"{TASKS[task].label} ({TASKS[task].dataset})")
-    best = best_cells(table)
-    styled = table.style.format(precision=3).apply(
-        lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Quality")
+    st.caption(
+        f"Perplexity under an oracle model (the run's own model by default), SimCSE-style similarity of the "
+        f"watermarked to the unwatermarked output with **{DEFAULT_ENCODER}** (numbers depend on the encoder), "
+        "ROUGE-2/L or token F1 against the reference, and factual consistency: AlignScore when a checkpoint is "
+        "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
+        "mentions that the reference supports)."
     )
-    st.dataframe(styled, hide_index=True, width="stretch")
-    st.caption("One row per run: Settings are what sets a run apart from its method's defaults, with its id where "
-               "two runs share them; the Unwatermarked row holds the texts of the run it names. "
-               "Best value per column and model in bold (lowest perplexity, highest otherwise; none where all are "
-               "equal). None: not computed yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the "
-               "watermarked text's similarity to "
-               "the unwatermarked one). Difference from unwatermarked:")
-    st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
-    downloads = st.columns(2)
-    downloads[0].download_button("CSV", table.to_csv(index=False), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
-    downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
-                                 "text/x-tex", key=f"tex-{task}")
+    runs = widgets.runs_or_stop()
+    widgets.model_free_metrics(list(runs.run_id), automatic=True)
+    widgets.job_status("score", "sample × metric values")
 
-values = queries.metric_values(resources.revision())
-if not values.empty:
-    st.subheader("Per-sample distributions")
-    metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")
-    # One box per run: a 135M demo run and an imported 7B run, or KGW at two δ, never share a box.
-    shown = with_settings(values[values.metric == metric], runs)
-    shown = shown.assign(run=shown.model + " · " + shown.method + " · " + shown.settings)
-    figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
-                    labels={"value": metric, "text_kind": "text", "run": "model · method · settings"},
-                    color_discrete_map=widgets.BASELINE_COLOURS)
-    figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
-    st.plotly_chart(figure, width="stretch")
+    with st.expander("Perplexity, BERTScore, AlignScore: metrics that need a model", expanded=False):
+        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
+        offered = METRICS.available()
+        metrics = st.multiselect("Metrics", offered, default=[name for name in default_metrics() if name in offered],
+                                 key="score-metrics",
+                                 format_func=lambda name: f"{name}: {METRICS[name].label}",
+                                 help="  \n".join(f"{entry.name}: {entry.help}" for entry in METRICS))
+        oracle = st.text_input("Perplexity oracle (empty: each run's own model)", key="score-oracle") or None
+        checkpoint = st.text_input("AlignScore checkpoint (empty: the offline stand-in)", key="score-alignscore") or None
+        consent_needed = False
+        if perplexity_metric() in metrics and chosen:
+            plan = queries.perplexity_plan(resources.revision(), tuple(chosen), oracle)
+            st.caption("Perplexity, before it starts: the oracle per run, and what is left to score.")
+            st.dataframe(plan, hide_index=True, width="stretch")
+            tokens = int(plan["tokens (about)"].sum())
+            st.caption(f"About {tokens:,} tokens to read: roughly {tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND / 60:.1f} min "
+                       "with the embedded 135M model on this machine's CPU (measured, docs/benchmarks.md); a 7B oracle "
+                       "takes tens of times longer on a CPU.")
+            unnamed = plan[plan.oracle == "none (name one)"]
+            if not unnamed.empty:
+                st.info(f"Imported runs {', '.join(unnamed.run)} get no perplexity until an oracle is named above: the "
+                        "model that wrote them is not here.")
+            foreign = plan[~plan["own generator"] & (plan["samples to score"] > 0)]
+            if not foreign.empty:
+                consent_needed = not st.checkbox(
+                    f"Score {', '.join(foreign.run)} with {', '.join(sorted(set(foreign.oracle)))}, a model other than "
+                    f"the one that wrote {'it' if len(foreign) == 1 else 'them'} ({', '.join(sorted(set(foreign.generator)))}): "
+                    "the perplexities will be that oracle's, not comparable with the generator's or the paper's.",
+                    key="score-consent")
+        manager = resources.jobs()
+        if st.button("Compute", disabled=not chosen or consent_needed or bool(manager.active("score"))):
+            manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
+            st.rerun()
+
+    report = queries.report(resources.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
+    for task in [name for name in TASKS if name in set(runs.task)]:
+        table = quality_table(report, task)
+        if table.empty:
+            continue
+        st.subheader(f"{TASKS[task].label} ({TASKS[task].dataset})")
+        best = best_cells(table)
+        styled = table.style.format(precision=3).apply(
+            lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0
+        )
+        st.dataframe(styled, hide_index=True, width="stretch")
+        st.caption("One row per run: Settings are what sets a run apart from its method's defaults, with its id where "
+                   "two runs share them; the Unwatermarked row holds the texts of the run it names. "
+                   "Best value per column and model in bold (lowest perplexity, highest otherwise; none where all are "
+                   "equal). None: not computed yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the "
+                   "watermarked text's similarity to "
+                   "the unwatermarked one). Difference from unwatermarked:")
+        st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
+        downloads = st.columns(2)
+        downloads[0].download_button("CSV", table.to_csv(index=False), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
+        downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
+                                     "text/x-tex", key=f"tex-{task}")
+
+    values = queries.metric_values(resources.revision())
+    if not values.empty:
+        st.subheader("Per-sample distributions")
+        metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")
+        # One box per run: a 135M demo run and an imported 7B run, or KGW at two δ, never share a box.
+        shown = with_settings(values[values.metric == metric], runs)
+        shown = shown.assign(run=shown.model + " · " + shown.method + " · " + shown.settings)
+        figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
+                        labels={"value": metric, "text_kind": "text", "run": "model · method · settings"},
+                        color_discrete_map=widgets.BASELINE_COLOURS)
+        figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
+        st.plotly_chart(figure, width="stretch")
+
+
+render()

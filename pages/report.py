@@ -3,43 +3,49 @@ import streamlit as st
 
 from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.tables import render, report_tables, weights_line
+from fwsapp.tables import render as table_html, report_tables, weights_line
 from fwsapp.ui.router import through_router
 
 through_router()
 
-st.title("Report")
-st.caption("The paper's tables, rebuilt from every run in the database: generated and imported. None means not computed yet.")
-columns = st.columns(2)
-shared = widgets.fws_weights()
-alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01)
-beta = columns[1].number_input("β (coherence)", 0.0, 1.0, shared[1], 0.01)
-widgets.set_fws_weights(alpha, beta)
-include_smoke = widgets.count_smoke_tests(queries.report_parts(resources.revision())["smoke_tests_left_out"],
-                                         "report-smoke")
-report = queries.report(resources.revision(), alpha, beta, include_smoke)
-st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
-if not report["runs"]:
-    widgets.no_runs_yet()
-    st.stop()
-for title, frame in report_tables(report):
-    st.subheader(title)
-    st.dataframe(widgets.uniform(frame).style.format(precision=3), hide_index=True, width="stretch",
-                 column_config=widgets.worded_columns(frame))
-with st.expander("Delete a run"):
-    st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "
-               "`python -m fwsapp runs --delete ID` does the same.")
-    runs = queries.runs(resources.revision())
-    named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    doomed = st.selectbox("Run", list(named), format_func=named.get)
-    typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
-    busy = resources.jobs().generating(doomed) if doomed else None
-    if busy is not None:
-        st.warning(f"{busy.label} is generating this run: cancel it first (its page has Cancel), then delete.")
-    if st.button("Delete this run", disabled=typed != doomed or busy is not None):
-        deleted = resources.store().delete_run(doomed)
-        st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
-        st.rerun()
-downloads = st.columns(2)
-downloads[0].download_button("Download Markdown", render(report, "markdown"), "fwsapp-tables.md", "text/markdown")
-downloads[1].download_button("Download LaTeX", render(report, "latex"), "fwsapp-tables.tex", "text/x-tex")
+
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Report")
+    st.caption("The paper's tables, rebuilt from every run in the database: generated and imported. None means not computed yet.")
+    columns = st.columns(2)
+    shared = widgets.fws_weights()
+    alpha = columns[0].number_input("α (relevance and factual accuracy)", 0.0, 1.0, shared[0], 0.01)
+    beta = columns[1].number_input("β (coherence)", 0.0, 1.0, shared[1], 0.01)
+    widgets.set_fws_weights(alpha, beta)
+    include_smoke = widgets.count_smoke_tests(queries.report_parts(resources.revision())["smoke_tests_left_out"],
+                                             "report-smoke")
+    report = queries.report(resources.revision(), alpha, beta, include_smoke)
+    st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
+    if not report["runs"]:
+        widgets.no_runs_yet()
+        st.stop()
+    for title, frame in report_tables(report):
+        st.subheader(title)
+        st.dataframe(widgets.uniform(frame).style.format(precision=3), hide_index=True, width="stretch",
+                     column_config=widgets.worded_columns(frame))
+    with st.expander("Delete a run"):
+        st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "
+                   "`python -m fwsapp runs --delete ID` does the same.")
+        runs = queries.runs(resources.revision())
+        named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        doomed = st.selectbox("Run", list(named), format_func=named.get)
+        typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
+        busy = resources.jobs().generating(doomed) if doomed else None
+        if busy is not None:
+            st.warning(f"{busy.label} is generating this run: cancel it first (its page has Cancel), then delete.")
+        if st.button("Delete this run", disabled=typed != doomed or busy is not None):
+            deleted = resources.store().delete_run(doomed)
+            st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
+            st.rerun()
+    downloads = st.columns(2)
+    downloads[0].download_button("Download Markdown", table_html(report, "markdown"), "fwsapp-tables.md", "text/markdown")
+    downloads[1].download_button("Download LaTeX", table_html(report, "latex"), "fwsapp-tables.tex", "text/x-tex")
+
+
+render()

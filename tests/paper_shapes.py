@@ -21,6 +21,12 @@ WORD = {"sentencepiece": re.compile(r"^▁[a-z]{3,}$"), "bpe": re.compile(r"^Ġ[
 HIDDEN = 32
 
 
+def stand_in_filler(masked: list[str]) -> list[str]:
+    """DetectGPT's perturbations need a T5 mask-filling model, which no PyPI wheel ships: this stand-in fills each
+    masked span with one word, and the scoring model scores the perturbed texts as it would T5's."""
+    return [re.sub(r"<extra_id_\d+>", "word", text) for text in masked]
+
+
 def tokenizer_for(shape: str, folder: Path):
     """The shape's real tokenizer, as a transformers tokenizer saved the way a model folder holds it."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast

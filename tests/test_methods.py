@@ -62,3 +62,12 @@ def test_no_module_outside_the_registry_special_cases_a_method_by_name():
             if any(f'== "{name}"' in line or f'"{name}":' in line or f'in ("{name}"' in line for name in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_readme_method_table_names_every_registered_method_and_no_other():
+    import re
+
+    table = ROOT.joinpath("README.md").read_text().split("## Methods", 1)[1].split("\n\n", 2)[1]
+    named = {name for row in table.splitlines()[2:] for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
+    spellings = {spelling for info in methods.REGISTRY.values() for spelling in (info.name, *info.aliases)}
+    assert set(methods.REGISTRY) <= named and named <= spellings

@@ -7,7 +7,8 @@ from rouge_score import rouge_scorer
 
 from fwsapp.data.tasks import strip_prompt
 from fwsapp.metrics import f1, perplexity, rouge
-from fwsapp.metrics.quality import OFFLINE_METRICS, QualityResources, quality_block, score_run
+from fwsapp.metrics.quality import QualityResources, quality_block, score_run
+from fwsapp.metrics.registry import default_metrics
 
 
 def test_rouge_matches_rouge_score_without_stemming():
@@ -72,7 +73,7 @@ def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, 
     first = score_run(store, run_id, resources)
     assert first == {"ppl": 8, "simcse": 4, "simcse_reference": 8, "rouge": 16, "f1": 8, "factuality": 8}
     second = score_run(store, run_id, resources)
-    assert set(second.values()) == {0} and set(second) == set(OFFLINE_METRICS)
+    assert set(second.values()) == {0} and set(second) == set(default_metrics())
     block = quality_block(store.metrics([run_id]))
     # SimCSE compares the watermarked text with the unwatermarked one: the latter has no value of its own.
     assert block["simcse"]["unwatermarked"] is None and -1 <= block["simcse"]["watermarked"] <= 1

@@ -7,7 +7,6 @@ per text with the scores taken while generating; it scores perplexity as its own
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 import time
 
@@ -18,15 +17,9 @@ from fwsapp import methods
 from fwsapp.cli import main
 from fwsapp.store import Store
 
-from tests.paper_shapes import SHAPES, build
+from tests.paper_shapes import SHAPES, build, stand_in_filler
 
 TOKENIZER = {"meditron": None, "biomistral": "mistral-v1", "jsl": "llama-3"}  # None: the model folder itself
-# DetectGPT's perturbations need a T5 mask-filling model, which no PyPI wheel ships: a stand-in fills each masked
-# span with one word, and the shape's model scores the perturbed texts as it would T5's.
-
-
-def stand_in_filler(masked: list[str]) -> list[str]:
-    return [re.sub(r"<extra_id_\d+>", "word", text) for text in masked]
 
 
 @pytest.fixture(scope="session")

@@ -10,17 +10,19 @@ from streamlit.testing.v1 import AppTest
 
 from fwsapp import methods
 from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
+from fwsapp.metrics.base import ReferenceMetric
+from fwsapp.metrics.registry import METRICS, MetricPlugIn
 from fwsapp.recognizer import Entity, Recognizer
 from fwsapp.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
 from tests.conftest import PROJECT
 from tests.openai_stub import StubServer
 
 APP = str(PROJECT / "app.py")
-AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS}
+AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS, "metrics": METRICS}
 
 
 def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
-    code = ("import sys, fwsapp.methods, fwsapp.recognizers, fwsapp.judge.registry; "
+    code = ("import sys, fwsapp.methods, fwsapp.recognizers, fwsapp.judge.registry, fwsapp.metrics.registry; "
             "print(*(name in sys.modules for name in ('torch', 'transformers', 'spacy', 'openai')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
     assert result.stdout.split() == ["False"] * 4
@@ -30,7 +32,7 @@ def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
 def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
     names = list(AXES[axis]) if axis == "methods" else AXES[axis].names()
     own = {"methods": ("watermark", "methods.py"), "recognizers": ("recognizers",),
-           "judge backends": ("registry.py", "backends.py")}[axis]
+           "judge backends": ("registry.py", "backends.py"), "metrics": ("metrics",)}[axis]
     # EntityKGW's lexicon is also called "mesh": a word list, not the recognizer; Ray's address may be "local".
     elsewhere = {"recognizers": ("entity_kgw.py",), "judge backends": ("distributed.py",)}.get(axis, ())
     offenders = []
@@ -42,6 +44,30 @@ def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
                    for name in names):
                 offenders.append(f"{path.relative_to(PROJECT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def seen_by_the_cli_doctor_and_grid(command: str, option: str, name: str, steps: str, tmp_path) -> None:
+    """A registered plug-in `name` is among `command --option`'s choices, has its line in doctor, and a grid spec with
+    these [steps] passes the dry run."""
+    from fwsapp.cli import build_parser, main
+    from fwsapp.doctor import backend_checks
+    from tests.conftest import tiny_spec
+
+    parser = build_parser()._subparsers._group_actions[0].choices[command]
+    assert name in next(action for action in parser._actions if action.dest == option).choices
+    assert any(check.item == name for check in backend_checks())
+    spec = tmp_path / "toy.toml"
+    spec.write_text(tiny_spec(steps=steps))
+    assert main(["grid", str(spec), "--dry-run", "--db", str(tmp_path / "dry.duckdb")]) == 0
+
+
+def page_on_two_imported_samples(page: str, app_db) -> AppTest:
+    from tests.conftest import imported_qa_db
+
+    imported_qa_db(app_db, 2)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    return app.switch_page(page).run()
 
 
 # -- disease recognizers ---------------------------------------------------------------------------------------------
@@ -145,25 +171,10 @@ def test_each_judge_backend(name, lm, store, monkeypatch):
 
 def test_a_toy_judge_backend_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_test(
         app_db, lm, store, monkeypatch, tmp_path):
-    from fwsapp.cli import build_parser, main
-    from fwsapp.doctor import backend_checks
-
     with JUDGE_BACKENDS.registered(TOY_BACKEND), StubServer() as stub:
         check_judge_backend(TOY_BACKEND, lm, stub, store, monkeypatch)
-        judge = build_parser()._subparsers._group_actions[0].choices["judge"]
-        assert "toy" in next(action for action in judge._actions if action.dest == "backend").choices
-        assert any(check.topic == "judge" and check.item == "toy" for check in backend_checks())
-        spec = tmp_path / "toy.toml"
-        from tests.conftest import tiny_spec
-
-        spec.write_text(tiny_spec(steps='judge = { backend = "toy" }'))
-        assert main(["grid", str(spec), "--dry-run", "--db", str(tmp_path / "dry.duckdb")]) == 0
-        from tests.conftest import imported_qa_db
-
-        imported_qa_db(app_db, 2)
-        app = AppTest.from_file(APP, default_timeout=60)
-        app.run()
-        app.switch_page("pages/judge.py").run()
+        seen_by_the_cli_doctor_and_grid("judge", "backend", "toy", 'judge = { backend = "toy" }', tmp_path)
+        app = page_on_two_imported_samples("pages/judge.py", app_db)
         assert TOY_BACKEND.menu_label in app.radio(key="judge-backend").options
         app.radio(key="judge-backend").set_value("toy").run()
         assert not app.exception
@@ -174,3 +185,58 @@ def test_an_unknown_plug_in_names_the_registered_ones():
     with pytest.raises(ValueError, match="Unknown judge backend 'gpt': choose one of local, openai, compatible"):
         JUDGE_BACKENDS["gpt"]
     assert json.dumps(RECOGNIZERS.names()) == '["trained", "mesh", "scispacy"]'
+
+
+# -- quality metrics ---------------------------------------------------------------------------------------------------
+def check_metric(entry, qa_run, lm, tmp_path) -> None:
+    """What every metric does: it stores one value per text it declares for each sample of a generated run, under its
+    declared names, and a second call computes nothing (the job is resumable and idempotent)."""
+    import shutil
+
+    from fwsapp.metrics.quality import QualityResources, score_run
+    from fwsapp.store import Store
+
+    source, _, run_id = qa_run
+    source.row("CHECKPOINT")
+    shutil.copy(source.path, tmp_path / "metric.duckdb")
+    store = Store(tmp_path / "metric.duckdb")
+    resources = QualityResources(model_loader=lambda name: lm)
+    samples = store.count("generations", run_id)
+    before = store.metrics([run_id])
+    computed = score_run(store, run_id, resources, (entry.name,))
+    added = store.metrics([run_id]).merge(before, how="left", indicator=True).query("_merge == 'left_only'")
+    assert computed == {entry.name: len(added)}
+    for name in entry.stored_names:
+        rows = added[added.metric == name]
+        assert sorted(rows.text_kind.unique()) == sorted(entry.kinds) and len(rows) == samples * len(entry.kinds)
+    assert score_run(store, run_id, resources, (entry.name,)) == {entry.name: 0}
+    store.close()
+
+
+class WordCountRatio(ReferenceMetric):
+    """Words in the output over words in the reference: a plug-in as small as one can be."""
+
+    def config(self, run, resources) -> str:
+        return "words"
+
+    def values(self, outputs, references, resources) -> list[float]:
+        return [len(output.split()) / max(len(reference.split()), 1) for output, reference in zip(outputs, references)]
+
+
+TOY_METRIC = MetricPlugIn("length_ratio", "words in the output over words in the reference (a test's plug-in)",
+                          f"{__name__}:WordCountRatio", label="Length ratio", seconds_per_1000_characters=0.001)
+
+
+@pytest.mark.parametrize("name", [name for name in METRICS.available() if METRICS[name].by_default])
+def test_each_metric(name, qa_run, lm, tmp_path):
+    check_metric(METRICS[name], qa_run, lm, tmp_path)
+
+
+def test_a_toy_metric_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_and_the_generic_test(
+        qa_run, lm, tmp_path, app_db):
+    with METRICS.registered(TOY_METRIC):
+        check_metric(TOY_METRIC, qa_run, lm, tmp_path)
+        seen_by_the_cli_doctor_and_grid("score", "metrics", "length_ratio", 'score = ["length_ratio"]', tmp_path)
+        app = page_on_two_imported_samples("pages/quality.py", app_db)
+        assert "length_ratio: Length ratio" in app.multiselect(key="score-metrics").options
+        assert not app.exception

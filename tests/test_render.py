@@ -55,7 +55,18 @@ def test_entity_highlight_and_token_view_wrap_only_inert_text():
 
 def test_a_newline_token_keeps_its_colour_visible():
     view = token_view(["Gout", "\n\n", "is"], [1, 0, -1])
-    assert '#f7c5c5;padding:0 1px;border-radius:2px">↵↵</span><br><br>' in view
+    assert 'rgba(247, 197, 197, 1.0);padding:0 1px;border-radius:2px">↵↵</span><br><br>' in view
+
+
+def test_token_weights_set_the_strength_of_a_colour_and_values_its_hue():
+    weighted = token_view(["a", "b", "c"], [1, 1, -1], weights=[2.0, 0.5, 9.0])
+    # The largest weight among scored tokens is full strength; an unscored token's weight is not drawn.
+    assert 'title="weight 2" style="background:rgba(200, 247, 197, 1.0)' in weighted
+    assert 'title="weight 0.5" style="background:rgba(200, 247, 197, 0.362)' in weighted
+    assert 'rgba(224, 224, 224, 1.0)' in weighted
+    graded = token_view(["a", "b", "c"], [1, 1, 1], values=[0.0, 0.5, 1.0])
+    assert "rgba(247, 197, 197, 1.0)" in graded and "rgba(224, 224, 224, 1.0)" in graded
+    assert "rgba(200, 247, 197, 1.0)" in graded and 'title="evidence 0.50"' in graded
 
 
 def test_a_column_of_numbers_with_words_among_them_writes_every_number_alike():

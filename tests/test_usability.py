@@ -168,13 +168,13 @@ def test_pasted_text_too_short_for_a_verdict_is_flagged_and_exp_edit_says_it_has
 # Quality
 
 def test_perplexity_progress_counts_samples_and_writes_each_chunk(qa_run, lm, tmp_path, monkeypatch):
-    from fwsapp.metrics import quality
+    from fwsapp.metrics import perplexity, quality
     from fwsapp.store import Store
 
     source, _, run_id = qa_run
     copy_store(source, tmp_path / "score.duckdb")
     store = Store(tmp_path / "score.duckdb")
-    monkeypatch.setattr(quality, "PPL_CHUNK", 2)
+    monkeypatch.setattr(perplexity, "PPL_CHUNK", 2)
     calls, stored = [], []
     resources = quality.QualityResources(model_loader=lambda name: lm)
     original = store.write_rows

@@ -13,6 +13,7 @@ from fwsapp.watermark import create
 from fwsapp.watermark.dipmark import dip_reweight
 from fwsapp.watermark.exp_edit import alignment_costs
 from fwsapp.watermark.posthoc import DetectGPT, mask_spans, refill
+from tests.paper_shapes import stand_in_filler
 
 TEXT = ("Gout is a form of inflammatory arthritis. Uric acid crystals collect in a joint, most often the big toe, "
         "causing sudden severe pain, swelling and redness that can last for days.")
@@ -29,13 +30,17 @@ def markllm_config(module, config_class, lm):
     return config_class(None, TransformersConfig(model=lm.model, tokenizer=lm.tokenizer, device="cpu"))
 
 
+def assert_same_green_lists(oracle, ours, vocab_size: int) -> None:
+    for previous in (0, 17, 1234, vocab_size - 1):
+        expected = sorted(oracle.get_greenlist_ids(torch.tensor([3, previous])).tolist())
+        assert ours.green_lists.green_ids([3, previous]).tolist() == expected
+
+
 def test_sweet_equals_markllm(lm, text_ids):
     sweet = pytest.importorskip("markllm.watermark.sweet.sweet")
     oracle = sweet.SWEETUtils(markllm_config(sweet, sweet.SWEETConfig, lm))
     ours = create("SWEET", lm.vocab_size, {"rng": "cpu"}, lm=lm)
-    for previous in (0, 17, 1234, lm.vocab_size - 1):
-        expected = sorted(oracle.get_greenlist_ids(torch.tensor([3, previous])).tolist())
-        assert ours.green_lists.green_ids([3, previous]).tolist() == expected
+    assert_same_green_lists(oracle, ours, lm.vocab_size)
     entropies = oracle.calculate_entropy(lm.model, torch.tensor(text_ids))
     expected_z, expected_flags, weights = oracle.score_sequence(torch.tensor(text_ids), entropies)
     detection = ours.detect(text_ids)
@@ -43,6 +48,140 @@ def test_sweet_equals_markllm(lm, text_ids):
     assert detection.num_tokens_scored == sum(weights[1:])
     assert [flag for flag, weight in zip(expected_flags, weights) if weight == 1] == [
         flag for flag in detection.token_flags if flag >= 0]
+
+
+def test_ewd_equals_markllm(lm, text_ids):
+    ewd = pytest.importorskip("markllm.watermark.ewd.ewd")
+    oracle = ewd.EWDUtils(markllm_config(ewd, ewd.EWDConfig, lm))
+    ours = create("EWD", lm.vocab_size, {"rng": "cpu"}, lm=lm)
+    assert_same_green_lists(oracle, ours, lm.vocab_size)
+    spikes = oracle.calculate_entropy(lm.model, torch.tensor(text_ids))
+    expected_z, expected_flags, expected_weights = oracle.score_sequence(torch.tensor(text_ids), spikes)
+    detection = ours.detect(text_ids)
+    assert detection.token_flags == expected_flags
+    assert detection.token_weights[1:] == pytest.approx(expected_weights[1:], abs=1e-5)
+    assert detection.z == pytest.approx(expected_z, abs=1e-4) and detection.num_tokens_scored == len(text_ids) - 1
+
+
+def test_exp_equals_markllm(lm, text_ids):
+    exp = pytest.importorskip("markllm.watermark.exp.exp")
+    from markllm.utils.transformers_config import TransformersConfig
+
+    oracle = exp.EXP(None, TransformersConfig(model=lm.model, tokenizer=lm.tokenizer, device="cpu"))
+    ours = create("EXP", lm.vocab_size)
+    oracle.utils.seed_rng(torch.tensor(text_ids[:6]))
+    assert torch.equal(torch.rand(lm.vocab_size, generator=oracle.utils.rng), ours.uniforms.draw(text_ids[:6]))
+    detection = ours.detect(text_ids)
+    assert detection.p == pytest.approx(oracle.detect_watermark(TEXT)["score"], rel=1e-6)
+    assert detection.num_tokens_scored == len(text_ids) - 4 and detection.token_flags[:4] == [-1] * 4
+    # Its own sampling: each chosen token is argmax r^(1/p), and a text so chosen is detected.
+    processor, context, tokens = ours.logits_processor(), [5, 6, 7, 8], []
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(30):
+        logits = torch.randn(1, lm.vocab_size, generator=generator)
+        forced = processor(torch.tensor([context + tokens]), logits)
+        probs = torch.softmax(logits, -1)[0]
+        expected = int(torch.argmax(ours.uniforms.draw(context + tokens) ** (1 / probs)))
+        assert int(forced.argmax()) == expected and int(torch.isfinite(forced).sum()) == 1
+        tokens.append(expected)
+    assert ours.detect(tokens, context).p < 1e-4 < ours.detect(tokens[::-1], context).p
+
+
+@pytest.fixture
+def markllm_its_edit(monkeypatch):
+    """MarkLLM's ITS-Edit module with its Cython alignment (built for Python 3.9) replaced by its transcription."""
+    import sys
+    import types
+
+    def levenshtein(x, y, gamma=1.0):
+        table = np.zeros((len(x) + 1, len(y) + 1), dtype=np.float32)
+        table[:, 0], table[0, :] = np.arange(len(x) + 1) * gamma, np.arange(len(y) + 1) * gamma
+        for i in range(1, len(x) + 1):
+            for j in range(1, len(y) + 1):
+                table[i, j] = min(table[i - 1, j] + gamma, table[i, j - 1] + gamma,
+                                  table[i - 1, j - 1] + np.float32(abs(np.float32(x[i - 1]) - np.float32(y[j - 1]))))
+        return float(table[-1, -1])
+
+    name = "markllm.watermark.its_edit.cython_files.levenshtein"
+    monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(levenshtein=levenshtein))
+    return pytest.importorskip("markllm.watermark.its_edit.its_edit")
+
+
+def test_its_edit_equals_markllm(lm, markllm_its_edit, tmp_path):
+    import json
+
+    from markllm.utils.transformers_config import TransformersConfig
+
+    settings = {"algorithm_name": "ITSEdit", "pseudo_length": 24, "sequence_length": 200, "n_runs": 6, "key": 42,
+                "p_threshold": 0.1, "top_k": 0}
+    (tmp_path / "its.json").write_text(json.dumps(settings))
+    oracle = markllm_its_edit.ITSEdit(str(tmp_path / "its.json"), TransformersConfig(model=lm.model, tokenizer=lm.tokenizer,
+                                                                                     device="cpu"))
+    ours = create("ITS-Edit", lm.vocab_size, {"pseudo_length": 24, "n_runs": 6})
+    torch.manual_seed(42)
+    generator = torch.Generator().manual_seed(int(torch.randint(2**32, (200,))[0]))
+    uniforms, permutation = oracle.utils.transform_key_func(generator, 24, lm.vocab_size)
+    assert np.array_equal(ours.uniforms, uniforms[:, 0].numpy()) and np.array_equal(ours.permutation, permutation.numpy())
+    text = "Gout is a form of arthritis."
+    tokens = lm.tokenizer.encode(text)
+    assert ours.detect(tokens).p == pytest.approx(oracle.detect_watermark(text)["score"], abs=1e-6)
+    # Its own sampling, from shift 3: detected where random tokens are not.
+    processor, marked = ours.logits_processor([3]), []
+    generator = torch.Generator().manual_seed(2)
+    for _ in range(24):
+        marked.append(int(processor(torch.zeros(1, len(marked) + 1, dtype=torch.long),
+                                    torch.randn(1, lm.vocab_size, generator=generator)).argmax()))
+    random_tokens = np.random.default_rng(0).integers(0, lm.vocab_size, 24).tolist()
+    assert ours.detect(marked).p == 0.0 and ours.detect(random_tokens).p > 0.1
+
+
+def test_unbiased_reweighting_leaves_the_expected_distribution_the_models():
+    """Hu et al.'s defining property: over keys, the watermarked next-token distribution is the model's."""
+    from fwsapp.watermark.unbiased import GAMMA_REWEIGHT, Unbiased
+
+    torch.manual_seed(0)
+    vocab, keys = 12, 3000
+    logits = torch.randn(vocab) * 2
+    probs = torch.softmax(logits, -1)
+    permutations = torch.stack([Unbiased(vocab, lm=object(), key=key).key.permutation([1, 2, 3, 4, 5])
+                                for key in range(keys)])
+    reweighted = torch.softmax(Unbiased.reweight(logits.expand(keys, -1), permutations), -1)
+    standard_error = reweighted.std(0) / math.sqrt(keys)
+    assert torch.all((reweighted.mean(0) - probs).abs() <= 4 * standard_error + 1e-6)
+    assert (reweighted[0] - probs).abs().max() > 0.01 and GAMMA_REWEIGHT == 0.5
+
+
+def test_unbiased_detects_its_own_tokens_with_the_model(lm, text_ids):
+    watermark = create("Unbiased", lm.vocab_size, lm=lm)
+    processor, context, tokens = watermark.logits_processor(), lm.tokenizer("Question: what is gout?")["input_ids"], []
+    generator = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        for _ in range(30):
+            logits = lm.model(torch.tensor([context + tokens])).logits[:, -1, :lm.vocab_size]
+            probs = torch.softmax(processor(torch.tensor([context + tokens]), logits), -1)
+            tokens.append(int(torch.multinomial(probs, 1, generator=generator)))
+    marked, plain = watermark.detect(tokens, context), watermark.detect(text_ids, context)
+    assert marked.p < watermark.params["p_threshold"] < plain.p
+    assert marked.num_tokens_scored == 30 and len(marked.token_values) == 30
+
+
+def test_morphmark_strength_rises_with_the_green_mass():
+    """Wang et al.'s claim: no change below p₀, then a share of the red mass moved to green that rises with it."""
+    from fwsapp.watermark.morphmark import morph, strength
+
+    green = torch.tensor([True, True, False, False, False, False])
+    moved_shares = []
+    for green_mass in np.linspace(0.05, 0.95, 19):
+        probs = torch.tensor([green_mass * 0.7, green_mass * 0.3, *([(1 - green_mass) / 4] * 4)])[None, :]
+        share = strength(torch.tensor([green_mass]), "exp", 1.3, 0.15)
+        morphed = morph(probs, green[None, :], share)
+        assert float(morphed.sum()) == pytest.approx(1.0)
+        assert float(morphed[0, 0] / morphed[0, 1]) == pytest.approx(7 / 3)  # within green, proportions are kept
+        moved_shares.append(float((morphed[0, :2].sum() - green_mass) / (1 - green_mass)))
+        if green_mass < 0.15:
+            assert moved_shares[-1] == pytest.approx(0.0, abs=1e-7)
+    assert all(later >= earlier - 1e-7 for earlier, later in zip(moved_shares, moved_shares[1:]))
+    assert moved_shares[3] > 0 and moved_shares[-1] == pytest.approx(1.0)  # all red mass moves at the top
 
 
 def test_unigram_equals_markllm(lm, text_ids):
@@ -181,18 +320,20 @@ def test_post_hoc_runs_score_model_text_against_the_reference(lm, store, method)
     assert detection["auroc"] is not None
 
 
-@pytest.mark.parametrize("method, params", [("SWEET", {"rng": "cpu"}), ("EntityKGW", {"rng": "cpu", "entropy_threshold": 1.0}),
-                                            ("LogRank", {}), ("Fast-DetectGPT", {})])
-def test_batched_detection_gives_each_texts_own_detection(lm, text_ids, method, params):
-    # Texts of different lengths pad the batch; with and without a prompt as context.
+@pytest.mark.parametrize("method", list(methods.REGISTRY))
+def test_detection_of_a_text_does_not_depend_on_the_batch_it_is_in(lm, text_ids, method, monkeypatch):
+    """Texts of different lengths pad a batch, with and without a prompt as context; each text's detection must be
+    the one it gets alone (EWD's trial found padding moving near-uniform entropies)."""
+    monkeypatch.setattr("fwsapp.watermark.posthoc.load_t5_filler", lambda: stand_in_filler)
     prompt = lm.tokenizer("Question: what is gout?")["input_ids"]
     texts = [(text_ids, prompt), (text_ids[:9], ()), (text_ids[5:30], prompt), (text_ids[:1], ()), ([], prompt)]
-    watermark = create(method, lm.vocab_size, params, lm=lm)
+    watermark = create(method, lm.vocab_size, methods.info(method).test_params, lm=lm)
     for batched, (tokens, context) in zip(watermark.detect_many(texts), texts, strict=True):
         alone = watermark.detect(tokens, context)
         assert batched.token_flags == alone.token_flags
         assert batched.num_tokens_scored == alone.num_tokens_scored
         assert batched.score == pytest.approx(alone.score, abs=1e-4, nan_ok=True)
+        assert batched.token_weights == pytest.approx(alone.token_weights, abs=1e-4)
     assert watermark.detect_many([]) == []
 
 

@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE
+from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE, REQUEST_TIMEOUT_SECONDS
 # Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
 LOCAL_SECONDS_PER_PAIR = 7
 
@@ -77,7 +77,7 @@ class OpenAIBackend:
         return cls(judge_model or DEFAULT_OPENAI_MODEL, timeout=timeout, api_key=api_key)
 
     def __init__(self, model: str = DEFAULT_OPENAI_MODEL, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0, max_tokens: int = 1024):
+                 timeout: float = REQUEST_TIMEOUT_SECONDS, max_tokens: int = 1024):
         from openai import OpenAI
 
         self.model = model
@@ -229,7 +229,7 @@ def plain_prompt(messages: list[dict]) -> str:
     return "".join(f"{message['role'].capitalize()}: {message['content']}\n\n" for message in messages) + "Assistant:"
 
 
-def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = 60.0,
+def make_backend(kind: str, judge_model: str | None = None, base_url: str | None = None, timeout: float = REQUEST_TIMEOUT_SECONDS,
                  loaded=None, api_key: str | None = None):
     """The registered backend `kind` (`JUDGE_BACKENDS`). `api_key` is sent as given; without it OpenAI gets
     OPENAI_API_KEY and a compatible server no key."""

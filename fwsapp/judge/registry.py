@@ -15,6 +15,9 @@ from fwsapp.models import EMBEDDED_MODEL, EMBEDDED_PACKAGE
 from fwsapp.plugins import PlugIn, Registry, missing_package
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-2024-08-06"
+# A judge's defaults, declared once for the CLI, the grid, the Judge page and the backends.
+REQUEST_TIMEOUT_SECONDS = 60.0  # per request, queueing at the server included
+CONCURRENT_REQUESTS = 8
 LOCAL_DEMO_NOTE = "its verdicts are forced into the format; the embedded 135M model's are a smoke test, not a judgment"
 
 

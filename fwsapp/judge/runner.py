@@ -28,6 +28,7 @@ from typing import Callable
 
 from fwsapp.judge import prompts
 from fwsapp.judge.backends import Completion, JudgeError, TransientError, price
+from fwsapp.judge.registry import CONCURRENT_REQUESTS
 from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
 from fwsapp.judge.records import texts_hash
 from fwsapp.store import Store
@@ -43,7 +44,7 @@ EXPECTED_COMPLETION_TOKENS = 350
 
 @dataclass
 class JudgeSettings:
-    concurrency: int = 8
+    concurrency: int = CONCURRENT_REQUESTS
     swap: bool = False
     order_seed: int = 0
     max_attempts: int = 6

@@ -5,6 +5,7 @@ of MiniLM-L6's layers.
 """
 from __future__ import annotations
 
+from fwsapp.metrics.base import ReferenceMetric
 from fwsapp.models import encoder_folder
 
 NUM_LAYERS = 6
@@ -16,3 +17,11 @@ def bertscore_f1(outputs: list[str], references: list[str]) -> list[float]:
 
     _, _, f1 = score(outputs, references, model_type=str(encoder_folder()), num_layers=NUM_LAYERS, verbose=False)
     return [float(value) for value in f1]
+
+
+class BERTScore(ReferenceMetric):
+    def config(self, run: dict, resources) -> str:
+        return CONFIG
+
+    def values(self, outputs: list[str], references: list[str], resources) -> list[float]:
+        return bertscore_f1(outputs, references)

@@ -5,6 +5,8 @@ import re
 import string
 from collections import Counter
 
+from fwsapp.metrics.base import ReferenceMetric
+
 CONFIG = "squad-v1.1-normalisation"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -33,3 +35,11 @@ def f1(outputs: list[str], references: list[str]) -> list[float]:
     if len(outputs) != len(references):
         raise ValueError("outputs and references must have the same length")
     return [token_f1(output, reference) for output, reference in zip(outputs, references)]
+
+
+class TokenF1(ReferenceMetric):
+    def config(self, run: dict, resources) -> str:
+        return CONFIG
+
+    def values(self, outputs: list[str], references: list[str], resources) -> list[float]:
+        return f1(outputs, references)

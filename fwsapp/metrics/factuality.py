@@ -8,6 +8,7 @@ reference supports: the same entity (normalised name) or one whose contextual em
 from __future__ import annotations
 
 from fwsapp.entities import HALLUCINATION_THRESHOLD, analyze_pairs
+from fwsapp.metrics.base import ReferenceMetric
 
 STAND_IN_NAME = "Disease-entity support (offline stand-in)"
 ALIGNSCORE_NAME = "AlignScore"
@@ -40,3 +41,22 @@ def alignscore(checkpoint: str, outputs: list[str], references: list[str]) -> li
     scorer = AlignScore(model="roberta-large", batch_size=16, device=str(device), ckpt_path=checkpoint,
                         evaluation_mode="nli_sp")
     return [float(value) for value in scorer.score(contexts=references, claims=outputs)]
+
+
+class Factuality(ReferenceMetric):
+    def config(self, run: dict, resources) -> str:
+        from fwsapp.recognizers import recognizer_label
+
+        if resources.alignscore_checkpoint:
+            return f"alignscore;{resources.alignscore_checkpoint}"
+        return stand_in_config(recognizer_label(resources.recognizer_name), resources.encoder_name)
+
+    def values(self, outputs: list[str], references: list[str], resources) -> list[float]:
+        if resources.alignscore_checkpoint:
+            return alignscore(resources.alignscore_checkpoint, outputs, references)
+        return entity_support(resources.recognizer, resources.encoder, outputs, references)
+
+    def describe(self, config: str | None) -> str | None:
+        if config is None:
+            return None
+        return ALIGNSCORE_NAME if config.startswith("alignscore") else STAND_IN_NAME

@@ -1,4 +1,5 @@
-"""Quality scoring for runs: every metric computed once per (run, sample, text kind, metric, config).
+"""Quality scoring for runs: every registered metric (fwsapp.metrics.registry) computed once per (run, sample,
+text kind, metric, config).
 
 `score_run` computes only what the metrics table lacks, so a second call computes nothing. The report's
 quality block reads the table back as per-run means.
@@ -10,46 +11,15 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from fwsapp.metrics import f1, main_config, rouge
-from fwsapp.metrics.factuality import ALIGNSCORE_NAME, STAND_IN_NAME
+from fwsapp.metrics import main_config
+from fwsapp.metrics.perplexity import perplexity_oracle
+from fwsapp.metrics.registry import GENERATED_KINDS, METRICS, default_metrics, model_free_metrics
 from fwsapp.recognizers import DEFAULT_RECOGNIZER
 
 if TYPE_CHECKING:
     from fwsapp.models import LoadedModel
 
-GENERATED_KINDS = ("watermarked", "unwatermarked")
-REPORT_METRICS = ("ppl", "simcse", "simcse_reference", "rouge2", "rougeL", "f1", "bertscore")
-OFFLINE_METRICS = ("ppl", "simcse", "simcse_reference", "rouge", "f1", "factuality")
-ALL_METRICS = OFFLINE_METRICS + ("bertscore",)
-# The metrics that need no language model: text overlap, the 22M-parameter sentence encoder and the disease
-# recognizer. Quality computes them when it opens, if they are missing and quick; perplexity reads every token
-# with a language model and waits to be asked.
-MODEL_FREE_METRICS = ("rouge", "f1", "simcse", "simcse_reference", "factuality")
-# Seconds per 1,000 characters of a sample's texts (both outputs and the reference) on this machine's 2 CPU cores:
-# bench.quality_scoring on 200 meditron QA samples of 2,265 characters (docs/benchmarks.md). An estimate for the page.
-SECONDS_PER_1000_CHARACTERS = {"rouge": 0.003, "f1": 0.003, "simcse": 0.030, "simcse_reference": 0.078,
-                               "factuality": 0.096}
-PPL_CHUNK = 8  # samples per perplexity pass between progress reports and writes
-
-
-def metric_row(sample_idx: int, kind: str, metric: str, config: str, value) -> dict:
-    return {"sample_idx": int(sample_idx), "text_kind": kind, "metric": metric, "config": config,
-            "value": None if value is None else float(value)}
-
-
-def text_metric_rows(generations: list[dict], task_name: str) -> list[dict]:
-    """ROUGE-2/L for every task and token F1 for QA, of each generated text against its reference."""
-    rows = []
-    references = [row["reference"] for row in generations]
-    for kind in GENERATED_KINDS:
-        outputs = [row[f"{kind}_text"] or "" for row in generations]
-        values = rouge.rouge(outputs, references)
-        if task_name == "qa":
-            values["f1"] = f1.f1(outputs, references)
-        for metric, series in values.items():
-            config = f1.CONFIG if metric == "f1" else rouge.CONFIG
-            rows.extend(metric_row(row["sample_idx"], kind, metric, config, value) for row, value in zip(generations, series))
-    return rows
+__all__ = ["GENERATED_KINDS", "METRICS", "perplexity_oracle"]
 
 
 @dataclass
@@ -86,13 +56,19 @@ class QualityResources:
         return self._recognizer
 
 
-def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_METRICS,
-              progress: Callable[..., None] | None = None) -> dict[str, int | None]:
-    """Compute the metrics a run lacks; returns how many values were computed per metric (None: skipped,
-    perplexity of an imported run with no oracle named)."""
-    unknown = set(metrics) - set(ALL_METRICS)
+def check_metrics(metrics) -> None:
+    """A clear error naming the registered metrics, for any metric that is not one."""
+    unknown = set(metrics) - set(METRICS.names())
     if unknown:
-        raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(ALL_METRICS)}.")
+        raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(METRICS.names())}.")
+
+
+def score_run(store, run_id: str, resources: QualityResources, metrics=None,
+              progress: Callable[..., None] | None = None) -> dict[str, int | None]:
+    """Compute the metrics a run lacks (default: the registry's default metrics); returns how many values were computed
+    per metric (None: skipped, such as perplexity of an imported run with no oracle named)."""
+    metrics = default_metrics() if metrics is None else metrics
+    check_metrics(metrics)
     run = store.run(run_id)
     samples, have = _scorable(store, run_id)
     metrics = metrics_for(run, metrics)
@@ -101,28 +77,44 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=OFFLINE_M
     # Progress counts samples per metric, so a long perplexity pass moves the bar as it goes.
     for index, metric in enumerate(metrics):
         progress(index * len(samples), len(metrics) * len(samples), metric)
-        if metric == "ppl" and perplexity_oracle(run, resources.oracle) is None:
-            computed[metric] = None  # skipped: an imported run's perplexity needs an oracle named for it
+        implementation = implementation_of(metric)
+        config = implementation.config(run, resources)
+        if config is None:
+            computed[metric] = None  # skipped: nothing to compute it with (an imported run's perplexity, no oracle)
             continue
         computed[metric] = 0
-        for rows, covered in _compute(metric, run, samples, resources, have):
+        todo = _missing(samples, have, implementation.entry.stored_names[0], config, implementation.entry.kinds)
+        done_before = len(samples) - len(todo)
+        for rows, covered in implementation.rows(todo, run, resources, config) if len(todo) else ():
             if rows:
                 store.write_rows("metrics", run_id, rows)  # each chunk is kept if the job stops
             computed[metric] += len(rows)
-            progress(index * len(samples) + covered, len(metrics) * len(samples), metric)
+            progress(index * len(samples) + done_before + covered, len(metrics) * len(samples), metric)
     progress(len(metrics) * len(samples), len(metrics) * len(samples))
     return computed
 
 
+def implementation_of(metric: str):
+    """A registered metric's implementation (fwsapp.metrics.base.Metric), bound to its entry."""
+    entry = METRICS[metric]
+    return entry.load()(entry)
+
+
+def text_metric_rows(generations: list[dict], task_name: str) -> list[dict]:
+    """The values of the metrics that need nothing but the texts (no model, encoder or recognizer) for generations
+    given as dicts, as an import stores them at once."""
+    todo, run, rows = pd.DataFrame(generations), {"task": task_name, "imported": True}, []
+    for entry in METRICS:
+        if not entry.needs and entry.applies_to(task_name) and len(todo):
+            implementation = implementation_of(entry.name)
+            for chunk, _ in implementation.rows(todo, run, None, implementation.config(run, None)):
+                rows += chunk
+    return rows
+
+
 def metrics_for(run: dict, metrics) -> list[str]:
-    """The metrics that apply to a run: token F1 is QA's."""
-    return [metric for metric in metrics if metric != "f1" or run["task"] == "qa"]
-
-
-def perplexity_oracle(run: dict, oracle: str | None) -> str | None:
-    """The model whose perplexity a run gets: the one named, else the run's own generator. An imported run
-    has none loaded here, so it gets perplexity only when an oracle is named for it."""
-    return oracle or (None if run["imported"] else run["model"])
+    """The metrics that apply to a run's task (token F1 is QA's)."""
+    return [metric for metric in metrics if METRICS[metric].applies_to(run["task"])]
 
 
 # Measured (docs/benchmarks.md, quality metrics): the embedded 135M model as oracle scores about 780
@@ -140,7 +132,7 @@ def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFra
         chosen = perplexity_oracle(run, oracle)
         samples, have = _scorable(store, run_id)
         resources = QualityResources(model_loader=None, oracle=oracle)
-        todo = _missing(samples, have, *stored_as("ppl", run, resources)) if chosen else samples.iloc[0:0]
+        todo = _missing(samples, have, *stored_as(perplexity_metric(), run, resources)) if chosen else samples.iloc[0:0]
         # Each text is read after its prompt: the prompt twice, each output once.
         characters = (2 * todo.prompt.str.len().sum() + todo.watermarked_text.str.len().sum()
                       + todo.unwatermarked_text.str.len().sum())
@@ -163,8 +155,9 @@ class MissingWork:
     seconds: float
 
 
-def missing_work(store, run_ids: list[str], metrics=MODEL_FREE_METRICS) -> MissingWork:
-    """The missing values of model-free `metrics` (each with a SECONDS_PER_1000_CHARACTERS rate) in the runs."""
+def missing_work(store, run_ids: list[str], metrics=None) -> MissingWork:
+    """The missing values of model-free `metrics` (default: all of them; each has a measured rate) in the runs."""
+    metrics = model_free_metrics() if metrics is None else metrics
     resources = QualityResources(model_loader=None)
     lacking, values, seconds = [], 0, 0.0
     for run_id in run_ids:
@@ -174,7 +167,7 @@ def missing_work(store, run_ids: list[str], metrics=MODEL_FREE_METRICS) -> Missi
         if any(len(missing) for missing in todo.values()):
             lacking.append(run_id)
         values += sum(len(missing) for missing in todo.values())
-        seconds += sum(SECONDS_PER_1000_CHARACTERS[metric] / 1000 * sum(
+        seconds += sum(METRICS[metric].seconds_per_1000_characters / 1000 * sum(
             missing[column].str.len().sum() for column in ("watermarked_text", "unwatermarked_text", "reference"))
             for metric, missing in todo.items())
     return MissingWork(lacking, values, float(seconds))
@@ -195,109 +188,33 @@ def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=G
     return samples[keep]
 
 
-def stored_as(metric: str, run: dict, resources: QualityResources) -> tuple[str, str, tuple[str, ...]]:
+def stored_as(metric: str, run: dict, resources: QualityResources) -> tuple[str, str | None, tuple[str, ...]]:
     """(stored metric name, config, text kinds) that a metric's values of a run are kept under, so a value is
     looked for where it was written."""
-    from fwsapp.metrics import bertscore, factuality
-    from fwsapp.recognizers import recognizer_label
-
-    encoder = f"encoder={resources.encoder_name}"
-    if metric == "rouge":
-        return "rouge2", rouge.CONFIG, GENERATED_KINDS
-    if metric == "f1":
-        return "f1", f1.CONFIG, GENERATED_KINDS
-    if metric == "ppl":
-        return "ppl", f"oracle={perplexity_oracle(run, resources.oracle)}", GENERATED_KINDS
-    if metric == "simcse":
-        # The paper's SimCSE compares the watermarked text with the unwatermarked one; the unwatermarked text
-        # has no such value (its similarity to itself is 1 by definition), so none is stored.
-        return "simcse", encoder, ("watermarked",)
-    if metric == "simcse_reference":
-        return "simcse_reference", encoder, GENERATED_KINDS
-    if metric == "factuality":
-        config = (f"alignscore;{resources.alignscore_checkpoint}" if resources.alignscore_checkpoint else
-                  factuality.stand_in_config(recognizer_label(resources.recognizer_name), resources.encoder_name))
-        return "factuality", config, GENERATED_KINDS
-    if metric == "bertscore":
-        return "bertscore", bertscore.CONFIG, GENERATED_KINDS
-    raise AssertionError(metric)
+    implementation = implementation_of(metric)
+    return implementation.entry.stored_names[0], implementation.config(run, resources), implementation.entry.kinds
 
 
-def _compute(metric: str, run: dict, samples: pd.DataFrame, resources: QualityResources, have: set):
-    """Yields (rows to write, samples of the run covered so far) as the metric is computed."""
-    # Model-based metrics import torch; imports and reports of text metrics should not pay for that.
-    from fwsapp.metrics import bertscore, factuality, perplexity, simcse
-
-    name, config, kinds = stored_as(metric, run, resources)
-    todo = _missing(samples, have, name, config, kinds)
-    if metric in ("rouge", "f1"):
-        rows = text_metric_rows(todo.to_dict("records"), run["task"]) if not todo.empty else []
-        yield [row for row in rows if (row["metric"] == "f1") == (metric == "f1")], len(samples)
-        return
-    if todo.empty:
-        return
-    if metric == "ppl":
-        oracle = perplexity_oracle(run, resources.oracle)
-        lm = resources.model_loader(oracle)
-        own_tokens = oracle == run["model"] and not run["imported"]
-        done_before = len(samples) - len(todo)
-        for start in range(0, len(todo), PPL_CHUNK):
-            chunk, rows = todo.iloc[start:start + PPL_CHUNK], []
-            for kind in GENERATED_KINDS:
-                pairs = [
-                    (lm.tokenizer(row.prompt)["input_ids"], list(getattr(row, f"{kind}_ids")))
-                    if own_tokens else perplexity.encode_pair(lm, row.prompt, getattr(row, f"{kind}_text"))
-                    for row in chunk.itertuples()
-                ]
-                values = perplexity.perplexity(lm, pairs)
-                rows += [metric_row(row.sample_idx, kind, "ppl", config, value) for row, value in zip(chunk.itertuples(), values)]
-            yield rows, done_before + start + len(chunk)
-        return
-    if metric == "simcse":
-        values = simcse.similarity(resources.encoder, todo.watermarked_text.tolist(), todo.unwatermarked_text.tolist())
-        yield [metric_row(row.sample_idx, "watermarked", "simcse", config, value)
-               for row, value in zip(todo.itertuples(), values)], len(samples)
-        return
-    if metric == "simcse_reference":
-        # Similarity to the reference, measured alike for both texts: what Auto-FWS reads for coherence.
-        score = lambda outputs, references: simcse.similarity(resources.encoder, outputs, references)  # noqa: E731
-    elif metric == "factuality" and resources.alignscore_checkpoint:
-        score = lambda outputs, references: factuality.alignscore(resources.alignscore_checkpoint, outputs, references)  # noqa: E731
-    elif metric == "factuality":
-        score = lambda outputs, references: factuality.entity_support(  # noqa: E731
-            resources.recognizer, resources.encoder, outputs, references)
-    else:
-        score = bertscore.bertscore_f1
-    yield _per_kind(todo, name, config, score), len(samples)
-
-
-def _per_kind(todo: pd.DataFrame, metric: str, config: str, score) -> list[dict]:
-    """A metric of each output of the samples to do against its reference, for both text kinds."""
-    rows = []
-    for kind in GENERATED_KINDS:
-        values = score(todo[f"{kind}_text"].tolist(), todo.reference.tolist())
-        rows += [metric_row(row.sample_idx, kind, metric, config, value) for row, value in zip(todo.itertuples(), values)]
-    return rows
-
-
-def factuality_name(config: str | None) -> str | None:
-    if config is None:
-        return None
-    return ALIGNSCORE_NAME if config.startswith("alignscore") else STAND_IN_NAME
+def perplexity_metric() -> str:
+    """The registered metric that reads with a language model the run's own texts: the one a perplexity plan is for."""
+    return next(entry.name for entry in METRICS if "model" in entry.needs)
 
 
 def quality_block(metrics: pd.DataFrame) -> dict:
     """The report's quality block for one run: mean per metric and text kind; null where not computed."""
     block, configs = {}, {}
-    for metric in REPORT_METRICS + ("factuality",):
-        rows = metrics[metrics.metric == metric]
-        config = main_config(rows)
-        rows = rows[rows.config == config]
-        means = {
-            kind: (float(rows.loc[rows.text_kind == kind, "value"].mean()) if (rows.text_kind == kind).any() else None)
-            for kind in GENERATED_KINDS
-        }
-        configs[metric] = config
-        block[metric] = means if metric != "factuality" else {"name": factuality_name(config), **means}
+    for entry in METRICS:
+        described = implementation_of(entry.name).describe
+        for metric in entry.stored_names:
+            rows = metrics[metrics.metric == metric]
+            config = main_config(rows)
+            rows = rows[rows.config == config]
+            means = {
+                kind: (float(rows.loc[rows.text_kind == kind, "value"].mean()) if (rows.text_kind == kind).any() else None)
+                for kind in GENERATED_KINDS
+            }
+            configs[metric] = config
+            name = described(config)
+            block[metric] = means if name is None else {"name": name, **means}
     block["configs"] = configs
     return block

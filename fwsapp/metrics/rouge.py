@@ -8,6 +8,8 @@ from functools import lru_cache
 
 from rouge_score import rouge_scorer
 
+from fwsapp.metrics.base import ReferenceMetric
+
 CONFIG = "rouge-score;no-stemmer"
 
 
@@ -25,3 +27,11 @@ def rouge(outputs: list[str], references: list[str]) -> dict[str, list[float]]:
         "rouge2": [score["rouge2"].fmeasure for score in scores],
         "rougeL": [score["rougeL"].fmeasure for score in scores],
     }
+
+
+class ROUGE(ReferenceMetric):
+    def config(self, run: dict, resources) -> str:
+        return CONFIG
+
+    def values(self, outputs: list[str], references: list[str], resources) -> dict[str, list[float]]:
+        return rouge(outputs, references)

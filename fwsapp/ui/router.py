@@ -6,6 +6,10 @@ pages/report.py alone, without the sidebar's sections or the database panel. A p
 mode still on runs app.py in its place, within the same script run (so a clicked button's value is not
 lost to a rerun): app.py's `st.navigation` turns the folder mode off for the process and runs the
 requested page, whose url path is the same in both modes.
+
+Why a router and not a setting: Streamlit (1.67) has no option to turn that mode off. `PagesManager` sets it from the
+existence of a `pages/` folder beside the main script, and only `st.navigation` clears it; the owner's layout keeps
+`pages/` there.
 """
 from pathlib import Path
 

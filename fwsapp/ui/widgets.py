@@ -119,14 +119,13 @@ def stored_progress_line(run) -> str:
 # Model-free metrics start by themselves when the page opens if they take at most this long here; longer work
 # waits for a button that says how long.
 AUTOMATIC_SECONDS = 600
-MODEL_FREE_NAMES = "ROUGE, token F1 (QA), SimCSE and the entity-support stand-in"
 
 
 def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
     """The metrics that need no language model, computed in place for the runs that lack them: at once where
     `automatic` and the work is short (once a session per set of runs, so a cancelled job stays cancelled), else
     on a button that says how long it takes. Its progress is the "score" job's panel."""
-    from fwsapp.metrics.quality import MODEL_FREE_METRICS
+    from fwsapp.metrics.registry import METRICS, model_free_metrics as registered_model_free
 
     work = missing_model_free_work(revision(), tuple(run_ids))
     manager = jobs()
@@ -137,12 +136,13 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
 
     def start() -> None:
         started.add(tuple(work.run_ids))
-        manager.start_scoring(work.run_ids, MODEL_FREE_METRICS, None, None)
+        manager.start_scoring(work.run_ids, registered_model_free(), None, None)
         st.rerun()
 
     if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
         start()
-    st.info(f"{len(work.run_ids)} run(s) lack {MODEL_FREE_NAMES}: {work.values:,} values, about {minutes} min here. "
+    names = ", ".join(METRICS[name].label for name in registered_model_free())
+    st.info(f"{len(work.run_ids)} run(s) lack {names}: {work.values:,} values, about {minutes} min here. "
             "They need no language model.")
     if st.button(f"Compute them now (about {minutes} min)", key="model-free-compute", type="primary"):
         start()

@@ -28,6 +28,11 @@ class Detection:
     p: float | None = None
     # Per token: 1 green, 0 red, -1 not scored (context or too short a prefix).
     token_flags: list[int] = field(default_factory=list)
+    # Per token, how much it counts in the score (EWD's entropy weights); empty when every scored token counts 1.
+    token_weights: list[float] = field(default_factory=list)
+    # Per token, continuous evidence in [0, 1], 0.5 being what an unwatermarked token shows on average (EXP's
+    # r-values, Unbiased's log-likelihood ratios); empty for methods that only flag green and red.
+    token_values: list[float] = field(default_factory=list)
 
 
 class Watermark(ABC):

@@ -29,6 +29,11 @@ from fwsapp.watermark.rng import VocabularyShuffle
 
 def dip_reweight(logits: torch.Tensor, permutation: torch.Tensor, alpha: float) -> torch.Tensor:
     """Reweighted logits: each row's distribution after DiP's α-reweight along its permutation."""
+    return torch.log(reweighted_probs(logits, permutation, alpha).clamp_min(1e-40)).to(logits.dtype)
+
+
+def reweighted_probs(logits: torch.Tensor, permutation: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Each row's distribution after the α-reweight along its permutation (α = 0.5: Hu et al.'s γ-reweight)."""
     probs = torch.softmax(logits.float(), dim=-1)
     permuted = torch.gather(probs, -1, permutation)
     cumulative = torch.cumsum(permuted, dim=-1)
@@ -41,9 +46,7 @@ def dip_reweight(logits: torch.Tensor, permutation: torch.Tensor, alpha: float) 
         return ((cumulative - torch.maximum(previous, torch.tensor(level))).clamp(min=0) / width).clamp(0, 1)
 
     weight = share_above(alpha) + share_above(1 - alpha)
-    new_permuted = permuted * weight
-    reweighted = torch.zeros_like(probs).scatter_(-1, permutation, new_permuted)
-    return torch.log(reweighted.clamp_min(1e-40)).to(logits.dtype)
+    return torch.zeros_like(probs).scatter_(-1, permutation, permuted * weight)
 
 
 class DiPKey:

@@ -26,11 +26,12 @@ from fwsapp.watermark.base import BatchedDetector, Detection, Texts, Watermark
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
 
 
-def scored_tokens(lm, texts: Texts, batch_size: int = 16) -> list[TokenStats]:
-    """Teacher-forced stats of every token of each (token ids, context ids) text, in batches; a text with no
+def scored_tokens(lm, texts: Texts, statistics: Sequence[str], batch_size: int = 16) -> list[TokenStats]:
+    """Teacher-forced statistics of every token of each (token ids, context ids) text, in batches; a text with no
     context starts after BOS (or EOS)."""
     start = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.tokenizer.eos_token_id
-    return teacher_force(lm, [(context_ids, token_ids) for token_ids, context_ids in texts], batch_size, start_token=start)
+    return teacher_force(lm, [(context_ids, token_ids) for token_ids, context_ids in texts], statistics, batch_size,
+                         start_token=start)
 
 
 class PostHoc(Watermark):
@@ -44,10 +45,13 @@ class PostHoc(Watermark):
 
 
 class TokenStatsDetector(BatchedDetector, PostHoc):
-    """A post-hoc detector whose score is a function of the scoring model's stats of the text's tokens."""
+    """A post-hoc detector whose score is a function of the scoring model's statistics of the text's tokens."""
+
+    # The teacher_forcing.STATISTICS the score reads.
+    statistics: tuple[str, ...] = ()
 
     def detect_many(self, texts: Texts) -> list[Detection]:
-        stats = scored_tokens(self.lm, texts)
+        stats = scored_tokens(self.lm, texts, self.statistics)
         return [self.scored(found, len(token_ids)) if len(token_ids) else Detection(score=float("nan"), num_tokens_scored=0)
                 for found, (token_ids, _) in zip(stats, texts)]
 
@@ -57,17 +61,20 @@ class TokenStatsDetector(BatchedDetector, PostHoc):
 
 
 class LogRank(TokenStatsDetector, info=methods.LOGRANK):
+    statistics = ("rank",)
 
     def scored(self, stats: TokenStats, length: int) -> Detection:
-        return Detection(score=-float(np.log(stats.rank).mean()), num_tokens_scored=length)
+        return Detection(score=-float(np.log(stats["rank"]).mean()), num_tokens_scored=length)
 
 
 class FastDetectGPT(TokenStatsDetector, info=methods.FAST_DETECTGPT):
+    statistics = ("log_prob", "entropy", "log_prob_square")
 
     def scored(self, stats: TokenStats, length: int) -> Detection:
         # Under the model's own sampling, log p(x̃_t) has mean −H_t and variance E[(log p)²] − H_t².
-        variance = (stats.log_prob_square - stats.entropy ** 2).sum()
-        score = float((stats.log_prob.sum() + stats.entropy.sum()) / np.sqrt(max(variance, 1e-12)))
+        entropy = stats["entropy"]
+        variance = (stats["log_prob_square"] - entropy ** 2).sum()
+        score = float((stats["log_prob"].sum() + entropy.sum()) / np.sqrt(max(variance, 1e-12)))
         return Detection(score=score, z=score, num_tokens_scored=length)
 
 
@@ -80,8 +87,8 @@ class DetectGPT(PostHoc, info=methods.DETECTGPT):
     def log_likelihoods(self, texts: list[str], context_ids: Sequence[int]) -> np.ndarray:
         """Mean log p of each text's tokens after the context (NaN for an empty text)."""
         ids = [self.lm.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-        stats = scored_tokens(self.lm, [(tokens, context_ids) for tokens in ids])
-        return np.array([float(found.log_prob.mean()) if tokens else float("nan") for found, tokens in zip(stats, ids)])
+        stats = scored_tokens(self.lm, [(tokens, context_ids) for tokens in ids], ("log_prob",))
+        return np.array([float(found["log_prob"].mean()) if tokens else float("nan") for found, tokens in zip(stats, ids)])
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         text = self.lm.tokenizer.decode(list(token_ids), skip_special_tokens=True)
