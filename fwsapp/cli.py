@@ -9,9 +9,13 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fwsapp import EXPECTED_ERRORS
 from fwsapp.paths import DEFAULT_DB
+
+if TYPE_CHECKING:
+    from fwsapp.grid import JudgeStep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -514,7 +518,7 @@ def cmd_grid(args) -> int:
     return 1 if outcome.failed else 0
 
 
-def confirmed_judge_key(spec_name: str, judge, confirmed: str | None) -> str | None:
+def confirmed_judge_key(spec_name: str, judge: JudgeStep | None, confirmed: str | None) -> str | None:
     """The judge's key for a spec, read only from the variable the command line names. Specs are shared and re-run,
     so a spec never chooses which secret leaves this machine: the variable it names must be confirmed by the same
     --api-key-env, and where the key goes is said (on stderr) before anything is sent."""
@@ -530,7 +534,7 @@ def confirmed_judge_key(spec_name: str, judge, confirmed: str | None) -> str | N
     key = os.environ.get(confirmed)
     if not key:
         raise ValueError(f"--api-key-env {confirmed}: that environment variable is not set.")
-    url = judge.get("base_url")
+    url = judge.base_url
     if url is None:
         print(f"The judge key in ${confirmed} goes to OpenAI's API.", file=sys.stderr)
     elif not loopback(url):

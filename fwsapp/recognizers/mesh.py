@@ -3,7 +3,8 @@ package (names only; its IDs are unreliable), case-insensitive, longest match, w
 small stoplist of generic words."""
 from __future__ import annotations
 
-from fwsapp.recognizer import MAX_CHARACTERS, STOPLIST, Entity, Recognizer, mesh_disease_names
+from fwsapp.recognizer import STOPLIST, Entity, Recognizer, mesh_disease_names
+from fwsapp.recognizers import MAX_CHARACTERS
 from fwsapp.recognizers import load_recognizer
 
 
