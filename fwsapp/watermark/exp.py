@@ -20,6 +20,7 @@ from transformers import LogitsProcessor
 
 from fwsapp import methods
 from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.kgw import multiplied_seed
 
 
 class KeyedUniforms:
@@ -31,14 +32,8 @@ class KeyedUniforms:
         self.prefix_length = prefix_length
         self.generator = torch.Generator(device="cpu")
 
-    def seed(self, prefix: Sequence[int]) -> int:
-        product = 1
-        for token in prefix[-self.prefix_length:]:
-            product *= int(token)
-        return self.hash_key * (product % self.vocab_size)
-
     def draw(self, prefix: Sequence[int]) -> torch.Tensor:
-        self.generator.manual_seed(self.seed(prefix))
+        self.generator.manual_seed(multiplied_seed(prefix, self.prefix_length, self.hash_key, self.vocab_size))
         return torch.rand(self.vocab_size, generator=self.generator)
 
 

@@ -27,6 +27,19 @@ from fwsapp.watermark.rng import VocabularyShuffle
 GREEN_CACHE_BYTES = 256 * 2**20
 
 
+def prefix_product(prefix: Sequence[int], prefix_length: int) -> int:
+    """The product of the last `prefix_length` tokens: MarkLLM's "time" hash of a context."""
+    product = 1
+    for token in prefix[-prefix_length:]:
+        product *= int(token)
+    return product
+
+
+def multiplied_seed(prefix: Sequence[int], prefix_length: int, hash_key: int, vocab_size: int) -> int:
+    """hash key × (prefix product mod V): how MarkLLM's SWEET, EWD and EXP seed their generators."""
+    return hash_key * (prefix_product(prefix, prefix_length) % vocab_size)
+
+
 class GreenLists:
     """MarkLLM's left-hash green lists, cached per seed (each list depends only on its seed).
 
@@ -50,12 +63,9 @@ class GreenLists:
 
     def seed(self, prefix: Sequence[int]) -> int:
         """The generator seed for the token after `prefix`, from the product of its last tokens."""
-        product = 1
-        for token in prefix[-self.prefix_length:]:
-            product *= int(token)
         if self.scheme == "sweet":
-            return self.hash_key * (product % self.vocab_size)
-        return (self.hash_key * self._prf[product % self.vocab_size]) % self.vocab_size
+            return multiplied_seed(prefix, self.prefix_length, self.hash_key, self.vocab_size)
+        return (self.hash_key * self._prf[prefix_product(prefix, self.prefix_length) % self.vocab_size]) % self.vocab_size
 
     def packed(self, seed: int) -> np.ndarray:
         """The green list for `seed` as packed bits (np.packbits of the mask)."""
