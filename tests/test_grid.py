@@ -174,7 +174,7 @@ def test_a_unit_that_fails_for_good_fails_its_run_and_the_others_finish(cluster,
     store.close()
 
 
-def test_a_node_removed_mid_grid_leaves_the_grid_complete(cluster, spec_file, local_texts, tmp_path):
+def test_a_node_removed_mid_grid_leaves_the_grid_complete(cluster, spec_file, local_texts, tmp_path, monkeypatch):
     test_cluster, nodes = cluster
     store = Store(tmp_path / "ray.duckdb")
     executor = RayExecutor(test_cluster.address)
@@ -184,6 +184,8 @@ def test_a_node_removed_mid_grid_leaves_the_grid_complete(cluster, spec_file, lo
         if done > 0 and not removed:
             removed.append(nodes[1])
             test_cluster.remove_node(nodes[1])
+            # The node left has no room for a replacement: the grid goes on without one after this wait (not 30 s).
+            monkeypatch.setattr("fwsapp.distributed.READY_SECONDS", 3)
 
     outcome = pipeline.grid(store, load_spec(spec_file), None, progress=remove_a_node_after_the_first_unit,
                             executor=executor)

@@ -15,6 +15,7 @@ import pytest
 
 from fwsapp import methods
 from fwsapp.cli import main
+from fwsapp.models import load_model
 from fwsapp.store import Store
 
 from tests.paper_shapes import SHAPES, build, stand_in_filler
@@ -31,8 +32,6 @@ def shape_folders(tmp_path_factory) -> dict[str, str]:
 @lru_cache(maxsize=1)
 def shape_model(folder: str):
     """One shape's model, loaded once for its cases (they run shape by shape)."""
-    from fwsapp.models import load_model
-
     return load_model(folder)
 
 
@@ -69,6 +68,7 @@ def agreement(store: Store, run_id: str, set_id: str, lm) -> pd.DataFrame:
 def test_each_method_generates_and_is_detected_again_from_the_text(shape, method, shape_folders, tmp_path, capsys,
                                                                    monkeypatch):
     monkeypatch.setattr("fwsapp.watermark.posthoc.load_t5_filler", lambda: stand_in_filler)
+    monkeypatch.setattr("fwsapp.models.load_model", lambda name, **placement: shape_model(name))  # one load a shape
     info = methods.info(method)
     folder, db = shape_folders[shape], str(tmp_path / "shape.duckdb")
     test_params = [argument for key, value in info.test_params.items() for argument in ("--param", f"{key}={value}")]
