@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.metrics.registry import METRICS, default_metrics
     from fwsapp.judge.records import PAPER_JUDGE
+    from fwsapp.methods import REGISTRY as METHODS
 
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
@@ -100,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--task", required=True, choices=list(TASKS))
     generate.add_argument("--dataset", default="demo", help="'demo' or a JSON, JSONL or CSV file")
     generate.add_argument("--model", default=None, help="registry name, Hugging Face id or local path")
-    generate.add_argument("--method", required=True)
+    method_names = ", ".join(METHODS)
+    generate.add_argument("--method", required=True, help=f"one of {method_names} (any case, or the paper's spellings)")
     generate.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                           help="a method parameter; each method's are listed below")
     generate.lists_params = True
@@ -160,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "MarkLLM's detection scores it. Results are a detection set beside the stored scores.")
     _targets(detect)
     detect.lists_params = True
-    detect.add_argument("--method", help="default: the run's own method")
+    detect.add_argument("--method", help=f"one of {method_names}; default: the run's own method")
     detect.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")
     detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "

@@ -102,6 +102,7 @@ def _has_files(package: str) -> bool:
 
 
 def backend_checks() -> list[Check]:
+    from fwsapp import methods
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.metrics.registry import METRICS
     from fwsapp.recognizers import RECOGNIZERS
@@ -111,6 +112,7 @@ def backend_checks() -> list[Check]:
                         "similarity, span embeddings and the trained recognizer's base"))
     checks += [plug_in_check("judge", entry) for entry in JUDGE_BACKENDS]
     checks += [plug_in_check("metric", entry) for entry in METRICS]
+    checks += [plug_in_check("method", entry) for entry in methods.REGISTRY.values()]
     return checks
 
 

@@ -10,8 +10,13 @@ a method is written twice, and no page or command names a method to special-case
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fwsapp.plugins import always_available
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,12 @@ class MethodInfo:
     implementation: str = ""
     # Parameters the generic tests use so that each method's case takes seconds on a CPU.
     test_params: dict = field(default_factory=dict)
+    # None when it can run here, else why not (said by doctor), as every plug-in declares.
+    unavailable: Callable[[], str | None] = always_available
+
+    @property
+    def help(self) -> str:
+        return self.description
 
     def load(self):
         from fwsapp.plugins import load_implementation
@@ -298,6 +309,14 @@ FAST_DETECTGPT = MethodInfo(
     {"threshold": (2.0, None)}, **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:FastDetectGPT",
 )
+MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
+
+
+def _mask_model_unavailable() -> str | None:
+    return None if os.environ.get(MASK_MODEL_VARIABLE) else (
+        f"it needs a mask-filling model: set {MASK_MODEL_VARIABLE} to a local t5-large (or t5-small) folder")
+
+
 DETECTGPT = MethodInfo(
     "DetectGPT", "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model).",
     {"perturbations": (20, Param("perturbed copies per text", low=1)),
@@ -306,6 +325,7 @@ DETECTGPT = MethodInfo(
      "seed": (0, None), "threshold": (1.0, None)},
     **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:DetectGPT", test_params={"perturbations": 4},
+    unavailable=_mask_model_unavailable,
 )
 
 REGISTRY: dict[str, MethodInfo] = {
@@ -314,6 +334,19 @@ REGISTRY: dict[str, MethodInfo] = {
 }
 WATERMARKS = [name for name, info in REGISTRY.items() if not info.post_hoc]
 POST_HOC = [name for name, info in REGISTRY.items() if info.post_hoc]
+
+
+@contextmanager
+def registered(entry: MethodInfo) -> Iterator[MethodInfo]:
+    """`entry` registered for the length of the block (a test's toy method), in the lists pages import too."""
+    kind = POST_HOC if entry.post_hoc else WATERMARKS
+    REGISTRY[entry.name] = entry
+    kind.append(entry.name)
+    try:
+        yield entry
+    finally:
+        del REGISTRY[entry.name]
+        kind.remove(entry.name)
 
 
 def canonical_name(name: str) -> str:

@@ -1,6 +1,7 @@
 """The playground: a try is one unit of a one-sample run, detected once, and kept as that run."""
 import pytest
 
+from fwsapp.methods import WATERMARKS
 from fwsapp.playground import keep, try_prompt
 from fwsapp.watermark import explain
 
@@ -27,20 +28,34 @@ def test_a_try_needs_a_prompt_and_a_watermark(lm):
         try_prompt(lm, "Why?", "LogRank", {}, 16, 7)
 
 
-def test_every_method_shows_its_own_score_threshold_and_the_demos_figures(lm):
+@pytest.mark.parametrize("method", WATERMARKS)
+def test_each_method_shows_its_own_score_threshold_and_token_view(lm, method):
     """Issue 37: EXP-edit's p-value and SynthID's mean g-value were None in the history (another method's column);
-    each try now fills the same columns, names its score and the threshold it is held to."""
+    each try now fills the same columns, names its score and the threshold it is held to, and draws its tokens."""
     from fwsapp.methods import info
-    from fwsapp.playground import answer_figures, compare_methods, history_row
+    from fwsapp.playground import history_row, try_prompt
+    from fwsapp.render import detection_tokens
 
-    trials = compare_methods(lm, "What lowers blood pressure?", ["KGW", "SynthID", "EXP-edit"], 16, 7,
+    trial = try_prompt(lm, "What lowers blood pressure?", method, info(method).checked_params(info(method).test_params),
+                       16, 7, reference="Less salt and more exercise.")
+    row = history_row(trial)
+    assert row["method"] == method and row["score watermarked"] is not None and row["score unwatermarked"] is not None
+    assert row["score is"] == info(method).score_label
+    assert row["threshold"] == info(method).verdict_rule(trial.config.params)
+    found, tokens = trial.detections["watermarked"], trial.tokens["watermarked"]
+    if found.token_flags:
+        assert len(found.token_flags) == len(tokens)
+        assert detection_tokens(tokens, found).count("<span") >= len(tokens)
+    else:  # an alignment test (EXP-edit's, ITS-Edit's) gives one p-value for the whole text, no token its own
+        assert info(method).score_label == "p"
+
+
+def test_the_demos_figures_and_one_unwatermarked_answer_for_every_method(lm):
+    from fwsapp.playground import answer_figures, compare_methods
+
+    trials = compare_methods(lm, "What lowers blood pressure?", ["KGW", "SynthID"], 16, 7,
                              reference="Less salt and more exercise.")
-    rows = [history_row(trial) for trial in trials]
-    assert [row["method"] for row in rows] == ["KGW", "SynthID", "EXP-edit"]
-    for row, trial in zip(rows, trials):
-        assert row["score watermarked"] is not None and row["score unwatermarked"] is not None
-        assert row["score is"] == info(trial.config.method).score_label
-        assert row["threshold"] == info(trial.config.method).verdict_rule(trial.config.params)
+    assert [trial.config.method for trial in trials] == ["KGW", "SynthID"]
     kgw = answer_figures(trials[0])["watermarked"]
     flags = [flag for flag in trials[0].detections["watermarked"].token_flags if flag != -1]
     assert kgw["green"] == sum(flags) and kgw["green share"] == pytest.approx(sum(flags) / len(flags))

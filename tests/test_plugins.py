@@ -14,8 +14,10 @@ from fwsapp.metrics.base import ReferenceMetric
 from fwsapp.metrics.registry import METRICS, MetricPlugIn
 from fwsapp.recognizer import Entity, Recognizer
 from fwsapp.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
+from fwsapp.watermark.kgw import KGW
 from tests.conftest import PROJECT
 from tests.openai_stub import StubServer
+from tests.test_watermarks import check_method
 
 APP = str(PROJECT / "app.py")
 AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS, "metrics": METRICS}
@@ -68,6 +70,40 @@ def page_on_two_imported_samples(page: str, app_db) -> AppTest:
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     return app.switch_page(page).run()
+
+
+# -- watermark methods -------------------------------------------------------------------------------------------------
+TOY_METHOD = methods.MethodInfo(
+    "QuarterGreen", "KGW with a quarter of the vocabulary green (a test's plug-in)",
+    {**methods.KGW.params, "gamma": (0.25, methods.GAMMA)}, threshold_param="z_threshold",
+    implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"})
+
+
+class QuarterGreen(KGW, info=TOY_METHOD):
+    """KGW under another entry: a method as small as one can be."""
+
+
+def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_and_the_generic_test(
+        lm, store, app_db, tmp_path, capsys):
+    from fwsapp.cli import main
+    from fwsapp.doctor import backend_checks
+    from fwsapp.grid import load_spec
+
+    with methods.registered(TOY_METHOD):
+        check_method("QuarterGreen", lm, store)
+        with pytest.raises(SystemExit):
+            main(["generate", "--help"])
+        assert "QuarterGreen" in capsys.readouterr().out.split("--method METHOD")[1].split("--param")[0]
+        assert any(check.topic == "method" and check.item == "QuarterGreen" and check.status == "ok"
+                   for check in backend_checks())
+        spec = tmp_path / "toy.toml"
+        spec.write_text('[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nn = 1\nmax_new_tokens = 4\n\n'
+                        '[[method]]\nname = "quartergreen"\nparams = { gamma = [0.25, 0.1] }\n')
+        assert [(run.method, run.params["gamma"]) for run in load_spec(spec).runs] == [
+            ("QuarterGreen", 0.25), ("QuarterGreen", 0.1)]
+        app = page_on_two_imported_samples("pages/generate.py", app_db)
+        assert "QuarterGreen" in next(box for box in app.selectbox if box.label == "Watermark").options
+        assert not app.exception
 
 
 # -- disease recognizers ---------------------------------------------------------------------------------------------

@@ -288,8 +288,8 @@ def test_dipmark_green_test_is_markllms_quantile_rule():
             assert key.is_green(context, token, gamma) == ((position + 1) / 49152 >= gamma)
 
 
-@pytest.mark.parametrize("method", WATERMARKS)
-def test_each_method_generates_and_detects_in_a_run(lm, store, method):
+def check_method(method: str, lm, store) -> None:
+    """What every watermark does: it generates two samples of 12 tokens in a run, and both texts get a score."""
     config = RunConfig(task="qa", method=method, n=2, max_new_tokens=12, batch_size=2, seed=5,
                        params=methods.info(method).test_params)
     run_id = run_generation(config, store, lm)
@@ -297,6 +297,11 @@ def test_each_method_generates_and_detects_in_a_run(lm, store, method):
     assert len(rows) == 2 and all(len(ids) == 12 for ids in rows.watermarked_ids)
     scores = store.detections([run_id])
     assert set(scores.text_kind) == {"watermarked", "unwatermarked"} and scores.score.notna().all()
+
+
+@pytest.mark.parametrize("method", WATERMARKS)
+def test_each_method_generates_and_detects_in_a_run(lm, store, method):
+    check_method(method, lm, store)
 
 
 def test_synthid_mean_score_is_a_half_on_unwatermarked_tokens(lm):

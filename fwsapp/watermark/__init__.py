@@ -1,15 +1,13 @@
 """Watermarking methods, registered by name (case-insensitive, with the paper's file spellings)."""
 from __future__ import annotations
 
-from fwsapp.methods import REGISTRY, canonical_name, parse_params
+from fwsapp.methods import canonical_name, info, parse_params
 from fwsapp.watermark.base import Detection, Watermark
-
-# Each declared method's class, loaded from its registry entry (`MethodInfo.implementation`).
-METHODS: dict[str, type[Watermark]] = {name: info.load() for name, info in REGISTRY.items()}
 
 
 def method_class(name: str) -> type[Watermark]:
-    return METHODS[canonical_name(name)]
+    """A method's class, loaded from its registry entry (`MethodInfo.implementation`)."""
+    return info(name).load()
 
 
 def create(method: str, vocab_size: int, params: dict | None = None, lm=None, tokenizer=None) -> Watermark:
@@ -38,4 +36,4 @@ def explain(method: str, params: dict, lm, token_ids, context_ids=()) -> tuple[D
     return detection, [lm.tokenizer.decode([token]) for token in token_ids]
 
 
-__all__ = ["Detection", "Watermark", "METHODS", "canonical_name", "method_class", "parse_params", "create", "detect_text", "explain"]
+__all__ = ["Detection", "Watermark", "canonical_name", "method_class", "parse_params", "create", "detect_text", "explain"]

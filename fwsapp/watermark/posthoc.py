@@ -23,7 +23,6 @@ from fwsapp import methods
 from fwsapp.teacher_forcing import TokenStats, teacher_force
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts, Watermark
 
-MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
 
 
 def scored_tokens(lm, texts: Texts, statistics: Sequence[str], batch_size: int = 16) -> list[TokenStats]:
@@ -121,10 +120,10 @@ def mask_spans(text: str, span_length: int, fraction: float, rng: random.Random)
 
 def load_t5_filler() -> Callable[[list[str]], list[str]]:
     """A T5 mask filler from FWSAPP_DETECTGPT_MASK_MODEL; a clear error when none is available."""
-    source = os.environ.get(MASK_MODEL_VARIABLE)
+    source = os.environ.get(methods.MASK_MODEL_VARIABLE)
     if not source:
         raise ValueError(
-            f"DetectGPT needs a mask-filling model (T5 in the original): set {MASK_MODEL_VARIABLE} to a local "
+            f"DetectGPT needs a mask-filling model (T5 in the original): set {methods.MASK_MODEL_VARIABLE} to a local "
             "t5-large (or t5-small) folder. Fast-DetectGPT needs none and runs offline."
         )
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
