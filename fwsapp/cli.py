@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.metrics.registry import METRICS, default_metrics
     from fwsapp.judge.records import PAPER_JUDGE
     from fwsapp.methods import REGISTRY as METHODS
+    from fwsapp.attacks import ATTACKS, DEFAULT_SEED, attacks_help
+    from fwsapp.normalizers import NORMALIZERS
 
     parser = argparse.ArgumentParser(prog="python -m fwsapp", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
@@ -168,9 +170,27 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
                         "(default: the one the run's model implies)")
     detect.add_argument("--out", help="write sample_idx,text,score,num_tokens_scored to this CSV file")
+    detect.add_argument("--normalize", choices=NORMALIZERS,
+                        help="map each text before tokenising: unicode (NFKC), homoglyphs (look-alikes back to Latin)")
     _loading(detect)
     _db(detect)
     detect.set_defaults(handler=cmd_detect)
+
+    attack = commands.add_parser(
+        "attack", help="attack a run's watermarked texts, then detect them again; prints the attack and detection sets",
+        description="Robustness: each watermarked text edited by one attack (its parameters and seed), stored beside "
+                    "the generations, then scored with the run's method and tokenizer. Rerunning computes nothing; an "
+                    "interrupted attack resumes.",
+        epilog=attacks_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _targets(attack)
+    attack.add_argument("--attack", required=True, choices=ATTACKS.names(), help="the attack (listed below)")
+    attack.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="an attack parameter")
+    attack.add_argument("--seed", type=int, default=DEFAULT_SEED, help="draws the edits (default %(default)s)")
+    attack.add_argument("--tokenizer", help="as for detect (default: the one the run's model implies)")
+    attack.add_argument("--normalize", choices=NORMALIZERS, help="as for detect: the defence against homoglyphs")
+    _loading(attack)
+    _db(attack)
+    attack.set_defaults(handler=cmd_attack)
 
     score = commands.add_parser("score", help="compute the quality metrics a run lacks")
     _targets(score)
@@ -578,6 +598,24 @@ def cmd_recognize(args) -> int:
     return 0
 
 
+def cmd_attack(args) -> int:
+    from fwsapp import pipeline
+    from fwsapp.methods import split_pair
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    targets = run_ids(store, args)
+    params = dict(split_pair(pair) for pair in args.param)
+    with progress_bar(f"attack {args.attack}", "text") as progress:
+        sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,
+                               seed=args.seed, tokenizer=args.tokenizer, normalize=args.normalize)
+    for entry in sets:
+        if entry.attack_set:
+            print(f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id} "
+                  f"({entry.method}, {entry.tokenizer})")
+    return 0
+
+
 def cmd_detect(args) -> int:
     from fwsapp import pipeline
     from fwsapp.methods import parse_params
@@ -591,7 +629,7 @@ def cmd_detect(args) -> int:
     params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
     with progress_bar("detect", "text") as progress:
         sets = pipeline.detect(store, targets, model_loader(args), progress, method=args.method, params=params,
-                               tokenizer=args.tokenizer)
+                               tokenizer=args.tokenizer, normalize=args.normalize)
     for entry in sets:
         print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer})")
     if args.out:

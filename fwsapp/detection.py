@@ -111,7 +111,7 @@ def summary(positives, negatives, direction: str = "higher") -> dict:
         "auroc_ci": auroc_interval(area, len(pos), len(neg)),
         "n": {"positives": len(pos), "negatives": len(neg)},
         # None where the negatives cannot resolve the level (unresolved_fpr_levels): it would be the TPR at FPR 0.
-        "tpr_at_fpr": {_level_key(level): None if level in unresolved_fpr_levels(len(neg))
+        "tpr_at_fpr": {level_key(level): None if level in unresolved_fpr_levels(len(neg))
                        else tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
         "mean_score": {
             "watermarked": float(pos.mean()) if len(pos) else None,
@@ -121,7 +121,7 @@ def summary(positives, negatives, direction: str = "higher") -> dict:
     }
 
 
-def _level_key(level: float) -> str:
+def level_key(level: float) -> str:
     return "0" if level == 0 else f"{level:g}"
 
 

@@ -9,52 +9,12 @@ a method is written twice, and no page or command names a method to special-case
 """
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from fwsapp.plugins import always_available
-
-
-@dataclass(frozen=True)
-class Param:
-    """What values a parameter takes, with one line of help: a numeric range, or a set of choices."""
-
-    help: str
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-    open_high: bool = False
-    choices: tuple[str, ...] = ()
-    # With choices: a path to an existing file is valid too (a lexicon of one's own).
-    or_file: bool = False
-
-    def describe(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(self.choices) + (", or a file" if self.or_file else "")
-        if self.low is not None and self.high is not None:
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
-        if self.low is not None:
-            return f"{'>' if self.open_low else '≥'} {self.low:g}"
-        if self.high is not None:
-            return f"{'<' if self.open_high else '≤'} {self.high:g}"
-        return "a finite number"
-
-    def check(self, method: str, name: str, value) -> None:
-        if self.choices:
-            valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())
-        elif isinstance(value, str) or not math.isfinite(value):
-            valid = False
-        else:
-            valid = not (
-                (self.low is not None and (value <= self.low if self.open_low else value < self.low))
-                or (self.high is not None and (value >= self.high if self.open_high else value > self.high))
-            )
-        if not valid:
-            raise ValueError(f"{method}: {name}={value!r} is out of range; it must be {self.describe()} ({self.help}).")
+from fwsapp.plugins import Param, always_available, checked_params
 
 
 @dataclass(frozen=True)
@@ -132,16 +92,7 @@ class MethodInfo:
 
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
-        unknown = set(params) - set(self.params)
-        if unknown:
-            raise ValueError(f"{self.name} has no parameter {', '.join(sorted(unknown))}; "
-                             f"its parameters are {', '.join(self.params)}.")
-        merged = {**self.defaults, **params}
-        for key, value in merged.items():
-            spec = self.params[key][1]
-            if spec is not None or not isinstance(self.params[key][0], str):
-                (spec or Param(key)).check(self.name, key, value)
-        return merged
+        return checked_params(self.name, self.params, params)
 
     def is_watermarked(self, score: float, params: dict) -> bool:
         threshold = {**self.defaults, **params}[self.threshold_param]
@@ -392,7 +343,7 @@ def sweep_grids() -> dict[str, dict[str, list]]:
 def parse_params(method: str, pairs: list[str] | dict) -> dict:
     """Turn `key=value` strings (or a dict of strings) into typed parameters, using the defaults' types."""
     defaults = info(method).defaults
-    items = pairs.items() if isinstance(pairs, dict) else (_split(pair) for pair in pairs)
+    items = pairs.items() if isinstance(pairs, dict) else (split_pair(pair) for pair in pairs)
     params = {}
     for key, value in items:
         if key not in defaults:
@@ -405,7 +356,7 @@ def parse_params(method: str, pairs: list[str] | dict) -> dict:
     return params
 
 
-def _split(pair: str) -> tuple[str, str]:
+def split_pair(pair: str) -> tuple[str, str]:
     key, sep, value = pair.partition("=")
     if not sep:
         raise ValueError(f"Parameter '{pair}' must look like key=value.")

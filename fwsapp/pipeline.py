@@ -69,16 +69,22 @@ class Redetection:
     set_id: str
     method: str
     tokenizer: str
+    attack_set: str | None = None  # the attack set whose texts it scored
 
 
 def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
            cancel: threading.Event | None = None, *, method: str | None = None, params: dict | None = None,
-           tokenizer: str | None = None) -> list[Redetection]:
+           tokenizer: str | None = None, normalize: str | None = None,
+           attack_sets: dict[str, str] | None = None) -> list[Redetection]:
     """Score each run's stored texts again under `method` (default: the run's own) with `params` over the
-    run's own, and `tokenizer` (default: the one its model implies): a detection set per run."""
+    run's own, and `tokenizer` (default: the one its model implies), each text normalised first where `normalize`
+    names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
+    are scored too, after its clean set (whose negatives they are compared with)."""
+    from fwsapp.normalizers import normalizer
     from fwsapp.redetect import redetect
     from fwsapp.tokenizers import load_tokenizer, tokenizer_for_model
 
+    normalizer(normalize)  # an unknown normaliser named before any work
     plans = []
     for run_id in run_ids:  # every run's method, parameters and tokenizer checked before any work
         run = store.run(run_id)
@@ -90,16 +96,42 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
         plans.append((run_id, chosen, merged, name))
     tokenizers, results = {}, []
-    steps = _per_run(progress, [2 * store.count("generations", run_id) for run_id, *_ in plans])  # two texts a sample
-    for (run_id, chosen, merged, name), step in zip(plans, steps):
+    attack_sets = attack_sets or {}
+    # Each run's own texts, then its attacked texts where there are some.
+    sets = [(plan, attack_set) for plan in plans
+            for attack_set in ((None, attack_sets[plan[0]]) if plan[0] in attack_sets else (None,))]
+    sizes = [store.count("generations", plan[0]) * (1 if attack_set else 2) for plan, attack_set in sets]
+    for ((run_id, chosen, merged, name), attack_set), step in zip(sets, _per_run(progress, sizes)):
         if _cancelled(cancel):
             break
         if name not in tokenizers:
             tokenizers[name] = load_tokenizer(name)
         lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
-        set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel)
-        results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name))
+        set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel,
+                          attack_set=attack_set, normalize=normalize)
+        results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name, attack_set))
     return results
+
+
+def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+           cancel: threading.Event | None = None, *, attack: str, params: dict | None = None, seed: int = 0,
+           tokenizer: str | None = None, normalize: str | None = None) -> list[Redetection]:
+    """Attack each run's watermarked texts, then detect them with the run's method and tokenizer (and its clean
+    texts, where not done yet, for the negatives). Everything is checked for every run before any work."""
+    from fwsapp.robustness import attack_run, check_attack
+
+    for run_id in run_ids:
+        check_attack(store, run_id, attack, params or {})
+    steps = _per_run(progress, [store.count("generations", run_id) for run_id in run_ids])
+    attack_sets = {}
+    for run_id, step in zip(run_ids, steps):
+        if _cancelled(cancel):
+            return []
+        attack_sets[run_id] = attack_run(store, run_id, attack, params, seed, step, cancel)
+    if _cancelled(cancel):
+        return []
+    return detect(store, run_ids, model_loader, progress, cancel, tokenizer=tokenizer, normalize=normalize,
+                  attack_sets=attack_sets)
 
 
 def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,

@@ -7,10 +7,12 @@ names it. An entry names its implementation as "module:attribute", imported only
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import import_module
+from pathlib import Path
 
 
 def always_available() -> str | None:
@@ -28,6 +30,59 @@ def load_implementation(implementation: str):
     """The attribute named by "module:attribute", its module imported now."""
     module, _, attribute = implementation.partition(":")
     return getattr(import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class Param:
+    """What values a parameter takes, with one line of help: a numeric range, or a set of choices."""
+
+    help: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple[str, ...] = ()
+    # With choices: a path to an existing file is valid too (a lexicon of one's own).
+    or_file: bool = False
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(map(str, self.choices)) + (", or a file" if self.or_file else "")
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.open_low else '≥'} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.open_high else '≤'} {self.high:g}"
+        return "a finite number"
+
+    def check(self, method: str, name: str, value) -> None:
+        if self.choices:
+            valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())
+        elif isinstance(value, str) or not math.isfinite(value):
+            valid = False
+        else:
+            valid = not (
+                (self.low is not None and (value <= self.low if self.open_low else value < self.low))
+                or (self.high is not None and (value >= self.high if self.open_high else value > self.high))
+            )
+        if not valid:
+            raise ValueError(f"{method}: {name}={value!r} is out of range; it must be {self.describe()} ({self.help}).")
+
+
+def checked_params(owner: str, declared: dict[str, tuple[object, Param | None]], params: dict) -> dict:
+    """The declared defaults updated with `params`, each checked against its spec; a clear error naming `owner`
+    otherwise (an unknown name lists the known ones)."""
+    unknown = set(params) - set(declared)
+    if unknown:
+        raise ValueError(f"{owner} has no parameter {', '.join(sorted(unknown))}; its parameters are "
+                         f"{', '.join(declared)}.")
+    merged = {**{key: default for key, (default, _) in declared.items()}, **params}
+    for key, value in merged.items():
+        default, spec = declared[key]
+        if spec is not None or not isinstance(default, (str, bool)):
+            (spec or Param(key)).check(owner, key, value)
+    return merged
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ tokens. Watermarked and unwatermarked texts are the generated part with single s
 prompt already dropped (the paper's `text.split()[len(prompt.split()):]`); the reference is scored as it is.
 A text with fewer than two tokens is stored with no score, as MarkLLM skips it.
 
-Scores form a detection set keyed by the run, the method, its full parameters and the tokenizer. Stored
-scores are never overwritten, and texts already scored in a set are not scored again.
+Scores form a detection set keyed by the run, the method, its full parameters and the tokenizer, and where
+given the attack set whose texts it scores (the attacked watermarked texts alone: the negatives stay the run's
+own, scored in the clean set) and the normaliser applied before tokenising. Stored scores are never overwritten,
+and texts already scored in a set are not scored again.
 """
 from __future__ import annotations
 
@@ -40,9 +42,16 @@ def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
                 yield int(row.sample_idx), kind, text if kind == "reference" else " ".join(text.split())
 
 
-def detection_set_id(run_id: str, method: str, params: dict, tokenizer: str) -> str:
-    identity = json.dumps({"run": run_id, "method": method, "params": params, "tokenizer": tokenizer}, sort_keys=True)
-    return "det-" + hashlib.sha256(identity.encode()).hexdigest()[:10]
+def detection_set_id(run_id: str, method: str, params: dict, tokenizer: str, attack_set: str | None = None,
+                     normalize: str | None = None) -> str:
+    identity = {"run": run_id, "method": method, "params": params, "tokenizer": tokenizer}
+    identity.update({key: value for key, value in (("attack", attack_set), ("normalize", normalize)) if value})
+    return "det-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def attacked_texts(store: Store, attack_set: str) -> list[tuple[int, str, str]]:
+    """(sample index, "watermarked", attacked text) for each text of an attack set."""
+    return [(int(row.sample_idx), "watermarked", row.text) for row in store.attacked_texts([attack_set]).itertuples()]
 
 
 def redetect(
@@ -54,8 +63,12 @@ def redetect(
     lm=None,
     progress: Callable[[int, int], None] | None = None,
     cancel: threading.Event | None = None,
+    attack_set: str | None = None,
+    normalize: str | None = None,
 ) -> str:
-    """Score every stored text of a run under `method`; returns the detection set's id."""
+    """Score every stored text of a run (or of its attack set) under `method`, each normalised first where
+    `normalize` names a normaliser; returns the detection set's id."""
+    from fwsapp.normalizers import normalizer
     from fwsapp.watermark import create
 
     method = canonical_name(method)
@@ -63,10 +76,13 @@ def redetect(
         raise ValueError(f"{method} is a post-hoc detector with no key to check; re-detect with a watermark method.")
     watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)  # checks parameters first
     store.run(run_id)
-    set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name)
-    store.ensure_detection_set(set_id, run_id, method, watermark.params, tokenizer.name, watermark.score_direction)
+    prepare = normalizer(normalize)
+    set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name, attack_set, normalize)
+    store.ensure_detection_set(set_id, run_id, method, watermark.params, tokenizer.name, watermark.score_direction,
+                               attack_set, normalize)
     done = {(row.sample_idx, row.text_kind) for row in store.redetections([set_id]).itertuples()}
-    texts = [item for item in scored_texts(store.generations(run_id)) if item[:2] not in done]
+    source = attacked_texts(store, attack_set) if attack_set else scored_texts(store.generations(run_id))
+    texts = [(sample_idx, kind, prepare(text)) for sample_idx, kind, text in source if (sample_idx, kind) not in done]
     total = len(done) + len(texts)
     if progress:
         progress(len(done), total)

@@ -61,6 +61,8 @@ RECOGNIZERS = Registry("recognizer", [
         label=lambda: f"scispaCy {SCISPACY_MODEL}"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
+# Loads no model: the attacks' default, cheap enough to run on every attacked text.
+MODEL_FREE_RECOGNIZER = "mesh"
 
 
 class RecognizerError(ValueError):

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -196,5 +196,35 @@ MIGRATIONS = [
     # 8: why a run failed (a grid unit that failed for good), beside its status.
     """
     ALTER TABLE runs ADD COLUMN status_reason VARCHAR;
+    """,
+    # 9: robustness: attack sets (a run's watermarked texts edited by one attack, its parameters and seed), the
+    # attacked texts with how much they changed and which disease mentions survived, and detection sets that score
+    # attacked texts, or texts normalised before tokenising.
+    """
+    CREATE TABLE attack_sets (
+        attack_set_id VARCHAR PRIMARY KEY,
+        run_id VARCHAR NOT NULL,
+        attack VARCHAR NOT NULL,
+        params JSON NOT NULL,
+        seed INTEGER NOT NULL,
+        model VARCHAR,
+        created TIMESTAMP NOT NULL
+    );
+    CREATE TABLE attacked_texts (
+        attack_set_id VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text VARCHAR NOT NULL,
+        spans INTEGER[][],
+        note VARCHAR,
+        words_changed DOUBLE,
+        rouge_l DOUBLE,
+        mentions_clean INTEGER,
+        mentions_kept INTEGER,
+        mentions_introduced VARCHAR[],
+        PRIMARY KEY (attack_set_id, sample_idx)
+    );
+    ALTER TABLE detection_sets ADD COLUMN attack_set_id VARCHAR;
+    ALTER TABLE detection_sets ADD COLUMN normalize VARCHAR;
     """,
 ]

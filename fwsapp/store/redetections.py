@@ -11,14 +11,16 @@ from fwsapp.store.core import StoreCore, insert_rows, now
 class DetectionSets(StoreCore):
     # -- re-detection ----------------------------------------------------------------------------
     def ensure_detection_set(self, set_id: str, run_id: str, method: str, params: dict, tokenizer: str,
-                             score_direction: str) -> None:
+                             score_direction: str, attack_set_id: str | None = None,
+                             normalize: str | None = None) -> None:
         if self.row("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]):
             return
         with self.transaction() as cursor:
             if not cursor.execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
                 cursor.execute(
-                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction, now()],
+                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction, now(),
+                     attack_set_id, normalize],
                 )
 
     def write_redetections(self, set_id: str, run_id: str, rows: list[dict]) -> None:
@@ -28,12 +30,41 @@ class DetectionSets(StoreCore):
                 {"set_id": set_id, **{key: value for key, value in row.items() if key != "detector"}} for row in rows
             ])
 
-    def detection_sets(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        query = "SELECT * FROM detection_sets"
+    def detection_sets(self, run_ids: list[str] | None = None, attacked: bool = False) -> pd.DataFrame:
+        """A run's detection sets of its own texts, or (`attacked`) of its attacked texts."""
+        query = f"SELECT * FROM detection_sets WHERE attack_set_id IS {'NOT ' if attacked else ''}NULL"
         if run_ids is None:
             return self.frame(query + " ORDER BY run_id, created")
-        return self.frame(query + " WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, created",
-                                     [run_ids])
+        return self.frame(query + " AND run_id IN (SELECT unnest(?)) ORDER BY run_id, created", [run_ids])
+
+    # -- attacks ---------------------------------------------------------------------------------------------
+    def ensure_attack_set(self, attack_set_id: str, run_id: str, attack: str, params: dict, seed: int,
+                          model: str | None = None) -> None:
+        if self.row("SELECT 1 FROM attack_sets WHERE attack_set_id = ?", [attack_set_id]):
+            return
+        with self.transaction() as cursor:
+            if not cursor.execute("SELECT 1 FROM attack_sets WHERE attack_set_id = ?", [attack_set_id]).fetchone():
+                cursor.execute("INSERT INTO attack_sets VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               [attack_set_id, run_id, attack, json.dumps(params, sort_keys=True), seed, model, now()])
+
+    def write_attacked_texts(self, attack_set_id: str, run_id: str, rows: list[dict]) -> None:
+        """One transaction of attacked texts; a sample already stored is left as it is (a resumed attack)."""
+        with self.transaction() as cursor:
+            stored = {row[0] for row in cursor.execute(
+                "SELECT sample_idx FROM attacked_texts WHERE attack_set_id = ?", [attack_set_id]).fetchall()}
+            new = [{"attack_set_id": attack_set_id, **row} for row in rows if row["sample_idx"] not in stored]
+            if new:
+                insert_rows(cursor, "attacked_texts", run_id, new)
+
+    def attack_sets(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        query = "SELECT * FROM attack_sets"
+        if run_ids is None:
+            return self.frame(query + " ORDER BY run_id, created")
+        return self.frame(query + " WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, created", [run_ids])
+
+    def attacked_texts(self, attack_set_ids: list[str]) -> pd.DataFrame:
+        return self.frame("SELECT * FROM attacked_texts WHERE attack_set_id IN (SELECT unnest(?)) "
+                          "ORDER BY attack_set_id, sample_idx", [attack_set_ids])
 
     def redetections(self, set_ids: list[str]) -> pd.DataFrame:
         return self.frame(

@@ -1,0 +1,189 @@
+"""Robustness: a run's watermarked texts attacked, then detected again, so what a watermark buys is measured beside
+what it costs.
+
+An attack set is keyed by the run, the attack, its full parameters and the seed (and the model, for an attack that
+runs one). It stores each sample's attacked text with what the attack did to it: the share of the words changed
+and the ROUGE-L to the clean text, and of the clean text's disease mentions, how many are still there and which
+new ones appeared. The generations are never touched. Attacking is resumable and idempotent: samples already
+stored are skipped, and each sample's edit is drawn from (seed, sample index), so a resumed attack stores what an
+uninterrupted one would.
+
+Detection then scores the attacked texts with the run's method and tokenizer (`redetect` with the attack set). The
+negatives are the run's own unwatermarked (or reference) texts, scored in the clean detection set of the same
+method, parameters and tokenizer, so AUROC and TPR at a fixed FPR compare with the clean run's.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import threading
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from fwsapp import detection, methods
+from fwsapp.attacks import ATTACKS, AttackPlugIn
+from fwsapp.attacks.base import AttackInput, Span
+from fwsapp.store import Store
+
+WRITE_EVERY = 50  # samples per transaction: a killed attack keeps what it stored
+
+
+def attack_set_id(run_id: str, attack: str, params: dict, seed: int, model: str | None = None) -> str:
+    identity = {"run": run_id, "attack": attack, "params": params, "seed": seed, "model": model}
+    return "atk-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def check_attack(store: Store, run_id: str, attack: str, params: dict) -> tuple[AttackPlugIn, dict]:
+    """The attack's entry and checked parameters, once the run is known to have what it needs; a clear error
+    otherwise, before any work."""
+    from fwsapp.recognizers import check_recognizer
+
+    entry = ATTACKS.check(attack)
+    checked = entry.checked_params(params)
+    check_recognizer(checked["recognizer"])
+    run = store.run(run_id)
+    if methods.info(run["method"]).post_hoc:
+        raise ValueError(f"{run_id}: {run['method']} is a post-hoc detector; its run has no watermarked texts to attack.")
+    generations = store.generations(run_id)
+    if generations.empty or generations.watermarked_text.isna().all():
+        raise ValueError(f"{run_id} has no watermarked texts to attack: generate or import them first.")
+    host = checked.get("into")
+    column = {"unwatermarked": "unwatermarked_text", "reference": "reference"}.get(host)
+    if column and generations[column].isna().all():
+        raise ValueError(f"{run_id} has no {host} texts to paste into: choose into="
+                         f"{'reference' if host == 'unwatermarked' else 'unwatermarked'}.")
+    return entry, checked
+
+
+def words_changed(clean: str, attacked: str) -> float:
+    """The share of the clean text's words that an alignment of the two word sequences does not keep."""
+    before, after = clean.split(), attacked.split()
+    if not before:
+        return 0.0
+    kept = sum(block.size for block in difflib.SequenceMatcher(None, before, after, autojunk=False).get_matching_blocks())
+    return 1 - kept / len(before)
+
+
+def mention_survival(clean: list[str], attacked: list[str]) -> tuple[int, list[str]]:
+    """(how many of the clean text's mentions the attacked text still has, the names it has that the clean lacks),
+    matched case-insensitively, as many times as each occurs."""
+    before, after = Counter(name.lower() for name in clean), Counter(name.lower() for name in attacked)
+    kept = sum((before & after).values())
+    return kept, sorted(after - before)
+
+
+def attack_run(store: Store, run_id: str, attack: str, params: dict | None = None, seed: int = 0,
+               progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None) -> str:
+    """Attack a run's watermarked texts; returns the attack set's id. Samples already attacked are kept."""
+    from rouge_score import rouge_scorer
+
+    from fwsapp.recognizers import load_recognizer
+
+    entry, checked = check_attack(store, run_id, attack, params or {})
+    set_id = attack_set_id(run_id, entry.name, checked, seed)
+    store.ensure_attack_set(set_id, run_id, entry.name, checked, seed)
+    done = set(store.attacked_texts([set_id]).sample_idx)
+    generations = store.generations(run_id)
+    todo = generations[generations.watermarked_text.notna() & ~generations.sample_idx.isin(done)]
+    total = len(done) + len(todo)
+    if progress:
+        progress(len(done), total)
+    if todo.empty:
+        return set_id
+    attacker = entry.load()(checked, seed)
+    recognizer = load_recognizer(checked["recognizer"])
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    for start in range(0, len(todo), WRITE_EVERY):
+        if cancel is not None and cancel.is_set():
+            break
+        chunk = todo.iloc[start:start + WRITE_EVERY]
+        clean = [" ".join(text.split()) for text in chunk.watermarked_text]
+        found = recognizer.find_many(clean)
+        inputs = [AttackInput(
+            int(row.sample_idx), text, row.unwatermarked_text if isinstance(row.unwatermarked_text, str) else None,
+            row.reference if isinstance(row.reference, str) else None,
+            protected=tuple(Span(entity.start, entity.end) for entity in mentions) if checked.get("keep_entities")
+            else (), mentions=tuple(Span(entity.start, entity.end) for entity in mentions))
+            for row, text, mentions in zip(chunk.itertuples(), clean, found)]
+        attacked = attacker.attack_many(inputs)
+        after = recognizer.find_many([result.text for result in attacked])
+        rows = []
+        for item, result, before, now in zip(inputs, attacked, found, after):
+            kept, introduced = mention_survival([entity.text for entity in before], [entity.text for entity in now])
+            rows.append({"sample_idx": item.sample_idx, "text": result.text,
+                         "spans": [[span.start, span.end] for span in result.spans], "note": result.note,
+                         "words_changed": words_changed(item.text, result.text),
+                         "rouge_l": scorer.score(item.text, result.text)["rougeL"].fmeasure,
+                         "mentions_clean": len(before), "mentions_kept": kept, "mentions_introduced": introduced})
+        store.write_attacked_texts(set_id, run_id, rows)
+        if progress:
+            progress(len(done) + start + len(chunk), total)
+    return set_id
+
+
+def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
+    """Per run × attack set × detection set: the attack, its detection against the clean negatives (AUROC with its
+    interval, TPR at FPR 0/1/5 %), the mean change of the watermarked texts' scores, the share still called
+    watermarked, and what the attack did to the texts (words changed, ROUGE-L, disease mentions kept and introduced)."""
+    attacked_sets = store.detection_sets(run_ids, attacked=True)
+    if attacked_sets.empty:
+        return []
+    clean_sets = store.detection_sets(run_ids)
+    attacks = store.attack_sets(run_ids).set_index("attack_set_id")
+    texts = store.attacked_texts(list(attacks.index))
+    scores = store.redetections(list(attacked_sets.set_id) + list(clean_sets.set_id))
+    runs = store.runs().set_index("run_id")
+    found = []
+    for entry in attacked_sets.itertuples():
+        attack = attacks.loc[entry.attack_set_id]
+        params = json.loads(attack.params)
+        same = clean_sets[(clean_sets.run_id == entry.run_id) & (clean_sets.method == entry.method)
+                          & (clean_sets.params == entry.params) & (clean_sets.tokenizer == entry.tokenizer)
+                          & (clean_sets.normalize.fillna("") == (entry.normalize or ""))]
+        clean = scores[scores.set_id.isin(same.set_id)]
+        own = scores[scores.set_id == entry.set_id]
+        negative = detection.negative_kind(set(clean.text_kind), entry.method)
+        positives = own.score.dropna()
+        negatives = clean.loc[clean.text_kind == negative, "score"].dropna()
+        block = detection.summary(positives, negatives, entry.score_direction) \
+            if len(positives) and len(negatives) else None
+        paired = own.merge(clean[clean.text_kind == "watermarked"], on="sample_idx", suffixes=("", "_clean"))
+        info = methods.info(entry.method)
+        set_params = json.loads(entry.params)
+        edited = texts[texts.attack_set_id == entry.attack_set_id]
+        mentions = int(edited.mentions_clean.sum())
+        found.append({
+            "run_id": entry.run_id, "method": entry.method, "task": runs.loc[entry.run_id, "task"],
+            "model": runs.loc[entry.run_id, "model"], "attack": attack.attack,
+            "attack_label": ATTACKS[attack.attack].label(params) if attack.attack in ATTACKS else attack.attack,
+            "params": params, "seed": int(attack.seed), "attack_set_id": entry.attack_set_id, "set_id": entry.set_id,
+            "tokenizer": entry.tokenizer, "normalize": entry.normalize, "negatives": negative,
+            "texts": int(positives.size),
+            "auroc": block["auroc"] if block else None,
+            "auroc_ci": block.get("auroc_ci") if block else None,
+            "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
+            "mean_score_change": float((paired.score - paired.score_clean).mean()) if len(paired) else None,
+            "still_detected": float(np.mean([info.is_watermarked(score, set_params) for score in positives]))
+            if len(positives) else None,
+            "words_changed": float(edited.words_changed.mean()) if len(edited) else None,
+            "rouge_l": float(edited.rouge_l.mean()) if len(edited) else None,
+            "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
+            "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced)),
+        })
+    return found
+
+
+def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """`summaries` as a table, one row per run × attack set × detection set, TPR at each FPR level a column."""
+    rows = summaries(store, run_ids)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    for level in detection.FPR_LEVELS:
+        key = detection.level_key(level)
+        frame[f"TPR at {level:.0%} FPR"] = [block[key] if block else None for block in frame.tpr_at_fpr]
+    return frame.drop(columns=["tpr_at_fpr"])

@@ -1,0 +1,241 @@
+"""Robustness (issue 33): every registered attack is seeded, repeatable, leaves protected disease mentions alone and does
+nothing at zero strength; the word and character attacks change the share of words they declare; copy-paste places
+its spans and entity-swap its names; an attack set is resumable and idempotent, and detection of its texts is
+compared with the clean run's negatives."""
+import shutil
+
+import numpy as np
+import pytest
+
+from fwsapp import pipeline
+from fwsapp.attacks import ATTACKS
+from fwsapp.attacks.base import AttackInput, Span, words_of
+from fwsapp.robustness import attack_run, summaries, words_changed
+
+CLEAN = ("Patients with type 2 diabetes and high blood pressure should not skip their medication. It is the kidney "
+         "disease that worries doctors most, and asthma does not help. They are told to walk daily and eat less salt, "
+         "which lowers the risk of a heart attack in older adults with obesity.")
+UNWATERMARKED = ("Diabetes is a long-term condition in which the body cannot use sugar well. People with it are "
+                 "asked to exercise, to watch their diet and to take their medicine every day as prescribed.")
+
+
+def mentions_in(text: str) -> tuple[Span, ...]:
+    from fwsapp.recognizers import MODEL_FREE_RECOGNIZER, load_recognizer
+
+    return tuple(Span(entity.start, entity.end) for entity in load_recognizer(MODEL_FREE_RECOGNIZER).find_many([text])[0])
+
+
+def sample(index: int = 0, keep: bool = False) -> AttackInput:
+    mentions = mentions_in(CLEAN)
+    return AttackInput(index, CLEAN, UNWATERMARKED, "Less salt and more exercise.", mentions if keep else (), mentions)
+
+
+def attacker(name: str, seed: int = 0, **params):
+    entry = ATTACKS[name]
+    return entry.load()(entry.checked_params(params), seed)
+
+
+@pytest.mark.parametrize("name", ATTACKS.available())
+def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(name):
+    first = attacker(name, seed=3).attack_many([sample(0), sample(1)])
+    again = attacker(name, seed=3).attack_many([sample(1)])
+    assert first[1] == again[0] and first == attacker(name, seed=3).attack_many([sample(0), sample(1)])
+    if ATTACKS[name].strength:  # random draws: another seed draws other edits
+        others = [attacker(name, seed=seed).attack(sample(0), np.random.default_rng([seed, 0])).text
+                  for seed in range(4, 8)]
+        assert any(text != first[0].text for text in others)
+
+
+@pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if entry.strength])
+def test_each_attack_at_zero_strength_leaves_the_text_as_it_is(name):
+    entry = ATTACKS[name]
+    unchanged = UNWATERMARKED if entry.hosts_the_watermark else CLEAN  # copy-paste pastes nothing into its host
+    assert attacker(name, **{entry.strength: 0}).attack_many([sample()])[0].text == " ".join(unchanged.split())
+
+
+@pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if entry.keeps_entities])
+def test_keep_entities_leaves_every_recognised_disease_span_byte_for_byte(name):
+    entry = ATTACKS[name]
+    strongest = {entry.strength: 1.0} if entry.strength else {}
+    item = sample(keep=True)
+    assert len(item.protected) >= 4
+    attacked = attacker(name, keep_entities=True, **strongest).attack_many([item])[0].text
+    position = 0
+    for span in item.protected:  # in order, each verbatim
+        position = attacked.index(CLEAN[span.start:span.end], position) + 1
+    if entry.strength:
+        assert attacked != CLEAN
+
+
+def long_text(words: int = 2000, seed: int = 0) -> str:
+    vocabulary = "patients take the medicine daily and doctors treat their pain with care when blood tests show risk"
+    return " ".join(np.random.default_rng(seed).choice(vocabulary.split(), words).tolist())
+
+
+def letters_changed(before: str, after: str) -> float:
+    return sum(a != b for a, b in zip(before, after)) / sum(letter.isalpha() for letter in before)
+
+
+@pytest.mark.parametrize("name, strength, measured, expected", [
+    ("word-deletion", 0.3, lambda before, after: words_changed(before, after), lambda r: int(r * 2000) / 2000),
+    ("synonym", 0.5, lambda before, after: words_changed(before, after), lambda r: int(r * 2000) / 2000),
+    ("typo", 0.1, letters_changed, lambda p: p),
+    ("homoglyph", 0.25, letters_changed, lambda r: r * 0.5),  # about half the letters here have a look-alike
+    ("swap", 0.1, lambda before, after: sum(a != b for a, b in zip(before.split(), after.split())) / 2000,
+     lambda p: 2 * p / (1 + p)),  # a swapped pair is skipped: swaps ≈ p·n/(1 + p), each moving two words
+])
+def test_word_and_character_attacks_change_the_declared_share(name, strength, measured, expected):
+    text = long_text()
+    entry = ATTACKS[name]
+    attacked = attacker(name, **{entry.strength: strength}).attack_many([AttackInput(0, text)])[0].text
+    share, wanted = measured(text, attacked), expected(strength)
+    tolerance = 4 * np.sqrt(wanted * (1 - wanted) / 2000) + 0.02 * (name in ("homoglyph", "synonym"))
+    assert share == pytest.approx(wanted, abs=tolerance)
+
+
+def test_copy_paste_places_the_declared_spans():
+    item = sample()
+    result = attacker("copy-paste", spans=3, span_share=0.2).attack_many([item])[0]
+    source = " ".join(CLEAN.split())
+    length = round(0.2 * len(source.split()))
+    assert len(result.spans) == 3 and result.note == ""
+    for span in result.spans:
+        pasted = result.text[span.start:span.end]
+        assert len(pasted.split()) == length and pasted in source
+    outside = [word.text for word in words_of(result.text) if not any(s.start <= word.start < s.end for s in result.spans)]
+    assert set(outside) <= set(UNWATERMARKED.split())
+
+
+def test_entity_swap_replaces_k_mentions_with_other_disease_names():
+    from fwsapp.attacks.entity_swap import disease_names
+
+    item = sample()
+    result = attacker("entity-swap", k=2).attack_many([item])[0]
+    names = {name.lower() for name in disease_names()}
+    assert len(result.spans) == 2
+    originals = {CLEAN[span.start:span.end].lower() for span in item.mentions}
+    for span in result.spans:
+        inserted = result.text[span.start:span.end]
+        assert inserted.lower() in names and inserted.lower() not in originals
+    assert attacker("entity-swap", k=9).attack_many([item])[0].note == f"{len(item.mentions)} of 9 mentions found"
+
+
+def test_a_parameter_out_of_range_or_unknown_is_one_line_before_any_work():
+    with pytest.raises(ValueError, match=r"ratio=1.5 is out of range; it must be in \[0, 1\]"):
+        ATTACKS["word-deletion"].checked_params({"ratio": "1.5"})
+    with pytest.raises(ValueError, match="spans='2.5' must be a whole number"):
+        ATTACKS["copy-paste"].checked_params({"spans": "2.5"})
+    with pytest.raises(ValueError, match="word-deletion has no parameter p; its parameters are ratio"):
+        ATTACKS["word-deletion"].checked_params({"p": 0.1})
+    with pytest.raises(ValueError, match="Unknown attack 'paraphrase-all'"):
+        ATTACKS.check("paraphrase-all")
+
+
+# -- attack sets, detection and what they measure -------------------------------------------------------------------
+@pytest.fixture
+def run_copy(qa_run, tmp_path):
+    from fwsapp.store import Store
+
+    source, _, run_id = qa_run
+    source.row("CHECKPOINT")
+    shutil.copy(source.path, tmp_path / "attack.duckdb")
+    store = Store(tmp_path / "attack.duckdb")
+    yield store, run_id
+    store.close()
+
+
+def test_an_attack_is_detected_against_the_clean_negatives_and_a_rerun_adds_nothing(run_copy, lm):
+    store, run_id = run_copy
+    sets = pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": "0.3"}, seed=1)
+    attacked = [entry for entry in sets if entry.attack_set]
+    assert len(attacked) == 1 and attacked[0].attack_set.startswith("atk-")
+    texts = store.attacked_texts([attacked[0].attack_set])
+    samples = store.count("generations", run_id)
+    assert len(texts) == samples and (texts.words_changed > 0.2).all() and (texts.rouge_l < 1).all()
+    scores = store.redetections([attacked[0].set_id])
+    assert set(scores.text_kind) == {"watermarked"} and len(scores) == samples
+    (row,) = summaries(store, [run_id])
+    assert row["attack"] == "word-deletion" and row["attack_label"] == "word-deletion"
+    assert row["negatives"] == "unwatermarked" and row["texts"] == samples and 0 <= row["auroc"] <= 1
+    assert row["mean_score_change"] < 0 and 0 <= row["still_detected"] <= 1
+    assert row["words_changed"] == pytest.approx(texts.words_changed.mean())
+    revision = store.revision()
+    pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": 0.3}, seed=1)
+    assert store.revision() == revision  # a repeated command changes nothing
+    assert store.detection_sets([run_id], attacked=False).shape[0] == 1  # the Detect page's sets: the clean one
+
+
+def test_a_zero_strength_attack_is_detected_exactly_as_the_clean_run(run_copy, lm):
+    store, run_id = run_copy
+    sets = pipeline.attack(store, [run_id], lambda name: lm, attack="synonym", params={"ratio": 0}, seed=0)
+    clean, attacked = sets
+    mine = store.redetections([attacked.set_id]).set_index("sample_idx").score
+    own = store.redetections([clean.set_id]).query("text_kind == 'watermarked'").set_index("sample_idx").score
+    assert mine.to_dict() == own.to_dict()
+    (row,) = summaries(store, [run_id])
+    assert row["mean_score_change"] == 0 and row["words_changed"] == 0 and row["entity_survival"] in (1.0, None)
+
+
+def test_a_killed_attack_resumes_with_no_duplicates_and_the_texts_of_an_uninterrupted_one(run_copy, monkeypatch):
+    import threading
+
+    store, run_id = run_copy
+    monkeypatch.setattr("fwsapp.robustness.WRITE_EVERY", 1)
+    cancel = threading.Event()
+
+    def stop_after_the_first(done, total, note=""):
+        if done >= 1:
+            cancel.set()
+
+    set_id = attack_run(store, run_id, "typo", {"p": 0.1}, 5, stop_after_the_first, cancel)
+    assert len(store.attacked_texts([set_id])) == 1
+    assert attack_run(store, run_id, "typo", {"p": 0.1}, 5) == set_id
+    resumed = store.attacked_texts([set_id])
+    assert len(resumed) == store.count("generations", run_id) and resumed.sample_idx.is_unique
+    with store.transaction() as cursor:
+        cursor.execute("DELETE FROM attacked_texts")
+    attack_run(store, run_id, "typo", {"p": 0.1}, 5)
+    assert list(store.attacked_texts([set_id]).text) == list(resumed.text)
+
+
+def test_homoglyphs_evade_detection_and_the_normaliser_maps_them_back(run_copy, lm):
+    store, run_id = run_copy
+    plain = pipeline.attack(store, [run_id], lambda name: lm, attack="homoglyph", params={"ratio": 0.5})
+    defended = pipeline.attack(store, [run_id], lambda name: lm, attack="homoglyph", params={"ratio": 0.5},
+                               normalize="homoglyphs")
+    scores = {entry.set_id: store.redetections([entry.set_id]).set_index(["sample_idx", "text_kind"]).score
+              for entry in (*plain, *defended)}
+    clean_plain, attacked_plain = (scores[entry.set_id] for entry in plain)
+    clean_defended, attacked_defended = (scores[entry.set_id] for entry in defended)
+    watermarked = clean_plain.xs("watermarked", level="text_kind")
+    assert attacked_plain.droplevel("text_kind").mean() < watermarked.mean() - 1
+    assert attacked_defended.droplevel("text_kind").to_dict() == clean_defended.xs(
+        "watermarked", level="text_kind").to_dict()
+
+
+def test_a_run_without_watermarked_texts_or_an_unavailable_recognizer_is_refused_with_nothing_stored(run_copy, lm):
+    from fwsapp.recognizers import RECOGNIZERS
+
+    store, run_id = run_copy
+    for name in set(RECOGNIZERS.names()) - set(RECOGNIZERS.available()):
+        with pytest.raises(ValueError, match=f"recognizer '{name}' cannot run here"):
+            pipeline.attack(store, [run_id], lambda name: lm, attack="typo", params={"recognizer": name})
+    with store.transaction() as cursor:
+        cursor.execute("UPDATE generations SET watermarked_text = NULL")
+    revision = store.revision()
+    with pytest.raises(ValueError, match="has no watermarked texts to attack"):
+        pipeline.attack(store, [run_id], lambda name: lm, attack="typo")
+    assert store.revision() == revision and store.attack_sets().empty
+
+
+def test_the_cli_attacks_a_run_and_says_what_is_wrong_in_one_line(run_copy, capsys):
+    from fwsapp.cli import main
+
+    store, run_id = run_copy
+    db = str(store.path)
+    store.close()
+    assert main(["attack", "--run", run_id, "--attack", "swap", "--param", "p=0.1", "--db", db]) == 0
+    assert f"{run_id}: attack set atk-" in capsys.readouterr().out
+    assert main(["attack", "--run", run_id, "--attack", "swap", "--param", "p=2", "--db", db]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "p=2.0 is out of range" in error[0]
