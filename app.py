@@ -15,6 +15,7 @@ pages = st.navigation(
         "Pipeline": [
             st.Page("pages/generate.py", title="Generate", icon="✍️"),
             st.Page("pages/detect.py", title="Detect", icon="🔎"),
+            st.Page("pages/robustness.py", title="Robustness", icon="🛡️"),
             st.Page("pages/quality.py", title="Quality", icon="📏"),
             st.Page("pages/judge.py", title="Judge", icon="⚖️"),
             st.Page("pages/experiments.py", title="Experiments", icon="🧪"),

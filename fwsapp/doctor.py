@@ -103,6 +103,7 @@ def _has_files(package: str) -> bool:
 
 def backend_checks() -> list[Check]:
     from fwsapp import methods
+    from fwsapp.attacks import ATTACKS
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.metrics.registry import METRICS
     from fwsapp.recognizers import RECOGNIZERS
@@ -113,6 +114,7 @@ def backend_checks() -> list[Check]:
     checks += [plug_in_check("judge", entry) for entry in JUDGE_BACKENDS]
     checks += [plug_in_check("metric", entry) for entry in METRICS]
     checks += [plug_in_check("method", entry) for entry in methods.REGISTRY.values()]
+    checks += [plug_in_check("attack", entry) for entry in ATTACKS]
     return checks
 
 

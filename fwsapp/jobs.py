@@ -150,6 +150,18 @@ class JobManager:
         key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}"
         return self.start("redetect", key, f"Re-detecting {run_id} with {method} ({tokenizer_name})", work)
 
+    def start_attack(self, run_ids: list[str], attack: str, params: dict, seed: int,
+                     normalize: str | None = None) -> Job:
+        """Attack runs' watermarked texts and detect them again (see robustness.py)."""
+        def work(progress, cancel):
+            sets = pipeline.attack(self.store, run_ids, self.model_loader, progress, cancel, attack=attack,
+                                   params=params, seed=seed, normalize=normalize)
+            attacked = [entry for entry in sets if entry.attack_set]
+            return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the table above."
+
+        key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{','.join(run_ids)}"
+        return self.start("attack", key, f"Attacking {len(run_ids)} run(s) with {attack}", work)
+
     def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:
         configs = pipeline.sweep_configs(base, grid)
 

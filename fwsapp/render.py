@@ -122,3 +122,36 @@ def detection_legend(method: str, detection) -> str:
                else "green = the token counts for the watermark, red = against")
     weights = "; a fainter colour = less weight in the score (hover for it)" if detection.token_weights else ""
     return f"{method}: {colours}, grey = not scored{weights}."
+
+
+CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7"}
+CHANGE_MEANINGS = {"changed": "words the attack changed, removed or added", "pasted": "watermarked words pasted in"}
+
+
+def change_legend() -> str:
+    return " ".join(f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'
+                    for kind, meaning in CHANGE_MEANINGS.items())
+
+
+def _words_marked(words: list[str], changed: set[int], pasted: set[int] = frozenset()) -> str:
+    marked = []
+    for index, word in enumerate(words):
+        kind = "pasted" if index in pasted else "changed" if index in changed else None
+        marked.append(f'<span style="background:{CHANGE_COLOURS[kind]}">{inert(word)}</span>' if kind else inert(word))
+    return " ".join(marked)
+
+
+def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = ()) -> tuple[str, str]:
+    """The clean and the attacked text, each made inert, with the words an alignment of the two does not keep marked
+    in both, and in the attacked text the pasted words (spans given in characters) marked as such."""
+    import difflib
+
+    before, after = clean.split(), attacked.split()
+    kept_before, kept_after = set(), set()
+    for block in difflib.SequenceMatcher(None, before, after, autojunk=False).get_matching_blocks():
+        kept_before |= set(range(block.a, block.a + block.size))
+        kept_after |= set(range(block.b, block.b + block.size))
+    starts = [match.start() for match in re.finditer(r"\S+", attacked)]
+    pasted = {index for index, start in enumerate(starts) if any(low <= start < high for low, high in spans)}
+    return (_words_marked(before, set(range(len(before))) - kept_before),
+            _words_marked(after, set(range(len(after))) - kept_after, pasted))

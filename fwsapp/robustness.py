@@ -187,3 +187,35 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
         key = detection.level_key(level)
         frame[f"TPR at {level:.0%} FPR"] = [block[key] if block else None for block in frame.tpr_at_fpr]
     return frame.drop(columns=["tpr_at_fpr"])
+
+
+# What the Robustness page's table and curves can show: label -> summary column.
+MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "AUROC": "auroc", "Still detected (share)": "still_detected",
+            "Entity survival": "entity_survival", "Words changed": "words_changed"}
+
+
+def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`summary_frame` with each row's run called as the other pages call it (method, settings, then id)."""
+    from fwsapp.run_names import run_settings
+
+    named = run_settings(runs)
+    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model}"
+                             + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
+                             for run_id, method, task, model, normalize
+                             in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize)])
+
+
+def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """One row per run (and normaliser), one column per attack with its parameters: the chosen measure."""
+    table = frame.pivot_table(index="run", columns="attack_label", values=MEASURES[measure], aggfunc="mean",
+                              dropna=False)
+    table.columns.name = None
+    return table
+
+
+def strength_curves(frame: pd.DataFrame, attack: str, measure: str) -> pd.DataFrame:
+    """For one attack: the measure against its strength, one series per run (other parameters at their values)."""
+    strength = ATTACKS[attack].strength
+    own = frame[frame.attack == attack]
+    return pd.DataFrame({"run": own.run, "strength": [params.get(strength) for params in own.params],
+                         "value": own[MEASURES[measure]]}).dropna().sort_values(["run", "strength"])

@@ -239,3 +239,39 @@ def test_the_cli_attacks_a_run_and_says_what_is_wrong_in_one_line(run_copy, caps
     assert main(["attack", "--run", run_id, "--attack", "swap", "--param", "p=2", "--db", db]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "p=2.0 is out of range" in error[0]
+
+
+def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launches_an_attack(run_copy, lm, monkeypatch):
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import PROJECT
+
+    store, run_id = run_copy
+    for ratio in (0.1, 0.5):
+        pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": ratio})
+    pipeline.attack(store, [run_id], lambda name: lm, attack="copy-paste", params={"spans": 2})
+    pasted = store.attack_sets().set_index("attack").attack_set_id["copy-paste"]
+    store.close()
+    monkeypatch.setenv("FWSAPP_DB", str(store.path))
+    app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=60)
+    app.run()
+    app.switch_page("pages/robustness.py").run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert list(table.columns) == ["copy-paste (spans=2)", "word-deletion (ratio=0.1)", "word-deletion (ratio=0.5)"]
+    app.radio(key="robustness-measure").set_value("Words changed").run()
+    changed = app.dataframe[0].value.iloc[0]
+    assert changed["word-deletion (ratio=0.1)"] < changed["word-deletion (ratio=0.5)"]
+    assert app.selectbox(key="robustness-curve-attack").options == ["word-deletion"]
+    app.selectbox(key="robustness-set").set_value(pasted).run()
+    marked = [block.value for block in app.markdown if "background:#b7e4c7" in block.value]
+    assert marked and "<script" not in "".join(marked)
+    app.selectbox(key="attack-name").set_value("swap").run()
+    app.button[0].click().run()  # "Attack and detect": a background job
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "swap" not in app.dataframe[0].value.columns.str.cat():
+        time.sleep(1)
+        app.run()
+    assert "swap" in app.dataframe[0].value.columns.str.cat()

@@ -17,7 +17,9 @@ def test_doctor_reports_every_part_without_loading_a_model(tmp_path, capsys):
     assert main(["doctor", "--db", str(db)]) == 0
     out = capsys.readouterr().out.splitlines()
     topics = {line.split()[1] for line in out}
-    assert topics == {"device", "model", "tokenizer", "recognizer", "encoder", "judge", "metric", "database"}
+    assert topics == {"device", "model", "tokenizer", "recognizer", "encoder", "judge", "metric", "method", "attack",
+                      "database"}
+    assert any(line.startswith("ok") and "synonym" in line for line in out)  # WordNet found offline
     embedded = next(line for line in out if "smollm2-135m-instruct" in line)
     assert embedded.startswith("ok") and "fits" in embedded
     assert any(line.startswith("ok") and "mistral-v1" in line for line in out)

@@ -9,6 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from fwsapp import methods
+from fwsapp.attacks import ATTACKS, AttackPlugIn
+from fwsapp.attacks.base import Attack, Attacked
 from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
 from fwsapp.metrics.base import ReferenceMetric
 from fwsapp.metrics.registry import METRICS, MetricPlugIn
@@ -20,11 +22,13 @@ from tests.openai_stub import StubServer
 from tests.test_watermarks import check_method
 
 APP = str(PROJECT / "app.py")
-AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS, "metrics": METRICS}
+AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS, "metrics": METRICS,
+        "attacks": ATTACKS}
 
 
 def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
-    code = ("import sys, fwsapp.methods, fwsapp.recognizers, fwsapp.judge.registry, fwsapp.metrics.registry; "
+    code = ("import sys, fwsapp.methods, fwsapp.recognizers, fwsapp.judge.registry, fwsapp.metrics.registry, "
+            "fwsapp.attacks; "
             "print(*(name in sys.modules for name in ('torch', 'transformers', 'spacy', 'openai')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
     assert result.stdout.split() == ["False"] * 4
@@ -34,7 +38,7 @@ def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
 def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
     names = list(AXES[axis]) if axis == "methods" else AXES[axis].names()
     own = {"methods": ("watermark", "methods.py"), "recognizers": ("recognizers",),
-           "judge backends": ("registry.py", "backends.py"), "metrics": ("metrics",)}[axis]
+           "judge backends": ("registry.py", "backends.py"), "metrics": ("metrics",), "attacks": ("attacks",)}[axis]
     # EntityKGW's lexicon is also called "mesh": a word list, not the recognizer; Ray's address may be "local".
     elsewhere = {"recognizers": ("entity_kgw.py",), "judge backends": ("distributed.py",)}.get(axis, ())
     offenders = []
@@ -275,4 +279,32 @@ def test_a_toy_metric_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_an
         seen_by_the_cli_doctor_and_grid("score", "metrics", "length_ratio", 'score = ["length_ratio"]', tmp_path)
         app = page_on_two_imported_samples("pages/quality.py", app_db)
         assert "length_ratio: Length ratio" in app.multiselect(key="score-metrics").options
+        assert not app.exception
+
+
+# -- attacks -----------------------------------------------------------------------------------------------------------
+class Shout(Attack):
+    """Every word in capitals: an attack as small as one can be."""
+
+    def attack(self, item, rng) -> Attacked:
+        return Attacked(item.text.upper())
+
+
+TOY_ATTACK = AttackPlugIn("shout", "every word in capitals (a test's plug-in)", f"{__name__}:Shout",
+                          params={"recognizer": ATTACKS["typo"].params["recognizer"]}, edits="characters")
+
+
+def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_tests(app_db, tmp_path):
+    from fwsapp.cli import build_parser
+    from fwsapp.doctor import backend_checks
+    from tests.test_attacks import test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch as check
+
+    with ATTACKS.registered(TOY_ATTACK):
+        check("shout")
+        attack = build_parser()._subparsers._group_actions[0].choices["attack"]
+        assert "shout" in next(action for action in attack._actions if action.dest == "attack").choices
+        assert any(check.topic == "attack" and check.item == "shout" and check.status == "ok"
+                   for check in backend_checks())
+        app = page_on_two_imported_samples("pages/robustness.py", app_db)
+        assert f"shout: {TOY_ATTACK.help}" in app.selectbox(key="attack-name").options
         assert not app.exception

@@ -45,6 +45,10 @@ class AttackPlugIn(PlugIn):
     def defaults(self) -> dict:
         return {key: default for key, (default, _) in self.params.items()}
 
+    @property
+    def param_specs(self) -> dict[str, Param]:
+        return {key: spec for key, (_, spec) in self.params.items() if spec is not None}
+
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params` (strings from the command line typed as the defaults are), checked."""
         return checked_params(self.name, self.params, {key: self._typed(key, value) for key, value in params.items()})

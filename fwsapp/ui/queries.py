@@ -249,3 +249,22 @@ def next_step(state: dict[str, int]) -> tuple[str, str, str]:
 def judged_run_ids(revision_key: str) -> set[str]:
     """Runs with at least one parsed verdict."""
     return set(store().judgments().query("status == 'ok'").run_id)
+
+
+@st.cache_data(show_spinner=False)
+def robustness(revision_key: str) -> pd.DataFrame:
+    """Per run × attack set × detection set, what the attack did to detection and to the text (robustness.py)."""
+    from fwsapp.robustness import summary_frame
+
+    return summary_frame(store())
+
+
+@st.cache_data(show_spinner=False)
+def attacked_samples(revision_key: str, attack_set_id: str) -> pd.DataFrame:
+    """An attack set's texts beside the clean watermarked texts they came from."""
+    db = store()
+    attacked = db.attacked_texts([attack_set_id])
+    if attacked.empty:
+        return attacked
+    clean = db.generations(attacked.run_id.iloc[0])[["sample_idx", "watermarked_text"]]
+    return attacked.merge(clean, on="sample_idx")

@@ -1,0 +1,117 @@
+"""Robustness: what a watermark buys. Watermarked texts attacked (edits, typos, pasted spans, swapped disease names),
+then detected again against the same negatives, beside what the attack did to the text and its disease mentions."""
+import plotly.express as px
+import streamlit as st
+
+from fwsapp import render as markup
+from fwsapp.attacks import ATTACKS, DEFAULT_SEED
+from fwsapp.methods import POST_HOC
+from fwsapp.normalizers import NORMALIZERS
+from fwsapp.robustness import MEASURES, labelled, method_by_attack, strength_curves
+from fwsapp.run_names import run_label
+from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui.router import through_router
+
+through_router()
+
+
+def launch(runs) -> None:
+    """The form that attacks chosen runs in the background."""
+    watermarked = runs[~runs.method.isin(POST_HOC)]
+    labels = {row.run_id: run_label(row._asdict()) for row in watermarked.itertuples()}
+    with st.expander("Attack runs", expanded=queries.robustness(resources.revision()).empty):
+        chosen = st.multiselect("Runs", list(labels), default=list(labels)[:1], format_func=labels.get,
+                                key="attack-runs")
+        name = st.selectbox("Attack", ATTACKS.available(), key="attack-name",
+                            format_func=lambda entry: f"{entry}: {ATTACKS[entry].help}")
+        params = widgets.param_inputs(ATTACKS[name], f"attack-{name}")
+        left, right = st.columns(2)
+        seed = int(left.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="attack-seed",
+                                     help="draws the edits; the same seed gives the same attacked texts"))
+        normalize = right.selectbox("Normalise before detecting", [None, *NORMALIZERS], key="attack-normalize",
+                                    format_func=lambda value: value or "no (as MarkLLM)",
+                                    help="homoglyphs: map Unicode look-alikes back to Latin letters (the defence)")
+        manager = resources.jobs()
+        if st.button("Attack and detect", type="primary", disabled=not chosen or bool(manager.active("attack"))):
+            try:
+                ATTACKS[name].checked_params(params)
+            except ValueError as error:
+                st.error(markup.message(str(error)))
+            else:
+                manager.start_attack(chosen, name, params, seed, normalize)
+                st.rerun()
+        widgets.job_status("attack", "texts")
+
+
+def overview(frame) -> None:
+    st.subheader("Method × attack")
+    measure = st.radio("Show", list(MEASURES), horizontal=True, key="robustness-measure",
+                       help="TPR at 1% FPR needs at least 100 negatives; with fewer it is not shown")
+    table = method_by_attack(frame, measure)
+    st.dataframe(table.style.format(precision=3, na_rep="–"), width="stretch")
+    if table.notna().any().any():
+        figure = px.imshow(table, text_auto=".2f", aspect="auto", color_continuous_scale="RdYlGn", zmin=0, zmax=1,
+                           labels={"color": measure, "x": "attack", "y": ""})
+        figure.update_layout(height=120 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
+        st.plotly_chart(figure, width="stretch")
+    with st.expander("Every attack set, with its detection and what it changed"):
+        shown = frame.drop(columns=["params", "set_id", "tpr_at_fpr", "auroc_ci", "run"], errors="ignore")
+        st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
+
+    graded = [name for name in frame.attack.unique() if ATTACKS[name].strength and
+              frame[frame.attack == name].params.map(lambda params: params.get(ATTACKS[name].strength)).nunique() > 1]
+    if graded:
+        st.subheader("Detection against attack strength")
+        left, right = st.columns(2)
+        attack = left.selectbox("Attack", graded, key="robustness-curve-attack")
+        curve_measure = right.selectbox("Measure", list(MEASURES), key="robustness-curve-measure")
+        curves = strength_curves(frame, attack, curve_measure)
+        figure = px.line(curves, x="strength", y="value", color="run", markers=True,
+                         labels={"strength": ATTACKS[attack].strength, "value": curve_measure})
+        st.plotly_chart(figure, width="stretch")
+
+
+def per_text(frame) -> None:
+    st.subheader("Clean and attacked, text by text")
+    sets = frame.drop_duplicates("attack_set_id")
+    labels = {row.attack_set_id: f"{row.run} · {row.attack_label} · seed {row.seed}" for row in sets.itertuples()}
+    chosen = st.selectbox("Attack set", list(labels), format_func=labels.get, key="robustness-set")
+    samples = queries.attacked_samples(resources.revision(), chosen)
+    index = st.selectbox("Sample", list(samples.sample_idx), key="robustness-sample")
+    row = samples.set_index("sample_idx").loc[index]
+    clean, attacked = markup.attack_changes(" ".join(row.watermarked_text.split()), row.text,
+                                            [tuple(span) for span in row.spans] if row.spans is not None else [])
+    st.markdown(markup.change_legend(), unsafe_allow_html=True)
+    left, right = st.columns(2)
+    left.markdown("**Clean (watermarked)**")
+    left.markdown(clean, unsafe_allow_html=True)
+    right.markdown("**Attacked**")
+    right.markdown(attacked, unsafe_allow_html=True)
+    introduced = ", ".join(row.mentions_introduced) if row.mentions_introduced is not None and len(
+        row.mentions_introduced) else "none"
+    st.caption(markup.message(
+        f"Words changed {row.words_changed:.0%} · ROUGE-L to the clean text {row.rouge_l:.3f} · disease mentions kept "
+        f"{row.mentions_kept} of {row.mentions_clean} · introduced: {introduced}" + (f" · {row.note}" if row.note else "")))
+
+
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Robustness")
+    st.caption("What the watermark buys: its texts edited as they will be in use (a clinician's corrections, typos, "
+               "a paraphrase, a sentence pasted into a note), then detected again with the run's method and tokenizer. "
+               "The negatives are the run's own unwatermarked texts, so AUROC and TPR compare with the clean run's. "
+               "keep_entities leaves every disease mention verbatim: the facts stay, the wording changes. entity-swap "
+               "changes the facts: does the watermark still vouch for the text?")
+    runs = widgets.runs_or_stop()
+    launch(runs)
+    frame = queries.robustness(resources.revision())
+    if frame.empty:
+        st.info("No attack yet: choose runs and an attack above, or run `python -m fwsapp attack --run ID --attack "
+                "word-deletion`.")
+        return
+    frame = labelled(frame, runs)
+    overview(frame)
+    per_text(frame)
+
+
+render()
