@@ -127,7 +127,7 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     for run_id, step in zip(run_ids, steps):
         if _cancelled(cancel):
             return []
-        attack_sets[run_id] = attack_run(store, run_id, attack, params, seed, step, cancel)
+        attack_sets[run_id] = attack_run(store, run_id, attack, params, seed, step, cancel, model_loader)
     if _cancelled(cancel):
         return []
     return detect(store, run_ids, model_loader, progress, cancel, tokenizer=tokenizer, normalize=normalize,

@@ -80,7 +80,10 @@ def checked_params(owner: str, declared: dict[str, tuple[object, Param | None]],
     merged = {**{key: default for key, (default, _) in declared.items()}, **params}
     for key, value in merged.items():
         default, spec = declared[key]
-        if spec is not None or not isinstance(default, (str, bool)):
+        if isinstance(default, str) and not (spec and spec.choices):  # free text: a prompt, a model's name
+            if not isinstance(value, str):
+                raise ValueError(f"{owner}: {key}={value!r} must be text.")
+        elif spec is not None or not isinstance(default, bool):
             (spec or Param(key)).check(owner, key, value)
     return merged
 

@@ -76,16 +76,46 @@ def mention_survival(clean: list[str], attacked: list[str]) -> tuple[int, list[s
     return kept, sorted(after - before)
 
 
+def rewriting_backend(checked: dict, model_loader=None):
+    """The judge backend an LLM attack rewrites with, checked to answer before any work (a server that is not there
+    is one line, and nothing is stored)."""
+    from fwsapp.judge.backends import make_backend
+    from fwsapp.judge.registry import JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
+    from fwsapp.models import EMBEDDED_MODEL
+
+    entry = JUDGE_BACKENDS[checked["backend"]]
+    model = checked["model"] or entry.default_model or None
+    if "model" in entry.needs and model_loader is None:
+        raise ValueError(f"The {entry.name} backend rewrites with a model loaded here: give a model loader.")
+    loaded = model_loader(model or EMBEDDED_MODEL) if "model" in entry.needs else None
+    backend = make_backend(entry.name, model, checked["base_url"] or None, REQUEST_TIMEOUT_SECONDS, loaded=loaded)
+    if "model" not in entry.needs:
+        try:
+            backend.check()
+        except RuntimeError as error:
+            raise RuntimeError(f"The {entry.name} backend at {checked['base_url'] or 'its default URL'} does not "
+                               f"answer ({error}): start it or fix the URL; nothing was attacked.") from None
+    return backend
+
+
 def attack_run(store: Store, run_id: str, attack: str, params: dict | None = None, seed: int = 0,
-               progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None) -> str:
-    """Attack a run's watermarked texts; returns the attack set's id. Samples already attacked are kept."""
+               progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
+               model_loader=None) -> str:
+    """Attack a run's watermarked texts; returns the attack set's id. Samples already attacked are kept. An LLM
+    attack's texts the backend could not rewrite are left out, and an error says how many: a rerun tries them."""
     from rouge_score import rouge_scorer
 
+    from fwsapp.attacks.llm import RewriteFailed
+    from fwsapp.judge.registry import CONCURRENT_REQUESTS
     from fwsapp.recognizers import load_recognizer
 
     entry, checked = check_attack(store, run_id, attack, params or {})
-    set_id = attack_set_id(run_id, entry.name, checked, seed)
-    store.ensure_attack_set(set_id, run_id, entry.name, checked, seed)
+    resources, model = {}, None
+    if "backend" in entry.needs:
+        resources = {"backend": rewriting_backend(checked, model_loader), "concurrency": CONCURRENT_REQUESTS}
+        model = resources["backend"].model
+    set_id = attack_set_id(run_id, entry.name, checked, seed, model)
+    store.ensure_attack_set(set_id, run_id, entry.name, checked, seed, model)
     done = set(store.attacked_texts([set_id]).sample_idx)
     generations = store.generations(run_id)
     todo = generations[generations.watermarked_text.notna() & ~generations.sample_idx.isin(done)]
@@ -94,7 +124,8 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
         progress(len(done), total)
     if todo.empty:
         return set_id
-    attacker = entry.load()(checked, seed)
+    attacker = entry.load()(checked, seed, resources)
+    failures: list[str] = []
     recognizer = load_recognizer(checked["recognizer"])
     scorer = rouge_scorer.RougeScorer(["rougeL"])
     for start in range(0, len(todo), WRITE_EVERY):
@@ -110,18 +141,25 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
             else (), mentions=tuple(Span(entity.start, entity.end) for entity in mentions))
             for row, text, mentions in zip(chunk.itertuples(), clean, found)]
         attacked = attacker.attack_many(inputs)
-        after = recognizer.find_many([result.text for result in attacked])
+        failures += [str(result) for result in attacked if isinstance(result, RewriteFailed)]
+        kept = [(item, result, before) for item, result, before in zip(inputs, attacked, found)
+                if not isinstance(result, RewriteFailed)]
+        after = recognizer.find_many([result.text for _, result, _ in kept])
         rows = []
-        for item, result, before, now in zip(inputs, attacked, found, after):
+        for (item, result, before), now in zip(kept, after):
             kept, introduced = mention_survival([entity.text for entity in before], [entity.text for entity in now])
             rows.append({"sample_idx": item.sample_idx, "text": result.text,
                          "spans": [[span.start, span.end] for span in result.spans], "note": result.note,
                          "words_changed": words_changed(item.text, result.text),
                          "rouge_l": scorer.score(item.text, result.text)["rougeL"].fmeasure,
                          "mentions_clean": len(before), "mentions_kept": kept, "mentions_introduced": introduced})
-        store.write_attacked_texts(set_id, run_id, rows)
+        if rows:
+            store.write_attacked_texts(set_id, run_id, rows)
         if progress:
             progress(len(done) + start + len(chunk), total)
+    if failures:
+        raise RuntimeError(f"{run_id}: {len(failures)} of {len(todo)} texts were not rewritten ({failures[0]}); the "
+                           f"others are stored. Run the same command again to retry them.")
     return set_id
 
 

@@ -8,6 +8,8 @@ used by successive matching requests; other requests get `default`. Modes:
   hang       no answer until well after the client's timeout
   truncated  a body cut off mid-JSON (Content-Length larger than what is sent)
   noscores   a reasoned reply with no [[A]]/[[B]] scores
+  rewrite    the text after the request's instruction (its last paragraph) with every "the" made "a": a paraphrase
+  empty      an empty reply
 A request with `response_format` (a JSON schema) is answered as a constraining server answers it: a JSON verdict,
 whatever the mode's text would have been; with `structured=False` the stub is a server without that option, and
 refuses such a request with 400.
@@ -106,6 +108,12 @@ class StubServer:
                     return
                 if "response_format" in request:
                     return self._json(200, _completion(STRUCTURED_VERDICT))
+                if mode == "rewrite":
+                    text = request["messages"][-1]["content"].split("\n\n")[-1]
+                    return self._json(200, _completion(" ".join("a" if word.lower() == "the" else word
+                                                                for word in text.split())))
+                if mode == "empty":
+                    return self._json(200, _completion(""))
                 if mode == "noscores":
                     return self._json(200, _completion("Both answers are reasonable; A is slightly better."))
                 return self._json(200, _completion(VALID_VERDICT))

@@ -30,16 +30,23 @@ def sample(index: int = 0, keep: bool = False) -> AttackInput:
     return AttackInput(index, CLEAN, UNWATERMARKED, "Less salt and more exercise.", mentions if keep else (), mentions)
 
 
-def attacker(name: str, seed: int = 0, **params):
+def attacker(name: str, seed: int = 0, lm=None, **params):
+    """The attack with these parameters (an LLM attack's test parameters under them, rewriting with `lm`)."""
+    from fwsapp.robustness import rewriting_backend
+
     entry = ATTACKS[name]
-    return entry.load()(entry.checked_params(params), seed)
+    checked = entry.checked_params({**entry.test_params, **params})
+    resources = {"backend": rewriting_backend(checked, lambda model: lm)} if "backend" in entry.needs else {}
+    return entry.load()(checked, seed, resources)
 
 
 @pytest.mark.parametrize("name", ATTACKS.available())
-def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(name):
-    first = attacker(name, seed=3).attack_many([sample(0), sample(1)])
-    again = attacker(name, seed=3).attack_many([sample(1)])
-    assert first[1] == again[0] and first == attacker(name, seed=3).attack_many([sample(0), sample(1)])
+def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(name, request):
+    lm = request.getfixturevalue("lm") if "backend" in ATTACKS[name].needs else None  # the local model rewrites
+    first = attacker(name, 3, lm).attack_many([sample(0), sample(1)])
+    again = attacker(name, 3, lm).attack_many([sample(1)])
+    assert first[1] == again[0] and first == attacker(name, 3, lm).attack_many([sample(0), sample(1)])
+    assert all(result.text.strip() and result.text != CLEAN for result in first)
     if ATTACKS[name].strength:  # random draws: another seed draws other edits
         others = [attacker(name, seed=seed).attack(sample(0), np.random.default_rng([seed, 0])).text
                   for seed in range(4, 8)]
@@ -275,3 +282,61 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
         time.sleep(1)
         app.run()
     assert "swap" in app.dataframe[0].value.columns.str.cat()
+
+
+# -- LLM attacks -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if "backend" in entry.needs])
+def test_each_llm_attack_rewrites_through_a_compatible_server_and_records_its_prompt_and_model(name, run_copy):
+    from tests.openai_stub import StubServer
+
+    store, run_id = run_copy
+    with StubServer(default="rewrite") as stub:
+        set_id = attack_run(store, run_id, name, {"backend": "compatible", "model": "stub-rewriter",
+                                                  "base_url": stub.base_url, "keep_entities": True})
+        asked = [request["messages"][-1]["content"] for request in stub.requests if request.get("max_tokens") == 512]
+    texts = store.attacked_texts([set_id])
+    clean = store.generations(run_id).set_index("sample_idx").watermarked_text
+    assert len(texts) == len(clean) and all(" the " not in f" {text.lower()} " for text in texts.text)
+    assert all(words_changed(" ".join(clean[row.sample_idx].split()), row.text) > 0 for row in texts.itertuples()
+               if " the " in f" {clean[row.sample_idx].lower()} ")
+    (entry,) = store.attack_sets().itertuples()
+    assert entry.model == "stub-rewriter" and entry.attack == name
+    if name == "paraphrase":
+        assert '"prompt": "Please rewrite the following text: "' in entry.params
+        assert all(question.startswith("Please rewrite the following text:") for question in asked)
+    else:
+        assert sum("into French" in question for question in asked) == len(clean)
+        assert sum("into English" in question for question in asked) == len(clean)
+    with_terms = texts[texts.mentions_clean > 0]
+    assert (with_terms.note.str.match(r"kept \d+ of \d+ terms verbatim")).all()
+    assert any("Keep these terms exactly as they are written:" in question for question in asked) == (len(with_terms) > 0)
+
+
+def test_an_unreachable_rewriter_is_one_line_and_a_failing_one_keeps_what_it_rewrote(run_copy, capsys):
+    from fwsapp.cli import main
+    from tests.conftest import free_port
+    from tests.openai_stub import StubServer
+
+    store, run_id = run_copy
+    revision = store.revision()
+    with pytest.raises(RuntimeError, match="does not answer .*nothing was attacked"):
+        attack_run(store, run_id, "paraphrase", {"backend": "compatible", "model": "m",
+                                                 "base_url": f"http://127.0.0.1:{free_port()}/v1"})
+    assert store.revision() == revision and store.attack_sets().empty
+    prompts = list(store.generations(run_id).watermarked_text)
+    with StubServer(default="rewrite") as stub:
+        stub.plan = {prompts[1].split()[0] + " " + prompts[1].split()[1]: ["empty"] * 3}
+        params = {"backend": "compatible", "model": "m", "base_url": stub.base_url}
+        with pytest.raises(RuntimeError, match="1 of .* texts were not rewritten \\(an empty reply\\).*again"):
+            attack_run(store, run_id, "paraphrase", params)
+        set_id = store.attack_sets().attack_set_id[0]
+        assert len(store.attacked_texts([set_id])) == len(prompts) - 1
+        db = str(store.path)
+        store.close()
+        assert main(["attack", "--run", run_id, "--attack", "paraphrase", "--param", "backend=compatible",
+                     "--param", "model=m", "--param", f"base_url={stub.base_url}", "--db", db]) == 0
+    from fwsapp.store import Store
+
+    reopened = Store(db)
+    assert len(reopened.attacked_texts([set_id])) == len(prompts)
+    reopened.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import Param, PlugIn, Registry, checked_params
 from fwsapp.recognizers import MODEL_FREE_RECOGNIZER, RECOGNIZERS
 
@@ -28,7 +29,7 @@ def share(help: str) -> Param:
 @dataclass(frozen=True)
 class AttackPlugIn(PlugIn):
     params: dict[str, tuple[object, Param | None]] = field(default_factory=dict)
-    edits: str = "words"  # what its strength is a share of
+    edits: str = "words"  # what it edits: "words", "characters", "spans", "mentions", or the whole "text" (an LLM)
     # The parameter that sets its strength (0 leaves the text as it is): the x axis of detection against strength.
     strength: str | None = None
     # The presets the literature reports (MarkMyWords' p values), for the grid and the benchmark.
@@ -39,7 +40,8 @@ class AttackPlugIn(PlugIn):
 
     @property
     def keeps_entities(self) -> bool:
-        return "keep_entities" in self.params
+        """Whether keep_entities leaves every mention byte for byte (an LLM is only asked to)."""
+        return "keep_entities" in self.params and self.edits != "text"
 
     @property
     def defaults(self) -> dict:
@@ -78,6 +80,23 @@ class AttackPlugIn(PlugIn):
         changed = [key if value is True else f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
                    for key, value in sorted(params.items()) if self.defaults.get(key) != value]
         return f"{self.name} ({', '.join(changed)})" if changed else self.name
+
+
+MARKLLM_PARAPHRASE_PROMPT = "Please rewrite the following text: "
+
+
+def _rewriter(**own) -> dict:
+    """An LLM attack's parameters: where the model is, how it samples, and its own."""
+    return {"backend": (JUDGE_BACKENDS.default, Param("who rewrites: a judge backend (local = the loaded model)",
+                                                      choices=tuple(JUDGE_BACKENDS.names()))),
+            "model": ("", Param("the backend's model (empty: its default)")),
+            "base_url": ("", Param("the server's URL, for an OpenAI-compatible backend")),
+            **own,
+            "temperature": (0.2, Param("sampling temperature (MarkLLM's 0.2)", low=0, high=2)),
+            "max_tokens": (512, Param("most tokens in each reply", low=1)),
+            "keep_entities": (False, Param("tell the model to keep every disease mention verbatim",
+                                           choices=(False, True))),
+            "recognizer": RECOGNIZER}
 
 
 def _words(strength_help: str, default: float) -> dict:
@@ -136,6 +155,16 @@ ATTACKS = Registry("attack", [
         params={"k": (2, Param("disease mentions replaced (fewer where the text has fewer)", low=0)),
                 "recognizer": RECOGNIZER},
         edits="mentions", strength="k", presets=(1, 2, 4)),
+    AttackPlugIn(
+        "paraphrase", "the text rewritten by a language model with MarkLLM's prompt at temperature 0.2, through a "
+                      "judge backend (local model, OpenAI, or an OpenAI-compatible server)",
+        "fwsapp.attacks.paraphrase:Paraphrase", needs=("backend",), edits="text", test_params={"max_tokens": 16},
+        params=_rewriter(prompt=(MARKLLM_PARAPHRASE_PROMPT, Param("the instruction before the text")))),
+    AttackPlugIn(
+        "translate", "round-trip translation, English → language → English, by a language model through a judge "
+                     "backend",
+        "fwsapp.attacks.translate:Translate", needs=("backend",), edits="text", test_params={"max_tokens": 16},
+        params=_rewriter(language=("French", Param("the language of the round trip")))),
 ])
 DEFAULT_SEED = 0
 

@@ -105,14 +105,33 @@ class OpenAIBackend:
         options = {"response_format": {"type": "json_schema", "json_schema": {
             "name": "verdict", "schema": schema, "strict": True}}} if structured else {}
         try:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens, **options
-            )
+            return self._create(messages, 0.0, self.max_tokens, structured, **options)
         except openai.BadRequestError as error:
             if not structured:
                 raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
             self.structured = False  # this server takes no response_format: plain text, parsed, from now on
             return self.complete(messages)
+
+    def rewrite(self, messages: list[dict], temperature: float, max_tokens: int, seed: int) -> Completion:
+        """Free text in reply to `messages` (a paraphrase or a translation), sampled at `temperature`."""
+        import openai
+
+        try:
+            return self._create(messages, temperature, max_tokens, False, seed=seed)
+        except openai.BadRequestError as error:
+            raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
+
+    def _create(self, messages: list[dict], temperature: float, max_tokens: int, structured: bool,
+                **options) -> Completion:
+        """One chat completion, its failures sorted into transient (worth a retry) and final ones."""
+        import openai
+
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, max_tokens=max_tokens, **options
+            )
+        except openai.BadRequestError:
+            raise  # the caller knows what a refused request means for it
         except openai.RateLimitError as error:
             raise TransientError(f"429 rate limited: {_short(error)}", _retry_after(error)) from None
         except openai.InternalServerError as error:
@@ -195,10 +214,30 @@ class LocalBackend:
 
     def complete(self, messages: list[dict], schema: dict | None = None) -> Completion:
         """The verdict, decoded into its text format whatever `schema` says (this backend constrains it itself)."""
-        import torch
         from transformers import LogitsProcessorList
 
         from fwsapp.judge.verdict_format import VerdictFormat
+
+        def verdict_format(prompt_length: int) -> dict:
+            return {"max_new_tokens": len(self._template), "do_sample": False, "logits_processor": LogitsProcessorList(
+                [VerdictFormat(self._template, self._digits, prompt_length)])}
+
+        return self._generate(messages, verdict_format)
+
+    def rewrite(self, messages: list[dict], temperature: float, max_tokens: int, seed: int) -> Completion:
+        """Free text in reply to `messages`, sampled at `temperature` from a generator seeded by `seed` (greedy at 0)."""
+        import torch
+
+        def sampled(prompt_length: int) -> dict:
+            torch.manual_seed(seed)
+            return {"max_new_tokens": max_tokens, "do_sample": temperature > 0,
+                    **({"temperature": temperature} if temperature > 0 else {})}
+
+        return self._generate(messages, sampled)
+
+    def _generate(self, messages: list[dict], options) -> Completion:
+        """The model's reply to `messages` under the generation options `options(prompt length)` gives."""
+        import torch
 
         tokenizer = self._lm.tokenizer
         if tokenizer.chat_template:
@@ -209,14 +248,11 @@ class LocalBackend:
             encoded = tokenizer(plain_prompt(messages), return_tensors="pt").to(self._lm.device)
         prompt_length = encoded["input_ids"].shape[1]
         with self._lock, torch.inference_mode():
-            output = self._lm.model.generate(
-                **encoded, max_new_tokens=len(self._template), do_sample=False, pad_token_id=tokenizer.pad_token_id,
-                logits_processor=LogitsProcessorList([VerdictFormat(self._template, self._digits, prompt_length)]),
-            )
-        new_tokens = output[0, encoded["input_ids"].shape[1]:]
+            output = self._lm.model.generate(**encoded, pad_token_id=tokenizer.pad_token_id, **options(prompt_length))
+        new_tokens = output[0, prompt_length:]
         return Completion(
             text=tokenizer.decode(new_tokens, skip_special_tokens=True),
-            prompt_tokens=int(encoded["input_ids"].shape[1]),
+            prompt_tokens=int(prompt_length),
             completion_tokens=int(new_tokens.shape[0]),
         )
 

@@ -163,6 +163,8 @@ def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None
             with column:
                 if spec is not None and spec.choices:
                     params[key] = _choice(label, spec, value, help_text, f"{key_prefix}-{key}")
+                elif isinstance(method.defaults[key], str):
+                    params[key] = st.text_input(label, value=value, help=help_text, key=f"{key_prefix}-{key}")
                 elif isinstance(method.defaults[key], float):
                     params[key] = st.number_input(label, value=float(value), step=0.1, format="%.3f", help=help_text,
                                                   min_value=_bound(spec, "low", float), max_value=_bound(spec, "high", float),

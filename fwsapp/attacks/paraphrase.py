@@ -1,0 +1,10 @@
+"""Paraphrase (MarkLLM's `GPTParaphraser` and `DipperParaphraser` family): the text rewritten by a language model
+with MarkLLM's prompt, "Please rewrite the following text: ", at temperature 0.2."""
+from __future__ import annotations
+
+from fwsapp.attacks.llm import LLMRewrite
+
+
+class Paraphrase(LLMRewrite):
+    def rewrite(self, text, terms, sample_idx) -> str:
+        return self.ask(self.params["prompt"].rstrip(), text, terms, sample_idx)
