@@ -534,6 +534,9 @@ def cmd_grid(args) -> int:
         outcome = pipeline.grid(store, spec, model_loader(args), progress, executor=executor, api_key=api_key)
     for run_id in outcome.run_ids:
         print(f"{run_id}: " + (f"failed: {outcome.failed[run_id]}" if run_id in outcome.failed else "done"))
+    for entry in outcome.attacked:
+        if entry.attack_set:
+            print(f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id}")
     if outcome.judged is not None and outcome.judged.problem():  # as `judge` says it, and with its exit code
         print(f"error: judge step: {outcome.judged.problem()}", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
     [grid]                       models, tasks, seeds, n, max_new_tokens, batch_size, datasets (task -> file)
     [[method]]                   name, params; a list value is a sweep: params = { delta = [1.0, 2.0] } is two runs
     [steps]                      score = [metrics], analyze = { recognizer, entropy_model, threshold },
-                                 judge = { backend, base_url, model, concurrency, swap, timeout, budget }
+                                 judge = { backend, base_url, model, concurrency, swap, timeout, budget },
+                                 attack = [{ name, params, seed, normalize }]: a list value in params is a sweep
 
 Every key and value is checked before any work starts; a bad one is one line naming it. A run is a RunConfig, so
 its id is the same as the one `generate` gives for the same settings, and a rerun of a spec finds what is stored.
@@ -26,7 +27,7 @@ from fwsapp.paths import DEMO_DATA_DIR, PROJECT_DIR, UPLOADS_DIR
 
 GRID_KEYS = {"models", "tasks", "seeds", "n", "max_new_tokens", "batch_size", "datasets"}
 METHOD_KEYS = {"name", "params"}
-STEP_KEYS = {"score", "analyze", "judge"}
+STEP_KEYS = {"score", "analyze", "judge", "attack"}
 
 
 # A spec past this many runs is refused unless the caller says yes (`grid --yes`): a typo in a sweep can ask for
@@ -61,8 +62,20 @@ class JudgeStep:
     budget: float | None = None
 
 
+@dataclass(frozen=True)
+class AttackStep:
+    """One attack of [steps] attack: a registered attack, its checked parameters (one setting of a sweep), the seed
+    and the normaliser detection applies."""
+
+    name: str
+    params: tuple[tuple[str, object], ...] = ()
+    seed: int = 0
+    normalize: str | None = None
+
+
 ANALYZE_KEYS = {item.name for item in fields(AnalyzeStep)}
 JUDGE_KEYS = {item.name for item in fields(JudgeStep)}
+ATTACK_KEYS = {item.name for item in fields(AttackStep)}
 
 
 @dataclass(frozen=True)
@@ -70,11 +83,12 @@ class Steps:
     score: tuple[str, ...] = ()
     analyze: AnalyzeStep | None = None
     judge: JudgeStep | None = None
+    attack: tuple[AttackStep, ...] = ()
 
     def names(self) -> list[str]:
         """The steps the spec asks for, in the order they run."""
         return [name for name, asked in (("score", bool(self.score)), ("analyze", self.analyze is not None),
-                                          ("judge", self.judge is not None)) if asked]
+                                          ("judge", self.judge is not None), ("attack", bool(self.attack))) if asked]
 
 
 @dataclass
@@ -198,7 +212,38 @@ def _steps(name: str, raw: dict) -> Steps:
         _number(name, "[steps] judge", judge, "timeout", low=0, open_low=True)
         _number(name, "[steps] judge", judge, "budget", low=0)
     return Steps(score=tuple(score), analyze=AnalyzeStep(**analyze) if isinstance(analyze, dict) else None,
-                 judge=JudgeStep(**judge) if judge is not None else None)
+                 judge=JudgeStep(**judge) if judge is not None else None, attack=_attacks(name, steps.get("attack", [])))
+
+
+def _attacks(name: str, listed) -> tuple[AttackStep, ...]:
+    """[steps] attack: each entry's settings, a list value in its params swept, every one checked against the attack
+    registry."""
+    from fwsapp.attacks import ATTACKS
+    from fwsapp.normalizers import NORMALIZERS
+
+    if not isinstance(listed, list) or not all(isinstance(entry, dict) for entry in listed):
+        raise SpecError(f"{name}: [steps] attack must be a list of tables, each with name = one of "
+                        f"{', '.join(ATTACKS.names())}.")
+    found = []
+    for number, entry in enumerate(listed, 1):
+        where = f"[steps] attack {number}"
+        _known(name, where, entry, ATTACK_KEYS)
+        _choice(name, where, entry, "name", ATTACKS.names(), required=True)
+        _choice(name, where, entry, "normalize", NORMALIZERS)
+        if "seed" in entry and type(entry["seed"]) is not int:
+            raise SpecError(f"{name}: {where} seed must be a whole number, not {entry['seed']!r}.")
+        params = _table(name, entry, "params")
+        swept = {key: value if isinstance(value, list) else [value] for key, value in params.items()}
+        if any(not values for values in swept.values()):
+            raise SpecError(f"{name}: {where} has an empty sweep: give a value or a list of values.")
+        for values in itertools.product(*swept.values()):
+            try:
+                checked = ATTACKS[entry["name"]].checked_params(dict(zip(swept, values)))
+            except ValueError as error:
+                raise SpecError(f"{name}: {where}: {error}") from None
+            found.append(AttackStep(entry["name"], tuple(sorted(checked.items())), entry.get("seed", 0),
+                                    entry.get("normalize")))
+    return tuple(found)
 
 
 def _choice(name: str, where: str, table: dict, key: str, choices, required: bool = False) -> None:

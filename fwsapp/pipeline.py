@@ -233,13 +233,15 @@ class GridOutcome:
     scored: dict = field(default_factory=dict)
     analysis: Analysis | None = None
     judged: object = None
+    attacked: list[Redetection] = field(default_factory=list)
 
 
 def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | None = None,
          cancel: threading.Event | None = None, executor=None, step_progress: Callable[[str], Progress] | None = None,
          api_key: str | None = None) -> GridOutcome:
-    """A spec's runs (grid.load_spec), generated in this process or on `executor`, then its score, analyze and
-    judge steps on the runs that finished, through the same steps as the CLI's. The judge runs here, on the driver,
+    """A spec's runs (grid.load_spec), generated in this process or on `executor`, then its score, analyze, judge
+    and attack steps on the runs that finished (attacks on those with watermarked texts), through the same steps as
+    the CLI's. The judge runs here, on the driver,
     with its concurrent runner: API calls need no GPU. `step_progress(step name)` gives each later step's callback."""
     from fwsapp.judge.runner import JudgeSettings
 
@@ -262,4 +264,10 @@ def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | Non
         outcome.judged = judge(store, finished, model_loader, step("judge"), cancel, backend=backend,
                                settings=JudgeSettings(concurrency=asked.concurrency, swap=asked.swap,
                                                       budget_usd=asked.budget))
+    watermarked = [run_id for run_id in finished if not methods.info(store.run(run_id)["method"]).post_hoc]
+    for asked in steps.attack:
+        if not watermarked or _cancelled(cancel):
+            break
+        outcome.attacked += attack(store, watermarked, model_loader, step("attack"), cancel, attack=asked.name,
+                                   params=dict(asked.params), seed=asked.seed, normalize=asked.normalize)
     return outcome

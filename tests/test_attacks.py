@@ -2,6 +2,7 @@
 nothing at zero strength; the word and character attacks change the share of words they declare; copy-paste places
 its spans and entity-swap its names; an attack set is resumable and idempotent, and detection of its texts is
 compared with the clean run's negatives."""
+import json
 import shutil
 
 import numpy as np
@@ -132,6 +133,10 @@ def test_a_parameter_out_of_range_or_unknown_is_one_line_before_any_work():
         ATTACKS["word-deletion"].checked_params({"ratio": "1.5"})
     with pytest.raises(ValueError, match="spans='2.5' must be a whole number"):
         ATTACKS["copy-paste"].checked_params({"spans": "2.5"})
+    with pytest.raises(ValueError, match="k=1.5 must be a whole number"):
+        ATTACKS["entity-swap"].checked_params({"k": 1.5})
+    assert ATTACKS["typo"].checked_params({"p": 0})["p"] == 0.0 and ATTACKS["entity-swap"].checked_params(
+        {"k": 2.0})["k"] == 2
     with pytest.raises(ValueError, match="word-deletion has no parameter p; its parameters are ratio"):
         ATTACKS["word-deletion"].checked_params({"p": 0.1})
     with pytest.raises(ValueError, match="Unknown attack 'paraphrase-all'"):
@@ -340,3 +345,31 @@ def test_an_unreachable_rewriter_is_one_line_and_a_failing_one_keeps_what_it_rew
     reopened = Store(db)
     assert len(reopened.attacked_texts([set_id])) == len(prompts)
     reopened.close()
+
+
+def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_line(tmp_path, capsys):
+    from fwsapp.cli import main
+    from fwsapp.store import Store
+    from tests.conftest import tiny_spec
+
+    spec = tmp_path / "attack.toml"
+    spec.write_text(tiny_spec(n=2, steps='attack = [{ name = "word-deletion", params = { ratio = [0.25, 0.5] } }, '
+                                         '{ name = "typo", seed = 3 }]'))
+    bad = tmp_path / "bad.toml"
+    bad.write_text(tiny_spec(steps='attack = [{ name = "typo", params = { p = [0.1, 2] } }]'))
+    assert main(["grid", str(bad), "--dry-run", "--db", str(tmp_path / "bad.duckdb")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "[steps] attack 1: typo: p=2.0 is out of range" in error[0]
+    db = str(tmp_path / "grid.duckdb")
+    assert main(["grid", str(spec), "--db", db]) == 0
+    assert capsys.readouterr().out.count("attack set atk-") == 3
+    store = Store(db, read_only=True)
+    sets = store.attack_sets()
+    assert sorted(json.loads(params).get("ratio", json.loads(params).get("p")) for params in sets.params) == [
+        0.05, 0.25, 0.5]
+    assert len(summaries(store)) == 3
+    store.close()
+    assert main(["grid", str(spec), "--db", db]) == 0  # a rerun adds nothing
+    store = Store(db, read_only=True)
+    assert len(store.attack_sets()) == 3 and len(store.attacked_texts(list(store.attack_sets().attack_set_id))) == 6
+    store.close()

@@ -56,9 +56,17 @@ class AttackPlugIn(PlugIn):
         return checked_params(self.name, self.params, {key: self._typed(key, value) for key, value in params.items()})
 
     def _typed(self, key: str, value):
-        if key not in self.params or not isinstance(value, str):
+        """`value` in its declared type, so one setting has one attack set: 2 is 2.0 where a share is declared."""
+        if key not in self.params:
             return value
         default = self.params[key][0]
+        if not isinstance(value, str):
+            if isinstance(default, int) and not isinstance(default, bool) and isinstance(value, float) \
+                    and not value.is_integer():
+                raise ValueError(f"{self.name}: {key}={value!r} must be a whole number.")
+            whole = isinstance(value, float) and value.is_integer() and isinstance(default, int)
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool) and not isinstance(default, bool)
+            return int(value) if whole else float(value) if numeric and isinstance(default, float) else value
         if isinstance(default, bool):
             if value.lower() in ("true", "1", "yes"):
                 return True
