@@ -15,6 +15,7 @@ from fwsapp.judge.summary import counted_judgments, judge_block, judges_label, s
 from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
 from fwsapp.redetect import set_summaries
+from fwsapp.robustness import summaries as robustness_summaries
 from fwsapp.run_names import run_settings, settings
 from fwsapp.store import Store
 
@@ -30,7 +31,7 @@ def run_detection(scores: pd.DataFrame, direction: str, method: str) -> dict | N
 
 def collect(store: Store, include_smoke_tests: bool = False) -> dict:
     """Everything in the report that does not depend on the FWS weights, one entry per run: detection,
-    quality with each kind's mean Auto-FWS aspects, the judge block, entities and detection sets.
+    quality with each kind's mean Auto-FWS aspects, the judge block, entities, detection sets and attacks.
     A smoke-test judge's verdicts (the embedded model's) count only where `include_smoke_tests`.
     The app caches this per database revision; `weigh` adds FWS for any α and β."""
     runs = store.runs()
@@ -41,6 +42,9 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
     entity_rows, analyses = analysed_entities(store)
     entropy_values = token_values(store)
     redetections = set_summaries(store)
+    robustness = {}
+    for row in robustness_summaries(store):
+        robustness.setdefault(row["run_id"], []).append({key: value for key, value in row.items() if key != "run_id"})
     auto = run_means(metric_aspects(metrics, dict(zip(runs.run_id, runs.task))), runs)
     names = run_settings(runs)
     entries = []
@@ -66,6 +70,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "judge": judge_block(judgments[judgments.run_id == run.run_id]),
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
             "redetections": redetections.get(run.run_id, []),
+            "robustness": robustness.get(run.run_id, []),
         })
     return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out,
             "database": str(store.path)}

@@ -373,3 +373,40 @@ def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_
     store = Store(db, read_only=True)
     assert len(store.attack_sets()) == 3 and len(store.attacked_texts(list(store.attack_sets().attack_set_id))) == 6
     store.close()
+
+
+def test_report_json_lists_each_runs_attacks(run_copy, lm, capsys):
+    from fwsapp.cli import main
+
+    store, run_id = run_copy
+    pipeline.attack(store, [run_id], lambda name: lm, attack="entity-swap", params={"k": 1})
+    db = str(store.path)
+    store.close()
+    assert main(["report", "--format", "json", "--db", db]) == 0
+    run = next(entry for entry in json.loads(capsys.readouterr().out)["runs"] if entry["run_id"] == run_id)
+    (attacked,) = run["robustness"]
+    assert attacked["attack"] == "entity-swap" and attacked["params"]["k"] == 1 and attacked["texts"] > 0
+    assert set(attacked["tpr_at_fpr"]) == {"0", "0.01", "0.05"} and attacked["mentions_introduced"] >= 0
+
+
+@pytest.mark.parametrize("model", ["biomistral", "jsl"])
+def test_the_papers_own_7b_texts_are_attacked_and_detected_from_text_with_their_tokenizers(model, tmp_path):
+    from fwsapp.store import Store
+    from tests.test_redetect import PAPER, import_paper
+
+    if not PAPER.exists():
+        pytest.skip("../shared/data/paper is not beside the project")
+    store = Store(tmp_path / "paper.duckdb")
+    run_id = import_paper(store, model, "qa")
+    with store.transaction() as cursor:  # 40 of its 200 samples keep the test short
+        for table in ("generations", "detections"):
+            cursor.execute(f"DELETE FROM {table} WHERE sample_idx >= 40")
+    sets = pipeline.attack(store, [run_id], lambda name: pytest.fail("no model is needed"), attack="word-deletion")
+    (row,) = summaries(store, [run_id])
+    assert sets[1].tokenizer == {"biomistral": "mistral-v1", "jsl": "llama-3"}[model]
+    assert row["negatives"] == "unwatermarked" and row["texts"] == 40
+    clean = store.redetections([sets[0].set_id])
+    published = store.detections([run_id]).merge(clean, on=["sample_idx", "text_kind"], suffixes=("_published", ""))
+    assert np.max(np.abs(published.score - published.score_published)) < 1e-6  # the clean set is the paper's
+    assert row["mean_score_change"] < -1 and row["auroc"] > 0.9 and 0.25 < row["words_changed"] < 0.35
+    store.close()
