@@ -115,9 +115,10 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
 
 def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
            cancel: threading.Event | None = None, *, attack: str, params: dict | None = None, seed: int = 0,
-           tokenizer: str | None = None, normalize: str | None = None) -> list[Redetection]:
+           tokenizer: str | None = None, normalize: str | None = None, similarity: bool = True) -> list[Redetection]:
     """Attack each run's watermarked texts, then detect them with the run's method and tokenizer (and its clean
-    texts, where not done yet, for the negatives). Everything is checked for every run before any work."""
+    texts, where not done yet, for the negatives), then measure each attacked text's encoder similarity to its clean
+    text (unless `similarity` is False). Everything is checked for every run before any work."""
     from fwsapp.robustness import attack_run, check_attack
 
     for run_id in run_ids:
@@ -130,8 +131,16 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
         attack_sets[run_id] = attack_run(store, run_id, attack, params, seed, step, cancel, model_loader)
     if _cancelled(cancel):
         return []
-    return detect(store, run_ids, model_loader, progress, cancel, tokenizer=tokenizer, normalize=normalize,
-                  attack_sets=attack_sets)
+    found = detect(store, run_ids, model_loader, progress, cancel, tokenizer=tokenizer, normalize=normalize,
+                   attack_sets=attack_sets)
+    if similarity and not _cancelled(cancel):
+        from fwsapp.encoder import load_encoder
+        from fwsapp.robustness import measure_similarity
+
+        encoder = load_encoder()
+        for attack_set in attack_sets.values():
+            measure_similarity(store, attack_set, encoder)
+    return found
 
 
 def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,

@@ -163,6 +163,21 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     return set_id
 
 
+def measure_similarity(store: Store, attack_set: str, encoder) -> int:
+    """The encoder similarity (cosine, as SimCSE's) of each attacked text that lacks one to its clean text; returns
+    how many were measured."""
+    from fwsapp.metrics.simcse import similarity
+
+    texts = store.attacked_texts([attack_set])
+    todo = texts[texts.similarity.isna()]
+    if todo.empty:
+        return 0
+    clean = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
+    values = similarity(encoder, [" ".join(clean[index].split()) for index in todo.sample_idx], list(todo.text))
+    store.write_similarities(attack_set, dict(zip(todo.sample_idx.astype(int), values)))
+    return len(todo)
+
+
 def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     """Per run × attack set × detection set: the attack, its detection against the clean negatives (AUROC with its
     interval, TPR at FPR 0/1/5 %), the mean change of the watermarked texts' scores, the share still called
@@ -209,6 +224,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
             if len(positives) else None,
             "words_changed": float(edited.words_changed.mean()) if len(edited) else None,
             "rouge_l": float(edited.rouge_l.mean()) if len(edited) else None,
+            "similarity": float(edited.similarity.mean()) if edited.similarity.notna().any() else None,
             "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
             "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced)),
         })
@@ -229,7 +245,8 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
 
 # What the Robustness page's table and curves can show: label -> summary column.
 MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "AUROC": "auroc", "Still detected (share)": "still_detected",
-            "Entity survival": "entity_survival", "Words changed": "words_changed"}
+            "Entity survival": "entity_survival", "Words changed": "words_changed",
+            "Similarity to the clean text": "similarity"}
 
 
 def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

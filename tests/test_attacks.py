@@ -171,6 +171,8 @@ def test_an_attack_is_detected_against_the_clean_negatives_and_a_rerun_adds_noth
     assert row["negatives"] == "unwatermarked" and row["texts"] == samples and 0 <= row["auroc"] <= 1
     assert row["mean_score_change"] < 0 and 0 <= row["still_detected"] <= 1
     assert row["words_changed"] == pytest.approx(texts.words_changed.mean())
+    similarities = store.attacked_texts([attacked[0].attack_set]).similarity
+    assert similarities.between(0.3, 0.999).all() and row["similarity"] == pytest.approx(similarities.mean())
     revision = store.revision()
     pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": 0.3}, seed=1)
     assert store.revision() == revision  # a repeated command changes nothing

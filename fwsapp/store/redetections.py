@@ -56,6 +56,12 @@ class DetectionSets(StoreCore):
             if new:
                 insert_rows(cursor, "attacked_texts", run_id, new)
 
+    def write_similarities(self, attack_set_id: str, values: dict[int, float]) -> None:
+        """Each attacked text's encoder similarity to its clean text, by sample."""
+        with self.transaction() as cursor:
+            cursor.executemany("UPDATE attacked_texts SET similarity = ? WHERE attack_set_id = ? AND sample_idx = ?",
+                               [[value, attack_set_id, sample_idx] for sample_idx, value in values.items()])
+
     def attack_sets(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         query = "SELECT * FROM attack_sets"
         if run_ids is None:
