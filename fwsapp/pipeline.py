@@ -80,13 +80,20 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     run's own, and `tokenizer` (default: the one its model implies), each text normalised first where `normalize`
     names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
     are scored too, after its clean set (whose negatives they are compared with)."""
+    plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
+    return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {})
+
+
+def _detection_plans(store: Store, run_ids: list[str], method: str | None, params: dict | None,
+                     tokenizer: str | None, normalize: str | None) -> tuple[list[tuple], dict]:
+    """Each run's (run id, method, merged parameters, tokenizer name), every one checked and its tokenizer loaded
+    before any work: a bad parameter or a tokenizer this machine cannot load is one line, with nothing stored."""
     from fwsapp.normalizers import normalizer
-    from fwsapp.redetect import redetect
     from fwsapp.tokenizers import load_tokenizer, tokenizer_for_model
 
-    normalizer(normalize)  # an unknown normaliser named before any work
-    plans = []
-    for run_id in run_ids:  # every run's method, parameters and tokenizer checked before any work
+    normalizer(normalize)
+    plans, tokenizers = [], {}
+    for run_id in run_ids:
         run = store.run(run_id)
         chosen = methods.canonical_name(method or run["method"])
         own = run["params"] if chosen == run["method"] else {}
@@ -94,18 +101,25 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
         name = tokenizer or tokenizer_for_model(run["model"]) or run["model"]
         if not name:
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
+        if name not in tokenizers:
+            tokenizers[name] = load_tokenizer(name)
         plans.append((run_id, chosen, merged, name))
-    tokenizers, results = {}, []
-    attack_sets = attack_sets or {}
+    return plans, tokenizers
+
+
+def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_loader: ModelLoader,
+                    progress: Progress | None, cancel: threading.Event | None, normalize: str | None,
+                    attack_sets: dict[str, str]) -> list[Redetection]:
+    from fwsapp.redetect import redetect
+
     # Each run's own texts, then its attacked texts where there are some.
     sets = [(plan, attack_set) for plan in plans
             for attack_set in ((None, attack_sets[plan[0]]) if plan[0] in attack_sets else (None,))]
     sizes = [store.count("generations", plan[0]) * (1 if attack_set else 2) for plan, attack_set in sets]
+    results = []
     for ((run_id, chosen, merged, name), attack_set), step in zip(sets, _per_run(progress, sizes)):
         if _cancelled(cancel):
             break
-        if name not in tokenizers:
-            tokenizers[name] = load_tokenizer(name)
         lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
         set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel,
                           attack_set=attack_set, normalize=normalize)
@@ -118,11 +132,13 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
            tokenizer: str | None = None, normalize: str | None = None, similarity: bool = True) -> list[Redetection]:
     """Attack each run's watermarked texts, then detect them with the run's method and tokenizer (and its clean
     texts, where not done yet, for the negatives), then measure each attacked text's encoder similarity to its clean
-    text (unless `similarity` is False). Everything is checked for every run before any work."""
+    text (unless `similarity` is False). The attack, its parameters and each run's detection (its tokenizer loaded)
+    are checked for every run before any work."""
     from fwsapp.robustness import attack_run, check_attack
 
     for run_id in run_ids:
         check_attack(store, run_id, attack, params or {})
+    plans, tokenizers = _detection_plans(store, run_ids, None, None, tokenizer, normalize)
     steps = _per_run(progress, [store.count("generations", run_id) for run_id in run_ids])
     attack_sets = {}
     for run_id, step in zip(run_ids, steps):
@@ -131,8 +147,7 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
         attack_sets[run_id] = attack_run(store, run_id, attack, params, seed, step, cancel, model_loader)
     if _cancelled(cancel):
         return []
-    found = detect(store, run_ids, model_loader, progress, cancel, tokenizer=tokenizer, normalize=normalize,
-                   attack_sets=attack_sets)
+    found = _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets)
     if similarity and not _cancelled(cancel):
         from fwsapp.encoder import load_encoder
         from fwsapp.robustness import measure_similarity

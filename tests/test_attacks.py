@@ -412,3 +412,17 @@ def test_the_papers_own_7b_texts_are_attacked_and_detected_from_text_with_their_
     assert np.max(np.abs(published.score - published.score_published)) < 1e-6  # the clean set is the paper's
     assert row["mean_score_change"] < -1 and row["auroc"] > 0.9 and 0.25 < row["words_changed"] < 0.35
     store.close()
+
+
+def test_a_run_whose_tokenizer_cannot_be_loaded_is_refused_before_it_is_attacked(store, capsys):
+    from tests.conftest import imported_qa_db
+
+    store.close()
+    run_id = imported_qa_db(store.path, 2)  # meditron: its Llama-2 tokenizer is not on this machine
+    from fwsapp.store import Store
+
+    again = Store(store.path)
+    with pytest.raises(RuntimeError, match="No tokenizer 'epfl-llm/meditron-7b'"):
+        pipeline.attack(again, [run_id], lambda name: None, attack="typo")
+    assert again.attack_sets().empty
+    again.close()
