@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from fwsapp.plugins import Param, always_available, checked_params
+from fwsapp.plugins import DeclaredParams, Param, always_available, checked_params
 
 
 @dataclass(frozen=True)
-class MethodInfo:
+class MethodInfo(DeclaredParams):
     """One method's declaration. `params` maps each parameter to (default, spec or None)."""
 
     name: str
@@ -54,14 +54,6 @@ class MethodInfo:
         from fwsapp.plugins import load_implementation
 
         return load_implementation(self.implementation)
-
-    @property
-    def defaults(self) -> dict:
-        return {key: default for key, (default, _) in self.params.items()}
-
-    @property
-    def param_specs(self) -> dict[str, Param]:
-        return {key: spec for key, (_, spec) in self.params.items() if spec is not None}
 
     def detector_needs_model(self, params: dict) -> bool:
         """Whether detecting with these parameters runs the model."""

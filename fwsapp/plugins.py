@@ -88,6 +88,20 @@ def checked_params(owner: str, declared: dict[str, tuple[object, Param | None]],
     return merged
 
 
+class DeclaredParams:
+    """What an entry whose `params` map each parameter to (default, spec or None) offers."""
+
+    params: dict
+
+    @property
+    def defaults(self) -> dict:
+        return {key: default for key, (default, _) in self.params.items()}
+
+    @property
+    def param_specs(self) -> dict[str, Param]:
+        return {key: spec for key, (_, spec) in self.params.items() if spec is not None}
+
+
 @dataclass(frozen=True)
 class PlugIn:
     name: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fwsapp.judge.registry import JUDGE_BACKENDS
-from fwsapp.plugins import Param, PlugIn, Registry, checked_params
+from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
 from fwsapp.recognizers import MODEL_FREE_RECOGNIZER, RECOGNIZERS
 
 RATIO = "share of the words edited"
@@ -27,7 +27,7 @@ def share(help: str) -> Param:
 
 
 @dataclass(frozen=True)
-class AttackPlugIn(PlugIn):
+class AttackPlugIn(PlugIn, DeclaredParams):
     params: dict[str, tuple[object, Param | None]] = field(default_factory=dict)
     edits: str = "words"  # what it edits: "words", "characters", "spans", "mentions", or the whole "text" (an LLM)
     # The parameter that sets its strength (0 leaves the text as it is): the x axis of detection against strength.
@@ -42,14 +42,6 @@ class AttackPlugIn(PlugIn):
     def keeps_entities(self) -> bool:
         """Whether keep_entities leaves every mention byte for byte (an LLM is only asked to)."""
         return "keep_entities" in self.params and self.edits != "text"
-
-    @property
-    def defaults(self) -> dict:
-        return {key: default for key, (default, _) in self.params.items()}
-
-    @property
-    def param_specs(self) -> dict[str, Param]:
-        return {key: spec for key, (_, spec) in self.params.items() if spec is not None}
 
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params` (strings from the command line typed as the defaults are), checked."""
