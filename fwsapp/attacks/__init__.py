@@ -10,6 +10,7 @@ generic tests in tests/test_attacks.py read it; a new attack is its module plus 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import import_module
 
 from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
@@ -20,6 +21,11 @@ KEEP_ENTITIES = (False, Param("leave every disease mention the recognizer finds 
                               choices=(False, True)))
 RECOGNIZER = (MODEL_FREE_RECOGNIZER, Param("the disease recognizer for keep_entities, entity-swap and entity "
                                            "survival", choices=tuple(RECOGNIZERS.names())))
+
+
+def _data_missing(module: str):
+    """An availability check: the data files `fwsapp.attacks.<module>` reads (its `missing()`), loaded on use."""
+    return lambda: import_module(f"fwsapp.attacks.{module}").missing()
 
 
 def share(help: str) -> Param:
@@ -111,7 +117,7 @@ ATTACKS = Registry("attack", [
     AttackPlugIn(
         "synonym", "replace a share of the words by a WordNet synonym (MarkLLM's SynonymSubstitution, ratio 0.5)",
         "fwsapp.attacks.synonym:SynonymSubstitution", params=_words("share of the words replaced", 0.5),
-        unavailable=lambda: __import__("fwsapp.attacks.wordnet", fromlist=["missing"]).missing(),
+        unavailable=_data_missing("wordnet"),
         strength="ratio", presets=(0.25, 0.5, 0.75, 1.0)),
     AttackPlugIn(
         "typo", "replace each character, with probability p, by a neighbour on a QWERTY keyboard (HELM's typos, as "
@@ -119,6 +125,14 @@ ATTACKS = Registry("attack", [
         "fwsapp.attacks.typo:Typo", params={"p": (0.05, share("chance that a letter is mistyped")),
                                              "keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER},
         edits="characters", strength="p", presets=(0.05, 0.1)),
+    AttackPlugIn(
+        "misspelling", "replace each word that has a common misspelling, with probability p, by one (HELM's list from "
+                       "Wikipedia, as MarkMyWords applies it, p 0.25 or 0.5)",
+        "fwsapp.attacks.misspelling:Misspelling",
+        params={"p": (0.25, share("chance that a word with a common misspelling is misspelt")),
+                "keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER},
+        unavailable=_data_missing("misspelling"),
+        strength="p", presets=(0.25, 0.5)),
     AttackPlugIn(
         "swap", "swap each word, with probability p, with the next one (MarkMyWords' swap, p 0.05 or 0.1)",
         "fwsapp.attacks.swap:Swap", params={"p": (0.05, share("chance that a word swaps with the next")),
@@ -158,12 +172,12 @@ ATTACKS = Registry("attack", [
     AttackPlugIn(
         "paraphrase", "the text rewritten by a language model with MarkLLM's prompt at temperature 0.2, through a "
                       "judge backend (local model, OpenAI, or an OpenAI-compatible server)",
-        "fwsapp.attacks.paraphrase:Paraphrase", needs=("backend",), edits="text", test_params={"max_tokens": 16},
+        "fwsapp.attacks.paraphrase:Paraphrase", needs=("backend",), edits="text", test_params={"max_tokens": 8},
         params=_rewriter(prompt=(MARKLLM_PARAPHRASE_PROMPT, Param("the instruction before the text")))),
     AttackPlugIn(
         "translate", "round-trip translation, English → language → English, by a language model through a judge "
                      "backend",
-        "fwsapp.attacks.translate:Translate", needs=("backend",), edits="text", test_params={"max_tokens": 16},
+        "fwsapp.attacks.translate:Translate", needs=("backend",), edits="text", test_params={"max_tokens": 8},
         params=_rewriter(language=("French", Param("the language of the round trip")))),
 ])
 DEFAULT_SEED = 0
