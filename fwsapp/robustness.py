@@ -215,7 +215,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
             "attack_label": ATTACKS[attack.attack].label(params) if attack.attack in ATTACKS else attack.attack,
             "params": params, "seed": int(attack.seed), "attack_set_id": entry.attack_set_id, "set_id": entry.set_id,
             "tokenizer": entry.tokenizer, "normalize": entry.normalize, "negatives": negative,
-            "texts": int(positives.size),
+            "texts": int(positives.size), "negative_texts": int(negatives.size),
             "auroc": block["auroc"] if block else None,
             "auroc_ci": block.get("auroc_ci") if block else None,
             "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
@@ -261,11 +261,25 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
-    """One row per run (and normaliser), one column per attack with its parameters: the chosen measure."""
-    table = frame.pivot_table(index="run", columns="attack_label", values=MEASURES[measure], aggfunc="mean",
-                              dropna=False)
+    """One row per run (and normaliser), one column per attack with its parameters: the chosen measure (NaN where
+    it is not measured: no disease mention, or too few negatives for the FPR)."""
+    values = frame.assign(value=pd.to_numeric(frame[MEASURES[measure]], errors="coerce"))
+    table = values.pivot_table(index="run", columns="attack_label", values="value", aggfunc="mean", dropna=False)
     table.columns.name = None
     return table
+
+
+def default_measure(frame: pd.DataFrame) -> str:
+    """TPR at 1 % FPR, as the literature reports robustness, unless no run has the negatives to resolve it: AUROC."""
+    first = next(iter(MEASURES))
+    return first if pd.to_numeric(frame[MEASURES[first]], errors="coerce").notna().any() else "AUROC"
+
+
+def unresolved_note(frame: pd.DataFrame, measure: str) -> str | None:
+    """Why a TPR is missing, as the Detect page says it: too few negatives for its FPR."""
+    if not measure.startswith("TPR"):
+        return None
+    return detection.unresolved_fpr_warning(dict(zip(frame.run, frame.negative_texts)))
 
 
 def strength_curves(frame: pd.DataFrame, attack: str, measure: str) -> pd.DataFrame:
@@ -273,4 +287,5 @@ def strength_curves(frame: pd.DataFrame, attack: str, measure: str) -> pd.DataFr
     strength = ATTACKS[attack].strength
     own = frame[frame.attack == attack]
     return pd.DataFrame({"run": own.run, "strength": [params.get(strength) for params in own.params],
-                         "value": own[MEASURES[measure]]}).dropna().sort_values(["run", "strength"])
+                         "value": pd.to_numeric(own[MEASURES[measure]], errors="coerce")}).dropna().sort_values(
+        ["run", "strength"])

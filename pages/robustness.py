@@ -7,7 +7,7 @@ from fwsapp import render as markup
 from fwsapp.attacks import ATTACKS, DEFAULT_SEED
 from fwsapp.methods import POST_HOC
 from fwsapp.normalizers import NORMALIZERS
-from fwsapp.robustness import MEASURES, labelled, method_by_attack, strength_curves
+from fwsapp.robustness import MEASURES, default_measure, labelled, method_by_attack, strength_curves, unresolved_note
 from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
@@ -46,13 +46,16 @@ def launch(runs) -> None:
 def overview(frame) -> None:
     st.subheader("Method × attack")
     measure = st.radio("Show", list(MEASURES), horizontal=True, key="robustness-measure",
+                       index=list(MEASURES).index(default_measure(frame)),
                        help="TPR at 1% FPR needs at least 100 negatives; with fewer it is not shown")
     table = method_by_attack(frame, measure)
     st.dataframe(table.style.format(precision=3, na_rep="–"), width="stretch")
+    if note := unresolved_note(frame, measure):
+        st.caption(markup.message(note))
     if table.notna().any().any():
         figure = px.imshow(table, text_auto=".2f", aspect="auto", color_continuous_scale="RdYlGn", zmin=0, zmax=1,
                            labels={"color": measure, "x": "attack", "y": ""})
-        figure.update_layout(height=120 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
+        figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
     with st.expander("Every attack set, with its detection and what it changed"):
         shown = frame.drop(columns=["params", "set_id", "tpr_at_fpr", "auroc_ci", "run"], errors="ignore")
@@ -64,11 +67,15 @@ def overview(frame) -> None:
         st.subheader("Detection against attack strength")
         left, right = st.columns(2)
         attack = left.selectbox("Attack", graded, key="robustness-curve-attack")
-        curve_measure = right.selectbox("Measure", list(MEASURES), key="robustness-curve-measure")
+        curve_measure = right.selectbox("Measure", list(MEASURES), key="robustness-curve-measure",
+                                        index=list(MEASURES).index(default_measure(frame)))
         curves = strength_curves(frame, attack, curve_measure)
-        figure = px.line(curves, x="strength", y="value", color="run", markers=True,
-                         labels={"strength": ATTACKS[attack].strength, "value": curve_measure})
-        st.plotly_chart(figure, width="stretch")
+        if curves.empty:
+            st.caption(f"{curve_measure} is not measured for these runs (see above).")
+        else:
+            figure = px.line(curves, x="strength", y="value", color="run", markers=True,
+                             labels={"strength": ATTACKS[attack].strength, "value": curve_measure})
+            st.plotly_chart(figure, width="stretch")
 
 
 def per_text(frame) -> None:
