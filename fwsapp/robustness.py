@@ -142,11 +142,11 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
             for row, text, mentions in zip(chunk.itertuples(), clean, found)]
         attacked = attacker.attack_many(inputs)
         failures += [str(result) for result in attacked if isinstance(result, RewriteFailed)]
-        kept = [(item, result, before) for item, result, before in zip(inputs, attacked, found)
-                if not isinstance(result, RewriteFailed)]
-        after = recognizer.find_many([result.text for _, result, _ in kept])
+        rewritten = [(item, result, before) for item, result, before in zip(inputs, attacked, found)
+                     if not isinstance(result, RewriteFailed)]
+        after = recognizer.find_many([result.text for _, result, _ in rewritten])
         rows = []
-        for (item, result, before), now in zip(kept, after):
+        for (item, result, before), now in zip(rewritten, after):
             kept, introduced = mention_survival([entity.text for entity in before], [entity.text for entity in now])
             rows.append({"sample_idx": item.sample_idx, "text": result.text,
                          "spans": [[span.start, span.end] for span in result.spans], "note": result.note,
