@@ -240,7 +240,8 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
     for level in detection.FPR_LEVELS:
         key = detection.level_key(level)
         frame[f"TPR at {level:.0%} FPR"] = [block[key] if block else None for block in frame.tpr_at_fpr]
-    return frame.drop(columns=["tpr_at_fpr"])
+    frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None for bounds in frame.auroc_ci]
+    return frame.drop(columns=["tpr_at_fpr", "auroc_ci"])
 
 
 # What the Robustness page's table and curves can show: label -> summary column.

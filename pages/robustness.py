@@ -58,7 +58,7 @@ def overview(frame) -> None:
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
     with st.expander("Every attack set, with its detection and what it changed"):
-        shown = frame.drop(columns=["params", "set_id", "tpr_at_fpr", "auroc_ci", "run"], errors="ignore")
+        shown = frame.drop(columns=["params", "set_id", "run"])
         st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
 
     graded = [name for name in frame.attack.unique() if ATTACKS[name].strength and
