@@ -129,10 +129,10 @@ def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_lo
 
 def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
            cancel: threading.Event | None = None, *, attack: str, params: dict | None = None, seed: int = 0,
-           tokenizer: str | None = None, normalize: str | None = None, similarity: bool = True) -> list[Redetection]:
+           tokenizer: str | None = None, normalize: str | None = None, measure: bool = True) -> list[Redetection]:
     """Attack each run's watermarked texts, then detect them with the run's method and tokenizer (and its clean
-    texts, where not done yet, for the negatives), then measure each attacked text's encoder similarity to its clean
-    text (unless `similarity` is False). The attack, its parameters and each run's detection (its tokenizer loaded)
+    texts, where not done yet, for the negatives), then measure each attacked text's ROUGE-L and encoder similarity
+    to its clean text (unless `measure` is False). The attack, its parameters and each run's detection (its tokenizer loaded)
     are checked for every run before any work."""
     from fwsapp.robustness import attack_run, check_attack
 
@@ -148,13 +148,13 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     if _cancelled(cancel):
         return []
     found = _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets)
-    if similarity and not _cancelled(cancel):
+    if measure and not _cancelled(cancel):
         from fwsapp.encoder import load_encoder
-        from fwsapp.robustness import measure_similarity
+        from fwsapp.robustness import measure_changes
 
         encoder = load_encoder()
         for attack_set in attack_sets.values():
-            measure_similarity(store, attack_set, encoder)
+            measure_changes(store, attack_set, encoder)
     return found
 
 

@@ -103,8 +103,6 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
                model_loader=None) -> str:
     """Attack a run's watermarked texts; returns the attack set's id. Samples already attacked are kept. An LLM
     attack's texts the backend could not rewrite are left out, and an error says how many: a rerun tries them."""
-    from rouge_score import rouge_scorer
-
     from fwsapp.attacks.llm import RewriteFailed
     from fwsapp.judge.registry import CONCURRENT_REQUESTS
     from fwsapp.recognizers import load_recognizer
@@ -127,7 +125,6 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     attacker = entry.load()(checked, seed, resources)
     failures: list[str] = []
     recognizer = load_recognizer(checked["recognizer"])
-    scorer = rouge_scorer.RougeScorer(["rougeL"])
     for start in range(0, len(todo), WRITE_EVERY):
         if cancel is not None and cancel.is_set():
             break
@@ -151,7 +148,6 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
             rows.append({"sample_idx": item.sample_idx, "text": result.text,
                          "spans": [[span.start, span.end] for span in result.spans], "note": result.note,
                          "words_changed": words_changed(item.text, result.text),
-                         "rouge_l": scorer.score(item.text, result.text)["rougeL"].fmeasure,
                          "mentions_clean": len(before), "mentions_kept": kept, "mentions_introduced": introduced})
         if rows:
             store.write_attacked_texts(set_id, run_id, rows)
@@ -163,18 +159,23 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     return set_id
 
 
-def measure_similarity(store: Store, attack_set: str, encoder) -> int:
-    """The encoder similarity (cosine, as SimCSE's) of each attacked text that lacks one to its clean text; returns
-    how many were measured."""
+def measure_changes(store: Store, attack_set: str, encoder) -> int:
+    """ROUGE-L and the encoder similarity (cosine, as SimCSE's) of each attacked text that lacks them, to its clean
+    text; returns how many were measured. Measured after detection, apart from the attack itself."""
+    from rouge_score import rouge_scorer
+
     from fwsapp.metrics.simcse import similarity
 
     texts = store.attacked_texts([attack_set])
     todo = texts[texts.similarity.isna()]
     if todo.empty:
         return 0
-    clean = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
-    values = similarity(encoder, [" ".join(clean[index].split()) for index in todo.sample_idx], list(todo.text))
-    store.write_similarities(attack_set, dict(zip(todo.sample_idx.astype(int), values)))
+    generations = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
+    clean = [" ".join(generations[index].split()) for index in todo.sample_idx]
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    rouge = [scorer.score(before, after)["rougeL"].fmeasure for before, after in zip(clean, todo.text)]
+    store.write_changes(attack_set, dict(zip(todo.sample_idx.astype(int), zip(rouge, similarity(encoder, clean,
+                                                                                                list(todo.text))))))
     return len(todo)
 
 
@@ -223,7 +224,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
             "still_detected": float(np.mean([info.is_watermarked(score, set_params) for score in positives]))
             if len(positives) else None,
             "words_changed": float(edited.words_changed.mean()) if len(edited) else None,
-            "rouge_l": float(edited.rouge_l.mean()) if len(edited) else None,
+            "rouge_l": float(edited.rouge_l.mean()) if edited.rouge_l.notna().any() else None,
             "similarity": float(edited.similarity.mean()) if edited.similarity.notna().any() else None,
             "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
             "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced)),

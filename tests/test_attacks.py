@@ -43,7 +43,12 @@ def attacker(name: str, seed: int = 0, lm=None, **params):
 
 @pytest.mark.parametrize("name", ATTACKS.available())
 def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(name, request):
-    lm = request.getfixturevalue("lm") if "backend" in ATTACKS[name].needs else None  # the local model rewrites
+    check_seeded(name, request.getfixturevalue("lm") if "backend" in ATTACKS[name].needs else None)
+
+
+def check_seeded(name: str, lm=None) -> None:
+    """What every attack does: one seed gives one text per sample, in any batch; an attack that draws at random draws
+    other edits under another seed. An LLM attack rewrites with `lm` (the local backend)."""
     first = attacker(name, 3, lm).attack_many([sample(0), sample(1)])
     again = attacker(name, 3, lm).attack_many([sample(1)])
     assert first[1] == again[0] and first == attacker(name, 3, lm).attack_many([sample(0), sample(1)])

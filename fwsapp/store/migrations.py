@@ -199,8 +199,8 @@ MIGRATIONS = [
     """,
     # 9: robustness: attack sets (a run's watermarked texts edited by one attack, its parameters and seed), the
     # attacked texts with how much they changed and which disease mentions survived, and detection sets that score
-    # attacked texts, or texts normalised before tokenising. An attacked text's encoder similarity to its clean
-    # text is measured after its detection.
+    # attacked texts, or texts normalised before tokenising. An attacked text's ROUGE-L and encoder similarity to
+    # its clean text are measured after its detection.
     """
     CREATE TABLE attack_sets (
         attack_set_id VARCHAR PRIMARY KEY,

@@ -56,11 +56,12 @@ class DetectionSets(StoreCore):
             if new:
                 insert_rows(cursor, "attacked_texts", run_id, new)
 
-    def write_similarities(self, attack_set_id: str, values: dict[int, float]) -> None:
-        """Each attacked text's encoder similarity to its clean text, by sample."""
+    def write_changes(self, attack_set_id: str, values: dict[int, tuple[float, float]]) -> None:
+        """Each attacked text's (ROUGE-L, encoder similarity) to its clean text, by sample."""
         with self.transaction() as cursor:
-            cursor.executemany("UPDATE attacked_texts SET similarity = ? WHERE attack_set_id = ? AND sample_idx = ?",
-                               [[value, attack_set_id, sample_idx] for sample_idx, value in values.items()])
+            cursor.executemany(
+                "UPDATE attacked_texts SET rouge_l = ?, similarity = ? WHERE attack_set_id = ? AND sample_idx = ?",
+                [[rouge, similarity, attack_set_id, sample_idx] for sample_idx, (rouge, similarity) in values.items()])
 
     def attack_sets(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         query = "SELECT * FROM attack_sets"
