@@ -34,7 +34,7 @@ ATTACKS = (("word-deletion", {"ratio": 0.3}), ("synonym", {"ratio": 0.5}),
            ("copy-paste", {"spans": 3, "span_share": 0.25}), ("entity-swap", {"k": 2}))
 PARAPHRASE = ("paraphrase", {"backend": "local", "max_tokens": 160})
 PAPER_MODELS = {"biomistral": "mistral-v1", "jsl": "llama-3"}
-MEASURES = ("TPR at 1% FPR", "AUROC", "Entity survival")  # robustness.MEASURES' names
+MEASURES = ("TPR at 1% FPR", "TPR at 5% FPR", "AUROC", "Still detected (share)", "Entity survival")
 
 
 def generate(store, loader, n: int, new_tokens: int) -> list[str]:
@@ -82,16 +82,23 @@ def table(store, run_ids: list[str], measure: str) -> str:
 
 def clean_row(store, run_ids: list[str], measure: str) -> dict:
     """The measure on the clean texts (the detection sets the attacks compared with), per run label."""
+    import json
+
+    from fwsapp import methods
     from fwsapp.detection import level_key
     from fwsapp.redetect import set_summaries
 
     runs = store.runs().set_index("run_id")
     found = {}
     for run_id, sets in set_summaries(store, run_ids).items():
-        name = f"{runs.loc[run_id, 'method']} ({runs.loc[run_id, 'model']})"
-        entry = sets[0]
-        found[name] = {"AUROC": entry["auroc"], "TPR at 1% FPR": (entry["tpr_at_fpr"] or {}).get(level_key(0.01)),
-                       "Entity survival": 1.0}[measure]
+        entry, method = sets[0], runs.loc[run_id, "method"]
+        scores = store.redetections([entry["set_id"]]).query("text_kind == 'watermarked'").score.dropna()
+        params = entry["params"] if isinstance(entry["params"], dict) else json.loads(entry["params"])
+        still = sum(methods.info(method).is_watermarked(score, params) for score in scores) / len(scores)
+        tpr = entry["tpr_at_fpr"] or {}
+        found[f"{method} ({runs.loc[run_id, 'model']})"] = {
+            "AUROC": entry["auroc"], "TPR at 1% FPR": tpr.get(level_key(0.01)), "TPR at 5% FPR": tpr.get(level_key(0.05)),
+            "Still detected (share)": still, "Entity survival": 1.0}[measure]
     return found
 
 

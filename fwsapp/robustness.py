@@ -246,7 +246,8 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
 
 
 # What the Robustness page's table and curves can show: label -> summary column.
-MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "AUROC": "auroc", "Still detected (share)": "still_detected",
+MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "TPR at 5% FPR": "TPR at 5% FPR", "AUROC": "auroc",
+            "Still detected (share)": "still_detected",
             "Entity survival": "entity_survival", "Words changed": "words_changed",
             "Similarity to the clean text": "similarity"}
 
@@ -272,9 +273,11 @@ def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
 
 
 def default_measure(frame: pd.DataFrame) -> str:
-    """TPR at 1 % FPR, as the literature reports robustness, unless no run has the negatives to resolve it: AUROC."""
-    first = next(iter(MEASURES))
-    return first if pd.to_numeric(frame[MEASURES[first]], errors="coerce").notna().any() else "AUROC"
+    """TPR at 1 % FPR, as the literature reports robustness, or at 5 % where too few negatives resolve 1 %; AUROC
+    where neither is resolved."""
+    resolved = [name for name in ("TPR at 1% FPR", "TPR at 5% FPR")
+                if pd.to_numeric(frame[MEASURES[name]], errors="coerce").notna().any()]
+    return resolved[0] if resolved else "AUROC"
 
 
 def unresolved_note(frame: pd.DataFrame, measure: str) -> str | None:
