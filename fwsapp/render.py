@@ -126,24 +126,32 @@ def detection_legend(method: str, detection) -> str:
 
 CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7"}
 CHANGE_MEANINGS = {"changed": "words the attack changed, removed or added", "pasted": "watermarked words pasted in"}
+MENTION_STYLE = "border-bottom:2px solid #1f6fb2"
 
 
 def change_legend() -> str:
-    return " ".join(f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'
-                    for kind, meaning in CHANGE_MEANINGS.items())
+    chips = [f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'
+             for kind, meaning in CHANGE_MEANINGS.items()]
+    return " ".join(chips + [f'<span style="{MENTION_STYLE}">a disease mention</span>'])
 
 
-def _words_marked(words: list[str], changed: set[int], pasted: set[int] = frozenset()) -> str:
+def _words_marked(text: str, changed: set[int], pasted: set[int], mentions: list[tuple[int, int]]) -> str:
     marked = []
-    for index, word in enumerate(words):
+    for index, match in enumerate(re.finditer(r"\S+", text)):
         kind = "pasted" if index in pasted else "changed" if index in changed else None
-        marked.append(f'<span style="background:{CHANGE_COLOURS[kind]}">{inert(word)}</span>' if kind else inert(word))
+        style = [f"background:{CHANGE_COLOURS[kind]}"] if kind else []
+        if any(start < match.end() and match.start() < end for start, end in mentions):
+            style.append(MENTION_STYLE)
+        marked.append(f'<span style="{";".join(style)}">{inert(match[0])}</span>' if style else inert(match[0]))
     return " ".join(marked)
 
 
-def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = ()) -> tuple[str, str]:
+def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = (),
+                   clean_mentions: list[tuple[int, int]] = (), attacked_mentions: list[tuple[int, int]] = ()
+                   ) -> tuple[str, str]:
     """The clean and the attacked text, each made inert, with the words an alignment of the two does not keep marked
-    in both, and in the attacked text the pasted words (spans given in characters) marked as such."""
+    in both, in the attacked text the pasted words (spans given in characters) marked as such, and each text's disease
+    mentions (character spans) underlined."""
     import difflib
 
     before, after = clean.split(), attacked.split()
@@ -153,5 +161,5 @@ def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = ())
         kept_after |= set(range(block.b, block.b + block.size))
     starts = [match.start() for match in re.finditer(r"\S+", attacked)]
     pasted = {index for index, start in enumerate(starts) if any(low <= start < high for low, high in spans)}
-    return (_words_marked(before, set(range(len(before))) - kept_before),
-            _words_marked(after, set(range(len(after))) - kept_after, pasted))
+    return (_words_marked(clean, set(range(len(before))) - kept_before, set(), list(clean_mentions)),
+            _words_marked(attacked, set(range(len(after))) - kept_after, pasted, list(attacked_mentions)))

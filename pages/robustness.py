@@ -86,8 +86,12 @@ def per_text(frame) -> None:
     samples = queries.attacked_samples(resources.revision(), chosen)
     index = st.selectbox("Sample", list(samples.sample_idx), key="robustness-sample")
     row = samples.set_index("sample_idx").loc[index]
-    clean, attacked = markup.attack_changes(" ".join(row.watermarked_text.split()), row.text,
-                                            [tuple(span) for span in row.spans] if row.spans is not None else [])
+    clean_text = " ".join(row.watermarked_text.split())
+    recognizer = sets.set_index("attack_set_id").params[chosen]["recognizer"]
+    clean_mentions, attacked_mentions = queries.disease_spans(recognizer, (clean_text, row.text))
+    clean, attacked = markup.attack_changes(clean_text, row.text,
+                                            [tuple(span) for span in row.spans] if row.spans is not None else [],
+                                            clean_mentions, attacked_mentions)
     st.markdown(markup.change_legend(), unsafe_allow_html=True)
     left, right = st.columns(2)
     left.markdown("**Clean (watermarked)**")

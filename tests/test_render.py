@@ -76,3 +76,15 @@ def test_a_column_of_numbers_with_words_among_them_writes_every_number_alike():
     shown = uniform(frame)
     assert shown.r.tolist()[:4] == ["1.000", "1.000", "0.710", "not enough data (n = 4)"] and pd.isna(shown.r[4])
     assert shown.n.tolist() == [10, 10, 10, 4, 0]  # numbers alone stay numbers
+
+
+def test_attack_changes_marks_changed_and_pasted_words_and_underlines_mentions_in_inert_text():
+    from fwsapp.render import CHANGE_COLOURS, MENTION_STYLE, attack_changes
+
+    clean, attacked = attack_changes("Gout and <b>asthma</b> are common.", "Gout and flu are [x](http://h) common.",
+                                     spans=[(9, 12)], clean_mentions=[(0, 4)], attacked_mentions=[(9, 12)])
+    assert "<b>" not in clean and "&#60;b&#62;asthma" in clean and "](http" not in attacked
+    assert f'background:{CHANGE_COLOURS["changed"]}">&#60;b&#62;asthma' in clean  # removed by the attack
+    assert f'<span style="{MENTION_STYLE}">Gout</span>' in clean
+    assert f'background:{CHANGE_COLOURS["pasted"]};{MENTION_STYLE}">flu</span>' in attacked
+    assert f'background:{CHANGE_COLOURS["changed"]}">&#91;x&#93;' in attacked and attacked.endswith("common&#46;")

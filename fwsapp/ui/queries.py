@@ -268,3 +268,11 @@ def attacked_samples(revision_key: str, attack_set_id: str) -> pd.DataFrame:
         return attacked
     clean = db.generations(attacked.run_id.iloc[0])[["sample_idx", "watermarked_text"]]
     return attacked.merge(clean, on="sample_idx")
+
+
+@st.cache_data(show_spinner=False)
+def disease_spans(recognizer: str, texts: tuple[str, ...]) -> list[list[tuple[int, int]]]:
+    """Each text's disease mentions (character spans) by a registered recognizer, for highlighting."""
+    from fwsapp.recognizers import load_recognizer
+
+    return [[(entity.start, entity.end) for entity in found] for found in load_recognizer(recognizer).find_many(list(texts))]
