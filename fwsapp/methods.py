@@ -224,7 +224,7 @@ UNBIASED = MethodInfo(
      "n_grid": (10, Param("grid points of the maximin LLR score (the p-value bound is n_grid·e^(−score))", low=1)),
      "p_threshold": (5e-4, P_THRESHOLD), **RNG_PARAMS},
     threshold_param="p_threshold", score_direction="lower", score_label="p", needs_model=True,
-    implementation="fwsapp.watermark.unbiased:Unbiased", test_params={"rng": "cpu", "n_grid": 2},
+    implementation="fwsapp.watermark.unbiased:Unbiased", test_params={"rng": "cpu", "n_grid": 1},
 )
 MORPHMARK = MethodInfo(
     "MorphMark", "Wang et al. (2025): KGW's green lists with an adaptive strength: no bias while the green mass is "

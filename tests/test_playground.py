@@ -37,7 +37,7 @@ def test_each_method_shows_its_own_score_threshold_and_token_view(lm, method):
     from fwsapp.render import detection_tokens
 
     trial = try_prompt(lm, "What lowers blood pressure?", method, info(method).checked_params(info(method).test_params),
-                       16, 7, reference="Less salt and more exercise.")
+                       8, 7, reference="Less salt and more exercise.")
     row = history_row(trial)
     assert row["method"] == method and row["score watermarked"] is not None and row["score unwatermarked"] is not None
     assert row["score is"] == info(method).score_label

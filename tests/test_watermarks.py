@@ -289,12 +289,12 @@ def test_dipmark_green_test_is_markllms_quantile_rule():
 
 
 def check_method(method: str, lm, store) -> None:
-    """What every watermark does: it generates two samples of 12 tokens in a run, and both texts get a score."""
-    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=12, batch_size=2, seed=5,
+    """What every watermark does: it generates two samples of 8 tokens in a run, and both texts get a score."""
+    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=8, batch_size=2, seed=5,
                        params=methods.info(method).test_params)
     run_id = run_generation(config, store, lm)
     rows = store.generations(run_id)
-    assert len(rows) == 2 and all(len(ids) == 12 for ids in rows.watermarked_ids)
+    assert len(rows) == 2 and all(len(ids) == 8 for ids in rows.watermarked_ids)
     scores = store.detections([run_id])
     assert set(scores.text_kind) == {"watermarked", "unwatermarked"} and scores.score.notna().all()
 
