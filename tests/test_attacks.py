@@ -421,15 +421,17 @@ def test_the_papers_own_7b_texts_are_attacked_and_detected_from_text_with_their_
     store.close()
 
 
-def test_a_run_whose_tokenizer_cannot_be_loaded_is_refused_before_it_is_attacked(store, capsys):
+def test_a_run_whose_tokenizer_cannot_be_loaded_is_refused_before_it_is_attacked(store):
     from tests.conftest import imported_qa_db
 
     store.close()
-    run_id = imported_qa_db(store.path, 2)  # meditron: its Llama-2 tokenizer is not on this machine
+    run_id = imported_qa_db(store.path, 2)
     from fwsapp.store import Store
 
     again = Store(store.path)
-    with pytest.raises(RuntimeError, match="No tokenizer 'epfl-llm/meditron-7b'"):
+    with again.transaction() as cursor:  # a model folder that is not on this machine (no Hub request to wait for)
+        cursor.execute("UPDATE runs SET model = '/no/such/model-folder'")
+    with pytest.raises(RuntimeError, match="No tokenizer '/no/such/model-folder'"):
         pipeline.attack(again, [run_id], lambda name: None, attack="typo")
     assert again.attack_sets().empty
     again.close()
