@@ -1,7 +1,7 @@
 """Robustness: what each watermark buys. Its texts attacked, then detected again against the same negatives.
 
 Run: .venv/bin/python -m bench.robustness [--n 64] [--new-tokens 128] [--db cache/bench-robustness.duckdb]
-     [--only generate|attack|paper|speed|table] [--paraphrase-n 100]
+     [--only generate|attack|paraphrase|paper|speed|table] [--paraphrase-methods KGW ...]
 
 1. The embedded model generates QA answers (../shared/data, seed 0, batch 16) with KGW, SWEET, DiPmark, EXP-edit,
    Unigram, SynthID and EntityKGW at their defaults. Each run is attacked by word deletion 0.3, synonym 0.5 with and
@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("generate", "attack", "paraphrase", "paper", "speed", "table"))
     parser.add_argument("--no-paraphrase", action="store_true")
     parser.add_argument("--paraphrase-methods", nargs="+", default=list(METHODS),
-                        help="the runs the local paraphrase attacks (about 5 s a text on a 2-core CPU)")
+                        help="the runs the local paraphrase attacks (16 texts at a time, about 2 s a text on a 2-core CPU)")
     args = parser.parse_args()
 
     from functools import lru_cache

@@ -1,16 +1,16 @@
-"""Robustness: a run's watermarked texts attacked, then detected again, so what a watermark buys is measured beside
-what it costs.
+"""Robustness: a run's watermarked texts attacked, then detected again, so what a watermark buys is measured beside what
+it costs.
 
 An attack set is keyed by the run, the attack, its full parameters and the seed (and the model, for an attack that
-runs one). It stores each sample's attacked text with what the attack did to it: the share of the words changed
-and the ROUGE-L to the clean text, and of the clean text's disease mentions, how many are still there and which
-new ones appeared. The generations are never touched. Attacking is resumable and idempotent: samples already
-stored are skipped, and each sample's edit is drawn from (seed, sample index), so a resumed attack stores what an
-uninterrupted one would.
+runs one). It stores each sample's attacked text with what the attack did to it: the share of the words changed, and,
+measured after detection, the ROUGE-L and encoder similarity to the clean text and, of the clean text's disease
+concepts, how many are still there and which new ones appeared. The generations are never touched. Attacking is
+resumable and idempotent: samples already stored are skipped, and each sample's edit is drawn from (seed, sample
+index), so a resumed attack stores what an uninterrupted one would.
 
 Detection then scores the attacked texts with the run's method and tokenizer (`redetect` with the attack set). The
-negatives are the run's own unwatermarked (or reference) texts, scored in the clean detection set of the same
-method, parameters and tokenizer, so AUROC and TPR at a fixed FPR compare with the clean run's.
+negatives are the run's own unwatermarked (or reference) texts, scored in the clean detection set of the same method,
+parameters and tokenizer, so AUROC and TPR at a fixed FPR compare with the clean run's.
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ import pandas as pd
 from fwsapp import detection, methods
 from fwsapp.attacks import ATTACKS, AttackPlugIn
 from fwsapp.attacks.base import AttackInput, Span
+from fwsapp.entities import introduced_entities
+from fwsapp.recognizer import Entity, mesh_heading
 from fwsapp.store import Store
 
 WRITE_EVERY = 50  # samples per transaction: a killed attack keeps what it stored
@@ -68,12 +70,15 @@ def words_changed(clean: str, attacked: str) -> float:
     return 1 - kept / len(before)
 
 
-def mention_survival(clean: list[str], attacked: list[str]) -> tuple[int, list[str]]:
-    """(how many of the clean text's mentions the attacked text still has, the names it has that the clean lacks),
-    matched case-insensitively, as many times as each occurs."""
-    before, after = Counter(name.lower() for name in clean), Counter(name.lower() for name in attacked)
+def mention_survival(clean: list[Entity], attacked: list[Entity]) -> tuple[int, list[str]]:
+    """(how many of the clean text's disease mentions the attacked text still names, as many times as each occurs,
+    the names of the attacked text's entities that the clean text does not name). Both compare concepts, as the
+    entity analysis does: a name's MeSH heading, so a synonym the attack wrote ('type 2 diabetes mellitus' for 'type
+    2 diabetes') keeps the mention and introduces nothing."""
+    before = Counter(mesh_heading(entity.normalized) for entity in clean)
+    after = Counter(mesh_heading(entity.normalized) for entity in attacked)
     kept = sum((before & after).values())
-    return kept, sorted(after - before)
+    return kept, sorted(entity.normalized for entity in introduced_entities(attacked, clean))
 
 
 def rewriting_backend(checked: dict, model_loader=None):
@@ -139,16 +144,10 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
             for row, text, mentions in zip(chunk.itertuples(), clean, found)]
         attacked = attacker.attack_many(inputs)
         failures += [str(result) for result in attacked if isinstance(result, RewriteFailed)]
-        rewritten = [(item, result, before) for item, result, before in zip(inputs, attacked, found)
-                     if not isinstance(result, RewriteFailed)]
-        after = recognizer.find_many([result.text for _, result, _ in rewritten])
-        rows = []
-        for (item, result, before), now in zip(rewritten, after):
-            kept, introduced = mention_survival([entity.text for entity in before], [entity.text for entity in now])
-            rows.append({"sample_idx": item.sample_idx, "text": result.text,
-                         "spans": [[span.start, span.end] for span in result.spans], "note": result.note,
-                         "words_changed": words_changed(item.text, result.text),
-                         "mentions_clean": len(before), "mentions_kept": kept, "mentions_introduced": introduced})
+        rewritten = [(item, result) for item, result in zip(inputs, attacked) if not isinstance(result, RewriteFailed)]
+        rows = [{"sample_idx": item.sample_idx, "text": result.text, "note": result.note,
+                 "spans": [[span.start, span.end] for span in result.spans],
+                 "words_changed": words_changed(item.text, result.text)} for item, result in rewritten]
         if rows:
             store.write_attacked_texts(set_id, run_id, rows)
         if progress:
@@ -160,23 +159,33 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
 
 
 def measure_changes(store: Store, attack_set: str, encoder) -> int:
-    """ROUGE-L and the encoder similarity (cosine, as SimCSE's) of each attacked text that lacks them, to its clean
-    text; returns how many were measured. Measured after detection, apart from the attack itself."""
+    """What the attack changed in each attacked text that lacks the measurements, against its clean text: ROUGE-L,
+    the encoder similarity (cosine, as SimCSE's), and the disease mentions kept and introduced (`mention_survival`,
+    with the attack's recognizer). Returns how many were measured. Measured after detection, apart from the attack."""
     from rouge_score import rouge_scorer
 
     from fwsapp.metrics.simcse import similarity
+    from fwsapp.recognizers import load_recognizer
 
     texts = store.attacked_texts([attack_set])
-    todo = texts[texts.similarity.isna()]
+    todo = texts[texts.similarity.isna() | texts.mentions_kept.isna()]
     if todo.empty:
         return 0
     generations = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
     clean = [" ".join(generations[index].split()) for index in todo.sample_idx]
+    attacked = list(todo.text)
     scorer = rouge_scorer.RougeScorer(["rougeL"])
-    rouge = [scorer.score(before, after)["rougeL"].fmeasure for before, after in zip(clean, todo.text)]
-    store.write_changes(attack_set, dict(zip(todo.sample_idx.astype(int), zip(rouge, similarity(encoder, clean,
-                                                                                                list(todo.text))))))
-    return len(todo)
+    recognizer = load_recognizer(json.loads(store.attack_sets().set_index("attack_set_id").params[attack_set])["recognizer"])
+    before, after = recognizer.find_many(clean), recognizer.find_many(attacked)
+    rows = []
+    for sample_idx, old, new, cosine, mentions, now in zip(todo.sample_idx, clean, attacked,
+                                                           similarity(encoder, clean, attacked), before, after):
+        kept, introduced = mention_survival(mentions, now)
+        rows.append({"sample_idx": int(sample_idx), "rouge_l": scorer.score(old, new)["rougeL"].fmeasure,
+                     "similarity": cosine, "mentions_clean": len(mentions), "mentions_kept": kept,
+                     "mentions_introduced": introduced})
+    store.write_changes(attack_set, rows)
+    return len(rows)
 
 
 def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
@@ -227,7 +236,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
             "rouge_l": float(edited.rouge_l.mean()) if edited.rouge_l.notna().any() else None,
             "similarity": float(edited.similarity.mean()) if edited.similarity.notna().any() else None,
             "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
-            "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced)),
+            "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced.dropna())),
         })
     return found
 

@@ -121,18 +121,33 @@ def test_copy_paste_places_the_declared_spans():
     assert set(outside) <= set(UNWATERMARKED.split())
 
 
-def test_entity_swap_replaces_k_mentions_with_other_disease_names():
+def test_entity_swap_replaces_k_mentions_with_disease_names_of_other_concepts():
     from fwsapp.attacks.entity_swap import disease_names
+    from fwsapp.recognizer import mesh_heading, normalize
 
     item = sample()
-    result = attacker("entity-swap", k=2).attack_many([item])[0]
     names = {name.lower() for name in disease_names()}
-    assert len(result.spans) == 2
-    originals = {CLEAN[span.start:span.end].lower() for span in item.mentions}
-    for span in result.spans:
-        inserted = result.text[span.start:span.end]
-        assert inserted.lower() in names and inserted.lower() not in originals
+    originals = {mesh_heading(normalize(CLEAN[span.start:span.end])) for span in item.mentions}
+    for seed in range(5):
+        result = attacker("entity-swap", seed, k=2).attack_many([item])[0]
+        assert len(result.spans) == 2
+        for span in result.spans:
+            inserted = result.text[span.start:span.end]
+            assert inserted.lower() in names and mesh_heading(normalize(inserted)) not in originals
     assert attacker("entity-swap", k=9).attack_many([item])[0].note == f"{len(item.mentions)} of 9 mentions found"
+
+
+def test_entity_survival_compares_concepts_so_a_synonym_keeps_a_mention_and_another_disease_is_introduced():
+    from fwsapp.recognizer import Entity
+    from fwsapp.robustness import mention_survival
+
+    def entities(*names):
+        return [Entity(name, 0, len(name)) for name in names]
+
+    clean = entities("type 2 diabetes", "heart attack", "asthma", "asthma")
+    assert mention_survival(clean, entities("Type 2 diabetes mellitus", "myocardial infarction", "asthma")) == (3, [])
+    assert mention_survival(clean, entities("gout", "asthma", "asthma", "Gout")) == (2, ["gout", "gout"])
+    assert mention_survival([], entities("asthma")) == (0, ["asthma"])
 
 
 def test_a_parameter_out_of_range_or_unknown_is_one_line_before_any_work():
@@ -184,6 +199,15 @@ def test_an_attack_is_detected_against_the_clean_negatives_and_a_rerun_adds_noth
     pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": 0.3}, seed=1)
     assert store.revision() == revision  # a repeated command changes nothing
     assert store.detection_sets([run_id], attacked=False).shape[0] == 1  # the Detect page's sets: the clean one
+    from fwsapp.store.migrations import MIGRATIONS
+
+    counts = ["mentions_clean", "mentions_kept", "mentions_introduced"]
+    counted = store.attacked_texts([attacked[0].attack_set])[counts]
+    assert counted.mentions_clean.sum() > 0 and row["entity_survival"] is not None
+    store.row(MIGRATIONS[9])  # schema 10 clears the mentions that schema 9 counted by name
+    assert summaries(store, [run_id])[0]["entity_survival"] is None
+    pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": 0.3}, seed=1)
+    assert store.attacked_texts([attacked[0].attack_set])[counts].equals(counted)  # counted again, by concept
 
 
 def test_a_zero_strength_attack_is_detected_exactly_as_the_clean_run(run_copy, lm):
@@ -321,9 +345,24 @@ def test_each_llm_attack_rewrites_through_a_compatible_server_and_records_its_pr
     else:
         assert sum("into French" in question for question in asked) == len(clean)
         assert sum("into English" in question for question in asked) == len(clean)
-    with_terms = texts[texts.mentions_clean > 0]
+    with_terms = texts[[bool(mentions_in(" ".join(clean[index].split()))) for index in texts.sample_idx]]
     assert (with_terms.note.str.match(r"kept \d+ of \d+ terms verbatim")).all()
     assert any("Keep these terms exactly as they are written:" in question for question in asked) == (len(with_terms) > 0)
+
+
+def test_the_local_model_rewrites_a_batch_each_row_from_its_own_seed(lm):
+    """A row of a left-padded batch is sampled exactly as it is alone, so a resumed attack rewrites as an
+    uninterrupted one; another seed samples another text."""
+    from fwsapp.judge.backends import LocalBackend
+
+    backend = LocalBackend(loaded=lm)
+    short, long = ([{"role": "user", "content": f"Please rewrite the following text: {text}"}]
+                   for text in (UNWATERMARKED[:60], CLEAN))
+    together = backend.rewrite_many([short, long], 1.0, 12, seeds=[5, 6])
+    assert [reply.text for reply in together] == [backend.rewrite(short, 1.0, 12, seed=5).text,
+                                                  backend.rewrite(long, 1.0, 12, seed=6).text]
+    assert together[0].prompt_tokens < together[1].prompt_tokens
+    assert len({backend.rewrite(long, 1.0, 12, seed=seed).text for seed in range(4)}) > 1
 
 
 def test_an_unreachable_rewriter_is_one_line_and_a_failing_one_keeps_what_it_rewrote(run_copy, capsys):

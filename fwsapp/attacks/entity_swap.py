@@ -1,5 +1,6 @@
-"""Entity swap: k of the disease mentions the recognizer found, drawn at random, each replaced by another MeSH disease
-name drawn at random. The injected factual error: does the watermark still vouch for a text whose facts changed?
+"""Entity swap: k of the disease mentions the recognizer found, drawn at random, each replaced by a MeSH disease name
+of another concept (another MeSH heading, so never a synonym), drawn at random.
+The injected factual error: does the watermark still vouch for a text whose facts changed?
 The attacked text records where the inserted names are."""
 from __future__ import annotations
 
@@ -17,15 +18,17 @@ def disease_names() -> tuple[str, ...]:
 
 class EntitySwap(Attack):
     def attack(self, item, rng) -> Attacked:
+        from fwsapp.recognizer import mesh_heading, normalize
+
         names = disease_names()
         count = min(self.params["k"], len(item.mentions))
         chosen = sorted(rng.choice(len(item.mentions), size=count, replace=False).tolist()) if count else []
         pieces, spans, position, length = [], [], 0, 0
         for index in chosen:
             mention = item.mentions[index]
-            original = item.text[mention.start:mention.end].lower()
-            name = original
-            while name.lower() == original:
+            concept = mesh_heading(normalize(item.text[mention.start:mention.end]))
+            name = names[int(rng.integers(len(names)))]
+            while mesh_heading(normalize(name)) == concept:
                 name = names[int(rng.integers(len(names)))]
             if item.text[mention.start].isupper():  # a sentence's first word stays capitalised
                 name = name[0].upper() + name[1:]

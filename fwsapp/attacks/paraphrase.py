@@ -6,5 +6,5 @@ from fwsapp.attacks.llm import LLMRewrite
 
 
 class Paraphrase(LLMRewrite):
-    def rewrite(self, text, terms, sample_idx) -> str:
-        return self.ask(self.params["prompt"].rstrip(), text, terms, sample_idx)
+    def instructions(self) -> list[str]:
+        return [self.params["prompt"].rstrip()]

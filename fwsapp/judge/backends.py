@@ -222,39 +222,51 @@ class LocalBackend:
             return {"max_new_tokens": len(self._template), "do_sample": False, "logits_processor": LogitsProcessorList(
                 [VerdictFormat(self._template, self._digits, prompt_length)])}
 
-        return self._generate(messages, verdict_format)
+        return self._generate([messages], verdict_format)[0]
 
     def rewrite(self, messages: list[dict], temperature: float, max_tokens: int, seed: int) -> Completion:
-        """Free text in reply to `messages`, sampled at `temperature` from a generator seeded by `seed` (greedy at 0)."""
-        import torch
+        """Free text in reply to `messages`, sampled at `temperature` from `seed` (greedy at 0)."""
+        return self.rewrite_many([messages], temperature, max_tokens, [seed])[0]
+
+    def rewrite_many(self, conversations: list[list[dict]], temperature: float, max_tokens: int,
+                     seeds: list[int]) -> list[Completion]:
+        """A reply to each conversation, generated together in one left-padded batch. Each row samples from its own
+        seed (`RowSeededSampling`), so a reply is the same whatever batch it came in."""
+        from transformers import LogitsProcessorList
+
+        from fwsapp.judge.row_sampling import RowSeededSampling
 
         def sampled(prompt_length: int) -> dict:
-            torch.manual_seed(seed)
-            return {"max_new_tokens": max_tokens, "do_sample": temperature > 0,
-                    **({"temperature": temperature} if temperature > 0 else {})}
+            rows = [] if temperature <= 0 else [RowSeededSampling(seeds, temperature, prompt_length)]
+            return {"max_new_tokens": max_tokens, "do_sample": False, "logits_processor": LogitsProcessorList(rows)}
 
-        return self._generate(messages, sampled)
+        return self._generate(conversations, sampled)
 
-    def _generate(self, messages: list[dict], options) -> Completion:
-        """The model's reply to `messages` under the generation options `options(prompt length)` gives."""
+    def _generate(self, conversations: list[list[dict]], options) -> list[Completion]:
+        """The model's reply to each conversation under the generation options `options(prompt length)` gives."""
         import torch
 
         tokenizer = self._lm.tokenizer
         if tokenizer.chat_template:
-            encoded = tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            ).to(self._lm.device)
+            prompts = [tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                       for messages in conversations]
         else:  # a base model (Meditron-7B, BioMistral-7B) has no chat template: the conversation as plain text
-            encoded = tokenizer(plain_prompt(messages), return_tensors="pt").to(self._lm.device)
+            prompts = [plain_prompt(messages) for messages in conversations]
+        side, tokenizer.padding_side = tokenizer.padding_side, "left"  # replies start at one column for every row
+        try:
+            encoded = tokenizer(prompts, return_tensors="pt", padding=True,
+                                add_special_tokens=not tokenizer.chat_template).to(self._lm.device)
+        finally:
+            tokenizer.padding_side = side
         prompt_length = encoded["input_ids"].shape[1]
         with self._lock, torch.inference_mode():
             output = self._lm.model.generate(**encoded, pad_token_id=tokenizer.pad_token_id, **options(prompt_length))
-        new_tokens = output[0, prompt_length:]
-        return Completion(
-            text=tokenizer.decode(new_tokens, skip_special_tokens=True),
-            prompt_tokens=int(prompt_length),
-            completion_tokens=int(new_tokens.shape[0]),
-        )
+        lengths = encoded["attention_mask"].sum(dim=1)
+        return [Completion(
+            text=tokenizer.decode(row[prompt_length:], skip_special_tokens=True),
+            prompt_tokens=int(length),
+            completion_tokens=int((row[prompt_length:] != tokenizer.pad_token_id).sum()),
+        ) for row, length in zip(output, lengths)]
 
     def check(self) -> str:
         return f"local model {self._lm.description} loaded ({LOCAL_DEMO_NOTE})"

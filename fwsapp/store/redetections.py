@@ -56,12 +56,15 @@ class DetectionSets(StoreCore):
             if new:
                 insert_rows(cursor, "attacked_texts", run_id, new)
 
-    def write_changes(self, attack_set_id: str, values: dict[int, tuple[float, float]]) -> None:
-        """Each attacked text's (ROUGE-L, encoder similarity) to its clean text, by sample."""
+    def write_changes(self, attack_set_id: str, rows: list[dict]) -> None:
+        """What each attacked text changed, measured after detection: `rows` of sample_idx with rouge_l,
+        similarity, mentions_clean, mentions_kept and mentions_introduced."""
+        columns = ("rouge_l", "similarity", "mentions_clean", "mentions_kept", "mentions_introduced")
         with self.transaction() as cursor:
             cursor.executemany(
-                "UPDATE attacked_texts SET rouge_l = ?, similarity = ? WHERE attack_set_id = ? AND sample_idx = ?",
-                [[rouge, similarity, attack_set_id, sample_idx] for sample_idx, (rouge, similarity) in values.items()])
+                f"UPDATE attacked_texts SET {', '.join(f'{column} = ?' for column in columns)} "
+                "WHERE attack_set_id = ? AND sample_idx = ?",
+                [[row[column] for column in columns] + [attack_set_id, row["sample_idx"]] for row in rows])
 
     def attack_sets(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         query = "SELECT * FROM attack_sets"
