@@ -1,10 +1,17 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text? Run with `make run`."""
 import streamlit as st
 
-from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui import gate, queries, resources, widgets
 from fwsapp.store import StoreError
 
+# A rater's invite link opens their ratings and nothing else: every URL path of this session leads there, and
+# nothing on it, the browser tab's title included, says what the study compares.
+if gate.rater() is not None:
+    st.set_page_config(page_title="Rate answers", page_icon="🩺", layout="wide")
+    st.navigation([st.Page("pages/rater.py", title="Rate answers", icon="🩺", url_path="rater")], position="hidden").run()
+    st.stop()
 st.set_page_config(page_title="fwsapp · watermarking and medical factuality", page_icon="🩺", layout="wide")
+gate.admin_or_stop()
 
 pages = st.navigation(
     {
@@ -27,6 +34,7 @@ pages = st.navigation(
         "Results": [
             st.Page("pages/fws.py", title="FWS", icon="⚖"),
             st.Page("pages/rate.py", title="Rate", icon="🩺"),
+            st.Page("pages/study.py", title="Study", icon="👥"),
             st.Page("pages/report.py", title="Report", icon="📋"),
             st.Page("pages/import.py", title="Import", icon="📥"),
         ],

@@ -1,6 +1,6 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text?"""
 
-__version__ = "0.12.0"
+__version__ = "0.13.0"
 
 # What a bad input, a locked database, a missing model or a failing judge raises: reported as one line by the CLI
 # and the app's jobs, never as a traceback. Anything else is a bug and keeps its traceback.

@@ -84,7 +84,7 @@ def next_item(store: Store, rater: str) -> Item | None:
     return Item(*row) if row else None
 
 
-def _check_scores(scores, which: str) -> list[float]:
+def check_scores(scores, which: str) -> list[float]:
     values = list(scores)
     if len(values) != 3 or any(value not in LIKERT for value in values):
         raise RatingError(f"Answer {which} needs three ratings from 1 to 5.")
@@ -96,7 +96,7 @@ def submit_rating(store: Store, rater: str, item: Item, scores_a, scores_b, comm
     """Store one rater's scores for answers A and B of an item (A/B mapped back to the texts). With `revise`, they
     replace the rater's earlier rating or skip of the item (going back)."""
     rater = _rater(rater)
-    a, b = _check_scores(scores_a, "A"), _check_scores(scores_b, "B")
+    a, b = check_scores(scores_a, "A"), check_scores(scores_b, "B")
     watermarked, unwatermarked = (a, b) if item.watermarked_first else (b, a)
     refused = store.add_human_rating(rater, item.run_id, item.sample_idx, watermarked, unwatermarked,
                                      comment.strip() or None, RATERS_PER_ITEM, replace=revise)

@@ -9,14 +9,13 @@ from fwsapp.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.fws import DEFAULT_MAPPING, POOLED_REFERENCE, PRESETS, fws_views, pooled_reference, ratio_weights
-from fwsapp.human import (DEFAULT_FRACTION, correlation_matrix, correlation_table, doubly_rated, friedman_nemenyi,
-                          human_means, krippendorff_alpha, sample_items, sensitivity_table)
+from fwsapp.human import DEFAULT_FRACTION, friedman_nemenyi, sample_items, sensitivity_table
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.report import DETECTABILITY
-from fwsapp.sample_size import MINIMUM, not_enough, shown
+from fwsapp.sample_size import MINIMUM, not_enough
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -196,16 +195,8 @@ def render() -> None:
     if rated.empty:
         st.info("No human ratings yet. Raters use the Rate page.")
         st.stop()
-    humans = human_means(rated)
-    st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
-    st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
     samples = queries.fws_samples(resources.revision(), mapping_key, include_smoke)
-    correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
-                                     f"judge ({judges})")
-    st.dataframe(widgets.uniform(correlation_matrix(correlations)), width="stretch")
-    st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
-    with st.expander("p-values and sample sizes"):
-        st.dataframe(correlations.round(4), hide_index=True, width="stretch")
+    humans = widgets.human_agreement(rated, samples, alpha, beta, f"judge ({judges})")
     st.subheader("Sensitivity of each weighting (FWS-to-human r)")
     st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"])), hide_index=True, width="stretch")
     statistic, p_value, nemenyi = friedman_nemenyi(rated)
@@ -215,11 +206,6 @@ def render() -> None:
     else:
         st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
         st.dataframe(nemenyi.round(4), width="stretch")
-    st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
-    texts = doubly_rated(rated)
-    st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
-                 width="stretch")
-    st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
     st.download_button("Download ratings (CSV)", rated.to_csv(index=False), "human-ratings.csv", "text/csv")
 
 

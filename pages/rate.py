@@ -69,33 +69,19 @@ def render() -> None:
                    "or press Next.")
 
     sample = queries.sample_row(resources.revision(), item.run_id, item.sample_idx)
-    st.markdown(f"**Prompt:** {markup.inert(sample['prompt'])}", unsafe_allow_html=True)
-    st.markdown(f"**Reference (ground truth):** {markup.inert(sample['reference'])}", unsafe_allow_html=True)
     answers = ("watermarked_text", "unwatermarked_text") if item.watermarked_first else ("unwatermarked_text", "watermarked_text")
     key = f"{'revise-' if earlier else ''}{item.run_id}-{item.sample_idx}"
     given = {"A": earlier.scores_a, "B": earlier.scores_b} if earlier and earlier.scores_a else {}
-    scores = {}
-    with st.form(f"rate-{key}", clear_on_submit=True):
-        columns = st.columns(2)
-        for column, letter, text_key in zip(columns, "AB", answers):
-            with column:
-                st.markdown(f"**Answer {letter}**")
-                st.markdown(markup.inert(sample[text_key]), unsafe_allow_html=True)
-                scores[letter] = [
-                    st.radio(question, [1, 2, 3, 4, 5], horizontal=True, key=f"{key}-{letter}-{aspect}",
-                             index=int(given[letter][index]) - 1 if letter in given else None)
-                    for index, (aspect, question) in enumerate(questions(sample["task"]).items())
-                ]
-        comment = st.text_area("Comment (optional)", value=(earlier.comment or "") if earlier else "", key=f"{key}-comment")
-        buttons = st.columns([2, 1, 5])  # wide enough for "Save changes"
-        submitted = buttons[0].form_submit_button("Save changes" if earlier else "Submit", type="primary")
-        skipped = buttons[1].form_submit_button("Skip", disabled=earlier is not None)
+    pressed, scores, comment = widgets.rating_form(
+        key, sample["prompt"], sample["reference"], tuple(sample[text_key] for text_key in answers),
+        questions(sample["task"]), given, (earlier.comment or "") if earlier else "", revising=earlier is not None)
+    skipped, submitted = pressed == "skip", pressed == "submit"
     if skipped:
         skip(store, name, item)
         st.session_state["rate_scroll"] = True
         st.rerun()
     if submitted:
-        if any(value is None for letter in "AB" for value in scores[letter]):
+        if widgets.unanswered(scores):
             st.error("Rate all three questions for both answers, or press Skip.")
         else:
             try:

@@ -70,10 +70,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def start_streamlit(tmp_path, db):
-    """`streamlit run app.py` on a free loopback port, with its own database."""
+def start_streamlit(tmp_path, db, **environment):
+    """`streamlit run app.py` on a free loopback port, with its own database and these extra environment variables."""
     port = free_port()
-    env = {**os.environ, "FWSAPP_DB": str(db), "PYTHONPATH": str(PROJECT)}
+    env = {**os.environ, "FWSAPP_DB": str(db), "PYTHONPATH": str(PROJECT), **environment}
     log = open(tmp_path / "streamlit.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -103,7 +103,8 @@ def streamlit_server(tmp_path):
 
 
 @pytest.fixture
-def browser_page():
+def chromium():
+    """Debian's Chromium under Playwright, headless: a browser to open pages or separate contexts in."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (make test installs it with apt when it can)")
     from playwright.sync_api import sync_playwright
@@ -114,9 +115,13 @@ def browser_page():
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"],
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    return chromium.new_page(viewport={"width": 1400, "height": 1600})
 
 
 def copy_store(store, target):

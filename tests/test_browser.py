@@ -244,3 +244,128 @@ def test_a_run_generated_from_the_command_line_shows_in_the_open_app_as_it_lands
         finally:
             process.kill()
         page.get_by_text("written by another process").wait_for(state="detached", timeout=30_000)
+
+
+ADMIN_TOKEN = "an admin token for the browser test, long and random enough"
+
+
+def settled(page) -> None:
+    """Wait until the script run has finished (Streamlit's "Running" status is gone): a click on a form that is still
+    being redrawn would be lost."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    page.wait_for_timeout(300)
+
+
+def rate_current(page, values, then: str) -> None:
+    """Answer the six questions of the item in view with `values`, submit, and wait for the text `then`. No earlier
+    answer may be shown. Clicks that land while the form is still being redrawn are lost, as a person would find:
+    the page says so, and the answers are given again."""
+    for _ in range(3):
+        settled(page)
+        groups = page.get_by_role("radiogroup")
+        groups.nth(5).wait_for(timeout=30_000)
+        assert page.locator("input[type=radio]:checked").count() == 0  # no rating of anyone's in view
+        for index, value in enumerate(values):
+            groups.nth(index).get_by_text(str(value), exact=True).click()
+        page.get_by_role("button", name="Submit").click()
+        try:
+            page.get_by_text(then).wait_for(timeout=15_000)
+            return
+        except Exception:
+            assert page.get_by_text("Rate all three questions").count() == 1
+    raise AssertionError(f"never reached {then!r}")
+
+
+def only_the_rater_view(page) -> bool:
+    """The rater view and no way out of it: no sidebar, no link to another page (a heading's own anchor aside)."""
+    page.get_by_role("heading", name="Rate answers").wait_for(timeout=30_000)
+    links = page.locator("a[href]").evaluate_all("links => links.map(link => link.getAttribute('href'))")
+    assert all(href.startswith("#") for href in links), links
+    return page.locator('[data-testid="stSidebar"]').count() == 0
+
+
+def test_a_study_served_to_an_admin_and_two_raters_at_once(tmp_path, chromium):
+    """Two raters rate through their links while the admin follows; neither reaches another page or the other's
+    ratings, nothing their browsers receive names the watermark, and a revoked link stops at once."""
+    from fwsapp import access, study
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db, start_streamlit
+
+    db = tmp_path / "study.duckdb"
+    run_id = imported_qa_db(db, 8)
+    store = Store(db)
+    _, invites = study.create(store, "pilot", [run_id], items_per_run=4, raters_per_item=2, attention_share=0.25,
+                              raters=["Dr A", "Dr B"])
+    store.close()
+    paths = [""] + sorted(path.stem for path in (PROJECT / "pages").glob("*.py"))
+    with start_streamlit(tmp_path, db, FWSAPP_ADMIN_TOKEN=ADMIN_TOKEN) as url:
+        raters = []
+        for invite in invites:
+            context = chromium.new_context(viewport={"width": 1400, "height": 1600})
+            page = context.new_page()
+            received = []
+            page.on("websocket", lambda socket, received=received: socket.on(
+                "framereceived", lambda frame: received.append(frame if isinstance(frame, bytes) else frame.encode())))
+            page.goto(f"{url}/?invite={invite.token}")
+            assert only_the_rater_view(page)
+            raters.append((invite, context, page, received))
+        tasks = 4 + 1  # four items each, one shown again as an attention check
+        for step in range(tasks):  # the two raters in turn, item by item, at the same time
+            for number, (_, _, page, _) in enumerate(raters):
+                rate_current(page, [(step + number + index) % 5 + 1 for index in range(6)],
+                             f"{step + 2} of {tasks}" if step + 1 < tasks else "Nothing left to rate")
+        for invite, context, page, received in raters:
+            seen = (page.content().encode() + b"".join(received)).lower()
+            for secret in (b"watermark", run_id.lower().encode(), b"kgw"):
+                assert secret not in seen, f"{secret!r} reached {invite.name}'s browser"
+            other = next(link for link in invites if link is not invite)
+            assert other.rater_id.encode() not in seen and other.token.lower().encode() not in seen
+            probe = context.new_page()
+            # Every page's URL with the link (the first rater; the second tries two), and without it (once).
+            for path in paths if invite is invites[0] else ["detect", "study"]:
+                probe.goto(f"{url}/{path}?invite={invite.token}")
+                assert only_the_rater_view(probe), path
+                probe.get_by_text("Nothing left to rate").wait_for(timeout=30_000)
+            probe.close()
+        stranger = chromium.new_page()
+        for path in paths:
+            stranger.goto(f"{url}/{path}")
+            stranger.get_by_label("Admin token", exact=True).wait_for(timeout=30_000)
+            assert stranger.locator("a[href]:not([href^='#'])").count() == 0
+            assert stranger.locator('[data-testid="stSidebar"]').count() == 0
+        stranger.close()
+        ARTIFACTS.mkdir(exist_ok=True)
+        raters[0][2].screenshot(path=str(ARTIFACTS / "rater-done.png"), full_page=True)
+
+        admin = chromium.new_page(viewport={"width": 1400, "height": 1600})
+        admin.goto(f"{url}/study")
+        admin.get_by_label("Admin token", exact=True).fill(ADMIN_TOKEN)
+        admin.get_by_role("button", name="Open the app").click()
+        admin.get_by_role("link", name="Study").click()  # the app, its pages in the sidebar
+        admin.get_by_role("heading", name="Study", exact=True).wait_for(timeout=60_000)
+        admin.get_by_text("Attention consistency:").wait_for(timeout=30_000)
+        admin.locator('[data-testid="stDataFrame"] canvas').first.wait_for(timeout=30_000)
+        admin.wait_for_timeout(1000)
+        admin.screenshot(path=str(ARTIFACTS / "study-progress.png"), full_page=True)
+        admin.get_by_role("tab", name="Agreement", exact=True).click()
+        admin.get_by_text("Inter-rater agreement").wait_for(timeout=30_000)
+        admin.get_by_role("tab", name="Export", exact=True).click()
+        with admin.expect_download() as download:
+            admin.get_by_role("button", name="Download (csv)").click()
+        exported = download.value.path().read_text()
+        assert invites[0].rater_id in exported and invites[1].rater_id in exported
+        assert all(invite.token not in exported and invite.name not in exported for invite in invites)
+        admin.get_by_role("tab", name="Links", exact=True).click()
+        admin.locator('[data-testid="stSelectbox"]', has_text="Revoke a link").locator("input").click()
+        admin.get_by_role("option", name=re.compile("Dr B")).click()
+        admin.get_by_role("button", name="Revoke", exact=True).click()
+        admin.get_by_text("Revoked the link of Dr B", exact=False).wait_for(timeout=30_000)
+        _, _, revoked, _ = raters[1]
+        revoked.get_by_role("button", name="Previous").click()  # the page the rater has open
+        revoked.get_by_text(access.INVALID_LINK).wait_for(timeout=30_000)
+        assert revoked.get_by_role("radiogroup").count() == 0
+        revoked.goto(f"{url}/?invite={invites[1].token}")
+        revoked.get_by_text(access.INVALID_LINK).wait_for(timeout=30_000)
+        raters[0][2].get_by_role("button", name="Previous").click()  # the other link still works
+        raters[0][2].get_by_role("radiogroup").nth(5).wait_for(timeout=30_000)
+        admin.screenshot(path=str(ARTIFACTS / "study-links.png"), full_page=True)

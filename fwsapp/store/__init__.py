@@ -1,4 +1,4 @@
-"""DuckDB store: runs, generations, scores, verdicts, analyses and ratings, in one file under cache/.
+"""DuckDB store: runs, generations, scores, verdicts, analyses, ratings and studies, in one file under cache/.
 
 `core` opens the file (held only while used, so the app and the CLI share it), migrates it and runs transactions;
 each other module holds the tables of one area.
@@ -9,9 +9,10 @@ from fwsapp.store.human import HumanTables
 from fwsapp.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from fwsapp.store.redetections import DetectionSets
 from fwsapp.store.runs import RunTables, detected_record, detection_record
+from fwsapp.store.study import StudyTables
 
 
-class Store(RunTables, DetectionSets, AnalysisTables, HumanTables):
+class Store(RunTables, DetectionSets, AnalysisTables, HumanTables, StudyTables):
     """The database: every area's tables through one object."""
 
 

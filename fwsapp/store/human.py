@@ -12,6 +12,11 @@ class HumanTables(StoreCore):
         rows = self.rows("SELECT sample_idx FROM human_items WHERE run_id = ?", [run_id])
         return {int(row[0]) for row in rows}
 
+    def human_item_orders(self) -> dict[tuple[str, int], bool]:
+        """(run, sample) -> whether the watermarked text is shown first, for every stored item."""
+        return {(run_id, int(sample_idx)): bool(first)
+                for run_id, sample_idx, first in self.rows("SELECT run_id, sample_idx, watermarked_first FROM human_items")}
+
     def add_human_items(self, items: list[tuple[str, int, bool]]) -> None:
         """(run, sample, watermarked shown first) rating items."""
         with self.transaction() as cursor:
@@ -19,13 +24,14 @@ class HumanTables(StoreCore):
 
     def next_human_item(self, rater: str, raters_per_item: int) -> tuple[str, int, bool] | None:
         """The item for this rater: not yet rated or skipped by them, with fewer than `raters_per_item`
-        ratings, the one closest to complete first."""
+        ratings, the one closest to complete first. A study's items go to its assigned raters only."""
         row = self.row(
             """SELECT i.run_id, i.sample_idx, i.watermarked_first
                FROM human_items i
                LEFT JOIN (SELECT run_id, sample_idx, count(*) AS ratings FROM human_ratings GROUP BY ALL) r
                       USING (run_id, sample_idx)
                WHERE coalesce(r.ratings, 0) < ?
+                 AND NOT EXISTS (SELECT 1 FROM study_items t WHERE t.run_id = i.run_id AND t.sample_idx = i.sample_idx)
                  AND NOT EXISTS (SELECT 1 FROM human_ratings h
                                  WHERE h.rater = ? AND h.run_id = i.run_id AND h.sample_idx = i.sample_idx)
                  AND NOT EXISTS (SELECT 1 FROM human_skips s
@@ -37,10 +43,11 @@ class HumanTables(StoreCore):
         return (row[0], int(row[1]), bool(row[2])) if row else None
 
     def add_human_rating(self, rater: str, run_id: str, sample_idx: int, watermarked: list[float],
-                         unwatermarked: list[float], comment: str | None, raters_per_item: int,
-                         replace: bool = False) -> str | None:
-        """Store a rating unless the rater has rated the item ("rated") or it is full ("full"). With `replace`, the
-        rater's own rating or skip of the item gives way to this one."""
+                         unwatermarked: list[float], comment: str | None, raters_per_item: int | None,
+                         replace: bool = False, seconds: float | None = None) -> str | None:
+        """Store a rating unless the rater has rated the item ("rated") or it is full ("full"; a study's items have
+        no cap here, `raters_per_item` None: their raters are assigned). With `replace`, the rater's own rating or
+        skip of the item gives way to this one."""
         with self.transaction() as cursor:
             key = [rater, run_id, sample_idx]
             others, own = cursor.execute(
@@ -48,7 +55,7 @@ class HumanTables(StoreCore):
                 "WHERE run_id = ? AND sample_idx = ?", [rater, *key]).fetchone()
             if own and not replace:
                 return "rated"
-            if others >= raters_per_item:
+            if raters_per_item is not None and others >= raters_per_item:
                 return "full"
             created = None
             if replace:  # the revised rating keeps the first one's time, so the rater's history keeps its order
@@ -58,8 +65,8 @@ class HumanTables(StoreCore):
                     "sample_idx = ?)", key + key).fetchone()[0]
                 for table in ("human_ratings", "human_skips"):
                     cursor.execute(f"DELETE FROM {table} WHERE rater = ? AND run_id = ? AND sample_idx = ?", key)
-            cursor.execute("INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, created or now()])
+            cursor.execute("INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, created or now(), seconds])
         return None
 
     def rater_history(self, rater: str) -> list[tuple]:
@@ -82,7 +89,9 @@ class HumanTables(StoreCore):
         """(items this rater has rated or skipped, items there are to rate)."""
         done, total = self.row(
             """SELECT (SELECT count(*) FROM human_ratings WHERE rater = ?) + (SELECT count(*) FROM human_skips WHERE rater = ?),
-                      (SELECT count(*) FROM human_items)""", [rater, rater])
+                      (SELECT count(*) FROM human_items i WHERE NOT EXISTS (
+                           SELECT 1 FROM study_items t WHERE t.run_id = i.run_id AND t.sample_idx = i.sample_idx))""",
+            [rater, rater])
         return int(done), int(total)
 
     def human_ratings(self) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 11
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -228,5 +228,61 @@ MIGRATIONS = [
     );
     ALTER TABLE detection_sets ADD COLUMN attack_set_id VARCHAR;
     ALTER TABLE detection_sets ADD COLUMN normalize VARCHAR;
+    """,
+    # 10: an attacked text's disease mentions are compared by concept (MeSH heading), as the entity analysis
+    # compares them, not by name: a synonym the attack wrote counted as lost and introduced. They are counted with
+    # ROUGE-L and similarity after detection; the counts by name are cleared, and the next run of the same attack
+    # counts them again. The attacked texts stay.
+    """
+    UPDATE attacked_texts SET mentions_clean = NULL, mentions_kept = NULL, mentions_introduced = NULL;
+    """,
+    # 11: studies served to a team. A study names its runs and items; each rater has an invite link, of which only
+    # the hash is stored, and their own items in their own random order, some marked to be shown again as an
+    # attention check. A rater's ratings are stored under their rater id in human_ratings, beside ratings under
+    # typed names (legacy raters), which stay. Each rating records the seconds the rater spent on it.
+    """
+    CREATE TABLE studies (
+        study_id VARCHAR PRIMARY KEY,
+        name VARCHAR NOT NULL UNIQUE,
+        runs VARCHAR[] NOT NULL,
+        raters_per_item INTEGER NOT NULL,
+        attention_share DOUBLE NOT NULL,
+        entity_task BOOLEAN NOT NULL,
+        seed INTEGER NOT NULL,
+        created TIMESTAMP NOT NULL
+    );
+    CREATE TABLE study_items (
+        study_id VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        PRIMARY KEY (study_id, run_id, sample_idx)
+    );
+    CREATE TABLE raters (
+        rater_id VARCHAR PRIMARY KEY,
+        study_id VARCHAR NOT NULL,
+        name VARCHAR NOT NULL,
+        token_hash VARCHAR NOT NULL UNIQUE,
+        created TIMESTAMP NOT NULL,
+        revoked TIMESTAMP
+    );
+    CREATE TABLE study_assignments (
+        rater_id VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        attention BOOLEAN NOT NULL,
+        PRIMARY KEY (rater_id, run_id, sample_idx)
+    );
+    CREATE TABLE attention_ratings (
+        rater VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        scores_watermarked DOUBLE[] NOT NULL,
+        scores_unwatermarked DOUBLE[] NOT NULL,
+        seconds DOUBLE,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (rater, run_id, sample_idx)
+    );
+    ALTER TABLE human_ratings ADD COLUMN seconds DOUBLE;
     """,
 ]

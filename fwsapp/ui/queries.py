@@ -9,6 +9,7 @@ import streamlit as st
 from fwsapp.export import run_table
 from fwsapp.entropy import token_values
 from fwsapp.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
+from fwsapp import study
 from fwsapp.human import ratings
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means, counted_judgments, judges_label
@@ -135,6 +136,31 @@ def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], 
 @st.cache_data(show_spinner=False)
 def human_ratings(revision_key: str) -> pd.DataFrame:
     return ratings(store())
+
+
+@st.cache_data(show_spinner=False)
+def studies(revision_key: str) -> pd.DataFrame:
+    return store().studies()
+
+
+@st.cache_data(show_spinner=False)
+def legacy_raters(revision_key: str) -> pd.DataFrame:
+    return study.legacy_raters(store())
+
+
+@st.cache_data(show_spinner=False)
+def study_rater_progress(revision_key: str, study_id: str) -> pd.DataFrame:
+    return study.rater_progress(store(), study.study(store(), study_id))
+
+
+@st.cache_data(show_spinner=False)
+def study_item_progress(revision_key: str, study_id: str) -> pd.DataFrame:
+    return study.item_progress(store(), study.study(store(), study_id))
+
+
+@st.cache_data(show_spinner=False)
+def study_ratings(revision_key: str, study_id: str) -> pd.DataFrame:
+    return study.ratings(store(), study.study(store(), study_id))
 
 
 @st.cache_data(show_spinner=False)

@@ -290,3 +290,58 @@ def _weight_from_url(name: str, default: float) -> float:
 def set_fws_weights(alpha: float, beta: float) -> None:
     st.session_state[WEIGHTS_KEY] = (float(alpha), float(beta))
     st.query_params.update(alpha=f"{alpha:g}", beta=f"{beta:g}")
+
+
+def rating_form(key: str, prompt: str, reference: str, answers: tuple[str, str], questions: dict[str, str],
+                given: dict[str, tuple] | None = None, comment: str = "", revising: bool = False,
+                can_skip: bool = True) -> tuple[str | None, dict[str, list], str]:
+    """The prompt, the reference, answers A and B with the rating questions under each, and a comment, every text
+    inert. Returns (the button pressed, "submit" or "skip" or None; the scores per letter, None where unanswered; the
+    comment). `given` holds the rater's earlier scores per letter, when they went back."""
+    given = given or {}
+    st.markdown(f"**Prompt:** {render.inert(prompt)}", unsafe_allow_html=True)
+    st.markdown(f"**Reference (ground truth):** {render.inert(reference)}", unsafe_allow_html=True)
+    scores = {}
+    with st.form(f"rate-{key}", clear_on_submit=True):
+        for column, letter, text in zip(st.columns(2), "AB", answers):
+            with column:
+                st.markdown(f"**Answer {letter}**")
+                st.markdown(render.inert(text), unsafe_allow_html=True)
+                scores[letter] = [
+                    st.radio(question, [1, 2, 3, 4, 5], horizontal=True, key=f"{key}-{letter}-{aspect}",
+                             index=int(given[letter][index]) - 1 if given.get(letter) else None)
+                    for index, (aspect, question) in enumerate(questions.items())
+                ]
+        written = st.text_area("Comment (optional)", value=comment, key=f"{key}-comment")
+        buttons = st.columns([2, 1, 5])  # wide enough for "Save changes"
+        submitted = buttons[0].form_submit_button("Save changes" if revising else "Submit", type="primary")
+        skipped = buttons[1].form_submit_button("Skip", disabled=revising or not can_skip)
+    return "submit" if submitted else "skip" if skipped else None, scores, written
+
+
+def unanswered(scores: dict[str, list]) -> bool:
+    return any(value is None for values in scores.values() for value in values)
+
+
+def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: float, judge_label: str) -> pd.DataFrame:
+    """How human ratings agree with the judge and the metrics (Pearson r, the paper's Table 6) and with each other
+    (Krippendorff's alpha), each under the small-sample rule. `samples` is `queries.fws_samples`. Returns the mean
+    human rating per text."""
+    from fwsapp.human import correlation_matrix, correlation_table, doubly_rated, human_means, krippendorff_alpha
+    from fwsapp.sample_size import MINIMUM, shown
+
+    humans = human_means(rated)
+    st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
+    st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
+    correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
+                                     judge_label)
+    st.dataframe(uniform(correlation_matrix(correlations)), width="stretch")
+    st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
+    with st.expander("p-values and sample sizes"):
+        st.dataframe(correlations.round(4), hide_index=True, width="stretch")
+    st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
+    texts = doubly_rated(rated)
+    st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
+                 width="stretch")
+    st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
+    return humans

@@ -1,0 +1,91 @@
+"""Who may open what, when the app is served to more than one person.
+
+- **The admin** holds `FWSAPP_ADMIN_TOKEN` (or `admin_token` in `.streamlit/secrets.toml`). Every page but the rater
+  view asks for it once per browser session. With no admin token set, the app serves only the loopback address: the
+  single user at their own machine is the admin, as on a laptop.
+- **A rater** holds an invite link: `?invite=<token>`, a random token of 256 bits (`secrets.token_urlsafe`). Only its
+  SHA-256 is stored, so the database never holds a working link. The link alone identifies the rater, and it opens the
+  rater view and nothing else. A revoked link opens nothing.
+
+Tokens are compared with `hmac.compare_digest`, against every stored hash without stopping at a match, so how long a
+refusal takes says nothing about how close a guess came.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import secrets
+
+ADMIN_TOKEN_VARIABLE = "FWSAPP_ADMIN_TOKEN"
+ADMIN_TOKEN_SECRET = "admin_token"
+INVITE_PARAMETER = "invite"
+TOKEN_BYTES = 32  # 256 bits; the issue asks for at least 128
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+INVALID_LINK = "This link does not open anything: it is unknown or was revoked. Ask the study's organiser for a new one."
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def token_hash(token: str) -> str:
+    """What is stored of a token: its SHA-256, hex. A token of 256 random bits needs no salt or slow hash: it cannot
+    be guessed from a dictionary."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def matching(token: str, hashes: dict[str, str]) -> str | None:
+    """The key of `hashes` (key -> stored hash) whose hash is the token's, or None. Every stored hash is compared, in
+    constant time each."""
+    presented = token_hash(token or "")
+    found = None
+    for key, stored in hashes.items():
+        if hmac.compare_digest(stored, presented):
+            found = key
+    return found
+
+
+def admin_token() -> str | None:
+    """The admin token from the environment, else from Streamlit's secrets; None when neither sets one."""
+    token = os.environ.get(ADMIN_TOKEN_VARIABLE)
+    if token:
+        return token
+    try:
+        import streamlit as st
+
+        return st.secrets.get(ADMIN_TOKEN_SECRET) or None
+    except Exception:  # no secrets file, or not running under streamlit
+        return None
+
+
+def is_admin_token(presented: str, expected: str) -> bool:
+    return hmac.compare_digest(token_hash(presented or ""), token_hash(expected))
+
+
+def is_loopback(address: str | None) -> bool:
+    """Whether a server bound to `address` can be reached from this machine only. Streamlit binds every interface
+    when the address is unset, so None and "" are not loopback."""
+    if not address:
+        return False
+    if address.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serving_problem(address: str | None, admin: str | None) -> str | None:
+    """Why the app must not serve its pages on `address` with this admin token, or None when it may."""
+    if admin or is_loopback(address):
+        return None
+    where = address or "every network interface"
+    return (f"This app is served on {where} and no admin token is set, so anyone who can reach it could read and "
+            f"delete its data. Set {ADMIN_TOKEN_VARIABLE} (or {ADMIN_TOKEN_SECRET} in .streamlit/secrets.toml) to a "
+            "long random string and restart it, or serve it on localhost only (`make run` does).")
+
+
+def invite_link(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/?{INVITE_PARAMETER}={token}"

@@ -1,0 +1,152 @@
+"""Study: the researcher's view of a clinician study served to a team. Create it, invite raters (each gets a link whose
+token is shown once and stored only hashed), revoke links, follow progress, attention checks and agreement, settle
+disagreements, and export the ratings."""
+import pandas as pd
+import streamlit as st
+
+from fwsapp import render as markup
+from fwsapp import study
+from fwsapp.access import invite_link
+from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING
+from fwsapp.human import RATERS_PER_ITEM
+from fwsapp.run_names import run_label
+from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui.router import through_router
+
+through_router()
+
+NEW_LINKS = "study-new-links"  # links just made, shown until the admin leaves the page's session
+REVOKED = "study-revoked"  # whose link was just revoked, said once after the rerun
+
+
+def base_url() -> str:
+    """Where raters reach this app: the address the admin's browser used."""
+    url = st.context.url or "http://localhost:8501"
+    return url.split("?")[0].rsplit("/", 1)[0] if url.count("/") > 2 else url
+
+
+def show_new_links() -> None:
+    links = st.session_state.get(NEW_LINKS)
+    if not links:
+        return
+    st.warning("Send each rater their link now: it is shown this once. Only a hash of it is stored, so it cannot be "
+               "shown again; a lost link is revoked and replaced by a new invitation.")
+    for name, link in links:
+        st.text(name)
+        st.code(link, language=None)
+    if st.button("I have sent the links"):
+        st.session_state.pop(NEW_LINKS)
+        st.rerun()
+
+
+def create_form(runs: pd.DataFrame) -> None:
+    with st.expander("Create a study", expanded=queries.studies(resources.revision()).empty):
+        with st.form("study-create"):
+            name = st.text_input("Name", placeholder="e.g. QA pilot, November")
+            labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+            chosen = st.multiselect("Runs the items are drawn from", list(labels), format_func=labels.get)
+            columns = st.columns(3)
+            share = columns[0].slider("Share of each run's samples", 0.01, 1.0, study.DEFAULT_ITEM_SHARE, 0.01)
+            per_item = columns[1].number_input("Raters per item", 1, 20, RATERS_PER_ITEM)
+            attention = columns[2].slider("Attention checks (share shown twice)", 0.0, 0.5,
+                                          study.DEFAULT_ATTENTION_SHARE, 0.01)
+            entity_task = st.checkbox("Also ask for verdicts on the disease names in each answer (the Entities task)")
+            names = st.text_area("Raters, one name per line", help="For your eyes only: raters never see names.")
+            submitted = st.form_submit_button("Create the study and its links", type="primary")
+        if submitted:
+            try:
+                created, invites = study.create(resources.store(), name, chosen, share, None, int(per_item), attention,
+                                                entity_task, raters=[line for line in names.splitlines() if line.strip()])
+            except (study.StudyError, ValueError) as error:
+                st.error(markup.message(str(error)))
+                return
+            st.session_state[NEW_LINKS] = [(invite.name, invite_link(base_url(), invite.token)) for invite in invites]
+            st.session_state["study-chosen"] = created.name
+            st.rerun()
+
+
+def links_panel(chosen: study.Study) -> None:
+    store = resources.store()
+    raters = store.raters(chosen.study_id)
+    with st.form("study-invite", clear_on_submit=True):
+        names = st.text_area("Invite more raters, one name per line",
+                             help="A rater invited now takes the items still short of raters.")
+        if st.form_submit_button("Make their links"):
+            try:
+                invites = study.invite(store, chosen, [line for line in names.splitlines() if line.strip()])
+            except study.StudyError as error:
+                st.error(markup.message(str(error)))
+            else:
+                st.session_state[NEW_LINKS] = [(invite.name, invite_link(base_url(), invite.token)) for invite in invites]
+                st.rerun()
+    open_links = raters[raters.revoked.isna()]
+    if not open_links.empty:
+        labels = dict(zip(open_links.rater_id, open_links.name))
+        revoked = st.selectbox("Revoke a link", list(labels), format_func=lambda rater_id: f"{labels[rater_id]} ({rater_id})",
+                               index=None, placeholder="choose a rater")
+        if st.button("Revoke", disabled=revoked is None, help="The link stops working at once; the ratings given stay."):
+            study.revoke(store, revoked)
+            st.session_state[REVOKED] = labels[revoked]
+            st.rerun()
+    if REVOKED in st.session_state:
+        st.success(f"Revoked the link of {st.session_state.pop(REVOKED)}: it opens nothing from now on.")
+
+
+def render() -> None:
+    st.title("Study")
+    st.caption("A clinician study served to a team: each rater opens their own link, sees only their own items in their "
+               "own order, and never learns which answer carries the watermark.")
+    runs = widgets.runs_or_stop()
+    show_new_links()
+    create_form(runs)
+    studies = queries.studies(resources.revision())
+    legacy = queries.legacy_raters(resources.revision())
+    if not legacy.empty:
+        with st.expander(f"Legacy raters ({len(legacy)}): ratings under names typed on the Rate page"):
+            st.dataframe(legacy, hide_index=True)
+    if studies.empty:
+        st.info("No study yet: create one above.")
+        st.stop()
+    names = list(studies.name)
+    current = st.session_state.get("study-chosen")
+    name = st.selectbox("Study", names, index=names.index(current) if current in names else len(names) - 1,
+                        key="study-chosen")
+    chosen = study.study(resources.store(), name)
+    st.caption(f"{len(chosen.runs)} run{'s' if len(chosen.runs) > 1 else ''}, {chosen.raters_per_item} raters per item, "
+               f"{chosen.attention_share:.0%} of each rater's items shown twice as attention checks"
+               + (", with the disease-name verdicts." if chosen.entity_task else "."))
+    progress, agreement, adjudication, links, export = st.tabs(
+        ["Progress", "Agreement", "Disagreements", "Links", "Export"])
+    revision = resources.revision()
+    with progress:
+        st.subheader("Raters")
+        st.dataframe(widgets.uniform(queries.study_rater_progress(revision, chosen.study_id)), hide_index=True,
+                     width="stretch")
+        st.caption(f"Attention consistency: the share of a rater's second showings (A and B swapped) rated within "
+                   f"{study.CONSISTENT_WITHIN} point of the first on every aspect of both answers. Raters never see it.")
+        st.subheader("Items")
+        st.dataframe(queries.study_item_progress(revision, chosen.study_id), hide_index=True, width="stretch")
+    rated = queries.study_ratings(revision, chosen.study_id)
+    with agreement:
+        if rated.empty:
+            st.info("No ratings yet.")
+        else:
+            widgets.human_agreement(rated, queries.fws_samples(revision, tuple(sorted(DEFAULT_MAPPING.items()))),
+                                    DEFAULT_ALPHA, DEFAULT_BETA, "judge")
+    with adjudication:
+        found = study.disagreements(rated) if not rated.empty else pd.DataFrame()
+        st.caption(f"Texts whose raters are {study.DISAGREEMENT} points apart or more on an aspect.")
+        if found.empty:
+            st.info("No disagreements of that size.")
+        else:
+            st.dataframe(found, hide_index=True, width="stretch")
+    with links:
+        links_panel(chosen)
+    with export:
+        st.caption("One row per rater × item × text, raters by their ids: no names, no tokens.")
+        for kind, mime in (("csv", "text/csv"), ("parquet", "application/vnd.apache.parquet")):
+            st.download_button(f"Download ({kind})", study.ratings_file(rated, kind), f"{chosen.name}.{kind}", mime,
+                               disabled=rated.empty)
+
+
+render()

@@ -1,0 +1,401 @@
+"""A clinician study on a shared server (issue 36): invite tokens stored only hashed and compared in constant time,
+raters who see only their own items in their own order, attention checks with A and B swapped, what the researcher
+reads, and an app that refuses to serve a network without an admin token."""
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fwsapp import access, study
+from fwsapp.human import RatingError, ratings
+from fwsapp.store import Store
+from tests.conftest import database_at_schema, imported_qa_db
+
+SCORES = ([4, 4, 4], [3, 3, 3])
+
+
+@pytest.fixture
+def study_db(tmp_path):
+    """A database with an imported run of 12 samples and a study of 6 of them, 2 raters per item, 3 raters invited."""
+    path = tmp_path / "study.duckdb"
+    run_id = imported_qa_db(path, 12)
+    store = Store(path)
+    created, invites = study.create(store, "pilot", [run_id], items_per_run=6, raters_per_item=2,
+                                    attention_share=0.34, raters=["Dr A", "Dr B", "Dr C"])
+    yield store, created, invites
+    store.close()
+
+
+def rate_all(store, rater_id, scores=SCORES):
+    while True:
+        _, task, _, _ = study.tasks(store, rater_id)
+        if task is None:
+            return
+        study.submit(store, rater_id, task, *scores, seconds=2.0)
+
+
+def test_the_token_is_stored_only_as_its_hash_and_opens_its_rater_alone(study_db):
+    store, _, invites = study_db
+    assert all(len(invite.token) >= 43 for invite in invites)  # 256 bits, url-safe base64
+    dump = store.frame("SELECT * FROM raters").to_string() + store.frame("SELECT * FROM study_assignments").to_string()
+    for invite in invites:
+        assert invite.token not in dump and access.token_hash(invite.token) in dump
+        assert study.rater_for(store, invite.token) == invite.rater_id
+    assert study.rater_for(store, "not-a-token") is None and study.rater_for(store, "") is None
+
+
+def test_a_wrong_token_is_compared_in_constant_time_with_every_stored_hash(study_db, monkeypatch):
+    store, _, invites = study_db
+    compared = []
+    real = access.hmac.compare_digest
+    monkeypatch.setattr(access.hmac, "compare_digest", lambda a, b: compared.append((a, b)) or real(a, b))
+    assert study.rater_for(store, invites[0].token[:-1] + "x") is None
+    assert len(compared) == len(invites)  # no early exit, no `==`
+    compared.clear()
+    assert study.rater_for(store, invites[0].token) == invites[0].rater_id and len(compared) == len(invites)
+    assert access.is_admin_token("secret", "secret") and not access.is_admin_token("secreT", "secret")
+
+
+def test_a_revoked_link_opens_nothing_at_once(study_db):
+    store, _, invites = study_db
+    study.revoke(store, invites[1].rater_id)
+    assert study.rater_for(store, invites[1].token) is None
+    assert study.rater_for(store, invites[0].token) == invites[0].rater_id
+    with pytest.raises(study.StudyError, match="already revoked"):
+        study.revoke(store, invites[1].rater_id)
+
+
+@pytest.mark.parametrize("address, token, refused", [
+    ("localhost", None, False), ("127.0.0.1", None, False), ("::1", None, False), ("[::1]", None, False),
+    ("0.0.0.0", None, True), ("", None, True), (None, None, True), ("192.168.1.20", None, True),
+    ("example.org", None, True), ("0.0.0.0", "long-random-string", False),
+])
+def test_served_beyond_loopback_without_an_admin_token_the_app_refuses(address, token, refused):
+    problem = access.serving_problem(address, token)
+    assert (problem is not None) == refused
+    if refused:
+        assert access.ADMIN_TOKEN_VARIABLE in problem and "localhost" in problem
+
+
+def test_each_item_goes_to_its_raters_per_item_and_raters_share_them_evenly(study_db):
+    store, created, invites = study_db
+    items = store.study_items(created.study_id)
+    assert len(items) == 6 and (items.assigned == 2).all()
+    loads = [len(store.assignments(invite.rater_id)) for invite in invites]
+    assert sum(loads) == 12 and max(loads) - min(loads) <= 1
+    orders = [list(zip(*[store.assignments(invite.rater_id)[column] for column in ("run_id", "sample_idx")]))
+              for invite in invites]
+    assert all(len(set(order)) == len(order) for order in orders)
+    late = study.invite(store, created, ["Dr D"])[0]
+    assert store.assignments(late.rater_id).empty  # every item has its raters: a late rater gets none
+    with pytest.raises(study.StudyError, match="already has a rater named Dr A"):
+        study.invite(store, created, ["Dr A"])
+
+
+def test_a_rater_sees_only_their_items_and_an_attention_check_comes_back_later_with_a_and_b_swapped(study_db):
+    store, _, invites = study_db
+    rater = invites[0].rater_id
+    own = store.assignments(rater)
+    checks = own[own.attention]
+    assert len(checks) == 1
+    seen = []
+    while True:
+        done, task, count, total = study.tasks(store, rater)
+        if task is None:
+            break
+        assert (task.run_id, task.sample_idx) in set(zip(own.run_id, own.sample_idx))
+        seen.append(task)
+        study.submit(store, rater, task, [5, 4, 3], [2, 2, 1], seconds=3.0)
+    assert count == total == len(own) + 1
+    first = next(task for task in seen if not task.repeat and task.sample_idx == checks.sample_idx.iloc[0])
+    second = next(task for task in seen if task.repeat)
+    assert second.sample_idx == first.sample_idx and second.watermarked_first != first.watermarked_first
+    assert seen.index(second) - seen.index(first) > study.ATTENTION_GAP or seen[-1] is second
+    assert second.handle != first.handle and first.run_id not in first.handle
+    progress = study.rater_progress(store, study.rater_study(store, rater)).set_index("rater_id").loc[rater]
+    # the same scores given to the swapped answers: A's 5, 4, 3 now land on the other text
+    assert progress["attention consistency"] == 0.0 and progress["checks done"] == "1 of 1"
+    assert progress["median seconds per item"] == 3.0
+
+
+def test_going_back_shows_the_raters_own_rating_and_revising_replaces_it(study_db):
+    store, _, invites = study_db
+    rater = invites[0].rater_id
+    _, task, _, _ = study.tasks(store, rater)
+    study.submit(store, rater, task, [5, 5, 5], [1, 1, 1], "first")
+    done, upcoming, _, _ = study.tasks(store, rater)
+    assert done[-1].scores_a == (5, 5, 5) and done[-1].comment == "first" and upcoming.handle != task.handle
+    with pytest.raises(RatingError, match="already rated"):
+        study.submit(store, rater, done[-1], [4, 4, 4], [1, 1, 1])
+    study.submit(store, rater, done[-1], [4, 4, 4], [2, 2, 2], "revised", revise=True)
+    again, _, _, _ = study.tasks(store, rater)
+    assert again[-1].scores_a == (4, 4, 4) and again[-1].comment == "revised" and len(again) == 1
+    other = invites[1].rater_id
+    assert all(task.scores_a is None for task in study.tasks(store, other)[0])  # never another rater's ratings
+
+
+def test_two_raters_saving_at_once_both_keep_their_ratings(study_db):
+    store, created, invites = study_db
+    shared = store.frame("""SELECT run_id, sample_idx FROM study_assignments WHERE rater_id IN (?, ?)
+                            GROUP BY ALL HAVING count(*) = 2""", [invites[0].rater_id, invites[1].rater_id])
+    tasks = {}
+    for invite in invites[:2]:
+        rows = store.assignments(invite.rater_id)
+        for row in rows.itertuples():
+            if (row.run_id, row.sample_idx) in set(zip(shared.run_id, shared.sample_idx)):
+                tasks[invite.rater_id] = study._task(invite.rater_id, row)
+    assert len(tasks) == 2
+    start = threading.Barrier(2)
+
+    def save(rater_id):
+        start.wait()
+        study.submit(store, rater_id, tasks[rater_id], *SCORES)
+
+    threads = [threading.Thread(target=save, args=(rater_id,)) for rater_id in tasks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rated = study.ratings(store, created)
+    assert set(rated.rater) == set(tasks) and len(rated) == 4  # two raters × two texts
+
+
+def test_the_researcher_reads_progress_disagreements_and_exports_without_tokens(study_db, tmp_path):
+    store, created, invites = study_db
+    rate_all(store, invites[0].rater_id, ([5, 5, 5], [1, 1, 1]))
+    rate_all(store, invites[1].rater_id, ([2, 2, 2], [1, 1, 1]))
+    progress = study.rater_progress(store, created).set_index("rater")
+    assert progress.loc["Dr A", "rated"] == len(store.assignments(invites[0].rater_id))
+    assert progress.loc["Dr C", "rated"] == 0 and progress.loc["Dr A", "link"] == "open"
+    items = study.item_progress(store, created)
+    assert items.rated.sum() == progress.rated.sum()
+    rated = study.ratings(store, created)
+    disagreements = study.disagreements(rated)
+    both = rated.groupby(["run_id", "sample_idx"]).rater.nunique()
+    assert len(disagreements) == 3 * int((both == 2).sum())  # three aspects of the watermarked text apart by 3
+    assert ((disagreements.highest == 5) & (disagreements.lowest == 2)).all()
+    for suffix in ("csv", "parquet"):
+        written = study.export(store, created, tmp_path / f"study.{suffix}")
+        exported = pd.read_csv(tmp_path / "study.csv") if suffix == "csv" else pd.read_parquet(tmp_path / "study.parquet")
+        assert written == len(exported) == len(rated)
+        text = exported.to_csv()
+        assert all(invite.token not in text and invite.name not in text for invite in invites)
+        assert set(exported.rater) <= {invite.rater_id for invite in invites}
+    with pytest.raises(study.StudyError, match="csv or .parquet"):
+        study.export(store, created, tmp_path / "study.xlsx")
+
+
+def test_a_bad_study_is_one_line_and_nothing_is_written(tmp_path):
+    path = tmp_path / "bad.duckdb"
+    run_id = imported_qa_db(path, 3)
+    store = Store(path)
+    revision = store.revision()
+    for arguments, message in (({"name": ""}, "Name the study"), ({"run_ids": []}, "Name the runs"),
+                               ({"share": 0}, "share"), ({"raters_per_item": 0}, "Raters per item"),
+                               ({"attention_share": 0.9}, "attention"), ({"raters": ["Dr A", ""]}, "name of 1 to 80"),
+                               ({"raters": ["Dr A", "Dr A"]}, "already has a rater named Dr A")):
+        with pytest.raises(study.StudyError, match=message):
+            study.create(store, **{"name": "s", "run_ids": [run_id], **arguments})
+    with pytest.raises(Exception, match="nope"):
+        study.create(store, "s", [run_id, "nope"])
+    assert store.revision() == revision and store.studies().empty
+    store.close()
+
+
+def test_legacy_ratings_under_typed_names_survive_the_migration_and_are_counted(tmp_path):
+    path = tmp_path / "old.duckdb"
+    connection = database_at_schema(path, 10)
+    connection.execute("INSERT INTO runs (run_id, config_hash, config, task, method, params, n, status, created) "
+                       "VALUES ('r', 'h', '{}', 'qa', 'KGW', '{}', 1, 'done', now())")
+    connection.execute("INSERT INTO human_items VALUES ('r', 0, true, now())")
+    connection.execute("INSERT INTO human_ratings VALUES ('Dr Legacy', 'r', 0, [4, 4, 4], [5, 5, 5], 'ok', now())")
+    connection.close()
+    store = Store(path)
+    rated = ratings(store)
+    assert rated.rater.tolist() == ["Dr Legacy", "Dr Legacy"] and rated.coherence.tolist() == [4, 5]
+    assert study.legacy_raters(store).to_dict("records") == [{"rater": "Dr Legacy", "ratings": 1}]
+    store.close()
+
+
+def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, capsys):
+    from fwsapp.cli import main
+
+    db = tmp_path / "cli.duckdb"
+    run_id = imported_qa_db(db, 8)
+    assert main(["study", "create", "--name", "pilot", "--runs", run_id, "--items-per-run", "4", "--raters-per-item",
+                 "2", "--rater", "Dr A", "--rater", "Dr B", "--url", "https://study.example", "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": 4 items")
+    links = [line.split("\t") for line in out[1:]]
+    assert [name for _, name, _ in links] == ["Dr A", "Dr B"]
+    assert all(link.startswith("https://study.example/?invite=") for _, _, link in links)
+    store = Store(db)
+    token = links[0][2].split("=", 1)[1]
+    assert study.rater_for(store, token) == links[0][0]
+    rate_all(store, links[0][0])
+    store.close()
+    assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
+    assert "Dr A" in capsys.readouterr().out
+    assert main(["study", "export", "--study", "pilot", "--out", str(tmp_path / "r.csv"), "--db", str(db)]) == 0
+    assert token not in (tmp_path / "r.csv").read_text() and links[0][0] in (tmp_path / "r.csv").read_text()
+    assert main(["study", "revoke", "--rater", links[0][0], "--db", str(db)]) == 0
+    assert main(["study", "revoke", "--rater", links[0][0], "--db", str(db)]) == 2
+    assert main(["study", "status", "--study", "nope", "--db", str(db)]) == 2
+    assert "No study 'nope'" in capsys.readouterr().err
+
+
+# -- the app: who gets which page ---------------------------------------------------------------------------------------
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGE_TEXT = ("markdown", "caption", "title", "header", "subheader", "text", "info", "success", "warning", "error")
+
+
+def page_text(app) -> str:
+    """Everything the page shows as text, widget labels included."""
+    parts = [element.value for kind in PAGE_TEXT for element in getattr(app, kind)]
+    parts += [widget.label for kind in ("radio", "button", "text_area", "text_input") for widget in getattr(app, kind)]
+    return "\n".join(str(part) for part in parts)
+
+
+@pytest.fixture
+def served_study(app_db):
+    run_id = imported_qa_db(app_db, 8)
+    store = Store(app_db)
+    created, invites = study.create(store, "pilot", [run_id], items_per_run=4, raters_per_item=2,
+                                    attention_share=0.25, raters=["Dr A", "Dr B"])
+    store.close()
+    return run_id, created, invites
+
+
+def rater_app(token: str, path: str | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.query_params["invite"] = token
+    if path:
+        app.switch_page(path)
+    return app.run()
+
+
+def test_an_invite_link_opens_the_raters_own_items_and_nothing_else(served_study, app_db):
+    run_id, created, invites = served_study
+    app = rater_app(invites[0].token)
+    assert not app.exception and [title.value for title in app.title] == ["Rate answers"]
+    assert len(app.sidebar) == 0  # no pages, no database path, no model panel
+    text = page_text(app)
+    for hidden in ("watermark", "Watermark", run_id, "KGW", str(app_db), invites[0].name, invites[1].rater_id):
+        assert hidden not in text
+    for radio in app.radio:
+        radio.set_value(4)
+    app.button[2].click().run()  # Submit
+    assert not app.exception
+    store = Store(app_db)
+    rated = store.frame("SELECT rater, seconds FROM human_ratings")
+    store.close()
+    assert rated.rater.tolist() == [invites[0].rater_id] and rated.seconds.iloc[0] >= 0
+    for path in ("pages/detect.py", "pages/study.py", "pages/rate.py", "pages/import.py"):
+        other = rater_app(invites[0].token, path)
+        assert [title.value for title in other.title] == ["Rate answers"] and len(other.sidebar) == 0
+
+
+def test_an_unknown_or_revoked_link_gets_one_line_and_nothing_else(served_study, app_db):
+    _, _, invites = served_study
+    store = Store(app_db)
+    study.revoke(store, invites[1].rater_id)
+    store.close()
+    for token in ("made-up", invites[1].token):
+        app = rater_app(token)
+        assert not app.exception and [error.value for error in app.error] == [access.INVALID_LINK]
+        assert not app.title and not app.radio and len(app.sidebar) == 0
+
+
+def test_with_an_admin_token_every_page_asks_for_it_once_per_session(served_study, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv(access.ADMIN_TOKEN_VARIABLE, "correct horse battery staple")
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.switch_page("pages/study.py").run()
+    assert [title.value for title in app.title] == ["fwsapp"] and not app.dataframe and len(app.sidebar) == 0
+    app.text_input[0].set_value("wrong")
+    app.button[0].click().run()
+    assert app.error[0].value == "That is not the admin token." and not app.dataframe
+    app.text_input[0].set_value("correct horse battery staple")
+    app.button[0].click().run()
+    assert not app.exception and len(app.sidebar) > 0  # the app, with its pages
+    app.switch_page("pages/study.py").run()
+    assert [title.value for title in app.title] == ["Study"] and app.dataframe  # once per session
+    app.switch_page("pages/detect.py").run()
+    assert [title.value for title in app.title][0] == "Detect"
+
+
+def test_served_on_a_network_without_an_admin_token_no_page_is_shown(served_study, monkeypatch):
+    from streamlit import config
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.delenv(access.ADMIN_TOKEN_VARIABLE, raising=False)
+    address = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    try:
+        app = AppTest.from_file(APP, default_timeout=60)
+        app.run()
+        assert not app.title and "no admin token is set" in app.error[0].value and len(app.sidebar) == 0
+        monkeypatch.setenv(access.ADMIN_TOKEN_VARIABLE, "set")
+        app.run()
+        assert "no admin token" not in page_text(app) and app.text_input[0].label == "Admin token"
+    finally:
+        config.set_option("server.address", address)
+
+
+def test_the_study_page_creates_a_study_shows_its_links_once_and_follows_it(served_study, app_db):
+    from streamlit.testing.v1 import AppTest
+
+    run_id, created, invites = served_study
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.switch_page("pages/study.py").run()
+    assert not app.exception
+    assert {invite.name for invite in invites} == set(app.dataframe[0].value.rater)  # the progress per rater
+    app.text_input[0].set_value("second")
+    app.multiselect[0].set_value([run_id])
+    app.text_area[0].set_value("Dr X\nDr Y")
+    app.button[0].click().run()
+    assert not app.exception
+    links = [code.value for code in app.code if "?invite=" in code.value]
+    assert len(links) == 2
+    store = Store(app_db)
+    assert study.rater_for(store, links[0].split("=", 1)[1]) is not None
+    store.close()
+    next(button for button in app.button if button.label == "I have sent the links").click().run()
+    assert not [code for code in app.code if "?invite=" in code.value]  # shown once
+
+
+def test_the_entity_task_asks_the_rater_for_verdicts_on_introduced_names_filed_under_their_id(app_db):
+    from fwsapp.entities import VERDICTS
+    from tests.conftest import hostile_entity_db
+
+    run_id = hostile_entity_db(app_db)
+    store = Store(app_db)
+    _, (invite,) = study.create(store, "names", [run_id], items_per_run=1, raters_per_item=1, attention_share=0,
+                                entity_task=True, raters=["Dr E"])
+    store.close()
+    app = rater_app(invite.token)
+    assert not app.exception and "Disease names in the answers" in [header.value for header in app.subheader]
+    verdicts = [radio for radio in app.radio if radio.options == list(VERDICTS.values())]
+    assert verdicts and "watermark" not in page_text(app).lower()
+    verdicts[0].set_value(VERDICTS["hallucinated"]).run()
+    store = Store(app_db)
+    filed = store.frame("SELECT rater, text_kind, verdict FROM entity_verdicts")
+    store.close()
+    assert set(filed.rater) == {invite.rater_id} and set(filed.verdict) == {"hallucinated"}
+    assert set(filed.text_kind) <= {"watermarked", "unwatermarked"}
+
+
+def test_a_submitted_rating_survives_a_restart(study_db):
+    store, _, invites = study_db
+    _, task, _, _ = study.tasks(store, invites[0].rater_id)
+    study.submit(store, invites[0].rater_id, task, *SCORES, seconds=1.5)
+    path = store.path
+    store.close()
+    reopened = Store(path)  # a new process would open the file the same way
+    done, _, count, _ = study.tasks(reopened, invites[0].rater_id)
+    assert count == 1 and done[0].handle == task.handle
+    reopened.close()
