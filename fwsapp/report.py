@@ -4,6 +4,8 @@ Parts not computed for a run are null: a generated run has no judge block until 
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -180,13 +182,29 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def _curve_label(run) -> str:
+    return f"{run.method} · {run.task} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
+
+
+def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """The Detect page's calibration table: per run (and length bucket), the theoretical threshold's nominal and
+    achieved FPR on the run's negatives, and the empirical thresholds that hold 1 % and 5 % (`calibration`)."""
+    from fwsapp.calibration import run_calibration
+
+    rows = []
+    for run, own, _, _ in _scored_runs(runs, scores):
+        negative = detection.negative_kind(set(own.text_kind), run.method)
+        params = json.loads(run.params) if isinstance(run.params, str) else (run.params or {})
+        rows += run_calibration(run.method, params, own[own.text_kind == negative], _curve_label(run))
+    return pd.DataFrame(rows)
+
+
 def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     """ROC curve points per run, for an overlay: columns run, label, fpr, tpr."""
     frames = []
     for run, _, positives, negatives in _scored_runs(runs, scores):
         fpr, tpr = detection.roc_points(positives, negatives, run.score_direction)
-        label = f"{run.method} · {run.task} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
-        frames.append(pd.DataFrame({"run": run.run_id, "label": label, "fpr": fpr, "tpr": tpr}))
+        frames.append(pd.DataFrame({"run": run.run_id, "label": _curve_label(run), "fpr": fpr, "tpr": tpr}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "label", "fpr", "tpr"])
 
 

@@ -64,6 +64,13 @@ def render() -> None:
                 st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
                            "max |Δ| compares with the imported scores of the same texts.")
                 st.dataframe(redetected.round(6), hide_index=True, width="stretch")
+            st.subheader("Calibration: what the threshold costs on the run's own negatives")
+            calibration = queries.calibration(resources.revision(), tuple(chosen))
+            st.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
+            st.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
+                       "the p-value uniform. Achieved FPR: the share of the run's negatives it calls watermarked, with "
+                       "its exact 95 % interval. The thresholds that hold 1 % and 5 % on those negatives (bootstrap 95 % "
+                       "interval) need 100 and 20 negatives in their row; tokens scored splits the negatives by length.")
             st.subheader("ROC curves")
             curves = queries.roc_curves(resources.revision(), tuple(chosen))
             figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",

@@ -58,7 +58,11 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert metrics.loc[0, "statistic"] == "mean z" and metrics.loc[0, "positives' typical score"] > 4
     assert metrics.loc[0, "negatives"] == "unwatermarked"
     assert {"TPR@FPR=0", "TPR@FPR=0.01", "TPR@FPR=0.05", "AUROC 95% CI", "tokens scored"} <= set(metrics.columns)
-    per_text = app.dataframe[1].value
+    calibration = app.dataframe[1].value  # 4 negatives: the rates are stated, the empirical thresholds are not
+    assert calibration.loc[0, "tokens scored"] == "all" and calibration.loc[0, "theoretical threshold"] == "z > 4"
+    assert calibration.loc[0, "false positives"] == "0 of 4" and calibration.loc[0, "achieved FPR"] == 0
+    assert calibration.loc[0, "threshold at 1% FPR"] == "not enough data (n = 4)"
+    per_text = app.dataframe[2].value
     assert len(per_text) == 8
     assert len(app.get("plotly_chart")) == 2  # the ROC overlay and the score distributions
     assert "span" in next(m.value for m in app.markdown if "background:" in m.value)  # the token view

@@ -13,7 +13,8 @@ from fwsapp import study
 from fwsapp.human import ratings
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means, counted_judgments, judges_label
-from fwsapp.report import collect, detection_comparison as compare_detection, detection_frame, roc_frame, weigh
+from fwsapp.report import (calibration_frame, collect, detection_comparison as compare_detection, detection_frame, roc_frame,
+                           weigh)
 from fwsapp.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
 from fwsapp.watermark import explain
@@ -176,6 +177,13 @@ def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.Da
     from fwsapp.report import redetection_comparison as comparison
 
     return comparison(set_summaries(store(), list(run_ids)))
+
+
+@st.cache_data(show_spinner=False)
+def calibration(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    db = store()
+    runs_frame = db.runs()
+    return calibration_frame(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
 
 
 @st.cache_data(show_spinner=False)

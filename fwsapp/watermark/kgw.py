@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from scipy.stats import binom, norm
 from transformers import LogitsProcessor
 
 from fwsapp import methods
@@ -129,11 +130,26 @@ def z_score(green_count: int, scored: int, gamma: float) -> float:
     return (green_count - gamma * scored) / sqrt(scored * gamma * (1 - gamma))
 
 
+EXACT_BELOW = 200  # scored tokens under which the p-value is the exact binomial tail, not the normal one
+
+
+def green_p_value(green_count: int, scored: int, gamma: float) -> float:
+    """One-sided p-value of `green_count` green tokens among `scored`, each green with probability γ by chance: the
+    exact binomial tail P(X ≥ green) below EXACT_BELOW tokens, where the normal approximation behind z misstates it
+    (10 green of 10 at γ 0.5: z 3.16, normal p 0.0008, exact 0.001), the normal tail above."""
+    if scored < 1:
+        return 1.0
+    if scored < EXACT_BELOW:
+        return float(binom.sf(green_count - 1, scored, gamma))
+    return float(norm.sf(z_score(green_count, scored, gamma)))
+
+
 def count_detection(flags: list[int], gamma: float) -> Detection:
-    """z-score over the scored tokens (flags 0 or 1; -1 is not scored)."""
+    """z-score and p-value over the scored tokens (flags 0 or 1; -1 is not scored)."""
     scored = [flag for flag in flags if flag >= 0]
     z = z_score(sum(scored), len(scored), gamma)
-    return Detection(score=z, z=z, num_tokens_scored=len(scored), token_flags=flags)
+    return Detection(score=z, z=z, p=green_p_value(sum(scored), len(scored), gamma), num_tokens_scored=len(scored),
+                     token_flags=flags)
 
 
 class KGWLogitsProcessor(LogitsProcessor):

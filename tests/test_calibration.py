@@ -1,0 +1,82 @@
+"""Calibrated thresholds (issue 34): the nominal and achieved FPR of a theoretical threshold, the empirical threshold
+that holds a target FPR on held-apart negatives, and exact p-values for green-list counts."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from fwsapp.calibration import (achieved_fpr, bucket_order, empirical_threshold, length_bucket, nominal_fpr,
+                                run_calibration)
+from fwsapp.watermark.kgw import EXACT_BELOW, green_p_value, z_score
+
+
+def test_the_nominal_fpr_is_the_normal_tail_of_z_and_the_alpha_of_p():
+    assert nominal_fpr("z_threshold", 4.0) == pytest.approx(3.167e-5, rel=1e-3)
+    assert nominal_fpr("p_threshold", 0.01) == 0.01
+    assert nominal_fpr("mean_threshold", 0.52) is None  # SynthID's mean g-value is no test's statistic
+
+
+def test_a_green_count_has_an_exact_p_value_when_few_tokens_are_scored():
+    assert green_p_value(10, 10, 0.5) == pytest.approx(0.5 ** 10)  # the normal approximation says 0.00078
+    assert green_p_value(8, 10, 0.5) == pytest.approx(56 / 1024)
+    assert green_p_value(0, 0, 0.5) == 1.0
+    many = EXACT_BELOW + 100
+    assert green_p_value(180, many, 0.5) == pytest.approx(stats.norm.sf(z_score(180, many, 0.5)))
+
+
+@pytest.mark.parametrize("direction", ["higher", "lower"])
+def test_the_calibrated_threshold_holds_its_fpr_within_its_interval_on_held_apart_negatives(direction):
+    rng = np.random.default_rng(7)
+    # z-scores of unwatermarked text run wider than N(0, 1): a theoretical z > 2.33 is not a 1 % test on them.
+    draw = (lambda n: rng.standard_t(5, n)) if direction == "higher" else (lambda n: rng.beta(0.8, 1.0, n))
+    calibration, held_apart = draw(2000), draw(200_000)
+    calibrated = empirical_threshold(calibration, 0.01, direction, resamples=400)
+    low, high = calibrated.interval
+    assert low <= calibrated.threshold <= high
+
+    def rate(threshold):
+        return float((held_apart > threshold).mean() if direction == "higher" else (held_apart < threshold).mean())
+
+    looser, stricter = (low, high) if direction == "higher" else (high, low)
+    assert rate(stricter) <= 0.01 <= rate(looser)
+    assert abs(rate(calibrated.threshold) - 0.01) < 0.005
+    if direction == "higher":
+        theoretical = achieved_fpr(held_apart, 2.326)
+        assert theoretical.rate > 0.015 and theoretical.interval[0] > 0.01  # the nominal 1 % does not hold
+
+
+def test_an_empirical_threshold_needs_one_false_positives_worth_of_negatives():
+    negatives = np.random.default_rng(0).normal(size=99)
+    assert empirical_threshold(negatives, 0.01) is None
+    assert empirical_threshold(negatives, 0.05) is not None
+    assert empirical_threshold(np.append(negatives, 0.0), 0.01) is not None
+
+
+def test_achieved_fpr_counts_the_negatives_past_the_threshold_with_an_exact_interval():
+    achieved = achieved_fpr([0.1, 5.0, 4.5, -1.0, np.nan], 4.0)
+    assert (achieved.false, achieved.negatives, achieved.rate) == (2, 4, 0.5)
+    assert achieved.interval == pytest.approx(stats.binomtest(2, 4).proportion_ci(method="exact"))
+    assert achieved_fpr([0.2, 0.001], 0.01, "lower").false == 1
+    assert achieved_fpr([], 4.0) is None
+
+
+def test_a_runs_calibration_splits_its_negatives_by_length_and_says_where_data_is_short():
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(10, 400, 300)
+    negatives = pd.DataFrame({"score": rng.normal(size=300), "num_tokens_scored": tokens})
+    rows = pd.DataFrame(run_calibration("KGW", {}, negatives, "KGW run"))
+    assert rows["tokens scored"].tolist() == ["all"] + [bucket for bucket in bucket_order()
+                                                        if (pd.Series(tokens).map(length_bucket) == bucket).any()]
+    overall = rows.iloc[0]
+    assert overall.negatives == 300 and overall["theoretical threshold"] == "z > 4"
+    assert overall["nominal FPR"] == pytest.approx(stats.norm.sf(4))
+    assert overall["threshold at 1% FPR"].split(" ")[0] == f"{np.quantile(negatives.score, 0.99, method='higher'):.3g}"
+    assert rows.iloc[1:].negatives.sum() == 300
+    short = rows[rows.negatives < 100].iloc[0]
+    assert short["threshold at 1% FPR"] == f"not enough data (n = {short.negatives})"
+    assert length_bucket(32) == "1–32" and length_bucket(33) == "33–64" and length_bucket(1000) == "> 256"
+    imported = pd.DataFrame({"score": rng.uniform(size=50), "num_tokens_scored": np.nan})
+    (only,) = run_calibration("EXP-edit", {}, imported, "imported")
+    assert only["tokens scored"] == "all" and only["theoretical threshold"] == "p < 0.2"
+    alike = negatives.assign(num_tokens_scored=100)
+    assert [row["tokens scored"] for row in run_calibration("KGW", {}, alike, "one length")] == ["all"]
