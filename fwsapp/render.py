@@ -51,6 +51,14 @@ ENTITY_MEANINGS = {"hallucinated": "introduced and unsupported by the reference"
                    "introduced": "introduced, close to a reference entity", "entity": "a disease the reference names"}
 
 
+def score_text(score: float, label: str) -> str:
+    """A detection score as shown: a p-value in significant digits (a strong watermark's p is 1e-12, not "0.000"),
+    and one that underflowed to 0 as below the smallest double; any other score to three decimals."""
+    if label != "p":
+        return f"{score:.3f}"
+    return "< 1e-300" if score == 0 else f"{score:.3g}"
+
+
 def entity_legend() -> str:
     """The highlight colours and what each means, as chips."""
     return " ".join(f'<span style="background:{ENTITY_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'

@@ -124,7 +124,8 @@ def render() -> None:
                     st.info(markup.message(str(error)))
                 else:
                     token_view(run.method, tokens, found)
-                    st.caption(f"Score {found.score:.3f} over {found.num_tokens_scored} tokens.")
+                    st.caption(f"Score {markup.score_text(found.score, score_label(run.method))} over "
+                               f"{found.num_tokens_scored} tokens.")
 
     with st.expander("Re-detect a run: its texts scored under any method, parameters and tokenizer"):
         st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
@@ -195,7 +196,8 @@ def render() -> None:
         else:
             info = REGISTRY[method]
             flagged = info.is_watermarked(found.score, params)
-            st.metric(info.score_label, f"{found.score:.3f}", help=f"{found.num_tokens_scored} tokens scored")
+            st.metric(info.score_label, markup.score_text(found.score, info.score_label),
+                      help=f"{found.num_tokens_scored} tokens scored")
             st.write(f"Verdict at {info.verdict_rule(params)}: "
                      f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
             if found.num_tokens_scored < detection.MIN_TOKENS_FOR_VERDICT:

@@ -88,3 +88,10 @@ def test_attack_changes_marks_changed_and_pasted_words_and_underlines_mentions_i
     assert f'<span style="{MENTION_STYLE}">Gout</span>' in clean
     assert f'background:{CHANGE_COLOURS["pasted"]};{MENTION_STYLE}">flu</span>' in attacked
     assert f'background:{CHANGE_COLOURS["changed"]}">&#91;x&#93;' in attacked and attacked.endswith("common&#46;")
+
+
+def test_a_p_value_is_shown_in_significant_digits_and_an_underflow_as_a_bound():
+    from fwsapp.render import score_text
+
+    assert score_text(2.1e-12, "p") == "2.1e-12" and score_text(0.0, "p") == "< 1e-300"
+    assert score_text(0.2345, "p") == "0.234" and score_text(4.56789, "z") == "4.568"
