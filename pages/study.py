@@ -25,6 +25,11 @@ def base_url() -> str:
     return url.split("?")[0].rsplit("/", 1)[0] if url.count("/") > 2 else url
 
 
+def remember_links(invites: list[study.Invite]) -> None:
+    """Keep the new links for `show_new_links`, the only time they can be shown."""
+    st.session_state[NEW_LINKS] = [(invite.name, invite_link(base_url(), invite.token)) for invite in invites]
+
+
 def show_new_links() -> None:
     links = st.session_state.get(NEW_LINKS)
     if not links:
@@ -60,7 +65,7 @@ def create_form(runs: pd.DataFrame) -> None:
             except (study.StudyError, ValueError) as error:
                 st.error(markup.message(str(error)))
                 return
-            st.session_state[NEW_LINKS] = [(invite.name, invite_link(base_url(), invite.token)) for invite in invites]
+            remember_links(invites)
             st.session_state["study-chosen"] = created.name
             st.rerun()
 
@@ -77,7 +82,7 @@ def links_panel(chosen: study.Study) -> None:
             except study.StudyError as error:
                 st.error(markup.message(str(error)))
             else:
-                st.session_state[NEW_LINKS] = [(invite.name, invite_link(base_url(), invite.token)) for invite in invites]
+                remember_links(invites)
                 st.rerun()
     open_links = raters[raters.revoked.isna()]
     if not open_links.empty:
