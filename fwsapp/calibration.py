@@ -33,14 +33,21 @@ BOOTSTRAP_RESAMPLES = 1000
 CALIBRATED_LEVELS = (0.01, 0.05)
 
 
-def nominal_fpr(threshold_param: str, threshold: float) -> float | None:
+def nominal_fpr(info: methods.MethodInfo, threshold: float) -> float | None:
     """The false-positive rate a theoretical threshold promises: the normal tail above a z threshold, the α of a
-    p-value threshold; None where the threshold is not a test's (SynthID's mean g-value)."""
-    if threshold_param == "z_threshold":
-        return float(stats.norm.sf(threshold))
-    if threshold_param == "p_threshold":
-        return float(threshold)
-    return None
+    p-value threshold; None where the score is no standard test's (SynthID's mean g-value, DiPmark's green share,
+    whose spread without a watermark is √(γ(1 − γ)), not 1)."""
+    if not info.standard_score:
+        return None
+    return float(threshold) if info.score_direction == "lower" else float(stats.norm.sf(threshold))
+
+
+def nominal_threshold(info: methods.MethodInfo, fpr: float) -> float | None:
+    """The theoretical threshold whose nominal false-positive rate is `fpr` (z > Φ⁻¹(1 − fpr), p < fpr); None for a
+    score without one."""
+    if not info.standard_score:
+        return None
+    return float(fpr) if info.score_direction == "lower" else float(stats.norm.isf(fpr))
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,7 @@ def run_calibration(method: str, params: dict, negatives: pd.DataFrame, label: s
     have no buckets)."""
     info = methods.info(method)
     threshold = {**info.defaults, **params}[info.threshold_param]
-    nominal = nominal_fpr(info.threshold_param, threshold)
+    nominal = nominal_fpr(info, threshold)
     direction = info.score_direction
     groups = [("all", negatives)]
     buckets = negatives.num_tokens_scored.dropna().astype(int).map(length_bucket)

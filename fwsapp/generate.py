@@ -267,11 +267,12 @@ class UnitResult:
     method: str
     rows: list[dict]
     found: list[tuple[int, str, Detection]]  # (sample, text kind, its detection, per-token flags included)
+    params: dict  # the detector's
 
     @property
     def detections(self) -> list[dict]:
         """The detections-table rows."""
-        return [detected_record(index, kind, self.method, result) for index, kind, result in self.found]
+        return [detected_record(index, kind, self.method, result, self.params) for index, kind, result in self.found]
 
 
 def run_watermark(lm: LoadedModel, config: RunConfig) -> Watermark:
@@ -308,7 +309,8 @@ def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
             scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
                            context))
     found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
-    return UnitResult(unit, config.method, rows, [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)])
+    return UnitResult(unit, config.method, rows, [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)],
+                      watermark.params)
 
 
 def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:

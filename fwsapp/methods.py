@@ -45,6 +45,15 @@ class MethodInfo(DeclaredParams):
     test_params: dict = field(default_factory=dict)
     # None when it can run here, else why not (said by doctor), as every plug-in declares.
     unavailable: Callable[[], str | None] = always_available
+    # The per-token evidence its score adds up (fwsapp.length.EVIDENCE: green, weighted-green, permutation-green,
+    # mean-g, exp-sum), from which the score after every token follows in one pass; "" when the score is no such sum
+    # (an alignment, a maximin), so the score at a length needs the prefix detected again.
+    evidence: str = ""
+    # Its score is a z-score (standard normal) or a p-value (uniform) without a watermark, so a threshold has a
+    # nominal false-positive rate; False for a score on another scale (DiPmark's green share, SynthID's mean g).
+    standard_score: bool = True
+    # The parameter that sets its strength, for comparisons at equal detectability (δ, α, tournament depth).
+    strength_param: str | None = None
 
     @property
     def help(self) -> str:
@@ -124,15 +133,15 @@ KGW = MethodInfo(
     {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY),
      "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
      "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
-    threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID,
+    threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, evidence="green", strength_param="delta",
     implementation="fwsapp.watermark.kgw:KGW",
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
     {**KGW.params,
      "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
-    threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
-    implementation="fwsapp.watermark.sweet:SWEET",
+    threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID, evidence="green",
+    strength_param="delta", implementation="fwsapp.watermark.sweet:SWEET",
 )
 DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
@@ -143,6 +152,7 @@ DIPMARK = MethodInfo(
      "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
      "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]},
+    evidence="permutation-green", standard_score=False, strength_param="alpha",
     implementation="fwsapp.watermark.dipmark:DiPmark",
 )
 EXP_EDIT = MethodInfo(
@@ -170,13 +180,13 @@ ENTITY_KGW = MethodInfo(
      "lexicon": ("mesh", Param("names spared: mesh = MeSH diseases, mesh+drugs = and drug names, or a file with one "
                                "name per line", choices=("mesh", "mesh+drugs"), or_file=True))},
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
-    model_param="entropy_threshold", needs_tokenizer=True,
+    model_param="entropy_threshold", needs_tokenizer=True, evidence="green", strength_param="delta",
     implementation="fwsapp.watermark.entity_kgw:EntityKGW",
 )
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
     {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
-    threshold_param="z_threshold",
+    threshold_param="z_threshold", evidence="green", strength_param="delta",
     implementation="fwsapp.watermark.unigram:Unigram",
 )
 SYNTHID = MethodInfo(
@@ -185,13 +195,13 @@ SYNTHID = MethodInfo(
      "ngram_len": (5, Param("context n-gram length", low=2)),
      "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
      "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
-    threshold_param="mean_threshold", score_label="mean g",
-    implementation="fwsapp.watermark.synthid:SynthID",
+    threshold_param="mean_threshold", score_label="mean g", evidence="mean-g", standard_score=False,
+    strength_param="depth", implementation="fwsapp.watermark.synthid:SynthID",
 )
 EWD = MethodInfo(
     "EWD", "Lu et al. (2024): KGW's green lists, detected with each token weighted by the spike entropy of its "
            "distribution, so low-entropy tokens count less.",
-    KGW.params, threshold_param="z_threshold", needs_model=True,
+    KGW.params, threshold_param="z_threshold", needs_model=True, evidence="weighted-green", strength_param="delta",
     implementation="fwsapp.watermark.ewd:EWD",
 )
 P_THRESHOLD = Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)
@@ -203,7 +213,7 @@ EXP = MethodInfo(
      "top_k": (0, Param("sample among the k likeliest tokens (0 = the whole vocabulary)", low=0)),
      "p_threshold": (1e-4, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
-    implementation="fwsapp.watermark.exp:EXP",
+    evidence="exp-sum", implementation="fwsapp.watermark.exp:EXP",
 )
 ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
@@ -238,10 +248,11 @@ MORPHMARK = MethodInfo(
      "k_log": (2.15, Param("k of the logarithmic strength", low=0)),
      "p_0": (0.15, Param("green mass below which nothing is changed", low=0, high=1)),
      "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
-    threshold_param="z_threshold",
+    threshold_param="z_threshold", evidence="green",
     implementation="fwsapp.watermark.morphmark:MorphMark",
 )
-_POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold"}
+_POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
+             "standard_score": False}
 LOGRANK = MethodInfo(
     "LogRank", "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark).",
     {"threshold": (-1.0, None)}, **_POST_HOC,

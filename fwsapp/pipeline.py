@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from fwsapp import methods
+from fwsapp import length, methods
 from fwsapp.entities import HALLUCINATION_THRESHOLD
 from fwsapp.generate import InProcess, RunConfig, generate_runs
 from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
@@ -75,13 +75,28 @@ class Redetection:
 def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
            cancel: threading.Event | None = None, *, method: str | None = None, params: dict | None = None,
            tokenizer: str | None = None, normalize: str | None = None,
-           attack_sets: dict[str, str] | None = None) -> list[Redetection]:
+           attack_sets: dict[str, str] | None = None, by_length: bool = False,
+           window: int | None = None) -> list[Redetection]:
     """Score each run's stored texts again under `method` (default: the run's own) with `params` over the
     run's own, and `tokenizer` (default: the one its model implies), each text normalised first where `normalize`
     names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
-    are scored too, after its clean set (whose negatives they are compared with)."""
+    are scored too, after its clean set (whose negatives they are compared with). `by_length` gives every text its
+    score at every length (fwsapp.length); `window` scores each text's best window of that many tokens (WinMax)."""
     plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
-    return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {})
+    if window is not None:
+        for plan in plans:
+            length.check_window(plan[1], window)
+    return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
+                           by_length, window)
+
+
+def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+            cancel: threading.Event | None = None, *, tokenizer: str | None = None) -> list[Redetection]:
+    """Give each run a score at every length for every text: a run generated here has them from its own detection
+    already; the others (imported runs, runs stored before curves were kept, methods without per-token evidence) are
+    detected again from their text with their own method and parameters, the curves kept in that detection set."""
+    missing = [run_id for run_id in run_ids if length.run_curves(store, run_id) is None]
+    return detect(store, missing, model_loader, progress, cancel, tokenizer=tokenizer, by_length=True) if missing else []
 
 
 def _detection_plans(store: Store, run_ids: list[str], method: str | None, params: dict | None,
@@ -109,7 +124,8 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
 
 def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_loader: ModelLoader,
                     progress: Progress | None, cancel: threading.Event | None, normalize: str | None,
-                    attack_sets: dict[str, str]) -> list[Redetection]:
+                    attack_sets: dict[str, str], by_length: bool = False,
+                    window: int | None = None) -> list[Redetection]:
     from fwsapp.redetect import redetect
 
     # Each run's own texts, then its attacked texts where there are some.
@@ -122,7 +138,8 @@ def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_lo
             break
         lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
         set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel,
-                          attack_set=attack_set, normalize=normalize)
+                          attack_set=attack_set, normalize=normalize, by_length=by_length and not attack_set,
+                          window=window)
         results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name, attack_set))
     return results
 

@@ -21,8 +21,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from fwsapp import detection
-from fwsapp import methods
+from fwsapp import detection, length, methods
 from fwsapp.methods import canonical_name
 from fwsapp.store import TEXT_COLUMNS, Store, detected_record, detection_record
 from fwsapp.tokenizers import TextTokenizer
@@ -43,9 +42,10 @@ def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
 
 
 def detection_set_id(run_id: str, method: str, params: dict, tokenizer: str, attack_set: str | None = None,
-                     normalize: str | None = None) -> str:
+                     normalize: str | None = None, window: int | None = None) -> str:
     identity = {"run": run_id, "method": method, "params": params, "tokenizer": tokenizer}
-    identity.update({key: value for key, value in (("attack", attack_set), ("normalize", normalize)) if value})
+    identity.update({key: value for key, value in (("attack", attack_set), ("normalize", normalize),
+                                                    ("window", window)) if value})
     return "det-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -65,9 +65,14 @@ def redetect(
     cancel: threading.Event | None = None,
     attack_set: str | None = None,
     normalize: str | None = None,
+    by_length: bool = False,
+    window: int | None = None,
 ) -> str:
     """Score every stored text of a run (or of its attack set) under `method`, each normalised first where
-    `normalize` names a normaliser; returns the detection set's id."""
+    `normalize` names a normaliser; returns the detection set's id. Each text's score after every token is kept
+    where the method's evidence gives it in the same pass; `by_length` also detects the prefixes of LENGTH_GRID again
+    for a method without such evidence, and gives texts scored before curves were kept theirs. With `window`, a text's
+    score is its best window of that many tokens (WinMax), p its p-value against unwatermarked text of its length."""
     from fwsapp.normalizers import normalizer
     from fwsapp.watermark import create
 
@@ -75,29 +80,59 @@ def redetect(
     if methods.info(method).post_hoc:
         raise ValueError(f"{method} is a post-hoc detector with no key to check; re-detect with a watermark method.")
     watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)  # checks parameters first
+    if window is not None:
+        length.check_window(method, window)
     store.run(run_id)
     prepare = normalizer(normalize)
-    set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name, attack_set, normalize)
+    set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name, attack_set, normalize, window)
     store.ensure_detection_set(set_id, run_id, method, watermark.params, tokenizer.name, watermark.score_direction,
-                               attack_set, normalize)
-    done = {(row.sample_idx, row.text_kind) for row in store.redetections([set_id]).itertuples()}
+                               attack_set, normalize, window)
+    stored = store.redetections([set_id], curves=True)
+    done = {(row.sample_idx, row.text_kind) for row in stored.itertuples()}
+    # Scored before curves were kept, or by a method whose curve needs its prefixes detected again.
+    curveless = {(row.sample_idx, row.text_kind) for row in stored.itertuples()
+                 if not hasattr(row.prefix_scores, "__len__") and pd.notna(row.score)}  # NULL reads as None or NA if by_length and window is None else set()
     source = attacked_texts(store, attack_set) if attack_set else scored_texts(store.generations(run_id))
-    texts = [(sample_idx, kind, prepare(text)) for sample_idx, kind, text in source if (sample_idx, kind) not in done]
-    total = len(done) + len(texts)
+    texts = [(sample_idx, kind, prepare(text)) for sample_idx, kind, text in source
+             if (sample_idx, kind) not in done or (sample_idx, kind) in curveless]
+    total = len(done) - len(curveless) + len(texts)
     if progress:
-        progress(len(done), total)
+        progress(total - len(texts), total)
     for start in range(0, len(texts), WRITE_EVERY):
         if cancel is not None and cancel.is_set():
             break
         chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
-        found = iter(watermark.detect_many([(token_ids, ()) for _, _, token_ids in chunk if len(token_ids) >= MIN_TOKENS]))
-        rows = [detected_record(sample_idx, kind, method, next(found)) if len(token_ids) >= MIN_TOKENS
+        scorable = [token_ids for _, _, token_ids in chunk if len(token_ids) >= MIN_TOKENS]
+        found = iter(_scored(watermark, scorable, by_length, window))
+        rows = [next(found) | {"sample_idx": sample_idx, "text_kind": kind} if len(token_ids) >= MIN_TOKENS
                 else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
                 for sample_idx, kind, token_ids in chunk]
-        store.write_redetections(set_id, run_id, rows)
+        new = [row for row in rows if (row["sample_idx"], row["text_kind"]) not in done]
+        if new:
+            store.write_redetections(set_id, run_id, new)
+        store.write_prefix_curves(set_id, [row for row in rows if (row["sample_idx"], row["text_kind"]) in curveless])
         if progress:
-            progress(len(done) + start + len(chunk), total)
+            progress(total - len(texts) + start + len(chunk), total)
     return set_id
+
+
+def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None) -> list[dict]:
+    """Detection records (sample and kind left to fill) of texts scored alone: whole, by window, or with the scores
+    of their LENGTH_GRID prefixes where the method has no per-token evidence and `by_length` asks for them."""
+    method, params = watermark.name, watermark.params
+    found = watermark.detect_many([(token_ids, ()) for token_ids in texts])
+    if window is not None:
+        best = [length.winmax(method, params, result, window) for result in found]
+        return [detection_record(0, "", method, wm.score, z=wm.score if watermark.info.score_label == "z" else None,
+                                 p=wm.p, num_tokens_scored=result.num_tokens_scored) for wm, result in zip(best, found)]
+    records = [detected_record(0, "", method, result, params) for result in found]
+    if by_length and not watermark.info.evidence:
+        prefixes = [(token_ids, size) for token_ids in texts for size in length.grid_lengths(len(token_ids))]
+        scores = iter(result.score for result in watermark.detect_many([(token_ids[:size], ()) for token_ids, size in prefixes]))
+        for record, token_ids in zip(records, texts):
+            at = {size: next(scores) for size in length.grid_lengths(len(token_ids))}
+            record["prefix_scores"] = length.grid_curve({**at, len(token_ids): record["score"]}, len(token_ids))
+    return records
 
 
 def set_scores(store: Store, set_id: str) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from fwsapp import detection, methods
 from fwsapp.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
 from fwsapp.entities import analysed_entities, entity_summary
 from fwsapp.entropy import bin_shares, token_values
+from fwsapp.length import DEFAULT_FPR as LENGTH_FPR, length_summary, run_curves
 from fwsapp.judge.summary import counted_judgments, judge_block, judges_label, smoke_test_judges
 from fwsapp.methods import detection_kinds
 from fwsapp.metrics.quality import GENERATED_KINDS, quality_block
@@ -29,6 +30,17 @@ def run_detection(scores: pd.DataFrame, direction: str, method: str) -> dict | N
         return None
     positives, negatives = _sides(scores, method)
     return detection.summary(positives, negatives, direction)
+
+
+def with_lengths(block: dict | None, store: Store, run_id: str, fpr: float = LENGTH_FPR) -> dict | None:
+    """A run's detection block with its tokens to detect and TPR after T tokens at `fpr`, where its scores at every
+    length are stored (`detect --by-length` stores them for runs not generated here)."""
+    curves = run_curves(store, run_id)
+    if block is None or curves is None:
+        return block
+    summary = length_summary(curves.method, curves.params, curves.positives, curves.negatives, fpr)
+    return {**block, "tokens_to_detect": summary["tokens_to_detect"], "tpr_at_length": summary["tpr_at_length"],
+            "length_threshold": summary["threshold"], "length_source": curves.source}
 
 
 def collect(store: Store, include_smoke_tests: bool = False) -> dict:
@@ -67,7 +79,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "n": int(max(run.samples_done, run.n if run.imported else 0)),
             "imported": bool(run.imported),
             "status": run.status,
-            "detection": run_detection(run_scores, run.score_direction, run.method),
+            "detection": with_lengths(run_detection(run_scores, run.score_direction, run.method), store, run.run_id),
             "quality": quality,
             "judge": judge_block(judgments[judgments.run_id == run.run_id]),
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),

@@ -5,15 +5,19 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from fwsapp import methods
 from fwsapp.calibration import (achieved_fpr, bucket_order, empirical_threshold, length_bucket, nominal_fpr,
-                                run_calibration)
+                                nominal_threshold, run_calibration)
 from fwsapp.watermark.kgw import EXACT_BELOW, green_p_value, z_score
 
 
 def test_the_nominal_fpr_is_the_normal_tail_of_z_and_the_alpha_of_p():
-    assert nominal_fpr("z_threshold", 4.0) == pytest.approx(3.167e-5, rel=1e-3)
-    assert nominal_fpr("p_threshold", 0.01) == 0.01
-    assert nominal_fpr("mean_threshold", 0.52) is None  # SynthID's mean g-value is no test's statistic
+    assert nominal_fpr(methods.KGW, 4.0) == pytest.approx(3.167e-5, rel=1e-3)
+    assert nominal_fpr(methods.EXP, 0.01) == 0.01
+    assert nominal_fpr(methods.SYNTHID, 0.52) is None  # SynthID's mean g-value is no test's statistic
+    assert nominal_fpr(methods.DIPMARK, 1.513) is None  # DiPmark's score has spread √(γ(1 − γ)) without a watermark
+    assert nominal_threshold(methods.KGW, 0.01) == pytest.approx(2.326, abs=1e-3)
+    assert nominal_threshold(methods.EXP, 0.01) == 0.01
 
 
 def test_a_green_count_has_an_exact_p_value_when_few_tokens_are_scored():

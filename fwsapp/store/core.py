@@ -131,8 +131,9 @@ class StoreCore:
             raise ValueError(table)
         return self.row(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id])[0]
 
-    def _per_run(self, table: str, run_ids: list[str] | None) -> pd.DataFrame:
-        query = f"""SELECT t.*, r.method, r.model, r.task, r.score_direction
+    def _per_run(self, table: str, run_ids: list[str] | None, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
+        columns = f"t.* EXCLUDE ({', '.join(exclude)})" if exclude else "t.*"
+        query = f"""SELECT {columns}, r.method, r.model, r.task, r.score_direction
                     FROM {table} t JOIN runs r USING (run_id)"""
         if run_ids is None:
             return self.frame(query + " ORDER BY run_id, sample_idx")

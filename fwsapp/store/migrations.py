@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -284,5 +284,12 @@ MIGRATIONS = [
         PRIMARY KEY (rater, run_id, sample_idx)
     );
     ALTER TABLE human_ratings ADD COLUMN seconds DOUBLE;
+    """,
+    # 12: each text's score after every token (fwsapp.length), kept beside its score so reports need no second
+    # detection; a detection set may score the best window of each text (WinMax) instead of the whole.
+    """
+    ALTER TABLE detections ADD COLUMN prefix_scores DOUBLE[];
+    ALTER TABLE redetections ADD COLUMN prefix_scores DOUBLE[];
+    ALTER TABLE detection_sets ADD COLUMN window_tokens INTEGER;
     """,
 ]

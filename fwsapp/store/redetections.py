@@ -12,15 +12,15 @@ class DetectionSets(StoreCore):
     # -- re-detection ----------------------------------------------------------------------------
     def ensure_detection_set(self, set_id: str, run_id: str, method: str, params: dict, tokenizer: str,
                              score_direction: str, attack_set_id: str | None = None,
-                             normalize: str | None = None) -> None:
+                             normalize: str | None = None, window: int | None = None) -> None:
         if self.row("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]):
             return
         with self.transaction() as cursor:
             if not cursor.execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
                 cursor.execute(
-                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction, now(),
-                     attack_set_id, normalize],
+                     attack_set_id, normalize, window],
                 )
 
     def write_redetections(self, set_id: str, run_id: str, rows: list[dict]) -> None:
@@ -76,8 +76,20 @@ class DetectionSets(StoreCore):
         return self.frame("SELECT * FROM attacked_texts WHERE attack_set_id IN (SELECT unnest(?)) "
                           "ORDER BY attack_set_id, sample_idx", [attack_set_ids])
 
-    def redetections(self, set_ids: list[str]) -> pd.DataFrame:
+    def redetections(self, set_ids: list[str], curves: bool = False) -> pd.DataFrame:
+        """Sets' scores; with `curves`, each text's score after every token too."""
         return self.frame(
-            "SELECT * FROM redetections WHERE set_id IN (SELECT unnest(?)) ORDER BY set_id, sample_idx, text_kind",
+            f"SELECT *{'' if curves else ' EXCLUDE (prefix_scores)'} FROM redetections WHERE set_id IN "
+            "(SELECT unnest(?)) ORDER BY set_id, sample_idx, text_kind",
             [set_ids],
         )
+
+    def write_prefix_curves(self, set_id: str, rows: list[dict]) -> None:
+        """Curves for texts a set scored before it kept them (rows of sample_idx, text_kind, prefix_scores); their
+        scores stay as they are."""
+        if not rows:
+            return
+        with self.transaction() as cursor:
+            cursor.executemany(
+                "UPDATE redetections SET prefix_scores = ? WHERE set_id = ? AND sample_idx = ? AND text_kind = ?",
+                [[row["prefix_scores"], set_id, row["sample_idx"], row["text_kind"]] for row in rows])

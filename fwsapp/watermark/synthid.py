@@ -78,8 +78,9 @@ class SynthID(Watermark, info=methods.SYNTHID):
             return Detection(score=0.5, z=0.0, num_tokens_scored=0, token_flags=[-1] * len(token_ids))
         mean = float(scored.mean())
         z = (mean - 0.5) / (0.5 / sqrt(scored.numel()))
-        flags = [-1] * len(token_ids)
+        flags, values = [-1] * len(token_ids), [0.5] * len(token_ids)
         for position, end in enumerate(ends.tolist()):
             if mask[position]:
-                flags[end - len(context)] = int(float(g_values[position].mean()) > 0.5)
-        return Detection(score=mean, z=z, num_tokens_scored=count, token_flags=flags)
+                values[end - len(context)] = float(g_values[position].mean())  # the score is the mean of these
+                flags[end - len(context)] = int(values[end - len(context)] > 0.5)
+        return Detection(score=mean, z=z, num_tokens_scored=count, token_flags=flags, token_values=values)

@@ -1,0 +1,137 @@
+"""Methods compared at equal strength (as WaterBench and EntroBench do): each method's strength parameter set so that it
+reaches the same detectability, then quality, FWS and disease entities compared at those settings.
+
+At default parameters a weaker watermark can look kinder to the facts simply because it is weaker. Here a target (TPR
+0.9 at 1 % FPR after 64 tokens, say) is met by each method's sweep of its strength parameter (`MethodInfo.
+strength_param`: δ, DiPmark's α, SynthID's depth). Runs that differ only in that parameter form one sweep. Each run's
+TPR at T tokens uses the threshold its negatives give at that length where they are enough (1/FPR of them reach T),
+else the nominal one; a run with neither has no TPR. Along a sweep, ordered by strength, the first setting that
+reaches the target is taken; where the one before falls short, the setting and every quality figure are interpolated
+linearly in TPR between the two, and the table says so.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fwsapp import methods
+from fwsapp.calibration import minimum_negatives, nominal_threshold
+from fwsapp.detection import oriented, threshold_at_fpr
+from fwsapp.length import RunCurves, run_curves, score_at
+
+# Quality at each setting, read from a run's report entry (fwsapp.report): label -> path through the entry.
+QUALITY = {
+    "FWS (Auto)": ("quality", "fws_auto", "watermarked"),
+    "FWS (judge)": ("judge", "fws", "watermarked"),
+    "unsupported entities %": ("entities", "hallucination_rate", "watermarked"),
+    "introduced entities per text": ("entities", "introduced_per_text", "watermarked"),
+}
+
+
+def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | None, str]:
+    """The share of watermarked texts of at least `tokens` tokens detected after that many, at `fpr`: (TPR, basis)."""
+    direction = methods.info(curves.method).score_direction
+    positives = np.array([score_at(curve, tokens) for curve in curves.positives])
+    negatives = np.array([score_at(curve, tokens) for curve in curves.negatives])
+    positives, negatives = positives[~np.isnan(positives)], negatives[~np.isnan(negatives)]
+    if positives.size == 0:
+        return None, f"no watermarked text reaches {tokens} tokens"
+    if negatives.size >= minimum_negatives(fpr):
+        threshold = threshold_at_fpr(oriented(negatives, direction), fpr)
+        return float((oriented(positives, direction) > threshold).mean()), f"empirical ({negatives.size} negatives)"
+    nominal = nominal_threshold(methods.info(curves.method), fpr)
+    if nominal is None:
+        return None, f"not enough negatives (n = {negatives.size}) and no nominal threshold"
+    return float((oriented(positives, direction) > oriented([nominal], direction)[0]).mean()), "nominal"
+
+
+def _reported(entry: dict, path: tuple[str, ...]):
+    value = entry
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def sweep_points(store, report: dict, fpr: float, tokens: int, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """One row per watermark run whose method has a strength parameter: its sweep (method, model, task and every
+    other parameter), its strength, TPR at `tokens` and where the threshold came from, and its quality."""
+    rows = []
+    for entry in report["runs"]:
+        if run_ids is not None and entry["run_id"] not in run_ids:
+            continue
+        info = methods.info(entry["method"])
+        if info.post_hoc or info.strength_param is None:
+            continue
+        curves = run_curves(store, entry["run_id"])
+        if curves is None:
+            continue
+        tpr, basis = tpr_at_tokens(curves, fpr, tokens)
+        fixed = {key: value for key, value in curves.params.items() if key not in (info.strength_param,
+                                                                                    info.threshold_param)}
+        rows.append({"method": entry["method"], "model": entry["model"], "task": entry["task"],
+                     "sweep": f"{entry['method']} · {entry['model']} · {entry['task']} · "
+                              f"{info.changed_params(fixed)}",
+                     "strength": info.strength_param, "value": float(curves.params[info.strength_param]),
+                     "run_id": entry["run_id"], "tpr": tpr, "basis": basis,
+                     **{label: _reported(entry, path) for label, path in QUALITY.items()}})
+    return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "run_id", "tpr", "basis",
+                                       *QUALITY])
+
+
+def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
+    """Per sweep, the setting that reaches `target_tpr`: a swept run, or a point interpolated between the last run
+    short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR."""
+    rows = []
+    for sweep, group in points.dropna(subset=["tpr"]).groupby("sweep", sort=True):
+        group = group.sort_values("value").reset_index(drop=True)
+        first = group.index[group.tpr >= target_tpr]
+        base = {"method": group.method[0], "model": group.model[0], "task": group.task[0], "sweep": sweep,
+                "strength": group.strength[0], "runs": len(group)}
+        if first.empty:
+            best = group.loc[group.tpr.idxmax()]
+            rows.append({**base, "value": math.nan, "tpr": math.nan,
+                         "setting": f"not reached: best TPR {best.tpr:.2f} at {best.strength}={best.value:g}",
+                         **{label: math.nan for label in QUALITY}})
+            continue
+        high = group.loc[first[0]]
+        if first[0] == 0 or high.tpr == target_tpr:
+            note = f"swept run {high.run_id}" + (" (the weakest swept: a weaker one may reach it too)"
+                                                 if first[0] == 0 and high.tpr > target_tpr else "")
+            rows.append({**base, "value": high.value, "tpr": high.tpr, "setting": note,
+                         **{label: _number(high[label]) for label in QUALITY}})
+            continue
+        low = group.loc[first[0] - 1]
+        share = (target_tpr - low.tpr) / (high.tpr - low.tpr)
+        rows.append({**base, "value": low.value + share * (high.value - low.value), "tpr": target_tpr,
+                     "setting": f"interpolated between {low.strength}={low.value:g} and {high.value:g}",
+                     **{label: _between(low[label], high[label], share) for label in QUALITY}})
+    return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "tpr", "setting", "runs",
+                                       *QUALITY])
+
+
+def _number(value) -> float:
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def _between(low, high, share: float) -> float:
+    low, high = _number(low), _number(high)
+    return low + share * (high - low)
+
+
+def equal_strength(store, report: dict, target_tpr: float, fpr: float, tokens: int,
+                   run_ids: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The swept points and the settings matched to the target, after checking the target."""
+    check_target(target_tpr, fpr, tokens)
+    points = sweep_points(store, report, fpr, tokens, run_ids)
+    return points, matched(points, target_tpr)
+
+
+def check_target(target_tpr: float, fpr: float, tokens: int) -> None:
+    if not 0 < target_tpr <= 1:
+        raise ValueError(f"The target TPR must be in (0, 1], not {target_tpr}.")
+    if not 0 < fpr < 1:
+        raise ValueError(f"The FPR must be in (0, 1), not {fpr}.")
+    if tokens < 1:
+        raise ValueError(f"The number of tokens must be at least 1, not {tokens}.")

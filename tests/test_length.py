@@ -1,0 +1,158 @@
+"""Detection by length (issue 34): the score after every token equals the prefix detected alone, for every method; tokens
+to detect on constructed flags; WinMax finding a pasted span; the equal-strength search on a sweep with a known answer;
+the stored curves, `detect --by-length`, `compare` and the report's fields."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fwsapp import length, methods
+from fwsapp.cli import main
+from fwsapp.methods import WATERMARKS
+from fwsapp.redetect import _scored
+from fwsapp.strength import QUALITY, matched
+from fwsapp.watermark import create
+from fwsapp.watermark.base import Detection
+
+TEXT = ("Gout is a form of inflammatory arthritis. Uric acid crystals collect in a joint, most often the big toe, "
+        "causing sudden severe pain, swelling and redness that can last for days. Treatment lowers uric acid.")
+
+
+@pytest.mark.parametrize("method", WATERMARKS)
+def test_the_score_at_t_is_the_t_token_prefix_detected_alone(lm, method):
+    ids = lm.tokenizer(TEXT, add_special_tokens=False)["input_ids"]
+    context = lm.tokenizer("Question: what is gout?")["input_ids"]
+    watermark = create(method, lm.vocab_size, methods.info(method).test_params, lm=lm)
+    if methods.info(method).evidence:
+        curve = length.prefix_scores(method, watermark.params, watermark.detect(ids, context))
+        lengths = [1, 2, 5, 17, 33, len(ids)]
+        alone = {size: watermark.detect(ids[:size], context).score for size in lengths}
+    else:  # detected again at LENGTH_GRID (texts scored alone, as re-detection scores them)
+        curve = _scored(watermark, [ids], by_length=True, window=None)[0]["prefix_scores"]
+        lengths = [*length.grid_lengths(len(ids)), len(ids)]
+        alone = {size: watermark.detect(ids[:size]).score for size in lengths}
+        assert np.isnan(curve[lengths[0]]) and len(lengths) >= 3
+    assert len(curve) == len(ids)
+    for size in lengths:
+        assert curve[size - 1] == pytest.approx(alone[size], rel=1e-6, abs=1e-6), size
+
+
+def curve_of(flags: list[int]) -> list[float]:
+    return length.prefix_scores("KGW", {}, Detection(score=0.0, num_tokens_scored=len(flags), token_flags=flags))
+
+
+Z2 = length.LengthThreshold(2.0, "higher", True, "z > 2")
+
+
+def test_tokens_to_detect_counts_from_where_a_text_is_detected_for_good():
+    early_then_lost = [1] * 10 + [0] * 20 + [1] * 40  # z passes 2 at T=5, falls below, passes again for good later
+    curve = np.array(curve_of(early_then_lost))
+    found = length.tokens_to_detect(curve, Z2)
+    assert curve[4] > 2 and (curve[int(found) - 2] <= 2) and (curve[int(found) - 1:] > 2).all()
+    assert found > 30
+    assert length.tokens_to_detect(curve_of([1] * 30), Z2) == 5  # z = √T: first above 2 at T = 5, and stays
+    assert length.tokens_to_detect(curve_of([1] * 10 + [0] * 30), Z2) == math.inf  # detected early, never at the end
+    assert length.tokens_to_detect(curve_of([-1, -1] + [1] * 10), Z2) == 7  # unscored tokens still count in T
+    grid = length.grid_curve({16: 1.0, 32: 3.0, 48: 2.5}, 48)  # known at some lengths only
+    assert length.tokens_to_detect(grid, Z2) == 32
+
+
+def test_a_run_summary_counts_never_detected_texts_and_tabulates_only_texts_that_long():
+    positives = [curve_of([1] * 40), curve_of([1] * 20), curve_of([0] * 70), curve_of([0] * 70)]
+    summary = length.tokens_summary(positives, Z2)
+    assert summary["never_detected"] == 2 and summary["median"] == 5 and summary["iqr"] == [5, "never"]
+    table = length.tpr_at_length(positives, [curve_of([0, 1] * 40)], Z2)
+    assert list(table) == ["16", "32", "64", "full"]
+    assert table["32"] == {"tpr": pytest.approx(1 / 3), "n": 3, "fpr": 0.0, "negatives": 1}
+    assert table["full"]["tpr"] == 0.5 and table["64"]["n"] == 2
+
+
+def test_winmax_finds_a_pasted_watermarked_span_and_flags_no_reference_text(qa_run, lm):
+    store, config, run_id = qa_run
+    watermark = create("KGW", lm.vocab_size, config.params)
+    references = [lm.tokenizer(" " + sample["reference"], add_special_tokens=False)["input_ids"]
+                  for sample in json.loads(open("data/demo_qa.json").read())]
+    pool = [token for ids in references for token in ids]
+    hosts = [pool[start:start + 400] for start in range(0, len(pool) - 399, 400)]
+    assert len(hosts) >= 3
+    for host in hosts:  # human text alone
+        assert not length.winmax("KGW", watermark.params, watermark.detect(host), 40).detected
+    generations = store.generations(run_id)
+    for ids in generations.unwatermarked_ids:  # and the model's text without the watermark
+        assert not length.winmax("KGW", watermark.params, watermark.detect(list(ids)), 40).detected
+    spans = [list(ids)[10:50] for ids in generations.watermarked_ids if watermark.detect(list(ids)).score > 4]
+    assert spans
+    for span in spans:
+        pasted = hosts[0][:200] + span + hosts[0][200:360]
+        found = watermark.detect(pasted)
+        best = length.winmax("KGW", watermark.params, found, 40)
+        assert found.score < 4 and best.detected and best.p < 0.01  # the whole text hides it; its window does not
+        assert 180 <= best.start <= 220
+
+
+def test_winmax_refuses_a_method_without_per_token_evidence():
+    with pytest.raises(ValueError, match="EXP-edit's score has none"):
+        length.check_window("EXP-edit", 40)
+    with pytest.raises(ValueError, match="at least 1 token"):
+        length.check_window("KGW", 0)
+
+
+def sweep(method: str, tprs: dict[float, float], fws_per_delta: float = -0.1) -> list[dict]:
+    return [{"method": method, "model": "m", "task": "qa", "sweep": method, "strength": "delta", "value": delta,
+             "run_id": f"{method}-{delta}", "tpr": tpr, "basis": "empirical",
+             **{label: 4.0 + fws_per_delta * delta for label in QUALITY}} for delta, tpr in tprs.items()]
+
+
+def test_the_equal_strength_search_picks_the_known_setting():
+    points = pd.DataFrame(sweep("KGW", {0.5: 0.3, 1.0: 0.6, 2.0: 0.95, 4.0: 1.0})
+                          + sweep("EntityKGW", {1.0: 0.5, 2.0: 0.9, 4.0: 0.99})
+                          + sweep("SWEET", {0.5: 0.92, 1.0: 0.99})
+                          + sweep("Unigram", {0.5: 0.2, 1.0: 0.4}))
+    table = matched(points, 0.9).set_index("method")
+    # KGW: 0.9 lies 6/7 of the way from δ=1 (0.6) to δ=2 (0.95); quality is interpolated the same way.
+    assert table.at["KGW", "value"] == pytest.approx(1 + 0.3 / 0.35)
+    assert table.at["KGW", "FWS (Auto)"] == pytest.approx(4.0 - 0.1 * (1 + 0.3 / 0.35))
+    assert table.at["KGW", "setting"] == "interpolated between delta=1 and 2"
+    assert table.at["EntityKGW", "value"] == 2.0 and table.at["EntityKGW", "setting"] == "swept run EntityKGW-2.0"
+    assert table.at["SWEET", "value"] == 0.5 and "weakest swept" in table.at["SWEET", "setting"]
+    assert np.isnan(table.at["Unigram", "value"]) and table.at["Unigram", "setting"] == "not reached: best TPR 0.40 at delta=1"
+
+
+def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp_path, capsys):
+    store, config, run_id = qa_run
+    curves = store.prefix_curves(run_id, "KGW")
+    scores = store.detections([run_id]).set_index(["sample_idx", "text_kind"]).score
+    for row in curves.itertuples():
+        assert row.prefix_scores[-1] == pytest.approx(scores[(row.sample_idx, row.text_kind)])
+    assert main(["detect", "--run", run_id, "--by-length", "--db", str(store.path)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{run_id} (KGW; its own detection); verdicts at z > 2.33 (nominal 1% FPR)" in printed
+    assert "tokens to detect: median" in printed and "never detected" in printed
+    from fwsapp.report import build_report
+
+    block = next(entry for entry in build_report(store)["runs"] if entry["run_id"] == run_id)["detection"]
+    assert block["tokens_to_detect"]["n"] == 4 and set(block["tpr_at_length"]) == {"16", "32", "64", "full"}
+    assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 0
+    assert "KGW" in capsys.readouterr().out
+
+
+def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run, tmp_path, lm):
+    from fwsapp.redetect import redetect
+    from fwsapp.tokenizers import from_huggingface
+    from fwsapp.store import Store
+    from tests.conftest import copy_store
+
+    copy_store(qa_run[0], tmp_path / "copy.duckdb")
+    store = Store(tmp_path / "copy.duckdb")
+    run_id = qa_run[2]
+    tokenizer = from_huggingface(lm.name, lm.tokenizer)
+    set_id = redetect(store, run_id, "EXP-edit", {"n_runs": 20}, tokenizer)
+    before = store.redetections([set_id])
+    assert store.redetections([set_id], curves=True).prefix_scores.isna().all()  # no per-token evidence
+    assert redetect(store, run_id, "EXP-edit", {"n_runs": 20}, tokenizer, by_length=True) == set_id
+    after = store.redetections([set_id], curves=True)
+    assert len(after) == len(before) and (after.score.to_numpy() == before.score.to_numpy()).all()
+    for row in after.itertuples():
+        assert row.prefix_scores[-1] == row.score and not np.isnan(row.prefix_scores[15])
