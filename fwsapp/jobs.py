@@ -150,6 +150,14 @@ class JobManager:
         key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}"
         return self.start("redetect", key, f"Re-detecting {run_id} with {method} ({tokenizer_name})", work)
 
+    def start_lengths(self, run_ids: list[str]) -> Job:
+        """Give runs their scores at every length (see length.py), detecting again from text where needed."""
+        def work(progress, cancel):
+            sets = pipeline.lengths(self.store, run_ids, self.model_loader, progress, cancel)
+            return f"Scores by length for {len(run_ids)} run(s); {len(sets)} detected again from their text."
+
+        return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {len(run_ids)} run(s) by length", work)
+
     def start_attack(self, run_ids: list[str], attack: str, params: dict, seed: int,
                      normalize: str | None = None) -> Job:
         """Attack runs' watermarked texts and detect them again (see robustness.py)."""

@@ -89,9 +89,10 @@ def redetect(
                                attack_set, normalize, window)
     stored = store.redetections([set_id], curves=True)
     done = {(row.sample_idx, row.text_kind) for row in stored.itertuples()}
-    # Scored before curves were kept, or by a method whose curve needs its prefixes detected again.
+    # Scored before curves were kept, or by a method whose curve needs its prefixes detected again (NULL reads as
+    # None or NA).
     curveless = {(row.sample_idx, row.text_kind) for row in stored.itertuples()
-                 if not hasattr(row.prefix_scores, "__len__") and pd.notna(row.score)}  # NULL reads as None or NA if by_length and window is None else set()
+                 if not hasattr(row.prefix_scores, "__len__") and pd.notna(row.score)} if by_length and window is None else set()
     source = attacked_texts(store, attack_set) if attack_set else scored_texts(store.generations(run_id))
     texts = [(sample_idx, kind, prepare(text)) for sample_idx, kind, text in source
              if (sample_idx, kind) not in done or (sample_idx, kind) in curveless]

@@ -243,3 +243,32 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
                 "params": methods.info(entry["method"]).changed_params(params),
             })
     return pd.DataFrame(rows)
+
+
+def length_frames(store: Store, runs: pd.DataFrame, fpr: float) -> dict:
+    """The Detect page's Length tab for `runs`: a summary row per run (threshold, tokens to detect), TPR and FPR after
+    each T (long), every watermarked text's tokens to detect (long, the never detected left out and counted in the
+    summary), and the labels of runs without scores by length."""
+    summaries, rates, tokens, missing = [], [], [], []
+    for run in runs.itertuples():
+        label = _curve_label(run)
+        curves = run_curves(store, run.run_id)
+        if curves is None:
+            if not methods.info(run.method).post_hoc:
+                missing.append(run.run_id)
+            continue
+        summary = length_summary(curves.method, curves.params, curves.positives, curves.negatives, fpr)
+        found = summary["tokens_to_detect"]
+        summaries.append({"run": label, "verdict at": summary["threshold"], "watermarked texts": found["n"],
+                          "median tokens to detect": found["median"],
+                          "IQR": f"{found['iqr'][0]}–{found['iqr'][1]}" if found["n"] else None,
+                          "never detected": found["never_detected"],
+                          "scores from": "generation" if curves.source == "generation" else curves.source})
+        for size, row in summary["tpr_at_length"].items():
+            rates.append({"run": label, "T": size, "tokens": None if size == "full" else int(size), "TPR": row["tpr"],
+                          "texts": row["n"], "FPR": row["fpr"], "negatives": row["negatives"]})
+        tokens += [{"run": label, "tokens to detect": value} for value in found["values"] if value is not None]
+    return {"summary": pd.DataFrame(summaries), "rates": pd.DataFrame(rates, columns=["run", "T", "tokens", "TPR", "texts",
+                                                                                      "FPR", "negatives"]),
+            "tokens": pd.DataFrame(tokens, columns=["run", "tokens to detect"]), "missing": missing}
+

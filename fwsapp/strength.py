@@ -88,7 +88,7 @@ def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
         group = group.sort_values("value").reset_index(drop=True)
         first = group.index[group.tpr >= target_tpr]
         base = {"method": group.method[0], "model": group.model[0], "task": group.task[0], "sweep": sweep,
-                "strength": group.strength[0], "runs": len(group)}
+                "strength": group.strength[0], "runs": len(group), "low_run": None, "high_run": None, "share": math.nan}
         if first.empty:
             best = group.loc[group.tpr.idxmax()]
             rows.append({**base, "value": math.nan, "tpr": math.nan,
@@ -99,16 +99,31 @@ def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
         if first[0] == 0 or high.tpr == target_tpr:
             note = f"swept run {high.run_id}" + (" (the weakest swept: a weaker one may reach it too)"
                                                  if first[0] == 0 and high.tpr > target_tpr else "")
-            rows.append({**base, "value": high.value, "tpr": high.tpr, "setting": note,
+            rows.append({**base, "value": high.value, "tpr": high.tpr, "setting": note, "low_run": high.run_id,
+                         "high_run": high.run_id, "share": 0.0,
                          **{label: _number(high[label]) for label in QUALITY}})
             continue
         low = group.loc[first[0] - 1]
         share = (target_tpr - low.tpr) / (high.tpr - low.tpr)
         rows.append({**base, "value": low.value + share * (high.value - low.value), "tpr": target_tpr,
                      "setting": f"interpolated between {low.strength}={low.value:g} and {high.value:g}",
+                     "low_run": low.run_id, "high_run": high.run_id, "share": share,
                      **{label: _between(low[label], high[label], share) for label in QUALITY}})
     return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "tpr", "setting", "runs",
-                                       *QUALITY])
+                                       *QUALITY, "low_run", "high_run", "share"])
+
+
+def on_tradeoff(table: pd.DataFrame, points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Where each matched setting sits on a trade-off chart of `points` (one row per run, by run_id): its runs' x and y,
+    interpolated as the setting is. Settings whose runs are not among the points are left out."""
+    placed = points.set_index("run_id")
+    rows = []
+    for row in table.dropna(subset=["low_run"]).itertuples():
+        if row.low_run in placed.index and row.high_run in placed.index:
+            low, high = placed.loc[row.low_run], placed.loc[row.high_run]
+            rows.append({"method": row.method, "task": row.task, "setting": row.setting,
+                         x: _between(low[x], high[x], row.share), y: _between(low[y], high[y], row.share)})
+    return pd.DataFrame(rows, columns=["method", "task", "setting", x, y])
 
 
 def _number(value) -> float:

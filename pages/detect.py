@@ -14,6 +14,7 @@ from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
 from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
+from fwsapp.length import winmax
 from fwsapp.watermark import detect_text
 from fwsapp.ui.router import through_router
 
@@ -28,6 +29,39 @@ def token_view(method: str, tokens: list[str], found) -> None:
         return
     st.markdown(markup.detection_tokens(tokens, found), unsafe_allow_html=True)
     st.caption(markup.detection_legend(method, found))
+
+
+def length_view(chosen: list[str], labels: dict[str, str]) -> None:
+    """How long a text must be: TPR after T tokens and tokens to detect, per run."""
+    st.subheader("Detection by length: how many tokens each watermark needs")
+    fpr = st.radio("False-positive rate of the verdicts", (0.01, 0.05), format_func="{:.0%}".format, horizontal=True,
+                   key="length-fpr")
+    frames = queries.lengths(resources.revision(), tuple(chosen), fpr)
+    if frames["missing"]:
+        manager = resources.jobs()
+        st.info(f"{len(frames['missing'])} run(s) have no scores by length yet (imported, stored before they were kept, "
+                "or a method that must detect each prefix again): " + ", ".join(labels[run] for run in frames["missing"]))
+        if st.button("Score them by length", disabled=bool(manager.active("lengths"))):
+            manager.start_lengths(frames["missing"])
+            st.rerun()
+        widgets.job_status("lengths", "texts")
+    if frames["summary"].empty:
+        return
+    st.dataframe(widgets.uniform(frames["summary"]), hide_index=True, width="stretch")
+    rates = frames["rates"].dropna(subset=["tokens", "TPR"])
+    if not rates.empty:
+        figure = px.line(rates, x="tokens", y="TPR", color="run", markers=True, log_x=True, hover_data=["texts", "FPR"],
+                         labels={"tokens": "T: tokens read", "TPR": f"TPR (verdict at {fpr:.0%} FPR)"})
+        figure.update_yaxes(range=[-0.02, 1.02])
+        st.plotly_chart(figure, width="stretch")
+    if not frames["tokens"].empty:
+        st.plotly_chart(px.box(frames["tokens"], x="run", y="tokens to detect", points="all"), width="stretch")
+    st.dataframe(widgets.uniform(frames["rates"].drop(columns="tokens")), hide_index=True, width="stretch")
+    st.caption("T counts the text's tokens from its start; after T tokens a text is scored on those alone (the score "
+               "its detector gives that prefix). Tokens to detect is the T from which a text stays detected; a text "
+               "not detected at its full length is never detected, counted apart, not left out. TPR after T counts "
+               "texts at least T tokens long, and FPR the negatives that long under the same threshold: nominal for "
+               "z and p, the method's own where its score has no nominal rate.")
 
 
 def render() -> None:
@@ -64,10 +98,13 @@ def render() -> None:
                 st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
                            "max |Δ| compares with the imported scores of the same texts.")
                 st.dataframe(redetected.round(6), hide_index=True, width="stretch")
-            st.subheader("Calibration: what the threshold costs on the run's own negatives")
+            length_tab, calibration_tab = st.tabs(["Length", "Calibration"])
+            with length_tab:
+                length_view(chosen, labels)
+            calibration_tab.subheader("Calibration: what the threshold costs on the run's own negatives")
             calibration = queries.calibration(resources.revision(), tuple(chosen))
-            st.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
-            st.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
+            calibration_tab.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
+            calibration_tab.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
                        "the p-value uniform. Achieved FPR: the share of the run's negatives it calls watermarked, with "
                        "its exact 95 % interval. The thresholds that hold 1 % and 5 % on those negatives (bootstrap 95 % "
                        "interval) need 100 and 20 negatives in their row; tokens scored splits the negatives by length.")
@@ -188,6 +225,9 @@ def render() -> None:
                           help="; ".join(f"{name}: {info.description}" for name, info in REGISTRY.items()))
     params = widgets.param_inputs(REGISTRY[method], f"paste-{method}")
     text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
+    window = st.number_input("WinMax window (tokens; 0 = off)", 0, 4096, 0, step=8, key="paste-window",
+                             help="Also score the best window of this many tokens, against a threshold calibrated for a "
+                                  "text of this length: finds a watermarked span pasted into a longer human text.")
     if st.button("Detect"):
         try:
             found, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
@@ -204,7 +244,23 @@ def render() -> None:
                 st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
                            f"{detection.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
                            "either way. Paste a longer text.")
+            if window:
+                windowed(method, params, found, int(window))
             token_view(method, tokens, found)
+
+
+def windowed(method: str, params: dict, found, window: int) -> None:
+    try:
+        best = winmax(method, params, found, window)
+    except ValueError as error:
+        st.error(markup.message(str(error)))
+        return
+    label = REGISTRY[method].score_label
+    st.write(f"WinMax over {window}-token windows: {label} {markup.score_text(best.score, label)} at tokens "
+             f"{best.start + 1}–{best.start + min(window, len(found.token_flags))}; threshold for this length at "
+             f"{best.fpr:.0%} FPR: {markup.score_text(best.threshold, label)} (unwatermarked texts simulated), "
+             f"p = {markup.score_text(best.p, 'p')}: "
+             f"**{'a watermarked span' if best.detected else 'no watermarked span'}**")
 
 
 render()

@@ -16,6 +16,7 @@ from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
+from fwsapp.strength import on_tradeoff
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -161,6 +162,26 @@ def render() -> None:
         st.subheader(f"Judge drop % per aspect ({judges})")
         st.dataframe(drops.round(1), hide_index=True, width="stretch")
 
+    st.subheader("Methods at equal strength")
+    st.caption("At default settings a weaker watermark can look kinder to the facts only because it is weaker. Each "
+               "sweep of a method's strength (runs that differ only in δ, DiPmark's α or SynthID's depth) is set to reach "
+               "the same TPR after T tokens, interpolated between swept runs where needed; quality is read there. "
+               "`python -m fwsapp grid experiments/strength.toml` makes such sweeps.")
+    columns = st.columns(3)
+    target_tpr = columns[0].number_input("Target TPR", 0.05, 1.0, 0.9, 0.05, key="strength-tpr")
+    target_fpr = columns[1].selectbox("at FPR", (0.01, 0.05), format_func="{:.0%}".format, key="strength-fpr")
+    target_tokens = columns[2].number_input("after T tokens", 8, 1024, 64, 8, key="strength-tokens")
+    swept, matched = queries.equal_strength(resources.revision(), float(target_tpr), target_fpr, int(target_tokens),
+                                            alpha, beta, include_smoke)
+    if matched.empty:
+        st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
+                "with scores by length (Detect page, Length tab).")
+    else:
+        st.dataframe(widgets.uniform(matched.drop(columns=["sweep", "low_run", "high_run", "share"]).round(3)),
+                     hide_index=True, width="stretch")
+        with st.expander("The swept runs"):
+            st.dataframe(widgets.uniform(swept.drop(columns="sweep").round(3)), hide_index=True, width="stretch")
+
     st.subheader("Trade-off: detectability against FWS")
     points, front, reference = views["tradeoff"], views["front"], views["reference"]
     if points.empty:
@@ -170,6 +191,16 @@ def render() -> None:
         figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
                             labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {source_names[tradeoff_source]}",
                                     "run": "method · settings"})
+        for (method, model, task), sweep_points in points.groupby(["method", "model", "task"]):
+            if len(sweep_points) > 1:  # one method's settings, joined in order of detectability
+                sweep_points = sweep_points.sort_values(detect_column)
+                figure.add_trace(go.Scatter(x=sweep_points[detect_column], y=sweep_points.fws, mode="lines",
+                                            name=f"{method} ({model}, {task})", line={"width": 1, "color": "grey"}))
+        placed = on_tradeoff(matched, points, detect_column, "fws")
+        if not placed.empty:
+            figure.add_trace(go.Scatter(x=placed[detect_column], y=placed.fws, mode="markers", text=placed.setting,
+                                        name=f"equal strength: TPR {target_tpr:g} after {int(target_tokens)} tokens",
+                                        marker={"symbol": "star", "size": 16, "color": "black"}))
         for task, task_front in front.groupby("task"):
             figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
                                         name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",

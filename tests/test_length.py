@@ -15,6 +15,7 @@ from fwsapp.redetect import _scored
 from fwsapp.strength import QUALITY, matched
 from fwsapp.watermark import create
 from fwsapp.watermark.base import Detection
+from tests.test_pages import APP
 
 TEXT = ("Gout is a form of inflammatory arthritis. Uric acid crystals collect in a joint, most often the big toe, "
         "causing sudden severe pain, swelling and redness that can last for days. Treatment lowers uric acid.")
@@ -156,3 +157,46 @@ def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run
     assert len(after) == len(before) and (after.score.to_numpy() == before.score.to_numpy()).all()
     for row in after.itertuples():
         assert row.prefix_scores[-1] == row.score and not np.isnan(row.prefix_scores[15])
+
+
+@pytest.fixture(scope="module")
+def kgw_sweep(lm, tmp_path_factory):
+    """KGW at δ 0.5 and 4 on the same 4 qa prompts, 40 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
+    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.store import Store
+
+    store = Store(tmp_path_factory.mktemp("sweep") / "sweep.duckdb")
+    run_ids = [run_generation(RunConfig(task="qa", method="KGW", n=4, max_new_tokens=40, batch_size=4, seed=7,
+                                        params={"delta": delta}), store, lm) for delta in (0.5, 4.0)]
+    return store, run_ids
+
+
+def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, capsys, app_db):
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.report import build_report
+    from fwsapp.strength import equal_strength
+    from tests.conftest import copy_store
+
+    store, run_ids = kgw_sweep
+    points, table = equal_strength(store, build_report(store), 0.75, 0.01, 32)
+    assert list(points.value) == [0.5, 4.0] and set(points.basis) == {"nominal"}  # 4 negatives: no empirical 1 %
+    weak, strong = points.tpr
+    assert weak < 0.75 <= strong
+    row = table.iloc[0]
+    assert row.method == "KGW" and row.strength == "delta" and 0.5 < row.value <= 4.0
+    assert main(["compare", "--target-tpr", "0.75", "--tokens", "32", "--db", str(store.path)]) == 0
+    printed = capsys.readouterr().out
+    assert "Equal strength: TPR 0.75 at 1% FPR after 32 tokens" in printed and row.setting in printed
+    with pytest.raises(ValueError, match="target TPR must be in"):
+        equal_strength(store, build_report(store), 1.5, 0.01, 32)
+
+    copy_store(store, app_db)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/fws.py").run()
+    app.number_input(key="strength-tpr").set_value(0.75).run()
+    app.number_input(key="strength-tokens").set_value(32).run()
+    assert not app.exception
+    shown = next(frame.value for frame in app.dataframe if "setting" in frame.value.columns)
+    assert shown.loc[0, "method"] == "KGW" and shown.loc[0, "setting"] == row.setting

@@ -13,8 +13,8 @@ from fwsapp import study
 from fwsapp.human import ratings
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means, counted_judgments, judges_label
-from fwsapp.report import (calibration_frame, collect, detection_comparison as compare_detection, detection_frame, roc_frame,
-                           weigh)
+from fwsapp.report import (calibration_frame, collect, detection_comparison as compare_detection, detection_frame,
+                           length_frames, roc_frame, weigh)
 from fwsapp.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
 from fwsapp.watermark import explain
@@ -184,6 +184,21 @@ def calibration(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
     db = store()
     runs_frame = db.runs()
     return calibration_frame(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
+
+
+@st.cache_data(show_spinner=False)
+def lengths(revision_key: str, run_ids: tuple[str, ...], fpr: float) -> dict:
+    db = store()
+    runs_frame = db.runs()
+    return length_frames(db, runs_frame[runs_frame.run_id.isin(run_ids)], fpr)
+
+
+@st.cache_data(show_spinner=False)
+def equal_strength(revision_key: str, target_tpr: float, fpr: float, tokens: int, alpha: float, beta: float,
+                   include_smoke_tests: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from fwsapp.strength import equal_strength as matched_settings
+
+    return matched_settings(store(), report(revision_key, alpha, beta, include_smoke_tests), target_tpr, fpr, tokens)
 
 
 @st.cache_data(show_spinner=False)
