@@ -250,12 +250,12 @@ def tokens_summary(curves: list, threshold: LengthThreshold) -> dict:
     def quantile(q: float):
         if values.size == 0:
             return None
-        found = float(np.quantile(values, q, method="inverted_cdf"))
-        return "never" if math.isinf(found) else found
+        found = float(np.quantile(values, q, method="inverted_cdf"))  # an observed value: a count of tokens
+        return "never" if math.isinf(found) else int(found)
 
     return {"n": int(values.size), "median": quantile(0.5), "iqr": [quantile(0.25), quantile(0.75)],
             "never_detected": int(np.isinf(values).sum()),
-            "values": [None if math.isinf(value) else value for value in values.tolist()]}
+            "values": [None if math.isinf(value) else int(value) for value in values.tolist()]}
 
 
 def rate_at(curves: list, threshold: LengthThreshold, length: int | None) -> tuple[float | None, int]:

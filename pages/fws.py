@@ -191,9 +191,11 @@ def render() -> None:
         figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
                             labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {source_names[tradeoff_source]}",
                                     "run": "method · settings"})
+        strengths = dict(zip(swept.run_id, swept.value))
         for (method, model, task), sweep_points in points.groupby(["method", "model", "task"]):
-            if len(sweep_points) > 1:  # one method's settings, joined in order of detectability
-                sweep_points = sweep_points.sort_values(detect_column)
+            if len(sweep_points) > 1:  # one method's settings, joined in order of strength where it has one
+                sweep_points = sweep_points.assign(strength=sweep_points.run_id.map(strengths)).sort_values(
+                    ["strength", detect_column])
                 figure.add_trace(go.Scatter(x=sweep_points[detect_column], y=sweep_points.fws, mode="lines",
                                             name=f"{method} ({model}, {task})", line={"width": 1, "color": "grey"}))
         placed = on_tradeoff(matched, points, detect_column, "fws")

@@ -139,6 +139,26 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     assert "KGW" in capsys.readouterr().out
 
 
+def test_detect_scores_each_texts_best_window_and_refuses_a_method_without_evidence(qa_run, tmp_path, capsys):
+    from fwsapp.store import Store
+    from tests.conftest import copy_store
+
+    copy_store(qa_run[0], tmp_path / "copy.duckdb")
+    db = str(tmp_path / "copy.duckdb")
+    run_id = qa_run[2]
+    assert main(["detect", "--run", run_id, "--window", "32", "--db", db]) == 0
+    printed = capsys.readouterr().out
+    assert "best 32-token window past its 1% threshold: watermarked " in printed and "unwatermarked " in printed
+    store = Store(db)
+    windowed = store.detection_sets([run_id])
+    assert list(windowed.window_tokens) == [32]
+    scores = store.redetections(list(windowed.set_id))
+    assert scores.p.between(1 / 2001, 1).all() and len(scores) == 12  # watermarked, unwatermarked, reference
+    assert main(["detect", "--run", run_id, "--method", "EXP-edit", "--window", "32", "--db", db]) == 2
+    assert "EXP-edit's score has none" in capsys.readouterr().err
+    assert len(store.detection_sets([run_id])) == 1  # refused before any work
+
+
 def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run, tmp_path, lm):
     from fwsapp.redetect import redetect
     from fwsapp.tokenizers import from_huggingface

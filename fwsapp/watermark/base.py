@@ -31,7 +31,8 @@ class Detection:
     # Per token, how much it counts in the score (EWD's entropy weights); empty when every scored token counts 1.
     token_weights: list[float] = field(default_factory=list)
     # Per token, continuous evidence in [0, 1], 0.5 being what an unwatermarked token shows on average (EXP's
-    # r-values, Unbiased's log-likelihood ratios); empty for methods that only flag green and red.
+    # r-values, SynthID's g-values averaged over its layers, Unbiased's log-likelihood ratios); empty for methods that
+    # only flag green and red.
     token_values: list[float] = field(default_factory=list)
 
 
