@@ -139,7 +139,7 @@ def speed(repeats: int = 3) -> tuple[float, float]:
         fresh = Store(copy)
         started = time.perf_counter()
         if without_curves:
-            with mock.patch("fwsapp.length.prefix_scores", lambda *args: None):
+            with mock.patch("fwsapp.length.prefix_statistics", lambda *args: None):
                 pipeline.detect(fresh, [run_id], no_model)
         else:
             pipeline.detect(fresh, [run_id], no_model)

@@ -1,7 +1,7 @@
-"""How long must a text be? A detector's score after every token, the tokens a text needs to be detected, TPR against
-length, and windowed detection (lm-watermarking's WinMax).
+"""How long must a text be? A detector's test statistic after every token, the tokens a text needs to be detected, TPR
+against length, and windowed detection (lm-watermarking's WinMax).
 
-Most detectors add up per-token evidence, so the score of a text's first T tokens follows from running sums of what
+Most detectors add up per-token evidence, so the statistic of a text's first T tokens follows from running sums of what
 the detector already produced, in one pass: no re-tokenising, no second detection. Each method declares its evidence
 in the registry (`MethodInfo.evidence`, one of EVIDENCE):
 
@@ -11,14 +11,16 @@ in the registry (`MethodInfo.evidence`, one of EVIDENCE):
 - mean-g: SynthID's mean g-value over scored tokens;
 - exp-sum: EXP's −log(1 − r) per token, p = the Gamma(N, 1) tail of their sum.
 
-The score at T is the one the T-token prefix gets when detected on its own (tests/test_length.py checks it for every
-method): each detector here is causal, a token's colour depending only on the tokens before it. A method with no such
-evidence (EXP-edit, ITS-edit, Unbiased: an alignment, a maximin over the whole text) gets its score at T by detecting
-the prefix again, at LENGTH_GRID only.
+The statistic is the method's score where that is a z-score or a p-value, and otherwise the score standardised to a z
+under the null (DiPmark's score over √(γ(1 − γ)); SynthID's mean g as (ḡ − ½) / (½ / √(depth·N)), the z its detector
+reports): a mean g of 0.52 is strong evidence after 500 tokens and none after 5, so only a standardised statistic has a
+threshold that means the same at every length. Verdicts at every length use the nominal threshold for the chosen
+false-positive rate (z > Φ⁻¹(1 − f), p < f); the tables state the rate it achieves on the run's negatives.
 
-A verdict at every length needs a threshold that means the same at every length: the nominal one for the chosen
-false-positive rate (z > Φ⁻¹(1 − f), p < f), or, for a score without one (SynthID, DiPmark), the method's own; the
-tables state which, and the false-positive rate it achieves on the run's negatives at each length.
+The statistic at T is the one the T-token prefix gets when detected on its own (tests/test_length.py checks it for
+every method): each detector here is causal, a token's colour depending only on the tokens before it. A method with no
+such evidence (EXP-edit, ITS-edit, Unbiased: an alignment, a maximin over the whole text) gets its statistic at T by
+detecting the prefix again, at LENGTH_GRID only.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.stats import gamma as gamma_distribution
+from scipy.stats import norm
 
 from fwsapp import methods
 from fwsapp.calibration import nominal_threshold
@@ -71,6 +74,10 @@ class Evidence:
 
     def scores(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
         raise NotImplementedError
+
+    def statistics(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
+        """The scores as a test statistic: the score itself where it is a z or a p."""
+        return self.scores(arrays, params, window)
 
     def null(self, arrays: dict[str, np.ndarray], params: dict, rng: np.random.Generator, draws: int) -> dict:
         """`draws` unwatermarked versions of the arrays: the same tokens scored, their evidence drawn by chance."""
@@ -121,6 +128,11 @@ class PermutationGreenCount(Evidence):
         green, counted = sums(arrays["green"], window), sums(arrays["counted"], window)
         return _divided(green - (1 - gamma) * counted, np.sqrt(counted), 0.0)
 
+    def statistics(self, arrays, params, window=None):
+        """Without a watermark a token is green with probability 1 − γ, so the score's spread is √(γ(1 − γ))."""
+        gamma = params["gamma"]
+        return self.scores(arrays, params, window) / np.sqrt(gamma * (1 - gamma))
+
     def null(self, arrays, params, rng, draws):
         green = rng.random((draws, arrays["scored"].size)) < 1 - params["gamma"]
         return {**arrays, "green": green * arrays["scored"]}
@@ -135,6 +147,11 @@ class MeanG(Evidence):
 
     def scores(self, arrays, params, window=None):
         return _divided(sums(arrays["g"], window), sums(arrays["scored"], window), 0.5)
+
+    def statistics(self, arrays, params, window=None):
+        """SynthID's z: each of the depth·N g-values a fair coin without a watermark."""
+        scored = sums(arrays["scored"], window)
+        return _divided(self.scores(arrays, params, window) - 0.5, 0.5 / np.sqrt(params["depth"] * scored), 0.0)
 
     def null(self, arrays, params, rng, draws):
         depth = params["depth"]
@@ -169,14 +186,23 @@ def _evidence(method: str) -> Evidence | None:
     return EVIDENCE.get(methods.info(method).evidence)
 
 
-def prefix_scores(method: str, params: dict, detection) -> list[float] | None:
-    """The score of the text's first T tokens for T = 1 … its length, from one detection's per-token evidence; None
-    for a method without any (its prefixes are detected again: `grid_lengths`)."""
+def prefix_statistics(method: str, params: dict, detection) -> list[float] | None:
+    """The statistic of the text's first T tokens for T = 1 … its length, from one detection's per-token evidence;
+    None for a method without any (its prefixes are detected again: `grid_lengths`)."""
     evidence = _evidence(method)
     if evidence is None or not detection.token_flags:
         return None
     full = {**methods.info(method).defaults, **params}
-    return evidence.scores(evidence.arrays(detection, full), full).astype(float).tolist()
+    return evidence.statistics(evidence.arrays(detection, full), full).astype(float).tolist()
+
+
+def statistic(method: str, params: dict, detection) -> float:
+    """One detection's statistic, as the curves hold it: its score, standardised where the score is not a z or a p."""
+    evidence = _evidence(method)
+    if evidence is None or methods.info(method).standard_score:
+        return detection.score
+    full = {**methods.info(method).defaults, **params}
+    return float(evidence.statistics(evidence.arrays(detection, full), full)[-1]) if detection.token_flags else 0.0
 
 
 def grid_lengths(tokens: int) -> list[int]:
@@ -210,6 +236,9 @@ def length_threshold(method: str, params: dict, fpr: float) -> LengthThreshold:
     if nominal is not None:
         return LengthThreshold(nominal, info.score_direction, True,
                                f"{info.score_label} {sign} {nominal:.3g} (nominal {fpr:.0%} FPR)")
+    if info.evidence:  # the curves hold the score standardised to a z
+        return LengthThreshold(float(norm.isf(fpr)), "higher", True,
+                               f"z > {norm.isf(fpr):.3g} ({info.score_label} standardised; nominal {fpr:.0%} FPR)")
     own = {**info.defaults, **params}[info.threshold_param]
     return LengthThreshold(own, info.score_direction, False,
                            f"{info.score_label} {sign} {own:g} ({method}'s own threshold: its score has no nominal FPR)")
@@ -360,11 +389,11 @@ def _complete(rows, method: str, params: dict, source: str) -> RunCurves | None:
     rows = rows[rows.score.notna()] if "score" in rows else rows
     negative = negative_kind(set(rows.text_kind), method)
     positives = rows[rows.text_kind == methods.detection_kinds(method)[0]]
-    if positives.empty or positives.prefix_scores.isna().any():
+    if positives.empty or positives.prefix_statistics.isna().any():
         return None
-    negatives = rows[(rows.text_kind == negative) & rows.prefix_scores.notna()]
-    return RunCurves(method, params, [np.asarray(curve, dtype=float) for curve in positives.prefix_scores],
-                     [np.asarray(curve, dtype=float) for curve in negatives.prefix_scores], negative, source)
+    negatives = rows[(rows.text_kind == negative) & rows.prefix_statistics.notna()]
+    return RunCurves(method, params, [np.asarray(curve, dtype=float) for curve in positives.prefix_statistics],
+                     [np.asarray(curve, dtype=float) for curve in negatives.prefix_statistics], negative, source)
 
 
 def run_curves(store, run_id: str) -> RunCurves | None:

@@ -92,7 +92,7 @@ def redetect(
     # Scored before curves were kept, or by a method whose curve needs its prefixes detected again (NULL reads as
     # None or NA).
     curveless = {(row.sample_idx, row.text_kind) for row in stored.itertuples()
-                 if not hasattr(row.prefix_scores, "__len__") and pd.notna(row.score)} if by_length and window is None else set()
+                 if not hasattr(row.prefix_statistics, "__len__") and pd.notna(row.score)} if by_length and window is None else set()
     source = attacked_texts(store, attack_set) if attack_set else scored_texts(store.generations(run_id))
     texts = [(sample_idx, kind, prepare(text)) for sample_idx, kind, text in source
              if (sample_idx, kind) not in done or (sample_idx, kind) in curveless]
@@ -132,7 +132,7 @@ def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | No
         scores = iter(result.score for result in watermark.detect_many([(token_ids[:size], ()) for token_ids, size in prefixes]))
         for record, token_ids in zip(records, texts):
             at = {size: next(scores) for size in length.grid_lengths(len(token_ids))}
-            record["prefix_scores"] = length.grid_curve({**at, len(token_ids): record["score"]}, len(token_ids))
+            record["prefix_statistics"] = length.grid_curve({**at, len(token_ids): record["score"]}, len(token_ids))
     return records
 
 

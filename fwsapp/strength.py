@@ -4,8 +4,8 @@ reaches the same detectability, then quality, FWS and disease entities compared 
 At default parameters a weaker watermark can look kinder to the facts simply because it is weaker. Here a target (TPR
 0.9 at 1 % FPR after 64 tokens, say) is met by each method's sweep of its strength parameter (`MethodInfo.
 strength_param`: δ, DiPmark's α, SynthID's depth). Runs that differ only in that parameter form one sweep. Each run's
-TPR at T tokens uses the threshold its negatives give at that length where they are enough (1/FPR of them reach T),
-else the nominal one; a run with neither has no TPR. Along a sweep, ordered by strength, the first setting that
+TPR at T tokens (on the statistic fwsapp.length keeps: a z or a p) uses the threshold its negatives give at that length
+where they are enough (1/FPR of them reach T), else the nominal one. Along a sweep, ordered by strength, the first setting that
 reaches the target is taken; where the one before falls short, the setting and every quality figure are interpolated
 linearly in TPR between the two, and the table says so.
 """
@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from fwsapp import methods
-from fwsapp.calibration import minimum_negatives, nominal_threshold
+from fwsapp.calibration import minimum_negatives
 from fwsapp.detection import oriented, threshold_at_fpr
-from fwsapp.length import RunCurves, run_curves, score_at
+from fwsapp.length import RunCurves, detected, length_threshold, run_curves, score_at
 
 # Quality at each setting, read from a run's report entry (fwsapp.report): label -> path through the entry.
 QUALITY = {
@@ -32,7 +32,8 @@ QUALITY = {
 
 def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | None, str]:
     """The share of watermarked texts of at least `tokens` tokens detected after that many, at `fpr`: (TPR, basis)."""
-    direction = methods.info(curves.method).score_direction
+    threshold = length_threshold(curves.method, curves.params, fpr)
+    direction = threshold.direction
     positives = np.array([score_at(curve, tokens) for curve in curves.positives])
     negatives = np.array([score_at(curve, tokens) for curve in curves.negatives])
     positives, negatives = positives[~np.isnan(positives)], negatives[~np.isnan(negatives)]
@@ -41,10 +42,9 @@ def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | N
     if negatives.size >= minimum_negatives(fpr):
         threshold = threshold_at_fpr(oriented(negatives, direction), fpr)
         return float((oriented(positives, direction) > threshold).mean()), f"empirical ({negatives.size} negatives)"
-    nominal = nominal_threshold(methods.info(curves.method), fpr)
-    if nominal is None:
+    if not threshold.nominal:
         return None, f"not enough negatives (n = {negatives.size}) and no nominal threshold"
-    return float((oriented(positives, direction) > oriented([nominal], direction)[0]).mean()), "nominal"
+    return float(detected(positives, threshold).mean()), "nominal"
 
 
 def _reported(entry: dict, path: tuple[str, ...]):

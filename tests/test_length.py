@@ -27,11 +27,12 @@ def test_the_score_at_t_is_the_t_token_prefix_detected_alone(lm, method):
     context = lm.tokenizer("Question: what is gout?")["input_ids"]
     watermark = create(method, lm.vocab_size, methods.info(method).test_params, lm=lm)
     if methods.info(method).evidence:
-        curve = length.prefix_scores(method, watermark.params, watermark.detect(ids, context))
+        curve = length.prefix_statistics(method, watermark.params, watermark.detect(ids, context))
         lengths = [1, 2, 5, 17, 33, len(ids)]
-        alone = {size: watermark.detect(ids[:size], context).score for size in lengths}
+        alone = {size: length.statistic(method, watermark.params, watermark.detect(ids[:size], context))
+                 for size in lengths}
     else:  # detected again at LENGTH_GRID (texts scored alone, as re-detection scores them)
-        curve = _scored(watermark, [ids], by_length=True, window=None)[0]["prefix_scores"]
+        curve = _scored(watermark, [ids], by_length=True, window=None)[0]["prefix_statistics"]
         lengths = [*length.grid_lengths(len(ids)), len(ids)]
         alone = {size: watermark.detect(ids[:size]).score for size in lengths}
         assert np.isnan(curve[lengths[0]]) and len(lengths) >= 3
@@ -41,7 +42,7 @@ def test_the_score_at_t_is_the_t_token_prefix_detected_alone(lm, method):
 
 
 def curve_of(flags: list[int]) -> list[float]:
-    return length.prefix_scores("KGW", {}, Detection(score=0.0, num_tokens_scored=len(flags), token_flags=flags))
+    return length.prefix_statistics("KGW", {}, Detection(score=0.0, num_tokens_scored=len(flags), token_flags=flags))
 
 
 Z2 = length.LengthThreshold(2.0, "higher", True, "z > 2")
@@ -126,7 +127,7 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     curves = store.prefix_curves(run_id, "KGW")
     scores = store.detections([run_id]).set_index(["sample_idx", "text_kind"]).score
     for row in curves.itertuples():
-        assert row.prefix_scores[-1] == pytest.approx(scores[(row.sample_idx, row.text_kind)])
+        assert row.prefix_statistics[-1] == pytest.approx(scores[(row.sample_idx, row.text_kind)])
     assert main(["detect", "--run", run_id, "--by-length", "--db", str(store.path)]) == 0
     printed = capsys.readouterr().out
     assert f"{run_id} (KGW; its own detection); verdicts at z > 2.33 (nominal 1% FPR)" in printed
@@ -171,12 +172,12 @@ def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run
     tokenizer = from_huggingface(lm.name, lm.tokenizer)
     set_id = redetect(store, run_id, "EXP-edit", {"n_runs": 20}, tokenizer)
     before = store.redetections([set_id])
-    assert store.redetections([set_id], curves=True).prefix_scores.isna().all()  # no per-token evidence
+    assert store.redetections([set_id], curves=True).prefix_statistics.isna().all()  # no per-token evidence
     assert redetect(store, run_id, "EXP-edit", {"n_runs": 20}, tokenizer, by_length=True) == set_id
     after = store.redetections([set_id], curves=True)
     assert len(after) == len(before) and (after.score.to_numpy() == before.score.to_numpy()).all()
     for row in after.itertuples():
-        assert row.prefix_scores[-1] == row.score and not np.isnan(row.prefix_scores[15])
+        assert row.prefix_statistics[-1] == row.score and not np.isnan(row.prefix_statistics[15])
 
 
 @pytest.fixture(scope="module")

@@ -288,8 +288,8 @@ MIGRATIONS = [
     # 12: each text's score after every token (fwsapp.length), kept beside its score so reports need no second
     # detection; a detection set may score the best window of each text (WinMax) instead of the whole.
     """
-    ALTER TABLE detections ADD COLUMN prefix_scores DOUBLE[];
-    ALTER TABLE redetections ADD COLUMN prefix_scores DOUBLE[];
+    ALTER TABLE detections ADD COLUMN prefix_statistics DOUBLE[];
+    ALTER TABLE redetections ADD COLUMN prefix_statistics DOUBLE[];
     ALTER TABLE detection_sets ADD COLUMN window_tokens INTEGER;
     """,
 ]

@@ -79,17 +79,17 @@ class DetectionSets(StoreCore):
     def redetections(self, set_ids: list[str], curves: bool = False) -> pd.DataFrame:
         """Sets' scores; with `curves`, each text's score after every token too."""
         return self.frame(
-            f"SELECT *{'' if curves else ' EXCLUDE (prefix_scores)'} FROM redetections WHERE set_id IN "
+            f"SELECT *{'' if curves else ' EXCLUDE (prefix_statistics)'} FROM redetections WHERE set_id IN "
             "(SELECT unnest(?)) ORDER BY set_id, sample_idx, text_kind",
             [set_ids],
         )
 
     def write_prefix_curves(self, set_id: str, rows: list[dict]) -> None:
-        """Curves for texts a set scored before it kept them (rows of sample_idx, text_kind, prefix_scores); their
+        """Curves for texts a set scored before it kept them (rows of sample_idx, text_kind, prefix_statistics); their
         scores stay as they are."""
         if not rows:
             return
         with self.transaction() as cursor:
             cursor.executemany(
-                "UPDATE redetections SET prefix_scores = ? WHERE set_id = ? AND sample_idx = ? AND text_kind = ?",
-                [[row["prefix_scores"], set_id, row["sample_idx"], row["text_kind"]] for row in rows])
+                "UPDATE redetections SET prefix_statistics = ? WHERE set_id = ? AND sample_idx = ? AND text_kind = ?",
+                [[row["prefix_statistics"], set_id, row["sample_idx"], row["text_kind"]] for row in rows])

@@ -150,11 +150,11 @@ class RunTables(StoreCore):
 
     def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         """Scores, without the curves of scores by length (`prefix_curves`), which few readers need."""
-        return self._per_run("detections", run_ids, exclude=("prefix_scores",))
+        return self._per_run("detections", run_ids, exclude=("prefix_statistics",))
 
     def prefix_curves(self, run_id: str, detector: str) -> pd.DataFrame:
-        """A run's stored scores after every token (sample_idx, text_kind, prefix_scores) under `detector`."""
-        return self.frame("SELECT sample_idx, text_kind, prefix_scores FROM detections WHERE run_id = ? AND detector = ? "
+        """A run's stored scores after every token (sample_idx, text_kind, prefix_statistics) under `detector`."""
+        return self.frame("SELECT sample_idx, text_kind, prefix_statistics FROM detections WHERE run_id = ? AND detector = ? "
                           "ORDER BY sample_idx, text_kind", [run_id, detector])
 
     def metrics(self, run_ids: list[str] | None = None) -> pd.DataFrame:
@@ -165,20 +165,20 @@ class RunTables(StoreCore):
 
 
 def detection_record(sample_idx: int, text_kind: str, detector: str, score: float, *, z=None, p=None,
-                     num_tokens_scored: int | None = None, prefix_scores: list[float] | None = None) -> dict:
+                     num_tokens_scored: int | None = None, prefix_statistics: list[float] | None = None) -> dict:
     """A row of the detections table."""
     return {"sample_idx": sample_idx, "text_kind": text_kind, "detector": detector, "score": score,
-            "z": z, "p": p, "num_tokens_scored": num_tokens_scored, "prefix_scores": prefix_scores}
+            "z": z, "p": p, "num_tokens_scored": num_tokens_scored, "prefix_statistics": prefix_statistics}
 
 
 def detected_record(sample_idx: int, text_kind: str, detector: str, detection, params: dict) -> dict:
     """The detections-table row of a detector's `Detection` of one text (`params`: the detector's), with its score
     after every token where the method's evidence gives it."""
-    from fwsapp.length import prefix_scores
+    from fwsapp.length import prefix_statistics
 
     return detection_record(sample_idx, text_kind, detector, detection.score, z=detection.z, p=detection.p,
                             num_tokens_scored=detection.num_tokens_scored,
-                            prefix_scores=prefix_scores(detector, params, detection))
+                            prefix_statistics=prefix_statistics(detector, params, detection))
 
 
 def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> None:
