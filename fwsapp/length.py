@@ -151,7 +151,7 @@ class MeanG(Evidence):
     def statistics(self, arrays, params, window=None):
         """SynthID's z: each of the depth·N g-values a fair coin without a watermark."""
         scored = sums(arrays["scored"], window)
-        return _divided(self.scores(arrays, params, window) - 0.5, 0.5 / np.sqrt(params["depth"] * scored), 0.0)
+        return (self.scores(arrays, params, window) - 0.5) * np.sqrt(params["depth"] * scored) / 0.5  # 0 when none
 
     def null(self, arrays, params, rng, draws):
         depth = params["depth"]
