@@ -790,14 +790,17 @@ def cmd_compare(args) -> int:
         for run_id in args.runs:
             store.run(run_id)
     points, table = equal_strength(store, build_report(store), args.target_tpr, args.fpr, args.tokens, args.runs)
-    if table.empty:
+    if points.empty:
         print("No sweep to compare: compare needs runs with scores by length (`detect --by-length`) whose methods "
               "have a strength parameter; `grid experiments/strength.toml` makes such a sweep.")
         return 1
     print(f"Equal strength: TPR {args.target_tpr:g} at {args.fpr:.0%} FPR after {args.tokens} tokens")
-    shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
-    print(shown.to_string(index=False, float_format=lambda value: f"{value:.3g}"))
+    if table.empty:
+        print("No run has a TPR at this length: see why beside each run.")
+    else:
+        shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
+        print(shown.to_string(index=False, float_format=lambda value: f"{value:.3g}"))
     print("\nSwept runs:")
     print(points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]].to_string(
         index=False, float_format=lambda value: f"{value:.3g}"))
-    return 0
+    return 1 if table.empty else 0

@@ -36,6 +36,7 @@ from scipy.stats import norm
 from fwsapp import methods
 from fwsapp.calibration import nominal_threshold
 from fwsapp.detection import oriented
+from fwsapp.sample_size import enough
 
 # The lengths at which TPR is tabulated, and at which a method without per-token evidence is detected again.
 LENGTH_GRID = (16, 32, 64, 128, 256, 512)
@@ -288,17 +289,18 @@ def tokens_summary(curves: list, threshold: LengthThreshold) -> dict:
 
 
 def rate_at(curves: list, threshold: LengthThreshold, length: int | None) -> tuple[float | None, int]:
-    """The share of texts detected after `length` tokens (None: at their full length), over the texts that long."""
+    """The share of texts detected after `length` tokens (None: at their full length), over the texts that long; None
+    below sample_size's minimum of texts."""
     scores = [curve[-1] if length is None else score_at(curve, length) for curve in curves if len(curve)]
     scores = [score for score in scores if not math.isnan(score)]
-    if not scores:
-        return None, 0
+    if not enough("rate", len(scores)):
+        return None, len(scores)
     return float(detected(scores, threshold).mean()), len(scores)
 
 
 def tpr_at_length(positives: list, negatives: list, threshold: LengthThreshold) -> dict[str, dict]:
     """Per length of LENGTH_GRID that some text reaches, and at full length: the TPR over watermarked texts at least
-    that long and the FPR the same threshold achieves on the negatives that long."""
+    that long and the FPR the same threshold achieves on the negatives that long (None from too few texts)."""
     longest = max((len(curve) for curve in positives), default=0)
     table = {}
     for length in [*[length for length in LENGTH_GRID if length <= longest], None]:

@@ -46,7 +46,7 @@ class MethodInfo(DeclaredParams):
     # None when it can run here, else why not (said by doctor), as every plug-in declares.
     unavailable: Callable[[], str | None] = always_available
     # The per-token evidence its score adds up (fwsapp.length.EVIDENCE: green, weighted-green, permutation-green,
-    # mean-g, exp-sum), from which the score after every token follows in one pass; "" when the score is no such sum
+    # mean-g, exp-sum), from which the statistic after every token follows in one pass; "" when the score is no such sum
     # (an alignment, a maximin), so the score at a length needs the prefix detected again.
     evidence: str = ""
     # Its score is a z-score (standard normal) or a p-value (uniform) without a watermark, so a threshold has a

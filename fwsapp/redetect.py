@@ -69,7 +69,7 @@ def redetect(
     window: int | None = None,
 ) -> str:
     """Score every stored text of a run (or of its attack set) under `method`, each normalised first where
-    `normalize` names a normaliser; returns the detection set's id. Each text's score after every token is kept
+    `normalize` names a normaliser; returns the detection set's id. Each text's statistic after every token is kept
     where the method's evidence gives it in the same pass; `by_length` also detects the prefixes of LENGTH_GRID again
     for a method without such evidence, and gives texts scored before curves were kept theirs. With `window`, a text's
     score is its best window of that many tokens (WinMax), p its p-value against unwatermarked text of its length."""
@@ -118,8 +118,9 @@ def redetect(
 
 
 def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None) -> list[dict]:
-    """Detection records (sample and kind left to fill) of texts scored alone: whole, by window, or with the scores
-    of their LENGTH_GRID prefixes where the method has no per-token evidence and `by_length` asks for them."""
+    """Detection records (sample and kind left to fill) of texts scored alone: whole, by window, or with the statistics
+    of their LENGTH_GRID prefixes (a p for these methods) where the method has no per-token evidence and `by_length`
+    asks for them."""
     method, params = watermark.name, watermark.params
     found = watermark.detect_many([(token_ids, ()) for token_ids in texts])
     if window is not None:

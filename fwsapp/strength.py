@@ -20,6 +20,7 @@ from fwsapp import methods
 from fwsapp.calibration import minimum_negatives
 from fwsapp.detection import oriented, threshold_at_fpr
 from fwsapp.length import RunCurves, detected, length_threshold, run_curves, score_at
+from fwsapp.sample_size import enough, not_enough
 
 # Quality at each setting, read from a run's report entry (fwsapp.report): label -> path through the entry.
 QUALITY = {
@@ -37,8 +38,8 @@ def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | N
     positives = np.array([score_at(curve, tokens) for curve in curves.positives])
     negatives = np.array([score_at(curve, tokens) for curve in curves.negatives])
     positives, negatives = positives[~np.isnan(positives)], negatives[~np.isnan(negatives)]
-    if positives.size == 0:
-        return None, f"no watermarked text reaches {tokens} tokens"
+    if not enough("rate", positives.size):
+        return None, f"{not_enough(positives.size)} watermarked texts of {tokens} tokens"
     if negatives.size >= minimum_negatives(fpr):
         threshold = threshold_at_fpr(oriented(negatives, direction), fpr)
         return float((oriented(positives, direction) > threshold).mean()), f"empirical ({negatives.size} negatives)"
@@ -54,30 +55,38 @@ def _reported(entry: dict, path: tuple[str, ...]):
     return value
 
 
-def sweep_points(store, report: dict, fpr: float, tokens: int, run_ids: list[str] | None = None) -> pd.DataFrame:
-    """One row per watermark run whose method has a strength parameter: its sweep (method, model, task and every
-    other parameter), its strength, TPR at `tokens` and where the threshold came from, and its quality."""
+def sweep_tprs(store, fpr: float, tokens: int, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """One row per watermark run whose method has a strength parameter and whose scores by length are stored: its
+    sweep (method, model, task and every other parameter), its strength, and its TPR after `tokens` with where the
+    threshold came from. Free of the FWS weights, so the app caches it."""
+    runs = store.runs()
     rows = []
-    for entry in report["runs"]:
-        if run_ids is not None and entry["run_id"] not in run_ids:
+    for run in runs.itertuples():
+        if run_ids is not None and run.run_id not in run_ids:
             continue
-        info = methods.info(entry["method"])
+        info = methods.info(run.method)
         if info.post_hoc or info.strength_param is None:
             continue
-        curves = run_curves(store, entry["run_id"])
+        curves = run_curves(store, run.run_id)
         if curves is None:
             continue
         tpr, basis = tpr_at_tokens(curves, fpr, tokens)
         fixed = {key: value for key, value in curves.params.items() if key not in (info.strength_param,
                                                                                     info.threshold_param)}
-        rows.append({"method": entry["method"], "model": entry["model"], "task": entry["task"],
-                     "sweep": f"{entry['method']} · {entry['model']} · {entry['task']} · "
-                              f"{info.changed_params(fixed)}",
+        rows.append({"method": run.method, "model": run.model, "task": run.task,
+                     "sweep": f"{run.method} · {run.model} · {run.task} · {info.changed_params(fixed)}",
                      "strength": info.strength_param, "value": float(curves.params[info.strength_param]),
-                     "run_id": entry["run_id"], "tpr": tpr, "basis": basis,
-                     **{label: _reported(entry, path) for label, path in QUALITY.items()}})
-    return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "run_id", "tpr", "basis",
-                                       *QUALITY])
+                     "run_id": run.run_id, "tpr": tpr, "basis": basis})
+    return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "run_id", "tpr",
+                                       "basis"]).sort_values(["sweep", "value"], ignore_index=True)
+
+
+def with_quality(tprs: pd.DataFrame, report: dict) -> pd.DataFrame:
+    """The swept runs with each run's quality from the report (`fwsapp.report`, at its α and β)."""
+    entries = {entry["run_id"]: entry for entry in report["runs"]}
+    quality = {label: [_reported(entries.get(run_id, {}), path) for run_id in tprs.run_id]
+               for label, path in QUALITY.items()}
+    return tprs.assign(**quality)
 
 
 def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
@@ -139,7 +148,7 @@ def equal_strength(store, report: dict, target_tpr: float, fpr: float, tokens: i
                    run_ids: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The swept points and the settings matched to the target, after checking the target."""
     check_target(target_tpr, fpr, tokens)
-    points = sweep_points(store, report, fpr, tokens, run_ids)
+    points = with_quality(sweep_tprs(store, fpr, tokens, run_ids), report)
     return points, matched(points, target_tpr)
 
 

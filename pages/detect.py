@@ -15,6 +15,7 @@ from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
 from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
 from fwsapp.length import winmax
+from fwsapp.sample_size import MINIMUM
 from fwsapp.watermark import detect_text
 from fwsapp.ui.router import through_router
 
@@ -61,7 +62,8 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
                "its detector gives that prefix). Tokens to detect is the T from which a text stays detected; a text "
                "not detected at its full length is never detected, counted apart, not left out. TPR after T counts "
                "texts at least T tokens long, and FPR the negatives that long under the same threshold: nominal for "
-               "z and p, the method's own where its score has no nominal rate.")
+               "z and p (SynthID's and DiPmark's scores standardised to z). A rate from fewer than "
+               f"{MINIMUM['rate']} texts is left empty.")
 
 
 def render() -> None:

@@ -62,13 +62,14 @@ def test_tokens_to_detect_counts_from_where_a_text_is_detected_for_good():
 
 
 def test_a_run_summary_counts_never_detected_texts_and_tabulates_only_texts_that_long():
-    positives = [curve_of([1] * 40), curve_of([1] * 20), curve_of([0] * 70), curve_of([0] * 70)]
+    positives = [curve_of([1] * 40)] * 6 + [curve_of([1] * 20)] * 3 + [curve_of([0] * 70)] * 4
     summary = length.tokens_summary(positives, Z2)
-    assert summary["never_detected"] == 2 and summary["median"] == 5 and summary["iqr"] == [5, "never"]
-    table = length.tpr_at_length(positives, [curve_of([0, 1] * 40)], Z2)
+    assert summary["never_detected"] == 4 and summary["median"] == 5 and summary["iqr"] == [5, "never"]
+    table = length.tpr_at_length(positives, [curve_of([0, 1] * 40)] * 10, Z2)
     assert list(table) == ["16", "32", "64", "full"]
-    assert table["32"] == {"tpr": pytest.approx(1 / 3), "n": 3, "fpr": 0.0, "negatives": 1}
-    assert table["full"]["tpr"] == 0.5 and table["64"]["n"] == 2
+    assert table["16"]["tpr"] == pytest.approx(9 / 13) and table["full"]["tpr"] == pytest.approx(9 / 13)
+    assert table["32"] == {"tpr": 0.6, "n": 10, "fpr": 0.0, "negatives": 10}  # the 20-token texts left out
+    assert table["64"] == {"tpr": None, "n": 4, "fpr": 0.0, "negatives": 10}  # 4 texts: too few for a rate
 
 
 def test_winmax_finds_a_pasted_watermarked_span_and_flags_no_reference_text(qa_run, lm):
@@ -136,8 +137,9 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
 
     block = next(entry for entry in build_report(store)["runs"] if entry["run_id"] == run_id)["detection"]
     assert block["tokens_to_detect"]["n"] == 4 and set(block["tpr_at_length"]) == {"16", "32", "64", "full"}
-    assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 0
-    assert "KGW" in capsys.readouterr().out
+    assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 1
+    printed = capsys.readouterr().out  # one run of 4 texts: no TPR, and the reason beside it
+    assert "No run has a TPR at this length" in printed and "not enough data (n = 4) watermarked texts of 32" in printed
 
 
 def test_detect_scores_each_texts_best_window_and_refuses_a_method_without_evidence(qa_run, tmp_path, capsys):
@@ -182,12 +184,12 @@ def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run
 
 @pytest.fixture(scope="module")
 def kgw_sweep(lm, tmp_path_factory):
-    """KGW at δ 0.5 and 4 on the same 4 qa prompts, 40 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
+    """KGW at δ 0.5 and 4 on the same 12 qa prompts, 40 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
     from fwsapp.generate import RunConfig, run_generation
     from fwsapp.store import Store
 
     store = Store(tmp_path_factory.mktemp("sweep") / "sweep.duckdb")
-    run_ids = [run_generation(RunConfig(task="qa", method="KGW", n=4, max_new_tokens=40, batch_size=4, seed=7,
+    run_ids = [run_generation(RunConfig(task="qa", method="KGW", n=12, max_new_tokens=40, batch_size=6, seed=7,
                                         params={"delta": delta}), store, lm) for delta in (0.5, 4.0)]
     return store, run_ids
 
@@ -201,7 +203,7 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
 
     store, run_ids = kgw_sweep
     points, table = equal_strength(store, build_report(store), 0.75, 0.01, 32)
-    assert list(points.value) == [0.5, 4.0] and set(points.basis) == {"nominal"}  # 4 negatives: no empirical 1 %
+    assert list(points.value) == [0.5, 4.0] and set(points.basis) == {"nominal"}  # 12 negatives: no empirical 1 %
     weak, strong = points.tpr
     assert weak < 0.75 <= strong
     row = table.iloc[0]

@@ -77,7 +77,7 @@ class DetectionSets(StoreCore):
                           "ORDER BY attack_set_id, sample_idx", [attack_set_ids])
 
     def redetections(self, set_ids: list[str], curves: bool = False) -> pd.DataFrame:
-        """Sets' scores; with `curves`, each text's score after every token too."""
+        """Sets' scores; with `curves`, each text's statistic after every token too."""
         return self.frame(
             f"SELECT *{'' if curves else ' EXCLUDE (prefix_statistics)'} FROM redetections WHERE set_id IN "
             "(SELECT unnest(?)) ORDER BY set_id, sample_idx, text_kind",

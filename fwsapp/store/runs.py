@@ -149,11 +149,11 @@ class RunTables(StoreCore):
         return self.frame("SELECT * FROM generations WHERE run_id = ? ORDER BY sample_idx", [run_id])
 
     def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        """Scores, without the curves of scores by length (`prefix_curves`), which few readers need."""
+        """Scores, without the statistics after every token (`prefix_curves`), which few readers need."""
         return self._per_run("detections", run_ids, exclude=("prefix_statistics",))
 
     def prefix_curves(self, run_id: str, detector: str) -> pd.DataFrame:
-        """A run's stored scores after every token (sample_idx, text_kind, prefix_statistics) under `detector`."""
+        """A run's stored statistics after every token (sample_idx, text_kind, prefix_statistics) under `detector`."""
         return self.frame("SELECT sample_idx, text_kind, prefix_statistics FROM detections WHERE run_id = ? AND detector = ? "
                           "ORDER BY sample_idx, text_kind", [run_id, detector])
 

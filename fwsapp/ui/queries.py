@@ -15,6 +15,7 @@ from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means, counted_judgments, judges_label
 from fwsapp.report import (calibration_frame, collect, detection_comparison as compare_detection, detection_frame,
                            length_frames, roc_frame, weigh)
+from fwsapp.strength import check_target, matched, sweep_tprs, with_quality
 from fwsapp.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
 from fwsapp.watermark import explain
@@ -194,11 +195,17 @@ def lengths(revision_key: str, run_ids: tuple[str, ...], fpr: float) -> dict:
 
 
 @st.cache_data(show_spinner=False)
+def strength_tprs(revision_key: str, fpr: float, tokens: int) -> pd.DataFrame:
+    return sweep_tprs(store(), fpr, tokens)
+
+
 def equal_strength(revision_key: str, target_tpr: float, fpr: float, tokens: int, alpha: float, beta: float,
                    include_smoke_tests: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from fwsapp.strength import equal_strength as matched_settings
-
-    return matched_settings(store(), report(revision_key, alpha, beta, include_smoke_tests), target_tpr, fpr, tokens)
+    """The swept runs and each sweep's setting at the target; the TPRs cached, the FWS weights applied after."""
+    check_target(target_tpr, fpr, tokens)
+    points = with_quality(strength_tprs(revision_key, fpr, tokens),
+                          report(revision_key, alpha, beta, include_smoke_tests))
+    return points, matched(points, target_tpr)
 
 
 @st.cache_data(show_spinner=False)
