@@ -184,12 +184,12 @@ def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run
 
 @pytest.fixture(scope="module")
 def kgw_sweep(lm, tmp_path_factory):
-    """KGW at δ 0.5 and 4 on the same 12 qa prompts, 40 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
+    """KGW at δ 0.5 and 4 on the same 10 qa prompts, 24 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
     from fwsapp.generate import RunConfig, run_generation
     from fwsapp.store import Store
 
     store = Store(tmp_path_factory.mktemp("sweep") / "sweep.duckdb")
-    run_ids = [run_generation(RunConfig(task="qa", method="KGW", n=12, max_new_tokens=40, batch_size=6, seed=7,
+    run_ids = [run_generation(RunConfig(task="qa", method="KGW", n=10, max_new_tokens=24, batch_size=10, seed=7,
                                         params={"delta": delta}), store, lm) for delta in (0.5, 4.0)]
     return store, run_ids
 
@@ -202,24 +202,24 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     from tests.conftest import copy_store
 
     store, run_ids = kgw_sweep
-    points, table = equal_strength(store, build_report(store), 0.75, 0.01, 32)
-    assert list(points.value) == [0.5, 4.0] and set(points.basis) == {"nominal"}  # 12 negatives: no empirical 1 %
+    points, table = equal_strength(store, build_report(store), 0.75, 0.01, 16)
+    assert list(points.value) == [0.5, 4.0] and set(points.basis) == {"nominal"}  # 10 negatives: no empirical 1 %
     weak, strong = points.tpr
     assert weak < 0.75 <= strong
     row = table.iloc[0]
     assert row.method == "KGW" and row.strength == "delta" and 0.5 < row.value <= 4.0
-    assert main(["compare", "--target-tpr", "0.75", "--tokens", "32", "--db", str(store.path)]) == 0
+    assert main(["compare", "--target-tpr", "0.75", "--tokens", "16", "--db", str(store.path)]) == 0
     printed = capsys.readouterr().out
-    assert "Equal strength: TPR 0.75 at 1% FPR after 32 tokens" in printed and row.setting in printed
+    assert "Equal strength: TPR 0.75 at 1% FPR after 16 tokens" in printed and row.setting in printed
     with pytest.raises(ValueError, match="target TPR must be in"):
-        equal_strength(store, build_report(store), 1.5, 0.01, 32)
+        equal_strength(store, build_report(store), 1.5, 0.01, 16)
 
     copy_store(store, app_db)
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/fws.py").run()
     app.number_input(key="strength-tpr").set_value(0.75).run()
-    app.number_input(key="strength-tokens").set_value(32).run()
+    app.number_input(key="strength-tokens").set_value(16).run()
     assert not app.exception
     shown = next(frame.value for frame in app.dataframe if "setting" in frame.value.columns)
     assert shown.loc[0, "method"] == "KGW" and shown.loc[0, "setting"] == row.setting
