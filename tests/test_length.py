@@ -223,3 +223,23 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     assert not app.exception
     shown = next(frame.value for frame in app.dataframe if "setting" in frame.value.columns)
     assert shown.loc[0, "method"] == "KGW" and shown.loc[0, "setting"] == row.setting
+
+
+def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):
+    from fwsapp import pipeline
+    from fwsapp.length import run_curves
+    from fwsapp.store import Store
+    from tests.conftest import copy_store
+
+    copy_store(qa_run[0], tmp_path / "copy.duckdb")
+    store = Store(tmp_path / "copy.duckdb")
+    run_id = qa_run[2]
+    with store.transaction() as cursor:  # as a run stored before curves were kept
+        cursor.execute("UPDATE detections SET prefix_statistics = NULL WHERE run_id = ?", [run_id])
+    assert run_curves(store, run_id) is None
+    no_model = lambda name: None  # noqa: E731  (KGW detects from the text alone)
+    [made] = pipeline.lengths(store, [run_id], no_model)
+    found = run_curves(store, run_id)
+    assert found.source == made.set_id and len(found.positives) == 4 and found.negative_kind == "unwatermarked"
+    assert pipeline.lengths(store, [run_id], no_model) == []  # a repeated command changes nothing
+    assert len(store.detection_sets([run_id])) == 1
