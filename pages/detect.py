@@ -14,7 +14,7 @@ from fwsapp.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
 from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
-from fwsapp.length import winmax
+from fwsapp.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
 from fwsapp.watermark import detect_text
 from fwsapp.ui.router import through_router
@@ -54,6 +54,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
         figure = px.line(rates, x="tokens", y="TPR", color="run", markers=True, log_x=True, hover_data=["texts", "FPR"],
                          labels={"tokens": "T: tokens read", "TPR": f"TPR (verdict at {fpr:.0%} FPR)"})
         figure.update_yaxes(range=[-0.02, 1.02])
+        figure.update_xaxes(tickvals=list(LENGTH_GRID))  # the lengths tabulated, not the log axis' minor ticks
         st.plotly_chart(figure, width="stretch")
     if not frames["tokens"].empty:
         st.plotly_chart(px.box(frames["tokens"], x="run", y="tokens to detect", points="all"), width="stretch")
