@@ -205,6 +205,25 @@ def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_requ
     assert table.loc[table.Method == "KGW", "PPL"].item() > 1
 
 
+def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
+    """A run that is generating its first batch has 0 stored samples: the pages open, and its missing work is none."""
+    from fwsapp.metrics.quality import missing_work
+    from fwsapp.store import Store
+
+    imported_qa_db(app_db, n=2)
+    store = Store(app_db)
+    store.ensure_run("gen-running", {"task": "qa"}, model="smollm2", task="qa", method="KGW", params={"delta": 2.0},
+                     seed=0, n=4)
+    work = missing_work(store, ["gen-running"])
+    store.close()
+    assert (work.run_ids, work.values, work.seconds) == ([], 0, 0.0)
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    for page in ("pages/quality.py", "pages/fws.py"):
+        app.switch_page(page).run()
+        assert not app.exception, page
+
+
 def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     from tests.conftest import judged_rating_db
 

@@ -182,9 +182,9 @@ def _scorable(store, run_id: str) -> tuple[pd.DataFrame, set]:
 
 
 def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=GENERATED_KINDS) -> pd.DataFrame:
-    keep = [
-        any((metric, config, row.sample_idx, kind) not in have for kind in kinds) for row in samples.itertuples()
-    ]
+    # A boolean Series, not a list: an empty list would select no columns of a run still at 0 samples.
+    keep = pd.Series([any((metric, config, row.sample_idx, kind) not in have for kind in kinds)
+                      for row in samples.itertuples()], index=samples.index, dtype=bool)
     return samples[keep]
 
 
