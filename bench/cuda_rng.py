@@ -18,13 +18,13 @@ from pathlib import Path
 
 from bench.common import ROOT, median_seconds
 from fwsapp.data.loaders import load_dataset
-from fwsapp.generate import DEFAULT_SAMPLING, generate_batch
-from fwsapp.importer import LogFile, import_logs
+from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
+from fwsapp.data.importer import LogFile, import_logs
 from fwsapp.models import load_model
-from fwsapp.redetect import redetect
+from fwsapp.detection.redetect import redetect
 from fwsapp.store import Store
-from fwsapp.tokenizers import load_tokenizer
-from fwsapp.watermark import create
+from fwsapp.models.tokenizers import load_tokenizer
+from fwsapp.watermark.factory import create
 
 PAPER = ROOT.parent / "shared" / "data" / "paper"
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from bench.common import paper_qa_run
-from fwsapp.encoder import load_encoder
-from fwsapp.entities import analyze_run
-from fwsapp.recognizers import load_recognizer
+from fwsapp.models.encoder import load_encoder
+from fwsapp.entities.introduced import analyze_run
+from fwsapp.entities.recognizers import load_recognizer
 from fwsapp.store import Store
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fwsapp.methods import WATERMARKS  # noqa: E402  (after the path is set)
+from fwsapp.watermark.methods import WATERMARKS  # noqa: E402  (after the path is set)
 
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"completion": "healthqa_completion.json", "qa": "healthqa_qa.json",
@@ -49,7 +49,7 @@ EARLIER_RECOGNIZER = "mesh"
 
 
 def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params):
-    from fwsapp.generate import RunConfig
+    from fwsapp.generation.generate import RunConfig
 
     return RunConfig(task=task, method=method, dataset=str(DATA / DATASETS[task]), n=n, max_new_tokens=new_tokens,
                      batch_size=16, seed=seed, params=params)
@@ -57,7 +57,7 @@ def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params)
 
 def complete(store, configs, loader, label: str, recognizer: str = "trained") -> list[str]:
     """Generate, score and analyse the configs' runs (each step skips what is stored)."""
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
 
     started = __import__("time").perf_counter()
     run_ids = pipeline.generate(store, configs, loader, progress=lambda d, t, note="": print(f"\r{label}: {d}/{t}", end=""))
@@ -102,9 +102,9 @@ def cell(values: list, digits: int = 3) -> str:
 
 
 def measures(store, run_ids: list[str], recognizer: str = "trained") -> dict[str, dict]:
-    from fwsapp.entities import entity_summary, one_recognizer, with_mesh_headings
-    from fwsapp.recognizers import recognizer_label
-    from fwsapp.report import build_report
+    from fwsapp.entities.introduced import entity_summary, one_recognizer, with_mesh_headings
+    from fwsapp.entities.recognizers import recognizer_label
+    from fwsapp.results.report import build_report
 
     report = {run["run_id"]: run for run in build_report(store)["runs"]}
     # Only the named recognizer's analyses: a database analysed with two never pools them.
@@ -193,7 +193,7 @@ def edited(text: str, rate: float, vocabulary: list[str], rng: random.Random) ->
 
 def robustness(store, lm, run_ids: dict[str, str]) -> str:
     """z after random word replacement of the same watermarked texts, per method."""
-    from fwsapp.watermark import create
+    from fwsapp.watermark.factory import create
 
     lines = ["| method | edit rate | mean z | TPR at z > 4 | tokens scored |", "|---|---|---|---|---|"]
     for method, run_id in run_ids.items():

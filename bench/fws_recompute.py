@@ -80,7 +80,7 @@ def main() -> None:
         assert not app.exception, app.exception
 
         from fwsapp.ui import queries, resources
-        from fwsapp.fws import DEFAULT_MAPPING, fws_views
+        from fwsapp.results.fws import DEFAULT_MAPPING, fws_views
 
         prepared = queries.fws_prepared(resources.revision(), tuple(sorted(DEFAULT_MAPPING.items())))
         weighting = [timed(lambda: fws_views(prepared, alpha, 1 - 2 * alpha))

@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from bench.common import ROOT
-from fwsapp import pipeline
-from fwsapp.grid import load_spec
+from fwsapp.orchestration import pipeline
+from fwsapp.orchestration.grid import load_spec
 from fwsapp.models import load_model
 from fwsapp.store import Store
 
@@ -45,7 +45,7 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from fwsapp.distributed import RayExecutor
+    from fwsapp.orchestration.distributed import RayExecutor
 
     started = time.perf_counter()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})

@@ -36,7 +36,7 @@ FPR = 0.01
 
 
 def length_table(store, run_ids: list[str]) -> str:
-    from fwsapp.length import LENGTH_GRID, length_summary, run_curves
+    from fwsapp.detection.length import LENGTH_GRID, length_summary, run_curves
 
     runs = store.runs().set_index("run_id")
     sizes = [str(size) for size in LENGTH_GRID if size <= 256]
@@ -64,8 +64,8 @@ def _shown(value) -> str:
 
 
 def winmax_table(store, lm, run_id: str) -> str:
-    from fwsapp import length
-    from fwsapp.watermark import create
+    from fwsapp.detection import length
+    from fwsapp.watermark.factory import create
 
     run = store.run(run_id)
     watermark = create("KGW", lm.vocab_size, run["params"])
@@ -89,10 +89,10 @@ def winmax_table(store, lm, run_id: str) -> str:
 
 
 def strength(store, loader, n: int) -> str:
-    from fwsapp import pipeline
-    from fwsapp.grid import load_spec
-    from fwsapp.report import build_report
-    from fwsapp.strength import equal_strength
+    from fwsapp.orchestration import pipeline
+    from fwsapp.orchestration.grid import load_spec
+    from fwsapp.results.report import build_report
+    from fwsapp.detection.strength import equal_strength
 
     spec = load_spec(ROOT / "experiments" / "strength.toml")
     spec.runs = [replace(config, dataset=str(DATA / "healthqa_qa.json"), n=n) for config in spec.runs]
@@ -122,7 +122,7 @@ def speed(repeats: int = 7) -> tuple[float, float]:
     """Seconds to re-detect the paper's BioMistral QA texts without and with scores at every length."""
     from unittest import mock
 
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
     from tests.test_redetect import import_paper
 
@@ -139,7 +139,7 @@ def speed(repeats: int = 7) -> tuple[float, float]:
         fresh = Store(copy)
         started = time.perf_counter()
         if without_curves:
-            with mock.patch("fwsapp.length.prefix_statistics", lambda *args: None):
+            with mock.patch("fwsapp.detection.length.prefix_statistics", lambda *args: None):
                 pipeline.detect(fresh, [run_id], no_model)
         else:
             pipeline.detect(fresh, [run_id], no_model)
@@ -168,7 +168,7 @@ def main() -> None:
     from functools import lru_cache
 
     from bench.robustness import generate, paper_runs
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
     from fwsapp.models import EMBEDDED_MODEL, load_model
     from fwsapp.store import Store
 

@@ -29,7 +29,7 @@ def text_of_length(characters: int) -> str:
 
 def measure(characters: int, bounded: bool) -> dict:
     """One teacher-forcing pass over the text (run in a child process)."""
-    import fwsapp.teacher_forcing as forcing
+    import fwsapp.models.teacher_forcing as forcing
     from fwsapp.models import load_model
 
     if not bounded:  # one window, one batch, the whole output layer at once

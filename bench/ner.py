@@ -18,10 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import bench.common  # noqa: F401  (puts the project on the path)
-from fwsapp.ner.evaluation import score_spans
-from fwsapp.ner.pubtator import CORPORA, corpus
-from fwsapp.recognizers import RECOGNIZERS, load_recognizer
-from fwsapp.recognizers.trained import TrainedRecognizer
+from fwsapp.entities.ner.evaluation import score_spans
+from fwsapp.entities.ner.pubtator import CORPORA, corpus
+from fwsapp.entities.recognizers import RECOGNIZERS, load_recognizer
+from fwsapp.entities.recognizers.trained import TrainedRecognizer
 
 
 @lru_cache(maxsize=None)

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from bench.common import paper_qa_run
-from fwsapp.metrics.quality import QualityResources, score_run
-from fwsapp.metrics.registry import default_metrics
+from fwsapp.quality.scoring import QualityResources, score_run
+from fwsapp.quality.registry import default_metrics
 from fwsapp.models import load_model
 from fwsapp.store import Store
 

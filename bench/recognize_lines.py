@@ -47,7 +47,7 @@ def main() -> None:
         written = sum(1 for _ in target.open())
     assert written == len(texts)
 
-    from fwsapp.recognizers import load_recognizer
+    from fwsapp.entities.recognizers import load_recognizer
 
     started = time.perf_counter()
     recognizer = load_recognizer(args.recognizer)

@@ -38,8 +38,8 @@ MEASURES = ("TPR at 1% FPR", "TPR at 5% FPR", "AUROC", "Still detected (share)",
 
 
 def generate(store, loader, n: int, new_tokens: int) -> list[str]:
-    from fwsapp import pipeline
-    from fwsapp.generate import RunConfig
+    from fwsapp.orchestration import pipeline
+    from fwsapp.generation.generate import RunConfig
 
     configs = [RunConfig(task="qa", method=method, dataset=str(DATA / "healthqa_qa.json"), n=n,
                          max_new_tokens=new_tokens, batch_size=16, seed=0) for method in METHODS]
@@ -48,7 +48,7 @@ def generate(store, loader, n: int, new_tokens: int) -> list[str]:
 
 
 def attack_all(store, loader, run_ids: list[str], attacks) -> None:
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
 
     for name, params in attacks:
         started = time.perf_counter()
@@ -63,7 +63,7 @@ def paper_runs(store) -> list[str]:
 
 
 def table(store, run_ids: list[str], measure: str) -> str:
-    from fwsapp.robustness import labelled, method_by_attack, summary_frame
+    from fwsapp.robustness.attack_sets import labelled, method_by_attack, summary_frame
 
     frame = summary_frame(store, run_ids)
     runs = store.runs()
@@ -84,9 +84,9 @@ def clean_row(store, run_ids: list[str], measure: str) -> dict:
     """The measure on the clean texts (the detection sets the attacks compared with), per run label."""
     import json
 
-    from fwsapp import methods
-    from fwsapp.detection import level_key
-    from fwsapp.redetect import set_summaries
+    from fwsapp.watermark import methods
+    from fwsapp.detection.roc import level_key
+    from fwsapp.detection.redetect import set_summaries
 
     runs = store.runs().set_index("run_id")
     found = {}
@@ -105,7 +105,7 @@ def clean_row(store, run_ids: list[str], measure: str) -> dict:
 def speed(db: Path, repeats: int = 3) -> list[tuple[str, float, float]]:
     """(attack, seconds to re-detect the clean texts, seconds to attack and re-detect the attacked ones) on the
     paper's BioMistral QA texts, each on a fresh copy of a database holding only the imported run."""
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
     from tests.test_redetect import import_paper
 
@@ -139,8 +139,8 @@ def speed(db: Path, repeats: int = 3) -> list[tuple[str, float, float]]:
         both = timed(lambda fresh, attacked=attacked: (pipeline.detect(fresh, [run_id], no_model), attacked(fresh)))
         rows.append((f"{name} {params}", clean, both - clean))
         print(f"speed {name}: clean {clean:.2f} s, attack + re-detection {both - clean:.2f} s", flush=True)
-    from fwsapp.encoder import load_encoder
-    from fwsapp.robustness import measure_changes
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.robustness.attack_sets import measure_changes
 
     encoder = load_encoder()
 

@@ -46,8 +46,8 @@ def load_pages(warm: bool) -> float:
 def settle(store) -> None:
     """Compute what the pages would start computing on their own (the metrics that need no model) and wait for any job
     they started, so a page load is timed on a database that does not change under it."""
-    from fwsapp import pipeline
-    from fwsapp.metrics.registry import model_free_metrics
+    from fwsapp.orchestration import pipeline
+    from fwsapp.quality.registry import model_free_metrics
     from fwsapp.ui import resources
 
     pipeline.score(store, list(store.runs().run_id), None, metrics=model_free_metrics())
@@ -65,8 +65,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from fwsapp.examples import load_examples
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.models import load_model
     from fwsapp.store import Store
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import ROOT
-from fwsapp.encoder import load_encoder
-from fwsapp.entities import analyze_run, entity_summary, with_mesh_headings
-from fwsapp.importer import LogFile, import_logs
-from fwsapp.ner.pubtator import corpus
-from fwsapp.recognizers import load_recognizer
+from fwsapp.models.encoder import load_encoder
+from fwsapp.entities.introduced import analyze_run, entity_summary, with_mesh_headings
+from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.entities.ner.pubtator import corpus
+from fwsapp.entities.recognizers import load_recognizer
 from fwsapp.store import Store
 
 PAPER = ROOT.parent / "shared" / "data" / "paper"
@@ -87,8 +87,8 @@ def table(store: Store, recognizers: list[str], samples: int) -> None:
 def threshold_check(pairs: int, seed: int = 0) -> None:
     from sklearn.metrics import roc_auc_score
 
-    from fwsapp.entities import introduced_entities
-    from fwsapp.recognizer import Entity
+    from fwsapp.entities.introduced import introduced_entities
+    from fwsapp.entities.recognizers.base import Entity
 
     encoder = load_encoder()
     documents = [d for d in corpus("bc5cdr", "dev") if d.mentions]

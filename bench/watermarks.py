@@ -21,10 +21,10 @@ import numpy as np
 
 from bench.common import median_seconds as seconds
 from fwsapp.data.loaders import load_dataset
-from fwsapp.generate import DEFAULT_SAMPLING, generate_batch
+from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
 from fwsapp.models import load_model
-from fwsapp.methods import WATERMARKS
-from fwsapp.watermark import create
+from fwsapp.watermark.methods import WATERMARKS
+from fwsapp.watermark.factory import create
 from fwsapp.watermark.exp_edit import ExpEdit, key_sequence, test_statistic
 from tests.test_watermarks import plain_statistic  # the reference the tests keep
 

@@ -12,7 +12,7 @@ MINIMUM = {
     "krippendorff": 5,   # texts rated by two raters or more
     "precision": 10,     # entities the rule flagged that clinicians judged
     "auroc_ci": 10,      # texts on each side
-    "rate": 10,          # texts behind a TPR or FPR at one length (fwsapp.length, fwsapp.strength)
+    "rate": 10,          # texts behind a TPR or FPR at one length (fwsapp.detection.length, fwsapp.detection.strength)
 }
 
 

@@ -5,18 +5,18 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import detection
-from fwsapp import render as markup
-from fwsapp.run_names import run_label
+from fwsapp.detection import roc
+from fwsapp.ui import render as markup
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.generate import RunConfig
+from fwsapp.generation.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
-from fwsapp.tokenizers import TOKENIZERS, tokenizer_for_model
-from fwsapp.length import LENGTH_GRID, winmax
+from fwsapp.watermark.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
+from fwsapp.models.tokenizers import TOKENIZERS, tokenizer_for_model
+from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
-from fwsapp.watermark import detect_text
+from fwsapp.watermark.factory import detect_text
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -94,7 +94,7 @@ def render() -> None:
             st.subheader("Method comparison")
             st.dataframe(widgets.uniform(comparison.round(3)), hide_index=True, width="stretch",
                          column_config=widgets.worded_columns(comparison))
-            if warning := detection.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
+            if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
                 st.warning(warning)
             redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
             if not redetected.empty:
@@ -243,9 +243,9 @@ def render() -> None:
                       help=f"{found.num_tokens_scored} tokens scored")
             st.write(f"Verdict at {info.verdict_rule(params)}: "
                      f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
-            if found.num_tokens_scored < detection.MIN_TOKENS_FOR_VERDICT:
+            if found.num_tokens_scored < roc.MIN_TOKENS_FOR_VERDICT:
                 st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
-                           f"{detection.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
+                           f"{roc.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
                            "either way. Paste a longer text.")
             if window:
                 windowed(method, params, found, int(window))

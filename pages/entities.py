@@ -3,13 +3,24 @@ side with the reference; clinicians record what each one really is."""
 import pandas as pd
 import streamlit as st
 
-from fwsapp import render as markup
-from fwsapp.run_names import run_label
+from fwsapp.ui import render as markup
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.entities import (HALLUCINATION_THRESHOLD, VERDICTS, entity_sample_label, entity_summary, name_verdict,
-                             names_to_judge, rater_verdicts, record_verdict, reviewed_samples, samples_by_hallucination,
-                             undo_verdict, verdict_agreement)
-from fwsapp.recognizer import BRANCHES, NON_DISEASE_HEADS, OUTCOMES, STOPLIST
+from fwsapp.entities.introduced import (
+    HALLUCINATION_THRESHOLD,
+    VERDICTS,
+    entity_sample_label,
+    entity_summary,
+    name_verdict,
+    names_to_judge,
+    rater_verdicts,
+    record_verdict,
+    reviewed_samples,
+    samples_by_hallucination,
+    undo_verdict,
+    verdict_agreement,
+)
+from fwsapp.entities.recognizers.base import BRANCHES, NON_DISEASE_HEADS, OUTCOMES, STOPLIST
 from fwsapp.sample_size import not_enough
 from fwsapp.ui.router import through_router
 

@@ -3,11 +3,11 @@ import plotly.express as px
 import streamlit as st
 
 from fwsapp.data.tasks import TASKS
-from fwsapp.entities import HALLUCINATION_THRESHOLD
-from fwsapp.entropy import HIGH, LOW, bin_table, density_frame
+from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
+from fwsapp.entities.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.recognizers import RECOGNIZERS
-from fwsapp.run_names import run_label, with_settings
+from fwsapp.entities.recognizers import RECOGNIZERS
+from fwsapp.results.run_names import run_label, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 

@@ -1,8 +1,8 @@
 """Experiments: a spec file's grid of runs, its dry run, and launching it here or on a Ray cluster."""
 import streamlit as st
 
-from fwsapp import render as markup
-from fwsapp.grid import SpecError
+from fwsapp.ui import render as markup
+from fwsapp.orchestration.grid import SpecError
 from fwsapp.paths import EXPERIMENTS_DIR
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router

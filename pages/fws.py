@@ -5,18 +5,18 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from fwsapp.run_names import run_label
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.fws import DEFAULT_MAPPING, POOLED_REFERENCE, PRESETS, fws_views, pooled_reference, ratio_weights
-from fwsapp.human import DEFAULT_FRACTION, friedman_nemenyi, sample_items, sensitivity_table
+from fwsapp.results.fws import DEFAULT_MAPPING, POOLED_REFERENCE, PRESETS, fws_views, pooled_reference, ratio_weights
+from fwsapp.human.ratings import DEFAULT_FRACTION, friedman_nemenyi, sample_items, sensitivity_table
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.report import DETECTABILITY
+from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
-from fwsapp.strength import on_tradeoff
+from fwsapp.detection.strength import on_tradeoff
 from fwsapp.ui.router import through_router
 
 through_router()

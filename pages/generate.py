@@ -1,13 +1,13 @@
 """Generate: unwatermarked and watermarked outputs for a medical task, in a background job."""
 import streamlit as st
 
-from fwsapp import render as markup
+from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
 from fwsapp.data.tasks import TASKS
-from fwsapp.generate import RunConfig
+from fwsapp.generation.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.methods import REGISTRY, score_label
+from fwsapp.watermark.methods import REGISTRY, score_label
 from fwsapp.ui.router import through_router
 
 through_router()

@@ -1,12 +1,12 @@
 """Import: bring generations, detection scores and judge logs from MarkLLM pipelines or the paper."""
 import streamlit as st
 
-from fwsapp import render as markup
+from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
-from fwsapp.importer import ImportProblem, LogFile, import_logs, model_from_file_name
+from fwsapp.data.importer import ImportProblem, LogFile, import_logs, model_from_file_name
 from fwsapp.judge.records import PAPER_JUDGE
-from fwsapp.methods import REGISTRY
+from fwsapp.watermark.methods import REGISTRY
 from fwsapp.ui.router import through_router
 
 through_router()

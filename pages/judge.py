@@ -2,9 +2,9 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import render as markup
+from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
-from fwsapp.run_names import run_label
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_minutes

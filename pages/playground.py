@@ -4,12 +4,12 @@ import html
 import pandas as pd
 import streamlit as st
 
-from fwsapp import render as markup
+from fwsapp.ui import render as markup
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
-from fwsapp.methods import REGISTRY, WATERMARKS
+from fwsapp.watermark.methods import REGISTRY, WATERMARKS
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
+from fwsapp.generation.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
 from fwsapp.ui import resources, widgets
 from fwsapp.ui.router import through_router
 

@@ -2,14 +2,14 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp.run_names import run_label, with_settings
+from fwsapp.results.run_names import run_label, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.encoder import DEFAULT_ENCODER
-from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.metrics.quality import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
-from fwsapp.metrics.registry import METRICS, default_metrics
-from fwsapp.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
+from fwsapp.models.encoder import DEFAULT_ENCODER
+from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
+from fwsapp.quality.scoring import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
+from fwsapp.quality.registry import METRICS, default_metrics
+from fwsapp.results.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
 from fwsapp.ui.router import through_router
 
 through_router()

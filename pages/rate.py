@@ -1,10 +1,20 @@
 """Rate: clinicians score two answers to the same prompt, blind to which one carries the watermark."""
 import streamlit as st
 
-from fwsapp import render as markup
+from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.human import (DEFAULT_FRACTION, RATERS_PER_ITEM, RatingError, history, next_item, progress, questions,
-                          sample_items, skip, submit_rating)
+from fwsapp.human.ratings import (
+    DEFAULT_FRACTION,
+    RATERS_PER_ITEM,
+    RatingError,
+    history,
+    next_item,
+    progress,
+    questions,
+    sample_items,
+    skip,
+    submit_rating,
+)
 from fwsapp.ui.router import through_router
 
 through_router()

@@ -4,10 +4,10 @@ import time
 
 import streamlit as st
 
-from fwsapp import render as markup
-from fwsapp import study
-from fwsapp.entities import VERDICTS, name_verdict, names_to_judge, rater_verdicts, record_verdict
-from fwsapp.human import RatingError, questions
+from fwsapp.ui import render as markup
+from fwsapp.human import study
+from fwsapp.entities.introduced import VERDICTS, name_verdict, names_to_judge, rater_verdicts, record_verdict
+from fwsapp.human.ratings import RatingError, questions
 from fwsapp.ui import gate, queries, resources, widgets
 from fwsapp.ui.router import through_router
 

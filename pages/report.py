@@ -1,9 +1,9 @@
 """Report: the paper's tables over every run, live, with Markdown and LaTeX downloads."""
 import streamlit as st
 
-from fwsapp.run_names import run_label
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.tables import render as table_html, report_tables, weights_line
+from fwsapp.results.tables import render as table_html, report_tables, weights_line
 from fwsapp.ui.router import through_router
 
 through_router()

@@ -3,12 +3,19 @@ then detected again against the same negatives, beside what the attack did to th
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import render as markup
-from fwsapp.attacks import ATTACKS, DEFAULT_SEED
-from fwsapp.methods import POST_HOC
-from fwsapp.normalizers import NORMALIZERS
-from fwsapp.robustness import MEASURES, default_measure, labelled, method_by_attack, strength_curves, unresolved_note
-from fwsapp.run_names import run_label
+from fwsapp.ui import render as markup
+from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED
+from fwsapp.watermark.methods import POST_HOC
+from fwsapp.detection.normalizers import NORMALIZERS
+from fwsapp.robustness.attack_sets import (
+    MEASURES,
+    default_measure,
+    labelled,
+    method_by_attack,
+    strength_curves,
+    unresolved_note,
+)
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 

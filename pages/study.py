@@ -4,12 +4,12 @@ disagreements, and export the ratings."""
 import pandas as pd
 import streamlit as st
 
-from fwsapp import render as markup
-from fwsapp import study
-from fwsapp.access import invite_link
-from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING
-from fwsapp.human import RATERS_PER_ITEM
-from fwsapp.run_names import run_label
+from fwsapp.ui import render as markup
+from fwsapp.human import study
+from fwsapp.human.access import invite_link
+from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING
+from fwsapp.human.ratings import RATERS_PER_ITEM
+from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 

@@ -54,7 +54,7 @@ def app_db(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def qa_run(lm, tmp_path_factory):
     """The done-when run: 4 qa demo samples, KGW δ=2, 64 new tokens; shared by tests that only read it."""
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.store import Store
 
     db = Store(tmp_path_factory.mktemp("qa") / "run.duckdb")
@@ -136,7 +136,7 @@ def imported_qa_db(path, n):
     """An imported meditron KGW qa run of n short samples ("What is condition i?") at path; returns the run id."""
     import json
 
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.data.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
@@ -166,8 +166,8 @@ def judged_rating_db(path, n=3):
     """An imported qa run with judge verdicts and every sample up for human rating; returns the run id."""
     import json
 
-    from fwsapp.human import sample_items
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.human.ratings import sample_items
+    from fwsapp.data.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     rows = [{"prompt": f"Is condition {i} serious?", "watermarked_text": f"Watermarked answer {i} <b>bold</b>.",
@@ -196,10 +196,10 @@ def hostile_entity_db(path):
     """An imported run whose texts and judge log carry HTML, script and Markdown, analysed for disease entities."""
     import json
 
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run
-    from fwsapp.recognizers import load_recognizer
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.entities.recognizers import load_recognizer
+    from fwsapp.data.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     rows = [{"prompt": "What is <b>gout</b>? ![p](http://evil.example/prompt.png)",

@@ -33,7 +33,7 @@ def tokenizer_for(shape: str, folder: Path):
 
     from fwsapp.models import package_folder
     from fwsapp.paths import CACHE_DIR
-    from fwsapp.tokenizers import load_tokenizer
+    from fwsapp.models.tokenizers import load_tokenizer
 
     if shape == "jsl":
         load_tokenizer("llama-3")  # converts the tiktoken file once, into the cache

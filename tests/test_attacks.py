@@ -8,10 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from fwsapp import pipeline
-from fwsapp.attacks import ATTACKS
-from fwsapp.attacks.base import AttackInput, Span, words_of
-from fwsapp.robustness import attack_run, summaries, words_changed
+from fwsapp.orchestration import pipeline
+from fwsapp.robustness.attacks import ATTACKS
+from fwsapp.robustness.attacks.base import AttackInput, Span, words_of
+from fwsapp.robustness.attack_sets import attack_run, summaries, words_changed
 
 CLEAN = ("Patients with type 2 diabetes and high blood pressure should not skip their medication. It is the kidney "
          "disease that worries doctors most, and asthma does not help. They are told to walk daily and eat less salt, "
@@ -21,7 +21,7 @@ UNWATERMARKED = ("Diabetes is a long-term condition in which the body cannot use
 
 
 def mentions_in(text: str) -> tuple[Span, ...]:
-    from fwsapp.recognizers import MODEL_FREE_RECOGNIZER, load_recognizer
+    from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, load_recognizer
 
     return tuple(Span(entity.start, entity.end) for entity in load_recognizer(MODEL_FREE_RECOGNIZER).find_many([text])[0])
 
@@ -33,7 +33,7 @@ def sample(index: int = 0, keep: bool = False) -> AttackInput:
 
 def attacker(name: str, seed: int = 0, lm=None, **params):
     """The attack with these parameters (an LLM attack's test parameters under them, rewriting with `lm`)."""
-    from fwsapp.robustness import rewriting_backend
+    from fwsapp.robustness.attack_sets import rewriting_backend
 
     entry = ATTACKS[name]
     checked = entry.checked_params({**entry.test_params, **params})
@@ -122,8 +122,8 @@ def test_copy_paste_places_the_declared_spans():
 
 
 def test_entity_swap_replaces_k_mentions_with_disease_names_of_other_concepts():
-    from fwsapp.attacks.entity_swap import disease_names
-    from fwsapp.recognizer import mesh_heading, normalize
+    from fwsapp.robustness.attacks.entity_swap import disease_names
+    from fwsapp.entities.recognizers.base import mesh_heading, normalize
 
     item = sample()
     names = {name.lower() for name in disease_names()}
@@ -138,8 +138,8 @@ def test_entity_swap_replaces_k_mentions_with_disease_names_of_other_concepts():
 
 
 def test_entity_survival_compares_concepts_so_a_synonym_keeps_a_mention_and_another_disease_is_introduced():
-    from fwsapp.recognizer import Entity
-    from fwsapp.robustness import mention_survival
+    from fwsapp.entities.recognizers.base import Entity
+    from fwsapp.robustness.attack_sets import mention_survival
 
     def entities(*names):
         return [Entity(name, 0, len(name)) for name in names]
@@ -225,7 +225,7 @@ def test_a_killed_attack_resumes_with_no_duplicates_and_the_texts_of_an_uninterr
     import threading
 
     store, run_id = run_copy
-    monkeypatch.setattr("fwsapp.robustness.WRITE_EVERY", 1)
+    monkeypatch.setattr("fwsapp.robustness.attack_sets.WRITE_EVERY", 1)
     cancel = threading.Event()
 
     def stop_after_the_first(done, total, note=""):
@@ -259,7 +259,7 @@ def test_homoglyphs_evade_detection_and_the_normaliser_maps_them_back(run_copy, 
 
 
 def test_a_run_without_watermarked_texts_or_an_unavailable_recognizer_is_refused_with_nothing_stored(run_copy, lm):
-    from fwsapp.recognizers import RECOGNIZERS
+    from fwsapp.entities.recognizers import RECOGNIZERS
 
     store, run_id = run_copy
     for name in set(RECOGNIZERS.names()) - set(RECOGNIZERS.available()):

@@ -287,7 +287,7 @@ def only_the_rater_view(page) -> bool:
 def test_a_study_served_to_an_admin_and_two_raters_at_once(tmp_path, chromium):
     """Two raters rate through their links while the admin follows; neither reaches another page or the other's
     ratings, nothing their browsers receive names the watermark, and a revoked link stops at once."""
-    from fwsapp import access, study
+    from fwsapp.human import access, study
     from fwsapp.store import Store
     from tests.conftest import imported_qa_db, start_streamlit
 

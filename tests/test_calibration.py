@@ -5,9 +5,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from fwsapp import methods
-from fwsapp.calibration import (achieved_fpr, bucket_order, empirical_threshold, length_bucket, nominal_fpr,
-                                nominal_threshold, run_calibration)
+from fwsapp.watermark import methods
+from fwsapp.detection.calibration import (
+    achieved_fpr,
+    bucket_order,
+    empirical_threshold,
+    length_bucket,
+    nominal_fpr,
+    nominal_threshold,
+    run_calibration,
+)
 from fwsapp.watermark.kgw import EXACT_BELOW, green_p_value, z_score
 
 

@@ -42,7 +42,7 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
 
 
 def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsys, monkeypatch):
-    from fwsapp.examples import load_examples
+    from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store
 
     db = tmp_path / "runs.duckdb"

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from fwsapp.detection import auroc, interval_label, summary, tpr_at_fpr, tpr_label, unresolved_fpr_warning
+from fwsapp.detection.roc import auroc, interval_label, summary, tpr_at_fpr, tpr_label, unresolved_fpr_warning
 
 
 def test_tpr_at_fpr_with_ties_never_exceeds_the_fpr():

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from fwsapp.cli import main
-from fwsapp.doctor import PARAMETERS, checks, database_check, fits
+from fwsapp.orchestration.doctor import PARAMETERS, checks, database_check, fits
 
 
 def test_a_7b_model_fits_by_its_bytes_per_parameter_and_a_margin():
@@ -45,7 +45,7 @@ def test_a_database_path_that_cannot_be_created_is_said_so_by_doctor_and_by_runs
     """Issue 38: under /proc, doctor said 'ok … the first run creates it' and `runs` then called the path
     'truncated or damaged'."""
     from fwsapp.cli import main
-    from fwsapp.doctor import database_check
+    from fwsapp.orchestration.doctor import database_check
 
     path = Path("/proc/fwsapp-test/fwsapp.duckdb")
     check = database_check(path)

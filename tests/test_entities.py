@@ -2,11 +2,20 @@
 import numpy as np
 import pytest
 
-from fwsapp.entities import (analyze_run, entity_summary, introduced_entities, judge_introduced, names_to_judge,
-                             record_verdict, undo_verdict, verdict_agreement, with_mesh_headings)
-from fwsapp.recognizer import STOPLIST, Entity
-from fwsapp.recognizers import load_recognizer
-from fwsapp.entropy import bin_shares, token_spans
+from fwsapp.entities.introduced import (
+    analyze_run,
+    entity_summary,
+    introduced_entities,
+    judge_introduced,
+    names_to_judge,
+    record_verdict,
+    undo_verdict,
+    verdict_agreement,
+    with_mesh_headings,
+)
+from fwsapp.entities.recognizers.base import STOPLIST, Entity
+from fwsapp.entities.recognizers import load_recognizer
+from fwsapp.entities.entropy import bin_shares, token_spans
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +25,7 @@ def mesh():
 
 @pytest.fixture(scope="module")
 def encoder():
-    from fwsapp.encoder import load_encoder
+    from fwsapp.models.encoder import load_encoder
 
     return load_encoder()
 
@@ -70,7 +79,7 @@ def test_bin_shares_and_token_spans(lm):
 def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder):
     import json
 
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.data.importer import LogFile, import_logs
 
     rows = [{"prompt": "What causes gout?", "natural_text": "Gout is caused by uric acid; obesity raises the risk.",
              "unwatermarked_text": "Gout comes from uric acid crystals, and obesity raises the risk.",
@@ -99,7 +108,7 @@ def test_verdicts_are_counted_per_name_as_clinicians_give_them(lm, store, mesh, 
     """A name with three mentions is one verdict, and one undo removes one, not three."""
     import json
 
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.data.importer import LogFile, import_logs
 
     rows = [{"prompt": "What causes gout?", "natural_text": "Gout is caused by uric acid.",
              "unwatermarked_text": "Gout comes from uric acid.",
@@ -122,8 +131,8 @@ def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
     import json
     import time
 
-    from fwsapp.importer import LogFile, import_logs
-    from fwsapp.jobs import JobManager
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.jobs import JobManager
 
     rows = [{"prompt": f"Q{i}?", "natural_text": "Gout is caused by uric acid.",
              "unwatermarked_text": "Gout comes from uric acid.", "watermarked_text": "Gout follows leukemia."}
@@ -140,14 +149,14 @@ def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
     assert set(store.entities([run_id]).config) == {f"{store.entity_analyses([run_id]).config[0]}"}
     assert store.entity_analyses([run_id]).config[0].endswith("sim<0.35")
     with pytest.raises(ValueError, match="between 0 and 1"):
-        from fwsapp import pipeline
+        from fwsapp.orchestration import pipeline
 
         pipeline.analyze(store, [run_id], manager.model_loader, threshold=1.5)
 
 
 def test_a_run_over_the_same_prompts_reuses_the_stored_reference_entropies(store, lm, monkeypatch):
-    from fwsapp import entropy
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.entities import entropy
+    from fwsapp.generation.generate import RunConfig, run_generation
 
     first, second = (run_generation(RunConfig(task="qa", method="KGW", n=2, max_new_tokens=6, batch_size=2,
                                               params=params), store, lm) for params in ({}, {"delta": 1.0}))
@@ -161,7 +170,7 @@ def test_a_run_over_the_same_prompts_reuses_the_stored_reference_entropies(store
 def test_a_reference_that_names_no_disease_is_said_so_and_sorted_after_compared_samples():
     import pandas as pd
 
-    from fwsapp.entities import NameToJudge, entity_sample_label, samples_by_hallucination
+    from fwsapp.entities.introduced import NameToJudge, entity_sample_label, samples_by_hallucination
 
     lonely = NameToJudge("watermarked", "gout", "gout", (0,), (4,), 1, 0.0, reference_names_one=False)
     assert lonely.rule() == "unsupported: the reference names no disease"
@@ -182,11 +191,11 @@ def test_a_reference_that_names_no_disease_is_said_so_and_sorted_after_compared_
 
 def test_the_example_data_comes_with_its_analysis_by_the_current_recognizer(store):
     """Entities and Entropy have content as soon as the example data is loaded; the shipped analysis is the default
-    recognizer's as it is now (rebuild it with `python -m fwsapp.examples` when the recognizer changes)."""
-    from fwsapp.entities import recognizer_of
-    from fwsapp.examples import load_examples
+    recognizer's as it is now (rebuild it with `python -m fwsapp.orchestration.examples` when the recognizer changes)."""
+    from fwsapp.entities.introduced import recognizer_of
+    from fwsapp.orchestration.examples import load_examples
     from fwsapp.models import EMBEDDED_MODEL
-    from fwsapp.recognizers import recognizer_label
+    from fwsapp.entities.recognizers import recognizer_label
 
     run_ids = load_examples(store)
     analyses = store.entity_analyses(run_ids)

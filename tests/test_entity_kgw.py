@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from fwsapp import methods
-from fwsapp.tokenizers import from_huggingface
-from fwsapp.watermark import create
+from fwsapp.watermark import methods
+from fwsapp.models.tokenizers import from_huggingface
+from fwsapp.watermark.factory import create
 from fwsapp.watermark.entity_kgw import build_trie
 
 TEXT = " Patients with type 2 diabetes mellitus often develop chronic kidney disease; many also take metformin daily."

@@ -5,10 +5,22 @@ import pytest
 import scikit_posthocs
 from scipy.stats import friedmanchisquare, pearsonr
 
-from fwsapp.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_sweep, ratio_weights
-from fwsapp.human import (RATERS_PER_ITEM, RatingError, correlation_matrix, correlation_table, friedman_nemenyi, human_means,
-                          krippendorff_alpha, next_item, progress, sample_items, skip, submit_rating)
-from fwsapp.importer import LogFile, import_logs
+from fwsapp.results.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_sweep, ratio_weights
+from fwsapp.human.ratings import (
+    RATERS_PER_ITEM,
+    RatingError,
+    correlation_matrix,
+    correlation_table,
+    friedman_nemenyi,
+    human_means,
+    krippendorff_alpha,
+    next_item,
+    progress,
+    sample_items,
+    skip,
+    submit_rating,
+)
+from fwsapp.data.importer import LogFile, import_logs
 
 
 def test_fws_from_likert_divides_by_five():
@@ -167,7 +179,7 @@ def judged_and_scored_store(store):
 
 
 def test_slider_views_equal_the_mean_of_per_sample_fws(store):
-    from fwsapp.fws import DEFAULT_MAPPING, fws_views, judge_aspects, metric_aspects, prepare_views, run_means
+    from fwsapp.results.fws import DEFAULT_MAPPING, fws_views, judge_aspects, metric_aspects, prepare_views, run_means
 
     judged_and_scored_store(store)
     runs = store.runs()
@@ -185,8 +197,8 @@ def test_slider_views_equal_the_mean_of_per_sample_fws(store):
 
 def test_report_and_fws_page_give_the_same_auto_fws(store):
     """One Auto-FWS: the report and the FWS page read each metric under its main config, clipped to [0, 1]."""
-    from fwsapp.fws import DEFAULT_MAPPING, fws_views, metric_aspects, prepare_views, run_means
-    from fwsapp.report import build_report
+    from fwsapp.results.fws import DEFAULT_MAPPING, fws_views, metric_aspects, prepare_views, run_means
+    from fwsapp.results.report import build_report
 
     judged_and_scored_store(store)
     runs = store.runs()
@@ -220,7 +232,7 @@ def test_position_consistency_counts_samples_whose_winner_survives_the_swap():
 
 
 def test_pareto_front_is_drawn_per_task_through_undominated_points():
-    from fwsapp.fws import tradeoff_points
+    from fwsapp.results.fws import tradeoff_points
 
     points = pd.DataFrame({"kind": "watermarked", "task": ["qa", "qa", "qa", "completion"],
                            "auroc": [0.9, 0.95, 0.8, 0.99], "coherence": 1.0, "relevance": [0.5, 0.4, 0.3, 0.1],
@@ -234,7 +246,7 @@ def test_pareto_front_is_drawn_per_task_through_undominated_points():
 
 
 def test_each_model_keeps_its_own_unwatermarked_reference_line():
-    from fwsapp.fws import prepare_views
+    from fwsapp.results.fws import prepare_views
 
     def mean(model, kind, value):
         return {"run_id": model, "kind": kind, "coherence": value, "relevance": value, "factual_accuracy": value,
@@ -247,7 +259,7 @@ def test_each_model_keeps_its_own_unwatermarked_reference_line():
 
 
 def test_raters_are_asked_about_completeness_only_for_summaries():
-    from fwsapp.human import questions
+    from fwsapp.human.ratings import questions
 
     assert questions("qa")["relevance"].startswith("Relevance:") and "summar" not in questions("qa")["relevance"]
     assert questions("summarization")["relevance"].startswith("Completeness:")

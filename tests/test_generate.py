@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from fwsapp.teacher_forcing import token_entropy
-from fwsapp.generate import RunConfig, run_generation
-from fwsapp.report import build_report
+from fwsapp.models.teacher_forcing import token_entropy
+from fwsapp.generation.generate import RunConfig, run_generation
+from fwsapp.results.report import build_report
 from fwsapp.store import Store
 from tests.conftest import PROJECT
 
@@ -116,7 +116,7 @@ def test_a_prompt_longer_than_the_context_is_cut_from_the_left_with_a_warning(lm
 
     import pytest
 
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import RunConfig, run_generation
 
     dataset = tmp_path / "long.json"
     monkeypatch.setattr(lm.model.config, "max_position_embeddings", 256)  # a small context keeps the test fast
@@ -129,7 +129,7 @@ def test_a_prompt_longer_than_the_context_is_cut_from_the_left_with_a_warning(lm
 
 
 def test_a_second_method_on_the_same_prompts_reuses_the_unwatermarked_batches(lm, store, monkeypatch):
-    import fwsapp.generate as generate
+    import fwsapp.generation.generate as generate
 
     first = run_generation(RunConfig(task="qa", method="KGW", n=4, max_new_tokens=8, batch_size=2, seed=7), store, lm)
     calls = []

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fwsapp import pipeline
+from fwsapp.orchestration import pipeline
 from fwsapp.cli import main
-from fwsapp.distributed import GenerationWorker, RayExecutor
-from fwsapp.grid import SpecError, load_spec, plan
+from fwsapp.orchestration.distributed import GenerationWorker, RayExecutor
+from fwsapp.orchestration.grid import SpecError, load_spec, plan
 from fwsapp.store import Store
 from tests.conftest import PROJECT, tiny_spec
 
@@ -185,7 +185,7 @@ def test_a_node_removed_mid_grid_leaves_the_grid_complete(cluster, spec_file, lo
             removed.append(nodes[1])
             test_cluster.remove_node(nodes[1])
             # The node left has no room for a replacement: the grid goes on without one after this wait (not 30 s).
-            monkeypatch.setattr("fwsapp.distributed.READY_SECONDS", 3)
+            monkeypatch.setattr("fwsapp.orchestration.distributed.READY_SECONDS", 3)
 
     outcome = pipeline.grid(store, load_spec(spec_file), None, progress=remove_a_node_after_the_first_unit,
                             executor=executor)

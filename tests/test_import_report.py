@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from fwsapp.importer import ImportProblem, LogFile, import_logs
-from fwsapp.report import build_report
-from fwsapp.tables import render
+from fwsapp.data.importer import ImportProblem, LogFile, import_logs
+from fwsapp.results.report import build_report
+from fwsapp.results.tables import render
 from tests.conftest import SHARED_DATA
 
 PAPER = SHARED_DATA / "paper"
@@ -176,9 +176,9 @@ def test_prompts_align_from_a_dataset_and_reimport_is_idempotent(store, tmp_path
 
 
 def test_reimporting_the_same_files_keeps_verdicts_and_analyses(store):
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run
-    from fwsapp.recognizers import load_recognizer
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.entities.recognizers import load_recognizer
 
     rows = [{"prompt": "What is gout?", "watermarked_text": "Gout is arthritis with diabetes mellitus.",
              "unwatermarked_text": "Gout is a kind of arthritis.", "natural_text": "Gout is arthritis."}]
@@ -202,7 +202,7 @@ def test_the_runs_table_counts_in_whole_numbers_and_marks_what_is_missing(tmp_pa
     import pandas as pd
 
     from fwsapp.store import Store
-    from fwsapp.tables import runs_table
+    from fwsapp.results.tables import runs_table
     from tests.conftest import imported_qa_db, judged_rating_db
 
     db = tmp_path / "mixed.duckdb"
@@ -222,7 +222,7 @@ def test_the_runs_table_counts_in_whole_numbers_and_marks_what_is_missing(tmp_pa
 
 
 def test_the_paper_file_names_say_the_model():
-    from fwsapp.importer import model_from_file_name
+    from fwsapp.data.importer import model_from_file_name
 
     assert model_from_file_name("KGW-g0.5-d2-biomistral-MEQS.detection.json") == "biomistral"
     assert model_from_file_name("KGW-g0.5-d2-jsl-HQA.judged.json") == "jsl"
@@ -233,7 +233,7 @@ def test_no_best_value_among_equal_ones():
     """ROUGE-2 0.000 in every summarization row was bolded as best: equal values have no best."""
     import pandas as pd
 
-    from fwsapp.tables import best_cells
+    from fwsapp.results.tables import best_cells
 
     frame = pd.DataFrame({"Model": "m", "Method": ["Unwatermarked", "KGW", "SWEET"], "Settings": "",
                           "ROUGE-2": [0.0, 0.0, 0.0], "PPL": [3.0, 4.0, 3.0]})

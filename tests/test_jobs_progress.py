@@ -3,7 +3,7 @@ run, and how long it has left at its own measured rate."""
 import threading
 import time
 
-from fwsapp.jobs import Job, JobManager, duration
+from fwsapp.orchestration.jobs import Job, JobManager, duration
 
 
 def test_the_estimate_is_the_jobs_own_rate_from_its_first_finished_unit(monkeypatch):
@@ -88,7 +88,7 @@ def test_a_run_cannot_be_deleted_under_its_job_and_a_late_error_leaves_no_run_ru
     before a late error (a model that cannot be loaded) stayed 'running' with 0 samples."""
     import pytest
 
-    from fwsapp.generate import InProcess, RunConfig, generate_runs, run_generation
+    from fwsapp.generation.generate import InProcess, RunConfig, generate_runs, run_generation
 
     config = RunConfig(task="qa", method="KGW", n=4, batch_size=1, max_new_tokens=4)
     manager = JobManager(store, lambda name: lm)

@@ -6,12 +6,12 @@ import time
 import pandas as pd
 import pytest
 
-from fwsapp.export import run_table
-from fwsapp.importer import LogFile, import_logs
+from fwsapp.results.export import run_table
+from fwsapp.data.importer import LogFile, import_logs
 from fwsapp.judge.backends import OpenAIBackend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
 from fwsapp.judge.summary import aspect_means, judge_block
-from fwsapp.report import build_report
+from fwsapp.results.report import build_report
 from tests.openai_stub import StubServer
 
 FAST = dict(backoff_base=0.01, backoff_cap=0.05, max_attempts=4)
@@ -200,7 +200,7 @@ def test_two_runs_of_one_method_are_two_judge_means_never_one():
 def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_parses(lm, qa_run, tmp_path):
     import shutil
 
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
     from fwsapp.judge.parser import parse_verdict
     from fwsapp.judge.runner import JudgeSettings
     from fwsapp.store import Store
@@ -220,7 +220,7 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
 
 def judged_by(store, judge_model: str, same: bool, statuses=("ok",) * 4):
     """A run of 4 samples judged by `judge_model`: the same scores for A and B where `same`."""
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.data.importer import LogFile, import_logs
 
     rows = [{"prompt": f"Q{i}?", "natural_text": f"r{i}", "unwatermarked_text": f"u{i}", "watermarked_text": f"w{i}"}
             for i in range(4)]
@@ -240,8 +240,8 @@ def judged_by(store, judge_model: str, same: bool, statuses=("ok",) * 4):
 def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(store):
     from fwsapp.judge.summary import indiscriminate_judges
     from fwsapp.models import EMBEDDED_MODEL
-    from fwsapp.report import build_report
-    from fwsapp.tables import report_tables
+    from fwsapp.results.report import build_report
+    from fwsapp.results.tables import report_tables
 
     run_id = judged_by(store, EMBEDDED_MODEL, same=True)
     report = build_report(store)
@@ -257,7 +257,7 @@ def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(sto
 
 def test_a_judge_that_tells_the_texts_apart_draws_no_warning_and_counts(store):
     from fwsapp.judge.summary import indiscriminate_judges
-    from fwsapp.report import build_report
+    from fwsapp.results.report import build_report
 
     run_id = judged_by(store, "gpt-4o", same=False)
     assert indiscriminate_judges(store.judgments([run_id])) == []
@@ -265,8 +265,8 @@ def test_a_judge_that_tells_the_texts_apart_draws_no_warning_and_counts(store):
 
 
 def test_the_report_counts_unreachable_pairs_apart_from_failed_ones(store):
-    from fwsapp.report import build_report
-    from fwsapp.tables import runs_table
+    from fwsapp.results.report import build_report
+    from fwsapp.results.tables import runs_table
 
     judged_by(store, "gpt-4o", same=False, statuses=("ok", "failed", "unreachable", "unreachable"))
     report = build_report(store)
@@ -278,7 +278,7 @@ def test_the_report_counts_unreachable_pairs_apart_from_failed_ones(store):
 
 def test_when_no_verdict_parses_the_cli_and_the_apps_job_fail_alike(store, capsys):
     from fwsapp.cli import main
-    from fwsapp.jobs import JobManager
+    from fwsapp.orchestration.jobs import JobManager
     from fwsapp.judge.runner import JudgeSettings
 
     run_id = make_run(store, n=2)

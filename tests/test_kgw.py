@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from fwsapp.watermark import create, parse_params
+from fwsapp.watermark.factory import create
+from fwsapp.watermark.methods import parse_params
 from fwsapp.watermark.kgw import bias_green, z_score
 
 markllm_kgw = pytest.importorskip("markllm.watermark.kgw.kgw", reason="markllm==0.1.5 is the test oracle")

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fwsapp import length, methods
+from fwsapp.detection import length
+from fwsapp.watermark import methods
 from fwsapp.cli import main
-from fwsapp.methods import WATERMARKS
-from fwsapp.redetect import _scored
-from fwsapp.strength import QUALITY, matched
-from fwsapp.watermark import create
+from fwsapp.watermark.methods import WATERMARKS
+from fwsapp.detection.redetect import _scored
+from fwsapp.detection.strength import QUALITY, matched
+from fwsapp.watermark.factory import create
 from fwsapp.watermark.base import Detection
 from tests.test_pages import APP
 
@@ -133,7 +134,7 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     printed = capsys.readouterr().out
     assert f"{run_id} (KGW; its own detection); verdicts at z > 2.33 (nominal 1% FPR)" in printed
     assert "tokens to detect: median" in printed and "never detected" in printed
-    from fwsapp.report import build_report
+    from fwsapp.results.report import build_report
 
     block = next(entry for entry in build_report(store)["runs"] if entry["run_id"] == run_id)["detection"]
     assert block["tokens_to_detect"]["n"] == 4 and set(block["tpr_at_length"]) == {"16", "32", "64", "full"}
@@ -163,8 +164,8 @@ def test_detect_scores_each_texts_best_window_and_refuses_a_method_without_evide
 
 
 def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run, tmp_path, lm):
-    from fwsapp.redetect import redetect
-    from fwsapp.tokenizers import from_huggingface
+    from fwsapp.detection.redetect import redetect
+    from fwsapp.models.tokenizers import from_huggingface
     from fwsapp.store import Store
     from tests.conftest import copy_store
 
@@ -185,7 +186,7 @@ def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run
 @pytest.fixture(scope="module")
 def kgw_sweep(lm, tmp_path_factory):
     """KGW at δ 0.5 and 4 on the same 10 qa prompts, 24 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.store import Store
 
     store = Store(tmp_path_factory.mktemp("sweep") / "sweep.duckdb")
@@ -197,8 +198,8 @@ def kgw_sweep(lm, tmp_path_factory):
 def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, capsys, app_db):
     from streamlit.testing.v1 import AppTest
 
-    from fwsapp.report import build_report
-    from fwsapp.strength import equal_strength
+    from fwsapp.results.report import build_report
+    from fwsapp.detection.strength import equal_strength
     from tests.conftest import copy_store
 
     store, run_ids = kgw_sweep
@@ -226,8 +227,8 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
 
 
 def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):
-    from fwsapp import pipeline
-    from fwsapp.length import run_curves
+    from fwsapp.orchestration import pipeline
+    from fwsapp.detection.length import run_curves
     from fwsapp.store import Store
     from tests.conftest import copy_store
 

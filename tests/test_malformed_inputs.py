@@ -246,7 +246,7 @@ def test_a_spec_cannot_send_a_secret_the_command_line_did_not_confirm(tmp_path, 
 
 @pytest.mark.parametrize("dataset", ["/etc/passwd", "../../../etc/hostname", "cache/fwsapp.duckdb", 5])
 def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
-    from fwsapp.grid import SpecError, load_spec
+    from fwsapp.orchestration.grid import SpecError, load_spec
 
     text = tiny_spec(grid=f"[grid.datasets]\nqa = {json.dumps(dataset)}")
     with pytest.raises(SpecError) as refused:
@@ -298,9 +298,9 @@ def test_every_spec_value_is_checked_before_any_work(tmp_path, db, capsys, grid,
 def test_one_setting_is_one_run_and_a_byte_order_mark_is_no_error(tmp_path, capsys):
     """`delta = 2`, `2.0` and `--param delta=2` are one run id; [2.0, 2.0, 2] is one run; a spec saved with a BOM
     loads, as dataset files do."""
-    from fwsapp.generate import RunConfig
-    from fwsapp.grid import load_spec
-    from fwsapp.methods import parse_params
+    from fwsapp.generation.generate import RunConfig
+    from fwsapp.orchestration.grid import load_spec
+    from fwsapp.watermark.methods import parse_params
 
     spec = tmp_path / "bom.toml"
     spec.write_text("\ufeff" + tiny_spec(method="params = { delta = [2.0, 2.0, 2] }"),

@@ -5,19 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_registry_imports_without_torch():
-    code = "import sys, fwsapp.methods; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = "import sys, fwsapp.watermark.methods; print('torch' in sys.modules, 'transformers' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.split() == ["False", "False"]
 
 
 def test_every_declared_method_has_its_class_bound_to_its_entry():
-    from fwsapp.watermark import method_class
+    from fwsapp.watermark.factory import method_class
 
     for name, info in methods.REGISTRY.items():
         cls = method_class(name)

@@ -6,9 +6,9 @@ import torch
 from rouge_score import rouge_scorer
 
 from fwsapp.data.tasks import strip_prompt
-from fwsapp.metrics import f1, perplexity, rouge
-from fwsapp.metrics.quality import QualityResources, quality_block, score_run
-from fwsapp.metrics.registry import default_metrics
+from fwsapp.quality import f1, perplexity, rouge
+from fwsapp.quality.scoring import QualityResources, quality_block, score_run
+from fwsapp.quality.registry import default_metrics
 
 
 def test_rouge_matches_rouge_score_without_stemming():

@@ -7,12 +7,22 @@ import pandas as pd
 import pytest
 
 from fwsapp.cli import main as cli
-from fwsapp.ner.abbreviations import Abbreviation, find_abbreviations, make_consistent
-from fwsapp.ner.evaluation import score_spans
-from fwsapp.ner.pubtator import PubTatorError, corpus, read_pubtator
-from fwsapp.ner.tagger import (BEGIN, INSIDE, MODEL_DIR, OUTSIDE, METADATA_FILE, WEIGHTS_FILE, decode, piece_labels,
-                               tokenize, windows)
-from fwsapp.recognizers import RecognizerError, check_recognizer, load_recognizer, recognizer_label
+from fwsapp.entities.ner.abbreviations import Abbreviation, find_abbreviations, make_consistent
+from fwsapp.entities.ner.evaluation import score_spans
+from fwsapp.entities.ner.pubtator import PubTatorError, corpus, read_pubtator
+from fwsapp.entities.ner.tagger import (
+    BEGIN,
+    INSIDE,
+    MODEL_DIR,
+    OUTSIDE,
+    METADATA_FILE,
+    WEIGHTS_FILE,
+    decode,
+    piece_labels,
+    tokenize,
+    windows,
+)
+from fwsapp.entities.recognizers import RecognizerError, check_recognizer, load_recognizer, recognizer_label
 
 
 def test_pubtator_reader_keeps_disease_mentions_only_with_their_offsets():
@@ -152,7 +162,7 @@ def test_recognize_keeps_the_input_and_an_earlier_output(tmp_path, capsys):
 
 
 def test_figures_never_pool_two_recognizers():
-    from fwsapp.entities import entity_summary, one_recognizer
+    from fwsapp.entities.introduced import entity_summary, one_recognizer
 
     runs = pd.DataFrame([{"run_id": "r", "method": "KGW", "task": "qa", "model": "m", "params": "{}", "imported": False}])
     analyses = pd.DataFrame([{"run_id": "r", "sample_idx": 0, "config": config, "unwatermarked_tokens": 10,
@@ -188,7 +198,7 @@ def test_outcomes_and_modifiers_of_proteins_and_drugs_are_no_disease(name):
 
 
 def test_a_disease_word_before_a_non_disease_head_is_a_modifier():
-    from fwsapp.recognizer import names_a_disease
+    from fwsapp.entities.recognizers.base import names_a_disease
 
     text = "HIV inhibitors, asthma, tumor necrosis factor-alpha, gout"
 
@@ -258,7 +268,7 @@ def test_recognize_takes_any_valid_json_string_and_refuses_what_it_cannot_read_i
 
 
 def test_a_playground_prompt_with_a_lone_surrogate_is_answered():
-    from fwsapp.playground import check_prompt
+    from fwsapp.generation.playground import check_prompt
 
     assert check_prompt("  gout\ud800?  ") == "gout\ufffd?"
 
@@ -288,7 +298,7 @@ def test_a_terminated_recognize_leaves_no_partial_file(tmp_path):
 
 
 def test_texts_are_chunked_by_characters():
-    from fwsapp.recognizer import chunks
+    from fwsapp.entities.recognizers.base import chunks
 
     assert chunks(["a" * 10] * 5, 25) == [(0, 2), (2, 4), (4, 5)]  # short lines batch together
     assert chunks(["x" * 100, "y"], 25) == [(0, 1), (1, 2)]  # a long text alone, so its progress shows

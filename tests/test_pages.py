@@ -124,7 +124,7 @@ def wait_for_judge(app: AppTest) -> None:
 
 
 def test_judge_page_runs_the_local_backend_on_a_demo_run(app_db, lm):
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.store import Store
 
     demo = Store(app_db)
@@ -207,7 +207,7 @@ def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_requ
 
 def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     """A run that is generating its first batch has 0 stored samples: the pages open, and its missing work is none."""
-    from fwsapp.metrics.quality import missing_work
+    from fwsapp.quality.scoring import missing_work
     from fwsapp.store import Store
 
     imported_qa_db(app_db, n=2)
@@ -257,11 +257,11 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
 
 
 def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run
-    from fwsapp.recognizers import load_recognizer
-    from fwsapp.entropy import compute_entropies
-    from fwsapp.generate import RunConfig, run_generation
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.entities.recognizers import load_recognizer
+    from fwsapp.entities.entropy import compute_entropies
+    from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.store import Store
 
     demo = Store(app_db)
@@ -302,7 +302,7 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
 def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
     """Imported scores have no token counts (the page used to crash on them); a re-detection job scores the
     texts again with the paper's tokenizer and agrees with the published scores."""
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.data.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     paper = PROJECT.parent / "shared" / "data" / "paper"
@@ -330,7 +330,7 @@ def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
     app.switch_page("pages/generate.py").run()
     app.number_input(key="generate-KGW-gamma").set_value(0.0).run()
     assert not app.exception
-    from fwsapp.render import message
+    from fwsapp.ui.render import message
 
     assert message("gamma=0.0 is out of range; it must be in (0, 1)") in app.error[0].value
 
@@ -339,11 +339,11 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
     """Judge, Rate and Entities on an imported file whose texts carry HTML, links, images and Streamlit syntax."""
     import json
 
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run
-    from fwsapp.recognizers import load_recognizer
-    from fwsapp.human import sample_items
-    from fwsapp.importer import LogFile, import_logs
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.entities.recognizers import load_recognizer
+    from fwsapp.human.ratings import sample_items
+    from fwsapp.data.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.conftest import HOSTILE
 
@@ -433,7 +433,7 @@ def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_histor
 
 
 def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
-    from fwsapp.examples import load_examples
+    from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store
 
     store = Store(app_db)

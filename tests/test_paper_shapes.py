@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.cli import main
 from fwsapp.models import load_model
 from fwsapp.store import Store
@@ -46,7 +46,7 @@ def agreement(store: Store, run_id: str, set_id: str, lm) -> pd.DataFrame:
     Re-detection single-spaces the words as MarkLLM does, so the first word loses the space before it: Llama 3's
     BPE then encodes it as other ids ("fit" for " fit"), while sentencepiece's dummy prefix keeps it. The expected
     ids therefore start with the first token's text encoded without that space; every later id is the model's."""
-    from fwsapp.watermark import create
+    from fwsapp.watermark.factory import create
 
     run = store.run(run_id)
     watermark = create(run["method"], lm.vocab_size, run["params"], lm=lm)
@@ -145,8 +145,8 @@ def test_a_model_that_would_not_fit_is_refused_before_loading(shape_folders, mon
 def test_the_apps_background_jobs_run_each_shape(shape, shape_folders, tmp_path):
     from functools import lru_cache
 
-    from fwsapp.generate import RunConfig
-    from fwsapp.jobs import JobManager
+    from fwsapp.generation.generate import RunConfig
+    from fwsapp.orchestration.jobs import JobManager
     from fwsapp.models import load_model
 
     store = Store(tmp_path / "app.duckdb")

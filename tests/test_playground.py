@@ -1,9 +1,9 @@
 """The playground: a try is one unit of a one-sample run, detected once, and kept as that run."""
 import pytest
 
-from fwsapp.methods import WATERMARKS
-from fwsapp.playground import keep, try_prompt
-from fwsapp.watermark import explain
+from fwsapp.watermark.methods import WATERMARKS
+from fwsapp.generation.playground import keep, try_prompt
+from fwsapp.watermark.factory import explain
 
 
 def test_a_try_shows_the_units_own_detections_and_is_kept_once(lm, store):
@@ -32,9 +32,9 @@ def test_a_try_needs_a_prompt_and_a_watermark(lm):
 def test_each_method_shows_its_own_score_threshold_and_token_view(lm, method):
     """Issue 37: EXP-edit's p-value and SynthID's mean g-value were None in the history (another method's column);
     each try now fills the same columns, names its score and the threshold it is held to, and draws its tokens."""
-    from fwsapp.methods import info
-    from fwsapp.playground import history_row, try_prompt
-    from fwsapp.render import detection_tokens
+    from fwsapp.watermark.methods import info
+    from fwsapp.generation.playground import history_row, try_prompt
+    from fwsapp.ui.render import detection_tokens
 
     trial = try_prompt(lm, "What lowers blood pressure?", method, info(method).checked_params(info(method).test_params),
                        8, 7, reference="Less salt and more exercise.")
@@ -51,7 +51,7 @@ def test_each_method_shows_its_own_score_threshold_and_token_view(lm, method):
 
 
 def test_the_demos_figures_and_one_unwatermarked_answer_for_every_method(lm):
-    from fwsapp.playground import answer_figures, compare_methods
+    from fwsapp.generation.playground import answer_figures, compare_methods
 
     trials = compare_methods(lm, "What lowers blood pressure?", ["KGW", "SynthID"], 16, 7,
                              reference="Less salt and more exercise.")

@@ -8,14 +8,14 @@ import sys
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fwsapp import methods
-from fwsapp.attacks import ATTACKS, AttackPlugIn
-from fwsapp.attacks.base import Attack, Attacked
+from fwsapp.watermark import methods
+from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
+from fwsapp.robustness.attacks.base import Attack, Attacked
 from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
-from fwsapp.metrics.base import ReferenceMetric
-from fwsapp.metrics.registry import METRICS, MetricPlugIn
-from fwsapp.recognizer import Entity, Recognizer
-from fwsapp.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
+from fwsapp.quality.base import ReferenceMetric
+from fwsapp.quality.registry import METRICS, MetricPlugIn
+from fwsapp.entities.recognizers.base import Entity, Recognizer
+from fwsapp.entities.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
 from fwsapp.watermark.kgw import KGW
 from tests.conftest import PROJECT
 from tests.openai_stub import StubServer
@@ -27,8 +27,8 @@ AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends
 
 
 def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
-    code = ("import sys, fwsapp.methods, fwsapp.recognizers, fwsapp.judge.registry, fwsapp.metrics.registry, "
-            "fwsapp.attacks; "
+    code = ("import sys, fwsapp.watermark.methods, fwsapp.entities.recognizers, fwsapp.judge.registry, fwsapp.quality.registry, "
+            "fwsapp.robustness.attacks; "
             "print(*(name in sys.modules for name in ('torch', 'transformers', 'spacy', 'openai')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
     assert result.stdout.split() == ["False"] * 4
@@ -38,7 +38,7 @@ def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
 def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
     names = list(AXES[axis]) if axis == "methods" else AXES[axis].names()
     own = {"methods": ("watermark", "methods.py"), "recognizers": ("recognizers",),
-           "judge backends": ("registry.py", "backends.py"), "metrics": ("metrics",), "attacks": ("attacks",)}[axis]
+           "judge backends": ("registry.py", "backends.py"), "metrics": ("quality",), "attacks": ("attacks",)}[axis]
     # EntityKGW's lexicon is also called "mesh": a word list, not the recognizer; Ray's address may be "local".
     elsewhere = {"recognizers": ("entity_kgw.py",), "judge backends": ("distributed.py",)}.get(axis, ())
     offenders = []
@@ -56,7 +56,7 @@ def seen_by_the_cli_doctor_and_grid(command: str, option: str, name: str, steps:
     """A registered plug-in `name` is among `command --option`'s choices, has its line in doctor, and a grid spec with
     these [steps] passes the dry run."""
     from fwsapp.cli import build_parser, main
-    from fwsapp.doctor import backend_checks
+    from fwsapp.orchestration.doctor import backend_checks
     from tests.conftest import tiny_spec
 
     parser = build_parser()._subparsers._group_actions[0].choices[command]
@@ -90,8 +90,8 @@ class QuarterGreen(KGW, info=TOY_METHOD):
 def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_and_the_generic_test(
         lm, store, app_db, tmp_path, capsys):
     from fwsapp.cli import main
-    from fwsapp.doctor import backend_checks
-    from fwsapp.grid import load_spec
+    from fwsapp.orchestration.doctor import backend_checks
+    from fwsapp.orchestration.grid import load_spec
 
     with methods.registered(TOY_METHOD):
         check_method("QuarterGreen", lm, store)
@@ -145,7 +145,7 @@ def test_each_recognizer(name):
 
 def test_a_toy_recognizer_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_test(app_db):
     from fwsapp.cli import build_parser
-    from fwsapp.doctor import backend_checks
+    from fwsapp.orchestration.doctor import backend_checks
 
     with RECOGNIZERS.registered(TOY_RECOGNIZER):
         check_recognizer(TOY_RECOGNIZER)
@@ -165,7 +165,7 @@ def test_a_toy_recognizer_is_one_entry_away_from_the_cli_doctor_the_page_and_the
 # -- judge backends ----------------------------------------------------------------------------------------------------
 def check_judge_backend(entry, lm, stub, store, monkeypatch) -> None:
     """What every backend does, given what it declares it needs: it judges a stored pair, and the verdict parses."""
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
     from fwsapp.judge.runner import JudgeSettings
     from tests.test_judge_runner import make_run
 
@@ -233,7 +233,7 @@ def check_metric(entry, qa_run, lm, tmp_path) -> None:
     declared names, and a second call computes nothing (the job is resumable and idempotent)."""
     import shutil
 
-    from fwsapp.metrics.quality import QualityResources, score_run
+    from fwsapp.quality.scoring import QualityResources, score_run
     from fwsapp.store import Store
 
     source, _, run_id = qa_run
@@ -296,7 +296,7 @@ TOY_ATTACK = AttackPlugIn("shout", "every word in capitals (a test's plug-in)", 
 
 def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_tests(app_db, tmp_path):
     from fwsapp.cli import build_parser
-    from fwsapp.doctor import backend_checks
+    from fwsapp.orchestration.doctor import backend_checks
     from tests.test_attacks import check_seeded
 
     with ATTACKS.registered(TOY_ATTACK):

@@ -56,7 +56,7 @@ def test_a_token_cluster_is_joined_with_the_token_where_ray_keeps_it(token_clust
     (tmp_path / ".ray").mkdir()
     (tmp_path / ".ray" / "auth_token").write_text(TOKEN)
     joined = subprocess.run(
-        [sys.executable, "-c", "import ray; from fwsapp.distributed import connect; "
+        [sys.executable, "-c", "import ray; from fwsapp.orchestration.distributed import connect; "
                                f"connect({token_cluster!r}); print('CPU', ray.cluster_resources()['CPU'])"],
         cwd=PROJECT, env=driver_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert joined.returncode == 0 and "CPU 1.0" in joined.stdout, joined.stderr

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from fwsapp.cli import main
-from fwsapp.importer import LogFile, import_logs
-from fwsapp.redetect import redetect, set_summaries
+from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.detection.redetect import redetect, set_summaries
 from fwsapp.store import Store
-from fwsapp.tokenizers import load_tokenizer
-from fwsapp.watermark import cuda_rng, create
+from fwsapp.models.tokenizers import load_tokenizer
+from fwsapp.watermark import cuda_rng
+from fwsapp.watermark.factory import create
 from fwsapp.watermark.rng import VocabularyShuffle
 from tests.conftest import SHARED_DATA
 

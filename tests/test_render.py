@@ -5,7 +5,7 @@ import string
 import pandas as pd
 import pytest
 
-from fwsapp.render import WORD_JOINER, highlight_entities, inert, message, token_view
+from fwsapp.ui.render import WORD_JOINER, highlight_entities, inert, message, token_view
 
 HOSTILE = [
     "![x](http://evil.example/pixel.png)",
@@ -79,7 +79,7 @@ def test_a_column_of_numbers_with_words_among_them_writes_every_number_alike():
 
 
 def test_attack_changes_marks_changed_and_pasted_words_and_underlines_mentions_in_inert_text():
-    from fwsapp.render import CHANGE_COLOURS, MENTION_STYLE, attack_changes
+    from fwsapp.ui.render import CHANGE_COLOURS, MENTION_STYLE, attack_changes
 
     clean, attacked = attack_changes("Gout and <b>asthma</b> are common.", "Gout and flu are [x](http://h) common.",
                                      spans=[(9, 12)], clean_mentions=[(0, 4)], attacked_mentions=[(9, 12)])
@@ -91,7 +91,7 @@ def test_attack_changes_marks_changed_and_pasted_words_and_underlines_mentions_i
 
 
 def test_a_p_value_is_shown_in_significant_digits_and_an_underflow_as_a_bound():
-    from fwsapp.render import score_text
+    from fwsapp.ui.render import score_text
 
     assert score_text(2.1e-12, "p") == "2.1e-12" and score_text(0.0, "p") == "< 1e-300"
     assert score_text(0.2345, "p") == "0.234" and score_text(4.56789, "z") == "4.568"

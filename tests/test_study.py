@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fwsapp import access, study
-from fwsapp.human import RatingError, ratings
+from fwsapp.human import access, study
+from fwsapp.human.ratings import RatingError, ratings
 from fwsapp.store import Store
 from tests.conftest import database_at_schema, imported_qa_db
 
@@ -369,7 +369,7 @@ def test_the_study_page_creates_a_study_shows_its_links_once_and_follows_it(serv
 
 
 def test_the_entity_task_asks_the_rater_for_verdicts_on_introduced_names_filed_under_their_id(app_db):
-    from fwsapp.entities import VERDICTS
+    from fwsapp.entities.introduced import VERDICTS
     from tests.conftest import hostile_entity_db
 
     run_id = hostile_entity_db(app_db)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from fwsapp.metrics.perplexity import perplexity
-from fwsapp.teacher_forcing import STATISTICS, spike_entropy, teacher_force
+from fwsapp.quality.perplexity import perplexity
+from fwsapp.models.teacher_forcing import STATISTICS, spike_entropy, teacher_force
 
 ALL = tuple(STATISTICS)
 
@@ -57,7 +57,7 @@ def test_perplexity_is_the_exponent_of_the_mean_negative_log_probability(lm):
 
 
 def test_windows_score_every_token_once_and_keep_half_a_window_of_context():
-    from fwsapp.teacher_forcing import windows
+    from fwsapp.models.teacher_forcing import windows
 
     found = windows(0, length=100, first=7, size=16)
     scored = [token for window in found for token in range(window.scored_from, window.end)]
@@ -70,7 +70,7 @@ def test_windows_score_every_token_once_and_keep_half_a_window_of_context():
 
 
 def test_a_text_longer_than_the_window_is_read_in_bounded_windows(lm, monkeypatch):
-    import fwsapp.teacher_forcing as forcing
+    import fwsapp.models.teacher_forcing as forcing
 
     text = lm.tokenizer(" ".join(TEXTS * 4), add_special_tokens=False)["input_ids"]
     context = lm.tokenizer("Q:")["input_ids"]

@@ -4,7 +4,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fwsapp.generate import RunConfig, run_generation
+from fwsapp.generation.generate import RunConfig, run_generation
 from tests.conftest import PROJECT, copy_store, imported_qa_db
 
 APP = str(PROJECT / "app.py")
@@ -56,7 +56,7 @@ def test_generation_progress_moves_inside_a_batch_as_large_as_the_run(lm, store)
 
 
 def test_an_expected_job_failure_is_one_line_in_the_server_log_and_a_bug_keeps_its_traceback(store, capsys):
-    from fwsapp.jobs import JobManager
+    from fwsapp.orchestration.jobs import JobManager
     from fwsapp.judge.backends import JudgeError
 
     manager = JobManager(store, model_loader=lambda name: None)
@@ -168,7 +168,7 @@ def test_pasted_text_too_short_for_a_verdict_is_flagged_and_exp_edit_says_it_has
 # Quality
 
 def test_perplexity_progress_counts_samples_and_writes_each_chunk(qa_run, lm, tmp_path, monkeypatch):
-    from fwsapp.metrics import perplexity, quality
+    from fwsapp.quality import perplexity, scoring
     from fwsapp.store import Store
 
     source, _, run_id = qa_run
@@ -176,17 +176,17 @@ def test_perplexity_progress_counts_samples_and_writes_each_chunk(qa_run, lm, tm
     store = Store(tmp_path / "score.duckdb")
     monkeypatch.setattr(perplexity, "PPL_CHUNK", 2)
     calls, stored = [], []
-    resources = quality.QualityResources(model_loader=lambda name: lm)
+    resources = scoring.QualityResources(model_loader=lambda name: lm)
     original = store.write_rows
     monkeypatch.setattr(store, "write_rows", lambda *args: (stored.append(len(args[2])), original(*args)))
-    quality.score_run(store, run_id, resources, metrics=("ppl", "rouge"),
+    scoring.score_run(store, run_id, resources, metrics=("ppl", "rouge"),
                       progress=lambda done, total, note="": calls.append((done, total, note)))
     assert (2, 8, "ppl") in calls and (4, 8, "ppl") in calls and calls[-1][:2] == (8, 8)
     assert stored[:2] == [4, 4]  # two samples × two texts per chunk, written as they finish
 
 
 def test_scoring_several_runs_keeps_one_progress_total_from_start_to_end(tmp_path):
-    from fwsapp import pipeline
+    from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
 
     path = tmp_path / "two.duckdb"
@@ -223,7 +223,7 @@ def test_imported_runs_get_perplexity_only_from_a_named_oracle_with_consent(app_
 def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db, qa_run, lm):
     import json
 
-    from fwsapp.metrics.quality import QualityResources, score_run
+    from fwsapp.quality.scoring import QualityResources, score_run
     from fwsapp.store import Store
 
     store, _, run_id = qa_run
@@ -280,8 +280,8 @@ def test_failed_verdicts_show_no_empty_means_and_can_be_asked_again(app_db, tmp_
 def test_synonyms_share_a_mesh_heading_and_symptoms_have_their_branch():
     import pandas as pd
 
-    from fwsapp.entities import with_mesh_headings
-    from fwsapp.recognizer import mesh_branch, mesh_heading
+    from fwsapp.entities.introduced import with_mesh_headings
+    from fwsapp.entities.recognizers.base import mesh_branch, mesh_heading
 
     assert mesh_heading("type 2 diabetes") == mesh_heading("type 2 diabetes mellitus") == "diabetes mellitus type 2"
     assert mesh_branch("cough") == mesh_branch("weight loss") == "sign or symptom"
@@ -299,10 +299,10 @@ def test_synonyms_share_a_mesh_heading_and_symptoms_have_their_branch():
 def entity_app(app_db):
     import json
 
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run
-    from fwsapp.importer import LogFile, import_logs
-    from fwsapp.recognizers import load_recognizer
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.store import Store
 
     rows = [{"prompt": "What is this?", "natural_text": "Type 2 diabetes mellitus and asthma are common.",
@@ -359,10 +359,10 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
     import json
     import os
 
-    from fwsapp.encoder import load_encoder
-    from fwsapp.entities import analyze_run
-    from fwsapp.importer import LogFile, import_logs
-    from fwsapp.recognizers import load_recognizer
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.store import Store
 
     rows = [{"prompt": "What is this?", "natural_text": "Asthma is common.", "unwatermarked_text": "Asthma is common.",
@@ -397,7 +397,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
 def test_shared_unwatermarked_and_reference_texts_are_counted_once():
     import pandas as pd
 
-    from fwsapp.entropy import series_values
+    from fwsapp.entities.entropy import series_values
 
     runs = pd.DataFrame({"run_id": ["a", "b"], "method": ["KGW", "SWEET"], "task": "qa", "model": "m",
                          "params": ['{"delta": 1.0}', "{}"], "imported": False})
@@ -412,8 +412,8 @@ def test_shared_unwatermarked_and_reference_texts_are_counted_once():
 def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_results(app_db, qa_run):
     import json
 
-    from fwsapp.importer import LogFile, import_logs
-    from fwsapp.pipeline import analyze
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.pipeline import analyze
     from fwsapp.store import Store
     from fwsapp.ui.widgets import series_colours
 
@@ -524,7 +524,7 @@ def test_fws_page_warns_off_scale_weights_and_draws_both_sources_on_readable_axe
 # Rate, Report and Import
 
 def test_a_fourth_rater_is_told_why_nothing_is_left(app_db):
-    from fwsapp.human import next_item, submit_rating
+    from fwsapp.human.ratings import next_item, submit_rating
     from fwsapp.store import Store
     from tests.conftest import judged_rating_db
 
@@ -638,7 +638,7 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
 
 
 def test_judge_page_offers_an_unjudged_run_and_hides_what_a_local_judge_ignores(app_db):
-    from fwsapp.examples import load_examples
+    from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store
 
     fresh = imported_qa_db(app_db, 2)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from fwsapp.generate import RunConfig, run_generation
-from fwsapp import methods
-from fwsapp.methods import POST_HOC, WATERMARKS
-from fwsapp.watermark import create
+from fwsapp.generation.generate import RunConfig, run_generation
+from fwsapp.watermark import methods
+from fwsapp.watermark.methods import POST_HOC, WATERMARKS
+from fwsapp.watermark.factory import create
 from fwsapp.watermark.dipmark import dip_reweight
 from fwsapp.watermark.exp_edit import alignment_costs
 from fwsapp.watermark.posthoc import DetectGPT, mask_spans, refill
@@ -313,7 +313,7 @@ def test_synthid_mean_score_is_a_half_on_unwatermarked_tokens(lm):
 
 @pytest.mark.parametrize("method", ["LogRank", "Fast-DetectGPT"])
 def test_post_hoc_runs_score_model_text_against_the_reference(lm, store, method):
-    from fwsapp.report import build_report
+    from fwsapp.results.report import build_report
 
     assert method in POST_HOC
     run_id = run_generation(RunConfig(task="qa", method=method, n=2, max_new_tokens=12, batch_size=2), store, lm)

@@ -8,7 +8,7 @@ from fwsapp.store.core import PER_RUN_TABLES, TEXT_COLUMNS, StoreError, insert_r
 from fwsapp.store.human import HumanTables
 from fwsapp.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from fwsapp.store.redetections import DetectionSets
-from fwsapp.store.runs import RunTables, detected_record, detection_record
+from fwsapp.store.runs import RunTables, detection_record
 from fwsapp.store.study import StudyTables
 
 

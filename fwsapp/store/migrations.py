@@ -285,7 +285,7 @@ MIGRATIONS = [
     );
     ALTER TABLE human_ratings ADD COLUMN seconds DOUBLE;
     """,
-    # 12: each text's test statistic after every token (fwsapp.length), kept beside its score so reports need no second
+    # 12: each text's test statistic after every token (fwsapp.detection.length), kept beside its score so reports need no second
     # detection; a detection set may score the best window of each text (WinMax) instead of the whole.
     """
     ALTER TABLE detections ADD COLUMN prefix_statistics DOUBLE[];

@@ -171,16 +171,6 @@ def detection_record(sample_idx: int, text_kind: str, detector: str, score: floa
             "z": z, "p": p, "num_tokens_scored": num_tokens_scored, "prefix_statistics": prefix_statistics}
 
 
-def detected_record(sample_idx: int, text_kind: str, detector: str, detection, params: dict) -> dict:
-    """The detections-table row of a detector's `Detection` of one text (`params`: the detector's), with its score
-    after every token where the method's evidence gives it."""
-    from fwsapp.length import prefix_statistics
-
-    return detection_record(sample_idx, text_kind, detector, detection.score, z=detection.z, p=detection.p,
-                            num_tokens_scored=detection.num_tokens_scored,
-                            prefix_statistics=prefix_statistics(detector, params, detection))
-
-
 def _insert_run(cursor: duckdb.DuckDBPyConnection, run_id: str, run: dict) -> None:
     cursor.execute(
         "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -1,11 +1,11 @@
-"""Who gets which pages (`fwsapp.access`): a rater's invite link opens the rater view alone, for the whole browser
+"""Who gets which pages (`fwsapp.human.access`): a rater's invite link opens the rater view alone, for the whole browser
 session; everyone else needs the admin token, when one is set, once per browser session. Without one, the app serves
 loopback only, and the user at that machine is the admin."""
 from __future__ import annotations
 
 import streamlit as st
 
-from fwsapp import access, study
+from fwsapp.human import access, study
 from fwsapp.ui import resources
 
 RATER_TOKEN = "rater-token"  # session state: the invite token this browser session opened with

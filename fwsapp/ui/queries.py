@@ -6,19 +6,26 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from fwsapp.export import run_table
-from fwsapp.entropy import token_values
-from fwsapp.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
-from fwsapp import study
-from fwsapp.human import ratings
+from fwsapp.results.export import run_table
+from fwsapp.entities.entropy import token_values
+from fwsapp.results.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
+from fwsapp.human import study
+from fwsapp.human.ratings import ratings
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 from fwsapp.judge.summary import aspect_means, counted_judgments, judges_label
-from fwsapp.report import (calibration_frame, collect, detection_comparison as compare_detection, detection_frame,
-                           length_frames, roc_frame, weigh)
-from fwsapp.strength import check_target, matched, sweep_tprs, with_quality
-from fwsapp.tables import judge_drop_table
+from fwsapp.results.report import (
+    calibration_frame,
+    collect,
+    detection_comparison as compare_detection,
+    detection_frame,
+    length_frames,
+    roc_frame,
+    weigh,
+)
+from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_quality
+from fwsapp.results.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
-from fwsapp.watermark import explain
+from fwsapp.watermark.factory import explain
 
 
 # Factuality : coherence ratios for the flip chart, from coherence-heavy 1:4 to factuality-heavy 8:1.
@@ -71,14 +78,14 @@ def judgments(revision_key: str) -> pd.DataFrame:
 @st.cache_data(show_spinner=False)
 def metric_values(revision_key: str) -> pd.DataFrame:
     """Per-sample metric values, each under its main config (one oracle per run, as in the tables)."""
-    from fwsapp.metrics import main_config_rows
+    from fwsapp.quality import main_config_rows
 
     return main_config_rows(store().metrics())
 
 
 @st.cache_data(show_spinner=False)
 def judge_means(revision_key: str) -> pd.DataFrame:
-    from fwsapp.run_names import run_settings
+    from fwsapp.results.run_names import run_settings
 
     return aspect_means(store().judgments(), run_settings(store().runs()))
 
@@ -174,8 +181,8 @@ def detection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.Data
 
 @st.cache_data(show_spinner=False)
 def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
-    from fwsapp.redetect import set_summaries
-    from fwsapp.report import redetection_comparison as comparison
+    from fwsapp.detection.redetect import set_summaries
+    from fwsapp.results.report import redetection_comparison as comparison
 
     return comparison(set_summaries(store(), list(run_ids)))
 
@@ -237,21 +244,21 @@ def entropy_values(revision_key: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def entity_rows(revision_key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from fwsapp.entities import analysed_entities
+    from fwsapp.entities.introduced import analysed_entities
 
     return analysed_entities(store())
 
 
 @st.cache_data(show_spinner=False)
 def perplexity_plan(revision_key: str, run_ids: tuple[str, ...], oracle: str | None) -> pd.DataFrame:
-    from fwsapp.metrics.quality import perplexity_plan as plan
+    from fwsapp.quality.scoring import perplexity_plan as plan
 
     return plan(store(), list(run_ids), oracle)
 
 
 @st.cache_data(show_spinner=False)
 def missing_model_free_work(revision_key: str, run_ids: tuple[str, ...]):
-    from fwsapp.metrics.quality import missing_work
+    from fwsapp.quality.scoring import missing_work
 
     return missing_work(store(), list(run_ids))
 
@@ -261,7 +268,7 @@ def setup_checks() -> pd.DataFrame:
     """The doctor's checks for the sidebar, refreshed at most once a minute (free memory changes)."""
     from dataclasses import asdict
 
-    from fwsapp.doctor import checks
+    from fwsapp.orchestration.doctor import checks
 
     return pd.DataFrame([asdict(check) for check in checks(db_path(), store())])
 
@@ -270,7 +277,7 @@ def setup_checks() -> pd.DataFrame:
 def grid_spec(source: str, text: str, uploaded: bool):
     """A spec, checked (grid.SpecError otherwise). A shipped file is read from its path (its datasets are relative
     to it); `text` keys the cache, so an edited file is read again."""
-    from fwsapp.grid import load_spec
+    from fwsapp.orchestration.grid import load_spec
 
     return load_spec(source, text if uploaded else None)
 
@@ -278,7 +285,7 @@ def grid_spec(source: str, text: str, uploaded: bool):
 @st.cache_data(show_spinner=False)
 def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.DataFrame:
     """A spec's dry run: its runs, what is stored, the units still to generate."""
-    from fwsapp.grid import plan
+    from fwsapp.orchestration.grid import plan
 
     return plan(grid_spec(source, text, uploaded), store())
 
@@ -310,7 +317,7 @@ def judged_run_ids(revision_key: str) -> set[str]:
 @st.cache_data(show_spinner=False)
 def robustness(revision_key: str) -> pd.DataFrame:
     """Per run × attack set × detection set, what the attack did to detection and to the text (robustness.py)."""
-    from fwsapp.robustness import summary_frame
+    from fwsapp.robustness.attack_sets import summary_frame
 
     return summary_frame(store())
 
@@ -329,6 +336,6 @@ def attacked_samples(revision_key: str, attack_set_id: str) -> pd.DataFrame:
 @st.cache_data(show_spinner=False)
 def disease_spans(recognizer: str, texts: tuple[str, ...]) -> list[list[tuple[int, int]]]:
     """Each text's disease mentions (character spans) by a registered recognizer, for highlighting."""
-    from fwsapp.recognizers import load_recognizer
+    from fwsapp.entities.recognizers import load_recognizer
 
     return [[(entity.start, entity.end) for entity in found] for found in load_recognizer(recognizer).find_many(list(texts))]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from fwsapp import pipeline
-from fwsapp.jobs import JobManager
+from fwsapp.orchestration import pipeline
+from fwsapp.orchestration.jobs import JobManager
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel, load_model
 from fwsapp.paths import DEFAULT_DB
 from fwsapp.store import Store

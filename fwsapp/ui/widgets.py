@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from fwsapp import render
-from fwsapp.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.methods import MethodInfo
+from fwsapp.ui import render
+from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
+from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
 from fwsapp.ui.resources import jobs, revision, store
 
@@ -29,7 +29,7 @@ def no_runs_yet() -> None:
 
 def example_data_button(primary: bool) -> None:
     """Imports the paper's meditron logs shipped in data/examples; a second press changes nothing."""
-    from fwsapp.examples import load_examples
+    from fwsapp.orchestration.examples import load_examples
 
     if st.button("Load the example data", type="primary" if primary else "secondary", key="load-examples"):
         with st.spinner("Importing three runs of 200 samples…"):
@@ -125,7 +125,7 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
     """The metrics that need no language model, computed in place for the runs that lack them: at once where
     `automatic` and the work is short (once a session per set of runs, so a cancelled job stays cancelled), else
     on a button that says how long it takes. Its progress is the "score" job's panel."""
-    from fwsapp.metrics.registry import METRICS, model_free_metrics as registered_model_free
+    from fwsapp.quality.registry import METRICS, model_free_metrics as registered_model_free
 
     work = missing_model_free_work(revision(), tuple(run_ids))
     manager = jobs()
@@ -246,7 +246,7 @@ def series_colours(series=()) -> dict[str, str]:
     method's colour, or, where another run of the method has it already, the next colour no series uses."""
     import plotly.express as px
 
-    from fwsapp.methods import REGISTRY
+    from fwsapp.watermark.methods import REGISTRY
 
     palette = px.colors.qualitative.Dark24
     colours = {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(REGISTRY)}}
@@ -327,7 +327,13 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
     """How human ratings agree with the judge and the metrics (Pearson r, the paper's Table 6) and with each other
     (Krippendorff's alpha), each under the small-sample rule. `samples` is `queries.fws_samples`. Returns the mean
     human rating per text."""
-    from fwsapp.human import correlation_matrix, correlation_table, doubly_rated, human_means, krippendorff_alpha
+    from fwsapp.human.ratings import (
+        correlation_matrix,
+        correlation_table,
+        doubly_rated,
+        human_means,
+        krippendorff_alpha,
+    )
     from fwsapp.sample_size import MINIMUM, shown
 
     humans = human_means(rated)

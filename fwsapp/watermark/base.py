@@ -12,7 +12,7 @@ from typing import ClassVar, Sequence
 
 from transformers import LogitsProcessor
 
-from fwsapp.methods import MethodInfo
+from fwsapp.watermark.methods import MethodInfo
 
 # The texts a detector scores in one call: (token ids, context ids) pairs.
 Texts = Sequence[tuple[Sequence[int], Sequence[int]]]
@@ -39,7 +39,7 @@ class Detection:
 class Watermark(ABC):
     """A watermarking method: parameters, a logits processor for generation, a detector."""
 
-    # Bound from the method's declaration in fwsapp.methods (`class KGW(Watermark, info=methods.KGW)`).
+    # Bound from the method's declaration in fwsapp.watermark.methods (`class KGW(Watermark, info=methods.KGW)`).
     info: ClassVar[MethodInfo]
     name: ClassVar[str]
     description: ClassVar[str]

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp import methods
-from fwsapp.entropy import sequence_entropies
-from fwsapp.teacher_forcing import token_entropy
+from fwsapp.watermark import methods
+from fwsapp.entities.entropy import sequence_entropies
+from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
@@ -56,7 +56,7 @@ class EntityTrie:
 
 def lexicon_names(lexicon: str) -> list[str]:
     """The names of a lexicon: 'mesh' (MeSH diseases), 'mesh+drugs', or a UTF-8 file with one name per line."""
-    from fwsapp.recognizer import mesh_disease_names
+    from fwsapp.entities.recognizers.base import mesh_disease_names
 
     if lexicon == "mesh":
         return mesh_disease_names()
@@ -157,7 +157,7 @@ class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
         if tokenizer is None:
             if lm is None:
                 raise ValueError("EntityKGW needs the tokenizer to find the lexicon's names in token ids.")
-            from fwsapp.tokenizers import from_huggingface
+            from fwsapp.models.tokenizers import from_huggingface
 
             tokenizer = from_huggingface(lm.name, lm.tokenizer)
         self.trie = cached_trie(self.params["lexicon"], tokenizer.name, tokenizer.encode_many, vocab_size)

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from fwsapp import methods
-from fwsapp.teacher_forcing import spike_entropy, teacher_force
+from fwsapp.watermark import methods
+from fwsapp.models.teacher_forcing import spike_entropy, teacher_force
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW
 

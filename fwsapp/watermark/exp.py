@@ -18,7 +18,7 @@ import torch
 from scipy.stats import gamma as gamma_distribution
 from transformers import LogitsProcessor
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.kgw import multiplied_seed
 

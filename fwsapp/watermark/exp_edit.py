@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.watermark.base import Detection, Watermark
 
 

@@ -19,7 +19,7 @@ import torch
 from scipy.stats import binom, norm
 from transformers import LogitsProcessor
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.rng import VocabularyShuffle
 

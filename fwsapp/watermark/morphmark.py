@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.watermark.kgw import KGW, GreenLists
 
 

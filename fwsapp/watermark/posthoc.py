@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp import methods
-from fwsapp.teacher_forcing import TokenStats, teacher_force
+from fwsapp.watermark import methods
+from fwsapp.models.teacher_forcing import TokenStats, teacher_force
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts, Watermark
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.entropy import sequence_entropies
-from fwsapp.teacher_forcing import token_entropy
-from fwsapp import methods
+from fwsapp.entities.entropy import sequence_entropies
+from fwsapp.models.teacher_forcing import token_entropy
+from fwsapp.watermark import methods
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 

@@ -20,7 +20,7 @@ import torch
 from transformers import LogitsProcessor
 from transformers.generation.logits_process import SynthIDTextWatermarkLogitsProcessor
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.watermark.base import Detection, Watermark
 
 

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from transformers import LogitsProcessor
 
-from fwsapp import methods
-from fwsapp.teacher_forcing import next_token_log_probs
+from fwsapp.watermark import methods
+from fwsapp.models.teacher_forcing import next_token_log_probs
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.dipmark import DiPKey, DiPLogitsProcessor, reweighted_probs
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp import methods
+from fwsapp.watermark import methods
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.kgw import bias_green, count_detection
 

@@ -1,0 +1,429 @@
+"""How long must a text be? A detector's test statistic after every token, the tokens a text needs to be detected, TPR
+against length, and windowed detection (lm-watermarking's WinMax).
+
+Most detectors add up per-token evidence, so the statistic of a text's first T tokens follows from running sums of what
+the detector already produced, in one pass: no re-tokenising, no second detection. Each method declares its evidence
+in the registry (`MethodInfo.evidence`, one of EVIDENCE):
+
+- green: green/red flags (KGW, SWEET, EntityKGW, Unigram, MorphMark): z = (G − γN) / √(Nγ(1 − γ)) over N scored;
+- weighted-green: EWD's flags with entropy weights, each weight taken against the lowest one so far;
+- permutation-green: DiPmark, (G − (1 − γ)N) / √N with N counting every token;
+- mean-g: SynthID's mean g-value over scored tokens;
+- exp-sum: EXP's −log(1 − r) per token, p = the Gamma(N, 1) tail of their sum.
+
+The statistic is the method's score where that is a z-score or a p-value, and otherwise the score standardised to a z
+under the null (DiPmark's score over √(γ(1 − γ)); SynthID's mean g as (ḡ − ½) / (½ / √(depth·N)), the z its detector
+reports): a mean g of 0.52 is strong evidence after 500 tokens and none after 5, so only a standardised statistic has a
+threshold that means the same at every length. Verdicts at every length use the nominal threshold for the chosen
+false-positive rate (z > Φ⁻¹(1 − f), p < f); the tables state the rate it achieves on the run's negatives.
+
+The statistic at T is the one the T-token prefix gets when detected on its own (tests/test_length.py checks it for
+every method): each detector here is causal, a token's colour depending only on the tokens before it. A method with no
+such evidence (EXP-edit, ITS-edit, Unbiased: an alignment, a maximin over the whole text) gets its statistic at T by
+detecting the prefix again, at LENGTH_GRID only.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import gamma as gamma_distribution
+from scipy.stats import norm
+
+from fwsapp.watermark import methods
+from fwsapp.detection.calibration import nominal_threshold
+from fwsapp.detection.roc import oriented
+from fwsapp.store import detection_record
+from fwsapp.sample_size import enough
+
+# The lengths at which TPR is tabulated, and at which a method without per-token evidence is detected again.
+LENGTH_GRID = (16, 32, 64, 128, 256, 512)
+DEFAULT_FPR = 0.01  # the false-positive rate of verdicts by length unless one is chosen
+NULL_DRAWS = 2000  # unwatermarked texts simulated for a WinMax threshold: p-values down to 1/2001
+
+
+def sums(values: np.ndarray, window: int | None = None) -> np.ndarray:
+    """Sums along the last axis over each prefix (`window` None) or each run of `window` consecutive tokens."""
+    total = np.cumsum(values, axis=-1)
+    if window is None:
+        return total
+    padded = np.concatenate([np.zeros(values.shape[:-1] + (1,)), total], axis=-1)
+    return padded[..., window:] - padded[..., :-window]
+
+
+def minima(values: np.ndarray, window: int | None = None) -> np.ndarray:
+    """The smallest value, NaN ignored, over each prefix or each window of `window` tokens."""
+    if window is None:
+        return np.fmin.accumulate(values, axis=-1)
+    return np.fmin.reduce(np.lib.stride_tricks.sliding_window_view(values, window, axis=-1), axis=-1)
+
+
+def _divided(numerator: np.ndarray, denominator: np.ndarray, empty: float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), empty)
+
+
+class Evidence:
+    """One form of per-token evidence: taken from a detection as arrays over the text's tokens, turned into a score
+    over any prefix or window, and drawn as unwatermarked text would show it (WinMax's null)."""
+
+    def arrays(self, detection, params: dict) -> dict[str, np.ndarray]:
+        flags = np.asarray(detection.token_flags, dtype=int)
+        return {"green": (flags == 1).astype(float), "scored": (flags >= 0).astype(float)}
+
+    def scores(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def statistics(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
+        """The scores as a test statistic: the score itself where it is a z or a p."""
+        return self.scores(arrays, params, window)
+
+    def null(self, arrays: dict[str, np.ndarray], params: dict, rng: np.random.Generator, draws: int) -> dict:
+        """`draws` unwatermarked versions of the arrays: the same tokens scored, their evidence drawn by chance."""
+        green = rng.random((draws, arrays["scored"].size)) < params["gamma"]
+        return {**arrays, "green": green * arrays["scored"]}
+
+
+class GreenCount(Evidence):
+    def scores(self, arrays, params, window=None):
+        gamma = params["gamma"]
+        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
+        return _divided(green - gamma * scored, np.sqrt(scored * gamma * (1 - gamma)), 0.0)
+
+
+class WeightedGreenCount(Evidence):
+    """EWD: w_t = S_t − min S over the tokens scored, so a prefix's weights are the full text's minus their minimum
+    within the prefix; the weighted z expands into running sums and that minimum m:
+    z = (Σwg − mΣg − γ(Σw − mN)) / √(γ(1 − γ)(Σw² − 2mΣw + m²N))."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        weights = np.asarray(detection.token_weights or np.zeros(arrays["scored"].size), dtype=float)
+        return {**arrays, "weight": np.where(arrays["scored"] > 0, weights, np.nan)}
+
+    def scores(self, arrays, params, window=None):
+        gamma = params["gamma"]
+        weight = np.nan_to_num(arrays["weight"])
+        least = np.nan_to_num(minima(np.broadcast_to(arrays["weight"], arrays["green"].shape), window))
+        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
+        weighted, total, square = (sums(arrays["green"] * weight, window), sums(np.broadcast_to(weight, arrays[
+            "green"].shape), window), sums(np.broadcast_to(weight ** 2, arrays["green"].shape), window))
+        numerator = weighted - least * green - gamma * (total - least * scored)
+        spread = gamma * (1 - gamma) * (square - 2 * least * total + least ** 2 * scored)
+        # Equal weights leave a spread of 0, which rounding can turn into a speck; EWD scores that 0.
+        spread = np.where(spread > 1e-12 * np.maximum(square, 1e-300), spread, 0.0)
+        return _divided(numerator, np.sqrt(spread), 0.0)
+
+
+class PermutationGreenCount(Evidence):
+    """DiPmark: every token counts in N, a token with no context scored but never green."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        return {**arrays, "counted": np.ones_like(arrays["scored"])}
+
+    def scores(self, arrays, params, window=None):
+        gamma = params["gamma"]
+        green, counted = sums(arrays["green"], window), sums(arrays["counted"], window)
+        return _divided(green - (1 - gamma) * counted, np.sqrt(counted), 0.0)
+
+    def statistics(self, arrays, params, window=None):
+        """Without a watermark a token is green with probability 1 − γ, so the score's spread is √(γ(1 − γ))."""
+        gamma = params["gamma"]
+        return self.scores(arrays, params, window) / np.sqrt(gamma * (1 - gamma))
+
+    def null(self, arrays, params, rng, draws):
+        green = rng.random((draws, arrays["scored"].size)) < 1 - params["gamma"]
+        return {**arrays, "green": green * arrays["scored"]}
+
+
+class MeanG(Evidence):
+    """SynthID: each scored token's g-values averaged over the tournament's layers; the score is their mean."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        return {**arrays, "g": np.asarray(detection.token_values, dtype=float) * arrays["scored"]}
+
+    def scores(self, arrays, params, window=None):
+        return _divided(sums(arrays["g"], window), sums(arrays["scored"], window), 0.5)
+
+    def statistics(self, arrays, params, window=None):
+        """SynthID's z: each of the depth·N g-values a fair coin without a watermark."""
+        scored = sums(arrays["scored"], window)
+        return (self.scores(arrays, params, window) - 0.5) * np.sqrt(params["depth"] * scored) / 0.5  # 0 when none
+
+    def null(self, arrays, params, rng, draws):
+        depth = params["depth"]
+        g = rng.binomial(depth, 0.5, (draws, arrays["scored"].size)) / depth
+        return {**arrays, "g": g * arrays["scored"]}
+
+
+class ExponentialSum(Evidence):
+    """EXP: a token's evidence e = −log(1 − r) is Exp(1) without the key's choice; the p-value of N tokens is the
+    Gamma(N, 1) tail of their sum. The detection keeps e as e / (1 + e) (its colour in the token view)."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        shown = np.asarray(detection.token_values, dtype=float)
+        return {**arrays, "evidence": np.where(arrays["scored"] > 0, shown / (1 - shown), 0.0)}
+
+    def scores(self, arrays, params, window=None):
+        total, scored = sums(arrays["evidence"], window), sums(arrays["scored"], window)
+        return np.where(scored > 0, gamma_distribution.sf(total, np.maximum(scored, 1)), 1.0)
+
+    def null(self, arrays, params, rng, draws):
+        return {**arrays, "evidence": rng.exponential(1.0, (draws, arrays["scored"].size)) * arrays["scored"]}
+
+
+EVIDENCE: dict[str, Evidence] = {
+    "green": GreenCount(), "weighted-green": WeightedGreenCount(), "permutation-green": PermutationGreenCount(),
+    "mean-g": MeanG(), "exp-sum": ExponentialSum(),
+}
+
+
+def _evidence(method: str) -> Evidence | None:
+    return EVIDENCE.get(methods.info(method).evidence)
+
+
+def prefix_statistics(method: str, params: dict, detection) -> list[float] | None:
+    """The statistic of the text's first T tokens for T = 1 … its length, from one detection's per-token evidence;
+    None for a method without any (its prefixes are detected again: `grid_lengths`)."""
+    evidence = _evidence(method)
+    if evidence is None or not detection.token_flags:
+        return None
+    full = {**methods.info(method).defaults, **params}
+    return evidence.statistics(evidence.arrays(detection, full), full).astype(float).tolist()
+
+
+def detected_record(sample_idx: int, text_kind: str, detector: str, detection, params: dict) -> dict:
+    """The detections-table row of a detector's `Detection` of one text (`params`: the detector's), with its score
+    after every token where the method's evidence gives it."""
+    return detection_record(sample_idx, text_kind, detector, detection.score, z=detection.z, p=detection.p,
+                            num_tokens_scored=detection.num_tokens_scored,
+                            prefix_statistics=prefix_statistics(detector, params, detection))
+
+
+def statistic(method: str, params: dict, detection) -> float:
+    """One detection's statistic, as the curves hold it: its score, standardised where the score is not a z or a p."""
+    evidence = _evidence(method)
+    if evidence is None or methods.info(method).standard_score:
+        return detection.score
+    full = {**methods.info(method).defaults, **params}
+    return float(evidence.statistics(evidence.arrays(detection, full), full)[-1]) if detection.token_flags else 0.0
+
+
+def grid_lengths(tokens: int) -> list[int]:
+    """The prefix lengths detected again for a method without per-token evidence: LENGTH_GRID below the text's own."""
+    return [length for length in LENGTH_GRID if length < tokens]
+
+
+def grid_curve(scores_at: dict[int, float], tokens: int) -> list[float]:
+    """A curve known at some lengths only (`scores_at`: length -> score), NaN elsewhere, as the store keeps it."""
+    curve = [math.nan] * tokens
+    for length, score in scores_at.items():
+        curve[length - 1] = score
+    return curve
+
+
+# -- verdicts at every length ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LengthThreshold:
+    """The fixed threshold verdicts at every length use, in the method's own units, and where it comes from."""
+
+    value: float
+    direction: str
+    nominal: bool  # True: the nominal threshold for the FPR; False: the method's own (no nominal one exists)
+    label: str
+
+
+def length_threshold(method: str, params: dict, fpr: float) -> LengthThreshold:
+    info = methods.info(method)
+    nominal = nominal_threshold(info, fpr)
+    sign = "<" if info.score_direction == "lower" else ">"
+    if nominal is not None:
+        return LengthThreshold(nominal, info.score_direction, True,
+                               f"{info.score_label} {sign} {nominal:.3g} (nominal {fpr:.0%} FPR)")
+    if info.evidence:  # the curves hold the score standardised to a z
+        return LengthThreshold(float(norm.isf(fpr)), "higher", True,
+                               f"z > {norm.isf(fpr):.3g} ({info.score_label} standardised; nominal {fpr:.0%} FPR)")
+    own = {**info.defaults, **params}[info.threshold_param]
+    return LengthThreshold(own, info.score_direction, False,
+                           f"{info.score_label} {sign} {own:g} ({method}'s own threshold: its score has no nominal FPR)")
+
+
+def detected(curve, threshold: LengthThreshold) -> np.ndarray:
+    """Per length, whether the score there passes the threshold; NaN (a length not scored) stays False."""
+    values = np.asarray(curve, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return oriented(values, threshold.direction) > oriented([threshold.value], threshold.direction)[0]
+
+
+def tokens_to_detect(curve, threshold: LengthThreshold) -> float:
+    """The smallest T from which the text stays detected (MarkMyWords' "size"): every scored length from T on passes.
+    A text detected early that falls below the threshold later counts from where it is detected for good; one not
+    detected at its full length is never detected: infinity. Curves known at some lengths only answer at those."""
+    values = np.asarray(curve, dtype=float)
+    known = np.flatnonzero(~np.isnan(values))
+    if known.size == 0:
+        return math.inf
+    passes = detected(values[known], threshold)
+    if not passes[-1]:
+        return math.inf
+    failing = np.flatnonzero(~passes)
+    return float(known[failing[-1] + 1 if failing.size else 0] + 1)
+
+
+def score_at(curve, length: int) -> float:
+    """The score after `length` tokens; NaN where the text is shorter or that length was not scored."""
+    return float(curve[length - 1]) if len(curve) >= length else math.nan
+
+
+def tokens_summary(curves: list, threshold: LengthThreshold) -> dict:
+    """Tokens to detect over a run's watermarked texts: median and quartiles (a quantile past the detected share is
+    "never"), how many are never detected, and every text's value for a histogram."""
+    values = np.array([tokens_to_detect(curve, threshold) for curve in curves], dtype=float)
+
+    def quantile(q: float):
+        if values.size == 0:
+            return None
+        found = float(np.quantile(values, q, method="inverted_cdf"))  # an observed value: a count of tokens
+        return "never" if math.isinf(found) else int(found)
+
+    return {"n": int(values.size), "median": quantile(0.5), "iqr": [quantile(0.25), quantile(0.75)],
+            "never_detected": int(np.isinf(values).sum()),
+            "values": [None if math.isinf(value) else int(value) for value in values.tolist()]}
+
+
+def rate_at(curves: list, threshold: LengthThreshold, length: int | None) -> tuple[float | None, int]:
+    """The share of texts detected after `length` tokens (None: at their full length), over the texts that long; None
+    below sample_size's minimum of texts."""
+    scores = [curve[-1] if length is None else score_at(curve, length) for curve in curves if len(curve)]
+    scores = [score for score in scores if not math.isnan(score)]
+    if not enough("rate", len(scores)):
+        return None, len(scores)
+    return float(detected(scores, threshold).mean()), len(scores)
+
+
+def tpr_at_length(positives: list, negatives: list, threshold: LengthThreshold) -> dict[str, dict]:
+    """Per length of LENGTH_GRID that some text reaches, and at full length: the TPR over watermarked texts at least
+    that long and the FPR the same threshold achieves on the negatives that long (None from too few texts)."""
+    longest = max((len(curve) for curve in positives), default=0)
+    table = {}
+    for length in [*[length for length in LENGTH_GRID if length <= longest], None]:
+        tpr, n = rate_at(positives, threshold, length)
+        fpr, negatives_n = rate_at(negatives, threshold, length)
+        table["full" if length is None else str(length)] = {"tpr": tpr, "n": n, "fpr": fpr, "negatives": negatives_n}
+    return table
+
+
+def length_summary(method: str, params: dict, positives: list, negatives: list, fpr: float = DEFAULT_FPR) -> dict:
+    """The report's length block of one run: the threshold used, tokens to detect and TPR at each length."""
+    threshold = length_threshold(method, params, fpr)
+    return {"fpr": fpr, "threshold": threshold.label, "tokens_to_detect": tokens_summary(positives, threshold),
+            "tpr_at_length": tpr_at_length(positives, negatives, threshold)}
+
+
+# -- windowed detection ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WinMax:
+    """The best window of a text: its score, where it starts (token index), and the threshold that holds the FPR for
+    a text of this length and window without a watermark, with the p-value of the score against that null."""
+
+    score: float
+    start: int
+    window: int
+    threshold: float
+    p: float
+    fpr: float
+    detected: bool
+
+
+def check_window(method: str, window: int) -> Evidence:
+    """The method's evidence, if a window of `window` tokens can be scored with it; a clear error otherwise."""
+    evidence = _evidence(method)
+    if evidence is None:
+        with_evidence = ", ".join(name for name in methods.WATERMARKS if methods.REGISTRY[name].evidence)
+        raise ValueError(f"Windowed detection needs per-token evidence, and {method}'s score has none (it aligns or "
+                         f"maximises over the whole text); use one of {with_evidence}.")
+    if window < 1:
+        raise ValueError(f"The window must be at least 1 token, not {window}.")
+    return evidence
+
+
+def window_scores(method: str, params: dict, detection, window: int) -> np.ndarray:
+    """The score of every run of `window` consecutive tokens (the whole text when it is shorter)."""
+    evidence = check_window(method, window)
+    full = {**methods.info(method).defaults, **params}
+    arrays = evidence.arrays(detection, full)
+    return evidence.scores(arrays, full, min(window, arrays["scored"].size))
+
+
+def winmax(method: str, params: dict, detection, window: int, fpr: float = DEFAULT_FPR, draws: int = NULL_DRAWS,
+           seed: int = 0) -> WinMax:
+    """The highest window score of a text, with its own calibrated threshold: the (1 − fpr) quantile of the highest
+    window score over `draws` texts with the same tokens scored and their evidence drawn as unwatermarked text shows it.
+    The maximum over hundreds of windows is far above a single window's z, so the whole-text threshold does not hold."""
+    direction = methods.info(method).score_direction
+    scores = oriented(window_scores(method, params, detection, window), direction)
+    best = int(np.argmax(scores))
+    evidence = _evidence(method)
+    full = {**methods.info(method).defaults, **params}
+    arrays = evidence.arrays(detection, full)
+    null = evidence.null(arrays, full, np.random.default_rng(seed), draws)
+    maxima = oriented(evidence.scores(null, full, min(window, arrays["scored"].size)), direction).max(axis=-1)
+    threshold = float(np.quantile(maxima, 1 - fpr, method="higher"))
+    p_value = (1 + int((maxima >= scores[best]).sum())) / (1 + draws)
+    sign = -1.0 if direction == "lower" else 1.0
+    return WinMax(sign * float(scores[best]), best, window, sign * threshold, p_value, fpr,
+                  bool(scores[best] > threshold))
+
+
+# -- a run's curves -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunCurves:
+    """A run's scores at every length: its watermarked texts' and its negatives' (unwatermarked or reference)."""
+
+    method: str
+    params: dict
+    positives: list
+    negatives: list
+    negative_kind: str
+    source: str  # "generation", or the detection set that detected the texts again
+
+
+def _complete(rows, method: str, params: dict, source: str) -> RunCurves | None:
+    from fwsapp.detection.roc import negative_kind
+
+    rows = rows[rows.score.notna()] if "score" in rows else rows
+    negative = negative_kind(set(rows.text_kind), method)
+    positives = rows[rows.text_kind == methods.detection_kinds(method)[0]]
+    if positives.empty or positives.prefix_statistics.isna().any():
+        return None
+    negatives = rows[(rows.text_kind == negative) & rows.prefix_statistics.notna()]
+    return RunCurves(method, params, [np.asarray(curve, dtype=float) for curve in positives.prefix_statistics],
+                     [np.asarray(curve, dtype=float) for curve in negatives.prefix_statistics], negative, source)
+
+
+def run_curves(store, run_id: str) -> RunCurves | None:
+    """The run's curves: from its own detection where every watermarked text has one (runs generated here), else from
+    the newest detection set of its own method and parameters, on its clean texts, that has them; None when neither
+    has (`pipeline.lengths` makes them) or the method is post-hoc."""
+    run = store.run(run_id)
+    info = methods.info(run["method"])
+    if info.post_hoc:
+        return None
+    params = info.checked_params(run["params"])
+    own = _complete(store.prefix_curves(run_id, run["method"]), run["method"], params, "generation")
+    if own is not None:
+        return own
+    sets = store.detection_sets([run_id])
+    for entry in sets.iloc[::-1].itertuples():
+        if entry.method == run["method"] and pd.isna(entry.normalize) and pd.isna(entry.window_tokens) and \
+                json.loads(entry.params) == params:
+            found = _complete(store.redetections([entry.set_id], curves=True), run["method"], params, entry.set_id)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,142 @@
+"""Detection analytics: AUROC, ROC curves and TPR at a fixed FPR, respecting each method's score direction.
+
+Scores are oriented before any metric: for methods whose scores are p-values (lower = watermarked) the
+score is negated, so "larger means watermarked" holds everywhere below.
+
+TPR at FPR = f: the threshold is set on the negatives (unwatermarked) alone. A text is flagged when its
+oriented score is strictly greater than the threshold; the threshold is the smallest negative score that
+keeps at most floor(f · N) negatives above it. Ties with that threshold are therefore never flagged, so
+the realised FPR never exceeds f (at f = 0 no negative is flagged at all).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from fwsapp.sample_size import enough, not_enough
+
+FPR_LEVELS = (0.0, 0.01, 0.05)
+# A z-score's normal approximation, and any verdict on it, needs a few dozen scored tokens.
+MIN_TOKENS_FOR_VERDICT = 25
+
+
+def unresolved_fpr_levels(negatives: int) -> list[float]:
+    """The nonzero FPR levels that `negatives` texts cannot resolve: below 1/N not even one negative may be
+    flagged, so 'TPR at 1 % FPR' on 4 negatives is really TPR at FPR 0."""
+    return [level for level in FPR_LEVELS if 0 < level and level * negatives < 1]
+
+
+def unresolved_fpr_warning(negatives_per_run: dict[str, int]) -> str | None:
+    """One warning for the runs whose negatives are too few for some FPR levels, grouped by count; None if none."""
+    groups: dict[tuple[int, tuple[float, ...]], list[str]] = {}
+    for run, negatives in negatives_per_run.items():
+        if levels := unresolved_fpr_levels(negatives):
+            groups.setdefault((negatives, tuple(levels)), []).append(run)
+    if not groups:
+        return None
+    parts = [f"{', '.join(runs)}: {negatives} negatives{' each' if len(runs) > 1 else ''}, so TPR@FPR="
+             f"{', '.join(f'{level:g}' for level in levels)} {'is' if len(levels) == 1 else 'are'} unresolved"
+             for (negatives, levels), runs in sorted(groups.items())]
+    return ("Too few negatives to resolve some false-positive rates: at FPR f a run needs at least 1/f negatives, "
+            "or no negative may be flagged and the TPR shown is really the TPR at FPR 0. " + "; ".join(parts)
+            + ". Generate more samples for resolved rates.")
+
+
+def negative_kind(available: set[str], method: str) -> str:
+    """The text kind a run's negatives are: the method's own, unless only the human reference was scored
+    (the paper's logs, MarkLLM's "natural" mode)."""
+    from fwsapp.watermark.methods import detection_kinds
+
+    default = detection_kinds(method)[1]
+    return "reference" if default not in available and "reference" in available else default
+
+
+def oriented(scores, direction: str) -> np.ndarray:
+    values = np.asarray(scores, dtype=float)
+    if direction not in {"higher", "lower"}:
+        raise ValueError(f"score direction must be 'higher' or 'lower', not {direction!r}")
+    return values if direction == "higher" else -values
+
+
+def auroc(positives, negatives, direction: str = "higher") -> float | None:
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    return float(roc_auc_score(labels, np.r_[pos, neg]))
+
+
+def roc_points(positives, negatives, direction: str = "higher") -> tuple[np.ndarray, np.ndarray]:
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    fpr, tpr, _ = roc_curve(labels, np.r_[pos, neg])
+    return fpr, tpr
+
+
+def threshold_at_fpr(negatives: np.ndarray, fpr: float) -> float:
+    """The oriented threshold that flags at most floor(fpr · N) negatives (strictly greater than it)."""
+    ordered = np.sort(negatives)[::-1]
+    allowed = math.floor(fpr * len(ordered) + 1e-9)
+    return float(ordered[allowed]) if allowed < len(ordered) else -math.inf
+
+
+def tpr_at_fpr(positives, negatives, fpr: float, direction: str = "higher") -> float | None:
+    pos, neg = oriented(positives, direction), oriented(negatives, direction)
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    threshold = threshold_at_fpr(neg, fpr)
+    return float(np.mean(pos > threshold))
+
+
+def auroc_interval(area: float | None, positives: int, negatives: int, z: float = 1.96) -> tuple[float, float] | None:
+    """A 95 % interval for an AUROC from Hanley and McNeil's (1982) standard error: closed form, the same on
+    the Detect page and in the report; None below sample_size's minimum texts on either side."""
+    if area is None or not enough("auroc_ci", min(positives, negatives)):
+        return None
+    q1, q2 = area / (2 - area), 2 * area ** 2 / (1 + area)
+    variance = (area * (1 - area) + (positives - 1) * (q1 - area ** 2) + (negatives - 1) * (q2 - area ** 2)) / (
+        positives * negatives)
+    error = math.sqrt(max(variance, 0.0))
+    return max(0.0, area - z * error), min(1.0, area + z * error)
+
+
+def summary(positives, negatives, direction: str = "higher") -> dict:
+    """The report's detection block for one run."""
+    pos, neg = np.asarray(positives, float), np.asarray(negatives, float)
+    area = auroc(pos, neg, direction)
+    return {
+        "auroc": area,
+        "auroc_ci": auroc_interval(area, len(pos), len(neg)),
+        "n": {"positives": len(pos), "negatives": len(neg)},
+        # None where the negatives cannot resolve the level (unresolved_fpr_levels): it would be the TPR at FPR 0.
+        "tpr_at_fpr": {level_key(level): None if level in unresolved_fpr_levels(len(neg))
+                       else tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
+        "mean_score": {
+            "watermarked": float(pos.mean()) if len(pos) else None,
+            "unwatermarked": float(neg.mean()) if len(neg) else None,
+        },
+        "score_direction": direction,
+    }
+
+
+def level_key(level: float) -> str:
+    return "0" if level == 0 else f"{level:g}"
+
+
+def interval_label(block: dict) -> str:
+    """A detection block's AUROC interval as the page and the report show it."""
+    smaller = min(block["n"]["positives"], block["n"]["negatives"])
+    if not enough("auroc_ci", smaller):
+        return not_enough(smaller)
+    bounds = block["auroc_ci"]
+    return f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else "–"
+
+
+def tpr_label(block: dict, key: str) -> float | str | None:
+    """A detection block's TPR at one FPR level as the page and the report show it."""
+    negatives = block["n"]["negatives"]
+    if float(key) in unresolved_fpr_levels(negatives):
+        return not_enough(negatives)
+    return block["tpr_at_fpr"][key]

@@ -1,0 +1,161 @@
+"""Methods compared at equal strength (as WaterBench and EntroBench do): each method's strength parameter set so that it
+reaches the same detectability, then quality, FWS and disease entities compared at those settings.
+
+At default parameters a weaker watermark can look kinder to the facts simply because it is weaker. Here a target (TPR
+0.9 at 1 % FPR after 64 tokens, say) is met by each method's sweep of its strength parameter (`MethodInfo.
+strength_param`: δ, DiPmark's α, SynthID's depth). Runs that differ only in that parameter form one sweep. Each run's
+TPR at T tokens (on the statistic fwsapp.detection.length keeps: a z or a p) uses the threshold its negatives give at that length
+where they are enough (1/FPR of them reach T), else the nominal one. Along a sweep, ordered by strength, the first setting that
+reaches the target is taken; where the one before falls short, the setting and every quality figure are interpolated
+linearly in TPR between the two, and the table says so.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.watermark import methods
+from fwsapp.detection.calibration import minimum_negatives
+from fwsapp.detection.roc import oriented, threshold_at_fpr
+from fwsapp.detection.length import RunCurves, detected, length_threshold, run_curves, score_at
+from fwsapp.sample_size import enough, not_enough
+
+# Quality at each setting, read from a run's report entry (fwsapp.results.report): label -> path through the entry.
+QUALITY = {
+    "FWS (Auto)": ("quality", "fws_auto", "watermarked"),
+    "FWS (judge)": ("judge", "fws", "watermarked"),
+    "unsupported entities %": ("entities", "hallucination_rate", "watermarked"),
+    "introduced entities per text": ("entities", "introduced_per_text", "watermarked"),
+}
+
+
+def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | None, str]:
+    """The share of watermarked texts of at least `tokens` tokens detected after that many, at `fpr`: (TPR, basis)."""
+    threshold = length_threshold(curves.method, curves.params, fpr)
+    direction = threshold.direction
+    positives = np.array([score_at(curve, tokens) for curve in curves.positives])
+    negatives = np.array([score_at(curve, tokens) for curve in curves.negatives])
+    positives, negatives = positives[~np.isnan(positives)], negatives[~np.isnan(negatives)]
+    if not enough("rate", positives.size):
+        return None, f"{not_enough(positives.size)} watermarked texts of {tokens} tokens"
+    if negatives.size >= minimum_negatives(fpr):
+        threshold = threshold_at_fpr(oriented(negatives, direction), fpr)
+        return float((oriented(positives, direction) > threshold).mean()), f"empirical ({negatives.size} negatives)"
+    if not threshold.nominal:
+        return None, f"not enough negatives (n = {negatives.size}) and no nominal threshold"
+    return float(detected(positives, threshold).mean()), "nominal"
+
+
+def _reported(entry: dict, path: tuple[str, ...]):
+    value = entry
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def sweep_tprs(store, fpr: float, tokens: int, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """One row per watermark run whose method has a strength parameter and whose scores by length are stored: its
+    sweep (method, model, task and every other parameter), its strength, and its TPR after `tokens` with where the
+    threshold came from. Free of the FWS weights, so the app caches it."""
+    runs = store.runs()
+    rows = []
+    for run in runs.itertuples():
+        if run_ids is not None and run.run_id not in run_ids:
+            continue
+        info = methods.info(run.method)
+        if info.post_hoc or info.strength_param is None:
+            continue
+        curves = run_curves(store, run.run_id)
+        if curves is None:
+            continue
+        tpr, basis = tpr_at_tokens(curves, fpr, tokens)
+        fixed = {key: value for key, value in curves.params.items() if key not in (info.strength_param,
+                                                                                    info.threshold_param)}
+        rows.append({"method": run.method, "model": run.model, "task": run.task,
+                     "sweep": f"{run.method} · {run.model} · {run.task} · {info.changed_params(fixed)}",
+                     "strength": info.strength_param, "value": float(curves.params[info.strength_param]),
+                     "run_id": run.run_id, "tpr": tpr, "basis": basis})
+    return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "run_id", "tpr",
+                                       "basis"]).sort_values(["sweep", "value"], ignore_index=True)
+
+
+def with_quality(tprs: pd.DataFrame, report: dict) -> pd.DataFrame:
+    """The swept runs with each run's quality from the report (`fwsapp.results.report`, at its α and β)."""
+    entries = {entry["run_id"]: entry for entry in report["runs"]}
+    quality = {label: [_reported(entries.get(run_id, {}), path) for run_id in tprs.run_id]
+               for label, path in QUALITY.items()}
+    return tprs.assign(**quality)
+
+
+def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
+    """Per sweep, the setting that reaches `target_tpr`: a swept run, or a point interpolated between the last run
+    short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR."""
+    rows = []
+    for sweep, group in points.dropna(subset=["tpr"]).groupby("sweep", sort=True):
+        group = group.sort_values("value").reset_index(drop=True)
+        first = group.index[group.tpr >= target_tpr]
+        base = {"method": group.method[0], "model": group.model[0], "task": group.task[0], "sweep": sweep,
+                "strength": group.strength[0], "runs": len(group), "low_run": None, "high_run": None, "share": math.nan}
+        if first.empty:
+            best = group.loc[group.tpr.idxmax()]
+            rows.append({**base, "value": math.nan, "tpr": math.nan,
+                         "setting": f"not reached: best TPR {best.tpr:.2f} at {best.strength}={best.value:g}",
+                         **{label: math.nan for label in QUALITY}})
+            continue
+        high = group.loc[first[0]]
+        if first[0] == 0 or high.tpr == target_tpr:
+            note = f"swept run {high.run_id}" + (" (the weakest swept: a weaker one may reach it too)"
+                                                 if first[0] == 0 and high.tpr > target_tpr else "")
+            rows.append({**base, "value": high.value, "tpr": high.tpr, "setting": note, "low_run": high.run_id,
+                         "high_run": high.run_id, "share": 0.0,
+                         **{label: _number(high[label]) for label in QUALITY}})
+            continue
+        low = group.loc[first[0] - 1]
+        share = (target_tpr - low.tpr) / (high.tpr - low.tpr)
+        rows.append({**base, "value": low.value + share * (high.value - low.value), "tpr": target_tpr,
+                     "setting": f"interpolated between {low.strength}={low.value:g} and {high.value:g}",
+                     "low_run": low.run_id, "high_run": high.run_id, "share": share,
+                     **{label: _between(low[label], high[label], share) for label in QUALITY}})
+    return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "tpr", "setting", "runs",
+                                       *QUALITY, "low_run", "high_run", "share"])
+
+
+def on_tradeoff(table: pd.DataFrame, points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Where each matched setting sits on a trade-off chart of `points` (one row per run, by run_id): its runs' x and y,
+    interpolated as the setting is. Settings whose runs are not among the points are left out."""
+    placed = points.set_index("run_id")
+    rows = []
+    for row in table.dropna(subset=["low_run"]).itertuples():
+        if row.low_run in placed.index and row.high_run in placed.index:
+            low, high = placed.loc[row.low_run], placed.loc[row.high_run]
+            rows.append({"method": row.method, "task": row.task, "setting": row.setting,
+                         x: _between(low[x], high[x], row.share), y: _between(low[y], high[y], row.share)})
+    return pd.DataFrame(rows, columns=["method", "task", "setting", x, y])
+
+
+def _number(value) -> float:
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def _between(low, high, share: float) -> float:
+    low, high = _number(low), _number(high)
+    return low + share * (high - low)
+
+
+def equal_strength(store, report: dict, target_tpr: float, fpr: float, tokens: int,
+                   run_ids: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The swept points and the settings matched to the target, after checking the target."""
+    check_target(target_tpr, fpr, tokens)
+    points = with_quality(sweep_tprs(store, fpr, tokens, run_ids), report)
+    return points, matched(points, target_tpr)
+
+
+def check_target(target_tpr: float, fpr: float, tokens: int) -> None:
+    if not 0 < target_tpr <= 1:
+        raise ValueError(f"The target TPR must be in (0, 1], not {target_tpr}.")
+    if not 0 < fpr < 1:
+        raise ValueError(f"The FPR must be in (0, 1), not {fpr}.")
+    if tokens < 1:
+        raise ValueError(f"The number of tokens must be at least 1, not {tokens}.")

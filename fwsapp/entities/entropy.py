@@ -1,0 +1,154 @@
+"""Token entropy: the Shannon entropy of the model's next-token distribution at each position.
+
+Generation records it for every generated token; `sequence_entropies` recomputes it (teacher-forced)
+for references and imported texts. Watermarks disturb medical text most where the model is unsure,
+so these values drive SWEET's gating and the Why-factuality-degrades analysis.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from fwsapp.models.teacher_forcing import teacher_force
+
+# Bins of the paper's entropy-shift analysis (nats).
+LOW, HIGH = 1.5, 4.0
+
+
+def sequence_entropies(lm, texts: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 16) -> list[list[float]]:
+    """Per (token ids, context ids) text, as detectors take them: the entropy of the distribution each token
+    was drawn from, given everything before it. Teacher-forced in batches.
+
+    A token with nothing before it (the first of a pasted text) gets -inf: no distribution is known.
+    """
+    pairs = [(context_ids, token_ids) for token_ids, context_ids in texts]
+    return [stats["entropy"].tolist() for stats in teacher_force(lm, pairs, ("entropy",), batch_size)]
+
+
+BINS = {"low": (float("-inf"), LOW), "mid": (LOW, HIGH), "high": (HIGH, float("inf"))}
+
+
+def token_spans(tokenizer, token_ids: Sequence[int]) -> list[tuple[int, int]]:
+    """Character span of each generated token in the decoded text, by decoding incrementally (exact for
+    the stored ids, unlike re-tokenising the text)."""
+    spans, previous = [], 0
+    for end in range(1, len(token_ids) + 1):
+        length = len(tokenizer.decode(list(token_ids[:end]), skip_special_tokens=True))
+        spans.append((previous, length))
+        previous = length
+    return spans
+
+
+def teacher_forced(lm, items: list[tuple[str, str]], batch_size: int = 8) -> list[dict]:
+    """Token ids, character spans and entropies of texts the model did not write, each after its prompt
+    ((prompt, text) pairs), teacher-forced in batches."""
+    encoded = [lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for _, text in items]
+    contexts = [lm.tokenizer(prompt)["input_ids"] if prompt else [] for prompt, _ in items]
+    stats = teacher_force(lm, [(context, code["input_ids"]) for context, code in zip(contexts, encoded)], ("entropy",),
+                          batch_size)
+    return [{"token_ids": code["input_ids"], "token_spans": [list(span) for span in code["offset_mapping"]],
+             "entropy": [value if value != float("-inf") else None for value in found["entropy"].tolist()]}
+            for code, found in zip(encoded, stats)]
+
+
+def missing_texts(store, run_id: str, model_name: str) -> list[tuple[int, str, str, str]]:
+    """(sample, kind, prompt, text) whose entropies are not stored: references always; generated texts
+    too when the run was imported (no entropies were recorded while generating them)."""
+    run = store.run(run_id)
+    have = store.entropy_keys(run_id, model_name)
+    kinds = ("reference", "unwatermarked", "watermarked") if run["imported"] else ("reference",)
+    todo = []
+    for row in store.generations(run_id).itertuples():
+        for kind in kinds:
+            text = row.reference if kind == "reference" else getattr(row, f"{kind}_text")
+            if isinstance(text, str) and text and (row.sample_idx, kind) not in have:
+                todo.append((int(row.sample_idx), kind, row.prompt, text))
+    return todo
+
+
+def compute_entropies(store, run_id: str, lm, progress=None) -> int:
+    """Store teacher-forced entropies for a run's references (and imported texts); returns how many texts
+    gained them. A reference another run over the same prompt already has under this model is copied."""
+    reused = store.reuse_reference_entropies(run_id, lm.name)
+    todo = missing_texts(store, run_id, lm.name)
+    for start in range(0, len(todo), 16):  # written as we go: a killed job keeps what it finished
+        chunk = todo[start:start + 16]
+        found = teacher_forced(lm, [(prompt, text) for _, _, prompt, text in chunk])
+        store.write_rows("entropies", run_id, [{"sample_idx": sample_idx, "text_kind": kind, "model": lm.name, **values}
+                                              for (sample_idx, kind, _, _), values in zip(chunk, found)])
+        if progress:
+            progress(start + len(chunk), len(todo))
+    return reused + len(todo)
+
+
+def token_values(store, run_ids: list[str] | None = None):
+    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy."""
+    return store.token_entropies(run_ids)
+
+
+def bin_shares(values) -> dict[str, float]:
+    """Percent of tokens in the low (< 1.5), mid (1.5-4) and high (> 4) entropy bins."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return {name: None for name in BINS}
+    return {name: float(np.mean((values >= low) & (values < high)) * 100) for name, (low, high) in BINS.items()}
+
+
+def density(values, grid) -> np.ndarray:
+    """Gaussian KDE (scipy) of the values on the grid."""
+    from scipy.stats import gaussian_kde
+
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 or np.ptp(values) == 0:
+        return np.zeros(len(grid))
+    return gaussian_kde(values)(grid)
+
+
+def series_values(values, runs, task: str):
+    """Per-token entropies of one task labelled by series: 'reference', 'unwatermarked', or the watermarked run
+    (its method and settings, `run_names`: two KGW runs that differ in δ are two series).
+
+    Runs of several methods over the same prompts share their references, and their unwatermarked texts
+    (generation reuses them): each such text is counted once per model, not once per run."""
+    import pandas as pd
+
+    from fwsapp.results.run_names import run_settings
+
+    named = runs[["run_id", "method", "task", "model"]].assign(settings=run_settings(runs).to_numpy())
+    own = values.merge(named, on="run_id")
+    own = own[own.task == task]
+    shared = own[own.text_kind != "watermarked"]
+    texts = shared.groupby(["run_id", "sample_idx", "text_kind", "model"], sort=False).entropy.agg(tuple).reset_index()
+    distinct = texts.drop_duplicates(["model", "sample_idx", "text_kind", "entropy"])[["run_id", "sample_idx", "text_kind"]]
+    own = pd.concat([own[own.text_kind == "watermarked"], shared.merge(distinct, on=["run_id", "sample_idx", "text_kind"])],
+                    ignore_index=True)
+    return own.assign(series=own.text_kind.where(own.text_kind != "watermarked", own.method + " · " + own.settings))
+
+
+def density_frame(values, runs, task: str, grid=None):
+    """KDE curves per series for a task: columns series, entropy, density."""
+    import pandas as pd
+
+    grid = np.linspace(0, 10, 201) if grid is None else grid
+    labelled = series_values(values, runs, task)
+    frames = [pd.DataFrame({"series": series, "entropy": grid, "density": density(group.entropy, grid)})
+              for series, group in labelled.groupby("series")]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["series", "entropy", "density"])
+
+
+def bin_table(values, runs, task: str):
+    """Percent of tokens per entropy bin and series, with the shift from unwatermarked and from the
+    reference in percentage points (the paper's entropy-shift analysis)."""
+    import pandas as pd
+
+    labelled = series_values(values, runs, task)
+    rows = [{"series": series, "tokens": len(group), **bin_shares(group.entropy)} for series, group in labelled.groupby("series")]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    for baseline in ("unwatermarked", "reference"):
+        base = table[table.series == baseline]
+        for name in BINS:
+            table[f"{name} shift vs {baseline} (pp)"] = table[name] - base[name].iloc[0] if not base.empty else None
+    return table

@@ -1,0 +1,76 @@
+"""Abbreviations a text defines, "long form (SF)", found by Schwartz & Hearst's algorithm (2003) as scispaCy's
+AbbreviationDetector implements it, and their use to make a recognizer consistent within a text.
+
+A model tagging words one window at a time often finds "heparin-induced thrombocytopenia (HIT)" and misses a bare
+"HIT" three sentences on, or tags an abbreviation whose definition says it is no disease. Within the text that
+defines it, an abbreviation means its long form: so it is a disease mention wherever it occurs exactly when its
+long form is one.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+from fwsapp.entities.recognizers import MAX_CHARACTERS
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Abbreviation:
+    short: str
+    long_form: Span
+    occurrences: tuple[Span, ...]  # every occurrence of the short form in the text
+
+
+@lru_cache(maxsize=1)
+def _pipeline():
+    import spacy
+    from scispacy.abbreviation import AbbreviationDetector  # noqa: F401  (registers the pipe)
+
+
+    # The detector's second matcher is filled per text, so spaCy warns of an empty matcher on texts without one.
+    warnings.filterwarnings("ignore", message=r"\[W036\]")
+    nlp = spacy.blank("en")
+    nlp.max_length = MAX_CHARACTERS
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("abbreviation_detector")
+    return nlp
+
+
+def find_abbreviations(texts: list[str]) -> list[list[Abbreviation]]:
+    found = []
+    for doc in _pipeline().pipe(texts, batch_size=64):
+        grouped: dict[tuple[str, Span], set[Span]] = {}
+        for short in doc._.abbreviations:
+            long_form = short._.long_form
+            grouped.setdefault((short.text, (long_form.start_char, long_form.end_char)), set()).add(
+                (short.start_char, short.end_char))
+        found.append([Abbreviation(short, long_form, tuple(sorted(spans))) for (short, long_form), spans in grouped.items()])
+    return found
+
+
+def _overlaps(span: Span, spans: list[Span]) -> bool:
+    return any(span[0] < end and span[1] > start for start, end in spans)
+
+
+def _head(text: str, long_form: Span) -> Span:
+    """The long form's last word: the head of an English noun phrase ("infarction" in "acute myocardial
+    infarction", "protein" in "Wiskott-Aldrich syndrome protein")."""
+    start, end = long_form
+    words = text[start:end].split()
+    return (end - len(words[-1]), end) if words else long_form
+
+
+def make_consistent(text: str, spans: list[Span], abbreviations: list[Abbreviation]) -> list[Span]:
+    """Mention spans with each defined abbreviation tagged as its long form is: every occurrence added where a
+    mention holds the long form's head word (a disease), every occurrence dropped where no mention touches the long
+    form (no disease); left as tagged otherwise ("spontaneously hypertensive rats (SHR)" names rats)."""
+    result = set(spans)
+    for abbreviation in abbreviations:
+        if _overlaps(_head(text, abbreviation.long_form), spans):
+            result |= {occurrence for occurrence in abbreviation.occurrences if not _overlaps(occurrence, spans)}
+        elif not _overlaps(abbreviation.long_form, spans):
+            result -= set(abbreviation.occurrences)
+    return sorted(result)

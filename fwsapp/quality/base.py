@@ -1,0 +1,50 @@
+"""What a quality metric implements: the config its values are stored under, and the values of the samples that
+lack them. Registered in `fwsapp.quality.registry`; `fwsapp.quality.scoring` runs them, resumably."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+import pandas as pd
+
+from fwsapp.quality.registry import MetricPlugIn
+
+
+def metric_row(sample_idx: int, kind: str, metric: str, config: str, value) -> dict:
+    return {"sample_idx": int(sample_idx), "text_kind": kind, "metric": metric, "config": config,
+            "value": None if value is None else float(value)}
+
+
+class Metric(ABC):
+    def __init__(self, entry: MetricPlugIn):
+        self.entry = entry
+
+    @abstractmethod
+    def config(self, run: dict, resources) -> str | None:
+        """What its values depend on besides the texts (an encoder, an oracle), stored beside each value so values of
+        two configs are never pooled; None where it cannot be computed for this run."""
+
+    @abstractmethod
+    def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
+        """(rows to store, samples of `todo` covered so far), chunk by chunk, so a stopped job keeps what it finished."""
+
+    def describe(self, config: str | None) -> str | None:
+        """What the values under `config` are called, where that varies with the config; None where it does not."""
+        return None
+
+
+class ReferenceMetric(Metric):
+    """A metric of each generated text against its reference, one value per text (or one per stored name)."""
+
+    @abstractmethod
+    def values(self, outputs: list[str], references: list[str], resources) -> list[float] | dict[str, list[float]]:
+        """One value per (output, reference); a dict of such lists, by stored name, for a metric that stores several."""
+
+    def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
+        rows = []
+        for kind in self.entry.kinds:
+            found = self.values(todo[f"{kind}_text"].fillna("").tolist(), todo.reference.tolist(), resources)
+            by_name = found if isinstance(found, dict) else {self.entry.stored_names[0]: found}
+            for name, values in by_name.items():
+                rows += [metric_row(row.sample_idx, kind, name, config, value) for row, value in zip(todo.itertuples(), values)]
+        yield rows, len(todo)

@@ -1,0 +1,86 @@
+"""The quality-metric registry: every metric `score` can compute, declared once; importable without torch.
+
+An entry says what the metric needs (`needs`: "model", a language model; "encoder", the sentence encoder;
+"recognizer", the disease recognizer; nothing for metrics of the texts alone, which an import computes at once), what
+its values are stored under (`stores`: ROUGE writes ROUGE-2 and ROUGE-L), which texts get
+one (`kinds`), the tasks it applies to, whether `score` computes it when no metric is named (`by_default`), and for
+the metrics that read no language model their measured cost (`seconds_per_1000_characters`), which makes them
+"model-free": the Quality page computes those when it opens. `score --metrics`, the grid's [steps] score, the Quality
+page and `doctor` read it. The implementation is a `fwsapp.quality.base.Metric`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fwsapp.models import ENCODER_PACKAGE
+from fwsapp.plugins import PlugIn, Registry, missing_package
+
+GENERATED_KINDS = ("watermarked", "unwatermarked")
+
+
+@dataclass(frozen=True)
+class MetricPlugIn(PlugIn):
+    label: str = ""
+    # The metric names its values are stored under; empty: its own name.
+    stores: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = GENERATED_KINDS
+    tasks: tuple[str, ...] = ()  # empty: every task
+    by_default: bool = True
+    # Seconds per 1,000 characters of a sample's texts (both outputs and the reference) on this machine's 2 CPU cores,
+    # measured by bench.quality_scoring (docs/benchmarks.md); None for a metric that reads with a language model.
+    seconds_per_1000_characters: float | None = None
+    # Why a run may get no value of it, and what to do (where its implementation's config can be None).
+    skipped_because: str = ""
+
+    @property
+    def stored_names(self) -> tuple[str, ...]:
+        return self.stores or (self.name,)
+
+    @property
+    def model_free(self) -> bool:
+        return self.seconds_per_1000_characters is not None
+
+    def applies_to(self, task: str) -> bool:
+        return not self.tasks or task in self.tasks
+
+
+METRICS = Registry("metric", [
+    MetricPlugIn("ppl", "perplexity of each output under an oracle (the run's own model unless one is named)",
+                 "fwsapp.quality.perplexity:Perplexity", needs=("model",), label="Perplexity",
+                 skipped_because="the run is imported, so name its oracle (score --oracle MODEL, or the Quality "
+                                 "page's oracle field); its values are then that model's, not the generator's"),
+    MetricPlugIn("simcse", "cosine similarity of the watermarked output's sentence embedding to the unwatermarked one's",
+                 "fwsapp.quality.simcse:SimCSE", label="SimCSE (to the unwatermarked output)", kinds=("watermarked",),
+                 needs=("encoder",),
+                 unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.030),
+    MetricPlugIn("simcse_reference", "cosine similarity of each output's sentence embedding to the reference's",
+                 "fwsapp.quality.simcse:SimCSEToReference", label="SimCSE (to the reference)", needs=("encoder",),
+                 unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.078),
+    MetricPlugIn("rouge", "ROUGE-2 and ROUGE-L F-measure against the reference (rouge-score, no stemmer)",
+                 "fwsapp.quality.rouge:ROUGE", label="ROUGE-2/L", stores=("rouge2", "rougeL"),
+                 seconds_per_1000_characters=0.003),
+    MetricPlugIn("f1", "token F1 against the reference, SQuAD's normalisation (QA only)", "fwsapp.quality.f1:TokenF1",
+                 label="Token F1", tasks=("qa",), seconds_per_1000_characters=0.003),
+    MetricPlugIn("factuality", "factual consistency with the reference: AlignScore with a checkpoint, else the offline "
+                 "stand-in disease-entity support", "fwsapp.quality.factuality:Factuality", label="Factuality",
+                 needs=("encoder", "recognizer"),
+                 unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.096),
+    MetricPlugIn("bertscore", "BERTScore F1 against the reference with the local MiniLM encoder",
+                 "fwsapp.quality.bertscore:BERTScore", label="BERTScore F1", by_default=False, needs=("encoder",),
+                 unavailable=missing_package("bert_score")),
+])
+
+
+def default_metrics() -> tuple[str, ...]:
+    """What `score` computes when no metric is named."""
+    return tuple(entry.name for entry in METRICS if entry.by_default)
+
+
+def model_free_metrics() -> tuple[str, ...]:
+    """The metrics that read no language model, computed when the Quality page opens."""
+    return tuple(entry.name for entry in METRICS if entry.model_free)
+
+
+def stored_metrics() -> tuple[str, ...]:
+    """Every metric name a value may be stored under, in the registry's order (the report's quality block)."""
+    return tuple(name for entry in METRICS for name in entry.stored_names)

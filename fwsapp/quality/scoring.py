@@ -1,0 +1,220 @@
+"""Quality scoring for runs: every registered metric (fwsapp.quality.registry) computed once per (run, sample,
+text kind, metric, config).
+
+`score_run` computes only what the metrics table lacks, so a second call computes nothing. The report's
+quality block reads the table back as per-run means.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import pandas as pd
+
+from fwsapp.quality import main_config
+from fwsapp.quality.perplexity import perplexity_oracle
+from fwsapp.quality.registry import GENERATED_KINDS, METRICS, default_metrics, model_free_metrics
+from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER
+
+if TYPE_CHECKING:
+    from fwsapp.models import LoadedModel
+
+__all__ = ["GENERATED_KINDS", "METRICS", "perplexity_oracle"]
+
+
+@dataclass
+class QualityResources:
+    """What the model-based metrics need, loaded on first use."""
+
+    model_loader: Callable[[str], "LoadedModel"]
+    oracle: str | None = None  # perplexity model; None = the run's own model (embedded for imports)
+    alignscore_checkpoint: str | None = None
+    recognizer_name: str = DEFAULT_RECOGNIZER  # the factual-consistency stand-in's disease recognizer
+    _encoder: object = field(default=None, repr=False)
+    _recognizer: object = field(default=None, repr=False)
+
+    @property
+    def encoder_name(self) -> str:
+        from fwsapp.models.encoder import DEFAULT_ENCODER
+
+        return DEFAULT_ENCODER if self._encoder is None else self._encoder.name
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from fwsapp.models.encoder import load_encoder
+
+            self._encoder = load_encoder()
+        return self._encoder
+
+    @property
+    def recognizer(self):
+        if self._recognizer is None:
+            from fwsapp.entities.recognizers import load_recognizer
+
+            self._recognizer = load_recognizer(self.recognizer_name)
+        return self._recognizer
+
+
+def check_metrics(metrics) -> None:
+    """A clear error naming the registered metrics, for any metric that is not one."""
+    unknown = set(metrics) - set(METRICS.names())
+    if unknown:
+        raise ValueError(f"Unknown metric {', '.join(sorted(unknown))}; choose from {', '.join(METRICS.names())}.")
+
+
+def score_run(store, run_id: str, resources: QualityResources, metrics=None,
+              progress: Callable[..., None] | None = None) -> dict[str, int | None]:
+    """Compute the metrics a run lacks (default: the registry's default metrics); returns how many values were computed
+    per metric (None: skipped, such as perplexity of an imported run with no oracle named)."""
+    metrics = default_metrics() if metrics is None else metrics
+    check_metrics(metrics)
+    run = store.run(run_id)
+    samples, have = _scorable(store, run_id)
+    metrics = metrics_for(run, metrics)
+    progress = progress or (lambda done, total, note="": None)
+    computed = {}
+    # Progress counts samples per metric, so a long perplexity pass moves the bar as it goes.
+    for index, metric in enumerate(metrics):
+        progress(index * len(samples), len(metrics) * len(samples), metric)
+        implementation = implementation_of(metric)
+        config = implementation.config(run, resources)
+        if config is None:
+            computed[metric] = None  # skipped: nothing to compute it with (an imported run's perplexity, no oracle)
+            continue
+        computed[metric] = 0
+        todo = _missing(samples, have, implementation.entry.stored_names[0], config, implementation.entry.kinds)
+        done_before = len(samples) - len(todo)
+        for rows, covered in implementation.rows(todo, run, resources, config) if len(todo) else ():
+            if rows:
+                store.write_rows("metrics", run_id, rows)  # each chunk is kept if the job stops
+            computed[metric] += len(rows)
+            progress(index * len(samples) + done_before + covered, len(metrics) * len(samples), metric)
+    progress(len(metrics) * len(samples), len(metrics) * len(samples))
+    return computed
+
+
+def implementation_of(metric: str):
+    """A registered metric's implementation (fwsapp.quality.base.Metric), bound to its entry."""
+    entry = METRICS[metric]
+    return entry.load()(entry)
+
+
+def text_metric_rows(generations: list[dict], task_name: str) -> list[dict]:
+    """The values of the metrics that need nothing but the texts (no model, encoder or recognizer) for generations
+    given as dicts, as an import stores them at once."""
+    todo, run, rows = pd.DataFrame(generations), {"task": task_name, "imported": True}, []
+    for entry in METRICS:
+        if not entry.needs and entry.applies_to(task_name) and len(todo):
+            implementation = implementation_of(entry.name)
+            for chunk, _ in implementation.rows(todo, run, None, implementation.config(run, None)):
+                rows += chunk
+    return rows
+
+
+def metrics_for(run: dict, metrics) -> list[str]:
+    """The metrics that apply to a run's task (token F1 is QA's)."""
+    return [metric for metric in metrics if METRICS[metric].applies_to(run["task"])]
+
+
+# Measured (docs/benchmarks.md, quality metrics): the embedded 135M model as oracle scores about 780
+# tokens a second on 2 CPU cores; an estimate, not a promise, and roughly proportional to model size.
+EMBEDDED_ORACLE_TOKENS_PER_SECOND = 780
+CHARS_PER_TOKEN = 4  # a rough count before any tokenizer is loaded
+
+
+def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFrame:
+    """What a perplexity pass would do per run, before it starts: which oracle, whether that is the run's own
+    generator (the only case where the values are the paper's kind), and how many texts and tokens remain."""
+    rows = []
+    for run_id in run_ids:
+        run = store.run(run_id)
+        chosen = perplexity_oracle(run, oracle)
+        samples, have = _scorable(store, run_id)
+        resources = QualityResources(model_loader=None, oracle=oracle)
+        todo = _missing(samples, have, *stored_as(perplexity_metric(), run, resources)) if chosen else samples.iloc[0:0]
+        # Each text is read after its prompt: the prompt twice, each output once.
+        characters = (2 * todo.prompt.str.len().sum() + todo.watermarked_text.str.len().sum()
+                      + todo.unwatermarked_text.str.len().sum())
+        rows.append({
+            "run": run_id, "generator": run["model"], "imported": bool(run["imported"]),
+            "oracle": chosen or "none (name one)",
+            "own generator": chosen is not None and chosen == run["model"] and not run["imported"],
+            "samples to score": len(todo), "tokens (about)": int(characters // CHARS_PER_TOKEN),
+        })
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class MissingWork:
+    """What computing some metrics would do: the runs that lack any of them, how many sample × metric values are
+    missing, and about how long that takes here."""
+
+    run_ids: list[str]
+    values: int
+    seconds: float
+
+
+def missing_work(store, run_ids: list[str], metrics=None) -> MissingWork:
+    """The missing values of model-free `metrics` (default: all of them; each has a measured rate) in the runs."""
+    metrics = model_free_metrics() if metrics is None else metrics
+    resources = QualityResources(model_loader=None)
+    lacking, values, seconds = [], 0, 0.0
+    for run_id in run_ids:
+        run = store.run(run_id)
+        samples, have = _scorable(store, run_id)
+        todo = {metric: _missing(samples, have, *stored_as(metric, run, resources)) for metric in metrics_for(run, metrics)}
+        if any(len(missing) for missing in todo.values()):
+            lacking.append(run_id)
+        values += sum(len(missing) for missing in todo.values())
+        seconds += sum(METRICS[metric].seconds_per_1000_characters / 1000 * sum(
+            missing[column].str.len().sum() for column in ("watermarked_text", "unwatermarked_text", "reference"))
+            for metric, missing in todo.items())
+    return MissingWork(lacking, values, float(seconds))
+
+
+def _scorable(store, run_id: str) -> tuple[pd.DataFrame, set]:
+    """A run's samples that have both outputs, and the (metric, config, sample, kind) values already stored."""
+    samples = store.generations(run_id)
+    existing = store.metrics([run_id])
+    return (samples[samples.watermarked_text.notna() & samples.unwatermarked_text.notna()],
+            set(zip(existing.metric, existing.config, existing.sample_idx, existing.text_kind)))
+
+
+def _missing(samples: pd.DataFrame, have: set, metric: str, config: str, kinds=GENERATED_KINDS) -> pd.DataFrame:
+    # A boolean Series, not a list: an empty list would select no columns of a run still at 0 samples.
+    keep = pd.Series([any((metric, config, row.sample_idx, kind) not in have for kind in kinds)
+                      for row in samples.itertuples()], index=samples.index, dtype=bool)
+    return samples[keep]
+
+
+def stored_as(metric: str, run: dict, resources: QualityResources) -> tuple[str, str | None, tuple[str, ...]]:
+    """(stored metric name, config, text kinds) that a metric's values of a run are kept under, so a value is
+    looked for where it was written."""
+    implementation = implementation_of(metric)
+    return implementation.entry.stored_names[0], implementation.config(run, resources), implementation.entry.kinds
+
+
+def perplexity_metric() -> str:
+    """The registered metric that reads with a language model the run's own texts: the one a perplexity plan is for."""
+    return next(entry.name for entry in METRICS if "model" in entry.needs)
+
+
+def quality_block(metrics: pd.DataFrame) -> dict:
+    """The report's quality block for one run: mean per metric and text kind; null where not computed."""
+    block, configs = {}, {}
+    for entry in METRICS:
+        described = implementation_of(entry.name).describe
+        for metric in entry.stored_names:
+            rows = metrics[metrics.metric == metric]
+            config = main_config(rows)
+            rows = rows[rows.config == config]
+            means = {
+                kind: (float(rows.loc[rows.text_kind == kind, "value"].mean()) if (rows.text_kind == kind).any() else None)
+                for kind in GENERATED_KINDS
+            }
+            configs[metric] = config
+            name = described(config)
+            block[metric] = means if name is None else {"name": name, **means}
+    block["configs"] = configs
+    return block

@@ -1,0 +1,47 @@
+"""What a run is called wherever runs sit side by side: its method, then what sets its parameters apart from the
+method's defaults, then its id where two runs of one model, task and method still read alike.
+
+Every table, legend and selector names runs this way, so two KGW runs that differ only in δ are two rows with δ in
+their names, and two runs with the same settings (another seed, a rerun) are two rows with their ids: nothing is
+averaged together unless a page says it pools, and which runs.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from fwsapp.watermark import methods
+
+IMPORTED = "imported"
+
+
+def settings(method: str, params, imported: bool) -> str:
+    """'delta=1', 'defaults', or 'imported' (imports record the paper's settings, not ours)."""
+    if imported:
+        return IMPORTED
+    params = json.loads(params) if isinstance(params, str) else (params or {})
+    return methods.info(method).changed_params(params)
+
+
+def run_settings(runs: pd.DataFrame) -> pd.Series:
+    """Each run's settings label, indexed by run id, with the id added where the label alone is ambiguous: another
+    run of the same model, task and method has the same settings."""
+    if runs.empty:
+        return pd.Series(dtype=object, index=pd.Index([], name="run_id"))
+    labels = [settings(run.method, run.params, bool(run.imported)) for run in runs.itertuples()]
+    frame = runs[["run_id", "model", "task", "method"]].assign(settings=labels)
+    ambiguous = frame.duplicated(["model", "task", "method", "settings"], keep=False)
+    named = frame.settings.where(~ambiguous, frame.settings + " · " + frame.run_id)
+    return pd.Series(named.to_numpy(), index=pd.Index(frame.run_id, name="run_id"), name="settings")
+
+
+def with_settings(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (with a run_id column) with each run's `settings` beside it."""
+    return frame.assign(settings=frame.run_id.map(run_settings(runs)))
+
+
+def run_label(run: dict) -> str:
+    """A selector's label for one run: method and settings, task, model, size and id (ids make it unique)."""
+    return (f"{run['method']} · {settings(run['method'], run['params'], bool(run['imported']))} · {run['task']} · "
+            f"{run['model']} · n={run['samples_done']} · {run['run_id']}")

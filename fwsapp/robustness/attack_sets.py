@@ -1,0 +1,306 @@
+"""Robustness: a run's watermarked texts attacked, then detected again, so what a watermark buys is measured beside what
+it costs.
+
+An attack set is keyed by the run, the attack, its full parameters and the seed (and the model, for an attack that
+runs one). It stores each sample's attacked text with what the attack did to it: the share of the words changed, and,
+measured after detection, the ROUGE-L and encoder similarity to the clean text and, of the clean text's disease
+concepts, how many are still there and which new ones appeared. The generations are never touched. Attacking is
+resumable and idempotent: samples already stored are skipped, and each sample's edit is drawn from (seed, sample
+index), so a resumed attack stores what an uninterrupted one would.
+
+Detection then scores the attacked texts with the run's method and tokenizer (`redetect` with the attack set). The
+negatives are the run's own unwatermarked (or reference) texts, scored in the clean detection set of the same method,
+parameters and tokenizer, so AUROC and TPR at a fixed FPR compare with the clean run's.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import threading
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.detection import roc
+from fwsapp.watermark import methods
+from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
+from fwsapp.robustness.attacks.base import AttackInput, Span
+from fwsapp.entities.introduced import introduced_entities
+from fwsapp.entities.recognizers.base import Entity, mesh_heading
+from fwsapp.store import Store
+
+WRITE_EVERY = 50  # samples per transaction: a killed attack keeps what it stored
+
+
+def attack_set_id(run_id: str, attack: str, params: dict, seed: int, model: str | None = None) -> str:
+    identity = {"run": run_id, "attack": attack, "params": params, "seed": seed, "model": model}
+    return "atk-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def check_attack(store: Store, run_id: str, attack: str, params: dict) -> tuple[AttackPlugIn, dict]:
+    """The attack's entry and checked parameters, once the run is known to have what it needs; a clear error
+    otherwise, before any work."""
+    from fwsapp.entities.recognizers import check_recognizer
+
+    entry = ATTACKS.check(attack)
+    checked = entry.checked_params(params)
+    check_recognizer(checked["recognizer"])
+    run = store.run(run_id)
+    if methods.info(run["method"]).post_hoc:
+        raise ValueError(f"{run_id}: {run['method']} is a post-hoc detector; its run has no watermarked texts to attack.")
+    generations = store.generations(run_id)
+    if generations.empty or generations.watermarked_text.isna().all():
+        raise ValueError(f"{run_id} has no watermarked texts to attack: generate or import them first.")
+    host = checked.get("into")
+    column = {"unwatermarked": "unwatermarked_text", "reference": "reference"}.get(host)
+    if column and generations[column].isna().all():
+        raise ValueError(f"{run_id} has no {host} texts to paste into: choose into="
+                         f"{'reference' if host == 'unwatermarked' else 'unwatermarked'}.")
+    return entry, checked
+
+
+def words_changed(clean: str, attacked: str) -> float:
+    """The share of the clean text's words that an alignment of the two word sequences does not keep."""
+    before, after = clean.split(), attacked.split()
+    if not before:
+        return 0.0
+    kept = sum(block.size for block in difflib.SequenceMatcher(None, before, after, autojunk=False).get_matching_blocks())
+    return 1 - kept / len(before)
+
+
+def mention_survival(clean: list[Entity], attacked: list[Entity]) -> tuple[int, list[str]]:
+    """(how many of the clean text's disease mentions the attacked text still names, as many times as each occurs,
+    the names of the attacked text's entities that the clean text does not name). Both compare concepts, as the
+    entity analysis does: a name's MeSH heading, so a synonym the attack wrote ('type 2 diabetes mellitus' for 'type
+    2 diabetes') keeps the mention and introduces nothing."""
+    before = Counter(mesh_heading(entity.normalized) for entity in clean)
+    after = Counter(mesh_heading(entity.normalized) for entity in attacked)
+    kept = sum((before & after).values())
+    return kept, sorted(entity.normalized for entity in introduced_entities(attacked, clean))
+
+
+def rewriting_backend(checked: dict, model_loader=None):
+    """The judge backend an LLM attack rewrites with, checked to answer before any work (a server that is not there
+    is one line, and nothing is stored)."""
+    from fwsapp.judge.backends import make_backend
+    from fwsapp.judge.registry import JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
+    from fwsapp.models import EMBEDDED_MODEL
+
+    entry = JUDGE_BACKENDS[checked["backend"]]
+    model = checked["model"] or entry.default_model or None
+    if "model" in entry.needs and model_loader is None:
+        raise ValueError(f"The {entry.name} backend rewrites with a model loaded here: give a model loader.")
+    loaded = model_loader(model or EMBEDDED_MODEL) if "model" in entry.needs else None
+    backend = make_backend(entry.name, model, checked["base_url"] or None, REQUEST_TIMEOUT_SECONDS, loaded=loaded)
+    if "model" not in entry.needs:
+        try:
+            backend.check()
+        except RuntimeError as error:
+            raise RuntimeError(f"The {entry.name} backend at {checked['base_url'] or 'its default URL'} does not "
+                               f"answer ({error}): start it or fix the URL; nothing was attacked.") from None
+    return backend
+
+
+def attack_run(store: Store, run_id: str, attack: str, params: dict | None = None, seed: int = 0,
+               progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
+               model_loader=None) -> str:
+    """Attack a run's watermarked texts; returns the attack set's id. Samples already attacked are kept. An LLM
+    attack's texts the backend could not rewrite are left out, and an error says how many: a rerun tries them."""
+    from fwsapp.robustness.attacks.llm import RewriteFailed
+    from fwsapp.judge.registry import CONCURRENT_REQUESTS
+    from fwsapp.entities.recognizers import load_recognizer
+
+    entry, checked = check_attack(store, run_id, attack, params or {})
+    resources, model = {}, None
+    if "backend" in entry.needs:
+        resources = {"backend": rewriting_backend(checked, model_loader), "concurrency": CONCURRENT_REQUESTS}
+        model = resources["backend"].model
+    set_id = attack_set_id(run_id, entry.name, checked, seed, model)
+    store.ensure_attack_set(set_id, run_id, entry.name, checked, seed, model)
+    done = set(store.attacked_texts([set_id]).sample_idx)
+    generations = store.generations(run_id)
+    todo = generations[generations.watermarked_text.notna() & ~generations.sample_idx.isin(done)]
+    total = len(done) + len(todo)
+    if progress:
+        progress(len(done), total)
+    if todo.empty:
+        return set_id
+    attacker = entry.load()(checked, seed, resources)
+    failures: list[str] = []
+    recognizer = load_recognizer(checked["recognizer"])
+    for start in range(0, len(todo), WRITE_EVERY):
+        if cancel is not None and cancel.is_set():
+            break
+        chunk = todo.iloc[start:start + WRITE_EVERY]
+        clean = [" ".join(text.split()) for text in chunk.watermarked_text]
+        found = recognizer.find_many(clean)
+        inputs = [AttackInput(
+            int(row.sample_idx), text, row.unwatermarked_text if isinstance(row.unwatermarked_text, str) else None,
+            row.reference if isinstance(row.reference, str) else None,
+            protected=tuple(Span(entity.start, entity.end) for entity in mentions) if checked.get("keep_entities")
+            else (), mentions=tuple(Span(entity.start, entity.end) for entity in mentions))
+            for row, text, mentions in zip(chunk.itertuples(), clean, found)]
+        attacked = attacker.attack_many(inputs)
+        failures += [str(result) for result in attacked if isinstance(result, RewriteFailed)]
+        rewritten = [(item, result) for item, result in zip(inputs, attacked) if not isinstance(result, RewriteFailed)]
+        rows = [{"sample_idx": item.sample_idx, "text": result.text, "note": result.note,
+                 "spans": [[span.start, span.end] for span in result.spans],
+                 "words_changed": words_changed(item.text, result.text)} for item, result in rewritten]
+        if rows:
+            store.write_attacked_texts(set_id, run_id, rows)
+        if progress:
+            progress(len(done) + start + len(chunk), total)
+    if failures:
+        raise RuntimeError(f"{run_id}: {len(failures)} of {len(todo)} texts were not rewritten ({failures[0]}); the "
+                           f"others are stored. Run the same command again to retry them.")
+    return set_id
+
+
+def measure_changes(store: Store, attack_set: str, encoder) -> int:
+    """What the attack changed in each attacked text that lacks the measurements, against its clean text: ROUGE-L,
+    the encoder similarity (cosine, as SimCSE's), and the disease mentions kept and introduced (`mention_survival`,
+    with the attack's recognizer). Returns how many were measured. Measured after detection, apart from the attack."""
+    from rouge_score import rouge_scorer
+
+    from fwsapp.quality.simcse import similarity
+    from fwsapp.entities.recognizers import load_recognizer
+
+    texts = store.attacked_texts([attack_set])
+    todo = texts[texts.similarity.isna() | texts.mentions_kept.isna()]
+    if todo.empty:
+        return 0
+    generations = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
+    clean = [" ".join(generations[index].split()) for index in todo.sample_idx]
+    attacked = list(todo.text)
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    recognizer = load_recognizer(json.loads(store.attack_sets().set_index("attack_set_id").params[attack_set])["recognizer"])
+    before, after = recognizer.find_many(clean), recognizer.find_many(attacked)
+    rows = []
+    for sample_idx, old, new, cosine, mentions, now in zip(todo.sample_idx, clean, attacked,
+                                                           similarity(encoder, clean, attacked), before, after):
+        kept, introduced = mention_survival(mentions, now)
+        rows.append({"sample_idx": int(sample_idx), "rouge_l": scorer.score(old, new)["rougeL"].fmeasure,
+                     "similarity": cosine, "mentions_clean": len(mentions), "mentions_kept": kept,
+                     "mentions_introduced": introduced})
+    store.write_changes(attack_set, rows)
+    return len(rows)
+
+
+def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
+    """Per run × attack set × detection set: the attack, its detection against the clean negatives (AUROC with its
+    interval, TPR at FPR 0/1/5 %), the mean change of the watermarked texts' scores, the share still called
+    watermarked, and what the attack did to the texts (words changed, ROUGE-L, disease mentions kept and introduced)."""
+    attacked_sets = store.detection_sets(run_ids, attacked=True)
+    if attacked_sets.empty:
+        return []
+    clean_sets = store.detection_sets(run_ids)
+    attacks = store.attack_sets(run_ids).set_index("attack_set_id")
+    texts = store.attacked_texts(list(attacks.index))
+    scores = store.redetections(list(attacked_sets.set_id) + list(clean_sets.set_id))
+    runs = store.runs().set_index("run_id")
+    found = []
+    for entry in attacked_sets.itertuples():
+        attack = attacks.loc[entry.attack_set_id]
+        params = json.loads(attack.params)
+        same = clean_sets[(clean_sets.run_id == entry.run_id) & (clean_sets.method == entry.method)
+                          & (clean_sets.params == entry.params) & (clean_sets.tokenizer == entry.tokenizer)
+                          & (clean_sets.normalize.fillna("") == (entry.normalize or ""))]
+        clean = scores[scores.set_id.isin(same.set_id)]
+        own = scores[scores.set_id == entry.set_id]
+        negative = roc.negative_kind(set(clean.text_kind), entry.method)
+        positives = own.score.dropna()
+        negatives = clean.loc[clean.text_kind == negative, "score"].dropna()
+        block = roc.summary(positives, negatives, entry.score_direction) \
+            if len(positives) and len(negatives) else None
+        paired = own.merge(clean[clean.text_kind == "watermarked"], on="sample_idx", suffixes=("", "_clean"))
+        info = methods.info(entry.method)
+        set_params = json.loads(entry.params)
+        edited = texts[texts.attack_set_id == entry.attack_set_id]
+        mentions = int(edited.mentions_clean.sum())
+        found.append({
+            "run_id": entry.run_id, "method": entry.method, "task": runs.loc[entry.run_id, "task"],
+            "model": runs.loc[entry.run_id, "model"], "attack": attack.attack,
+            "attack_label": ATTACKS[attack.attack].label(params) if attack.attack in ATTACKS else attack.attack,
+            "params": params, "seed": int(attack.seed), "attack_set_id": entry.attack_set_id, "set_id": entry.set_id,
+            "tokenizer": entry.tokenizer, "normalize": entry.normalize, "negatives": negative,
+            "texts": int(positives.size), "negative_texts": int(negatives.size),
+            "auroc": block["auroc"] if block else None,
+            "auroc_ci": block.get("auroc_ci") if block else None,
+            "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
+            "mean_score_change": float((paired.score - paired.score_clean).mean()) if len(paired) else None,
+            "still_detected": float(np.mean([info.is_watermarked(score, set_params) for score in positives]))
+            if len(positives) else None,
+            "words_changed": float(edited.words_changed.mean()) if len(edited) else None,
+            "rouge_l": float(edited.rouge_l.mean()) if edited.rouge_l.notna().any() else None,
+            "similarity": float(edited.similarity.mean()) if edited.similarity.notna().any() else None,
+            "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
+            "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced.dropna())),
+        })
+    return found
+
+
+def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """`summaries` as a table, one row per run × attack set × detection set, TPR at each FPR level a column."""
+    rows = summaries(store, run_ids)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    for level in roc.FPR_LEVELS:
+        key = roc.level_key(level)
+        frame[f"TPR at {level:.0%} FPR"] = [block[key] if block else None for block in frame.tpr_at_fpr]
+    frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None for bounds in frame.auroc_ci]
+    return frame.drop(columns=["tpr_at_fpr", "auroc_ci"])
+
+
+# What the Robustness page's table and curves can show: label -> summary column.
+MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "TPR at 5% FPR": "TPR at 5% FPR", "AUROC": "auroc",
+            "Still detected (share)": "still_detected",
+            "Entity survival": "entity_survival", "Words changed": "words_changed",
+            "Similarity to the clean text": "similarity"}
+
+
+def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`summary_frame` with each row's run called as the other pages call it (method, settings, then id)."""
+    from fwsapp.results.run_names import run_settings
+
+    named = run_settings(runs)
+    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model}"
+                             + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
+                             for run_id, method, task, model, normalize
+                             in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize)])
+
+
+def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """One row per run (and normaliser), one column per attack with its parameters: the chosen measure (NaN where
+    it is not measured: no disease mention, or too few negatives for the FPR)."""
+    values = frame.assign(value=pd.to_numeric(frame[MEASURES[measure]], errors="coerce"))
+    table = values.pivot_table(index="run", columns="attack_label", values="value", aggfunc="mean", dropna=False)
+    table.columns.name = None
+    return table
+
+
+def default_measure(frame: pd.DataFrame) -> str:
+    """TPR at 1 % FPR, as the literature reports robustness, or at 5 % where too few negatives resolve 1 %; AUROC
+    where neither is resolved."""
+    resolved = [name for name in ("TPR at 1% FPR", "TPR at 5% FPR")
+                if pd.to_numeric(frame[MEASURES[name]], errors="coerce").notna().any()]
+    return resolved[0] if resolved else "AUROC"
+
+
+def unresolved_note(frame: pd.DataFrame, measure: str) -> str | None:
+    """Why a TPR is missing, as the Detect page says it: too few negatives for its FPR."""
+    if not measure.startswith("TPR"):
+        return None
+    return roc.unresolved_fpr_warning(dict(zip(frame.run, frame.negative_texts)))
+
+
+def strength_curves(frame: pd.DataFrame, attack: str, measure: str) -> pd.DataFrame:
+    """For one attack: the measure against its strength, one series per run (other parameters at their values)."""
+    strength = ATTACKS[attack].strength
+    own = frame[frame.attack == attack]
+    return pd.DataFrame({"run": own.run, "strength": [params.get(strength) for params in own.params],
+                         "value": pd.to_numeric(own[MEASURES[measure]], errors="coerce")}).dropna().sort_values(
+        ["run", "strength"])

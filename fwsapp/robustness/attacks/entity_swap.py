@@ -1,0 +1,43 @@
+"""Entity swap: k of the disease mentions the recognizer found, drawn at random, each replaced by a MeSH disease name
+of another concept (another MeSH heading, so never a synonym), drawn at random.
+The injected factual error: does the watermark still vouch for a text whose facts changed?
+The attacked text records where the inserted names are."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from fwsapp.robustness.attacks.base import Attack, Attacked, Span
+
+
+@lru_cache(maxsize=1)
+def disease_names() -> tuple[str, ...]:
+    from fwsapp.entities.recognizers.base import mesh_disease_names
+
+    return tuple(mesh_disease_names())
+
+
+class EntitySwap(Attack):
+    def attack(self, item, rng) -> Attacked:
+        from fwsapp.entities.recognizers.base import mesh_heading, normalize
+
+        names = disease_names()
+        count = min(self.params["k"], len(item.mentions))
+        chosen = sorted(rng.choice(len(item.mentions), size=count, replace=False).tolist()) if count else []
+        pieces, spans, position, length = [], [], 0, 0
+        for index in chosen:
+            mention = item.mentions[index]
+            concept = mesh_heading(normalize(item.text[mention.start:mention.end]))
+            name = names[int(rng.integers(len(names)))]
+            while mesh_heading(normalize(name)) == concept:
+                name = names[int(rng.integers(len(names)))]
+            if item.text[mention.start].isupper():  # a sentence's first word stays capitalised
+                name = name[0].upper() + name[1:]
+            before = item.text[position:mention.start]
+            pieces += [before, name]
+            length += len(before)
+            spans.append(Span(length, length + len(name)))
+            length += len(name)
+            position = mention.end
+        pieces.append(item.text[position:])
+        note = "" if count == self.params["k"] else f"{count} of {self.params['k']} mentions found"
+        return Attacked("".join(pieces), tuple(spans), note)

@@ -1,0 +1,37 @@
+"""A method's watermark, built by name from its registry entry: for generation, detection and the token view."""
+from __future__ import annotations
+
+from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.methods import info
+
+
+def method_class(name: str) -> type[Watermark]:
+    """A method's class, loaded from its registry entry (`MethodInfo.implementation`)."""
+    return info(name).load()
+
+
+def create(method: str, vocab_size: int, params: dict | None = None, lm=None, tokenizer=None) -> Watermark:
+    """A method's watermark; `tokenizer` (a tokenizers.TextTokenizer) serves methods that read word lists
+    (EntityKGW) when no model is loaded, as in re-detection with a bare tokenizer."""
+    cls = method_class(method)
+    extra = {"tokenizer": tokenizer} if cls.info.needs_tokenizer and tokenizer is not None else {}
+    return cls(vocab_size, lm=lm, **extra, **(params or {}))
+
+
+def detect_text(method: str, params: dict, lm, text: str) -> tuple[Detection, list[str]]:
+    """Detect a watermark in pasted text: tokenised without special tokens, as MarkLLM does.
+
+    Returns the detection and the decoded tokens, for a token-level view.
+    """
+    if not text.strip():
+        raise ValueError("The text is empty: paste the text to check.")
+    token_ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return explain(method, params, lm, token_ids)
+
+
+def explain(method: str, params: dict, lm, token_ids, context_ids=()) -> tuple[Detection, list[str]]:
+    """A detection with its per-token flags, and each token decoded, for a token-level view."""
+    watermark = create(method, len(lm.tokenizer), params, lm=lm)
+    detection = watermark.detect(list(token_ids), list(context_ids))
+    return detection, [lm.tokenizer.decode([token]) for token in token_ids]
+
