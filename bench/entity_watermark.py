@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fwsapp.watermark.methods import WATERMARKS  # noqa: E402  (after the path is set)
+from fwsapp.watermark.methods import watermark_names  # noqa: E402  (after the path is set)
 
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"completion": "healthqa_completion.json", "qa": "healthqa_qa.json",
@@ -258,7 +258,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--tasks", nargs="+", default=list(DATASETS))
-    parser.add_argument("--methods", nargs="+", choices=WATERMARKS, default=list(METHODS),
+    parser.add_argument("--methods", nargs="+", choices=watermark_names(), default=list(METHODS),
                         help="the table's methods, any registered watermark (two processes with their own --db can "
                              "share a seed); each at its defaults, recorded with delta = 2.0 (KGW's default δ)")
     parser.add_argument("--new-tokens", type=int, help="for every task (default: 200, and 64 for summarization)")

@@ -23,7 +23,7 @@ from bench.common import median_seconds as seconds
 from fwsapp.data.loaders import load_dataset
 from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
 from fwsapp.models import load_model
-from fwsapp.watermark.methods import WATERMARKS
+from fwsapp.watermark.methods import watermark_names
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.exp_edit import ExpEdit, key_sequence, test_statistic
 from tests.test_watermarks import plain_statistic  # the reference the tests keep
@@ -82,7 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--methods", nargs="+", default=WATERMARKS, help="the processors to time (default: all)")
+    parser.add_argument("--methods", nargs="+", default=watermark_names(), help="the processors to time (default: all)")
     parser.add_argument("--only", nargs="+", choices=["exp-edit", "generation", "detection"],
                         default=["exp-edit", "generation", "detection"])
     parser.add_argument("--texts", type=int, default=32, help="texts for the detection timing")

@@ -1,6 +1,7 @@
 """What every plug-in registry shares: an entry's declaration, and the registry that holds one axis's entries.
 
-Torch-free. Each axis (watermark methods in `methods.py`, disease recognizers in `recognizers.py`, judge backends in
+Torch-free. Each axis (watermark methods in `watermark/methods.py`, attacks in `robustness/attacks/__init__.py`, quality
+metrics in `quality/registry.py`, disease recognizers in `entities/recognizers/__init__.py`, judge backends in
 `judge/registry.py`) declares its entries in one module. The CLI's choices, the pages' options, the grid's checks,
 `doctor` and the generic tests read that registry, so a new plug-in is its module plus one entry, and nothing else
 names it. An entry names its implementation as "module:attribute", imported only when it is used.
@@ -113,6 +114,8 @@ class PlugIn:
     unavailable: Callable[[], str | None] = always_available
     # Parameters its tests use to keep to a few seconds on a CPU.
     test_params: dict = field(default_factory=dict)
+    # Other spellings it is found by, case-insensitively (the paper's file names: DIP for DiPmark).
+    aliases: tuple[str, ...] = ()
 
     def load(self):
         return load_implementation(self.implementation)
@@ -140,9 +143,18 @@ class Registry:
         return [entry.name for entry in self if entry.unavailable() is None]
 
     def __getitem__(self, name: str) -> PlugIn:
-        if name not in self._entries:
-            raise ValueError(f"Unknown {self.axis} '{name}': choose one of {', '.join(self._entries)}.")
-        return self._entries[name]
+        """The entry by its name, or by any of its spellings in any case."""
+        if name in self._entries:
+            return self._entries[name]
+        wanted = str(name).strip().lower()
+        for entry in self._entries.values():
+            if wanted in {spelling.lower() for spelling in (entry.name, *entry.aliases)}:
+                return entry
+        raise ValueError(f"Unknown {self.axis} '{name}': choose one of {', '.join(self._entries)}.")
+
+    def canonical(self, name: str) -> str:
+        """The registered spelling of a name: 'kgw' -> 'KGW'."""
+        return self[name].name
 
     def check(self, name: str) -> PlugIn:
         """The entry, if it can run here; else a ValueError saying why and what can."""

@@ -12,7 +12,7 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.generation.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.watermark.methods import POST_HOC, REGISTRY, WATERMARKS, score_label, sweep_grids
+from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep_grids, watermark_names
 from fwsapp.models.tokenizers import TOKENIZERS, tokenizer_for_model
 from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
@@ -25,7 +25,7 @@ through_router()
 def token_view(method: str, tokens: list[str], found) -> None:
     """The tokens coloured by how each counts; methods that score the whole sequence say so instead."""
     if not found.token_flags:
-        st.info(f"{method} scores the text as a whole ({REGISTRY[method].score_label}), not token by token, so "
+        st.info(f"{method} scores the text as a whole ({METHODS[method].score_label}), not token by token, so "
                 "there is no per-token colouring.")
         return
     st.markdown(markup.detection_tokens(tokens, found), unsafe_allow_html=True)
@@ -73,8 +73,8 @@ def render() -> None:
     st.caption(
         "Positives are watermarked texts. Negatives are the run's unwatermarked texts, or the human reference where a "
         "run has none (imported logs, and the post-hoc detectors "
-        f"({', '.join(POST_HOC)}), whose positives are model text): the negatives column says which, per run. "
-        f"Scores that are p-values ({', '.join(name for name, info in REGISTRY.items() if info.score_direction == 'lower')}) "
+        f"({', '.join(post_hoc_names())}), whose positives are model text): the negatives column says which, per run. "
+        f"Scores that are p-values ({', '.join(entry.name for entry in METHODS if entry.score_direction == 'lower')}) "
         "are lower for watermarked text; every metric below respects each run's direction. "
         "TPR thresholds are set on the negatives; ties at the threshold are not flagged, so the FPR never exceeds "
         "its target."
@@ -152,7 +152,7 @@ def render() -> None:
                 kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
                 run = generated[generated.run_id == run_id].iloc[0]
                 overrides = ()
-                if "rng" in REGISTRY[run.method].params:
+                if "rng" in METHODS[run.method].params:
                     own = json.loads(run.params).get("rng", "cpu")
                     rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
                                    key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
@@ -179,7 +179,7 @@ def render() -> None:
             columns = st.columns(3)
             target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
             target_run = all_runs[all_runs.run_id == target].iloc[0]
-            watermarks = list(WATERMARKS)
+            watermarks = watermark_names()
             own_method = target_run.method if target_run.method in watermarks else watermarks[0]
             redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
                                                    key=f"redetect-method-{target}")
@@ -188,11 +188,11 @@ def render() -> None:
                 "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
                 help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
             own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
-            redetect_params = widgets.param_inputs(REGISTRY[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+            redetect_params = widgets.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
             manager = resources.jobs()
             if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
                 try:
-                    REGISTRY[redetect_method].checked_params(redetect_params)
+                    METHODS[redetect_method].checked_params(redetect_params)
                 except ValueError as error:
                     st.error(markup.message(str(error)))
                 else:
@@ -224,9 +224,9 @@ def render() -> None:
         widgets.job_status("sweep", "runs", body=select_sweep_runs)
 
     st.subheader("Detect a watermark in any text")
-    method = st.selectbox("Method", list(REGISTRY), key="paste-method",
-                          help="; ".join(f"{name}: {info.description}" for name, info in REGISTRY.items()))
-    params = widgets.param_inputs(REGISTRY[method], f"paste-{method}")
+    method = st.selectbox("Method", METHODS.names(), key="paste-method",
+                          help="; ".join(f"{entry.name}: {entry.help}" for entry in METHODS))
+    params = widgets.param_inputs(METHODS[method], f"paste-{method}")
     text = st.text_area("Text", height=150, placeholder="Paste a generated text; it is tokenised with the embedded model's tokenizer.")
     window = st.number_input("WinMax window (tokens; 0 = off)", 0, 4096, 0, step=8, key="paste-window",
                              help="Also score the best window of this many tokens, against a threshold calibrated for a "
@@ -237,7 +237,7 @@ def render() -> None:
         except ValueError as error:
             st.error(markup.message(str(error)))
         else:
-            info = REGISTRY[method]
+            info = METHODS[method]
             flagged = info.is_watermarked(found.score, params)
             st.metric(info.score_label, markup.score_text(found.score, info.score_label),
                       help=f"{found.num_tokens_scored} tokens scored")
@@ -258,7 +258,7 @@ def windowed(method: str, params: dict, found, window: int) -> None:
     except ValueError as error:
         st.error(markup.message(str(error)))
         return
-    label = REGISTRY[method].score_label
+    label = METHODS[method].score_label
     st.write(f"WinMax over {window}-token windows: {label} {markup.score_text(best.score, label)} at tokens "
              f"{best.start + 1}–{best.start + min(window, len(found.token_flags))}; threshold for this length at "
              f"{best.fpr:.0%} FPR: {markup.score_text(best.threshold, label)} (unwatermarked texts simulated), "

@@ -7,7 +7,7 @@ from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
 from fwsapp.data.tasks import TASKS
 from fwsapp.generation.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.watermark.methods import REGISTRY, score_label
+from fwsapp.watermark.methods import METHODS, score_label
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -49,7 +49,7 @@ def render() -> None:
     # The form shows what the latest job makes, so coming back to the page while it runs does not reset it.
     latest = manager.latest("generate")
     shown = latest.config if latest is not None and latest.config is not None else RunConfig(task=next(iter(TASKS)),
-                                                                                             method=next(iter(REGISTRY)))
+                                                                                             method=METHODS.default)
     left, right = st.columns(2)
     with left:
         task = st.selectbox("Task", list(TASKS), index=list(TASKS).index(shown.task),
@@ -82,10 +82,10 @@ def render() -> None:
         if preset != EMBEDDED_MODEL:
             st.caption("7B models need a GPU and a local copy or Hub access; the embedded model always works offline.")
     with right:
-        method = st.selectbox("Watermark", list(REGISTRY), index=list(REGISTRY).index(shown.method),
-                              help="; ".join(f"{m}: {info.description}" for m, info in REGISTRY.items()))
-        st.caption(REGISTRY[method].description)
-        params = widgets.param_inputs(REGISTRY[method], f"generate-{method}",
+        method = st.selectbox("Watermark", METHODS.names(), index=METHODS.names().index(shown.method),
+                              help="; ".join(f"{entry.name}: {entry.help}" for entry in METHODS))
+        st.caption(METHODS[method].help)
+        params = widgets.param_inputs(METHODS[method], f"generate-{method}",
                                       shown.params if method == shown.method else None)
         count, tokens, batch, seed = st.columns(4)
         n = count.number_input("Samples", 1, available, min(shown.n, available), help=f"{available} available")

@@ -6,7 +6,7 @@ from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
 from fwsapp.data.importer import ImportProblem, LogFile, import_logs, model_from_file_name
 from fwsapp.judge.records import PAPER_JUDGE
-from fwsapp.watermark.methods import REGISTRY
+from fwsapp.watermark.methods import METHODS
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -33,8 +33,8 @@ def render() -> None:
     named = {task_from_file_name(upload.name) for upload in uploads} - {None}
     models = {model_from_file_name(upload.name) for upload in uploads} - {None}
     with right:
-        method = st.selectbox("Method", list(REGISTRY), help="The paper's spellings " + ", ".join(
-            f"{alias} = {name}" for name, info in REGISTRY.items() for alias in info.aliases))
+        method = st.selectbox("Method", METHODS.names(), help="The paper's spellings " + ", ".join(
+            f"{alias} = {entry.name}" for entry in METHODS for alias in entry.aliases))
         model = st.text_input("Model", models.pop() if len(models) == 1 else "", placeholder="e.g. meditron",
                               help="Taken from the paper's file names when they say it (meditron, biomistral, jsl).")
         task = st.selectbox("Task", list(TASKS), format_func=lambda name: TASKS[name].label,

@@ -7,7 +7,7 @@ import streamlit as st
 from fwsapp.ui import render as markup
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
-from fwsapp.watermark.methods import REGISTRY, WATERMARKS
+from fwsapp.watermark.methods import METHODS, watermark_names
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
 from fwsapp.generation.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
 from fwsapp.ui import resources, widgets
@@ -63,8 +63,8 @@ def render() -> None:
                                  chosen.reference if chosen else "", height=70, key=f"playground-reference-{task}-{item}")
     with right:
         model_name = st.selectbox("Model", list(PRESETS), format_func=lambda name: PRESETS[name])
-        method = st.selectbox("Watermark", WATERMARKS, help="; ".join(f"{m}: {REGISTRY[m].description}" for m in WATERMARKS))
-        params = widgets.param_inputs(REGISTRY[method], f"playground-{method}")
+        method = st.selectbox("Watermark", watermark_names(), help="; ".join(f"{m}: {METHODS[m].help}" for m in watermark_names()))
+        params = widgets.param_inputs(METHODS[method], f"playground-{method}")
         tokens_column, seed_column = st.columns(2)
         max_new_tokens = tokens_column.number_input("New tokens", 8, 512, 48, step=8)
         seed = seed_column.number_input("Seed", 0, 2**31 - 1, 42)
@@ -104,7 +104,7 @@ def render() -> None:
             st.caption("Add a reference answer above and generate again to keep a try: the quality metrics compare with it.")
 
     st.subheader("Compare watermarks on this prompt")
-    compared = st.multiselect("Watermarks, each at its defaults (same model, seed and length)", WATERMARKS,
+    compared = st.multiselect("Watermarks, each at its defaults (same model, seed and length)", watermark_names(),
                               key="playground-compare")
     if st.button("Compare", disabled=not compared):
         status = st.empty()

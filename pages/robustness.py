@@ -5,7 +5,7 @@ import streamlit as st
 
 from fwsapp.ui import render as markup
 from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED
-from fwsapp.watermark.methods import POST_HOC
+from fwsapp.watermark.methods import post_hoc_names
 from fwsapp.detection.normalizers import NORMALIZERS
 from fwsapp.robustness.attack_sets import (
     MEASURES,
@@ -24,7 +24,7 @@ through_router()
 
 def launch(runs) -> None:
     """The form that attacks chosen runs in the background."""
-    watermarked = runs[~runs.method.isin(POST_HOC)]
+    watermarked = runs[~runs.method.isin(post_hoc_names())]
     labels = {row.run_id: run_label(row._asdict()) for row in watermarked.itertuples()}
     with st.expander("Attack runs", expanded=queries.robustness(resources.revision()).empty):
         chosen = st.multiselect("Runs", list(labels), default=list(labels)[:1], format_func=labels.get,

@@ -11,7 +11,7 @@ import pytest
 from fwsapp.detection import length
 from fwsapp.watermark import methods
 from fwsapp.cli import main
-from fwsapp.watermark.methods import WATERMARKS
+from fwsapp.watermark.methods import watermark_names
 from fwsapp.detection.redetect import _scored
 from fwsapp.detection.strength import QUALITY, matched
 from fwsapp.watermark.factory import create
@@ -22,7 +22,7 @@ TEXT = ("Gout is a form of inflammatory arthritis. Uric acid crystals collect in
         "causing sudden severe pain, swelling and redness that can last for days. Treatment lowers uric acid.")
 
 
-@pytest.mark.parametrize("method", WATERMARKS)
+@pytest.mark.parametrize("method", watermark_names())
 def test_the_score_at_t_is_the_t_token_prefix_detected_alone(lm, method):
     ids = lm.tokenizer(TEXT, add_special_tokens=False)["input_ids"]
     context = lm.tokenizer("Question: what is gout?")["input_ids"]

@@ -19,8 +19,8 @@ def test_registry_imports_without_torch():
 def test_every_declared_method_has_its_class_bound_to_its_entry():
     from fwsapp.watermark.factory import method_class
 
-    for name, info in methods.REGISTRY.items():
-        cls = method_class(name)
+    for info in methods.METHODS:
+        cls = method_class(info.name)
         assert cls.info is info
         assert (cls.name, cls.defaults, cls.param_specs, cls.score_direction, cls.needs_model, cls.post_hoc,
                 cls.threshold_param) == (info.name, info.defaults, info.param_specs, info.score_direction,
@@ -36,7 +36,7 @@ def test_names_and_aliases_resolve(spelling, name):
 
 
 def test_unknown_method_names_the_known_ones():
-    with pytest.raises(ValueError, match="Unknown watermark method 'Foo'. Known: KGW, SWEET"):
+    with pytest.raises(ValueError, match="Unknown watermark method 'Foo': choose one of KGW, SWEET"):
         methods.canonical_name("Foo")
 
 
@@ -52,7 +52,7 @@ def test_declarations_carry_what_pages_need():
 
 
 def test_no_module_outside_the_registry_special_cases_a_method_by_name():
-    names = [name for name in methods.REGISTRY]
+    names = methods.METHODS.names()
     offenders = []
     for path in [*ROOT.joinpath("fwsapp").rglob("*.py"), *ROOT.joinpath("pages").glob("*.py")]:
         if path.parent.name == "watermark" or path.name == "methods.py":
@@ -68,5 +68,5 @@ def test_the_readme_method_table_names_every_registered_method_and_no_other():
 
     table = ROOT.joinpath("README.md").read_text().split("## Methods", 1)[1].split("\n\n", 2)[1]
     named = {name for row in table.splitlines()[2:] for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
-    spellings = {spelling for info in methods.REGISTRY.values() for spelling in (info.name, *info.aliases)}
-    assert set(methods.REGISTRY) <= named and named <= spellings
+    spellings = {spelling for info in methods.METHODS for spelling in (info.name, *info.aliases)}
+    assert set(methods.METHODS.names()) <= named and named <= spellings

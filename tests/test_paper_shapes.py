@@ -63,7 +63,7 @@ def agreement(store: Store, run_id: str, set_id: str, lm) -> pd.DataFrame:
     return generated.merge(again, on=["sample_idx", "text_kind"])
 
 
-@pytest.mark.parametrize("method", list(methods.REGISTRY))
+@pytest.mark.parametrize("method", methods.METHODS.names())
 @pytest.mark.parametrize("shape", SHAPES)
 def test_each_method_generates_and_is_detected_again_from_the_text(shape, method, shape_folders, tmp_path, capsys,
                                                                    monkeypatch):

@@ -1,7 +1,7 @@
 """The playground: a try is one unit of a one-sample run, detected once, and kept as that run."""
 import pytest
 
-from fwsapp.watermark.methods import WATERMARKS
+from fwsapp.watermark.methods import watermark_names
 from fwsapp.generation.playground import keep, try_prompt
 from fwsapp.watermark.factory import explain
 
@@ -28,7 +28,7 @@ def test_a_try_needs_a_prompt_and_a_watermark(lm):
         try_prompt(lm, "Why?", "LogRank", {}, 16, 7)
 
 
-@pytest.mark.parametrize("method", WATERMARKS)
+@pytest.mark.parametrize("method", watermark_names())
 def test_each_method_shows_its_own_score_threshold_and_token_view(lm, method):
     """Issue 37: EXP-edit's p-value and SynthID's mean g-value were None in the history (another method's column);
     each try now fills the same columns, names its score and the threshold it is held to, and draws its tokens."""

@@ -22,7 +22,7 @@ from tests.openai_stub import StubServer
 from tests.test_watermarks import check_method
 
 APP = str(PROJECT / "app.py")
-AXES = {"methods": methods.REGISTRY, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS, "metrics": METRICS,
+AXES = {"methods": methods.METHODS, "recognizers": RECOGNIZERS, "judge backends": JUDGE_BACKENDS, "metrics": METRICS,
         "attacks": ATTACKS}
 
 
@@ -36,7 +36,7 @@ def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
 
 @pytest.mark.parametrize("axis", list(AXES))
 def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
-    names = list(AXES[axis]) if axis == "methods" else AXES[axis].names()
+    names = AXES[axis].names()
     own = {"methods": ("watermark", "methods.py"), "recognizers": ("recognizers",),
            "judge backends": ("registry.py", "backends.py"), "metrics": ("quality",), "attacks": ("attacks",)}[axis]
     # EntityKGW's lexicon is also called "mesh": a word list, not the recognizer; Ray's address may be "local".
@@ -79,7 +79,7 @@ def page_on_two_imported_samples(page: str, app_db) -> AppTest:
 # -- watermark methods -------------------------------------------------------------------------------------------------
 TOY_METHOD = methods.MethodInfo(
     "QuarterGreen", "KGW with a quarter of the vocabulary green (a test's plug-in)",
-    {**methods.KGW.params, "gamma": (0.25, methods.GAMMA)}, threshold_param="z_threshold",
+    params={**methods.KGW.params, "gamma": (0.25, methods.GAMMA)}, threshold_param="z_threshold",
     implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"})
 
 
@@ -93,7 +93,7 @@ def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_an
     from fwsapp.orchestration.doctor import backend_checks
     from fwsapp.orchestration.grid import load_spec
 
-    with methods.registered(TOY_METHOD):
+    with methods.METHODS.registered(TOY_METHOD):
         check_method("QuarterGreen", lm, store)
         with pytest.raises(SystemExit):
             main(["generate", "--help"])

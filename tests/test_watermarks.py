@@ -8,7 +8,7 @@ import torch
 
 from fwsapp.generation.generate import RunConfig, run_generation
 from fwsapp.watermark import methods
-from fwsapp.watermark.methods import POST_HOC, WATERMARKS
+from fwsapp.watermark.methods import post_hoc_names, watermark_names
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.dipmark import dip_reweight
 from fwsapp.watermark.exp_edit import alignment_costs
@@ -299,7 +299,7 @@ def check_method(method: str, lm, store) -> None:
     assert set(scores.text_kind) == {"watermarked", "unwatermarked"} and scores.score.notna().all()
 
 
-@pytest.mark.parametrize("method", WATERMARKS)
+@pytest.mark.parametrize("method", watermark_names())
 def test_each_method_generates_and_detects_in_a_run(lm, store, method):
     check_method(method, lm, store)
 
@@ -315,7 +315,7 @@ def test_synthid_mean_score_is_a_half_on_unwatermarked_tokens(lm):
 def test_post_hoc_runs_score_model_text_against_the_reference(lm, store, method):
     from fwsapp.results.report import build_report
 
-    assert method in POST_HOC
+    assert method in post_hoc_names()
     run_id = run_generation(RunConfig(task="qa", method=method, n=2, max_new_tokens=12, batch_size=2), store, lm)
     rows = store.generations(run_id)
     assert rows.watermarked_text.isna().all() and rows.unwatermarked_text.notna().all()
@@ -325,7 +325,7 @@ def test_post_hoc_runs_score_model_text_against_the_reference(lm, store, method)
     assert detection["auroc"] is not None
 
 
-@pytest.mark.parametrize("method", list(methods.REGISTRY))
+@pytest.mark.parametrize("method", methods.METHODS.names())
 def test_detection_of_a_text_does_not_depend_on_the_batch_it_is_in(lm, text_ids, method, monkeypatch):
     """Texts of different lengths pad a batch, with and without a prompt as context; each text's detection must be
     the one it gets alone (EWD's trial found padding moving near-uniform entropies)."""

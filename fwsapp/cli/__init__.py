@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.quality.registry import METRICS, default_metrics
     from fwsapp.judge.records import PAPER_JUDGE
-    from fwsapp.watermark.methods import REGISTRY as METHODS
+    from fwsapp.watermark.methods import METHODS
     from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED, attacks_help
     from fwsapp.detection.normalizers import NORMALIZERS
 
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--task", required=True, choices=list(TASKS))
     generate.add_argument("--dataset", default="demo", help="'demo' or a JSON, JSONL or CSV file")
     generate.add_argument("--model", default=None, help="registry name, Hugging Face id or local path")
-    method_names = ", ".join(METHODS)
+    method_names = ", ".join(METHODS.names())
     generate.add_argument("--method", required=True, help=f"one of {method_names} (any case, or the paper's spellings)")
     generate.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                           help="a method parameter; each method's are listed below")

@@ -2,14 +2,9 @@
 against length, and windowed detection (lm-watermarking's WinMax).
 
 Most detectors add up per-token evidence, so the statistic of a text's first T tokens follows from running sums of what
-the detector already produced, in one pass: no re-tokenising, no second detection. Each method declares its evidence
-in the registry (`MethodInfo.evidence`, one of EVIDENCE):
-
-- green: green/red flags (KGW, SWEET, EntityKGW, Unigram, MorphMark): z = (G − γN) / √(Nγ(1 − γ)) over N scored;
-- weighted-green: EWD's flags with entropy weights, each weight taken against the lowest one so far;
-- permutation-green: DiPmark, (G − (1 − γ)N) / √N with N counting every token;
-- mean-g: SynthID's mean g-value over scored tokens;
-- exp-sum: EXP's −log(1 − r) per token, p = the Gamma(N, 1) tail of their sum.
+the detector already produced, in one pass: no re-tokenising, no second detection. Each method's detector class declares
+the form of its evidence (`fwsapp.watermark.evidence`: green counts, weighted green counts, DiPmark's permutation
+count, SynthID's mean g, EXP's exponential sum), read here through `MethodInfo.evidence`.
 
 The statistic is the method's score where that is a z-score or a p-value, and otherwise the score standardised to a z
 under the null (DiPmark's score over √(γ(1 − γ)); SynthID's mean g as (ḡ − ½) / (½ / √(depth·N)), the z its detector
@@ -30,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import gamma as gamma_distribution
 from scipy.stats import norm
 
 from fwsapp.watermark import methods
+from fwsapp.watermark.evidence import Evidence
 from fwsapp.detection.calibration import nominal_threshold
 from fwsapp.detection.roc import oriented
 from fwsapp.store import detection_record
@@ -45,147 +40,8 @@ DEFAULT_FPR = 0.01  # the false-positive rate of verdicts by length unless one i
 NULL_DRAWS = 2000  # unwatermarked texts simulated for a WinMax threshold: p-values down to 1/2001
 
 
-def sums(values: np.ndarray, window: int | None = None) -> np.ndarray:
-    """Sums along the last axis over each prefix (`window` None) or each run of `window` consecutive tokens."""
-    total = np.cumsum(values, axis=-1)
-    if window is None:
-        return total
-    padded = np.concatenate([np.zeros(values.shape[:-1] + (1,)), total], axis=-1)
-    return padded[..., window:] - padded[..., :-window]
-
-
-def minima(values: np.ndarray, window: int | None = None) -> np.ndarray:
-    """The smallest value, NaN ignored, over each prefix or each window of `window` tokens."""
-    if window is None:
-        return np.fmin.accumulate(values, axis=-1)
-    return np.fmin.reduce(np.lib.stride_tricks.sliding_window_view(values, window, axis=-1), axis=-1)
-
-
-def _divided(numerator: np.ndarray, denominator: np.ndarray, empty: float) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), empty)
-
-
-class Evidence:
-    """One form of per-token evidence: taken from a detection as arrays over the text's tokens, turned into a score
-    over any prefix or window, and drawn as unwatermarked text would show it (WinMax's null)."""
-
-    def arrays(self, detection, params: dict) -> dict[str, np.ndarray]:
-        flags = np.asarray(detection.token_flags, dtype=int)
-        return {"green": (flags == 1).astype(float), "scored": (flags >= 0).astype(float)}
-
-    def scores(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
-        raise NotImplementedError
-
-    def statistics(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
-        """The scores as a test statistic: the score itself where it is a z or a p."""
-        return self.scores(arrays, params, window)
-
-    def null(self, arrays: dict[str, np.ndarray], params: dict, rng: np.random.Generator, draws: int) -> dict:
-        """`draws` unwatermarked versions of the arrays: the same tokens scored, their evidence drawn by chance."""
-        green = rng.random((draws, arrays["scored"].size)) < params["gamma"]
-        return {**arrays, "green": green * arrays["scored"]}
-
-
-class GreenCount(Evidence):
-    def scores(self, arrays, params, window=None):
-        gamma = params["gamma"]
-        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
-        return _divided(green - gamma * scored, np.sqrt(scored * gamma * (1 - gamma)), 0.0)
-
-
-class WeightedGreenCount(Evidence):
-    """EWD: w_t = S_t − min S over the tokens scored, so a prefix's weights are the full text's minus their minimum
-    within the prefix; the weighted z expands into running sums and that minimum m:
-    z = (Σwg − mΣg − γ(Σw − mN)) / √(γ(1 − γ)(Σw² − 2mΣw + m²N))."""
-
-    def arrays(self, detection, params):
-        arrays = super().arrays(detection, params)
-        weights = np.asarray(detection.token_weights or np.zeros(arrays["scored"].size), dtype=float)
-        return {**arrays, "weight": np.where(arrays["scored"] > 0, weights, np.nan)}
-
-    def scores(self, arrays, params, window=None):
-        gamma = params["gamma"]
-        weight = np.nan_to_num(arrays["weight"])
-        least = np.nan_to_num(minima(np.broadcast_to(arrays["weight"], arrays["green"].shape), window))
-        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
-        weighted, total, square = (sums(arrays["green"] * weight, window), sums(np.broadcast_to(weight, arrays[
-            "green"].shape), window), sums(np.broadcast_to(weight ** 2, arrays["green"].shape), window))
-        numerator = weighted - least * green - gamma * (total - least * scored)
-        spread = gamma * (1 - gamma) * (square - 2 * least * total + least ** 2 * scored)
-        # Equal weights leave a spread of 0, which rounding can turn into a speck; EWD scores that 0.
-        spread = np.where(spread > 1e-12 * np.maximum(square, 1e-300), spread, 0.0)
-        return _divided(numerator, np.sqrt(spread), 0.0)
-
-
-class PermutationGreenCount(Evidence):
-    """DiPmark: every token counts in N, a token with no context scored but never green."""
-
-    def arrays(self, detection, params):
-        arrays = super().arrays(detection, params)
-        return {**arrays, "counted": np.ones_like(arrays["scored"])}
-
-    def scores(self, arrays, params, window=None):
-        gamma = params["gamma"]
-        green, counted = sums(arrays["green"], window), sums(arrays["counted"], window)
-        return _divided(green - (1 - gamma) * counted, np.sqrt(counted), 0.0)
-
-    def statistics(self, arrays, params, window=None):
-        """Without a watermark a token is green with probability 1 − γ, so the score's spread is √(γ(1 − γ))."""
-        gamma = params["gamma"]
-        return self.scores(arrays, params, window) / np.sqrt(gamma * (1 - gamma))
-
-    def null(self, arrays, params, rng, draws):
-        green = rng.random((draws, arrays["scored"].size)) < 1 - params["gamma"]
-        return {**arrays, "green": green * arrays["scored"]}
-
-
-class MeanG(Evidence):
-    """SynthID: each scored token's g-values averaged over the tournament's layers; the score is their mean."""
-
-    def arrays(self, detection, params):
-        arrays = super().arrays(detection, params)
-        return {**arrays, "g": np.asarray(detection.token_values, dtype=float) * arrays["scored"]}
-
-    def scores(self, arrays, params, window=None):
-        return _divided(sums(arrays["g"], window), sums(arrays["scored"], window), 0.5)
-
-    def statistics(self, arrays, params, window=None):
-        """SynthID's z: each of the depth·N g-values a fair coin without a watermark."""
-        scored = sums(arrays["scored"], window)
-        return (self.scores(arrays, params, window) - 0.5) * np.sqrt(params["depth"] * scored) / 0.5  # 0 when none
-
-    def null(self, arrays, params, rng, draws):
-        depth = params["depth"]
-        g = rng.binomial(depth, 0.5, (draws, arrays["scored"].size)) / depth
-        return {**arrays, "g": g * arrays["scored"]}
-
-
-class ExponentialSum(Evidence):
-    """EXP: a token's evidence e = −log(1 − r) is Exp(1) without the key's choice; the p-value of N tokens is the
-    Gamma(N, 1) tail of their sum. The detection keeps e as e / (1 + e) (its colour in the token view)."""
-
-    def arrays(self, detection, params):
-        arrays = super().arrays(detection, params)
-        shown = np.asarray(detection.token_values, dtype=float)
-        return {**arrays, "evidence": np.where(arrays["scored"] > 0, shown / (1 - shown), 0.0)}
-
-    def scores(self, arrays, params, window=None):
-        total, scored = sums(arrays["evidence"], window), sums(arrays["scored"], window)
-        return np.where(scored > 0, gamma_distribution.sf(total, np.maximum(scored, 1)), 1.0)
-
-    def null(self, arrays, params, rng, draws):
-        return {**arrays, "evidence": rng.exponential(1.0, (draws, arrays["scored"].size)) * arrays["scored"]}
-
-
-EVIDENCE: dict[str, Evidence] = {
-    "green": GreenCount(), "weighted-green": WeightedGreenCount(), "permutation-green": PermutationGreenCount(),
-    "mean-g": MeanG(), "exp-sum": ExponentialSum(),
-}
-
-
 def _evidence(method: str) -> Evidence | None:
-    return EVIDENCE.get(methods.info(method).evidence)
+    return methods.info(method).evidence
 
 
 def prefix_statistics(method: str, params: dict, detection) -> list[float] | None:
@@ -345,7 +201,7 @@ def check_window(method: str, window: int) -> Evidence:
     """The method's evidence, if a window of `window` tokens can be scored with it; a clear error otherwise."""
     evidence = _evidence(method)
     if evidence is None:
-        with_evidence = ", ".join(name for name in methods.WATERMARKS if methods.REGISTRY[name].evidence)
+        with_evidence = ", ".join(entry.name for entry in methods.METHODS if entry.evidence)
         raise ValueError(f"Windowed detection needs per-token evidence, and {method}'s score has none (it aligns or "
                          f"maximises over the whole text); use one of {with_evidence}.")
     if window < 1:

@@ -119,7 +119,7 @@ def backend_checks() -> list[Check]:
                         "similarity, span embeddings and the trained recognizer's base"))
     checks += [plug_in_check("judge", entry) for entry in JUDGE_BACKENDS]
     checks += [plug_in_check("metric", entry) for entry in METRICS]
-    checks += [plug_in_check("method", entry) for entry in methods.REGISTRY.values()]
+    checks += [plug_in_check("method", entry) for entry in methods.METHODS]
     checks += [plug_in_check("attack", entry) for entry in ATTACKS]
     return checks
 

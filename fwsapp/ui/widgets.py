@@ -246,10 +246,10 @@ def series_colours(series=()) -> dict[str, str]:
     method's colour, or, where another run of the method has it already, the next colour no series uses."""
     import plotly.express as px
 
-    from fwsapp.watermark.methods import REGISTRY
+    from fwsapp.watermark.methods import METHODS
 
     palette = px.colors.qualitative.Dark24
-    colours = {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(REGISTRY)}}
+    colours = {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(METHODS.names())}}
     taken = set(BASELINE_COLOURS.values())
     spare = iter([colour for colour in palette + px.colors.qualitative.Light24 if colour not in colours.values()])
     for name in sorted(set(series) - set(colours)):

@@ -12,6 +12,7 @@ from typing import ClassVar, Sequence
 
 from transformers import LogitsProcessor
 
+from fwsapp.watermark.evidence import Evidence
 from fwsapp.watermark.methods import MethodInfo
 
 # The texts a detector scores in one call: (token ids, context ids) pairs.
@@ -42,19 +43,21 @@ class Watermark(ABC):
     # Bound from the method's declaration in fwsapp.watermark.methods (`class KGW(Watermark, info=methods.KGW)`).
     info: ClassVar[MethodInfo]
     name: ClassVar[str]
-    description: ClassVar[str]
     defaults: ClassVar[dict]
     param_specs: ClassVar[dict]
     score_direction: ClassVar[str]
     needs_model: ClassVar[bool]
     post_hoc: ClassVar[bool]
     threshold_param: ClassVar[str]
+    # The per-token evidence its detector adds up (fwsapp.watermark.evidence), from which its statistic after every
+    # token follows; None when the score is no such sum.
+    evidence: ClassVar[Evidence | None] = None
 
     def __init_subclass__(cls, info: MethodInfo | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if info is not None:
             cls.info = info
-            cls.name, cls.description, cls.threshold_param = info.name, info.description, info.threshold_param
+            cls.name, cls.threshold_param = info.name, info.threshold_param
             cls.defaults, cls.param_specs = info.defaults, info.param_specs
             cls.score_direction, cls.needs_model, cls.post_hoc = info.score_direction, info.needs_model, info.post_hoc
 

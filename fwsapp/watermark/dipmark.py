@@ -23,6 +23,7 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
+from fwsapp.watermark.evidence import PermutationGreenCount
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.rng import VocabularyShuffle
 
@@ -91,6 +92,7 @@ class DiPLogitsProcessor(LogitsProcessor):
 
 
 class DiPmark(Watermark, info=methods.DIPMARK):
+    evidence = PermutationGreenCount()
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

@@ -17,6 +17,7 @@ import numpy as np
 
 from fwsapp.watermark import methods
 from fwsapp.models.teacher_forcing import spike_entropy, teacher_force
+from fwsapp.watermark.evidence import WeightedGreenCount
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW
 
@@ -42,6 +43,7 @@ def weighted_detection(flags: list[int], spikes, gamma: float) -> Detection:
 
 
 class EWD(BatchedDetector, KGW, info=methods.EWD):
+    evidence = WeightedGreenCount()
     seeding = "sweet"
 
     def detect_many(self, texts: Texts) -> list[Detection]:

@@ -19,6 +19,7 @@ from scipy.stats import gamma as gamma_distribution
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
+from fwsapp.watermark.evidence import ExponentialSum
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.kgw import multiplied_seed
 
@@ -64,6 +65,7 @@ class EXPLogitsProcessor(LogitsProcessor):
 
 
 class EXP(Watermark, info=methods.EXP):
+    evidence = ExponentialSum()
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

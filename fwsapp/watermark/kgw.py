@@ -20,6 +20,7 @@ from scipy.stats import binom, norm
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
+from fwsapp.watermark.evidence import GreenCount
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.rng import VocabularyShuffle
 
@@ -168,6 +169,7 @@ class KGWLogitsProcessor(LogitsProcessor):
 
 
 class KGW(Watermark, info=methods.KGW):
+    evidence = GreenCount()
     seeding = "kgw"
 
     def __init__(self, vocab_size: int, **params):

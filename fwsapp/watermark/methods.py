@@ -10,22 +10,18 @@ a method is written twice, and no page or command names a method to special-case
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from fwsapp.plugins import DeclaredParams, Param, always_available, checked_params
+from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
 
 
-@dataclass(frozen=True)
-class MethodInfo(DeclaredParams):
-    """One method's declaration. `params` maps each parameter to (default, spec or None)."""
+@dataclass(frozen=True, kw_only=True)
+class MethodInfo(PlugIn, DeclaredParams):
+    """One method's declaration: a plug-in (name, help, implementation, aliases, test parameters, availability) with
+    what detection and the pages need to know without loading it. `params` maps each parameter to (default, spec)."""
 
-    name: str
-    description: str
     params: dict[str, tuple[object, Param | None]]
     threshold_param: str
-    aliases: tuple[str, ...] = ()
     # "higher": larger scores mean watermarked (z-scores); "lower": p-values.
     score_direction: str = "higher"
     score_label: str = "z"
@@ -39,16 +35,6 @@ class MethodInfo(DeclaredParams):
     model_param: str | None = None
     # The method reads token ids against word lists, so it needs the tokenizer (EntityKGW's lexicon).
     needs_tokenizer: bool = False
-    # Its class, "module:Class", imported only when used (fwsapp.watermark.METHODS).
-    implementation: str = ""
-    # Parameters the generic tests use so that each method's case takes seconds on a CPU.
-    test_params: dict = field(default_factory=dict)
-    # None when it can run here, else why not (said by doctor), as every plug-in declares.
-    unavailable: Callable[[], str | None] = always_available
-    # The per-token evidence its score adds up (fwsapp.detection.length.EVIDENCE: green, weighted-green, permutation-green,
-    # mean-g, exp-sum), from which the statistic after every token follows in one pass; "" when the score is no such sum
-    # (an alignment, a maximin), so the score at a length needs the prefix detected again.
-    evidence: str = ""
     # Its score is a z-score (standard normal) or a p-value (uniform) without a watermark, so a threshold has a
     # nominal false-positive rate; False for a score on another scale (DiPmark's green share, SynthID's mean g).
     standard_score: bool = True
@@ -56,13 +42,11 @@ class MethodInfo(DeclaredParams):
     strength_param: str | None = None
 
     @property
-    def help(self) -> str:
-        return self.description
-
-    def load(self):
-        from fwsapp.plugins import load_implementation
-
-        return load_implementation(self.implementation)
+    def evidence(self):
+        """The per-token evidence its detector adds up (`fwsapp.watermark.evidence`), declared by the detector class;
+        None when the score is no such sum (an alignment, a maximin), so the score at a length needs the prefix
+        detected again. Loads the class."""
+        return self.load().evidence
 
     def detector_needs_model(self, params: dict) -> bool:
         """Whether detecting with these parameters runs the model."""
@@ -130,34 +114,33 @@ SYNTHID_DETECTOR = "mean-score detector (SynthID's Bayesian detector needs train
 
 KGW = MethodInfo(
     "KGW", "Kirchenbauer et al. (2023): bias a pseudo-random green list seeded by the previous token.",
-    {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY),
+    params={"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY),
      "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
      "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
-    threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, evidence="green", strength_param="delta",
+    threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, strength_param="delta",
     implementation="fwsapp.watermark.kgw:KGW",
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
-    {**KGW.params,
+    params={**KGW.params,
      "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
-    threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID, evidence="green",
+    threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
     strength_param="delta", implementation="fwsapp.watermark.sweet:SWEET",
 )
 DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
-    {"gamma": (0.5, Param("quantile of the permutation above which a token counts as green", low=0, high=1,
+    params={"gamma": (0.5, Param("quantile of the permutation above which a token counts as green", low=0, high=1,
                           open_low=True, open_high=True)),
      "alpha": (0.45, Param("reweighting strength (0 = no watermark, 0.5 = strongest)", low=0, high=0.5)),
      "key": (42, KEY),
      "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
      "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
-    threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]},
-    evidence="permutation-green", standard_score=False, strength_param="alpha",
+    threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]}, standard_score=False, strength_param="alpha",
     implementation="fwsapp.watermark.dipmark:DiPmark",
 )
 EXP_EDIT = MethodInfo(
     "EXP-edit", "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values.",
-    {"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
+    params={"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
      "sequence_length": (200, Param("tokens aligned at detection (with align=first)", low=1)),
      "n_runs": (100, Param("null keys in the permutation test", low=1)),
      "key": (42, KEY),
@@ -174,51 +157,51 @@ EXP_EDIT = MethodInfo(
 ENTITY_KGW = MethodInfo(
     "EntityKGW", "KGW that spares medical entities: no bias inside a lexicon name or to a token that starts one; "
                  "detected from the text alone.",
-    {**KGW.params,
+    params={**KGW.params,
      "entropy_threshold": (0.0, Param("also skip steps whose next-token entropy is at most this (nats); 0 = off; "
                                       "above 0 the detector needs the model", low=0)),
      "lexicon": ("mesh", Param("names spared: mesh = MeSH diseases, mesh+drugs = and drug names, or a file with one "
                                "name per line", choices=("mesh", "mesh+drugs"), or_file=True))},
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
-    model_param="entropy_threshold", needs_tokenizer=True, evidence="green", strength_param="delta",
+    model_param="entropy_threshold", needs_tokenizer=True, strength_param="delta",
     implementation="fwsapp.watermark.entity_kgw:EntityKGW",
 )
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
-    {"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
-    threshold_param="z_threshold", evidence="green", strength_param="delta",
+    params={"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
+    threshold_param="z_threshold", strength_param="delta",
     implementation="fwsapp.watermark.unigram:Unigram",
 )
 SYNTHID = MethodInfo(
     "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
-    {"key": (42, KEY), "depth": (9, Param("tournament layers", low=1)),
+    params={"key": (42, KEY), "depth": (9, Param("tournament layers", low=1)),
      "ngram_len": (5, Param("context n-gram length", low=2)),
      "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
      "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
-    threshold_param="mean_threshold", score_label="mean g", evidence="mean-g", standard_score=False,
+    threshold_param="mean_threshold", score_label="mean g", standard_score=False,
     strength_param="depth", implementation="fwsapp.watermark.synthid:SynthID",
 )
 EWD = MethodInfo(
     "EWD", "Lu et al. (2024): KGW's green lists, detected with each token weighted by the spike entropy of its "
            "distribution, so low-entropy tokens count less.",
-    KGW.params, threshold_param="z_threshold", needs_model=True, evidence="weighted-green", strength_param="delta",
+    params=KGW.params, threshold_param="z_threshold", needs_model=True, strength_param="delta",
     implementation="fwsapp.watermark.ewd:EWD",
 )
 P_THRESHOLD = Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)
 EXP = MethodInfo(
     "EXP", "Aaronson (2023): exponential (Gumbel) sampling, token = argmax r^(1/p) with r keyed by the previous "
            "tokens; distortion-free per step; gamma-distribution p-value.",
-    {"hash_key": (15485863, KEY),
+    params={"hash_key": (15485863, KEY),
      "prefix_length": (4, Param("tokens before each position that seed its random numbers", low=1)),
      "top_k": (0, Param("sample among the k likeliest tokens (0 = the whole vocabulary)", low=0)),
      "p_threshold": (1e-4, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
-    evidence="exp-sum", implementation="fwsapp.watermark.exp:EXP",
+    implementation="fwsapp.watermark.exp:EXP",
 )
 ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
                 "uniforms; edit-robust permutation-test p-values.",
-    {"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
+    params={"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
      "sequence_length": (200, Param("length of MarkLLM's seed draw, which fixes the key (keep 200 to match it)", low=1)),
      "n_runs": (500, Param("null keys in the permutation test", low=1)),
      "key": (42, KEY),
@@ -229,7 +212,7 @@ ITS_EDIT = MethodInfo(
 UNBIASED = MethodInfo(
     "Unbiased", "Hu et al. (2024): γ-reweighting of the distribution along a permutation keyed by SHA-256 of the "
                 "context; unbiased over keys; detected by a maximin log-likelihood-ratio score with the model.",
-    {"key": (42, KEY),
+    params={"key": (42, KEY),
      "prefix_length": (5, Param("context tokens hashed into each permutation", low=1)),
      "n_grid": (10, Param("grid points of the maximin LLR score (the p-value bound is n_grid·e^(−score))", low=1)),
      "p_threshold": (5e-4, P_THRESHOLD), **RNG_PARAMS},
@@ -239,7 +222,7 @@ UNBIASED = MethodInfo(
 MORPHMARK = MethodInfo(
     "MorphMark", "Wang et al. (2025): KGW's green lists with an adaptive strength: no bias while the green mass is "
                  "below p₀, then a share r(green mass) of the red mass moved to green, rising with it.",
-    {"gamma": (0.5, GAMMA), "hash_key": (15485863, KEY),
+    params={"gamma": (0.5, GAMMA), "hash_key": (15485863, KEY),
      "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
      "type": ("exp", Param("how the strength r grows with the green mass P: linear k·P, exp e^(kP) − 1, log ln(kP + 1)",
                            choices=("linear", "exp", "log"))),
@@ -248,19 +231,19 @@ MORPHMARK = MethodInfo(
      "k_log": (2.15, Param("k of the logarithmic strength", low=0)),
      "p_0": (0.15, Param("green mass below which nothing is changed", low=0, high=1)),
      "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
-    threshold_param="z_threshold", evidence="green",
+    threshold_param="z_threshold",
     implementation="fwsapp.watermark.morphmark:MorphMark",
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
              "standard_score": False}
 LOGRANK = MethodInfo(
     "LogRank", "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark).",
-    {"threshold": (-1.0, None)}, **_POST_HOC,
+    params={"threshold": (-1.0, None)}, **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:LogRank",
 )
 FAST_DETECTGPT = MethodInfo(
     "Fast-DetectGPT", "Post-hoc: analytic sampling discrepancy under the scoring model itself (no watermark).",
-    {"threshold": (2.0, None)}, **_POST_HOC,
+    params={"threshold": (2.0, None)}, **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:FastDetectGPT",
 )
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
@@ -273,7 +256,7 @@ def _mask_model_unavailable() -> str | None:
 
 DETECTGPT = MethodInfo(
     "DetectGPT", "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model).",
-    {"perturbations": (20, Param("perturbed copies per text", low=1)),
+    params={"perturbations": (20, Param("perturbed copies per text", low=1)),
      "span_length": (2, Param("words per masked span", low=1)),
      "mask_fraction": (0.15, Param("share of words masked", low=0, high=1, open_low=True, open_high=True)),
      "seed": (0, None), "threshold": (1.0, None)},
@@ -282,39 +265,28 @@ DETECTGPT = MethodInfo(
     unavailable=_mask_model_unavailable,
 )
 
-REGISTRY: dict[str, MethodInfo] = {
-    info.name: info for info in (KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, EWD, EXP, ITS_EDIT,
-                                 UNBIASED, MORPHMARK, LOGRANK, DETECTGPT, FAST_DETECTGPT)
-}
-WATERMARKS = [name for name, info in REGISTRY.items() if not info.post_hoc]
-POST_HOC = [name for name, info in REGISTRY.items() if info.post_hoc]
+METHODS = Registry("watermark method", [KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, EWD, EXP, ITS_EDIT,
+                                        UNBIASED, MORPHMARK, LOGRANK, DETECTGPT, FAST_DETECTGPT])
 
 
-@contextmanager
-def registered(entry: MethodInfo) -> Iterator[MethodInfo]:
-    """`entry` registered for the length of the block (a test's toy method), in the lists pages import too."""
-    kind = POST_HOC if entry.post_hoc else WATERMARKS
-    REGISTRY[entry.name] = entry
-    kind.append(entry.name)
-    try:
-        yield entry
-    finally:
-        del REGISTRY[entry.name]
-        kind.remove(entry.name)
+def watermark_names() -> list[str]:
+    """The methods that watermark, in declaration order."""
+    return [entry.name for entry in METHODS if not entry.post_hoc]
+
+
+def post_hoc_names() -> list[str]:
+    """The post-hoc detectors, which watermark nothing."""
+    return [entry.name for entry in METHODS if entry.post_hoc]
 
 
 def canonical_name(name: str) -> str:
     """The registered spelling of a method name: 'kgw' -> 'KGW', 'expedit' -> 'EXP-edit'."""
-    wanted = name.strip().lower()
-    for info in REGISTRY.values():
-        if wanted in {spelling.lower() for spelling in (info.name, *info.aliases)}:
-            return info.name
-    raise ValueError(f"Unknown watermark method '{name}'. Known: {', '.join(REGISTRY)}.")
+    return METHODS.canonical(name)
 
 
 def info(name: str) -> MethodInfo:
     """A method's declaration, by any spelling."""
-    return REGISTRY[canonical_name(name)]
+    return METHODS[name]
 
 
 def score_direction(name: str) -> str:
@@ -340,7 +312,7 @@ def detection_kinds(method: str) -> tuple[str, str]:
 
 def sweep_grids() -> dict[str, dict[str, list]]:
     """Each swept method's grid (the paper's Figure 5)."""
-    return {name: entry.sweep_grid for name, entry in REGISTRY.items() if entry.sweep_grid}
+    return {entry.name: entry.sweep_grid for entry in METHODS if entry.sweep_grid}
 
 
 def parse_params(method: str, pairs: list[str] | dict) -> dict:
@@ -369,8 +341,8 @@ def split_pair(pair: str) -> tuple[str, str]:
 def params_help() -> str:
     """Every method's parameters with default, valid values and help, for `--help`."""
     lines = ["method parameters (--param KEY=VALUE; default, valid values, meaning):"]
-    for name, entry in REGISTRY.items():
-        lines.append(f"  {name}")
+    for entry in METHODS:
+        lines.append(f"  {entry.name}")
         for key, (default, spec) in entry.params.items():
             detail = f"{spec.describe()}; {spec.help}" if spec else ""
             lines.append(f"    {key}={default}  {detail}".rstrip())

@@ -21,6 +21,7 @@ from transformers import LogitsProcessor
 from transformers.generation.logits_process import SynthIDTextWatermarkLogitsProcessor
 
 from fwsapp.watermark import methods
+from fwsapp.watermark.evidence import MeanG
 from fwsapp.watermark.base import Detection, Watermark
 
 
@@ -44,6 +45,7 @@ class TopKSynthIDProcessor(SynthIDTextWatermarkLogitsProcessor):
 
 
 class SynthID(Watermark, info=methods.SYNTHID):
+    evidence = MeanG()
 
     def keys(self) -> list[int]:
         """One key per tournament layer, derived from the single key shown in the UI."""

@@ -14,6 +14,7 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
+from fwsapp.watermark.evidence import GreenCount
 from fwsapp.watermark.base import Detection, Watermark
 from fwsapp.watermark.kgw import bias_green, count_detection
 
@@ -36,6 +37,7 @@ class UnigramLogitsProcessor(LogitsProcessor):
 
 
 class Unigram(Watermark, info=methods.UNIGRAM):
+    evidence = GreenCount()
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)

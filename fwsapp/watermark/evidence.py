@@ -1,0 +1,150 @@
+"""Per-token evidence: what a detector adds up, so its statistic over any prefix or window of a text follows from
+running sums of what one detection produced, and what an unwatermarked text would show (WinMax's null).
+
+A method declares its form through its detector class (`KGW.evidence = GreenCount()`); a method whose score is no
+such sum (an alignment, a maximin over the whole text) declares none. The forms here are those of the registered
+methods; a new method with another form subclasses `Evidence` in its own module.
+
+- GreenCount: green/red flags (KGW, SWEET, EntityKGW, Unigram, MorphMark): z = (G − γN) / √(Nγ(1 − γ)) over N scored;
+- WeightedGreenCount: EWD's flags with entropy weights, each weight taken against the lowest one so far;
+- PermutationGreenCount: DiPmark, (G − (1 − γ)N) / √N with N counting every token;
+- MeanG: SynthID's mean g-value over scored tokens;
+- ExponentialSum: EXP's −log(1 − r) per token, p = the Gamma(N, 1) tail of their sum.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import gamma as gamma_distribution
+
+
+def sums(values: np.ndarray, window: int | None = None) -> np.ndarray:
+    """Sums along the last axis over each prefix (`window` None) or each run of `window` consecutive tokens."""
+    total = np.cumsum(values, axis=-1)
+    if window is None:
+        return total
+    padded = np.concatenate([np.zeros(values.shape[:-1] + (1,)), total], axis=-1)
+    return padded[..., window:] - padded[..., :-window]
+
+
+def minima(values: np.ndarray, window: int | None = None) -> np.ndarray:
+    """The smallest value, NaN ignored, over each prefix or each window of `window` tokens."""
+    if window is None:
+        return np.fmin.accumulate(values, axis=-1)
+    return np.fmin.reduce(np.lib.stride_tricks.sliding_window_view(values, window, axis=-1), axis=-1)
+
+
+def _divided(numerator: np.ndarray, denominator: np.ndarray, empty: float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), empty)
+
+
+class Evidence:
+    """One form of per-token evidence: taken from a detection as arrays over the text's tokens, turned into a score
+    over any prefix or window, and drawn as unwatermarked text would show it (WinMax's null)."""
+
+    def arrays(self, detection, params: dict) -> dict[str, np.ndarray]:
+        flags = np.asarray(detection.token_flags, dtype=int)
+        return {"green": (flags == 1).astype(float), "scored": (flags >= 0).astype(float)}
+
+    def scores(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def statistics(self, arrays: dict[str, np.ndarray], params: dict, window: int | None = None) -> np.ndarray:
+        """The scores as a test statistic: the score itself where it is a z or a p."""
+        return self.scores(arrays, params, window)
+
+    def null(self, arrays: dict[str, np.ndarray], params: dict, rng: np.random.Generator, draws: int) -> dict:
+        """`draws` unwatermarked versions of the arrays: the same tokens scored, their evidence drawn by chance."""
+        green = rng.random((draws, arrays["scored"].size)) < params["gamma"]
+        return {**arrays, "green": green * arrays["scored"]}
+
+
+class GreenCount(Evidence):
+    def scores(self, arrays, params, window=None):
+        gamma = params["gamma"]
+        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
+        return _divided(green - gamma * scored, np.sqrt(scored * gamma * (1 - gamma)), 0.0)
+
+
+class WeightedGreenCount(Evidence):
+    """EWD: w_t = S_t − min S over the tokens scored, so a prefix's weights are the full text's minus their minimum
+    within the prefix; the weighted z expands into running sums and that minimum m:
+    z = (Σwg − mΣg − γ(Σw − mN)) / √(γ(1 − γ)(Σw² − 2mΣw + m²N))."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        weights = np.asarray(detection.token_weights or np.zeros(arrays["scored"].size), dtype=float)
+        return {**arrays, "weight": np.where(arrays["scored"] > 0, weights, np.nan)}
+
+    def scores(self, arrays, params, window=None):
+        gamma = params["gamma"]
+        weight = np.nan_to_num(arrays["weight"])
+        least = np.nan_to_num(minima(np.broadcast_to(arrays["weight"], arrays["green"].shape), window))
+        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
+        weighted, total, square = (sums(arrays["green"] * weight, window), sums(np.broadcast_to(weight, arrays[
+            "green"].shape), window), sums(np.broadcast_to(weight ** 2, arrays["green"].shape), window))
+        numerator = weighted - least * green - gamma * (total - least * scored)
+        spread = gamma * (1 - gamma) * (square - 2 * least * total + least ** 2 * scored)
+        # Equal weights leave a spread of 0, which rounding can turn into a speck; EWD scores that 0.
+        spread = np.where(spread > 1e-12 * np.maximum(square, 1e-300), spread, 0.0)
+        return _divided(numerator, np.sqrt(spread), 0.0)
+
+
+class PermutationGreenCount(Evidence):
+    """DiPmark: every token counts in N, a token with no context scored but never green."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        return {**arrays, "counted": np.ones_like(arrays["scored"])}
+
+    def scores(self, arrays, params, window=None):
+        gamma = params["gamma"]
+        green, counted = sums(arrays["green"], window), sums(arrays["counted"], window)
+        return _divided(green - (1 - gamma) * counted, np.sqrt(counted), 0.0)
+
+    def statistics(self, arrays, params, window=None):
+        """Without a watermark a token is green with probability 1 − γ, so the score's spread is √(γ(1 − γ))."""
+        gamma = params["gamma"]
+        return self.scores(arrays, params, window) / np.sqrt(gamma * (1 - gamma))
+
+    def null(self, arrays, params, rng, draws):
+        green = rng.random((draws, arrays["scored"].size)) < 1 - params["gamma"]
+        return {**arrays, "green": green * arrays["scored"]}
+
+
+class MeanG(Evidence):
+    """SynthID: each scored token's g-values averaged over the tournament's layers; the score is their mean."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        return {**arrays, "g": np.asarray(detection.token_values, dtype=float) * arrays["scored"]}
+
+    def scores(self, arrays, params, window=None):
+        return _divided(sums(arrays["g"], window), sums(arrays["scored"], window), 0.5)
+
+    def statistics(self, arrays, params, window=None):
+        """SynthID's z: each of the depth·N g-values a fair coin without a watermark."""
+        scored = sums(arrays["scored"], window)
+        return (self.scores(arrays, params, window) - 0.5) * np.sqrt(params["depth"] * scored) / 0.5  # 0 when none
+
+    def null(self, arrays, params, rng, draws):
+        depth = params["depth"]
+        g = rng.binomial(depth, 0.5, (draws, arrays["scored"].size)) / depth
+        return {**arrays, "g": g * arrays["scored"]}
+
+
+class ExponentialSum(Evidence):
+    """EXP: a token's evidence e = −log(1 − r) is Exp(1) without the key's choice; the p-value of N tokens is the
+    Gamma(N, 1) tail of their sum. The detection keeps e as e / (1 + e) (its colour in the token view)."""
+
+    def arrays(self, detection, params):
+        arrays = super().arrays(detection, params)
+        shown = np.asarray(detection.token_values, dtype=float)
+        return {**arrays, "evidence": np.where(arrays["scored"] > 0, shown / (1 - shown), 0.0)}
+
+    def scores(self, arrays, params, window=None):
+        total, scored = sums(arrays["evidence"], window), sums(arrays["scored"], window)
+        return np.where(scored > 0, gamma_distribution.sf(total, np.maximum(scored, 1)), 1.0)
+
+    def null(self, arrays, params, rng, draws):
+        return {**arrays, "evidence": rng.exponential(1.0, (draws, arrays["scored"].size)) * arrays["scored"]}
