@@ -3,6 +3,7 @@ nothing at zero strength; the word and character attacks change the share of wor
 its spans and entity-swap its names; an attack set is resumable and idempotent, and detection of its texts is
 compared with the clean run's negatives."""
 import json
+import re
 import shutil
 
 import numpy as np
@@ -39,6 +40,36 @@ def attacker(name: str, seed: int = 0, lm=None, **params):
     checked = entry.checked_params({**entry.test_params, **params})
     resources = {"backend": rewriting_backend(checked, lambda model: lm)} if "backend" in entry.needs else {}
     return entry.load()(checked, seed, resources)
+
+
+@pytest.mark.parametrize("name", ATTACKS.names())
+def test_each_attack_declares_what_it_edits_keeps_and_reads(name):
+    from fwsapp.robustness.attacks import EDITS, HOST_TEXTS, PROTECTS
+
+    entry = ATTACKS[name]
+    assert entry.edits in EDITS
+    assert (entry.protects in PROTECTS) == ("keep_entities" in entry.params)
+    assert entry.uses_mentions == ("recognizer" in entry.params)  # a recognizer only where the attack reads mentions
+    if entry.protects:  # the parameter's help says what it keeps
+        assert PROTECTS[entry.protects] in entry.params["keep_entities"][1].help
+    if entry.host_text_param:
+        assert set(entry.params[entry.host_text_param][1].choices) <= set(HOST_TEXTS)
+        assert entry.host_text(entry.defaults) in HOST_TEXTS
+
+
+@pytest.mark.parametrize("declaration, problem", [
+    ({"edits": "everything"}, "edits='everything' is none of"),
+    ({"params": {"keep_entities": (False, None)}}, "keep_entities is implied by `protects`"),
+    ({"protects": "sentences"}, "protects='sentences' is none of"),
+    ({"params": {"recognizer": ("mesh", None)}}, "it reads no mentions"),
+    ({"host_text_param": "into"}, "into must be a parameter whose choices are among"),
+    ({"strength": "ratio"}, "its strength 'ratio' is not one of its parameters"),
+])
+def test_an_inconsistent_attack_declaration_fails_when_it_is_made(declaration, problem):
+    from fwsapp.robustness.attacks import AttackPlugIn
+
+    with pytest.raises(ValueError, match=f"The attack 'odd' is declared inconsistently: .*{re.escape(problem)}"):
+        AttackPlugIn("odd", "a declaration with a mistake", "tests.test_plugins:Shout", **declaration)
 
 
 @pytest.mark.parametrize("name", ATTACKS.available())

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -290,8 +291,7 @@ class Shout(Attack):
         return Attacked(item.text.upper())
 
 
-TOY_ATTACK = AttackPlugIn("shout", "every word in capitals (a test's plug-in)", f"{__name__}:Shout",
-                          params={"recognizer": ATTACKS["typo"].params["recognizer"]}, edits="characters")
+TOY_ATTACK = AttackPlugIn("shout", "every word in capitals (a test's plug-in)", f"{__name__}:Shout", edits="characters")
 
 
 def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_tests(app_db, tmp_path):
@@ -299,8 +299,25 @@ def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_gen
     from fwsapp.orchestration.doctor import backend_checks
     from tests.test_attacks import check_seeded
 
+    from fwsapp.robustness.attack_sets import attack_run, measure_changes
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
     with ATTACKS.registered(TOY_ATTACK):
         check_seeded("shout")
+        # It declares no recognizer, as it reads no mention: it attacks a run, and its survival is still counted.
+        run_id = imported_qa_db(tmp_path / "toy.duckdb", 2)
+        store = Store(tmp_path / "toy.duckdb")
+        set_id = attack_run(store, run_id, "shout")
+        assert list(store.attacked_texts([set_id]).text) == ["IT IS W0.", "IT IS W1."]
+        class SameEverywhere:  # an encoder stand-in: every text the same unit vector
+            def encode(self, texts):
+                return np.full((len(texts), 4), 0.5)
+
+        assert measure_changes(store, set_id, SameEverywhere()) == 2
+        changes = store.attacked_texts([set_id])
+        assert changes.similarity.tolist() == [1.0, 1.0] and changes.mentions_clean.tolist() == [0, 0]
+        store.close()
         attack = build_parser()._subparsers._group_actions[0].choices["attack"]
         assert "shout" in next(action for action in attack._actions if action.dest == "attack").choices
         assert any(check.topic == "attack" and check.item == "shout" and check.status == "ok"

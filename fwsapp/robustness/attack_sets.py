@@ -30,7 +30,7 @@ from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
 from fwsapp.robustness.attacks.base import AttackInput, Span
 from fwsapp.entities.introduced import introduced_entities
 from fwsapp.entities.recognizers.base import Entity, mesh_heading
-from fwsapp.store import Store
+from fwsapp.store import TEXT_COLUMNS, Store
 
 WRITE_EVERY = 50  # samples per transaction: a killed attack keeps what it stored
 
@@ -47,18 +47,18 @@ def check_attack(store: Store, run_id: str, attack: str, params: dict) -> tuple[
 
     entry = ATTACKS.check(attack)
     checked = entry.checked_params(params)
-    check_recognizer(checked["recognizer"])
+    check_recognizer(entry.recognizer(checked))
     run = store.run(run_id)
     if methods.info(run["method"]).post_hoc:
         raise ValueError(f"{run_id}: {run['method']} is a post-hoc detector; its run has no watermarked texts to attack.")
     generations = store.generations(run_id)
     if generations.empty or generations.watermarked_text.isna().all():
         raise ValueError(f"{run_id} has no watermarked texts to attack: generate or import them first.")
-    host = checked.get("into")
-    column = {"unwatermarked": "unwatermarked_text", "reference": "reference"}.get(host)
-    if column and generations[column].isna().all():
-        raise ValueError(f"{run_id} has no {host} texts to paste into: choose into="
-                         f"{'reference' if host == 'unwatermarked' else 'unwatermarked'}.")
+    host = entry.host_text(checked)
+    if host and generations[TEXT_COLUMNS[host]].isna().all():
+        others = [kind for kind in entry.params[entry.host_text_param][1].choices if kind != host]
+        raise ValueError(f"{run_id} has no {host} texts to paste into: choose {entry.host_text_param}="
+                         f"{' or '.join(others)}.")
     return entry, checked
 
 
@@ -130,13 +130,13 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
         return set_id
     attacker = entry.load()(checked, seed, resources)
     failures: list[str] = []
-    recognizer = load_recognizer(checked["recognizer"])
+    recognizer = load_recognizer(entry.recognizer(checked)) if entry.uses_mentions else None
     for start in range(0, len(todo), WRITE_EVERY):
         if cancel is not None and cancel.is_set():
             break
         chunk = todo.iloc[start:start + WRITE_EVERY]
         clean = [" ".join(text.split()) for text in chunk.watermarked_text]
-        found = recognizer.find_many(clean)
+        found = recognizer.find_many(clean) if recognizer else [[] for _ in clean]
         inputs = [AttackInput(
             int(row.sample_idx), text, row.unwatermarked_text if isinstance(row.unwatermarked_text, str) else None,
             row.reference if isinstance(row.reference, str) else None,
@@ -176,7 +176,8 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     clean = [" ".join(generations[index].split()) for index in todo.sample_idx]
     attacked = list(todo.text)
     scorer = rouge_scorer.RougeScorer(["rougeL"])
-    recognizer = load_recognizer(json.loads(store.attack_sets().set_index("attack_set_id").params[attack_set])["recognizer"])
+    attack = store.attack_sets().set_index("attack_set_id").loc[attack_set]
+    recognizer = load_recognizer(ATTACKS[attack.attack].recognizer(json.loads(attack.params)))
     before, after = recognizer.find_many(clean), recognizer.find_many(attacked)
     rows = []
     for sample_idx, old, new, cosine, mentions, now in zip(todo.sample_idx, clean, attacked,

@@ -2,9 +2,12 @@
 importable without torch.
 
 An entry gives the attack's parameters (default, valid values, one line of help; the published presets are the
-defaults), what it edits (`edits`: "words", "characters", "spans" or "mentions"), whether `keep_entities` applies (a
-word or character edit never touches a recognised disease mention; an LLM rewrite is told to keep them), and its
-class ("module:Class", loaded on use). `attack --attack`, the grid's [steps] attack, the Robustness page and the
+defaults), what it edits (`edits`, one of EDITS), what `keep_entities` acts on where it applies (`protects`, one of
+PROTECTS: a word that overlaps a recognised disease mention, the mention's characters, or an instruction to an LLM),
+the stored text it reads besides the watermarked one (`host_text_param`: copy-paste's `into`), and its class
+("module:Class", loaded on use). keep_entities and a recognizer follow from the declaration: an attack that neither
+keeps nor swaps mentions has no recognizer. Each declaration is checked when the entry is made, so an inconsistent one
+fails at import, not at run time. `attack --attack`, the grid's [steps] attack, the Robustness page and the
 generic tests in tests/test_attacks.py read it; a new attack is its module plus one entry.
 """
 from __future__ import annotations
@@ -16,11 +19,24 @@ from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
 from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, RECOGNIZERS
 
-RATIO = "share of the words edited"
-KEEP_ENTITIES = (False, Param("leave every disease mention the recognizer finds verbatim (the facts stay)",
-                              choices=(False, True)))
-RECOGNIZER = (MODEL_FREE_RECOGNIZER, Param("the disease recognizer for keep_entities, entity-swap and entity "
-                                           "survival", choices=tuple(RECOGNIZERS.names())))
+# What an attack edits: words, characters, pasted spans, disease mentions, or the whole text (an LLM's rewrite).
+EDITS = ("words", "characters", "spans", "mentions", "text")
+# What keep_entities keeps where a mention is: every word that overlaps one, the mention's own characters byte for
+# byte, or an instruction to the rewriting model, which it may not follow.
+PROTECTS = {
+    "words": "no word that overlaps a disease mention the recognizer finds is edited",
+    "characters": "every disease mention the recognizer finds is kept byte for byte",
+    "instruction": "the model is told to keep every disease mention the recognizer finds verbatim",
+}
+# Stored texts an attack may read besides the watermarked one (copy-paste's host).
+HOST_TEXTS = ("unwatermarked", "reference")
+RECOGNIZER = (MODEL_FREE_RECOGNIZER, Param("the disease recognizer that finds the mentions the attack keeps or swaps "
+                                           "(and entity survival)", choices=tuple(RECOGNIZERS.names())))
+
+
+def keep_entities(protects: str) -> tuple[bool, Param]:
+    """The keep_entities parameter of an attack whose protection acts as PROTECTS[protects] says."""
+    return False, Param(f"keep the facts: {PROTECTS[protects]}", choices=(False, True))
 
 
 def _data_missing(module: str):
@@ -35,19 +51,62 @@ def share(help: str) -> Param:
 @dataclass(frozen=True)
 class AttackPlugIn(PlugIn, DeclaredParams):
     params: dict[str, tuple[object, Param | None]] = field(default_factory=dict)
-    edits: str = "words"  # what it edits: "words", "characters", "spans", "mentions", or the whole "text" (an LLM)
+    edits: str = "words"  # one of EDITS
+    # What keep_entities acts on (a key of PROTECTS); None when the attack has no keep_entities.
+    protects: str | None = None  # adds keep_entities (and the recognizer) to its parameters
     # The parameter that sets its strength (0 leaves the text as it is): the x axis of detection against strength.
     strength: str | None = None
     # The presets the literature reports (MarkMyWords' p values), for the grid and the benchmark.
     presets: tuple[float, ...] = ()
-    # The attacked text is another text with watermarked words pasted in (copy-paste): at zero strength it is that
-    # other text, where any other attack leaves the watermarked text as it is.
-    hosts_the_watermark: bool = False
+    # A parameter whose value names the stored text (one of HOST_TEXTS) that the watermarked spans are pasted into:
+    # the attacked text is that other text, so at zero strength it is unwatermarked, where any other attack leaves the
+    # watermarked text as it is.
+    host_text_param: str | None = None
+
+    def __post_init__(self):
+        # keep_entities and the recognizer follow from the declaration, so no entry can forget or misname them.
+        implied = {**({"keep_entities": keep_entities(self.protects)} if self.protects in PROTECTS else {}),
+                   **({"recognizer": RECOGNIZER} if self.uses_mentions else {})}
+        object.__setattr__(self, "params", {**self.params, **implied})
+        problems = []
+        if self.edits not in EDITS:
+            problems.append(f"edits={self.edits!r} is none of {', '.join(EDITS)}")
+        if self.protects is not None and self.protects not in PROTECTS:
+            problems.append(f"protects={self.protects!r} is none of {', '.join(PROTECTS)}")
+        if "keep_entities" in self.params and self.protects is None:
+            problems.append("keep_entities is implied by `protects` (what it keeps), not declared as a parameter")
+        if "recognizer" in self.params and not self.uses_mentions:
+            problems.append("a recognizer is implied by `protects` or edits='mentions'; it reads no mentions")
+        host = self.params.get(self.host_text_param, (None, None))[1] if self.host_text_param else None
+        if self.host_text_param and not (host and host.choices and set(host.choices) <= set(HOST_TEXTS)):
+            problems.append(f"{self.host_text_param} must be a parameter whose choices are among {', '.join(HOST_TEXTS)}")
+        if self.strength is not None and self.strength not in self.params:
+            problems.append(f"its strength {self.strength!r} is not one of its parameters")
+        if problems:
+            raise ValueError(f"The attack '{self.name}' is declared inconsistently: {'; '.join(problems)}.")
+
+    @property
+    def uses_mentions(self) -> bool:
+        """Whether it needs the recognised disease mentions: to keep them, or to edit them."""
+        return self.protects is not None or self.edits == "mentions"
 
     @property
     def keeps_entities(self) -> bool:
         """Whether keep_entities leaves every mention byte for byte (an LLM is only asked to)."""
-        return "keep_entities" in self.params and self.edits != "text"
+        return self.protects in ("words", "characters")
+
+    @property
+    def hosts_the_watermark(self) -> bool:
+        return self.host_text_param is not None
+
+    def host_text(self, params: dict) -> str | None:
+        """The stored text kind these parameters paste into, or None."""
+        return params[self.host_text_param] if self.host_text_param else None
+
+    def recognizer(self, params: dict) -> str:
+        """The recognizer that finds the mentions it keeps or swaps, which also counts their survival; the model-free
+        default for an attack that reads none."""
+        return params.get("recognizer", MODEL_FREE_RECOGNIZER)
 
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params` (strings from the command line typed as the defaults are), checked."""
@@ -99,86 +158,75 @@ def _rewriter(**own) -> dict:
             "base_url": ("", Param("the server's URL, for an OpenAI-compatible backend")),
             **own,
             "temperature": (0.2, Param("sampling temperature (MarkLLM's 0.2)", low=0, high=2)),
-            "max_tokens": (512, Param("most tokens in each reply", low=1)),
-            "keep_entities": (False, Param("tell the model to keep every disease mention verbatim",
-                                           choices=(False, True))),
-            "recognizer": RECOGNIZER}
+            "max_tokens": (512, Param("most tokens in each reply", low=1))}
 
 
 def _words(strength_help: str, default: float) -> dict:
-    return {"ratio": (default, share(strength_help)), "keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER}
+    return {"ratio": (default, share(strength_help))}
 
 
 ATTACKS = Registry("attack", [
     AttackPlugIn(
         "word-deletion", "delete a share of the words at random (MarkLLM's WordDeletion, ratio 0.3)",
         "fwsapp.robustness.attacks.word_deletion:WordDeletion", params=_words("share of the words deleted", 0.3),
-        strength="ratio", presets=(0.1, 0.3, 0.5)),
+        strength="ratio", presets=(0.1, 0.3, 0.5), protects="words"),
     AttackPlugIn(
         "synonym", "replace a share of the words by a WordNet synonym (MarkLLM's SynonymSubstitution, ratio 0.5)",
         "fwsapp.robustness.attacks.synonym:SynonymSubstitution", params=_words("share of the words replaced", 0.5),
         unavailable=_data_missing("wordnet"),
-        strength="ratio", presets=(0.25, 0.5, 0.75, 1.0)),
+        strength="ratio", presets=(0.25, 0.5, 0.75, 1.0), protects="words"),
     AttackPlugIn(
         "typo", "replace each character, with probability p, by a neighbour on a QWERTY keyboard (HELM's typos, as "
                 "MarkMyWords applies them, p 0.05 or 0.1)",
-        "fwsapp.robustness.attacks.typo:Typo", params={"p": (0.05, share("chance that a letter is mistyped")),
-                                             "keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER},
-        edits="characters", strength="p", presets=(0.05, 0.1)),
+        "fwsapp.robustness.attacks.typo:Typo", params={"p": (0.05, share("chance that a letter is mistyped"))},
+        edits="characters", strength="p", presets=(0.05, 0.1), protects="characters"),
     AttackPlugIn(
         "misspelling", "replace each word that has a common misspelling, with probability p, by one (HELM's list from "
                        "Wikipedia, as MarkMyWords applies it, p 0.25 or 0.5)",
         "fwsapp.robustness.attacks.misspelling:Misspelling",
-        params={"p": (0.25, share("chance that a word with a common misspelling is misspelt")),
-                "keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER},
+        params={"p": (0.25, share("chance that a word with a common misspelling is misspelt"))},
         unavailable=_data_missing("misspelling"),
-        strength="p", presets=(0.25, 0.5)),
+        strength="p", presets=(0.25, 0.5), protects="characters"),
     AttackPlugIn(
         "swap", "swap each word, with probability p, with the next one (MarkMyWords' swap, p 0.05 or 0.1)",
-        "fwsapp.robustness.attacks.swap:Swap", params={"p": (0.05, share("chance that a word swaps with the next")),
-                                             "keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER},
-        strength="p", presets=(0.05, 0.1)),
+        "fwsapp.robustness.attacks.swap:Swap", params={"p": (0.05, share("chance that a word swaps with the next"))},
+        strength="p", presets=(0.05, 0.1), protects="words"),
     AttackPlugIn(
         "lowercase", "the whole text in lower case (HELM's lowercase perturbation)", "fwsapp.robustness.attacks.lowercase:Lowercase",
-        params={"keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER}, edits="characters"),
+        edits="characters", protects="characters"),
     AttackPlugIn(
         "contraction", "contract what can be (\"do not\" → \"don't\"; HELM's contraction perturbation)",
         "fwsapp.robustness.attacks.contraction:Contraction",
-        params={"keep_entities": KEEP_ENTITIES, "recognizer": RECOGNIZER}),
+        protects="characters"),
     AttackPlugIn(
         "homoglyph", "replace a share of the letters by Unicode look-alikes (Cyrillic а for Latin a); detect with "
                      "--normalize homoglyphs to map them back",
         "fwsapp.robustness.attacks.homoglyph:Homoglyph", params={"ratio": (0.1, share("share of the letters that have a "
-                                                                             "look-alike replaced")),
-                                                       "keep_entities": KEEP_ENTITIES,
-                                                       "recognizer": RECOGNIZER},
-        edits="characters", strength="ratio", presets=(0.05, 0.1, 0.25)),
+                                                                             "look-alike replaced"))},
+        edits="characters", strength="ratio", presets=(0.05, 0.1, 0.25), protects="characters"),
     AttackPlugIn(
         "copy-paste", "paste k spans of the watermarked text, each a share of it, over the same words of the "
                       "unwatermarked text or the reference (lm-watermarking's copy-paste, k-t type)",
         "fwsapp.robustness.attacks.copy_paste:CopyPaste",
         params={"spans": (3, Param("watermarked spans pasted (k)", low=1)),
                 "span_share": (0.25, share("each span's length, as a share of the watermarked text's words")),
-                "into": ("unwatermarked", Param("the text the spans are pasted into",
-                                                choices=("unwatermarked", "reference"))),
-                "recognizer": RECOGNIZER},
-        edits="spans", strength="span_share", presets=(0.1, 0.25), hosts_the_watermark=True),
+                "into": ("unwatermarked", Param("the text the spans are pasted into", choices=HOST_TEXTS))},
+        edits="spans", strength="span_share", presets=(0.1, 0.25), host_text_param="into"),
     AttackPlugIn(
         "entity-swap", "replace k recognised disease mentions by other MeSH disease names: an injected factual error",
         "fwsapp.robustness.attacks.entity_swap:EntitySwap",
-        params={"k": (2, Param("disease mentions replaced (fewer where the text has fewer)", low=0)),
-                "recognizer": RECOGNIZER},
+        params={"k": (2, Param("disease mentions replaced (fewer where the text has fewer)", low=0))},
         edits="mentions", strength="k", presets=(1, 2, 4)),
     AttackPlugIn(
         "paraphrase", "the text rewritten by a language model with MarkLLM's prompt at temperature 0.2, through a "
                       "judge backend (local model, OpenAI, or an OpenAI-compatible server)",
         "fwsapp.robustness.attacks.paraphrase:Paraphrase", needs=("backend",), edits="text", test_params={"max_tokens": 8},
-        params=_rewriter(prompt=(MARKLLM_PARAPHRASE_PROMPT, Param("the instruction before the text")))),
+        params=_rewriter(prompt=(MARKLLM_PARAPHRASE_PROMPT, Param("the instruction before the text"))), protects="instruction"),
     AttackPlugIn(
         "translate", "round-trip translation, English → language → English, by a language model through a judge "
                      "backend",
         "fwsapp.robustness.attacks.translate:Translate", needs=("backend",), edits="text", test_params={"max_tokens": 8},
-        params=_rewriter(language=("French", Param("the language of the round trip")))),
+        params=_rewriter(language=("French", Param("the language of the round trip"))), protects="instruction"),
 ])
 DEFAULT_SEED = 0
 
