@@ -80,9 +80,9 @@ def main() -> None:
         assert not app.exception, app.exception
 
         from fwsapp.ui import queries, resources
-        from fwsapp.results.fws import DEFAULT_MAPPING, fws_views
+        from fwsapp.results.fws import default_mapping, fws_views
 
-        prepared = queries.fws_prepared(resources.revision(), tuple(sorted(DEFAULT_MAPPING.items())))
+        prepared = queries.fws_prepared(resources.revision(), tuple(sorted(default_mapping().items())))
         weighting = [timed(lambda: fws_views(prepared, alpha, 1 - 2 * alpha))
                      for alpha in np.linspace(0.1, 0.45, 30)]
 

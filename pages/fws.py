@@ -8,7 +8,7 @@ import streamlit as st
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.results.fws import DEFAULT_MAPPING, POOLED_REFERENCE, PRESETS, fws_views, pooled_reference, ratio_weights
+from fwsapp.results.fws import POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights
 from fwsapp.human.ratings import DEFAULT_FRACTION, friedman_nemenyi, sample_items, sensitivity_table
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
@@ -55,20 +55,16 @@ def render() -> None:
                    "by their ratio α/β only.")
 
     with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
-        metric_names = queries.metric_names(resources.revision()) or ["simcse_reference", "rougeL", "f1", "factuality"]
-        choices = {
-            "coherence": ["simcse_reference", "bertscore", "rougeL"],
-            "relevance": ["rougeL|f1", "rougeL", "rouge2", "f1", "bertscore"],
-            "factual_accuracy": ["factuality", "bertscore", "rouge2"],
-        }
         mapping = {}
-        for aspect, options in choices.items():
+        for aspect, options in aspect_choices().items():
             mapping[aspect] = st.selectbox(
-                aspect.replace("_", " ").capitalize(), options, index=options.index(DEFAULT_MAPPING[aspect]),
-                key=f"map-{aspect}", help="rougeL|f1: ROUGE-L, and token F1 for QA (the default). simcse_reference: "
-                     "SimCSE similarity to the reference, measured alike for both texts.",
+                aspect.replace("_", " ").capitalize(), options, index=0, key=f"map-{aspect}",
+                help="The first is the default. a|b: b for the tasks b's metric is declared for (rougeL|f1: ROUGE-L, "
+                     "and token F1 for QA), a elsewhere. simcse_reference: SimCSE similarity to the reference, measured "
+                     "alike for both texts.",
             )
-        st.caption(f"Metrics stored so far: {', '.join(metric_names)}.")
+        metric_names = queries.metric_names(resources.revision())
+        st.caption(f"Metrics stored so far: {', '.join(metric_names) or 'none'}.")
 
     mapping_key = tuple(sorted(mapping.items()))
     all_verdicts = queries.judgments(resources.revision())

@@ -7,7 +7,7 @@ import streamlit as st
 from fwsapp.ui import render as markup
 from fwsapp.human import study
 from fwsapp.human.access import invite_link
-from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_MAPPING
+from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, default_mapping
 from fwsapp.human.ratings import RATERS_PER_ITEM
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
@@ -136,7 +136,7 @@ def render() -> None:
         if rated.empty:
             st.info("No ratings yet.")
         else:
-            widgets.human_agreement(rated, queries.fws_samples(revision, tuple(sorted(DEFAULT_MAPPING.items()))),
+            widgets.human_agreement(rated, queries.fws_samples(revision, tuple(sorted(default_mapping().items()))),
                                     DEFAULT_ALPHA, DEFAULT_BETA, "judge")
     with adjudication:
         found = study.disagreements(rated) if not rated.empty else pd.DataFrame()

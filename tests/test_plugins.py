@@ -1,11 +1,13 @@
 """Every plug-in axis has one registry that the CLI, doctor, the pages and the generic tests read: a new plug-in is its
 module plus one entry. Each axis's generic checks run once per registered plug-in, and once more on a toy plug-in
 registered here, which must also show in the CLI's choices, in doctor and in the page's options."""
+import ast
 import json
 import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -14,7 +16,7 @@ from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
 from fwsapp.robustness.attacks.base import Attack, Attacked
 from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
 from fwsapp.quality.base import ReferenceMetric
-from fwsapp.quality.registry import METRICS, MetricPlugIn
+from fwsapp.quality.registry import Column, METRICS, MetricPlugIn
 from fwsapp.entities.recognizers.base import Entity, Recognizer
 from fwsapp.entities.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
 from fwsapp.watermark.kgw import KGW
@@ -35,22 +37,45 @@ def test_the_registries_import_without_torch_spacy_or_the_openai_sdk():
     assert result.stdout.split() == ["False"] * 4
 
 
+def named_strings(tree) -> list[ast.Constant]:
+    """The string constants a module compares with, keys a dict by, or lists in a list, tuple or set literal: where
+    a hand-written list of plug-ins would be."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found += [part for part in (node.left, *node.comparators) if isinstance(part, ast.Constant)]
+            found += [element for part in node.comparators if isinstance(part, (ast.List, ast.Tuple, ast.Set))
+                      for element in part.elts if isinstance(element, ast.Constant)]
+        elif isinstance(node, ast.Dict):
+            found += [key for key in node.keys if isinstance(key, ast.Constant)]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            found += [element for element in node.elts if isinstance(element, ast.Constant)]
+    unique = {id(node): node for node in found}
+    return sorted((node for node in unique.values() if isinstance(node.value, str)), key=lambda node: (node.lineno, node.col_offset))
+
+
 @pytest.mark.parametrize("axis", list(AXES))
 def test_no_module_outside_a_registry_names_one_of_its_plug_ins(axis):
-    names = AXES[axis].names()
-    own = {"methods": ("watermark", "methods.py"), "recognizers": ("recognizers",),
-           "judge backends": ("registry.py", "backends.py"), "metrics": ("quality",), "attacks": ("attacks",)}[axis]
-    # EntityKGW's lexicon is also called "mesh": a word list, not the recognizer; Ray's address may be "local".
-    elsewhere = {"recognizers": ("entity_kgw.py",), "judge backends": ("distributed.py",)}.get(axis, ())
+    names = set(AXES[axis].names())
+    own = {"methods": ("watermark",), "recognizers": ("recognizers",),
+           "judge backends": ("judge",), "metrics": ("quality",), "attacks": ("attacks",)}[axis]
+    # Words that are a plug-in's name and something else too: EntityKGW's lexicon "mesh" (a word list, not the
+    # recognizer), Ray's address "local", the judge's "swap" (ask again with A and B swapped).
+    homonyms = {"recognizers": {("entity_kgw.py", "mesh"), ("methods.py", "mesh")},
+                "judge backends": {("distributed.py", "local")}, "attacks": {("grid.py", "swap")}}.get(axis, set())
     offenders = []
     for path in [*PROJECT.joinpath("fwsapp").rglob("*.py"), *PROJECT.joinpath("pages").glob("*.py"), PROJECT / "app.py"]:
-        if path.parent.name in own or path.name in own or path.name in elsewhere:
+        if path.parent.name in own:
             continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if any(f'== "{name}"' in line or f'"{name}":' in line or f'in ("{name}"' in line or f'("{name}")' in line
-                   for name in names):
-                offenders.append(f"{path.relative_to(PROJECT)}:{number}: {line.strip()}")
+        offenders += [f"{path.relative_to(PROJECT)}:{node.lineno}: {node.value!r}"
+                      for node in named_strings(ast.parse(path.read_text()))
+                      if node.value in names and (path.name, node.value) not in homonyms]
     assert offenders == []
+
+
+def test_the_name_check_sees_comparisons_keys_and_list_literals():
+    code = 'a == "KGW"\n{"rouge": 1}\ncolumns = ["simcse", "f1"]\nx in ("typo",)\n"""KGW in a docstring"""\n'
+    assert [node.value for node in named_strings(ast.parse(code))] == ["KGW", "rouge", "simcse", "f1", "typo"]
 
 
 def seen_by_the_cli_doctor_and_grid(command: str, option: str, name: str, steps: str, tmp_path) -> None:
@@ -265,7 +290,8 @@ class WordCountRatio(ReferenceMetric):
 
 
 TOY_METRIC = MetricPlugIn("length_ratio", "words in the output over words in the reference (a test's plug-in)",
-                          f"{__name__}:WordCountRatio", label="Length ratio", seconds_per_1000_characters=0.001)
+                          f"{__name__}:WordCountRatio", label="Length ratio", seconds_per_1000_characters=0.001,
+                          columns=(Column("length_ratio", "Length ratio", lower_is_better=True, aspects=("relevance",)),))
 
 
 @pytest.mark.parametrize("name", [name for name in METRICS.available() if METRICS[name].by_default])
@@ -281,6 +307,31 @@ def test_a_toy_metric_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_an
         app = page_on_two_imported_samples("pages/quality.py", app_db)
         assert "length_ratio: Length ratio" in app.multiselect(key="score-metrics").options
         assert not app.exception
+        check_every_results_view_shows_the_toy_column(app, app_db)
+
+
+def check_every_results_view_shows_the_toy_column(app: AppTest, app_db) -> None:
+    """The toy metric's column, read from the registry alone, in the Quality page's table, its CSV and LaTeX, the
+    report's tables and the FWS page's aspect choices; lower is better, so its best cell is the smallest."""
+    from fwsapp.results.report import build_report
+    from fwsapp.results.tables import best_cells, quality_latex, quality_table, render
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    report = build_report(store)
+    store.close()
+    table = quality_table(report, "qa")
+    assert "Length ratio" in table.columns and table["Length ratio"].notna().all()  # computed at import
+    assert "Length ratio" in table.to_csv(index=False).splitlines()[0]
+    assert "Length ratio" in quality_latex(table, "Quality")
+    assert "| Length ratio |" in render(report, "markdown").replace("|Length ratio|", "| Length ratio |")
+    best = best_cells(pd.DataFrame({"Model": ["m", "m"], "Length ratio": [0.5, 2.0]}))
+    assert best["Length ratio"].tolist() == [True, False]
+    shown = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]
+    assert any("Length ratio" in frame.columns for frame in shown)
+    app.switch_page("pages/fws.py").run()
+    assert "length_ratio" in app.selectbox(key="map-relevance").options
+    assert not app.exception
 
 
 # -- attacks -----------------------------------------------------------------------------------------------------------

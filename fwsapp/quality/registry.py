@@ -1,12 +1,14 @@
 """The quality-metric registry: every metric `score` can compute, declared once; importable without torch.
 
 An entry says what the metric needs (`needs`: "model", a language model; "encoder", the sentence encoder;
-"recognizer", the disease recognizer; nothing for metrics of the texts alone, which an import computes at once), what
-its values are stored under (`stores`: ROUGE writes ROUGE-2 and ROUGE-L), which texts get
+"recognizer", the disease recognizer; nothing for metrics of the texts alone, which an import computes at once), the
+columns its values are stored under (`columns`: ROUGE writes ROUGE-2 and ROUGE-L), each with its label in tables,
+which way is better, which of the paper's tables shows it and which FWS aspects it may stand for; which texts get
 one (`kinds`), the tasks it applies to, whether `score` computes it when no metric is named (`by_default`), and for
 the metrics that read no language model their measured cost (`seconds_per_1000_characters`), which makes them
 "model-free": the Quality page computes those when it opens. `score --metrics`, the grid's [steps] score, the Quality
-page and `doctor` read it. The implementation is a `fwsapp.quality.base.Metric`.
+page's tables and downloads, the report's tables, the FWS page's aspect choices and `doctor` read it. The
+implementation is a `fwsapp.quality.base.Metric`.
 """
 from __future__ import annotations
 
@@ -16,13 +18,34 @@ from fwsapp.models import ENCODER_PACKAGE
 from fwsapp.plugins import PlugIn, Registry, missing_package
 
 GENERATED_KINDS = ("watermarked", "unwatermarked")
+# The FWS aspects a metric may stand for (fwsapp.results.fws.ASPECTS; declared here so the registry stays below it).
+ASPECTS = ("coherence", "relevance", "factual_accuracy")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One value a metric stores per text: its stored name, its label in tables, which way is better, the paper's table
+    that shows it (1: detection and fluency, 2: against the reference; None: Table 2's further columns), the FWS
+    aspects it may stand for, and those it stands for by default."""
+
+    name: str
+    label: str
+    lower_is_better: bool = False
+    paper_table: int | None = None
+    aspects: tuple[str, ...] = ()
+    default_for: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not set(self.default_for) <= set(self.aspects) <= set(ASPECTS):
+            raise ValueError(f"The column '{self.name}' stands for aspects among {', '.join(ASPECTS)}, by default only "
+                             "for aspects it may stand for.")
 
 
 @dataclass(frozen=True)
 class MetricPlugIn(PlugIn):
     label: str = ""
-    # The metric names its values are stored under; empty: its own name.
-    stores: tuple[str, ...] = ()
+    # The columns its values are stored under; empty: one column of its own name and label.
+    columns: tuple[Column, ...] = ()
     kinds: tuple[str, ...] = GENERATED_KINDS
     tasks: tuple[str, ...] = ()  # empty: every task
     by_default: bool = True
@@ -33,8 +56,12 @@ class MetricPlugIn(PlugIn):
     skipped_because: str = ""
 
     @property
+    def stored_columns(self) -> tuple[Column, ...]:
+        return self.columns or (Column(self.name, self.label or self.name),)
+
+    @property
     def stored_names(self) -> tuple[str, ...]:
-        return self.stores or (self.name,)
+        return tuple(column.name for column in self.stored_columns)
 
     @property
     def model_free(self) -> bool:
@@ -47,26 +74,36 @@ class MetricPlugIn(PlugIn):
 METRICS = Registry("metric", [
     MetricPlugIn("ppl", "perplexity of each output under an oracle (the run's own model unless one is named)",
                  "fwsapp.quality.perplexity:Perplexity", needs=("model",), label="Perplexity",
+                 columns=(Column("ppl", "PPL", lower_is_better=True, paper_table=1),),
                  skipped_because="the run is imported, so name its oracle (score --oracle MODEL, or the Quality "
                                  "page's oracle field); its values are then that model's, not the generator's"),
     MetricPlugIn("simcse", "cosine similarity of the watermarked output's sentence embedding to the unwatermarked one's",
                  "fwsapp.quality.simcse:SimCSE", label="SimCSE (to the unwatermarked output)", kinds=("watermarked",),
+                 columns=(Column("simcse", "SimCSE", paper_table=1),),
                  needs=("encoder",),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.030),
     MetricPlugIn("simcse_reference", "cosine similarity of each output's sentence embedding to the reference's",
                  "fwsapp.quality.simcse:SimCSEToReference", label="SimCSE (to the reference)", needs=("encoder",),
+                 columns=(Column("simcse_reference", "SimCSE to ref.", aspects=("coherence",), default_for=("coherence",)),),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.078),
     MetricPlugIn("rouge", "ROUGE-2 and ROUGE-L F-measure against the reference (rouge-score, no stemmer)",
-                 "fwsapp.quality.rouge:ROUGE", label="ROUGE-2/L", stores=("rouge2", "rougeL"),
+                 "fwsapp.quality.rouge:ROUGE", label="ROUGE-2/L",
+                 columns=(Column("rouge2", "ROUGE-2", paper_table=2, aspects=("relevance", "factual_accuracy")),
+                          Column("rougeL", "ROUGE-L", paper_table=2, aspects=("relevance", "coherence"),
+                                 default_for=("relevance",))),
                  seconds_per_1000_characters=0.003),
     MetricPlugIn("f1", "token F1 against the reference, SQuAD's normalisation (QA only)", "fwsapp.quality.f1:TokenF1",
-                 label="Token F1", tasks=("qa",), seconds_per_1000_characters=0.003),
+                 label="Token F1", tasks=("qa",), seconds_per_1000_characters=0.003,
+                 columns=(Column("f1", "F1", paper_table=2, aspects=("relevance",), default_for=("relevance",)),)),
     MetricPlugIn("factuality", "factual consistency with the reference: AlignScore with a checkpoint, else the offline "
                  "stand-in disease-entity support", "fwsapp.quality.factuality:Factuality", label="Factuality",
+                 columns=(Column("factuality", "Factuality", paper_table=2, aspects=("factual_accuracy",),
+                                 default_for=("factual_accuracy",)),),
                  needs=("encoder", "recognizer"),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.096),
     MetricPlugIn("bertscore", "BERTScore F1 against the reference with the local MiniLM encoder",
                  "fwsapp.quality.bertscore:BERTScore", label="BERTScore F1", by_default=False, needs=("encoder",),
+                 columns=(Column("bertscore", "BERTScore F1", aspects=ASPECTS),),
                  unavailable=missing_package("bert_score")),
 ])
 
@@ -84,3 +121,13 @@ def model_free_metrics() -> tuple[str, ...]:
 def stored_metrics() -> tuple[str, ...]:
     """Every metric name a value may be stored under, in the registry's order (the report's quality block)."""
     return tuple(name for entry in METRICS for name in entry.stored_names)
+
+
+def stored_columns(task: str | None = None) -> list[tuple[MetricPlugIn, Column]]:
+    """Every registered column in the registry's order, with its metric; with `task`, those of metrics that apply to it."""
+    return [(entry, column) for entry in METRICS if task is None or entry.applies_to(task) for column in entry.stored_columns]
+
+
+def column_tasks(name: str) -> tuple[str, ...]:
+    """The tasks a stored column's metric applies to; empty: every task."""
+    return next((entry.tasks for entry, column in stored_columns() if column.name == name), ())

@@ -9,6 +9,7 @@ import pandas as pd
 
 from fwsapp.judge.summary import per_sample_scores
 from fwsapp.quality import main_config_rows
+from fwsapp.quality.registry import ASPECTS, column_tasks, stored_columns
 from fwsapp.results.run_names import run_settings
 
 DEFAULT_ALPHA, DEFAULT_BETA = 0.4, 0.2
@@ -44,13 +45,28 @@ def ratio_weights(ratio: float) -> tuple[float, float]:
     return ratio / (2 * ratio + 1), 1 / (2 * ratio + 1)
 
 
-ASPECTS = ("coherence", "relevance", "factual_accuracy")
 KINDS = ("watermarked", "unwatermarked")
-# The default Auto-FWS mapping of metrics onto aspects: Coh = SimCSE, Rel = ROUGE-L (F1 for QA),
-# FactAcc = AlignScore or its stand-in. The relevance entry "rougeL|f1" picks F1 for QA tasks.
-# Coherence reads SimCSE to the reference, measured alike for both texts; the paper's SimCSE (watermarked
-# against unwatermarked) has no value for the unwatermarked text, so it cannot stand for an aspect of both.
-DEFAULT_MAPPING = {"coherence": "simcse_reference", "relevance": "rougeL|f1", "factual_accuracy": "factuality"}
+def default_mapping() -> dict[str, str]:
+    """Each aspect's default metric, from the registry's columns (`Column.default_for`): the column every task reads,
+    then after '|' the one that replaces it for the tasks its metric is declared for. Today Coh = SimCSE to the
+    reference, Rel = ROUGE-L (token F1 for QA), FactAcc = AlignScore or its stand-in. Coherence reads SimCSE to the
+    reference, measured alike for both texts; the paper's SimCSE (watermarked against unwatermarked) has no value for
+    the unwatermarked text, so it cannot stand for an aspect of both."""
+    mapping = {}
+    for aspect in ASPECTS:
+        defaults = [column.name for _, column in stored_columns() if aspect in column.default_for]
+        general = [name for name in defaults if not column_tasks(name)]
+        specific = [name for name in defaults if column_tasks(name)]
+        mapping[aspect] = "|".join(general[:1] + specific[:1])
+    return mapping
+
+
+def aspect_choices() -> dict[str, list[str]]:
+    """The metrics each aspect may be read from (`Column.aspects`), its default first."""
+    defaults = default_mapping()
+    return {aspect: list(dict.fromkeys([defaults[aspect], *(column.name for _, column in stored_columns()
+                                                              if aspect in column.aspects)]))
+            for aspect in ASPECTS}
 
 
 def judge_aspects(judgments) -> pd.DataFrame:
@@ -65,8 +81,9 @@ def judge_aspects(judgments) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEFAULT_MAPPING) -> pd.DataFrame:
-    """Long table (run, sample, kind) -> aspects in [0, 1] from stored metrics, by the given mapping.
+def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] | None = None) -> pd.DataFrame:
+    """Long table (run, sample, kind) -> aspects in [0, 1] from stored metrics, by the given mapping (default: the
+    registry's). A source "a|b" reads b for the runs whose task b's metric is declared for, and a for the others.
 
     Samples lacking any mapped metric are left out, so every row has all three aspects. Each metric is
     read under its main config (as the report's quality block), so a second oracle never mixes in.
@@ -77,17 +94,14 @@ def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] = DEF
     wide = main_config_rows(metrics).pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric",
                                                  values="value").reset_index()
     wide = wide.rename(columns={"text_kind": "kind"})
-    qa = wide.run_id.map(tasks).eq("qa")
+    task = wide.run_id.map(tasks)
     out = wide[["run_id", "sample_idx", "kind"]].copy()
-    for aspect, source in mapping.items():
-        choices = source.split("|")
-        column = choices[0] if len(choices) == 1 else None
-        if column is None:
-            general, for_qa = choices
-            values = wide.get(general, pd.Series(index=wide.index, dtype=float)).where(
-                ~qa, wide.get(for_qa, pd.Series(index=wide.index, dtype=float)))
-        else:
-            values = wide.get(column, pd.Series(index=wide.index, dtype=float))
+    missing = pd.Series(index=wide.index, dtype=float)
+    for aspect, source in (mapping or default_mapping()).items():
+        general, *specific = source.split("|")
+        values = wide.get(general, missing)
+        for column in specific:
+            values = values.where(~task.isin(column_tasks(column)), wide.get(column, missing))
         out[aspect] = values.clip(0, 1)
     return out.dropna(subset=list(ASPECTS))
 

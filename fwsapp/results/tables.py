@@ -12,6 +12,7 @@ import pandas as pd
 from fwsapp.data.tasks import TASKS
 from fwsapp.detection.roc import interval_label, tpr_label
 from fwsapp.judge.summary import judge_name
+from fwsapp.quality.registry import Column, stored_columns
 
 UNWATERMARKED = "Unwatermarked"
 
@@ -75,41 +76,37 @@ def _ppl_oracle(run: dict) -> str | None:
     return (_get(run, "quality", "configs", "ppl") or "").removeprefix("oracle=") or None
 
 
+def _quality(run: dict, kind: str, columns: list[Column]) -> dict:
+    """A run's mean of each column for one text kind, under the column's label; None where it has none (SimCSE is
+    the watermarked text's similarity to the unwatermarked one, so that one has none of its own)."""
+    return {column.label: _get(run, "quality", column.name, kind) for column in columns}
+
+
 def table1(report: dict) -> pd.DataFrame:
-    """Detection (AUROC, TPR at FPR) and quality (PPL, SimCSE similarity to the unwatermarked text)."""
+    """Detection (AUROC, TPR at FPR) and the fluency columns of the paper's Table 1 (PPL, SimCSE similarity to the
+    unwatermarked text): the registered columns that declare it."""
+    columns = [column for _, column in stored_columns() if column.paper_table == 1]
     rows = [
         {
             **_named(run),
             "AUROC": _get(run, "detection", "auroc"),
             **{f"TPR@{label}": tpr_label(run["detection"], key) if run.get("detection") else None
                for label, key in (("0%", "0"), ("1%", "0.01"), ("5%", "0.05"))},
-            "PPL": _get(run, "quality", "ppl", "watermarked"),
-            "SimCSE": _get(run, "quality", "simcse", "watermarked"),
+            **_quality(run, "watermarked", columns),
         }
         for run in report["runs"]
     ]
-    rows += _reference_rows(report, lambda run: {
-        **_named(run, UNWATERMARKED),
-        "PPL": _get(run, "quality", "ppl", "unwatermarked"),
-        # SimCSE is the watermarked text's similarity to this one: none of its own.
-        "SimCSE": None,
-    })
+    rows += _reference_rows(report, lambda run: {**_named(run, UNWATERMARKED), **_quality(run, "unwatermarked", columns)})
     return _ordered(rows)
 
 
 def table2(report: dict) -> pd.DataFrame:
-    """ROUGE-2 and ROUGE-L (F1 for QA) against the reference, and the factual-consistency score."""
-    def row(run, kind, method):
-        return {
-            **_named(run, method),
-            "ROUGE-2": _get(run, "quality", "rouge2", kind),
-            "ROUGE-L": _get(run, "quality", "rougeL", kind),
-            "F1": _get(run, "quality", "f1", kind),
-            "Factuality": _get(run, "quality", "factuality", kind),
-        }
-
-    rows = [row(run, "watermarked", run["method"]) for run in report["runs"]]
-    rows += _reference_rows(report, lambda run: row(run, "unwatermarked", UNWATERMARKED))
+    """Quality against the reference, the paper's Table 2 (ROUGE-2, ROUGE-L, F1 for QA, factual consistency), then
+    every other registered column: all that Table 1 does not show."""
+    columns = [column for _, column in stored_columns() if column.paper_table != 1]
+    columns.sort(key=lambda column: column.paper_table is None)
+    rows = [{**_named(run), **_quality(run, "watermarked", columns)} for run in report["runs"]]
+    rows += _reference_rows(report, lambda run: {**_named(run, UNWATERMARKED), **_quality(run, "unwatermarked", columns)})
     return _ordered(rows)
 
 
@@ -243,33 +240,28 @@ def render(report: dict, fmt: str, when: datetime | None = None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-# Quality (the paper's Tables 1 and 2 for one task): which direction is better per column.
-LOWER_IS_BETTER = {"PPL"}
-
-
 # What a quality row is about rather than a measurement of it: never bolded or differenced.
 PROVENANCE_COLUMNS = ("Model", "Method", "Settings", "n", "source", "PPL oracle")
 
 
-def quality_table(report: dict, task: str) -> pd.DataFrame:
-    """One row per method (and the unwatermarked reference) for a task: PPL, SimCSE, ROUGE-2,
-    ROUGE-L (F1 for QA), and factual consistency under its own name."""
+def quality_columns(report: dict, task: str) -> list[Column]:
+    """The registered columns that apply to a task, each under the name its runs' values carry where the metric names
+    its variant (factuality: AlignScore, or the offline stand-in), else under its label."""
     runs = [run for run in report["runs"] if run["task"] == task]
-    name = next((_get(run, "quality", "factuality", "name") for run in runs if _get(run, "quality", "factuality", "name")), None)
-    factual_label = name or "Factual consistency"
+    named = {column.name: next((name for run in runs if (name := _get(run, "quality", column.name, "name"))), None)
+             for _, column in stored_columns(task)}
+    return [Column(column.name, named[column.name] or column.label, column.lower_is_better)
+            for _, column in stored_columns(task)]
+
+
+def quality_table(report: dict, task: str) -> pd.DataFrame:
+    """One row per method (and the unwatermarked reference) for a task: every registered quality column that applies
+    to it (`quality_columns`), in the registry's order; `best_cells` reads which way each is better from the registry."""
+    runs = [run for run in report["runs"] if run["task"] == task]
+    columns = quality_columns(report, task)
 
     def row(run, kind, method):
-        values = {
-            "Model": run["model"], "Method": method, "Settings": run["settings"],
-            "PPL": _get(run, "quality", "ppl", kind), "SimCSE": _get(run, "quality", "simcse", kind),
-            "SimCSE to ref.": _get(run, "quality", "simcse_reference", kind),
-            "ROUGE-2": _get(run, "quality", "rouge2", kind),
-        }
-        if task == "qa":
-            values["F1"] = _get(run, "quality", "f1", kind)
-        else:
-            values["ROUGE-L"] = _get(run, "quality", "rougeL", kind)
-        values[factual_label] = _get(run, "quality", "factuality", kind)
+        values = {"Model": run["model"], "Method": method, "Settings": run["settings"], **_quality(run, kind, columns)}
         # Where the numbers come from, after them, so the measurements fit a 1,400 px page. Perplexity is only
         # comparable under one oracle: say whose it is.
         values.update({"n": run["n"], "source": _source(run), "PPL oracle": _ppl_oracle(run)})
@@ -285,8 +277,10 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
 
 
 def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """True where a cell holds its column's best value (per model): lowest PPL, highest otherwise. Where every row
-    of a model has the same value (ROUGE-2 0.000 throughout) none is best."""
+    """True where a cell holds its column's best value (per model): the lowest where the registry declares lower
+    better (perplexity), the highest otherwise. Where every row of a model has the same value (ROUGE-2 0.000
+    throughout) none is best."""
+    lower_is_better = {column.label for _, column in stored_columns() if column.lower_is_better}
     best = pd.DataFrame(False, index=frame.index, columns=frame.columns)
     for column in frame.columns:
         if column in PROVENANCE_COLUMNS or not pd.api.types.is_numeric_dtype(frame[column]):
@@ -295,7 +289,7 @@ def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
             values = group[column].dropna()
             if values.nunique() < 2:
                 continue
-            target = values.min() if column in LOWER_IS_BETTER else values.max()
+            target = values.min() if column in lower_is_better else values.max()
             best.loc[values.index[values == target], column] = True
     return best
 
