@@ -2,8 +2,10 @@ import json
 import shutil
 
 import pandas as pd
+import pytest
 
 from fwsapp.cli import main
+from tests.conftest import PROJECT
 
 
 def test_runs_report_and_export(qa_run, tmp_path, capsys):
@@ -64,3 +66,32 @@ def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsy
     assert main(["runs", "--delete", first, "--yes", "--db", str(db)]) == 2  # gone: one clear line
     store = Store(db, read_only=True)
     assert sorted(store.runs().run_id) == sorted(others) and store.metrics([first]).empty
+
+
+def test_help_lists_every_command_of_the_parser_and_the_readme_shows_each(capsys):
+    import re
+
+    from fwsapp.cli import build_parser
+
+    commands = list(build_parser()._subparsers._group_actions[0].choices)
+    assert len(commands) == 15
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    listed = shown.split("Commands:", 1)[1].split(".", 1)[0]
+    assert [name.strip() for name in listed.split(",")] == commands
+    assert all(re.search(rf"^    {re.escape(name)}\b", shown, re.M) for name in commands)  # each with its help line
+    readme = (PROJECT / "README.md").read_text()
+    assert [name for name in commands if f"fwsapp {name}" not in readme] == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["study", "create", "--name", "s", "--runs", "r", "--raters", "dr_a"],  # not --raters-per-item
+    ["generate", "--task", "qa", "--method", "KGW", "--max-new", "8"],  # not --max-new-tokens
+])
+def test_an_abbreviated_option_is_refused_not_taken_for_another(argv, capsys, tmp_path):
+    with pytest.raises(SystemExit) as ended:
+        main([*argv, "--db", str(tmp_path / "none.duckdb")])
+    assert ended.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+    assert not (tmp_path / "none.duckdb").exists()

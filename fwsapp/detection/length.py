@@ -30,7 +30,7 @@ from scipy.stats import norm
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import Evidence
 from fwsapp.detection.calibration import nominal_threshold
-from fwsapp.detection.roc import oriented
+from fwsapp.detection.roc import negative_kind, oriented
 from fwsapp.store import detection_record
 from fwsapp.sample_size import enough
 
@@ -283,3 +283,13 @@ def run_curves(store, run_id: str) -> RunCurves | None:
             if found is not None:
                 return found
     return None
+
+
+def windowed_rates(store, set_id: str, method: str, window: int, fpr: float) -> str:
+    """What a WinMax set found: the share of watermarked texts and of negatives whose best window passes the threshold
+    calibrated for their length at `fpr`."""
+    scores = store.redetections([set_id]).dropna(subset=["p"])
+    negative = negative_kind(set(scores.text_kind), method)
+    shares = {kind: (scores.loc[scores.text_kind == kind, "p"] < fpr) for kind in ("watermarked", negative)}
+    said = [f"{kind} {found.mean():.2f} ({int(found.sum())} of {len(found)})" for kind, found in shares.items() if len(found)]
+    return f"best {window}-token window past its {fpr:.0%} threshold: " + ", ".join(said)

@@ -1,0 +1,142 @@
+"""`detect`, `compare`: stored texts scored again, by length and in windows; methods at equal strength."""
+from __future__ import annotations
+
+
+from fwsapp.cli.options import db, loading, targets
+from fwsapp.detection.length import windowed_rates
+from fwsapp.cli.terminal import model_loader, progress_bar, run_ids
+
+
+def register(commands) -> None:
+    from fwsapp.detection.normalizers import NORMALIZERS
+    from fwsapp.watermark.methods import METHODS
+
+    method_names = ", ".join(METHODS.names())
+    detect = commands.add_parser(
+        "detect", help="score a run's stored texts again under any method, parameters and tokenizer",
+        description="Re-detect: every stored text of the run (watermarked, unwatermarked, reference) scored as "
+                    "MarkLLM's detection scores it. Results are a detection set beside the stored scores.")
+    targets(detect)
+    detect.lists_params = True
+    detect.add_argument("--method", help=f"one of {method_names}; default: the run's own method")
+    detect.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")
+    detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
+                        "(default: the one the run's model implies)")
+    detect.add_argument("--out", help="write sample_idx,text,score,num_tokens_scored to this CSV file")
+    detect.add_argument("--normalize", choices=NORMALIZERS,
+                        help="map each text before tokenising: unicode (NFKC), homoglyphs (look-alikes back to Latin)")
+    detect.add_argument("--by-length", action="store_true",
+                        help="print tokens to detect and TPR after T tokens under the run's own method (detecting "
+                             "again from text only the runs whose scores at every length are not stored)")
+    detect.add_argument("--window", type=int, metavar="TOKENS",
+                        help="score each text's best window of this many tokens (WinMax), with a threshold calibrated "
+                             "for its length: finds a watermarked span pasted into a longer human text")
+    detect.add_argument("--fpr", type=float, default=0.01, help="false-positive rate of --by-length's and --window's "
+                        "verdicts (default %(default)s)")
+    loading(detect)
+    db(detect)
+    detect.set_defaults(handler=cmd_detect)
+
+    compare = commands.add_parser(
+        "compare", help="methods at equal strength: each sweep's setting that reaches a target TPR, and quality there",
+        description="Runs that differ only in their method's strength parameter (KGW's delta, DiPmark's alpha, "
+                    "SynthID's depth; `grid` makes them) form a sweep. For each sweep, the setting that reaches the "
+                    "target TPR at the FPR after the given number of tokens, interpolated between swept runs where "
+                    "needed, and FWS and disease entities at that setting.")
+    compare.add_argument("--target-tpr", type=float, default=0.9)
+    compare.add_argument("--fpr", type=float, default=0.01)
+    compare.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
+    compare.add_argument("--runs", nargs="+", metavar="ID", help="the swept runs (default: every run)")
+    db(compare)
+    compare.set_defaults(handler=cmd_compare)
+
+
+
+def cmd_detect(args) -> int:
+    from fwsapp.orchestration import pipeline
+    from fwsapp.watermark.methods import parse_params
+    from fwsapp.detection.redetect import set_scores
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    targets = run_ids(store, args)
+    if args.out and len(targets) != 1:
+        raise ValueError("--out writes one run's scores: give a single --run.")
+    if not 0 < args.fpr < 1:
+        raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
+    if args.by_length:
+        if args.method or args.param or args.normalize or args.window or args.out:
+            raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
+                             "--normalize, --window and --out.")
+        return print_lengths(store, targets, args)
+    params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
+    with progress_bar("detect", "text") as progress:
+        sets = pipeline.detect(store, targets, model_loader(args), progress, method=args.method, params=params,
+                               tokenizer=args.tokenizer, normalize=args.normalize, window=args.window)
+    for entry in sets:
+        print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer})")
+        if args.window:
+            print("  " + windowed_rates(store, entry.set_id, entry.method, args.window, args.fpr))
+    if args.out:
+        set_scores(store, sets[0].set_id).to_csv(args.out, index=False)
+        print(args.out)
+    return 0
+
+
+def print_lengths(store, targets: list[str], args) -> int:
+    from fwsapp.orchestration import pipeline
+    from fwsapp.detection.length import length_summary, run_curves
+
+    with progress_bar("detect by length", "text") as progress:
+        pipeline.lengths(store, targets, model_loader(args), progress, tokenizer=args.tokenizer)
+    for run_id in targets:
+        curves = run_curves(store, run_id)
+        if curves is None:
+            print(f"{run_id}: no scores by length ({store.run(run_id)['method']} is post-hoc or its texts are missing)")
+            continue
+        summary = length_summary(curves.method, curves.params, curves.positives, curves.negatives, args.fpr)
+        found = summary["tokens_to_detect"]
+        source = "its own detection" if curves.source == "generation" else f"detection set {curves.source}"
+        print(f"{run_id} ({curves.method}; {source}); verdicts at {summary['threshold']}")
+        print(f"  tokens to detect: median {_tokens(found['median'])}, IQR {_tokens(found['iqr'][0])}–"
+              f"{_tokens(found['iqr'][1])}; never detected {found['never_detected']} of {found['n']}")
+        print(f"  {'T':>6} {'texts':>6} {'TPR':>6} {curves.negative_kind:>14} {'FPR':>6}")
+        for size, row in summary["tpr_at_length"].items():
+            print(f"  {size:>6} {row['n']:>6} {_rate(row['tpr']):>6} {row['negatives']:>14} {_rate(row['fpr']):>6}")
+    return 0
+
+
+def _tokens(value) -> str:
+    return "–" if value is None else value if isinstance(value, str) else f"{value:g}"
+
+
+def _rate(value) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def cmd_compare(args) -> int:
+    from fwsapp.results.report import build_report
+    from fwsapp.store import Store
+    from fwsapp.detection.strength import QUALITY, check_target, equal_strength
+
+    check_target(args.target_tpr, args.fpr, args.tokens)
+    store = Store(args.db)
+    if args.runs:
+        for run_id in args.runs:
+            store.run(run_id)
+    points, table = equal_strength(store, build_report(store), args.target_tpr, args.fpr, args.tokens, args.runs)
+    if points.empty:
+        print("No sweep to compare: compare needs runs with scores by length (`detect --by-length`) whose methods "
+              "have a strength parameter; `grid experiments/strength.toml` makes such a sweep.")
+        return 1
+    print(f"Equal strength: TPR {args.target_tpr:g} at {args.fpr:.0%} FPR after {args.tokens} tokens")
+    if table.empty:
+        print("No run has a TPR at this length: see why beside each run.")
+    else:
+        shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
+        print(shown.to_string(index=False, float_format=lambda value: f"{value:.3g}"))
+    print("\nSwept runs:")
+    print(points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]].to_string(
+        index=False, float_format=lambda value: f"{value:.3g}"))
+    return 1 if table.empty else 0

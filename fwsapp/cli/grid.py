@@ -1,0 +1,68 @@
+"""`grid`: an experiment spec's whole grid, here or on a Ray cluster."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from fwsapp.cli.options import db, loading
+from fwsapp.judge.keys import confirmed_judge_key
+from fwsapp.cli.terminal import model_loader, progress_bar
+
+
+def register(commands) -> None:
+    grid = commands.add_parser(
+        "grid", help="run an experiment spec (TOML): its grid of runs, then its score, analyze and judge steps",
+        description="Runs every run of the spec that is not stored yet, in this process or on a Ray cluster, then "
+                    "the spec's steps. A rerun does only what is missing. See experiments/*.toml.")
+    grid.add_argument("spec", help="the spec file, e.g. experiments/demo.toml")
+    grid.add_argument("--ray", metavar="ADDRESS", help="run the units on the Ray cluster at ADDRESS (host:port, or "
+                      "'local' to start one here); without it, in this process")
+    grid.add_argument("--dry-run", action="store_true", help="print the runs and the work still missing; do nothing")
+    grid.add_argument("--yes", action="store_true", help="go on with a grid of more than 10,000 runs")
+    grid.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the judge step's key; "
+                      "where the spec names one (api_key_env), the same name, to confirm it")
+    loading(grid)
+    db(grid)
+    grid.set_defaults(handler=cmd_grid)
+
+
+
+def cmd_grid(args) -> int:
+    from fwsapp.orchestration import pipeline
+    from fwsapp.orchestration.grid import load_spec, plan
+    from fwsapp.judge.backends import api_key_from_environment
+    from fwsapp.judge.registry import JUDGE_BACKENDS
+    from fwsapp.store import Store
+
+    spec = load_spec(args.spec, allow_large=args.yes)  # every key checked before anything else
+    api_key = confirmed_judge_key(args.spec, spec.steps.judge, args.api_key_env)
+    judge_backend = JUDGE_BACKENDS[spec.steps.judge.backend] if spec.steps.judge else None
+    if judge_backend and "key" in judge_backend.needs and not (api_key or os.environ.get(judge_backend.key_env)
+                                                                or api_key_from_environment()):
+        raise ValueError(f"{args.spec}: [steps] judge uses {judge_backend.menu_label}, and no key is set: set "
+                         f"{judge_backend.key_env} before the grid starts (it would fail after generation).")
+    if args.dry_run:
+        store = Store(args.db, read_only=True) if Path(args.db).exists() else None
+        table = plan(spec, store)
+        print(table.to_string(index=False))
+        print(f"{len(table)} runs; {int(table['units missing'].sum())} of {int(table['units'].sum())} units to generate"
+              + (f"; then {', '.join(spec.steps.names())}" if spec.steps.names() else ""))
+        return 0
+    executor = None
+    if args.ray:
+        from fwsapp.orchestration.distributed import RayExecutor
+
+        executor = RayExecutor(args.ray, device=args.device, dtype=args.dtype)
+    store = Store(args.db)
+    with progress_bar(f"grid {Path(args.spec).name}", "sample") as progress:
+        outcome = pipeline.grid(store, spec, model_loader(args), progress, executor=executor, api_key=api_key)
+    for run_id in outcome.run_ids:
+        print(f"{run_id}: " + (f"failed: {outcome.failed[run_id]}" if run_id in outcome.failed else "done"))
+    for entry in outcome.attacked:
+        if entry.attack_set:
+            print(f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id}")
+    if outcome.judged is not None and outcome.judged.problem():  # as `judge` says it, and with its exit code
+        print(f"error: judge step: {outcome.judged.problem()}", file=sys.stderr)
+        return 1
+    return 1 if outcome.failed else 0

@@ -1,0 +1,51 @@
+"""Options several commands share, and the parser that lists a method's parameters in its --help and takes no
+abbreviation of an option."""
+from __future__ import annotations
+
+import argparse
+
+from fwsapp.paths import DEFAULT_DB
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser. It takes no abbreviation of an option (`--raters` is not `--raters-per-item`: a typo must
+    not set another option); with `lists_params`, its --help ends with every method's parameters, their valid values
+    and help, read from the method registry."""
+
+    lists_params = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
+    def format_help(self) -> str:
+        if self.lists_params:
+            from fwsapp.watermark.methods import params_help
+
+            self.epilog = params_help()
+            self.formatter_class = argparse.RawDescriptionHelpFormatter
+        return super().format_help()
+
+
+def recognizer(parser: argparse.ArgumentParser, what: str = "the disease recognizer") -> None:
+    from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
+
+    parser.add_argument("--recognizer", default=DEFAULT_RECOGNIZER, choices=RECOGNIZERS.names(),
+                        help=f"{what}: " + "; ".join(f"{entry.name}: {entry.help}" for entry in RECOGNIZERS))
+
+
+def targets(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", action="append", help="a run id (repeatable)")
+    target.add_argument("--all", action="store_true", help="every run in the database")
+
+
+def loading(parser: argparse.ArgumentParser) -> None:
+    from fwsapp.models import DTYPES
+
+    parser.add_argument("--device", help="where models run: cpu, cuda or cuda:N (default: the first GPU, else cpu)")
+    parser.add_argument("--dtype", choices=DTYPES, help="weights' precision (default: bf16 on a GPU that has it, "
+                        "else fp16; fp32 on cpu)")
+
+
+def db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")

@@ -1,0 +1,126 @@
+"""`runs`, `export`, `import`, `report`: the stored runs, listed, deleted, exported, imported and reported."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from fwsapp.cli.options import db
+
+
+def register(commands) -> None:
+    from fwsapp.data.tasks import TASKS
+    from fwsapp.judge.records import PAPER_JUDGE
+    from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
+
+    runs = commands.add_parser("runs", help="list runs, or delete one with all its rows")
+    runs.add_argument("--format", choices=["table", "json"], default="table")
+    runs.add_argument("--delete", metavar="ID", help="delete this run and every row that belongs to it (asks first)")
+    runs.add_argument("--yes", action="store_true", help="with --delete: do not ask")
+    db(runs)
+    runs.set_defaults(handler=cmd_runs)
+
+    export = commands.add_parser("export", help="export one run's samples and scores")
+    export.add_argument("--run", required=True)
+    export.add_argument("--format", choices=["csv", "parquet"], required=True)
+    export.add_argument("--out", required=True)
+    db(export)
+    export.set_defaults(handler=cmd_export)
+
+    report = commands.add_parser("report", help="report every run, or the paper's tables")
+    report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
+    report.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
+    report.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
+    report.add_argument("--include-smoke-tests", action="store_true",
+                        help="count the embedded model's smoke-test verdicts in the judge figures (left out by default)")
+    db(report)
+    report.set_defaults(handler=cmd_report)
+
+    importer = commands.add_parser("import", help="import generations, detection scores and judge logs; prints the run id")
+    importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
+    importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
+    importer.add_argument("--judged", help="the paper's judge log: JSON list with sample_id, judge_output, scores_U, scores_W, ...")
+    importer.add_argument("--judge-model", default=PAPER_JUDGE,
+                          help=f"the model that wrote the judge log's verdicts (default {PAPER_JUDGE}, the paper's judge)")
+    importer.add_argument("--method", required=True, help="KGW, SWEET, DiPmark (DIP), EXP-edit (EXPEdit), ...")
+    importer.add_argument("--model", required=True)
+    importer.add_argument("--task", required=True, choices=list(TASKS))
+    importer.add_argument("--dataset", help="a dataset file whose prompts align by index, when the generations lack them")
+    importer.add_argument("--score-direction", choices=["higher", "lower"], help="overrides the method's direction")
+    importer.add_argument("--negatives", choices=["reference", "unwatermarked"], default="reference",
+                          help="what the unwatermarked scores scored: the human reference (MarkLLM's natural mode, "
+                               "as in the paper's logs; default) or the unwatermarked output")
+    db(importer)
+    importer.set_defaults(handler=cmd_import)
+
+
+
+def cmd_runs(args) -> int:
+    from fwsapp.store import Store
+
+    if args.delete is not None:
+        if not args.delete.strip():
+            raise ValueError("--delete needs a run id: `python -m fwsapp runs` lists them.")
+        store = Store(args.db)
+        run = store.run(args.delete)  # an unknown id: one line, nothing asked
+        if not args.yes and not sys.stdin.isatty():  # a script or CI: nobody to answer
+            raise ValueError(f"--delete {args.delete}: no terminal to confirm on; add --yes to delete without asking.")
+        if not args.yes:
+            answer = input(f"Delete run {args.delete} ({run['method']}, {run['task']}, {run['model']}) and every row "
+                           "that belongs to it? Type the run id to confirm: ")
+            if answer.strip() != args.delete:
+                print("Not deleted.")
+                return 1
+        deleted = store.delete_run(args.delete)
+        print(f"Deleted run {args.delete}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
+        return 0
+    runs = Store(args.db).runs()
+    if args.format == "json":
+        print(runs.to_json(orient="records", date_format="iso"))
+    elif runs.empty:
+        print(f"No runs in {args.db}.")
+    else:
+        print(runs.drop(columns=["params"]).to_string(index=False))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from fwsapp.results.export import export_run
+    from fwsapp.store import Store
+
+    path = export_run(Store(args.db), args.run, args.format, Path(args.out))
+    print(path)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from fwsapp.results.report import build_report
+    from fwsapp.store import Store
+    from fwsapp.results.tables import render
+
+    report = build_report(Store(args.db), alpha=args.alpha, beta=args.beta, include_smoke_tests=args.include_smoke_tests)
+    if report["smoke_tests_left_out"]:
+        print(f"Left out the smoke-test verdicts of {', '.join(report['smoke_tests_left_out'])} "
+              "(--include-smoke-tests counts them).", file=sys.stderr)
+    print(json.dumps(report, indent=2) if args.format == "json" else render(report, args.format))
+    return 0
+
+
+def cmd_import(args) -> int:
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    files = {
+        name: LogFile.from_path(path) if path else None
+        for name, path in (("generations", args.generations), ("detection", args.detection), ("judged", args.judged))
+    }
+    store = Store(args.db)
+    present = set(store.runs().run_id)
+    run_id = import_logs(
+        store, method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
+        score_direction=args.score_direction, negatives=args.negatives, judge_model=args.judge_model, **files,
+    )
+    if run_id in present:
+        print(f"Already imported as run {run_id}: nothing changed.", file=sys.stderr)
+    print(run_id)
+    return 0

@@ -1,0 +1,74 @@
+"""`study`: a clinician study served to a team."""
+from __future__ import annotations
+
+import sys
+
+from fwsapp.cli.options import db
+
+
+def register(commands) -> None:
+    study_command = commands.add_parser(
+        "study", help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
+    actions = study_command.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="draw a study's items from runs and print each rater's invite link")
+    create.add_argument("--name", required=True)
+    create.add_argument("--runs", nargs="+", required=True, metavar="ID")
+    items = create.add_mutually_exclusive_group()
+    items.add_argument("--share", type=float, default=0.10, help="share of each run's samples to rate (default 0.10)")
+    items.add_argument("--items-per-run", type=int, help="how many samples of each run to rate")
+    create.add_argument("--raters-per-item", type=int, default=3)
+    create.add_argument("--attention", type=float, default=0.10, help="share of each rater's items shown twice, A and B "
+                        "swapped, as attention checks (default 0.10)")
+    create.add_argument("--entities", action="store_true", help="also ask for verdicts on each answer's disease names")
+    create.add_argument("--seed", type=int, default=0)
+    create.add_argument("--rater", action="append", default=[], metavar="NAME",
+                        help="invite a rater (repeatable); the name is for the researcher only")
+    invite = actions.add_parser("invite", help="invite raters to a study and print their links")
+    invite.add_argument("--study", required=True, help="its name or id")
+    invite.add_argument("--rater", action="append", required=True, metavar="NAME")
+    for action in (create, invite):
+        action.add_argument("--url", default="http://localhost:8501", help="where raters reach the app")
+    revoke = actions.add_parser("revoke", help="revoke a rater's link at once; their ratings stay")
+    revoke.add_argument("--rater", required=True, metavar="RATER_ID")
+    status = actions.add_parser("status", help="progress per rater, attention consistency, disagreements")
+    status.add_argument("--study", required=True)
+    export_study = actions.add_parser("export", help="the study's ratings by rater id (no names, no tokens)")
+    export_study.add_argument("--study", required=True)
+    export_study.add_argument("--out", required=True, help="a .csv or .parquet file")
+    for action in (create, invite, revoke, status, export_study):
+        db(action)
+    study_command.set_defaults(handler=cmd_study)
+
+
+
+def cmd_study(args) -> int:
+    from fwsapp.human import study
+    from fwsapp.human.access import invite_link
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    if args.action == "create":
+        created, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,
+                                        args.raters_per_item, args.attention, args.entities, args.seed, args.rater)
+        print(f"{created.study_id}: {len(store.study_items(created.study_id))} items")
+    elif args.action == "invite":
+        invites = study.invite(store, study.study(store, args.study), args.rater)
+    elif args.action == "revoke":
+        study.revoke(store, args.rater)
+        print(f"{args.rater}: revoked")
+        return 0
+    elif args.action == "status":
+        chosen = study.study(store, args.study)
+        print(study.rater_progress(store, chosen).to_string(index=False))
+        disagreements = study.disagreements(study.ratings(store, chosen))
+        print(f"\n{len(disagreements)} aspects of texts whose raters are {study.DISAGREEMENT}+ points apart")
+        return 0
+    else:
+        rows = study.export(store, study.study(store, args.study), args.out)
+        print(f"{rows} rows written to {args.out}")
+        return 0
+    if invites:
+        print("Send each rater their link; it is shown only now (only its hash is stored):", file=sys.stderr)
+    for invite in invites:
+        print(f"{invite.rater_id}\t{invite.name}\t{invite_link(args.url, invite.token)}")
+    return 0

@@ -1,0 +1,85 @@
+"""What every command shares at the terminal: signals that end a command cleanly, a progress bar, the runs a
+command targets and the models it loads."""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
+
+
+@contextmanager
+def signal_handled(signum: int, handler):
+    """`handler` for `signum` while the block runs, the previous one after. Outside the main thread signals cannot be
+    caught, and nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+def terminate_cleanly():
+    """`kill` (SIGTERM) ends a command as Ctrl-C does: transactions roll back and partial files are removed, where
+    Python's default would stop at once and leave them (a `.partial` output of `recognize`)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal_handled(signal.SIGTERM, interrupt)
+
+
+def first_interrupt_stops(stop: threading.Event, what: str):
+    """The first Ctrl-C sets `stop` (the step stops starting work and keeps what arrives); a second one interrupts
+    at once."""
+    def stop_gently(signum, frame):
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print(f"\nStopping: {what} (Ctrl-C again to leave now).", file=sys.stderr)
+
+    return signal_handled(signal.SIGINT, stop_gently)
+
+
+@contextmanager
+def progress_bar(description: str, unit: str):
+    """A tqdm bar on stderr, driven by the backend's (done, total) progress callbacks. It appears at the first report,
+    so input refused before any work is one line, with no empty bar before it."""
+    from tqdm import tqdm
+
+    bar = None
+
+    def update(done: int, total: int, note: str = "") -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(desc=description, unit=unit, file=sys.stderr)
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(note, refresh=False)
+        bar.refresh()
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def run_ids(store, args) -> list[str]:
+    """The runs a command targets: --all, or each --run checked to exist."""
+    ids = list(store.runs().run_id) if args.all else args.run
+    for run_id in ids:
+        store.run(run_id)  # a clear error for an unknown id
+    return ids
+
+
+def model_loader(args):
+    """Each model loaded once for the command's lifetime, on the command's --device in its --dtype."""
+    from functools import lru_cache
+
+    from fwsapp.models import load_model
+
+    return lru_cache(maxsize=None)(lambda name: load_model(name, device=args.device, dtype=args.dtype))
