@@ -9,7 +9,8 @@ from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.results.fws import POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights
-from fwsapp.human.ratings import DEFAULT_FRACTION, friedman_nemenyi, sample_items, sensitivity_table
+from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
+from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges

@@ -6,20 +6,15 @@ import scikit_posthocs
 from scipy.stats import friedmanchisquare, pearsonr
 
 from fwsapp.results.fws import PRESETS, fws, fws_from_likert, pareto_front, ratio_sweep, ratio_weights
-from fwsapp.human.ratings import (
-    RATERS_PER_ITEM,
-    RatingError,
+from fwsapp.human.agreement import (
     correlation_matrix,
     correlation_table,
     friedman_nemenyi,
     human_means,
     krippendorff_alpha,
-    next_item,
-    progress,
-    sample_items,
-    skip,
-    submit_rating,
 )
+from fwsapp.human.ratings import RATERS_PER_ITEM, OpenRater, sample_items
+from fwsapp.human.workflow import RatingError
 from fwsapp.data.importer import LogFile, import_logs
 
 
@@ -82,13 +77,13 @@ def test_each_item_goes_to_three_different_raters_and_nobody_sees_one_twice(stor
     active = list(raters)
     while active:
         rater = active[rng.integers(len(active))]
-        item = next_item(store, rater)
+        item = OpenRater(rater).queue(store).upcoming
         if item is None:
             active.remove(rater)
             continue
         assert item not in seen[rater]
         seen[rater].append(item)
-        submit_rating(store, rater, item, [3, 4, 5], [2, 3, 4])
+        OpenRater(rater).submit(store, item, [3, 4, 5], [2, 3, 4])
     counts = store.rows("SELECT sample_idx, count(DISTINCT rater), count(*) FROM human_ratings GROUP BY 1")
     assert len(counts) == 5 and all(distinct == total == RATERS_PER_ITEM for _, distinct, total in counts)
     assert sum(len(items) for items in seen.values()) == 5 * RATERS_PER_ITEM
@@ -97,16 +92,18 @@ def test_each_item_goes_to_three_different_raters_and_nobody_sees_one_twice(stor
 def test_rating_rules(store):
     run_id = rating_run(store, n=4)
     sample_items(store, run_id, fraction=1.0)
-    item = next_item(store, "Dr A")
+    rater = OpenRater("Dr A")
+    item = rater.queue(store).upcoming
     with pytest.raises(RatingError, match="three ratings from 1 to 5"):
-        submit_rating(store, "Dr A", item, [3, 4, 6], [2, 3, 4])
+        rater.submit(store, item, [3, 4, 6], [2, 3, 4])
     with pytest.raises(RatingError, match="Enter your name"):
-        submit_rating(store, "  ", item, [3, 4, 5], [2, 3, 4])
-    submit_rating(store, "Dr A", item, [3, 4, 5], [1, 2, 3], "B is off topic")
+        OpenRater("  ")
+    rater.submit(store, item, [3, 4, 5], [1, 2, 3], "B is off topic")
     with pytest.raises(RatingError, match="already rated"):
-        submit_rating(store, "Dr A", item, [3, 4, 5], [1, 2, 3])
-    skip(store, "Dr A", next_item(store, "Dr A"))
-    assert progress(store, "Dr A") == (2, 4)
+        rater.submit(store, item, [3, 4, 5], [1, 2, 3])
+    rater.skip(store, rater.queue(store).upcoming)
+    queue = rater.queue(store)
+    assert (len(queue.done), queue.total) == (2, 4) and queue.done[1].skipped and queue.at(1) == (queue.done[1], 2)
     stored = store.row("SELECT scores_watermarked, scores_unwatermarked FROM human_ratings")
     expected = ([3, 4, 5], [1, 2, 3]) if item.watermarked_first else ([1, 2, 3], [3, 4, 5])
     assert (list(stored[0]), list(stored[1])) == expected  # A/B mapped back to the texts
@@ -259,7 +256,7 @@ def test_each_model_keeps_its_own_unwatermarked_reference_line():
 
 
 def test_raters_are_asked_about_completeness_only_for_summaries():
-    from fwsapp.human.ratings import questions
+    from fwsapp.human.workflow import questions
 
     assert questions("qa")["relevance"].startswith("Relevance:") and "summar" not in questions("qa")["relevance"]
     assert questions("summarization")["relevance"].startswith("Completeness:")

@@ -503,3 +503,35 @@ def test_each_page_is_a_render_function_called_once(page):
     assert any(isinstance(node, ast.FunctionDef) and node.name == "render" for node in tree.body)
     last = tree.body[-1]
     assert isinstance(last, ast.Expr) and ast.unparse(last) == "render()"
+
+
+def test_rate_page_keeps_every_answer_when_one_is_missing_and_numbers_an_item_the_same_going_back(app_db):
+    from tests.conftest import judged_rating_db
+
+    judged_rating_db(app_db, n=3)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/rate.py").run()
+    app.text_input(key="rater-name").set_value("Dr A").run()
+
+    def number() -> str:
+        return app.get("progress")[0].proto.text
+
+    def press(label: str) -> None:
+        next(button for button in app.button if button.label == label).click().run()
+
+    assert number() == "1 of 3"
+    for radio in app.radio[:5]:
+        radio.set_value(4)
+    app.text_area[0].set_value("B misses the dose")
+    press("Submit")
+    assert any("Rate all three questions for both answers" in error.value for error in app.error)
+    assert [radio.value for radio in app.radio[:5]] == [4] * 5 and app.radio[5].value is None  # nothing wiped
+    assert app.text_area[0].value == "B misses the dose"
+    app.radio[5].set_value(2)
+    press("Submit")
+    assert not app.error and number() == "2 of 3"
+    press("Previous")
+    assert number() == "1 of 3" and [radio.value for radio in app.radio] == [4, 4, 4, 4, 4, 2]
+    press("Next")
+    assert number() == "2 of 3" and not app.exception

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from fwsapp.human import access, study
-from fwsapp.human.ratings import RatingError, ratings
+from fwsapp.human.ratings import ratings
+from fwsapp.human.workflow import RatingError
 from fwsapp.store import Store
 from tests.conftest import database_at_schema, imported_qa_db
 
@@ -29,10 +30,10 @@ def study_db(tmp_path):
 
 def rate_all(store, rater_id, scores=SCORES):
     while True:
-        _, task, _, _ = study.tasks(store, rater_id)
+        task = study.StudyRater(rater_id).queue(store).upcoming
         if task is None:
             return
-        study.submit(store, rater_id, task, *scores, seconds=2.0)
+        study.StudyRater(rater_id).submit(store, task, *scores, seconds=2.0)
 
 
 def test_the_token_is_stored_only_as_its_hash_and_opens_its_rater_alone(study_db):
@@ -64,6 +65,34 @@ def test_a_revoked_link_opens_nothing_at_once(study_db):
     assert study.rater_for(store, invites[0].token) == invites[0].rater_id
     with pytest.raises(study.StudyError, match="already revoked"):
         study.revoke(store, invites[1].rater_id)
+
+
+def test_a_revoked_rater_writes_nothing_more_from_any_click(study_db):
+    store, _, invites = study_db
+    rater = study.StudyRater(invites[1].rater_id)
+    task = rater.queue(store).upcoming
+    study.revoke(store, invites[1].rater_id)
+    for write in (lambda: rater.submit(store, task, *SCORES), lambda: rater.skip(store, task)):
+        with pytest.raises(RatingError, match="This link was revoked: nothing was saved"):
+            write()
+    assert store.row("SELECT (SELECT count(*) FROM human_ratings) + (SELECT count(*) FROM human_skips)")[0] == 0
+
+
+def test_an_attention_checks_second_showing_can_be_revisited_revised_and_skipped(study_db):
+    store, _, invites = study_db
+    rater = study.StudyRater(invites[0].rater_id)
+    while (task := rater.queue(store).upcoming) is not None and not task.repeat:
+        rater.submit(store, task, *SCORES)
+    assert task is not None and task.repeat
+    rater.skip(store, task)  # skipped like any item: Skip is there on every new item, so nothing gives a check away
+    queue = rater.queue(store)
+    second = next(done for done in queue.done if done.repeat)
+    assert second.skipped and second.handle == task.handle
+    rater.submit(store, second, [4, 4, 4], [3, 3, 3], revise=True)  # gone back to it and rated
+    again = next(done for done in rater.queue(store).done if done.repeat)
+    assert again.scores_a == (4, 4, 4) and again.scores_b == (3, 3, 3)
+    stored = store.frame("SELECT * FROM attention_ratings")
+    assert len(stored) == 1 and stored.revised.notna().all()
 
 
 @pytest.mark.parametrize("address, token, refused", [
@@ -101,13 +130,17 @@ def test_a_rater_sees_only_their_items_and_an_attention_check_comes_back_later_w
     assert len(checks) == 1
     seen = []
     while True:
-        done, task, count, total = study.tasks(store, rater)
-        if task is None:
+        queue = study.StudyRater(rater).queue(store)
+        if queue.upcoming is None:
             break
+        task = queue.upcoming
         assert (task.run_id, task.sample_idx) in set(zip(own.run_id, own.sample_idx))
+        assert queue.at(0)[1] == len(seen) + 1  # numbered in the order shown
         seen.append(task)
-        study.submit(store, rater, task, [5, 4, 3], [2, 2, 1], seconds=3.0)
-    assert count == total == len(own) + 1
+        study.StudyRater(rater).submit(store, task, [5, 4, 3], [2, 2, 1], seconds=3.0)
+    assert len(queue.done) == queue.total == len(own) + 1
+    # Every item keeps its number going back, the attention check's second showing included.
+    assert [queue.at(back)[0].handle for back in range(len(seen), 0, -1)] == [task.handle for task in seen]
     first = next(task for task in seen if not task.repeat and task.sample_idx == checks.sample_idx.iloc[0])
     second = next(task for task in seen if task.repeat)
     assert second.sample_idx == first.sample_idx and second.watermarked_first != first.watermarked_first
@@ -122,17 +155,19 @@ def test_a_rater_sees_only_their_items_and_an_attention_check_comes_back_later_w
 def test_going_back_shows_the_raters_own_rating_and_revising_replaces_it(study_db):
     store, _, invites = study_db
     rater = invites[0].rater_id
-    _, task, _, _ = study.tasks(store, rater)
-    study.submit(store, rater, task, [5, 5, 5], [1, 1, 1], "first")
-    done, upcoming, _, _ = study.tasks(store, rater)
+    mine = study.StudyRater(rater)
+    task = mine.queue(store).upcoming
+    mine.submit(store, task, [5, 5, 5], [1, 1, 1], "first")
+    queue = mine.queue(store)
+    done, upcoming = queue.done, queue.upcoming
     assert done[-1].scores_a == (5, 5, 5) and done[-1].comment == "first" and upcoming.handle != task.handle
     with pytest.raises(RatingError, match="already rated"):
-        study.submit(store, rater, done[-1], [4, 4, 4], [1, 1, 1])
-    study.submit(store, rater, done[-1], [4, 4, 4], [2, 2, 2], "revised", revise=True)
-    again, _, _, _ = study.tasks(store, rater)
+        mine.submit(store, done[-1], [4, 4, 4], [1, 1, 1])
+    mine.submit(store, done[-1], [4, 4, 4], [2, 2, 2], "revised", revise=True)
+    again = mine.queue(store).done
     assert again[-1].scores_a == (4, 4, 4) and again[-1].comment == "revised" and len(again) == 1
     other = invites[1].rater_id
-    assert all(task.scores_a is None for task in study.tasks(store, other)[0])  # never another rater's ratings
+    assert all(task.scores_a is None for task in study.StudyRater(other).queue(store).done)  # never another's ratings
 
 
 def test_two_raters_saving_at_once_both_keep_their_ratings(study_db):
@@ -150,7 +185,7 @@ def test_two_raters_saving_at_once_both_keep_their_ratings(study_db):
 
     def save(rater_id):
         start.wait()
-        study.submit(store, rater_id, tasks[rater_id], *SCORES)
+        study.StudyRater(rater_id).submit(store, tasks[rater_id], *SCORES)
 
     threads = [threading.Thread(target=save, args=(rater_id,)) for rater_id in tasks]
     for thread in threads:
@@ -391,11 +426,11 @@ def test_the_entity_task_asks_the_rater_for_verdicts_on_introduced_names_filed_u
 
 def test_a_submitted_rating_survives_a_restart(study_db):
     store, _, invites = study_db
-    _, task, _, _ = study.tasks(store, invites[0].rater_id)
-    study.submit(store, invites[0].rater_id, task, *SCORES, seconds=1.5)
+    task = study.StudyRater(invites[0].rater_id).queue(store).upcoming
+    study.StudyRater(invites[0].rater_id).submit(store, task, *SCORES, seconds=1.5)
     path = store.path
     store.close()
     reopened = Store(path)  # a new process would open the file the same way
-    done, _, count, _ = study.tasks(reopened, invites[0].rater_id)
-    assert count == 1 and done[0].handle == task.handle
+    done = study.StudyRater(invites[0].rater_id).queue(reopened).done
+    assert len(done) == 1 and done[0].handle == task.handle
     reopened.close()

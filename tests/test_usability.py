@@ -524,7 +524,7 @@ def test_fws_page_warns_off_scale_weights_and_draws_both_sources_on_readable_axe
 # Rate, Report and Import
 
 def test_a_fourth_rater_is_told_why_nothing_is_left(app_db):
-    from fwsapp.human.ratings import next_item, submit_rating
+    from fwsapp.human.ratings import OpenRater
     from fwsapp.store import Store
     from tests.conftest import judged_rating_db
 
@@ -534,8 +534,8 @@ def test_a_fourth_rater_is_told_why_nothing_is_left(app_db):
     judged_rating_db(app_db, n=2)
     store = Store(app_db)
     for rater in ("R1", "R2", "R3"):
-        while (item := next_item(store, rater)) is not None:
-            submit_rating(store, rater, item, [3, 3, 3], [4, 4, 4])
+        while (item := OpenRater(rater).queue(store).upcoming) is not None:
+            OpenRater(rater).submit(store, item, [3, 3, 3], [4, 4, 4])
     store.close()
     app = open_page("rate")
     app.text_input(key="rater-name").set_value("Dr Four").run()

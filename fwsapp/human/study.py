@@ -10,9 +10,9 @@ own items in their own random order, attention checks, and what the researcher r
 - **Attention checks**: a share of each rater's items (10 % by default) is shown again, A and B swapped, once the
   rater has rated `ATTENTION_GAP` more items (or has none left). The second rating is kept apart; the researcher
   reads how consistent the rater was, the rater is never told.
-- **Ratings** go to `human_ratings` under the rater's id, so the agreement statistics of `human.py` (Krippendorff's
-  alpha, Pearson against the judge and the metrics) read them as they read ratings under typed names, which stay as
-  legacy raters.
+- **Ratings** go to `human_ratings` under the rater's id (`workflow.py`, as the Rate page's), so the agreement
+  statistics of `agreement.py` (Krippendorff's alpha, Pearson against the judge and the metrics) read them as they read
+  ratings under typed names, which stay as legacy raters. Every write checks first that the rater's link is open.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ import pandas as pd
 
 from fwsapp.human import access
 from fwsapp.results.fws import ASPECTS
-from fwsapp.human.ratings import RATERS_PER_ITEM, RatingError, check_scores
+from fwsapp.human.ratings import RATERS_PER_ITEM
+from fwsapp.human.workflow import Queue, Rater, RatingError, Task
 from fwsapp.store import Store
 
 DEFAULT_ITEM_SHARE = 0.10
@@ -56,21 +57,6 @@ class Invite:
     rater_id: str
     name: str
     token: str  # shown once, to be sent to the rater; only its hash is stored
-
-
-@dataclass(frozen=True)
-class Task:
-    """One item as a rater sees it: `handle` names it in the page (no run, sample or label), `repeat` marks the
-    attention check's second showing (A and B swapped)."""
-
-    handle: str
-    run_id: str
-    sample_idx: int
-    watermarked_first: bool
-    repeat: bool
-    scores_a: tuple[float, ...] | None = None  # the rater's earlier rating, when they went back to it
-    scores_b: tuple[float, ...] | None = None
-    comment: str | None = None
 
 
 def _seeded(*parts) -> random.Random:
@@ -197,54 +183,49 @@ def _scores(value) -> tuple[float, ...] | None:
 
 
 def _task(rater_id: str, row, repeat: bool = False) -> Task:
-    first = bool(row.watermarked_first) != repeat  # the second showing swaps A and B
-    own = _scores(row.scores_watermarked), _scores(row.scores_unwatermarked)
-    given = (None, None) if repeat else own if first else own[::-1]
-    comment = row.comment if isinstance(row.comment, str) and not repeat else None
-    return Task(_handle(rater_id, row.run_id, row.sample_idx, repeat), row.run_id, int(row.sample_idx), first, repeat,
-                *given, comment)
-
-
-def tasks(store: Store, rater_id: str) -> tuple[list[Task], Task | None, int, int]:
-    """(the tasks this rater has done, oldest first, to go back to; the next one or None; tasks done; tasks in all,
-    the attention checks' second showings counted)."""
-    rows = store.assignments(rater_id)
-    done_rows = rows[rows.rated.notna() | rows.skipped.notna()]
-    done_rows = done_rows.assign(at=done_rows.rated.fillna(done_rows.skipped)).sort_values(["at", "position"])
-    done = [_task(rater_id, row) for row in done_rows.itertuples()]
-    total = len(rows) + int(rows.attention.sum())
-    repeated = int(rows.repeated.notna().sum())
-    rated = rows[rows.rated.notna()].sort_values("rated")
-    order = {key: index for index, key in enumerate(zip(rated.run_id, rated.sample_idx))}
-    fresh = rows[rows.rated.isna() & rows.skipped.isna()]
-    due = [row for row in rated.itertuples() if row.attention and pd.isna(row.repeated)
-           and (len(rated) - 1 - order[(row.run_id, row.sample_idx)] >= ATTENTION_GAP or fresh.empty)]
-    if due:
-        upcoming = _task(rater_id, due[0], repeat=True)
+    """The item of an assignment row as the rater sees it: first or second showing (A and B swapped), with the
+    rater's own rating of that showing, as they saw it, once given."""
+    first = bool(row.watermarked_first) != repeat
+    if repeat:
+        own, done, comment = (_scores(row.repeat_watermarked), _scores(row.repeat_unwatermarked)), pd.notna(row.repeated), None
     else:
-        upcoming = _task(rater_id, next(fresh.itertuples())) if not fresh.empty else None
-    return done, upcoming, len(done) + repeated, total
+        own = _scores(row.scores_watermarked), _scores(row.scores_unwatermarked)
+        done = pd.notna(row.rated) or pd.notna(row.skipped)
+        comment = row.comment if isinstance(row.comment, str) else None
+    scores_a, scores_b = own if first else own[::-1]
+    return Task(_handle(rater_id, row.run_id, row.sample_idx, repeat), row.run_id, int(row.sample_idx), first, repeat,
+                bool(done), scores_a, scores_b, comment)
 
 
-def submit(store: Store, rater_id: str, task: Task, scores_a, scores_b, comment: str = "", seconds: float | None = None,
-           revise: bool = False) -> None:
-    """Store the rater's scores of answers A and B (mapped back to the texts). An attention check's second showing is
-    stored apart, once."""
-    a, b = check_scores(scores_a, "A"), check_scores(scores_b, "B")
-    watermarked, unwatermarked = (a, b) if task.watermarked_first else (b, a)
-    if task.repeat:
-        store.add_attention_rating(rater_id, task.run_id, task.sample_idx, watermarked, unwatermarked, seconds)
-        return
-    refused = store.add_human_rating(rater_id, task.run_id, task.sample_idx, watermarked, unwatermarked,
-                                     comment.strip() or None, None, replace=revise, seconds=seconds)
-    if refused == "rated":
-        raise RatingError("You have already rated this item; go back to it to change your rating.")
+class StudyRater(Rater):
+    """A study's invited rater, known by their id: their own items in their own order, each attention check shown
+    again (A and B swapped) once they have rated ATTENTION_GAP more items or have none left."""
 
+    def __init__(self, rater_id: str):
+        self.identity = rater_id
 
-def skip(store: Store, rater_id: str, task: Task) -> None:
-    if task.repeat:
-        raise RatingError("This item cannot be skipped.")
-    store.add_human_skip(rater_id, task.run_id, task.sample_idx)
+    def check_open(self, store: Store) -> None:
+        if self.identity not in store.rater_hashes():
+            raise RatingError("This link was revoked: nothing was saved. Ask the study's organiser for a new one.")
+
+    def queue(self, store: Store) -> Queue:
+        rows = store.assignments(self.identity)
+        firsts = rows[rows.rated.notna() | rows.skipped.notna()]
+        seconds = rows[rows.repeated.notna()]
+        done = sorted([(row.rated if pd.notna(row.rated) else row.skipped, row.position, _task(self.identity, row))
+                       for row in firsts.itertuples()]
+                      + [(row.repeated, row.position, _task(self.identity, row, repeat=True))
+                         for row in seconds.itertuples()], key=lambda entry: (entry[0], entry[1]))
+        rated = rows[rows.rated.notna()].sort_values("rated")
+        order = {key: index for index, key in enumerate(zip(rated.run_id, rated.sample_idx))}
+        fresh = rows[rows.rated.isna() & rows.skipped.isna()]
+        due = [row for row in rated.itertuples() if row.attention and pd.isna(row.repeated)
+               and (len(rated) - 1 - order[(row.run_id, row.sample_idx)] >= ATTENTION_GAP or fresh.empty)]
+        if due:
+            upcoming = _task(self.identity, due[0], repeat=True)
+        else:
+            upcoming = _task(self.identity, next(fresh.itertuples())) if not fresh.empty else None
+        return Queue([task for _, _, task in done], upcoming, len(rows) + int(rows.attention.sum()))
 
 
 # -- what the researcher reads ----------------------------------------------------------------------------------------
@@ -270,7 +251,7 @@ def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     found = []
     for (rater_id, name), own in rows.groupby(["rater_id", "rater"], sort=False):
-        repeats = own[own.repeated.notna()]
+        repeats = own[own.repeat_watermarked.notna() & own.scores_watermarked.notna()]  # a skipped showing has none
         gaps = [np.concatenate([_gaps(row.scores_watermarked, row.repeat_watermarked),
                                 _gaps(row.scores_unwatermarked, row.repeat_unwatermarked)])
                 for row in repeats.itertuples()]

@@ -57,16 +57,18 @@ class HumanTables(StoreCore):
                 return "rated"
             if raters_per_item is not None and others >= raters_per_item:
                 return "full"
-            created = None
+            created, revised = None, None
             if replace:  # the revised rating keeps the first one's time, so the rater's history keeps its order
                 created = cursor.execute(
                     "SELECT min(created) FROM (SELECT created FROM human_ratings WHERE rater = ? AND run_id = ? AND "
                     "sample_idx = ? UNION ALL SELECT created FROM human_skips WHERE rater = ? AND run_id = ? AND "
                     "sample_idx = ?)", key + key).fetchone()[0]
+                revised = now() if created else None
                 for table in ("human_ratings", "human_skips"):
                     cursor.execute(f"DELETE FROM {table} WHERE rater = ? AND run_id = ? AND sample_idx = ?", key)
-            cursor.execute("INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, created or now(), seconds])
+            cursor.execute("INSERT INTO human_ratings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           [rater, run_id, sample_idx, watermarked, unwatermarked, comment, created or now(), seconds,
+                            revised])
         return None
 
     def rater_history(self, rater: str) -> list[tuple]:

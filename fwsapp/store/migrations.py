@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -291,5 +291,13 @@ MIGRATIONS = [
     ALTER TABLE detections ADD COLUMN prefix_statistics DOUBLE[];
     ALTER TABLE redetections ADD COLUMN prefix_statistics DOUBLE[];
     ALTER TABLE detection_sets ADD COLUMN window_tokens INTEGER;
+    """,
+    # 13: an attention check's second showing can be skipped (no scores) and revised, and a rating says when it was
+    # last revised (the export's analysis of revisions).
+    """
+    ALTER TABLE attention_ratings ALTER COLUMN scores_watermarked DROP NOT NULL;
+    ALTER TABLE attention_ratings ALTER COLUMN scores_unwatermarked DROP NOT NULL;
+    ALTER TABLE attention_ratings ADD COLUMN revised TIMESTAMP;
+    ALTER TABLE human_ratings ADD COLUMN revised TIMESTAMP;
     """,
 ]

@@ -75,13 +75,19 @@ class StudyTables(StoreCore):
                       ON c.rater = a.rater_id AND c.run_id = a.run_id AND c.sample_idx = a.sample_idx
                WHERE a.rater_id = ? ORDER BY a.position""", [rater_id])
 
-    def add_attention_rating(self, rater: str, run_id: str, sample_idx: int, watermarked: list[float],
-                             unwatermarked: list[float], seconds: float | None) -> bool:
-        """The second rating of an attention check; False when the rater has given it already (kept as it was)."""
+    def add_attention_rating(self, rater: str, run_id: str, sample_idx: int, watermarked: list[float] | None,
+                             unwatermarked: list[float] | None, seconds: float | None, replace: bool = False) -> bool:
+        """The second rating of an attention check (no scores: skipped); False when the rater has given it already and
+        `replace` is not asked (kept as it was). A replaced one keeps its first time and says when it was revised."""
         with self.transaction() as cursor:
+            key = [rater, run_id, sample_idx]
             given = cursor.execute("SELECT count(*) FROM attention_ratings WHERE rater = ? AND run_id = ? AND "
-                                   "sample_idx = ?", [rater, run_id, sample_idx]).fetchone()[0]
+                                   "sample_idx = ?", key).fetchone()[0]
             if not given:
-                cursor.execute("INSERT INTO attention_ratings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               [rater, run_id, sample_idx, watermarked, unwatermarked, seconds, now()])
-        return not given
+                cursor.execute("INSERT INTO attention_ratings VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                               [*key, watermarked, unwatermarked, seconds, now()])
+            elif replace:
+                cursor.execute("UPDATE attention_ratings SET scores_watermarked = ?, scores_unwatermarked = ?, seconds = ?, "
+                               "revised = ? WHERE rater = ? AND run_id = ? AND sample_idx = ?",
+                               [watermarked, unwatermarked, seconds, now(), *key])
+        return not given or replace

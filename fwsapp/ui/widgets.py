@@ -293,16 +293,16 @@ def set_fws_weights(alpha: float, beta: float) -> None:
 
 
 def rating_form(key: str, prompt: str, reference: str, answers: tuple[str, str], questions: dict[str, str],
-                given: dict[str, tuple] | None = None, comment: str = "", revising: bool = False,
-                can_skip: bool = True) -> tuple[str | None, dict[str, list], str]:
+                given: dict[str, tuple] | None = None, comment: str = "", revising: bool = False):
     """The prompt, the reference, answers A and B with the rating questions under each, and a comment, every text
     inert. Returns (the button pressed, "submit" or "skip" or None; the scores per letter, None where unanswered; the
-    comment). `given` holds the rater's earlier scores per letter, when they went back."""
+    comment; a place beside the buttons for what went wrong). `given` holds the rater's earlier scores per letter, when
+    they went back. The answers stay as given when a submit is refused, so nothing is asked twice."""
     given = given or {}
     st.markdown(f"**Prompt:** {render.inert(prompt)}", unsafe_allow_html=True)
     st.markdown(f"**Reference (ground truth):** {render.inert(reference)}", unsafe_allow_html=True)
     scores = {}
-    with st.form(f"rate-{key}", clear_on_submit=True):
+    with st.form(f"rate-{key}", clear_on_submit=False):
         for column, letter, text in zip(st.columns(2), "AB", answers):
             with column:
                 st.markdown(f"**Answer {letter}**")
@@ -313,10 +313,72 @@ def rating_form(key: str, prompt: str, reference: str, answers: tuple[str, str],
                     for index, (aspect, question) in enumerate(questions.items())
                 ]
         written = st.text_area("Comment (optional)", value=comment, key=f"{key}-comment")
+        notice = st.empty()  # where the eye is when a submit is refused: just above the buttons
         buttons = st.columns([2, 1, 5])  # wide enough for "Save changes"
         submitted = buttons[0].form_submit_button("Save changes" if revising else "Submit", type="primary")
-        skipped = buttons[1].form_submit_button("Skip", disabled=revising or not can_skip)
-    return "submit" if submitted else "skip" if skipped else None, scores, written
+        skipped = buttons[1].form_submit_button("Skip", disabled=revising)
+    return "submit" if submitted else "skip" if skipped else None, scores, written, notice
+
+
+def rating_session(rater, back_key: str):
+    """One rating workflow drawn for any rater (`fwsapp.human.workflow.Rater`: the Rate page's open pool, a study's
+    invited rater): Previous and Next, the item's number (the same going back and forth), the blinded form, and what
+    Submit and Skip store, with the seconds spent. Returns (the task shown, None when nothing is left; the queue), so a
+    page can say why nothing is left and ask what it asks besides (a study's disease names)."""
+    import time
+
+    from fwsapp.human.workflow import RatingError, questions
+    from fwsapp.ui.queries import sample_row
+
+    def go(steps: int) -> None:
+        st.session_state[back_key] = max(0, st.session_state.get(back_key, 0) + steps)
+
+    try:
+        queue = rater.queue(store())
+    except RatingError as error:
+        st.error(render.message(str(error)))
+        st.stop()
+    back = min(st.session_state.get(back_key, 0), len(queue.done))
+    task, number = queue.at(back)
+    navigation = st.columns([1, 1, 6])
+    navigation[0].button("Previous", on_click=go, args=(1,), disabled=back >= len(queue.done), width="stretch",
+                         help="Go back to an item you rated or skipped, and change your rating.")
+    navigation[1].button("Next", on_click=go, args=(-1,), disabled=back == 0, width="stretch")
+    if task is None:
+        return None, queue
+    st.markdown('<div id="rate-item"></div>', unsafe_allow_html=True)  # where a submitted rating brings the next item
+    st.progress(min((number - 1) / queue.total, 1.0) if queue.total else 0.0, text=f"{number} of {queue.total}")
+    if task.done:
+        st.caption(f"You {'skipped' if task.skipped else 'rated'} this item earlier. Change your rating and save it, "
+                   "or press Next.")
+    sample = sample_row(revision(), task.run_id, task.sample_idx)
+    shown_at = st.session_state.setdefault(f"shown-{task.handle}", time.monotonic())
+    key = f"{'revise-' if task.done else ''}{task.handle}"
+    pressed, scores, comment, notice = rating_form(
+        key, sample["prompt"], sample["reference"], task.texts(sample["watermarked_text"], sample["unwatermarked_text"]),
+        questions(sample["task"]), {"A": task.scores_a, "B": task.scores_b} if task.scores_a else {}, task.comment or "",
+        revising=task.done)
+    try:
+        if pressed == "skip":
+            rater.skip(store(), task)
+        elif pressed == "submit":
+            if unanswered(scores):
+                raise RatingError("Rate all three questions for both answers" + (", or press Skip." if not task.done else "."))
+            rater.submit(store(), task, scores["A"], scores["B"], comment, seconds=time.monotonic() - shown_at,
+                         revise=task.done)
+            st.toast(f"Saved your rating of item {number} of {queue.total}.")
+    except RatingError as error:
+        notice.error(render.message(str(error)))
+    else:
+        if pressed:
+            st.session_state.pop(f"shown-{task.handle}", None)
+            if task.done:
+                go(-1)
+            st.session_state["rate_scroll"] = True
+            st.rerun()
+    if st.session_state.pop("rate_scroll", False):  # the next item's prompt in view, not below the last one's buttons
+        scroll_to("rate-item")
+    return task, queue
 
 
 def unanswered(scores: dict[str, list]) -> bool:
@@ -327,7 +389,7 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
     """How human ratings agree with the judge and the metrics (Pearson r, the paper's Table 6) and with each other
     (Krippendorff's alpha), each under the small-sample rule. `samples` is `queries.fws_samples`. Returns the mean
     human rating per text."""
-    from fwsapp.human.ratings import (
+    from fwsapp.human.agreement import (
         correlation_matrix,
         correlation_table,
         doubly_rated,
