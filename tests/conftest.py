@@ -16,15 +16,25 @@ SHARED_DATA = PROJECT.parent / "shared" / "data"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-# What makes a test slow here: a fixture that loads a model or starts a browser or a server, or a module that starts
-# processes (Ray, the CLI with a model, streamlit).
-SLOW_FIXTURES = {"lm", "qa_run", "browser_page", "streamlit_server", "shape_folders"}
-SLOW_MODULES = {"test_browser", "test_paper_shapes", "test_grid", "test_ray_auth", "test_shared_database"}
+# Test tiers. What a test needs beyond Python marks it: `model` (a language model loaded here or by a process it
+# starts), `browser` (Chromium, or a served app), `ray` (a Ray cluster); each of these is also `slow`, as are the modules
+# that start processes. `-m "not slow"` is the model-free tier.
+MARKS_BY_FIXTURE = {"lm": "model", "qa_run": "model", "shape_folders": "model", "browser_page": "browser",
+                    "chromium": "browser", "streamlit_server": "browser", "cluster": "ray", "token_cluster": "ray"}
+MARKS_BY_MODULE = {"test_browser": "browser", "test_paper_shapes": "model", "test_ray_auth": "ray",
+                   "test_shared_database": "model"}
+SLOW_MODULES = {"test_grid", "test_shared_database"}
+TIERS = ("model", "browser", "ray")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.module.__name__.split(".")[-1] in SLOW_MODULES:
+        module = item.module.__name__.split(".")[-1]
+        marks = {MARKS_BY_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in MARKS_BY_FIXTURE}
+        marks |= {MARKS_BY_MODULE[module]} if module in MARKS_BY_MODULE else set()
+        for mark in marks:
+            item.add_marker(getattr(pytest.mark, mark))
+        if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
 
 

@@ -72,7 +72,8 @@ def test_an_inconsistent_attack_declaration_fails_when_it_is_made(declaration, p
         AttackPlugIn("odd", "a declaration with a mistake", "tests.test_plugins:Shout", **declaration)
 
 
-@pytest.mark.parametrize("name", ATTACKS.available())
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.model) if "backend" in ATTACKS[name].needs
+                                  else name for name in ATTACKS.available()])
 def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(name, request):
     check_seeded(name, request.getfixturevalue("lm") if "backend" in ATTACKS[name].needs else None)
 

@@ -77,6 +77,7 @@ def test_a_different_seed_gives_a_different_run(lm):
     assert RunConfig(**SMALL).run_id() == RunConfig(**{**SMALL, "method": "KGW"}).run_id()
 
 
+@pytest.mark.model  # the command it starts loads the embedded model
 def test_sigkill_mid_run_then_rerun_ends_with_exactly_n_samples(tmp_path):
     db = tmp_path / "killed.duckdb"
     command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "4",
