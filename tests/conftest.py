@@ -27,6 +27,16 @@ SLOW_MODULES = {"test_grid", "test_shared_database"}
 TIERS = ("model", "browser", "ray")
 
 
+def pytest_configure(config):
+    """With FWSAPP_TOY_PLUGINS=1, the five toy plug-ins are registered for the session, before any test module builds
+    its parameters from a registry (tests/test_plugins.py collects the suite so and counts their cases)."""
+    if os.environ.get("FWSAPP_TOY_PLUGINS") == "1":
+        from tests.toy_plugins import all_registered
+
+        config._toy_plugins = all_registered()
+        config._toy_plugins.__enter__()
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         module = item.module.__name__.split(".")[-1]

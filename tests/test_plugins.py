@@ -3,6 +3,8 @@ module plus one entry. Each axis's generic checks run once per registered plug-i
 registered here, which must also show in the CLI's choices, in doctor and in the page's options."""
 import ast
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -12,15 +14,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from fwsapp.watermark import methods
-from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
-from fwsapp.robustness.attacks.base import Attack, Attacked
-from fwsapp.judge.registry import JUDGE_BACKENDS, JudgeBackendPlugIn
-from fwsapp.quality.base import ReferenceMetric
-from fwsapp.quality.registry import Column, METRICS, MetricPlugIn
-from fwsapp.entities.recognizers.base import Entity, Recognizer
-from fwsapp.entities.recognizers import RECOGNIZERS, RecognizerPlugIn, load_recognizer
-from fwsapp.watermark.kgw import KGW
+from fwsapp.robustness.attacks import ATTACKS
+from fwsapp.judge.registry import JUDGE_BACKENDS
+from fwsapp.quality.registry import METRICS
+from fwsapp.entities.recognizers import RECOGNIZERS, load_recognizer
 from tests.conftest import PROJECT
+from tests.toy_plugins import TOY_ATTACK, TOY_BACKEND, TOY_METHOD, TOY_METRIC, TOY_RECOGNIZER
 from tests.openai_stub import StubServer
 from tests.test_watermarks import check_method
 
@@ -103,14 +102,6 @@ def page_on_two_imported_samples(page: str, app_db) -> AppTest:
 
 
 # -- watermark methods -------------------------------------------------------------------------------------------------
-TOY_METHOD = methods.MethodInfo(
-    "QuarterGreen", "KGW with a quarter of the vocabulary green (a test's plug-in)",
-    params={**methods.KGW.params, "gamma": (0.25, methods.GAMMA)}, threshold_param="z_threshold",
-    implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"})
-
-
-class QuarterGreen(KGW, info=TOY_METHOD):
-    """KGW under another entry: a method as small as one can be."""
 
 
 def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_and_the_generic_test(
@@ -137,18 +128,6 @@ def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_an
 
 
 # -- disease recognizers ---------------------------------------------------------------------------------------------
-class ToyRecognizer(Recognizer):
-    """Every capitalised word is a disease: a plug-in as small as one can be."""
-
-    def candidates(self, texts):
-        import re
-
-        return [[Entity(match[0], match.start(), match.end()) for match in re.finditer(r"\b[A-Z][a-z]+\b", text)]
-                for text in texts]
-
-
-TOY_RECOGNIZER = RecognizerPlugIn("toy", "capitalised words (a test's plug-in)", f"{__name__}:ToyRecognizer",
-                                  label=lambda: "toy recognizer v1")
 
 
 def check_recognizer(entry) -> None:
@@ -176,8 +155,8 @@ def test_a_toy_recognizer_is_one_entry_away_from_the_cli_doctor_the_page_and_the
     with RECOGNIZERS.registered(TOY_RECOGNIZER):
         check_recognizer(TOY_RECOGNIZER)
         analyze = build_parser()._subparsers._group_actions[0].choices["analyze"]
-        assert "toy" in next(action for action in analyze._actions if action.dest == "recognizer").choices
-        assert any(check.topic == "recognizer" and check.item == "toy" and check.status == "ok"
+        assert "capitals" in next(action for action in analyze._actions if action.dest == "recognizer").choices
+        assert any(check.topic == "recognizer" and check.item == "capitals" and check.status == "ok"
                    for check in backend_checks())
         from tests.conftest import imported_qa_db
 
@@ -185,7 +164,7 @@ def test_a_toy_recognizer_is_one_entry_away_from_the_cli_doctor_the_page_and_the
         app = AppTest.from_file(APP, default_timeout=60)
         app.run()
         app.switch_page("pages/entropy.py").run()
-        assert f"toy: {TOY_RECOGNIZER.help}" in app.selectbox(key="analyze-recognizer").options
+        assert f"capitals: {TOY_RECOGNIZER.help}" in app.selectbox(key="analyze-recognizer").options
 
 
 # -- judge backends ----------------------------------------------------------------------------------------------------
@@ -204,29 +183,6 @@ def check_judge_backend(entry, lm, stub, store, monkeypatch) -> None:
     outcome = pipeline.judge(store, [run_id], None, backend=backend, settings=JudgeSettings(concurrency=1))
     assert outcome.judged == 1, outcome.describe(entry.name)
     assert (store.judgments([run_id]).status == "ok").all()
-
-
-class ToyBackend:
-    """Answers every pair with the same verdict, in the paper's format."""
-
-    name, model, concurrency_limit = "toy", "toy-judge", 1
-
-    @classmethod
-    def from_settings(cls, judge_model, base_url, timeout, api_key, loaded=None):
-        return cls()
-
-    def complete(self, messages, schema=None):
-        from fwsapp.judge.backends import Completion
-        from tests.openai_stub import VALID_VERDICT
-
-        return Completion(VALID_VERDICT)
-
-    def check(self) -> str:
-        return "toy judge ready"
-
-
-TOY_BACKEND = JudgeBackendPlugIn("toy", "the same verdict every time (a test's plug-in)", f"{__name__}:ToyBackend",
-                                 menu_label="Toy judge", default_model="toy-judge")
 
 
 @pytest.mark.parametrize("name", JUDGE_BACKENDS.available())
@@ -279,21 +235,6 @@ def check_metric(entry, qa_run, lm, tmp_path) -> None:
     store.close()
 
 
-class WordCountRatio(ReferenceMetric):
-    """Words in the output over words in the reference: a plug-in as small as one can be."""
-
-    def config(self, run, resources) -> str:
-        return "words"
-
-    def values(self, outputs, references, resources) -> list[float]:
-        return [len(output.split()) / max(len(reference.split()), 1) for output, reference in zip(outputs, references)]
-
-
-TOY_METRIC = MetricPlugIn("length_ratio", "words in the output over words in the reference (a test's plug-in)",
-                          f"{__name__}:WordCountRatio", label="Length ratio", seconds_per_1000_characters=0.001,
-                          columns=(Column("length_ratio", "Length ratio", lower_is_better=True, aspects=("relevance",)),))
-
-
 @pytest.mark.parametrize("name", [name for name in METRICS.available() if METRICS[name].by_default])
 def test_each_metric(name, qa_run, lm, tmp_path):
     check_metric(METRICS[name], qa_run, lm, tmp_path)
@@ -335,14 +276,6 @@ def check_every_results_view_shows_the_toy_column(app: AppTest, app_db) -> None:
 
 
 # -- attacks -----------------------------------------------------------------------------------------------------------
-class Shout(Attack):
-    """Every word in capitals: an attack as small as one can be."""
-
-    def attack(self, item, rng) -> Attacked:
-        return Attacked(item.text.upper())
-
-
-TOY_ATTACK = AttackPlugIn("shout", "every word in capitals (a test's plug-in)", f"{__name__}:Shout", edits="characters")
 
 
 def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_generic_tests(app_db, tmp_path):
@@ -376,3 +309,26 @@ def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_gen
         app = page_on_two_imported_samples("pages/robustness.py", app_db)
         assert f"shout: {TOY_ATTACK.help}" in app.selectbox(key="attack-name").options
         assert not app.exception
+
+
+def test_toys_registered_at_collection_are_cases_of_every_generic_test_their_siblings_are():
+    """With the five toys registered before collection, the suite gains exactly their cases: in each axis, the toy is
+    one more case of the generic tests that its axis's default plug-in is a case of, and nothing else changes."""
+    from tests.toy_plugins import TOYS
+
+    def collected(toys: bool) -> set[str]:
+        environment = {**os.environ, "FWSAPP_TOY_PLUGINS": "1" if toys else "0"}
+        result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                                cwd=PROJECT, env=environment, capture_output=True, text=True, timeout=300)
+        return {line for line in result.stdout.splitlines() if "::" in line}
+
+    plain, with_toys = collected(False), collected(True)
+    added = with_toys - plain
+    assert plain <= with_toys
+    for axis, (registry, toy) in TOYS.items():
+        own = {case for case in added if re.search(rf"[\[-]{re.escape(toy.name)}[\]-]", case)}
+        assert own, f"no generic test of the {axis} has a case for its toy"
+        sibling = registry.default
+        assert {case.replace(toy.name, sibling) for case in own} <= plain, axis
+        added -= own
+    assert added == set()  # every new case is a toy's
