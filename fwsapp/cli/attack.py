@@ -3,39 +3,33 @@ from __future__ import annotations
 
 import argparse
 
-from fwsapp.cli.options import db, loading, targets
-from fwsapp.cli.terminal import model_loader, progress_bar, run_ids
+from fwsapp.cli.options import command, target_options
+from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
 def register(commands) -> None:
     from fwsapp.detection.normalizers import NORMALIZERS
     from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED, attacks_help
 
-    attack = commands.add_parser(
-        "attack", help="attack a run's watermarked texts, then detect them again; prints the attack and detection sets",
+    attack = command(commands, cmd_attack, "attack", models=True,
+        help="attack a run's watermarked texts, then detect them again; prints the attack and detection sets",
         description="Robustness: each watermarked text edited by one attack (its parameters and seed), stored beside "
                     "the generations, then scored with the run's method and tokenizer. Rerunning computes nothing; an "
                     "interrupted attack resumes.",
         epilog=attacks_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    targets(attack)
+    target_options(attack)
     attack.add_argument("--attack", required=True, choices=ATTACKS.names(), help="the attack (listed below)")
     attack.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="an attack parameter")
     attack.add_argument("--seed", type=int, default=DEFAULT_SEED, help="draws the edits (default %(default)s)")
     attack.add_argument("--tokenizer", help="as for detect (default: the one the run's model implies)")
     attack.add_argument("--normalize", choices=NORMALIZERS, help="as for detect: the defence against homoglyphs")
-    loading(attack)
-    db(attack)
-    attack.set_defaults(handler=cmd_attack)
-
 
 
 def cmd_attack(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import split_pair
-    from fwsapp.store import Store
 
-    store = Store(args.db)
-    targets = run_ids(store, args)
+    store, targets = opened_targets(args)
     params = dict(split_pair(pair) for pair in args.param)
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 
-from fwsapp.cli.options import db, loading, targets
+from fwsapp.cli.options import command, target_options
 from fwsapp.detection.length import windowed_rates
-from fwsapp.cli.terminal import model_loader, progress_bar, run_ids
+from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
 def register(commands) -> None:
@@ -12,11 +12,11 @@ def register(commands) -> None:
     from fwsapp.watermark.methods import METHODS
 
     method_names = ", ".join(METHODS.names())
-    detect = commands.add_parser(
-        "detect", help="score a run's stored texts again under any method, parameters and tokenizer",
+    detect = command(commands, cmd_detect, "detect", models=True,
+        help="score a run's stored texts again under any method, parameters and tokenizer",
         description="Re-detect: every stored text of the run (watermarked, unwatermarked, reference) scored as "
                     "MarkLLM's detection scores it. Results are a detection set beside the stored scores.")
-    targets(detect)
+    target_options(detect)
     detect.lists_params = True
     detect.add_argument("--method", help=f"one of {method_names}; default: the run's own method")
     detect.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -34,12 +34,9 @@ def register(commands) -> None:
                              "for its length: finds a watermarked span pasted into a longer human text")
     detect.add_argument("--fpr", type=float, default=0.01, help="false-positive rate of --by-length's and --window's "
                         "verdicts (default %(default)s)")
-    loading(detect)
-    db(detect)
-    detect.set_defaults(handler=cmd_detect)
 
-    compare = commands.add_parser(
-        "compare", help="methods at equal strength: each sweep's setting that reaches a target TPR, and quality there",
+    compare = command(commands, cmd_compare, "compare",
+        help="methods at equal strength: each sweep's setting that reaches a target TPR, and quality there",
         description="Runs that differ only in their method's strength parameter (KGW's delta, DiPmark's alpha, "
                     "SynthID's depth; `grid` makes them) form a sweep. For each sweep, the setting that reaches the "
                     "target TPR at the FPR after the given number of tokens, interpolated between swept runs where "
@@ -48,19 +45,14 @@ def register(commands) -> None:
     compare.add_argument("--fpr", type=float, default=0.01)
     compare.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
     compare.add_argument("--runs", nargs="+", metavar="ID", help="the swept runs (default: every run)")
-    db(compare)
-    compare.set_defaults(handler=cmd_compare)
-
 
 
 def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
     from fwsapp.detection.redetect import set_scores
-    from fwsapp.store import Store
 
-    store = Store(args.db)
-    targets = run_ids(store, args)
+    store, targets = opened_targets(args)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
     if not 0 < args.fpr < 1:

@@ -3,15 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwsapp.cli.options import db, loading
+from fwsapp.cli.options import command
 
 
 def register(commands) -> None:
-    doctor = commands.add_parser("doctor", help="what this setup can run: device, memory, models, tokenizers, backends, database")
-    loading(doctor)
-    db(doctor)
-    doctor.set_defaults(handler=cmd_doctor)
-
+    command(commands, cmd_doctor, "doctor", models=True,
+        help="what this setup can run: device, memory, models, tokenizers, backends, database")
 
 
 def cmd_doctor(args) -> int:

@@ -3,42 +3,36 @@ from __future__ import annotations
 
 import sys
 
-from fwsapp.cli.options import db, loading, recognizer, targets
-from fwsapp.cli.terminal import model_loader, progress_bar, run_ids
+from fwsapp.cli.options import command, recognizer, target_options
+from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
 def register(commands) -> None:
     from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 
-    analyze = commands.add_parser("analyze", help="entropy and disease-entity analyses a run lacks")
-    targets(analyze)
+    analyze = command(commands, cmd_analyze, "analyze", models=True,
+        help="entropy and disease-entity analyses a run lacks")
+    target_options(analyze)
     analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
                          "default: skip entropy for imported runs")
     analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD,
                          help="hallucination: similarity below this to every reference entity")
     recognizer(analyze)
-    loading(analyze)
-    db(analyze)
-    analyze.set_defaults(handler=cmd_analyze)
 
-    recognize = commands.add_parser(
-        "recognize", help="disease mentions of each text of a JSONL file",
+    recognize = command(commands, cmd_recognize, "recognize", database=False,
+        help="disease mentions of each text of a JSONL file",
         description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text], ...]} '
                     "(character offsets), in input order.")
     recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
     recognize.add_argument("--out", required=True, help="JSONL file to write (only once every line is done)")
     recognize.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
     recognizer(recognize)
-    recognize.set_defaults(handler=cmd_recognize)
-
 
 
 def cmd_analyze(args) -> int:
     from fwsapp.orchestration import pipeline
-    from fwsapp.store import Store
 
-    store = Store(args.db)
-    targets = run_ids(store, args)
+    store, targets = opened_targets(args)
     with progress_bar("analyze", "sample") as progress:
         analysis = pipeline.analyze(store, targets, model_loader(args), progress, entropy_model=args.entropy_model,
                                     threshold=args.threshold, recognizer=args.recognizer)

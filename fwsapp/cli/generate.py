@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwsapp.cli.options import db, loading
+from fwsapp.cli.options import command
 from fwsapp.cli.terminal import model_loader, progress_bar
 
 
@@ -11,7 +11,8 @@ def register(commands) -> None:
     from fwsapp.data.tasks import TASKS
     from fwsapp.watermark.methods import METHODS
 
-    generate = commands.add_parser("generate", help="generate unwatermarked and watermarked outputs; prints the run id")
+    generate = command(commands, cmd_generate, "generate", models=True,
+        help="generate unwatermarked and watermarked outputs; prints the run id")
     generate.add_argument("--task", required=True, choices=list(TASKS))
     generate.add_argument("--dataset", default="demo", help="'demo' or a JSON, JSONL or CSV file")
     generate.add_argument("--model", default=None, help="registry name, Hugging Face id or local path")
@@ -24,10 +25,6 @@ def register(commands) -> None:
     generate.add_argument("--max-new-tokens", type=int, default=64)
     generate.add_argument("--batch-size", type=int, default=4)
     generate.add_argument("--seed", type=int, default=42)
-    loading(generate)
-    db(generate)
-    generate.set_defaults(handler=cmd_generate)
-
 
 
 def cmd_generate(args) -> int:

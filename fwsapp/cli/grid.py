@@ -5,14 +5,14 @@ import os
 import sys
 from pathlib import Path
 
-from fwsapp.cli.options import db, loading
+from fwsapp.cli.options import command
 from fwsapp.judge.keys import confirmed_judge_key
 from fwsapp.cli.terminal import model_loader, progress_bar
 
 
 def register(commands) -> None:
-    grid = commands.add_parser(
-        "grid", help="run an experiment spec (TOML): its grid of runs, then its score, analyze and judge steps",
+    grid = command(commands, cmd_grid, "grid", models=True,
+        help="run an experiment spec (TOML): its grid of runs, then its score, analyze and judge steps",
         description="Runs every run of the spec that is not stored yet, in this process or on a Ray cluster, then "
                     "the spec's steps. A rerun does only what is missing. See experiments/*.toml.")
     grid.add_argument("spec", help="the spec file, e.g. experiments/demo.toml")
@@ -22,10 +22,6 @@ def register(commands) -> None:
     grid.add_argument("--yes", action="store_true", help="go on with a grid of more than 10,000 runs")
     grid.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the judge step's key; "
                       "where the spec names one (api_key_env), the same name, to confirm it")
-    loading(grid)
-    db(grid)
-    grid.set_defaults(handler=cmd_grid)
-
 
 
 def cmd_grid(args) -> int:

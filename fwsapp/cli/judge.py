@@ -5,15 +5,16 @@ import os
 import sys
 import threading
 
-from fwsapp.cli.options import db, loading, targets
-from fwsapp.cli.terminal import INTERRUPTED, first_interrupt_stops, model_loader, progress_bar, run_ids
+from fwsapp.cli.options import command, target_options
+from fwsapp.cli.terminal import opened_targets, INTERRUPTED, first_interrupt_stops, model_loader, progress_bar
 
 
 def register(commands) -> None:
     from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
 
-    judge = commands.add_parser("judge", help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
-    targets(judge)
+    judge = command(commands, cmd_judge, "judge", models=True,
+        help="judge unwatermarked vs watermarked outputs pairwise with an LLM")
+    target_options(judge)
     judge.add_argument("--backend", required=True, choices=JUDGE_BACKENDS.names(),
                        help="; ".join(f"{entry.name}: {entry.help}" for entry in JUDGE_BACKENDS))
     judge.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1 (vLLM)")
@@ -28,10 +29,6 @@ def register(commands) -> None:
     judge.add_argument("--retry-failed", action="store_true",
                        help="ask again for pairs whose verdict could not be parsed (unreachable pairs always are)")
     judge.add_argument("--max-attempts", type=int, default=6, help="tries per request before a pair is unreachable")
-    loading(judge)
-    db(judge)
-    judge.set_defaults(handler=cmd_judge)
-
 
 
 def cmd_judge(args) -> int:
@@ -39,15 +36,13 @@ def cmd_judge(args) -> int:
     from fwsapp.judge.backends import local_minutes
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
-    from fwsapp.store import Store
 
     for option, value in (("--max-attempts", args.max_attempts), ("--concurrency", args.concurrency)):
         if value < 1:
             raise ValueError(f"{option} must be at least 1, not {value}.")
     if args.timeout <= 0 or (args.budget is not None and args.budget < 0):
         raise ValueError("--timeout must be positive and --budget not negative.")
-    store = Store(args.db)
-    targets = run_ids(store, args)
+    store, targets = opened_targets(args)
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)

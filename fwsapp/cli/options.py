@@ -33,7 +33,7 @@ def recognizer(parser: argparse.ArgumentParser, what: str = "the disease recogni
                         help=f"{what}: " + "; ".join(f"{entry.name}: {entry.help}" for entry in RECOGNIZERS))
 
 
-def targets(parser: argparse.ArgumentParser) -> None:
+def target_options(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--run", action="append", help="a run id (repeatable)")
     target.add_argument("--all", action="store_true", help="every run in the database")
@@ -49,3 +49,15 @@ def loading(parser: argparse.ArgumentParser) -> None:
 
 def db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")
+
+
+def command(commands, handler, *args, models: bool = False, database: bool = True, **kwargs) -> argparse.ArgumentParser:
+    """A command's parser, run by `handler`, with --device and --dtype where it loads models and --db where it opens the
+    database."""
+    parser = commands.add_parser(*args, **kwargs)
+    if models:
+        loading(parser)
+    if database:
+        db(parser)
+    parser.set_defaults(handler=handler)
+    return parser

@@ -2,34 +2,28 @@
 from __future__ import annotations
 
 
-from fwsapp.cli.options import db, loading, recognizer, targets
-from fwsapp.cli.terminal import model_loader, progress_bar, run_ids
+from fwsapp.cli.options import command, recognizer, target_options
+from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
 def register(commands) -> None:
     from fwsapp.quality.registry import METRICS, default_metrics
 
-    score = commands.add_parser("score", help="compute the quality metrics a run lacks")
-    targets(score)
+    score = command(commands, cmd_score, "score", models=True, help="compute the quality metrics a run lacks")
+    target_options(score)
     score.add_argument("--metrics", nargs="+", default=None, metavar="METRIC", choices=METRICS.names(),
                        help="; ".join(f"{entry.name}: {entry.help}" for entry in METRICS)
                        + f" (default: {' '.join(default_metrics())})")
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
     score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
     recognizer(score, "the offline factual-consistency stand-in's disease recognizer")
-    loading(score)
-    db(score)
-    score.set_defaults(handler=cmd_score)
-
 
 
 def cmd_score(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.quality.registry import METRICS
-    from fwsapp.store import Store
 
-    store = Store(args.db)
-    targets = run_ids(store, args)
+    store, targets = opened_targets(args)
     with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,
                                 alignscore_checkpoint=args.alignscore_checkpoint, recognizer=args.recognizer)

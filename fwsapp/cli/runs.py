@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from fwsapp.cli.options import db
+from fwsapp.cli.options import command
 
 
 def register(commands) -> None:
@@ -13,30 +13,25 @@ def register(commands) -> None:
     from fwsapp.judge.records import PAPER_JUDGE
     from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 
-    runs = commands.add_parser("runs", help="list runs, or delete one with all its rows")
+    runs = command(commands, cmd_runs, "runs", help="list runs, or delete one with all its rows")
     runs.add_argument("--format", choices=["table", "json"], default="table")
     runs.add_argument("--delete", metavar="ID", help="delete this run and every row that belongs to it (asks first)")
     runs.add_argument("--yes", action="store_true", help="with --delete: do not ask")
-    db(runs)
-    runs.set_defaults(handler=cmd_runs)
 
-    export = commands.add_parser("export", help="export one run's samples and scores")
+    export = command(commands, cmd_export, "export", help="export one run's samples and scores")
     export.add_argument("--run", required=True)
     export.add_argument("--format", choices=["csv", "parquet"], required=True)
     export.add_argument("--out", required=True)
-    db(export)
-    export.set_defaults(handler=cmd_export)
 
-    report = commands.add_parser("report", help="report every run, or the paper's tables")
+    report = command(commands, cmd_report, "report", help="report every run, or the paper's tables")
     report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
     report.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
     report.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     report.add_argument("--include-smoke-tests", action="store_true",
                         help="count the embedded model's smoke-test verdicts in the judge figures (left out by default)")
-    db(report)
-    report.set_defaults(handler=cmd_report)
 
-    importer = commands.add_parser("import", help="import generations, detection scores and judge logs; prints the run id")
+    importer = command(commands, cmd_import, "import",
+        help="import generations, detection scores and judge logs; prints the run id")
     importer.add_argument("--generations", help="JSON list of {watermarked_text, unwatermarked_text, natural_text, prompt?}")
     importer.add_argument("--detection", help='JSON {"watermarked_scores": [...], "unwatermarked_scores": [...]}')
     importer.add_argument("--judged", help="the paper's judge log: JSON list with sample_id, judge_output, scores_U, scores_W, ...")
@@ -50,9 +45,6 @@ def register(commands) -> None:
     importer.add_argument("--negatives", choices=["reference", "unwatermarked"], default="reference",
                           help="what the unwatermarked scores scored: the human reference (MarkLLM's natural mode, "
                                "as in the paper's logs; default) or the unwatermarked output")
-    db(importer)
-    importer.set_defaults(handler=cmd_import)
-
 
 
 def cmd_runs(args) -> int:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import sys
 
-from fwsapp.cli.options import db
+from fwsapp.cli.options import command, db
 
 
 def register(commands) -> None:
-    study_command = commands.add_parser(
-        "study", help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
+    study_command = command(commands, cmd_study, "study", database=False,
+        help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
     actions = study_command.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="draw a study's items from runs and print each rater's invite link")
     create.add_argument("--name", required=True)
@@ -37,8 +37,6 @@ def register(commands) -> None:
     export_study.add_argument("--out", required=True, help="a .csv or .parquet file")
     for action in (create, invite, revoke, status, export_study):
         db(action)
-    study_command.set_defaults(handler=cmd_study)
-
 
 
 def cmd_study(args) -> int:

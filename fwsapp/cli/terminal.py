@@ -83,3 +83,11 @@ def model_loader(args):
     from fwsapp.models import load_model
 
     return lru_cache(maxsize=None)(lambda name: load_model(name, device=args.device, dtype=args.dtype))
+
+
+def opened_targets(args):
+    """The database the command names, and the runs it targets there (each checked to exist)."""
+    from fwsapp.store import Store
+
+    store = Store(args.db)
+    return store, run_ids(store, args)

@@ -115,15 +115,15 @@ SYNTHID_DETECTOR = "mean-score detector (SynthID's Bayesian detector needs train
 KGW = MethodInfo(
     "KGW", "Kirchenbauer et al. (2023): bias a pseudo-random green list seeded by the previous token.",
     params={"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY),
-     "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
-     "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
+            "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
+            "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, strength_param="delta",
     implementation="fwsapp.watermark.kgw:KGW",
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
     params={**KGW.params,
-     "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
+            "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
     threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
     strength_param="delta", implementation="fwsapp.watermark.sweet:SWEET",
 )
@@ -131,24 +131,24 @@ DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
     params={"gamma": (0.5, Param("quantile of the permutation above which a token counts as green", low=0, high=1,
                           open_low=True, open_high=True)),
-     "alpha": (0.45, Param("reweighting strength (0 = no watermark, 0.5 = strongest)", low=0, high=0.5)),
-     "key": (42, KEY),
-     "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
-     "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
+            "alpha": (0.45, Param("reweighting strength (0 = no watermark, 0.5 = strongest)", low=0, high=0.5)),
+            "key": (42, KEY),
+            "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
+            "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]}, standard_score=False, strength_param="alpha",
     implementation="fwsapp.watermark.dipmark:DiPmark",
 )
 EXP_EDIT = MethodInfo(
     "EXP-edit", "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values.",
     params={"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
-     "sequence_length": (200, Param("tokens aligned at detection (with align=first)", low=1)),
-     "n_runs": (100, Param("null keys in the permutation test", low=1)),
-     "key": (42, KEY),
-     "gamma": (0.0, Param("insertion/deletion cost of the alignment", low=0)),
-     "p_threshold": (0.2, Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)),
-     "xi": ("pcg64", Param("key sequence: pcg64 (fast), or markllm to check MarkLLM's EXP-edit texts",
+            "sequence_length": (200, Param("tokens aligned at detection (with align=first)", low=1)),
+            "n_runs": (100, Param("null keys in the permutation test", low=1)),
+            "key": (42, KEY),
+            "gamma": (0.0, Param("insertion/deletion cost of the alignment", low=0)),
+            "p_threshold": (0.2, Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)),
+            "xi": ("pcg64", Param("key sequence: pcg64 (fast), or markllm to check MarkLLM's EXP-edit texts",
                            choices=XI_SOURCES)),
-     "align": ("first", Param("first = the first sequence_length tokens; all = every token, as MarkLLM",
+            "align": ("first", Param("first = the first sequence_length tokens; all = every token, as MarkLLM",
                               choices=ALIGNMENTS))},
     threshold_param="p_threshold", aliases=("EXPEdit",), score_direction="lower", score_label="p",
     sweep_grid={"pseudo_length": [100, 200, 300]},
@@ -158,9 +158,9 @@ ENTITY_KGW = MethodInfo(
     "EntityKGW", "KGW that spares medical entities: no bias inside a lexicon name or to a token that starts one; "
                  "detected from the text alone.",
     params={**KGW.params,
-     "entropy_threshold": (0.0, Param("also skip steps whose next-token entropy is at most this (nats); 0 = off; "
+            "entropy_threshold": (0.0, Param("also skip steps whose next-token entropy is at most this (nats); 0 = off; "
                                       "above 0 the detector needs the model", low=0)),
-     "lexicon": ("mesh", Param("names spared: mesh = MeSH diseases, mesh+drugs = and drug names, or a file with one "
+            "lexicon": ("mesh", Param("names spared: mesh = MeSH diseases, mesh+drugs = and drug names, or a file with one "
                                "name per line", choices=("mesh", "mesh+drugs"), or_file=True))},
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     model_param="entropy_threshold", needs_tokenizer=True, strength_param="delta",
@@ -175,9 +175,9 @@ UNIGRAM = MethodInfo(
 SYNTHID = MethodInfo(
     "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
     params={"key": (42, KEY), "depth": (9, Param("tournament layers", low=1)),
-     "ngram_len": (5, Param("context n-gram length", low=2)),
-     "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
-     "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
+            "ngram_len": (5, Param("context n-gram length", low=2)),
+            "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
+            "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
     threshold_param="mean_threshold", score_label="mean g", standard_score=False,
     strength_param="depth", implementation="fwsapp.watermark.synthid:SynthID",
 )
@@ -192,9 +192,9 @@ EXP = MethodInfo(
     "EXP", "Aaronson (2023): exponential (Gumbel) sampling, token = argmax r^(1/p) with r keyed by the previous "
            "tokens; distortion-free per step; gamma-distribution p-value.",
     params={"hash_key": (15485863, KEY),
-     "prefix_length": (4, Param("tokens before each position that seed its random numbers", low=1)),
-     "top_k": (0, Param("sample among the k likeliest tokens (0 = the whole vocabulary)", low=0)),
-     "p_threshold": (1e-4, P_THRESHOLD)},
+            "prefix_length": (4, Param("tokens before each position that seed its random numbers", low=1)),
+            "top_k": (0, Param("sample among the k likeliest tokens (0 = the whole vocabulary)", low=0)),
+            "p_threshold": (1e-4, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
     implementation="fwsapp.watermark.exp:EXP",
 )
@@ -202,10 +202,10 @@ ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
                 "uniforms; edit-robust permutation-test p-values.",
     params={"pseudo_length": (256, Param("length of the key sequence ξ", low=1)),
-     "sequence_length": (200, Param("length of MarkLLM's seed draw, which fixes the key (keep 200 to match it)", low=1)),
-     "n_runs": (500, Param("null keys in the permutation test", low=1)),
-     "key": (42, KEY),
-     "p_threshold": (0.1, Param("p-value at or below which a text is called watermarked", low=0, high=1))},
+            "sequence_length": (200, Param("length of MarkLLM's seed draw, which fixes the key (keep 200 to match it)", low=1)),
+            "n_runs": (500, Param("null keys in the permutation test", low=1)),
+            "key": (42, KEY),
+            "p_threshold": (0.1, Param("p-value at or below which a text is called watermarked", low=0, high=1))},
     threshold_param="p_threshold", aliases=("ITSEdit", "ITS"), score_direction="lower", score_label="p",
     implementation="fwsapp.watermark.its_edit:ITSEdit", test_params={"n_runs": 10, "pseudo_length": 32},
 )
@@ -213,9 +213,9 @@ UNBIASED = MethodInfo(
     "Unbiased", "Hu et al. (2024): γ-reweighting of the distribution along a permutation keyed by SHA-256 of the "
                 "context; unbiased over keys; detected by a maximin log-likelihood-ratio score with the model.",
     params={"key": (42, KEY),
-     "prefix_length": (5, Param("context tokens hashed into each permutation", low=1)),
-     "n_grid": (10, Param("grid points of the maximin LLR score (the p-value bound is n_grid·e^(−score))", low=1)),
-     "p_threshold": (5e-4, P_THRESHOLD), **RNG_PARAMS},
+            "prefix_length": (5, Param("context tokens hashed into each permutation", low=1)),
+            "n_grid": (10, Param("grid points of the maximin LLR score (the p-value bound is n_grid·e^(−score))", low=1)),
+            "p_threshold": (5e-4, P_THRESHOLD), **RNG_PARAMS},
     threshold_param="p_threshold", score_direction="lower", score_label="p", needs_model=True,
     implementation="fwsapp.watermark.unbiased:Unbiased", test_params={"rng": "cpu", "n_grid": 1},
 )
@@ -223,14 +223,14 @@ MORPHMARK = MethodInfo(
     "MorphMark", "Wang et al. (2025): KGW's green lists with an adaptive strength: no bias while the green mass is "
                  "below p₀, then a share r(green mass) of the red mass moved to green, rising with it.",
     params={"gamma": (0.5, GAMMA), "hash_key": (15485863, KEY),
-     "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
-     "type": ("exp", Param("how the strength r grows with the green mass P: linear k·P, exp e^(kP) − 1, log ln(kP + 1)",
+            "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
+            "type": ("exp", Param("how the strength r grows with the green mass P: linear k·P, exp e^(kP) − 1, log ln(kP + 1)",
                            choices=("linear", "exp", "log"))),
-     "k_linear": (1.55, Param("k of the linear strength", low=0)),
-     "k_exp": (1.3, Param("k of the exponential strength", low=0)),
-     "k_log": (2.15, Param("k of the logarithmic strength", low=0)),
-     "p_0": (0.15, Param("green mass below which nothing is changed", low=0, high=1)),
-     "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
+            "k_linear": (1.55, Param("k of the linear strength", low=0)),
+            "k_exp": (1.3, Param("k of the exponential strength", low=0)),
+            "k_log": (2.15, Param("k of the logarithmic strength", low=0)),
+            "p_0": (0.15, Param("green mass below which nothing is changed", low=0, high=1)),
+            "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold",
     implementation="fwsapp.watermark.morphmark:MorphMark",
 )
@@ -257,9 +257,9 @@ def _mask_model_unavailable() -> str | None:
 DETECTGPT = MethodInfo(
     "DetectGPT", "Post-hoc: log-likelihood drop under T5 mask-and-refill perturbations (needs a mask-filling model).",
     params={"perturbations": (20, Param("perturbed copies per text", low=1)),
-     "span_length": (2, Param("words per masked span", low=1)),
-     "mask_fraction": (0.15, Param("share of words masked", low=0, high=1, open_low=True, open_high=True)),
-     "seed": (0, None), "threshold": (1.0, None)},
+            "span_length": (2, Param("words per masked span", low=1)),
+            "mask_fraction": (0.15, Param("share of words masked", low=0, high=1, open_low=True, open_high=True)),
+            "seed": (0, None), "threshold": (1.0, None)},
     **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:DetectGPT", test_params={"perturbations": 4},
     unavailable=_mask_model_unavailable,
