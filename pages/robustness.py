@@ -8,10 +8,12 @@ from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED
 from fwsapp.watermark.methods import post_hoc_names
 from fwsapp.detection.normalizers import NORMALIZERS
 from fwsapp.robustness.attack_sets import (
+    CLEAN,
     MEASURES,
     default_measure,
     labelled,
     method_by_attack,
+    shown_table,
     strength_curves,
     unresolved_note,
 )
@@ -56,7 +58,15 @@ def overview(frame) -> None:
                        index=list(MEASURES).index(default_measure(frame)),
                        help="TPR at 1% FPR needs at least 100 negatives; with fewer it is not shown")
     table = method_by_attack(frame, measure)
-    st.dataframe(table.style.format(precision=3, na_rep="–"), width="stretch")
+    st.dataframe(shown_table(frame, measure).fillna("–"), width="stretch")
+    st.caption(f"Each row is a run: its method and settings, task, model and n, its watermarked texts. The first column, "
+               f"{CLEAN}, is those texts detected again from text exactly as the attacked ones are, so it is the baseline "
+               "each attack is read against. In brackets: the exact 95 % interval of a share over the texts, AUROC's "
+               "interval, or the disease mentions counted.")
+    if measure in ("AUROC", "Still detected (share)"):
+        st.caption("AUROC ranks the attacked texts against the negatives; the share still detected counts those past "
+                   "the method's own threshold (z > 4 for KGW). A text can rank above every negative and still fall "
+                   "short of the threshold, as short texts and weak settings do: read the two together.")
     if note := unresolved_note(frame, measure):
         st.caption(markup.message(note))
     if table.notna().any().any():
@@ -65,10 +75,10 @@ def overview(frame) -> None:
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
     with st.expander("Every attack set, with its detection and what it changed"):
-        shown = frame.drop(columns=["params", "set_id", "run"])
+        shown = frame.drop(columns=["params", "set_id", "run", "auroc_ci"])
         st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
 
-    graded = [name for name in frame.attack.unique() if ATTACKS[name].strength and
+    graded = [name for name in frame.attack.dropna().unique() if ATTACKS[name].strength and
               frame[frame.attack == name].params.map(lambda params: params.get(ATTACKS[name].strength)).nunique() > 1]
     if graded:
         st.subheader("Detection against attack strength")
@@ -87,19 +97,20 @@ def overview(frame) -> None:
 
 def per_text(frame) -> None:
     st.subheader("Clean and attacked, text by text")
-    sets = frame.drop_duplicates("attack_set_id")
+    sets = frame[frame.attack_set_id.notna()].drop_duplicates("attack_set_id")
     labels = {row.attack_set_id: f"{row.run} · {row.attack_label} · seed {row.seed}" for row in sets.itertuples()}
     chosen = st.selectbox("Attack set", list(labels), format_func=labels.get, key="robustness-set")
     samples = queries.attacked_samples(resources.revision(), chosen)
     index = st.selectbox("Sample", list(samples.sample_idx), key="robustness-sample")
     row = samples.set_index("sample_idx").loc[index]
     clean_text = " ".join(row.watermarked_text.split())
-    recognizer = sets.set_index("attack_set_id").params[chosen]["recognizer"]
-    clean_mentions, attacked_mentions = queries.disease_spans(recognizer, (clean_text, row.text))
+    chosen_set = sets.set_index("attack_set_id").loc[chosen]
+    entry = ATTACKS[chosen_set.attack]
+    clean_mentions, attacked_mentions = queries.disease_spans(entry.recognizer(chosen_set.params), (clean_text, row.text))
     clean, attacked = markup.attack_changes(clean_text, row.text,
                                             [tuple(span) for span in row.spans] if row.spans is not None else [],
-                                            clean_mentions, attacked_mentions)
-    st.markdown(markup.change_legend(), unsafe_allow_html=True)
+                                            clean_mentions, attacked_mentions, entry.spans_are)
+    st.markdown(markup.change_legend(entry.spans_are), unsafe_allow_html=True)
     left, right = st.columns(2)
     left.markdown("**Clean (watermarked)**")
     left.markdown(clean, unsafe_allow_html=True)

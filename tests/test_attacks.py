@@ -12,6 +12,7 @@ import pytest
 from fwsapp.orchestration import pipeline
 from fwsapp.robustness.attacks import ATTACKS
 from fwsapp.robustness.attacks.base import AttackInput, Span, words_of
+from fwsapp.robustness.attack_sets import CLEAN as CLEAN_COLUMN
 from fwsapp.robustness.attack_sets import attack_run, summaries, words_changed
 
 CLEAN = ("Patients with type 2 diabetes and high blood pressure should not skip their medication. It is the kidney "
@@ -220,8 +221,9 @@ def test_an_attack_is_detected_against_the_clean_negatives_and_a_rerun_adds_noth
     assert len(texts) == samples and (texts.words_changed > 0.2).all() and (texts.rouge_l < 1).all()
     scores = store.redetections([attacked[0].set_id])
     assert set(scores.text_kind) == {"watermarked"} and len(scores) == samples
-    (row,) = summaries(store, [run_id])
-    assert row["attack"] == "word-deletion" and row["attack_label"] == "word-deletion"
+    clean_row, row = summaries(store, [run_id])
+    assert clean_row["attack_label"] == CLEAN_COLUMN and clean_row["texts"] == samples and clean_row["words_changed"] == 0
+    assert row["attack"] == "word-deletion" and row["attack_label"] == "word-deletion (ratio=0.3)"
     assert row["negatives"] == "unwatermarked" and row["texts"] == samples and 0 <= row["auroc"] <= 1
     assert row["mean_score_change"] < 0 and 0 <= row["still_detected"] <= 1
     assert row["words_changed"] == pytest.approx(texts.words_changed.mean())
@@ -237,7 +239,7 @@ def test_an_attack_is_detected_against_the_clean_negatives_and_a_rerun_adds_noth
     counted = store.attacked_texts([attacked[0].attack_set])[counts]
     assert counted.mentions_clean.sum() > 0 and row["entity_survival"] is not None
     store.row(MIGRATIONS[9])  # schema 10 clears the mentions that schema 9 counted by name
-    assert summaries(store, [run_id])[0]["entity_survival"] is None
+    assert summaries(store, [run_id])[1]["entity_survival"] is None
     pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": 0.3}, seed=1)
     assert store.attacked_texts([attacked[0].attack_set])[counts].equals(counted)  # counted again, by concept
 
@@ -249,8 +251,11 @@ def test_a_zero_strength_attack_is_detected_exactly_as_the_clean_run(run_copy, l
     mine = store.redetections([attacked.set_id]).set_index("sample_idx").score
     own = store.redetections([clean.set_id]).query("text_kind == 'watermarked'").set_index("sample_idx").score
     assert mine.to_dict() == own.to_dict()
-    (row,) = summaries(store, [run_id])
+    clean_row, row = summaries(store, [run_id])
     assert row["mean_score_change"] == 0 and row["words_changed"] == 0 and row["entity_survival"] in (1.0, None)
+    # The clean column is the same texts detected the same way, so a zero-strength attack reads exactly as it does.
+    assert (row["auroc"], row["still_detected"], row["tpr_at_fpr"]) == (
+        clean_row["auroc"], clean_row["still_detected"], clean_row["tpr_at_fpr"])
 
 
 def test_a_killed_attack_resumes_with_no_duplicates_and_the_texts_of_an_uninterrupted_one(run_copy, monkeypatch):
@@ -337,10 +342,16 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     app.switch_page("pages/robustness.py").run()
     assert not app.exception
     table = app.dataframe[0].value
-    assert list(table.columns) == ["copy-paste (spans=2)", "word-deletion (ratio=0.1)", "word-deletion (ratio=0.5)"]
+    assert list(table.columns) == [CLEAN_COLUMN, "copy-paste (span_share=0.25, spans=2)", "word-deletion (ratio=0.1)",
+                                   "word-deletion (ratio=0.5)"]  # the clean re-detection first; each attack's strength
+    assert " · delta=2 (defaults) · qa · " in table.index[0] and " · n=4" in table.index[0]
     app.radio(key="robustness-measure").set_value("Words changed").run()
     changed = app.dataframe[0].value.iloc[0]
-    assert changed["word-deletion (ratio=0.1)"] < changed["word-deletion (ratio=0.5)"]
+    assert float(changed[CLEAN_COLUMN]) == 0
+    assert float(changed["word-deletion (ratio=0.1)"]) < float(changed["word-deletion (ratio=0.5)"])
+    app.radio(key="robustness-measure").set_value("Still detected (share)").run()
+    assert app.dataframe[0].value.iloc[0][CLEAN_COLUMN] == "not enough data (n = 4)"  # the small-sample rule
+    assert any("A text can rank above every negative" in caption.value for caption in app.caption)
     assert app.selectbox(key="robustness-curve-attack").options == ["word-deletion"]
     app.selectbox(key="robustness-set").set_value(pasted).run()
     marked = [block.value for block in app.markdown if "background:#b7e4c7" in block.value]
@@ -427,6 +438,7 @@ def test_an_unreachable_rewriter_is_one_line_and_a_failing_one_keeps_what_it_rew
     reopened.close()
 
 
+@pytest.mark.model  # the grid generates its runs with the embedded model
 def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_line(tmp_path, capsys):
     from fwsapp.cli import main
     from fwsapp.store import Store
@@ -447,7 +459,7 @@ def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_
     sets = store.attack_sets()
     assert sorted(json.loads(params).get("ratio", json.loads(params).get("p")) for params in sets.params) == [
         0.05, 0.25, 0.5]
-    assert len(summaries(store)) == 3
+    assert len([row for row in summaries(store) if row["attack"]]) == 3
     store.close()
     assert main(["grid", str(spec), "--db", db]) == 0  # a rerun adds nothing
     store = Store(db, read_only=True)
@@ -464,7 +476,8 @@ def test_report_json_lists_each_runs_attacks(run_copy, lm, capsys):
     store.close()
     assert main(["report", "--format", "json", "--db", db]) == 0
     run = next(entry for entry in json.loads(capsys.readouterr().out)["runs"] if entry["run_id"] == run_id)
-    (attacked,) = run["robustness"]
+    clean, attacked = run["robustness"]
+    assert clean["attack_label"] == CLEAN_COLUMN and clean["texts"] == attacked["texts"]
     assert attacked["attack"] == "entity-swap" and attacked["params"]["k"] == 1 and attacked["texts"] > 0
     assert set(attacked["tpr_at_fpr"]) == {"0", "0.01", "0.05"} and attacked["mentions_introduced"] >= 0
 
@@ -482,7 +495,7 @@ def test_the_papers_own_7b_texts_are_attacked_and_detected_from_text_with_their_
         for table in ("generations", "detections"):
             cursor.execute(f"DELETE FROM {table} WHERE sample_idx >= 30")
     sets = pipeline.attack(store, [run_id], lambda name: pytest.fail("no model is needed"), attack="word-deletion")
-    (row,) = summaries(store, [run_id])
+    _, row = summaries(store, [run_id])
     assert sets[1].tokenizer == {"biomistral": "mistral-v1", "jsl": "llama-3"}[model]
     assert row["negatives"] == "unwatermarked" and row["texts"] == 30
     clean = store.redetections([sets[0].set_id])

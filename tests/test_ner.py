@@ -100,6 +100,7 @@ def test_an_abbreviation_follows_its_long_form_throughout_the_text():
     assert make_consistent("x", [(0, 4)], [Abbreviation("X", (10, 20), ((30, 31),))]) == [(0, 4)]
 
 
+@pytest.mark.model  # loads the trained disease tagger
 def test_the_shipped_tagger_is_small_and_reaches_its_recorded_development_f1():
     """The development F1 of the shipped model as users run it, against the figure its training recorded."""
     assert (MODEL_DIR / WEIGHTS_FILE).stat().st_size < 25 * 2**20
@@ -273,6 +274,7 @@ def test_a_playground_prompt_with_a_lone_surrogate_is_answered():
     assert check_prompt("  gout\ud800?  ") == "gout\ufffd?"
 
 
+@pytest.mark.model  # the command it starts loads the trained disease tagger
 def test_a_terminated_recognize_leaves_no_partial_file(tmp_path):
     """Issue 38: a kill left `.partial` files behind."""
     import signal

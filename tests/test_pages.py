@@ -104,7 +104,7 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     app.run()
     comparison = app.dataframe[0].value
     assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
-    assert set(comparison.params) == {"delta=1", "defaults"}  # delta 2 is KGW's default
+    assert set(comparison.params) == {"delta=1", "delta=2 (defaults)"}  # delta 2 is KGW's default
     assert len(app.get("plotly_chart")) == 2
 
 
@@ -279,8 +279,9 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     app.switch_page("pages/entropy.py").run()
     assert not app.exception
     bins = app.dataframe[0].value.set_index("series")
-    assert set(bins.index) == {"reference", "unwatermarked", "KGW · defaults"}
-    assert bins.loc["KGW · defaults", ["low (< 1.5 nats) %", "mid (1.5–4.0 nats) %", "high (> 4.0 nats) %"]].sum() == pytest.approx(100)
+    assert set(bins.index) == {"reference", "unwatermarked", "KGW · delta=2 (defaults)"}
+    shares = ["low (< 1.5 nats) %", "mid (1.5–4.0 nats) %", "high (> 4.0 nats) %"]
+    assert bins.loc["KGW · delta=2 (defaults)", shares].sum() == pytest.approx(100)
     assert bins.loc["unwatermarked", "low shift vs unwatermarked (pp)"] == 0
     assert len(app.get("plotly_chart")) >= 1
 

@@ -311,6 +311,7 @@ def test_a_toy_attack_is_one_entry_away_from_the_cli_doctor_the_page_and_the_gen
         assert not app.exception
 
 
+@pytest.mark.slow  # collects the whole suite twice, in other processes
 def test_toys_registered_at_collection_are_cases_of_every_generic_test_their_siblings_are():
     """With the five toys registered before collection, the suite gains exactly their cases: in each axis, the toy is
     one more case of the generic tests that its axis's default plug-in is a case of, and nothing else changes."""

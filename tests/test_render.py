@@ -90,6 +90,18 @@ def test_attack_changes_marks_changed_and_pasted_words_and_underlines_mentions_i
     assert f'background:{CHANGE_COLOURS["changed"]}">&#91;x&#93;' in attacked and attacked.endswith("common&#46;")
 
 
+def test_entity_swaps_names_are_marked_as_inserted_changes_named_in_the_legend_not_as_pasted_words():
+    from fwsapp.robustness.attacks import ATTACKS
+    from fwsapp.ui.render import CHANGE_COLOURS, CHANGE_MEANINGS, attack_changes, change_legend
+
+    swap = ATTACKS["entity-swap"]
+    assert swap.spans_are == "inserted" and ATTACKS["copy-paste"].spans_are == "pasted"
+    _, attacked = attack_changes("Gout is common.", "Leprosy is common.", spans=[(0, 7)], spans_are=swap.spans_are)
+    assert f'background:{CHANGE_COLOURS["inserted"]}">Leprosy' in attacked and CHANGE_COLOURS["pasted"] not in attacked
+    legend = change_legend(swap.spans_are)
+    assert CHANGE_MEANINGS["inserted"] in legend and CHANGE_MEANINGS["pasted"] not in legend
+
+
 def test_a_p_value_is_shown_in_significant_digits_and_an_underflow_as_a_bound():
     from fwsapp.ui.render import score_text
 

@@ -144,11 +144,11 @@ def test_detect_page_warns_about_small_samples_and_draws_readable_charts(detect_
     assert f"{run_id}: 4 negatives, so TPR@FPR=0.01, 0.05 are unresolved" in warning
     *_, roc, histogram = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart"))  # after the Length tab's
     assert all("{" not in trace["name"] for trace in roc["data"])  # no raw parameter JSON in the legend
-    assert any(trace["name"].startswith("KGW · qa · defaults · ") for trace in roc["data"])
+    assert any(trace["name"].startswith("KGW · qa · delta=2 (defaults) · ") for trace in roc["data"])
     axes = [value for key, value in histogram["layout"].items() if key.startswith("xaxis")]
     assert axes and all("matches" not in axis for axis in axes)  # one score scale per panel
     comparison = app.dataframe[0].value
-    assert comparison.loc[0, "params"] == "defaults" and comparison.loc[0, "n negatives"] == 4
+    assert comparison.loc[0, "params"] == "delta=2 (defaults)" and comparison.loc[0, "n negatives"] == 4
 
 
 def test_pasted_text_too_short_for_a_verdict_is_flagged_and_exp_edit_says_it_has_no_token_colours(detect_app):
@@ -238,7 +238,7 @@ def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db
     assert plain["SimCSE"] is None or plain["SimCSE"] != plain["SimCSE"]  # none of its own
     assert -1 <= plain["SimCSE to ref."] <= 1
     box = json.loads(app.get("plotly_chart")[0].proto.spec)
-    assert {trace["x"][0] for trace in box["data"]} == {"smollm2-135m-instruct · KGW · defaults"}
+    assert {trace["x"][0] for trace in box["data"]} == {"smollm2-135m-instruct · KGW · delta=2 (defaults)"}
 
 
 # Judge
@@ -406,7 +406,7 @@ def test_shared_unwatermarked_and_reference_texts_are_counted_once():
                                          "watermarked"] * 2,
                            "entropy": [1.0, 2.0, 0.5, 0.7, 3.0, 3.1, 1.0, 2.0, 0.5, 0.7, 2.5, 2.6]})
     counts = series_values(values, runs, "qa").series.value_counts()
-    assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW · delta=1": 2, "SWEET · defaults": 2}
+    assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW · delta=1": 2, "SWEET · delta=2 (defaults)": 2}
 
 
 def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_results(app_db, qa_run):
@@ -432,7 +432,7 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     density = json.loads(app.get("plotly_chart")[0].proto.spec)
     colours = {trace["name"]: trace["line"]["color"] for trace in density["data"]}
     assert colours["unwatermarked"] == series_colours()["unwatermarked"]
-    assert colours["KGW · defaults"] == series_colours()["KGW"]
+    assert colours["KGW · delta=2 (defaults)"] == series_colours()["KGW"]
     by_label(app.button, "Analyse").click().run()
     deadline = time.time() + 240
     while time.time() < deadline and not app.success:
@@ -475,16 +475,16 @@ def test_two_runs_that_differ_only_in_delta_are_two_rows_on_quality_and_fws(app_
     quality = open_page("quality")
     tables = [frame.value for frame in quality.dataframe if "Settings" in frame.value.columns]
     kgw = tables[0][tables[0].Method == "KGW"].set_index("Settings")
-    assert kgw.F1.to_dict() == {"delta=1": pytest.approx(0.9), "defaults": pytest.approx(0.3)}
+    assert kgw.F1.to_dict() == {"delta=1": pytest.approx(0.9), "delta=2 (defaults)": pytest.approx(0.3)}
     assert len(tables[1].query("Method == 'KGW'")) == 2  # the difference table too
     box = json.loads(quality.get("plotly_chart")[0].proto.spec)
-    assert {"m · KGW · delta=1", "m · KGW · defaults"} <= {x for trace in box["data"] for x in trace["x"]}
+    assert {"m · KGW · delta=1", "m · KGW · delta=2 (defaults)"} <= {x for trace in box["data"] for x in trace["x"]}
 
     fws_page = open_page("fws")
     for frame in fws_page.dataframe[:2]:  # GPTJ and Auto: one row per run, with different values
         rows = frame.value[frame.value.method == "KGW"].set_index("settings")
-        assert set(rows.index) == {"delta=1", "defaults"}
-        assert rows.loc["delta=1", "Question answering"] > rows.loc["defaults", "Question answering"]
+        assert set(rows.index) == {"delta=1", "delta=2 (defaults)"}
+        assert rows.loc["delta=1", "Question answering"] > rows.loc["delta=2 (defaults)", "Question answering"]
 
 
 # FWS

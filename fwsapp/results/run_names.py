@@ -17,11 +17,19 @@ IMPORTED = "imported"
 
 
 def settings(method: str, params, imported: bool) -> str:
-    """'delta=1', 'defaults', or 'imported' (imports record the paper's settings, not ours)."""
+    """'delta=1', 'delta=2 (defaults)' (a method's strength is always named), 'defaults', or 'imported' (imports record
+    the paper's settings, not ours)."""
     if imported:
         return IMPORTED
     params = json.loads(params) if isinstance(params, str) else (params or {})
-    return methods.info(method).changed_params(params)
+    info = methods.info(method)
+    changed = info.changed_params(params)
+    strength = info.strength_param
+    if not strength or f"{strength}=" in changed:
+        return changed
+    value = {**info.defaults, **params}[strength]
+    named = f"{strength}={value:g}" if isinstance(value, float) else f"{strength}={value}"
+    return f"{named} (defaults)" if changed == "defaults" else f"{named}, {changed}"
 
 
 def run_settings(runs: pd.DataFrame) -> pd.Series:

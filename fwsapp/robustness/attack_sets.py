@@ -30,6 +30,7 @@ from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
 from fwsapp.robustness.attacks.base import AttackInput, Span
 from fwsapp.entities.introduced import introduced_entities
 from fwsapp.entities.recognizers.base import Entity, mesh_heading
+from fwsapp.sample_size import enough, not_enough
 from fwsapp.store import TEXT_COLUMNS, Store
 
 WRITE_EVERY = 50  # samples per transaction: a killed attack keeps what it stored
@@ -190,10 +191,15 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     return len(rows)
 
 
+CLEAN = "clean (no attack)"  # the column of the texts as generated, detected again from text as the attacked ones are
+
+
 def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     """Per run × attack set × detection set: the attack, its detection against the clean negatives (AUROC with its
     interval, TPR at FPR 0/1/5 %), the mean change of the watermarked texts' scores, the share still called
-    watermarked, and what the attack did to the texts (words changed, ROUGE-L, disease mentions kept and introduced)."""
+    watermarked, and what the attack did to the texts (words changed, ROUGE-L, disease mentions kept of those there
+    were, and introduced). Each clean detection set that attacked sets compare with gives a row of its own first
+    (`CLEAN`): the watermarked texts detected from text the same way, the baseline every attack is read against."""
     attacked_sets = store.detection_sets(run_ids, attacked=True)
     if attacked_sets.empty:
         return []
@@ -202,7 +208,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     texts = store.attacked_texts(list(attacks.index))
     scores = store.redetections(list(attacked_sets.set_id) + list(clean_sets.set_id))
     runs = store.runs().set_index("run_id")
-    found = []
+    found, baselines = [], {}
     for entry in attacked_sets.itertuples():
         attack = attacks.loc[entry.attack_set_id]
         params = json.loads(attack.params)
@@ -212,35 +218,45 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
         clean = scores[scores.set_id.isin(same.set_id)]
         own = scores[scores.set_id == entry.set_id]
         negative = roc.negative_kind(set(clean.text_kind), entry.method)
-        positives = own.score.dropna()
         negatives = clean.loc[clean.text_kind == negative, "score"].dropna()
-        block = roc.summary(positives, negatives, entry.score_direction) \
-            if len(positives) and len(negatives) else None
         paired = own.merge(clean[clean.text_kind == "watermarked"], on="sample_idx", suffixes=("", "_clean"))
-        info = methods.info(entry.method)
-        set_params = json.loads(entry.params)
         edited = texts[texts.attack_set_id == entry.attack_set_id]
+        common = {"run_id": entry.run_id, "method": entry.method, "task": runs.loc[entry.run_id, "task"],
+                  "model": runs.loc[entry.run_id, "model"], "tokenizer": entry.tokenizer, "normalize": entry.normalize,
+                  "negatives": negative, "negative_texts": int(negatives.size)}
+        detection = _detection(own.score.dropna(), negatives, entry, json.loads(entry.params))
         mentions = int(edited.mentions_clean.sum())
         found.append({
-            "run_id": entry.run_id, "method": entry.method, "task": runs.loc[entry.run_id, "task"],
-            "model": runs.loc[entry.run_id, "model"], "attack": attack.attack,
+            **common, "attack": attack.attack,
             "attack_label": ATTACKS[attack.attack].label(params) if attack.attack in ATTACKS else attack.attack,
             "params": params, "seed": int(attack.seed), "attack_set_id": entry.attack_set_id, "set_id": entry.set_id,
-            "tokenizer": entry.tokenizer, "normalize": entry.normalize, "negatives": negative,
-            "texts": int(positives.size), "negative_texts": int(negatives.size),
-            "auroc": block["auroc"] if block else None,
-            "auroc_ci": block.get("auroc_ci") if block else None,
-            "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
+            **detection,
             "mean_score_change": float((paired.score - paired.score_clean).mean()) if len(paired) else None,
-            "still_detected": float(np.mean([info.is_watermarked(score, set_params) for score in positives]))
-            if len(positives) else None,
             "words_changed": float(edited.words_changed.mean()) if len(edited) else None,
             "rouge_l": float(edited.rouge_l.mean()) if edited.rouge_l.notna().any() else None,
             "similarity": float(edited.similarity.mean()) if edited.similarity.notna().any() else None,
+            "mentions": mentions, "mentions_kept": int(edited.mentions_kept.sum()),
             "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
             "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced.dropna())),
         })
-    return found
+        if len(same) and same.set_id.iloc[0] not in baselines:
+            positives = clean.loc[clean.text_kind == "watermarked", "score"].dropna()
+            baselines[same.set_id.iloc[0]] = {
+                **common, "attack": None, "attack_label": CLEAN, "params": {}, "seed": None, "attack_set_id": None,
+                "set_id": same.set_id.iloc[0], **_detection(positives, negatives, entry, json.loads(entry.params)),
+                "mean_score_change": 0.0, "words_changed": 0.0, "rouge_l": 1.0, "similarity": 1.0, "mentions": None,
+                "mentions_kept": None, "entity_survival": None, "mentions_introduced": 0}
+    return list(baselines.values()) + found
+
+
+def _detection(positives: pd.Series, negatives: pd.Series, entry, params: dict) -> dict:
+    """Detection of `positives` against the clean negatives, and the share past the method's own threshold."""
+    block = roc.summary(positives, negatives, entry.score_direction) if len(positives) and len(negatives) else None
+    info = methods.info(entry.method)
+    return {"texts": int(positives.size), "auroc": block["auroc"] if block else None,
+            "auroc_ci": block.get("auroc_ci") if block else None, "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
+            "still_detected": float(np.mean([info.is_watermarked(score, params) for score in positives]))
+            if len(positives) else None}
 
 
 def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFrame:
@@ -253,7 +269,7 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
         key = roc.level_key(level)
         frame[f"TPR at {level:.0%} FPR"] = [block[key] if block else None for block in frame.tpr_at_fpr]
     frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None for bounds in frame.auroc_ci]
-    return frame.drop(columns=["tpr_at_fpr", "auroc_ci"])
+    return frame.drop(columns=["tpr_at_fpr"])
 
 
 # What the Robustness page's table and curves can show: label -> summary column.
@@ -264,23 +280,63 @@ MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "TPR at 5% FPR": "TPR at 5% FPR", 
 
 
 def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`summary_frame` with each row's run called as the other pages call it (method, settings, then id)."""
+    """`summary_frame` with each row's run called as the other pages call it (method, settings with its strength,
+    then id where needed) and the number of its watermarked texts detected clean."""
     from fwsapp.results.run_names import run_settings
 
     named = run_settings(runs)
-    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model}"
+    clean = frame[frame.attack_label == CLEAN].set_index("set_id").texts
+    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model} · n={clean.get(set_id, '?')}"
                              + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
-                             for run_id, method, task, model, normalize
-                             in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize)])
+                             for run_id, method, task, model, normalize, set_id
+                             in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize,
+                                    _clean_set(frame))])
+
+
+def _clean_set(frame: pd.DataFrame) -> list[str]:
+    """Each row's clean detection set: its own for a clean row, else the clean row's of the same run and detector."""
+    clean = frame[frame.attack_label == CLEAN]
+    key = dict(zip(zip(clean.run_id, clean.method, clean.tokenizer, clean.normalize.fillna("")), clean.set_id))
+    return [key.get((row.run_id, row.method, row.tokenizer, row.normalize if isinstance(row.normalize, str) else ""),
+                    row.set_id) for row in frame.itertuples()]
 
 
 def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
-    """One row per run (and normaliser), one column per attack with its parameters: the chosen measure (NaN where
-    it is not measured: no disease mention, or too few negatives for the FPR)."""
+    """One row per run (and normaliser), one column per attack with its parameters, the clean texts first: the chosen
+    measure (NaN where it is not measured: no disease mention, or too few negatives for the FPR)."""
     values = frame.assign(value=pd.to_numeric(frame[MEASURES[measure]], errors="coerce"))
     table = values.pivot_table(index="run", columns="attack_label", values="value", aggfunc="mean", dropna=False)
     table.columns.name = None
-    return table
+    return table[sorted(table.columns, key=lambda column: column != CLEAN)]
+
+
+def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """`method_by_attack` as read: each value with what stands behind it. A TPR or a share with its exact 95 %
+    interval (Clopper-Pearson, over the texts), an AUROC with its interval, entity survival with the mentions counted;
+    a rate from fewer texts than the small-sample rule allows says so instead (`fwsapp.sample_size`)."""
+    from scipy.stats import binomtest
+
+    def cell(row) -> str | None:
+        value = pd.to_numeric(row[MEASURES[measure]], errors="coerce")
+        if pd.isna(value):
+            return None
+        if measure == "AUROC":
+            bounds = row.get("auroc_ci")
+            return f"{value:.3f} ({bounds[0]:.2f}–{bounds[1]:.2f})" if isinstance(bounds, (list, tuple)) else f"{value:.3f}"
+        if measure == "Entity survival":
+            return f"{value:.2f} ({int(row.mentions_kept)} of {int(row.mentions)} mentions)"
+        if measure.startswith("TPR") or measure.startswith("Still"):
+            if not enough("rate", int(row.texts)):
+                return not_enough(int(row.texts))
+            detected = int(round(value * row.texts))
+            low, high = binomtest(detected, int(row.texts)).proportion_ci(0.95)
+            return f"{value:.2f} ({low:.2f}–{high:.2f})"
+        return f"{value:.3f}"
+
+    cells = frame.assign(cell=[cell(row) for _, row in frame.iterrows()])
+    table = cells.pivot_table(index="run", columns="attack_label", values="cell", aggfunc="first", dropna=False)
+    table.columns.name = None
+    return table.reindex(columns=method_by_attack(frame, measure).columns)
 
 
 def default_measure(frame: pd.DataFrame) -> str:

@@ -132,21 +132,24 @@ def detection_legend(method: str, detection) -> str:
     return f"{method}: {colours}, grey = not scored{weights}."
 
 
-CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7"}
-CHANGE_MEANINGS = {"changed": "words the attack changed, removed or added", "pasted": "watermarked words pasted in"}
+CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7", "inserted": "#ffadad"}
+CHANGE_MEANINGS = {"changed": "words the attack changed, removed or added", "pasted": "watermarked words pasted in",
+                   "inserted": "a disease name the attack put in: a change of the facts"}
 MENTION_STYLE = "border-bottom:2px solid #1f6fb2"
 
 
-def change_legend() -> str:
-    chips = [f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'
-             for kind, meaning in CHANGE_MEANINGS.items()]
+def change_legend(spans_are: str = "pasted") -> str:
+    """The colours of a comparison whose marked spans are `spans_are` ("pasted" or "inserted")."""
+    chips = [f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">{CHANGE_MEANINGS[kind]}'
+             '</span>' for kind in ("changed", spans_are)]
     return " ".join(chips + [f'<span style="{MENTION_STYLE}">a disease mention</span>'])
 
 
-def _words_marked(text: str, changed: set[int], pasted: set[int], mentions: list[tuple[int, int]]) -> str:
+def _words_marked(text: str, changed: set[int], spanned: set[int], mentions: list[tuple[int, int]],
+                  spans_are: str = "pasted") -> str:
     marked = []
     for index, match in enumerate(re.finditer(r"\S+", text)):
-        kind = "pasted" if index in pasted else "changed" if index in changed else None
+        kind = spans_are if index in spanned else "changed" if index in changed else None
         style = [f"background:{CHANGE_COLOURS[kind]}"] if kind else []
         if any(start < match.end() and match.start() < end for start, end in mentions):
             style.append(MENTION_STYLE)
@@ -155,11 +158,12 @@ def _words_marked(text: str, changed: set[int], pasted: set[int], mentions: list
 
 
 def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = (),
-                   clean_mentions: list[tuple[int, int]] = (), attacked_mentions: list[tuple[int, int]] = ()
-                   ) -> tuple[str, str]:
+                   clean_mentions: list[tuple[int, int]] = (), attacked_mentions: list[tuple[int, int]] = (),
+                   spans_are: str = "pasted") -> tuple[str, str]:
     """The clean and the attacked text, each made inert, with the words an alignment of the two does not keep marked
-    in both, in the attacked text the pasted words (spans given in characters) marked as such, and each text's disease
-    mentions (character spans) underlined."""
+    in both, in the attacked text the words of the attack's spans (given in characters: watermarked words pasted in,
+    or disease names put in) marked as `spans_are` says, and each text's disease mentions (character spans)
+    underlined."""
     import difflib
 
     before, after = clean.split(), attacked.split()
@@ -170,4 +174,4 @@ def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = (),
     starts = [match.start() for match in re.finditer(r"\S+", attacked)]
     pasted = {index for index, start in enumerate(starts) if any(low <= start < high for low, high in spans)}
     return (_words_marked(clean, set(range(len(before))) - kept_before, set(), list(clean_mentions)),
-            _words_marked(attacked, set(range(len(after))) - kept_after, pasted, list(attacked_mentions)))
+            _words_marked(attacked, set(range(len(after))) - kept_after, pasted, list(attacked_mentions), spans_are))

@@ -99,6 +99,12 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     def hosts_the_watermark(self) -> bool:
         return self.host_text_param is not None
 
+    @property
+    def spans_are(self) -> str:
+        """What the spans an attacked text carries are: watermarked words pasted into a host, or text put in (entity
+        swap's disease names), which changes the facts."""
+        return "pasted" if self.hosts_the_watermark else "inserted"
+
     def host_text(self, params: dict) -> str | None:
         """The stored text kind these parameters paste into, or None."""
         return params[self.host_text_param] if self.host_text_param else None
@@ -141,10 +147,12 @@ class AttackPlugIn(PlugIn, DeclaredParams):
         return value
 
     def label(self, params: dict) -> str:
-        """'synonym (ratio=0.25, keep_entities)': the attack and what sets it apart from its defaults."""
-        changed = [key if value is True else f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
-                   for key, value in sorted(params.items()) if self.defaults.get(key) != value]
-        return f"{self.name} ({', '.join(changed)})" if changed else self.name
+        """'synonym (ratio=0.25, keep_entities)': the attack, its strength always, and what else sets it apart from
+        its defaults."""
+        shown = [key if value is True else f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+                 for key, value in sorted({**self.defaults, **params}.items())
+                 if key == self.strength or self.defaults.get(key) != value or key not in self.defaults]
+        return f"{self.name} ({', '.join(shown)})" if shown else self.name
 
 
 MARKLLM_PARAPHRASE_PROMPT = "Please rewrite the following text: "
