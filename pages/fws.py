@@ -170,9 +170,13 @@ def render() -> None:
     target_tokens = columns[2].number_input("after T tokens", 8, 1024, 64, 8, key="strength-tokens")
     swept, matched = queries.equal_strength(resources.revision(), float(target_tpr), target_fpr, int(target_tokens),
                                             alpha, beta, include_smoke)
-    if matched.empty:
+    if swept.empty:
         st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
                 "with scores by length (Detect page, Length tab).")
+    elif matched.empty:
+        st.warning(f"No swept run has a TPR after {int(target_tokens)} tokens: their texts are shorter than that, or "
+                   f"too few reach it (each run's reason below). Choose a smaller T.")
+        st.dataframe(widgets.uniform(swept.drop(columns="sweep").round(3)), hide_index=True, width="stretch")
     else:
         st.dataframe(widgets.uniform(matched.drop(columns=["sweep", "low_run", "high_run", "share"]).round(3)),
                      hide_index=True, width="stretch")

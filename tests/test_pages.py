@@ -58,6 +58,11 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert metrics.loc[0, "statistic"] == "mean z" and metrics.loc[0, "positives' typical score"] > 4
     assert metrics.loc[0, "negatives"] == "unwatermarked"
     assert {"TPR@FPR=0", "TPR@FPR=0.01", "TPR@FPR=0.05", "AUROC 95% CI", "tokens scored"} <= set(metrics.columns)
+    assert list(metrics.columns[:5]) == ["method", "settings", "task", "n positives", "AUROC"]  # who, then the answer
+    assert metrics.loc[0, "settings"] == "delta=2 (defaults)"
+    stored = store.detections([run_id])
+    passed = int((stored.loc[stored.text_kind == "watermarked", "score"] > 4).sum())  # KGW's own verdict, z > 4
+    assert metrics.loc[0, "detected at its threshold"] == f"{passed / 4:.2f} ({passed} of 4; z > 4)"
     lengths = app.dataframe[1].value  # the Length tab: 4 watermarked texts of 64 tokens, their own detection's curves
     assert lengths.loc[0, "verdict at"] == "z > 2.33 (nominal 1% FPR)" and lengths.loc[0, "watermarked texts"] == 4
     assert lengths.loc[0, "scores from"] == "generation" and lengths.loc[0, "never detected"] < 4
@@ -104,7 +109,7 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     app.run()
     comparison = app.dataframe[0].value
     assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
-    assert set(comparison.params) == {"delta=1", "delta=2 (defaults)"}  # delta 2 is KGW's default
+    assert set(comparison.settings) == {"delta=1", "delta=2 (defaults)"}  # delta 2 is KGW's default
     assert len(app.get("plotly_chart")) == 2
 
 

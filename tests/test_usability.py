@@ -148,7 +148,7 @@ def test_detect_page_warns_about_small_samples_and_draws_readable_charts(detect_
     axes = [value for key, value in histogram["layout"].items() if key.startswith("xaxis")]
     assert axes and all("matches" not in axis for axis in axes)  # one score scale per panel
     comparison = app.dataframe[0].value
-    assert comparison.loc[0, "params"] == "delta=2 (defaults)" and comparison.loc[0, "n negatives"] == 4
+    assert comparison.loc[0, "settings"] == "delta=2 (defaults)" and comparison.loc[0, "n negatives"] == 4
 
 
 def test_pasted_text_too_short_for_a_verdict_is_flagged_and_exp_edit_says_it_has_no_token_colours(detect_app):

@@ -173,24 +173,33 @@ def _scored_runs(runs: pd.DataFrame, scores: pd.DataFrame):
 
 
 def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    """The Detect page's method comparison: one row per run, in each run's own score direction."""
+    """The Detect page's method comparison: one row per run, in each run's own score direction. A run is named by its
+    method, settings (its strength always) and size before any number, so two runs never read alike; beside AUROC, the
+    share of watermarked texts past the method's own threshold, which AUROC (a ranking) does not say."""
     rows = []
     for run, own, positives, negatives in _scored_runs(runs, scores):
         summary = roc.summary(positives, negatives, run.score_direction)
         label = methods.score_label(run.method)
         statistic = f"median {label}" if run.score_direction == "lower" else f"mean {label}"
         centre = positives.median() if run.score_direction == "lower" else positives.mean()
-        # The answer first (AUROC, the positives' typical score, TPR), where a 1,400 px page shows it.
+        params = json.loads(run.params) if isinstance(run.params, str) else (run.params or {})
+        info = methods.info(run.method)
+        detected = int(sum(info.is_watermarked(score, params) for score in positives))
+        tokens = _mean_or_nan(own.num_tokens_scored)
+        # Who the run is first, then the answer (AUROC, the share past the threshold, TPR), where a 1,400 px page
+        # shows it.
         rows.append({
-            "method": run.method, "task": run.task, "AUROC": summary["auroc"],
+            "method": run.method, "settings": settings(run.method, run.params, run.imported), "task": run.task,
+            "n positives": len(positives), "AUROC": summary["auroc"],
+            "detected at its threshold": f"{detected / len(positives):.2f} ({detected} of {len(positives)}; "
+                                          f"{info.verdict_rule(params)})",
             "positives' typical score": float(centre), "statistic": statistic,
             "negatives": roc.negative_kind(set(own.text_kind), run.method),
             **{f"TPR@FPR={key}": roc.tpr_label(summary, key) for key in summary["tpr_at_fpr"]},
             "AUROC 95% CI": roc.interval_label(summary), "model": run.model, "run": run.run_id,
-            # Imported scores carry no token counts: NaN, shown as empty.
-            "tokens scored": _mean_or_nan(own.num_tokens_scored),
-            "n positives": len(positives), "n negatives": len(negatives),
-            "params": settings(run.method, run.params, run.imported),
+            # Imported scores carry no token counts: said so, not left empty.
+            "tokens scored": tokens if not np.isnan(tokens) else "not recorded (imported scores)",
+            "n negatives": len(negatives),
         })
     return pd.DataFrame(rows)
 

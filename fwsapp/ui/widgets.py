@@ -231,10 +231,13 @@ def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
 
 def worded_columns(frame: pd.DataFrame) -> dict:
     """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
-    (n = 4)") room for the words: a formatted frame's columns are sized by their numbers and cut the words short."""
-    return {column: st.column_config.Column(width=160) for column in frame.columns
-            if frame[column].dtype == object and frame[column].map(lambda value: isinstance(value, str)).any()
-            and pd.to_numeric(frame[column], errors="coerce").notna().any()}
+    (n = 4)") room for the words (a formatted frame's columns are sized by their numbers and cut the words short), and
+    every column of fractional numbers three decimals, so 1 reads 1.000 beside 0.997."""
+    worded = {column: st.column_config.Column(width=160) for column in frame.columns
+              if frame[column].dtype == object and frame[column].map(lambda value: isinstance(value, str)).any()}
+    decimals = {column: st.column_config.NumberColumn(format="%.3f") for column in frame.columns
+                if pd.api.types.is_float_dtype(frame[column])}
+    return {**decimals, **worded}
 
 
 # One colour per series on every chart: the two baselines, then each method in the registry's order.
