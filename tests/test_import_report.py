@@ -109,8 +109,13 @@ def test_markdown_and_latex_tables(paper_store):
     assert re.fullmatch(rf"fwsapp \d+\.\d+\.\d+, \d{{4}}-\d\d-\d\d \d\d:\d\d UTC; database {re.escape(str(paper_store.path))}; "
                         r"9 runs: imp-\w+(, imp-\w+){8}\.", provenance), provenance
     latex = render(report, "latex")
-    assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 5  # runs, tables 1, 2, 4, judge drops
-    assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 5
+    # runs, tables 1, 2, 4, judge drops, calibration (the paper logs have no scores by length, attack or entities)
+    assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 6
+    assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 6
+    assert "## Calibration of the theoretical threshold" in markdown and "| meditron | completion | KGW |" in markdown
+    run = report["runs"][0]
+    assert set(run["detection"]["mean_score"]) == {"watermarked", "reference"}  # an import's negatives: references
+    assert run["status"] == "done" and "Status" in markdown
     assert "## Runs: source, n, intervals, judge and oracle" in markdown and "| imported | 200 |" in markdown
     for block in re.findall(r"\\begin\{tabular\}\{([lrc]+)\}(.*?)\\end\{tabular\}", latex, re.S):
         columns, body = block

@@ -220,6 +220,10 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     store.ensure_run("gen-running", {"task": "qa"}, model="smollm2", task="qa", method="KGW", params={"delta": 2.0},
                      seed=0, n=4)
     work = missing_work(store, ["gen-running"])
+    from fwsapp.results.report import build_report
+    from fwsapp.results.tables import runs_table
+
+    assert runs_table(build_report(store)).set_index("Run").Status["gen-running"] == "generating: 0 of 4 samples so far"
     store.close()
     assert (work.run_ids, work.values, work.seconds) == ([], 0, 0.0)
     app = AppTest.from_file(APP, default_timeout=120)

@@ -102,8 +102,10 @@ def auroc_interval(area: float | None, positives: int, negatives: int, z: float 
     return max(0.0, area - z * error), min(1.0, area + z * error)
 
 
-def summary(positives, negatives, direction: str = "higher") -> dict:
-    """The report's detection block for one run."""
+def summary(positives, negatives, direction: str = "higher",
+            kinds: tuple[str, str] = ("watermarked", "unwatermarked")) -> dict:
+    """The report's detection block for one run; its mean scores are named by the text kinds scored (`kinds`:
+    positives, negatives), so an imported run's reference texts are not called unwatermarked."""
     pos, neg = np.asarray(positives, float), np.asarray(negatives, float)
     area = auroc(pos, neg, direction)
     return {
@@ -114,8 +116,8 @@ def summary(positives, negatives, direction: str = "higher") -> dict:
         "tpr_at_fpr": {level_key(level): None if level in unresolved_fpr_levels(len(neg))
                        else tpr_at_fpr(pos, neg, level, direction) for level in FPR_LEVELS},
         "mean_score": {
-            "watermarked": float(pos.mean()) if len(pos) else None,
-            "unwatermarked": float(neg.mean()) if len(neg) else None,
+            kinds[0]: float(pos.mean()) if len(pos) else None,
+            kinds[1]: float(neg.mean()) if len(neg) else None,
         },
         "score_direction": direction,
     }

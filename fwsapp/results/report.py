@@ -30,7 +30,8 @@ def run_detection(scores: pd.DataFrame, direction: str, method: str) -> dict | N
     if scores.empty:
         return None
     positives, negatives = _sides(scores, method)
-    return roc.summary(positives, negatives, direction)
+    return roc.summary(positives, negatives, direction,
+                       kinds=(detection_kinds(method)[0], roc.negative_kind(set(scores.text_kind), method)))
 
 
 def with_lengths(block: dict | None, store: Store, run_id: str, fpr: float = LENGTH_FPR) -> dict | None:
@@ -77,7 +78,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "settings": names[run.run_id],
             "model": run.model,
             "task": run.task,
-            "n": int(max(run.samples_done, run.n if run.imported else 0)),
+            "n": int(max(run.samples_done, run.n if run.imported else 0)), "n_planned": int(run.n),
             "imported": bool(run.imported),
             "status": run.status,
             "detection": with_lengths(run_detection(run_scores, run.score_direction, run.method), store, run.run_id),
@@ -86,9 +87,21 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "entities": entities_block(run.run_id, entity_rows, analyses, runs, entropy_values),
             "redetections": redetections.get(run.run_id, []),
             "robustness": robustness.get(run.run_id, []),
+            "calibration": _calibration(run, run_scores, names[run.run_id]),
         })
     return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out,
             "database": str(store.path)}
+
+
+def _calibration(run, scores: pd.DataFrame, settings_label: str) -> list[dict]:
+    """A run's calibration rows (`fwsapp.detection.calibration`) on its own negatives; none without scores."""
+    from fwsapp.detection.calibration import run_calibration
+
+    if scores.empty:
+        return []
+    negative = roc.negative_kind(set(scores.text_kind), run.method)
+    params = json.loads(run.params) if isinstance(run.params, str) else (run.params or {})
+    return run_calibration(run.method, params, scores[scores.text_kind == negative], settings_label)
 
 
 def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> dict:

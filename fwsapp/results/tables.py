@@ -54,7 +54,7 @@ def runs_table(report: dict) -> pd.DataFrame:
 
     rows = [{
         **_named(run), "Run": run["run_id"],
-        "Source": _source(run), "n": run["n"],
+        "Source": _source(run), "n": run["n"], "Status": _status(run),
         "AUROC": _get(run, "detection", "auroc"), "AUROC 95% CI": interval(run),
         "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
         "Judge unreachable": _get(run, "judge", "n_unreachable"),
@@ -65,6 +65,14 @@ def runs_table(report: dict) -> pd.DataFrame:
         return pd.DataFrame(rows)
     # Counts stay whole numbers where some runs have none (no judge yet).
     return _ordered(rows).astype({"n": "Int64", "Judged": "Int64", "Judge failed": "Int64", "Judge unreachable": "Int64"})
+
+
+def _status(run: dict) -> str:
+    """'done', or what a run still generating or failed has: a running run's n is the samples stored so far."""
+    status = run.get("status") or "done"
+    if status == "running":
+        return f"generating: {run['n']} of {run.get('n_planned', run['n'])} samples so far"
+    return status
 
 
 def _source(run: dict) -> str:
@@ -163,12 +171,59 @@ def _ordered(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["Model", "_task", "_method", "Settings"]).drop(columns=["_task", "_method"]).reset_index(drop=True)
 
 
+def length_table(report: dict) -> pd.DataFrame:
+    """How long a text must be: per run with scores at every length, the tokens to detect and TPR after T tokens at
+    the verdict threshold it states (the Detect page's Length tab)."""
+    rows = []
+    for run in report["runs"]:
+        detection = run.get("detection") or {}
+        found = detection.get("tokens_to_detect")
+        if not found:
+            continue
+        rows.append({**_named(run), "Verdict at": detection.get("length_threshold"),
+                     "Tokens to detect (median)": found["median"],
+                     "Never detected": f"{found['never_detected']} of {found['n']}",
+                     **{f"TPR after {size}": row["tpr"] for size, row in detection["tpr_at_length"].items()}})
+    return _ordered(rows) if rows else pd.DataFrame()
+
+
+def calibration_table(report: dict) -> pd.DataFrame:
+    """What each run's theoretical threshold costs on its own negatives (the Detect page's Calibration tab)."""
+    rows = [{**_named(run), **{key: value for key, value in row.items() if key != "run"}}
+            for run in report["runs"] for row in run.get("calibration") or []]
+    return _ordered(rows) if rows else pd.DataFrame()
+
+
+def robustness_table(report: dict) -> pd.DataFrame:
+    """Each run's detection after each attack, the clean texts detected the same way first (the Robustness page)."""
+    rows = [{**_named(run), "Attack": row["attack_label"], "Texts": row["texts"], "AUROC": row["auroc"],
+             "TPR at 1% FPR": (row.get("tpr_at_fpr") or {}).get("0.01"), "Still detected": row["still_detected"],
+             "Entity survival": row["entity_survival"], "Mentions": row.get("mentions")}
+            for run in report["runs"] for row in run.get("robustness") or []]
+    return pd.DataFrame(rows)
+
+
+def entities_table(report: dict) -> pd.DataFrame:
+    """The disease names each run's texts introduced, and the share of mentions the reference does not support."""
+    rows = [{**_named(run), "Recognizer": run["entities"]["recognizer"],
+             **{f"Introduced per text ({kind})": run["entities"]["introduced_per_text"][kind]
+                for kind in ("watermarked", "unwatermarked")},
+             **{f"Unsupported % ({kind})": run["entities"]["hallucination_rate"][kind]
+                for kind in ("watermarked", "unwatermarked")}}
+            for run in report["runs"] if run.get("entities") and run["entities"].get("recognizer")]
+    return _ordered(rows) if rows else pd.DataFrame()
+
+
 TABLES = {
     "Runs: source, n, intervals, judge and oracle": runs_table,
     "Table 1: detection and quality": table1,
     "Table 2: ROUGE, F1 and factual consistency": table2,
     "Table 4: FWS (Auto and judge)": table4,
     "Judge drop %": judge_drop_table,
+    "Detection by length": length_table,
+    "Calibration of the theoretical threshold": calibration_table,
+    "Robustness: detection after each attack": robustness_table,
+    "Disease entities introduced": entities_table,
 }
 
 
