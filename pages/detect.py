@@ -38,6 +38,8 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
     fpr = st.radio("False-positive rate of the verdicts", (0.01, 0.05), format_func="{:.0%}".format, horizontal=True,
                    key="length-fpr")
     frames = queries.lengths(resources.revision(), tuple(chosen), fpr)
+    runs = queries.runs(resources.revision())
+    frames["missing"] = [run for run in frames["missing"] if run in set(widgets.ready(runs).run_id)]
     if frames["missing"]:
         manager = resources.jobs()
         st.info(f"{len(frames['missing'])} run(s) have no scores by length yet (imported, stored before they were kept, "

@@ -27,8 +27,9 @@ through_router()
 def launch(runs) -> None:
     """The form that attacks chosen runs in the background."""
     watermarked = runs[~runs.method.isin(post_hoc_names())]
-    labels = {row.run_id: run_label(row._asdict()) for row in watermarked.itertuples()}
+    labels = {row.run_id: run_label(row._asdict()) for row in widgets.ready(watermarked).itertuples()}
     with st.expander("Attack runs", expanded=queries.robustness(resources.revision()).empty):
+        widgets.not_ready_note(watermarked)
         chosen = st.multiselect("Runs", list(labels), default=list(labels)[:1], format_func=labels.get,
                                 key="attack-runs")
         name = st.selectbox("Attack", ATTACKS.available(), key="attack-name",

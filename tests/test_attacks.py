@@ -519,3 +519,23 @@ def test_a_run_whose_tokenizer_cannot_be_loaded_is_refused_before_it_is_attacked
         pipeline.attack(again, [run_id], lambda name: None, attack="typo")
     assert again.attack_sets().empty
     again.close()
+
+
+def test_attack_all_skips_a_run_without_texts_and_says_so(tmp_path, capsys):
+    from fwsapp.cli import main
+    from fwsapp.store import Store
+    from tests.test_redetect import PAPER, import_paper
+
+    if not PAPER.exists():
+        pytest.skip("../shared/data/paper is not beside the project")
+    db = tmp_path / "all.duckdb"
+    store = Store(db)
+    run_id = import_paper(store, "biomistral", "qa")
+    with store.transaction() as cursor:  # 10 of its 200 samples keep the test short
+        for table in ("generations", "detections"):
+            cursor.execute(f"DELETE FROM {table} WHERE sample_idx >= 10")
+    store.ensure_run("gen-empty", {"task": "qa"}, model="smollm2", task="qa", method="KGW", params={}, seed=0, n=4)
+    store.close()
+    assert main(["attack", "--all", "--attack", "typo", "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "gen-empty: skipped" in captured.err and f"{run_id}: attack set atk-" in captured.out

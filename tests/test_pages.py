@@ -231,6 +231,10 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     for page in ("pages/quality.py", "pages/fws.py"):
         app.switch_page(page).run()
         assert not app.exception, page
+    app.switch_page("pages/robustness.py").run()  # a run still generating is no job's input
+    offered = app.multiselect(key="attack-runs")
+    assert offered.options and not any("gen-running" in option for option in offered.options)
+    assert any("Left out until their texts are stored: gen-running" in caption.value for caption in app.caption)
 
 
 def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from fwsapp.cli.options import command, target_options
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
@@ -27,9 +28,17 @@ def register(commands) -> None:
 
 def cmd_attack(args) -> int:
     from fwsapp.orchestration import pipeline
-    from fwsapp.watermark.methods import split_pair
+    from fwsapp.watermark.methods import info, split_pair
 
     store, targets = opened_targets(args)
+    if args.all:  # every run that has watermarked texts to attack; the others are named, not a reason to stop
+        runs = store.runs().set_index("run_id")
+        attackable = [run_id for run_id in targets if runs.loc[run_id, "samples_done"] > 0
+                      and runs.loc[run_id, "status"] != "running" and not info(runs.loc[run_id, "method"]).post_hoc]
+        for run_id in sorted(set(targets) - set(attackable)):
+            print(f"{run_id}: skipped (no watermarked texts yet, still generating, or a post-hoc detector)",
+                  file=sys.stderr)
+        targets = attackable
     params = dict(split_pair(pair) for pair in args.param)
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,

@@ -166,7 +166,7 @@ class JobManager:
             sets = pipeline.attack(self.store, run_ids, self.model_loader, progress, cancel, attack=attack,
                                    params=params, seed=seed, normalize=normalize)
             attacked = [entry for entry in sets if entry.attack_set]
-            return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the table above."
+            return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the Method × attack table."
 
         key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{','.join(run_ids)}"
         return self.start("attack", key, f"Attacking {len(run_ids)} run(s) with {attack}", work)
