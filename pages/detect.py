@@ -44,8 +44,12 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
         manager = resources.jobs()
         st.info(f"{len(frames['missing'])} run(s) have no scores by length yet (imported, stored before they were kept, "
                 "or a method that must detect each prefix again): " + ", ".join(labels[run] for run in frames["missing"]))
-        if st.button("Score them by length", disabled=bool(manager.active("lengths"))):
-            manager.start_lengths(frames["missing"])
+        missing = runs[runs.run_id.isin(frames["missing"])]
+        tokenizer, problems = widgets.tokenizer_choice(missing, "length-tokenizer")
+        scorable = [run for run in frames["missing"] if run not in problems]
+        if st.button(f"Score {len(scorable)} of them by length" if problems else "Score them by length",
+                     disabled=not scorable or bool(manager.active("lengths"))):
+            manager.start_lengths(scorable, tokenizer)
             st.rerun()
         widgets.job_status("lengths", "texts")
     if frames["summary"].empty:

@@ -35,6 +35,7 @@ def launch(runs) -> None:
         name = st.selectbox("Attack", ATTACKS.available(), key="attack-name",
                             format_func=lambda entry: f"{entry}: {ATTACKS[entry].help}")
         params = widgets.param_inputs(ATTACKS[name], f"attack-{name}")
+        tokenizer, problems = widgets.tokenizer_choice(watermarked[watermarked.run_id.isin(chosen)], "attack-tokenizer")
         left, right = st.columns(2)
         seed = int(left.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="attack-seed",
                                      help="draws the edits; the same seed gives the same attacked texts"))
@@ -42,13 +43,14 @@ def launch(runs) -> None:
                                     format_func=lambda value: value or "no (as MarkLLM)",
                                     help="homoglyphs: map Unicode look-alikes back to Latin letters (the defence)")
         manager = resources.jobs()
-        if st.button("Attack and detect", type="primary", disabled=not chosen or bool(manager.active("attack"))):
+        if st.button("Attack and detect", type="primary",
+                     disabled=not chosen or bool(problems) or bool(manager.active("attack"))):
             try:
                 ATTACKS[name].checked_params(params)
             except ValueError as error:
                 st.error(markup.message(str(error)))
             else:
-                manager.start_attack(chosen, name, params, seed, normalize)
+                manager.start_attack(chosen, name, params, seed, normalize, tokenizer)
                 st.rerun()
         widgets.job_status("attack", "texts")
 

@@ -119,7 +119,7 @@ def test_detect_page_without_runs_says_what_to_do_and_loads_the_example_data_in_
     app.switch_page("pages/detect.py").run()
     assert "No runs yet" in app.info[0].value
     next(button for button in app.button if button.label == "Load the example data").click().run()
-    assert not app.exception and len(app.multiselect[0].value) == 3  # the three example runs, compared at once
+    assert not app.exception and len(app.multiselect[0].value) == 4  # four of the six example runs, compared at once
 
 
 def wait_for_judge(app: AppTest) -> None:
@@ -418,10 +418,11 @@ def test_home_page_says_the_next_step_and_loads_the_example_data_once(app_db):
     assert "The database is empty." in [m.value for m in app.markdown]
     next(button for button in app.button if button.label == "Load the example data").click().run()
     assert not app.exception
-    assert [metric.value for metric in app.metric][:4] == ["3", "0", "3", "3"]  # runs, scored, analysed (shipped), judged
-    assert "3 runs have no quality metrics yet." in [m.value for m in app.markdown]
+    # runs, scored, analysed (meditron's analysis is shipped), judged (the paper published meditron's judge logs)
+    assert [metric.value for metric in app.metric][:4] == ["6", "0", "3", "3"]
+    assert "6 runs have no quality metrics yet." in [m.value for m in app.markdown]
     next(button for button in app.button if button.label == "Load the example data").click().run()
-    assert [metric.value for metric in app.metric][0] == "3"  # loading again changes nothing
+    assert [metric.value for metric in app.metric][0] == "6"  # loading again changes nothing
 
 
 def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_history(app_db):

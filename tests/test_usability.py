@@ -586,7 +586,9 @@ def test_a_column_of_numbers_with_words_gets_room_for_the_words():
     from fwsapp.ui.widgets import worded_columns
 
     frame = pd.DataFrame({"Model": ["a", "b"], "AUROC": [1.0, 0.9], "TPR@1%": [1.0, "not enough data (n = 4)"]})
-    assert list(worded_columns(frame)) == ["TPR@1%"]  # the Report's Table 1 cut these words short
+    config = worded_columns(frame)
+    assert config["TPR@1%"]["width"] == 160  # the Report's Table 1 cut these words short
+    assert config["AUROC"]["type_config"]["format"] == "%.3f" and list(config) == ["AUROC", "TPR@1%"]  # 1 reads 1.000
 
 
 def test_report_shows_where_numbers_come_from_and_no_empty_rows(app_db):
@@ -641,10 +643,10 @@ def test_judge_page_offers_an_unjudged_run_and_hides_what_a_local_judge_ignores(
     from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store
 
-    fresh = imported_qa_db(app_db, 2)
     store = Store(app_db)
-    load_examples(store)  # judged by the paper's GPT-4o already
+    load_examples(store)  # meditron's judged by the paper's GPT-4o already, BioMistral's not
     store.close()
+    fresh = imported_qa_db(app_db, 2)  # the newest run
     app = open_page("judge")
     assert app.multiselect[0].value == [fresh]
     assert "Concurrent requests" not in [widget.label for widget in app.number_input]

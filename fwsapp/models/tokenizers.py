@@ -59,6 +59,30 @@ def tokenizer_for_model(model: str | None) -> str | None:
     return MODEL_TOKENIZERS.get(model or "")
 
 
+def run_tokenizer(model: str | None) -> str | None:
+    """The tokenizer a run's texts are detected with unless one is named: its model's, by name or by the model itself."""
+    return tokenizer_for_model(model) or model
+
+
+def tokenizer_problem(name: str | None, cache_dir: Path = CACHE_DIR) -> str | None:
+    """Why a tokenizer cannot be had here, said at once (nothing is downloaded to find out), or None: the shipped
+    ones, the embedded model's, a local folder and a Hugging Face id already in the local cache can be had."""
+    from fwsapp.models import EMBEDDED_MODEL
+
+    if name is None:
+        return "its model is unknown, so name a tokenizer"
+    if name in TOKENIZERS or name == EMBEDDED_MODEL or Path(name).is_dir():
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except (OSError, ValueError):
+        return (f"the tokenizer '{name}' is not on this machine (shipped here: {', '.join(TOKENIZERS)}): name the folder "
+                "of a local copy" + (" (Meditron-7B uses Llama 2's)" if "meditron" in name.lower() else ""))
+    return None
+
+
 def load_tokenizer(name: str, cache_dir: Path = CACHE_DIR) -> TextTokenizer:
     """A registered tokenizer, the embedded model's, or any Hugging Face id or local path."""
     if name == "mistral-v1":

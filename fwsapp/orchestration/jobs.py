@@ -151,24 +151,24 @@ class JobManager:
         key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}"
         return self.start("redetect", key, f"Re-detecting {run_id} with {method} ({tokenizer_name})", work)
 
-    def start_lengths(self, run_ids: list[str]) -> Job:
+    def start_lengths(self, run_ids: list[str], tokenizer: str | None = None) -> Job:
         """Give runs their scores at every length (see length.py), detecting again from text where needed."""
         def work(progress, cancel):
-            sets = pipeline.lengths(self.store, run_ids, self.model_loader, progress, cancel)
+            sets = pipeline.lengths(self.store, run_ids, self.model_loader, progress, cancel, tokenizer=tokenizer)
             return f"Scores by length for {len(run_ids)} run(s); {len(sets)} detected again from their text."
 
         return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {len(run_ids)} run(s) by length", work)
 
     def start_attack(self, run_ids: list[str], attack: str, params: dict, seed: int,
-                     normalize: str | None = None) -> Job:
+                     normalize: str | None = None, tokenizer: str | None = None) -> Job:
         """Attack runs' watermarked texts and detect them again (see robustness.py)."""
         def work(progress, cancel):
             sets = pipeline.attack(self.store, run_ids, self.model_loader, progress, cancel, attack=attack,
-                                   params=params, seed=seed, normalize=normalize)
+                                   params=params, seed=seed, normalize=normalize, tokenizer=tokenizer)
             attacked = [entry for entry in sets if entry.attack_set]
             return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the Method × attack table."
 
-        key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{','.join(run_ids)}"
+        key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{tokenizer}:{','.join(run_ids)}"
         return self.start("attack", key, f"Attacking {len(run_ids)} run(s) with {attack}", work)
 
     def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:

@@ -105,7 +105,7 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
     """Each run's (run id, method, merged parameters, tokenizer name), every one checked and its tokenizer loaded
     before any work: a bad parameter or a tokenizer this machine cannot load is one line, with nothing stored."""
     from fwsapp.detection.normalizers import normalizer
-    from fwsapp.models.tokenizers import load_tokenizer, tokenizer_for_model
+    from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
 
     normalizer(normalize)
     plans, tokenizers = [], {}
@@ -114,7 +114,7 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
         chosen = methods.canonical_name(method or run["method"])
         own = run["params"] if chosen == run["method"] else {}
         merged = methods.info(chosen).checked_params({**own, **(params or {})})
-        name = tokenizer or tokenizer_for_model(run["model"]) or run["model"]
+        name = tokenizer or run_tokenizer(run["model"])
         if not name:
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
         if name not in tokenizers:

@@ -339,3 +339,11 @@ def disease_spans(recognizer: str, texts: tuple[str, ...]) -> list[list[tuple[in
     from fwsapp.entities.recognizers import load_recognizer
 
     return [[(entity.start, entity.end) for entity in found] for found in load_recognizer(recognizer).find_many(list(texts))]
+
+
+@st.cache_data(show_spinner=False)
+def tokenizer_problem(name: str | None) -> str | None:
+    """Why a tokenizer cannot be had here (`models.tokenizers.tokenizer_problem`), once per name."""
+    from fwsapp.models.tokenizers import tokenizer_problem as problem
+
+    return problem(name)

@@ -34,6 +34,22 @@ def not_ready_note(frame: pd.DataFrame) -> None:
         st.caption(f"Left out until their texts are stored: {', '.join(waiting.run_id)} (still generating, or no sample).")
 
 
+def tokenizer_choice(runs: pd.DataFrame, key: str) -> tuple[str | None, dict[str, str]]:
+    """A Tokenizer field for a form that detects runs again from text (empty: each run's own), and the runs whose
+    tokenizer cannot be had here, each with why, said at once before any job starts (Meditron's is not shipped)."""
+    from fwsapp.models.tokenizers import run_tokenizer
+    from fwsapp.ui.queries import tokenizer_problem
+
+    named = st.text_input("Tokenizer (empty: each run's own)", key=key,
+                          help="mistral-v1 or llama-3 (shipped), a Hugging Face id in the local cache, or the folder "
+                               "of a local copy").strip() or None
+    problems = {row.run_id: problem for row in runs.itertuples()
+                if (problem := tokenizer_problem(named or run_tokenizer(row.model)))}
+    for run_id, problem in problems.items():
+        st.error(render.message(f"{run_id}: {problem}."))
+    return named, problems
+
+
 def no_runs_yet() -> None:
     st.info("No runs yet. Load the example data (the paper's meditron logs, a few seconds), try a prompt on the "
             "Playground, generate a run or import logs; `python -m fwsapp generate` and `import` do the same headless.")
