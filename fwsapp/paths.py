@@ -1,5 +1,6 @@
 """Where the app keeps its files: the project's cache/ and data/ folders, overridable by environment."""
 import os
+import stat
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -8,3 +9,34 @@ DEMO_DATA_DIR = PROJECT_DIR / "data"
 EXPERIMENTS_DIR = PROJECT_DIR / "experiments"  # the shipped experiment specs
 DEFAULT_DB = Path(os.environ.get("FWSAPP_DB", CACHE_DIR / "fwsapp.duckdb"))
 UPLOADS_DIR = CACHE_DIR / "uploads"  # datasets uploaded in the app
+
+
+def replaceable_output(target: Path, force: bool) -> int | None:
+    """The permission bits an output file keeps when it is replaced, None when there is none yet. Only a regular file
+    is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a link."""
+    try:
+        status = target.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError(f"--out {target} exists and is not a regular file (a device, a folder, a pipe or a link): "
+                         "write to a file path.")
+    if not force:
+        raise ValueError(f"--out {target} exists: pass --force to replace it, or write elsewhere.")
+    return stat.S_IMODE(status.st_mode)
+
+
+def write_output(target, data: bytes, force: bool = False) -> None:
+    """Write `data` to an output file the user named: a new file, or with `force` a regular file replaced whole (its
+    permissions kept); never a device, folder, pipe or link, and nothing half-written if the write fails."""
+    target = Path(target)
+    mode = replaceable_output(target, force)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        partial.write_bytes(data)
+        if mode is not None:
+            partial.chmod(mode)
+        partial.replace(target)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise OSError(f"--out {target}: {error.strerror or error}; nothing was written.") from None

@@ -352,7 +352,7 @@ def test_a_study_served_to_an_admin_and_two_raters_at_once(tmp_path, chromium):
         admin.get_by_text("Inter-rater agreement").wait_for(timeout=30_000)
         admin.get_by_role("tab", name="Export", exact=True).click()
         with admin.expect_download() as download:
-            admin.get_by_role("button", name="Download (csv)").click()
+            admin.get_by_role("button", name="Ratings (csv)").click()
         exported = download.value.path().read_text()
         assert invites[0].rater_id in exported and invites[1].rater_id in exported
         assert all(invite.token not in exported and invite.name not in exported for invite in invites)

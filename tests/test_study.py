@@ -11,7 +11,7 @@ from fwsapp.human import access, study
 from fwsapp.human.ratings import ratings
 from fwsapp.human.workflow import RatingError
 from fwsapp.store import Store
-from tests.conftest import database_at_schema, imported_qa_db
+from tests.conftest import database_at_schema, hostile_entity_db, imported_qa_db
 
 SCORES = ([4, 4, 4], [3, 3, 3])
 
@@ -219,6 +219,50 @@ def test_the_researcher_reads_progress_disagreements_and_exports_without_tokens(
         assert set(exported.rater) <= {invite.rater_id for invite in invites}
     with pytest.raises(study.StudyError, match="csv or .parquet"):
         study.export(store, created, tmp_path / "study.xlsx")
+
+
+def test_the_export_carries_position_time_and_revision_neutralises_formulas_and_replaces_nothing_unasked(
+        study_db, tmp_path):
+    import os
+
+    store, created, invites = study_db
+    rater = study.StudyRater(invites[0].rater_id)
+    task = rater.queue(store).upcoming
+    rater.submit(store, task, [5, 4, 3], [2, 2, 1], '=HYPERLINK("http://evil.example","x")', seconds=7.5)
+    rater.submit(store, rater.queue(store).done[-1], [5, 5, 3], [2, 2, 1], "@SUM(1)", seconds=9.0, revise=True)
+    target = tmp_path / "ratings.csv"
+    assert study.export(store, created, target) == 2
+    exported = pd.read_csv(target)
+    assert exported.comment.tolist() == ["'@SUM(1)", "'@SUM(1)"]  # text in a spreadsheet, never a formula
+    watermarked = exported[exported.kind == "watermarked"].iloc[0]
+    assert watermarked.shown_as == ("A" if task.watermarked_first else "B") and watermarked.coherence == (
+        5 if task.watermarked_first else 2)
+    assert (exported.seconds == 9.0).all() and exported.revised.notna().all() and exported.created.notna().all()
+    with pytest.raises(ValueError, match="exists: pass --force"):
+        study.export(store, created, target)
+    assert study.export(store, created, target, force=True) == 2
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):  # refused at once, never blocking on the pipe
+        study.export(store, created, fifo, force=True)
+
+
+def test_the_entities_tasks_verdicts_are_exported_beside_the_ratings(tmp_path):
+    path = tmp_path / "entities.duckdb"
+    run_id = hostile_entity_db(path)
+    store = Store(path)
+    created, invites = study.create(store, "names", [run_id], share=1.0, raters_per_item=1, entity_task=True,
+                                    raters=["Dr A"])
+    from fwsapp.entities.introduced import analysed_entities, names_to_judge, record_verdict
+
+    entities, _ = analysed_entities(store)
+    sample = int(entities.sample_idx.iloc[0])
+    name = names_to_judge(entities[entities.sample_idx == sample], "watermarked")[0]
+    record_verdict(store, invites[0].rater_id, run_id, sample, name, "hallucinated")
+    study.export(store, created, tmp_path / "names.csv")
+    verdicts = pd.read_csv(tmp_path / "names.entities.csv")
+    assert verdicts.rater.tolist() == [invites[0].rater_id] and verdicts.verdict.tolist() == ["hallucinated"]
+    store.close()
 
 
 def test_a_bad_study_is_one_line_and_nothing_is_written(tmp_path):

@@ -34,7 +34,9 @@ def register(commands) -> None:
     status.add_argument("--study", required=True)
     export_study = actions.add_parser("export", help="the study's ratings by rater id (no names, no tokens)")
     export_study.add_argument("--study", required=True)
-    export_study.add_argument("--out", required=True, help="a .csv or .parquet file")
+    export_study.add_argument("--out", required=True, help="a .csv or .parquet file (with an Entities task, the verdicts "
+                              "go beside it: NAME.entities.csv)")
+    export_study.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
     for action in (create, invite, revoke, status, export_study):
         db(action)
 
@@ -62,7 +64,7 @@ def cmd_study(args) -> int:
         print(f"\n{len(disagreements)} aspects of texts whose raters are {study.DISAGREEMENT}+ points apart")
         return 0
     else:
-        rows = study.export(store, study.study(store, args.study), args.out)
+        rows = study.export(store, study.study(store, args.study), args.out, force=args.force)
         print(f"{rows} rows written to {args.out}")
         return 0
     if invites:

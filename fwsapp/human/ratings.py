@@ -72,15 +72,22 @@ class OpenRater(Rater):
         return Queue(done, upcoming, total)
 
 
+RATING_COLUMNS = ["rater", "run_id", "sample_idx", "method", "model", "task", "kind", "shown_as", *ASPECTS, "comment",
+                  "seconds", "created", "revised"]
+
+
 def ratings(store: Store) -> pd.DataFrame:
-    """All ratings, one row per rater × item × text kind, aspects on the 1-5 scale (the CSV export)."""
+    """All ratings, one row per rater × item × text kind, aspects on the 1-5 scale (the CSV export), with the letter
+    the text was shown under (A or B: position bias, and which text a comment is about), the seconds spent, and when
+    the rating was given and last revised."""
     raw = store.human_ratings()
     rows = []
     for row in raw.itertuples():
         for kind in ("watermarked", "unwatermarked"):
             scores = getattr(row, f"scores_{kind}")
             rows.append({"rater": row.rater, "run_id": row.run_id, "sample_idx": row.sample_idx, "method": row.method,
-                         "model": row.model, "task": row.task, "kind": kind, **dict(zip(ASPECTS, scores)),
-                         "comment": row.comment, "created": row.created})
-    return pd.DataFrame(rows, columns=["rater", "run_id", "sample_idx", "method", "model", "task", "kind", *ASPECTS,
-                                       "comment", "created"])
+                         "model": row.model, "task": row.task, "kind": kind,
+                         "shown_as": "A" if bool(row.watermarked_first) == (kind == "watermarked") else "B",
+                         **dict(zip(ASPECTS, scores)), "comment": row.comment, "seconds": row.seconds,
+                         "created": row.created, "revised": row.revised})
+    return pd.DataFrame(rows, columns=RATING_COLUMNS)

@@ -20,6 +20,7 @@ import hashlib
 import math
 import random
 import secrets
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -309,25 +310,52 @@ def disagreements(rated: pd.DataFrame) -> pd.DataFrame:
                                         "raters"])
 
 
+def entity_verdicts(store: Store, chosen: Study) -> pd.DataFrame:
+    """The study's raters' verdicts on the disease names the answers introduced (its Entities task), by rater id."""
+    from fwsapp.entities.introduced import name_verdicts
+
+    verdicts = name_verdicts(store)
+    items = store.study_items(chosen.study_id)[["run_id", "sample_idx"]]
+    raters = set(store.raters(chosen.study_id).rater_id)
+    return verdicts.merge(items, on=["run_id", "sample_idx"])[lambda frame: frame.rater.isin(raters)].reset_index(
+        drop=True)
+
+
 def ratings_file(rated: pd.DataFrame, kind: str) -> bytes:
-    """`ratings` as the bytes of a CSV or Parquet file."""
+    """A table of the study as the bytes of a CSV file (every cell a spreadsheet would run as a formula made text) or
+    a Parquet file."""
     import io
+
+    from fwsapp.results.export import spreadsheet_safe
 
     if kind not in ("csv", "parquet"):
         raise StudyError(f"Export to .csv or .parquet, not .{kind}.")
     if kind == "csv":
-        return rated.to_csv(index=False).encode()
+        return spreadsheet_safe(rated).to_csv(index=False).encode()
     buffer = io.BytesIO()
     rated.to_parquet(buffer, index=False)
     return buffer.getvalue()
 
 
-def export(store: Store, chosen: Study, path, file_format: str | None = None) -> int:
-    """Write the study's ratings (`ratings`) to CSV or Parquet (by `file_format`, else the file's suffix); returns the
-    rows written."""
-    from pathlib import Path
+def entities_path(path) -> Path:
+    """Where the study's entity verdicts go beside its ratings: ratings.csv -> ratings.entities.csv."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.entities{path.suffix}")
+
+
+def export(store: Store, chosen: Study, path, file_format: str | None = None, force: bool = False) -> int:
+    """Write the study's ratings (`ratings`) to CSV or Parquet (by `file_format`, else the file's suffix), and with an
+    Entities task its raters' verdicts beside them (`entities_path`); returns the ratings' rows. An existing file is
+    replaced only with `force`, and only a regular file."""
+    from fwsapp.paths import replaceable_output, write_output
 
     path = Path(path)
-    data = ratings_file(rated := ratings(store, chosen), file_format or path.suffix.lstrip(".").lower())
-    path.write_bytes(data)
+    kind = file_format or path.suffix.lstrip(".").lower()
+    data = ratings_file(rated := ratings(store, chosen), kind)
+    verdicts = entity_verdicts(store, chosen) if chosen.entity_task else None
+    for target in (path, *([entities_path(path)] if verdicts is not None else [])):
+        replaceable_output(target, force)  # both checked before either is written
+    write_output(path, data, force)
+    if verdicts is not None:
+        write_output(entities_path(path), ratings_file(verdicts, kind), force)
     return len(rated)

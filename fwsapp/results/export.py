@@ -8,6 +8,20 @@ import pandas as pd
 from fwsapp.store import Store
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...) in a rater's comment).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every text cell that a spreadsheet would run as a formula led by an apostrophe (OWASP's CSV
+    injection rule), so it opens as the text it is. Numbers are left alone."""
+    def inert(value):
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    return frame.assign(**{column: frame[column].map(inert) for column in frame.columns
+                           if pd.api.types.is_object_dtype(frame[column]) or pd.api.types.is_string_dtype(frame[column])})
+
+
 def run_table(store: Store, run_id: str) -> pd.DataFrame:
     run = store.run(run_id)
     samples = store.generations(run_id)
@@ -26,7 +40,7 @@ def export_run(store: Store, run_id: str, fmt: str, out: Path) -> Path:
     table = run_table(store, run_id)
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "csv":
-        table.to_csv(out, index=False)
+        spreadsheet_safe(table).to_csv(out, index=False)
     elif fmt == "parquet":
         table.to_parquet(out, index=False)
     else:

@@ -97,7 +97,8 @@ class HumanTables(StoreCore):
         return int(done), int(total)
 
     def human_ratings(self) -> pd.DataFrame:
-        """Every rating with its run's method, model and task."""
+        """Every rating with its run's method, model and task, and the item's A/B order."""
         return self.frame(
-            """SELECT h.*, r.method, r.model, r.task FROM human_ratings h JOIN runs r USING (run_id)
+            """SELECT h.*, r.method, r.model, r.task, i.watermarked_first
+               FROM human_ratings h JOIN runs r USING (run_id) JOIN human_items i USING (run_id, sample_idx)
                ORDER BY run_id, sample_idx, rater""")

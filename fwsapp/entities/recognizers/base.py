@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from fwsapp.paths import replaceable_output
+
 from fwsapp.models import package_folder
 from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, MESH_PACKAGE, load_recognizer
 
@@ -211,23 +213,6 @@ def read_texts_jsonl(path: str | Path, warn=None) -> list[str]:
             warn(f"{path}, line {number}: {replaced} lone surrogate(s) (no character) read as U+FFFD.")
         texts.append(text)
     return texts
-
-
-def replaceable_output(target: Path, force: bool) -> int | None:
-    """The permission bits an output file keeps when it is replaced, None when there is none yet. Only a regular file
-    is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a link."""
-    import stat
-
-    try:
-        status = target.lstat()
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(status.st_mode):
-        raise ValueError(f"--out {target} exists and is not a regular file (a device, a folder, a pipe or a link): "
-                         "write to a file path.")
-    if not force:
-        raise ValueError(f"--out {target} exists: pass --force to replace it, or write elsewhere.")
-    return stat.S_IMODE(status.st_mode)
 
 
 # Texts go to the recognizer in chunks of about this many characters, not a fixed count: many short lines batch wide,
