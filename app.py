@@ -10,7 +10,8 @@ if gate.rater() is not None:
     st.set_page_config(page_title="Rate answers", page_icon="🩺", layout="wide")
     st.navigation([st.Page("pages/rater.py", title="Rate answers", icon="🩺", url_path="rater")], position="hidden").run()
     st.stop()
-st.set_page_config(page_title="fwsapp · watermarking and medical factuality", page_icon="🩺", layout="wide")
+# The sign-in page says nothing of what the app studies: a rater who drops ?invite from a link lands there.
+st.set_page_config(page_title="fwsapp", page_icon="🩺", layout="wide")
 gate.admin_or_stop()
 
 pages = st.navigation(

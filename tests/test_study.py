@@ -98,13 +98,23 @@ def test_an_attention_checks_second_showing_can_be_revisited_revised_and_skipped
 @pytest.mark.parametrize("address, token, refused", [
     ("localhost", None, False), ("127.0.0.1", None, False), ("::1", None, False), ("[::1]", None, False),
     ("0.0.0.0", None, True), ("", None, True), (None, None, True), ("192.168.1.20", None, True),
-    ("example.org", None, True), ("0.0.0.0", "long-random-string", False),
+    ("example.org", None, True), ("0.0.0.0", "a-long-random-string-of-32-chars", False), ("0.0.0.0", "a", True),
+    ("localhost", "a", False),
 ])
 def test_served_beyond_loopback_without_an_admin_token_the_app_refuses(address, token, refused):
     problem = access.serving_problem(address, token)
     assert (problem is not None) == refused
-    if refused:
+    if refused and token:
+        assert f"an admin token of {len(token)} characters, which can be guessed" in problem
+    elif refused:
         assert access.ADMIN_TOKEN_VARIABLE in problem and "localhost" in problem
+
+
+def test_each_failed_sign_in_waits_longer_until_one_succeeds():
+    throttle = access.Throttle()
+    assert [throttle.failed() for _ in range(8)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+    throttle.succeeded()
+    assert throttle.failed() == 0.5
 
 
 def test_each_item_goes_to_its_raters_per_item_and_raters_share_them_evenly(study_db):
@@ -418,7 +428,7 @@ def test_served_on_a_network_without_an_admin_token_no_page_is_shown(served_stud
         app = AppTest.from_file(APP, default_timeout=60)
         app.run()
         assert not app.title and "no admin token is set" in app.error[0].value and len(app.sidebar) == 0
-        monkeypatch.setenv(access.ADMIN_TOKEN_VARIABLE, "set")
+        monkeypatch.setenv(access.ADMIN_TOKEN_VARIABLE, "a-long-random-string-of-32-chars")
         app.run()
         assert "no admin token" not in page_text(app) and app.text_input[0].label == "Admin token"
     finally:

@@ -17,11 +17,16 @@ import hmac
 import ipaddress
 import os
 import secrets
+import threading
 
 ADMIN_TOKEN_VARIABLE = "FWSAPP_ADMIN_TOKEN"
 ADMIN_TOKEN_SECRET = "admin_token"
 INVITE_PARAMETER = "invite"
 TOKEN_BYTES = 32  # 256 bits; the issue asks for at least 128
+# Off loopback an admin token must be at least this long: 24 URL-safe characters carry 144 bits when random.
+MIN_ADMIN_TOKEN_CHARACTERS = 24
+# Each failed admin sign-in waits longer than the last, up to this many seconds, until one succeeds.
+MAX_FAILURE_DELAY = 30.0
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 INVALID_LINK = "This link does not open anything: it is unknown or was revoked. Ask the study's organiser for a new one."
 
@@ -78,10 +83,17 @@ def is_loopback(address: str | None) -> bool:
 
 
 def serving_problem(address: str | None, admin: str | None) -> str | None:
-    """Why the app must not serve its pages on `address` with this admin token, or None when it may."""
-    if admin or is_loopback(address):
+    """Why the app must not serve its pages on `address` with this admin token, or None when it may: off loopback it
+    needs a token, and one long enough not to be guessed."""
+    if is_loopback(address):
         return None
     where = address or "every network interface"
+    if admin and len(admin) < MIN_ADMIN_TOKEN_CHARACTERS:
+        return (f"This app is served on {where} with an admin token of {len(admin)} characters, which can be guessed. "
+                f"Set {ADMIN_TOKEN_VARIABLE} to at least {MIN_ADMIN_TOKEN_CHARACTERS} random characters "
+                "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))') and restart it.")
+    if admin:
+        return None
     return (f"This app is served on {where} and no admin token is set, so anyone who can reach it could read and "
             f"delete its data. Set {ADMIN_TOKEN_VARIABLE} (or {ADMIN_TOKEN_SECRET} in .streamlit/secrets.toml) to a "
             "long random string and restart it, or serve it on localhost only (`make run` does).")
@@ -89,3 +101,25 @@ def serving_problem(address: str | None, admin: str | None) -> str | None:
 
 def invite_link(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/?{INVITE_PARAMETER}={token}"
+
+
+class Throttle:
+    """Failed admin sign-ins, server-wide: each failure waits twice as long as the one before (0.5 s, 1 s, 2 s, … up to
+    MAX_FAILURE_DELAY), so guessing the token is slowed for everyone; a success starts again."""
+
+    def __init__(self):
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    def failed(self) -> float:
+        """Count a failure; returns how long its answer waits."""
+        with self._lock:
+            self.failures += 1
+            return min(0.5 * 2 ** (self.failures - 1), MAX_FAILURE_DELAY)
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.failures = 0
+
+
+SIGN_IN = Throttle()

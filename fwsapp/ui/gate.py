@@ -3,6 +3,8 @@ session; everyone else needs the admin token, when one is set, once per browser 
 loopback only, and the user at that machine is the admin."""
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from fwsapp.human import access, study
@@ -46,7 +48,9 @@ def admin_or_stop() -> None:
         submitted = st.form_submit_button("Open the app", type="primary")
     if submitted:
         if access.is_admin_token(entered, expected):
+            access.SIGN_IN.succeeded()
             st.session_state[ADMIN] = True
             st.rerun()
+        time.sleep(access.SIGN_IN.failed())  # guessing is slowed: each wrong try waits longer
         st.error("That is not the admin token.")
     st.stop()
