@@ -71,6 +71,18 @@ class Param:
             raise ValueError(f"{method}: {name}={value!r} is out of range; it must be {self.describe()} ({self.help}).")
 
 
+# Seeds are stored as 32-bit integers (DuckDB's INTEGER), so every seed is checked against this range before any work.
+MAX_SEED = 2**31 - 1
+
+
+def checked_seed(value, option: str = "--seed") -> int:
+    """A seed as stored: a whole number from 0 to MAX_SEED; a clear error naming the option otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{option} must be a whole number from 0 to {MAX_SEED:,} (seeds are stored as 32-bit "
+                         f"integers), not {value!r}.")
+    return value
+
+
 def checked_params(owner: str, declared: dict[str, tuple[object, Param | None]], params: dict) -> dict:
     """The declared defaults updated with `params`, each checked against its spec; a clear error naming `owner`
     otherwise (an unknown name lists the known ones)."""

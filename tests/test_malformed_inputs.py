@@ -94,12 +94,16 @@ DATASETS = [
 GENERATE_ARGUMENTS = [
     (["--n", "500"], ["n=500 is more than the 20 samples"]),
     (["--param", "gamma=0"], ["gamma=0.0 is out of range", "(0, 1)"]),
-    (["--param", "delta=nan"], ["delta=nan is out of range", "finite"]),
+    (["--param", "delta=nan"], ["delta=nan is out of range", "in [0, 20]"]),
     (["--param", "prefix_length=0"], ["prefix_length=0 is out of range", "≥ 1"]),
     (["--param", "rng=gpu"], ["rng='gpu' is out of range", "cuda, cpu"]),
     (["--param", "alpha=1"], ["KGW has no parameter 'alpha'"]),
     (["--param", "gamma"], ["must look like key=value"]),
     (["--param", "delta=big"], ["delta='big' must be a float"]),
+    (["--param", "delta=1000"], ["delta=1000.0 is out of range", "in [0, 20]"]),
+    (["--param", "hash_key=1180591620717411303424"], ["hash_key=1180591620717411303424 is out of range"]),
+    (["--seed", "2147483648"], ["--seed must be a whole number from 0 to 2,147,483,647"]),
+    (["--seed", "-1"], ["--seed must be a whole number from 0 to 2,147,483,647"]),
 ]
 
 
@@ -158,6 +162,22 @@ def test_malformed_datasets_for_generate(tmp_path, db, capsys, name, content, ex
 @pytest.mark.parametrize("extra, expected", GENERATE_ARGUMENTS)
 def test_bad_generate_arguments_are_refused_before_any_work(db, capsys, extra, expected):
     assert_refused(["generate", "--task", "qa", "--method", "KGW", "--db", str(db), *extra], expected, db, capsys)
+
+
+@pytest.mark.parametrize("command, expected", [
+    (["attack", "--attack", "typo", "--seed", "2147483648"], "--seed must be a whole number from 0 to 2,147,483,647"),
+    (["attack", "--attack", "typo", "--seed", "-1"], "--seed must be a whole number from 0 to 2,147,483,647"),
+    (["detect", "--window", "3000000000"], "--window must be from 1 to 100,000 tokens"),
+])
+def test_integers_a_database_column_cannot_hold_are_refused_before_any_work(db, capsys, command, expected):
+    run_id = Store(db, read_only=True).runs().run_id.iloc[0]
+    assert_refused([*command, "--run", run_id, "--db", str(db)], [expected], db, capsys)
+
+
+def test_a_study_seed_beyond_32_bits_is_refused(db, capsys):
+    run_id = Store(db, read_only=True).runs().run_id.iloc[0]
+    assert_refused(["study", "create", "--name", "s", "--runs", run_id, "--seed", str(2**40), "--db", str(db)],
+                   ["--seed must be a whole number from 0 to 2,147,483,647"], db, capsys)
 
 
 @pytest.mark.parametrize("extra, expected", [
@@ -275,6 +295,8 @@ def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     ("", "", 'judge = { backend = ["local"] }', "[steps] judge backend must be one of"),
     ("", "", 'judge = { backend = "compatible", model = "m" }', "needs base_url and model"),
     ('[grid.datasets]\nsummarization = "missing.json"', "", "", "names summarization, which is not in [grid] tasks"),
+    ("seeds = [1099511627776]", "", "", "[grid] seeds must be a whole number from 0 to 2,147,483,647"),
+    ("", "", 'attack = [{ name = "typo", seed = -1 }]', "[steps] attack 1 seed must be a whole number from 0"),
     ("seeds = [" + ", ".join(map(str, range(1000))) + "]", "params = { delta = [" + ", ".join(
         f"{0.1 + i / 100:.2f}" for i in range(1000)) + "] }", "", "makes 1,000,000 runs, more than 10,000"),
 ])

@@ -37,6 +37,7 @@ from fwsapp.sample_size import enough
 # The lengths at which TPR is tabulated, and at which a method without per-token evidence is detected again.
 LENGTH_GRID = (16, 32, 64, 128, 256, 512)
 DEFAULT_FPR = 0.01  # the false-positive rate of verdicts by length unless one is chosen
+MAX_WINDOW = 100_000  # tokens: longer than any text here, and a 32-bit column stores it
 NULL_DRAWS = 2000  # unwatermarked texts simulated for a WinMax threshold: p-values down to 1/2001
 
 
@@ -204,8 +205,8 @@ def check_window(method: str, window: int) -> Evidence:
         with_evidence = ", ".join(entry.name for entry in methods.METHODS if entry.evidence)
         raise ValueError(f"Windowed detection needs per-token evidence, and {method}'s score has none (it aligns or "
                          f"maximises over the whole text); use one of {with_evidence}.")
-    if window < 1:
-        raise ValueError(f"The window must be at least 1 token, not {window}.")
+    if not 1 <= window <= MAX_WINDOW:
+        raise ValueError(f"--window must be from 1 to {MAX_WINDOW:,} tokens, not {window}.")
     return evidence
 
 

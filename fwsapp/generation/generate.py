@@ -22,6 +22,7 @@ from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.detection.length import detected_record
+from fwsapp.plugins import checked_seed
 from fwsapp.store import Store
 from fwsapp.watermark import methods
 from fwsapp import one_line
@@ -61,6 +62,7 @@ class RunConfig:
         self.method = canonical_name(self.method)
         if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
             raise ValueError("n, max_new_tokens and batch_size must be positive.")
+        checked_seed(self.seed)
         declared = methods.info(self.method)
         self.params = declared.typed_params(self.params)  # one setting, one run id: delta = 2 is delta = 2.0
         declared.checked_params(self.params)  # before any run is created or model loaded

@@ -30,6 +30,7 @@ from fwsapp.human import access
 from fwsapp.results.fws import ASPECTS
 from fwsapp.human.ratings import RATERS_PER_ITEM
 from fwsapp.human.workflow import Queue, Rater, RatingError, Task
+from fwsapp.plugins import checked_seed
 from fwsapp.store import Store
 
 DEFAULT_ITEM_SHARE = 0.10
@@ -96,6 +97,10 @@ def create(store: Store, name: str, run_ids: list[str], share: float | None = DE
         raise StudyError("Raters per item must be from 1 to 20.")
     if not 0 <= attention_share <= 0.5:
         raise StudyError("The share of items shown twice as attention checks must be from 0 to 0.5.")
+    try:
+        checked_seed(seed)
+    except ValueError as error:
+        raise StudyError(str(error)) from None
     if raters:
         rater_names(list(raters))
     stored = store.human_item_orders()

@@ -23,6 +23,7 @@ import pandas as pd
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.generation.generate import RunConfig
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS
+from fwsapp.plugins import checked_seed
 from fwsapp.paths import DEMO_DATA_DIR, PROJECT_DIR, UPLOADS_DIR
 
 GRID_KEYS = {"models", "tasks", "seeds", "n", "max_new_tokens", "batch_size", "datasets"}
@@ -230,8 +231,8 @@ def _attacks(name: str, listed) -> tuple[AttackStep, ...]:
         _known(name, where, entry, ATTACK_KEYS)
         _choice(name, where, entry, "name", ATTACKS.names(), required=True)
         _choice(name, where, entry, "normalize", NORMALIZERS)
-        if "seed" in entry and type(entry["seed"]) is not int:
-            raise SpecError(f"{name}: {where} seed must be a whole number, not {entry['seed']!r}.")
+        if "seed" in entry:
+            _seed(name, f"{where} seed", entry["seed"])
         params = _table(name, entry, "params")
         swept = {key: value if isinstance(value, list) else [value] for key, value in params.items()}
         if any(not values for values in swept.values()):
@@ -292,7 +293,16 @@ def _integers(name: str, grid: dict, key: str, default: list[int]) -> list[int]:
     value = grid.get(key, default)
     if not isinstance(value, list) or not value or not all(type(item) is int for item in value):
         raise SpecError(f"{name}: [grid] {key} must be a non-empty list of integers.")
+    for item in value:
+        _seed(name, f"[grid] {key}", item)
     return value
+
+
+def _seed(name: str, where: str, value) -> int:
+    try:
+        return checked_seed(value, where)
+    except ValueError as error:
+        raise SpecError(f"{name}: {error}") from None
 
 
 def _integer(name: str, grid: dict, key: str, default: int) -> int:

@@ -19,6 +19,7 @@ from fwsapp.watermark import methods
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.generation.generate import InProcess, RunConfig, generate_runs
 from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
+from fwsapp.plugins import checked_seed
 from fwsapp.store import Store
 
 Progress = Callable[..., None]
@@ -83,10 +84,10 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
     are scored too, after its clean set (whose negatives they are compared with). `by_length` gives every text its
     score at every length (fwsapp.detection.length); `window` scores each text's best window of that many tokens (WinMax)."""
+    if window is not None:  # before any tokenizer is loaded: a window is checked against each run's method
+        for run_id in run_ids:
+            length.check_window(method or store.run(run_id)["method"], window)
     plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
-    if window is not None:
-        for plan in plans:
-            length.check_window(plan[1], window)
     return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
                            by_length, window)
 
@@ -154,6 +155,7 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     are checked for every run before any work."""
     from fwsapp.robustness.attack_sets import attack_run, check_attack
 
+    checked_seed(seed)
     for run_id in run_ids:
         check_attack(store, run_id, attack, params or {})
     plans, tokenizers = _detection_plans(store, run_ids, None, None, tokenizer, normalize)

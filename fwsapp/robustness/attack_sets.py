@@ -120,7 +120,6 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
         resources = {"backend": rewriting_backend(checked, model_loader), "concurrency": CONCURRENT_REQUESTS}
         model = resources["backend"].model
     set_id = attack_set_id(run_id, entry.name, checked, seed, model)
-    store.ensure_attack_set(set_id, run_id, entry.name, checked, seed, model)
     done = set(store.attacked_texts([set_id]).sample_idx)
     generations = store.generations(run_id)
     todo = generations[generations.watermarked_text.notna() & ~generations.sample_idx.isin(done)]
@@ -151,7 +150,7 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
                  "spans": [[span.start, span.end] for span in result.spans],
                  "words_changed": words_changed(item.text, result.text)} for item, result in rewritten]
         if rows:
-            store.write_attacked_texts(set_id, run_id, rows)
+            store.write_attacked_texts(set_id, run_id, rows, entry.name, checked, seed, model)
         if progress:
             progress(len(done) + start + len(chunk), total)
     if failures:

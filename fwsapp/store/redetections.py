@@ -38,18 +38,15 @@ class DetectionSets(StoreCore):
         return self.frame(query + " AND run_id IN (SELECT unnest(?)) ORDER BY run_id, created", [run_ids])
 
     # -- attacks ---------------------------------------------------------------------------------------------
-    def ensure_attack_set(self, attack_set_id: str, run_id: str, attack: str, params: dict, seed: int,
-                          model: str | None = None) -> None:
-        if self.row("SELECT 1 FROM attack_sets WHERE attack_set_id = ?", [attack_set_id]):
-            return
+    def write_attacked_texts(self, attack_set_id: str, run_id: str, rows: list[dict], attack: str, params: dict,
+                             seed: int, model: str | None = None) -> None:
+        """One transaction of attacked texts, with their attack set's row the first time: an attack that wrote no
+        text (refused, failed, cancelled at once) leaves no empty set behind. A sample already stored is left as it
+        is (a resumed attack)."""
         with self.transaction() as cursor:
             if not cursor.execute("SELECT 1 FROM attack_sets WHERE attack_set_id = ?", [attack_set_id]).fetchone():
                 cursor.execute("INSERT INTO attack_sets VALUES (?, ?, ?, ?, ?, ?, ?)",
                                [attack_set_id, run_id, attack, json.dumps(params, sort_keys=True), seed, model, now()])
-
-    def write_attacked_texts(self, attack_set_id: str, run_id: str, rows: list[dict]) -> None:
-        """One transaction of attacked texts; a sample already stored is left as it is (a resumed attack)."""
-        with self.transaction() as cursor:
             stored = {row[0] for row in cursor.execute(
                 "SELECT sample_idx FROM attacked_texts WHERE attack_set_id = ?", [attack_set_id]).fetchall()}
             new = [{"attack_set_id": attack_set_id, **row} for row in rows if row["sample_idx"] not in stored]

@@ -104,9 +104,11 @@ RNG_PARAMS = {
                              "at 128,256 tokens)", low=0)),
 }
 GAMMA = Param("share of the vocabulary that is green", low=0, high=1, open_low=True, open_high=True)
-DELTA = Param("logit bias added to green tokens")
+DELTA = Param("logit bias added to green tokens (the literature: 0.5 to 10)", low=0, high=20)
 Z_THRESHOLD = Param("z-score above which a text is called watermarked")
-KEY = Param("secret key seeding the watermark")
+# Up to 2^40: the SWEET/EXP seeding multiplies the key by a token-id product below the vocabulary size, and the
+# seed must fit a signed 64-bit integer for vocabularies up to 2^23.
+KEY = Param("secret key seeding the watermark", low=0, high=2**40)
 GREEN_LIST_GRID = {"delta": [0.5, 1.0, 2.0], "gamma": [0.1, 0.25, 0.5]}
 XI_SOURCES = ("pcg64", "markllm")
 ALIGNMENTS = ("first", "all")
