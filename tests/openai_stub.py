@@ -10,6 +10,12 @@ used by successive matching requests; other requests get `default`. Modes:
   noscores   a reasoned reply with no [[A]]/[[B]] scores
   rewrite    the text after the request's instruction (its last paragraph) with every "the" made "a": a paraphrase
   empty      an empty reply
+Hostile modes (a server that misbehaves):
+  trickle    a valid reply sent one byte every half second
+  endless    a chunked reply that never ends
+  huge       a reply of 64 MB
+  retry-inf  429 with Retry-After: inf (retry-big: 100000, retry-e300: 1e300)
+  object     a reply whose content is a JSON object, not text (number: a number)
 A request with `response_format` (a JSON schema) is answered as a constraining server answers it: a JSON verdict,
 whatever the mode's text would have been; with `structured=False` the stub is a server without that option, and
 refuses such a request with 400.
@@ -91,6 +97,8 @@ class StubServer:
                 if mode == "hang":
                     time.sleep(stub.hang_seconds)
                     return self._json(200, _completion(VALID_VERDICT))
+                if mode in HOSTILE:
+                    return HOSTILE[mode](self)
                 if mode == "429":
                     return self._json(429, {"error": {"message": "slow down", "type": "rate_limit"}},
                                       {"Retry-After": str(stub.retry_after)})
@@ -132,6 +140,60 @@ class StubServer:
                     pass
 
         return Handler
+
+
+def _trickle(handler) -> None:
+    data = json.dumps(_completion(VALID_VERDICT)).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    for byte in data:
+        try:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+        except OSError:  # the client gave up
+            return
+        time.sleep(0.5)
+
+
+def _endless(handler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    chunk = b" " * 1024
+    deadline = time.monotonic() + 300  # bounded, as every test server's loop is
+    while time.monotonic() < deadline:
+        try:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            handler.wfile.flush()
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
+def _huge(handler) -> None:
+    text = "x" * (64 * 1024 * 1024)
+    handler._json(200, _completion(text))
+
+
+def _retry(value: str):
+    return lambda handler: handler._json(429, {"error": {"message": "slow down", "type": "rate_limit"}},
+                                         {"Retry-After": value})
+
+
+def _content(value):
+    def reply(handler):
+        completion = _completion("")
+        completion["choices"][0]["message"]["content"] = value
+        handler._json(200, completion)
+    return reply
+
+
+HOSTILE = {"trickle": _trickle, "endless": _endless, "huge": _huge, "retry-inf": _retry("inf"),
+           "retry-big": _retry("100000"), "retry-e300": _retry("1e300"), "object": _content({"a": 1}),
+           "number": _content(42)}
 
 
 def _completion(text: str) -> dict:

@@ -3,6 +3,7 @@ nothing at zero strength; the word and character attacks change the share of wor
 its spans and entity-swap its names; an attack set is resumable and idempotent, and detection of its texts is
 compared with the clean run's negatives."""
 import json
+import time
 import re
 import shutil
 
@@ -539,3 +540,42 @@ def test_attack_all_skips_a_run_without_texts_and_says_so(tmp_path, capsys):
     assert main(["attack", "--all", "--attack", "typo", "--db", str(db)]) == 0
     captured = capsys.readouterr()
     assert "gen-empty: skipped" in captured.err and f"{run_id}: attack set atk-" in captured.out
+
+
+@pytest.mark.parametrize("mode", ["endless", "trickle", "object"])
+def test_a_rewrite_through_a_hostile_server_ends_within_its_deadline_and_stores_nothing(tmp_path, monkeypatch, mode):
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+    from tests.openai_stub import StubServer
+
+    monkeypatch.setattr("fwsapp.judge.registry.REQUEST_TIMEOUT_SECONDS", 2.0)
+    monkeypatch.setattr("fwsapp.judge.backends.MAX_RETRY_AFTER", 1.0)
+    run_id = imported_qa_db(tmp_path / "hostile.duckdb", 2)
+    store = Store(tmp_path / "hostile.duckdb")
+    with StubServer(default=mode) as stub:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError) as refused:
+            attack_run(store, run_id, "paraphrase", {"backend": "compatible", "model": "m", "base_url": stub.base_url})
+        elapsed = time.monotonic() - started
+    assert elapsed < 15 and "\n" not in str(refused.value)
+    assert store.attack_sets().empty and store.attacked_texts(["none"]).empty
+    store.close()
+
+
+def test_a_run_with_a_text_too_long_to_measure_is_refused_before_any_work(tmp_path):
+    import json
+
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.robustness.attack_sets import MAX_ATTACKED_CHARACTERS
+    from fwsapp.store import Store
+
+    store = Store(tmp_path / "long.duckdb")
+    rows = [{"prompt": "Q?", "watermarked_text": "word " * (MAX_ATTACKED_CHARACTERS // 4), "unwatermarked_text": "u.",
+             "natural_text": "r."}]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()))
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="more than the 20,000 an attack measures"):
+        attack_run(store, run_id, "word-deletion")
+    assert time.monotonic() - started < 5 and store.attack_sets().empty
+    store.close()

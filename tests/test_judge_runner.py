@@ -363,3 +363,53 @@ def test_a_structured_verdict_is_read_and_checked_like_a_text_one(output, scores
         assert not verdict.ok and verdict.reason == scores
     else:
         assert verdict.ok and (verdict.a, verdict.b) == scores
+
+
+@pytest.mark.parametrize("mode", ["trickle", "endless", "huge", "retry-inf", "retry-big", "retry-e300", "object",
+                                  "number", "hang"])
+def test_a_hostile_server_ends_each_pair_within_its_deadline_with_a_reason(store, mode, monkeypatch):
+    """Every request has a total deadline (not a per-read one), a Retry-After is obeyed up to a cap (a minute; 1 s
+    here), a reply is at most 4 MB and its content must be text: each pair ends unreachable or failed, in seconds,
+    with a reason."""
+    monkeypatch.setattr("fwsapp.judge.backends.MAX_RETRY_AFTER", 1.0)
+    run_id = make_run(store, n=1)
+    with StubServer(default=mode, hang_seconds=30) as stub:
+        started = time.monotonic()
+        outcome = run_judge(store, [run_id], backend(stub, timeout=2.0),
+                            JudgeSettings(backoff_base=0.01, backoff_cap=0.05, max_attempts=2))
+        elapsed = time.monotonic() - started
+    assert outcome.judged == 0 and outcome.unreachable + outcome.failed == 1
+    assert elapsed < 10, elapsed  # two attempts within the deadline, and a capped Retry-After between
+    row = store.judgments([run_id]).iloc[0]
+    assert row.reason and "Traceback" not in row.reason
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_signal_ends_a_judge_stuck_on_an_endless_reply_within_ten_seconds(store, signal_name):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    run_id = make_run(store, n=4)
+    store.close()
+    with StubServer(default="endless") as stub:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fwsapp", "judge", "--run", run_id, "--backend", "compatible", "--base-url",
+             stub.base_url, "--judge-model", "stub-judge", "--concurrency", "2", "--timeout", "600",
+             "--db", str(store.path)], cwd=PROJECT, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while len(stub.requests) < 2:
+            assert time.time() < deadline and process.poll() is None, "no request reached the stub"
+            time.sleep(0.1)
+        time.sleep(1)
+        sent = time.monotonic()
+        process.send_signal(getattr(signal, signal_name))
+        if signal_name == "SIGINT":  # the first asks to stop gently; a second leaves now
+            time.sleep(0.5)
+            process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        ended = time.monotonic() - sent
+    assert ended < 10, (ended, err)
+    assert process.returncode == 130 and "Traceback" not in err

@@ -8,8 +8,11 @@ the client object: it is never stored, logged or exported.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE, REQUEST_TIMEOUT_SECONDS
@@ -29,6 +32,46 @@ PRICES = {
     "gpt-4.1": (2.00, 8.00),
     "gpt-4.1-mini": (0.40, 1.60),
 }
+
+
+# A reply is read whole within the request's timeout (the SDK's own timeout is per socket read, so a server trickling
+# bytes, or sending without end, would hold a request for ever), and is at most this large: a verdict or a rewrite is
+# a few kilobytes.
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+# A server's Retry-After is obeyed up to this many seconds (it may say 100000, inf or 1e300).
+MAX_RETRY_AFTER = 60.0
+
+
+def bounded_http_client(deadline: float, max_bytes: int = MAX_REPLY_BYTES):
+    """An httpx client whose every response must arrive whole within `deadline` seconds of the request and within
+    `max_bytes`, for the openai SDK (`http_client`)."""
+    import httpx
+
+    class Bounded(httpx.SyncByteStream):
+        def __init__(self, stream, started: float):
+            self.stream, self.started = stream, started
+
+        def __iter__(self):
+            read = 0
+            for chunk in self.stream:
+                read += len(chunk)
+                if time.monotonic() - self.started > deadline:
+                    raise httpx.ReadTimeout(f"no complete reply within {deadline:g} s")
+                if read > max_bytes:
+                    raise httpx.ReadError(f"a reply of more than {max_bytes:,} bytes")
+                yield chunk
+
+        def close(self):
+            self.stream.close()
+
+    class BoundedTransport(httpx.HTTPTransport):
+        def handle_request(self, request):
+            started = time.monotonic()
+            response = super().handle_request(request)
+            response.stream = Bounded(response.stream, started)
+            return response
+
+    return httpx.Client(transport=BoundedTransport(), timeout=httpx.Timeout(deadline))
 
 
 class JudgeError(RuntimeError):
@@ -90,7 +133,8 @@ class OpenAIBackend:
             raise JudgeError("No OpenAI API key: set OPENAI_API_KEY, add it to .streamlit/secrets.toml, or enter it "
                              "on the Judge page.")
         # Local servers usually take any key; the SDK insists on one.
-        self._client = OpenAI(api_key=key or "not-needed", base_url=base_url, timeout=timeout, max_retries=0)
+        self._client = OpenAI(api_key=key or "not-needed", base_url=base_url, timeout=timeout, max_retries=0,
+                              http_client=bounded_http_client(timeout))
         self.max_tokens = max_tokens
 
     @property
@@ -144,15 +188,24 @@ class OpenAIBackend:
             raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
         except ValueError as error:  # a body that is not valid JSON
             raise TransientError(f"unreadable response: {error}") from None
-        if not getattr(response, "choices", None):
-            raise TransientError("response without choices")
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, KeyError, TypeError):
+            raise TransientError("a reply without a message") from None
+        if content is not None and not isinstance(content, str):
+            raise TransientError(f"a reply whose content is not text ({type(content).__name__})")
         usage = getattr(response, "usage", None)
         return Completion(
-            text=response.choices[0].message.content or "",
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            text=content or "",
+            prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
+            completion_tokens=_count(getattr(usage, "completion_tokens", None)),
             structured=structured,
         )
+
+    def close(self) -> None:
+        """Abort every request in flight (their reads fail at once) and free the connections: a signal ends a
+        command now, not when the slowest server answers."""
+        self._client.close()
 
     def check(self) -> str:
         """A tiny request, for the page's connection test."""
@@ -160,13 +213,33 @@ class OpenAIBackend:
         return f"{self.name} backend answered with model {self.model}: {reply.text[:60]!r}"
 
 
+@contextmanager
+def requests_abandoned_on_interrupt(backend):
+    """Within the block, an interrupt (Ctrl-C, SIGTERM) closes the backend's connections first, so the requests in
+    flight on worker threads fail at once and the pool's join does not wait for the servers."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+        raise
+
+
 def _retry_after(error) -> float | None:
+    """The server's Retry-After in seconds, at most MAX_RETRY_AFTER; None where it sent none or nonsense."""
     response = getattr(error, "response", None)
     value = response.headers.get("retry-after") if response is not None else None
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    return None if seconds is None or math.isnan(seconds) else min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def _count(value) -> int | None:
+    """A token count from a reply's usage; None where it is not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _short(error) -> str:

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from fwsapp.judge import prompts
-from fwsapp.judge.backends import Completion, JudgeError, TransientError, price
+from fwsapp.judge.backends import Completion, JudgeError, TransientError, price, requests_abandoned_on_interrupt
 from fwsapp.judge.registry import CONCURRENT_REQUESTS
 from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
 from fwsapp.judge.records import texts_hash
@@ -250,7 +250,6 @@ def run_judge(
     workers = max(1, min(settings.concurrency, backend.concurrency_limit or settings.concurrency))
     started = time.perf_counter()
     pending_pairs = iter(pairs)
-    finished = 0
     if progress:
         progress(0, len(pairs))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fwsapp-judge") as pool:
@@ -266,7 +265,17 @@ def run_judge(
         for _ in range(workers):
             if not submit_next():
                 break
-        while in_flight:
+        with requests_abandoned_on_interrupt(backend):
+            _collect(in_flight, submit_next, store, outcome, workers, len(pairs), backend, settings, progress, cancel)
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def _collect(in_flight: dict, submit_next, store: Store, outcome: Outcome, workers: int, total: int, backend,
+             settings: JudgeSettings, progress, cancel) -> None:
+    """Store each verdict as it arrives and send the next request, until none is in flight."""
+    finished = 0
+    while in_flight:
             done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             for future in done:
                 pair = in_flight.pop(future)
@@ -281,7 +290,7 @@ def run_judge(
                     outcome.reasons[reason_group(row["reason"])] += 1
                 finished += 1
                 if progress:
-                    progress(finished, len(pairs))
+                    progress(finished, total)
             spent = outcome.usage.cost(backend.model)
             if settings.budget_usd is not None and spent is not None and spent >= settings.budget_usd:
                 outcome.stopped = "budget"
@@ -290,5 +299,3 @@ def run_judge(
             if outcome.stopped is None:
                 while len(in_flight) < workers and submit_next():
                     pass
-    outcome.seconds = time.perf_counter() - started
-    return outcome

@@ -61,8 +61,10 @@ class LLMRewrite(Attack):
                 for i, completion in zip(batch, completions):
                     replies[i] = completion.text.strip() or RewriteFailed("an empty reply")
             return replies
+        from fwsapp.judge.backends import requests_abandoned_on_interrupt
+
         workers = self.backend.concurrency_limit or self.resources.get("concurrency", 1)
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, requests_abandoned_on_interrupt(self.backend):
             return list(pool.map(lambda request: self._ask(*request), requests))
 
     def _ask(self, messages: list[dict], seed: int) -> str | RewriteFailed:
