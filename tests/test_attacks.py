@@ -579,3 +579,13 @@ def test_a_run_with_a_text_too_long_to_measure_is_refused_before_any_work(tmp_pa
         attack_run(store, run_id, "word-deletion")
     assert time.monotonic() - started < 5 and store.attack_sets().empty
     store.close()
+
+
+def test_word_deletion_draws_exactly_or_as_markllm_does_each_word_with_probability_ratio():
+    text = long_text()
+    exact = attacker("word-deletion", ratio=0.3).attack_many([AttackInput(0, text)])[0].text
+    assert len(exact.split()) == 2000 - int(0.3 * 2000)
+    lengths = [len(attacker("word-deletion", seed, ratio=0.3, draw="markllm").attack_many(
+        [AttackInput(0, text)])[0].text.split()) for seed in range(5)]
+    assert len(set(lengths)) > 1  # the share varies from draw to draw
+    assert all(abs(kept / 2000 - 0.7) < 4 * np.sqrt(0.21 / 2000) for kept in lengths)

@@ -175,8 +175,12 @@ def _words(strength_help: str, default: float) -> dict:
 
 ATTACKS = Registry("attack", [
     AttackPlugIn(
-        "word-deletion", "delete a share of the words at random (MarkLLM's WordDeletion, ratio 0.3)",
-        "fwsapp.robustness.attacks.word_deletion:WordDeletion", params=_words("share of the words deleted", 0.3),
+        "word-deletion", "delete a share of the words at random: exactly int(ratio × words), or each word with "
+                         "probability ratio as MarkLLM's WordDeletion does (draw=markllm); ratio 0.3",
+        "fwsapp.robustness.attacks.word_deletion:WordDeletion",
+        params={**_words("share of the words deleted", 0.3),
+                "draw": ("exact", Param("exact: int(ratio × words) words drawn without replacement; markllm: each word "
+                                        "with probability ratio (MarkLLM 0.1.5)", choices=("exact", "markllm")))},
         strength="ratio", presets=(0.1, 0.3, 0.5), protects="words"),
     AttackPlugIn(
         "synonym", "replace a share of the words by a WordNet synonym (MarkLLM's SynonymSubstitution, ratio 0.5)",
