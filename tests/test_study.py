@@ -488,3 +488,14 @@ def test_a_submitted_rating_survives_a_restart(study_db):
     done = study.StudyRater(invites[0].rater_id).queue(reopened).done
     assert len(done) == 1 and done[0].handle == task.handle
     reopened.close()
+
+
+def test_a_run_a_study_uses_is_not_deleted_and_nothing_is_lost(study_db):
+    from fwsapp.store import StoreError
+
+    store, created, invites = study_db
+    run_id = created.runs[0]
+    before = {table: store.row(f"SELECT count(*) FROM {table}")[0] for table in ("study_items", "study_assignments")}
+    with pytest.raises(StoreError, match=f"Run {run_id} is in the study 'pilot'"):
+        store.delete_run(run_id)
+    assert store.run(run_id) and {table: store.row(f"SELECT count(*) FROM {table}")[0] for table in before} == before
