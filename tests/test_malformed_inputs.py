@@ -174,6 +174,29 @@ def test_integers_a_database_column_cannot_hold_are_refused_before_any_work(db, 
     assert_refused([*command, "--run", run_id, "--db", str(db)], [expected], db, capsys)
 
 
+def test_a_study_of_an_unknown_run_names_it(db, capsys):
+    assert_refused(["study", "create", "--name", "s", "--runs", "imp-nope", "--db", str(db)], ["No run 'imp-nope'"],
+                   db, capsys)
+
+
+@pytest.mark.parametrize("steps, expected", [
+    ('attack = [{ name = "word-deletion", params = { ratio = true } }]', "ratio=True must be a number, not true or false"),
+    ('attack = [{ name = "typo", params = { keep_entities = 2 } }]', "keep_entities=2 must be true or false"),
+    ('attack = [{ name = "typo", params = { p = [' + ", ".join(f"{i / 10**6:.6f}" for i in range(10001)) + '] } }]',
+     "makes 10,001 attack settings, more than 10,000"),
+])
+def test_a_grid_attack_step_is_checked_as_its_declaration_says(tmp_path, db, capsys, steps, expected):
+    spec = tmp_path / "attack.toml"
+    spec.write_text(tiny_spec(steps=steps))
+    assert_refused(["grid", str(spec), "--dry-run", "--db", str(db)], [expected], db, capsys)
+
+
+def test_keep_entities_1_is_the_same_attack_setting_as_true():
+    from fwsapp.robustness.attacks import ATTACKS
+
+    assert ATTACKS["typo"].checked_params({"keep_entities": 1}) == ATTACKS["typo"].checked_params({"keep_entities": True})
+
+
 def test_a_study_seed_beyond_32_bits_is_refused(db, capsys):
     run_id = Store(db, read_only=True).runs().run_id.iloc[0]
     assert_refused(["study", "create", "--name", "s", "--runs", run_id, "--seed", str(2**40), "--db", str(db)],

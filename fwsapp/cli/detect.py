@@ -95,7 +95,8 @@ def print_lengths(store, targets: list[str], args) -> int:
               f"{_tokens(found['iqr'][1])}; never detected {found['never_detected']} of {found['n']}")
         print(f"  {'T':>6} {'texts':>6} {'TPR':>6} {curves.negative_kind:>14} {'FPR':>6}")
         for size, row in summary["tpr_at_length"].items():
-            print(f"  {size:>6} {row['n']:>6} {_rate(row['tpr']):>6} {row['negatives']:>14} {_rate(row['fpr']):>6}")
+            print(f"  {size:>6} {row['n']:>6} {_rate(row['tpr'], row['n']):>6} {row['negatives']:>14} "
+                  f"{_rate(row['fpr'], row['negatives']):>6}")
     return 0
 
 
@@ -103,8 +104,13 @@ def _tokens(value) -> str:
     return "–" if value is None else value if isinstance(value, str) else f"{value:g}"
 
 
-def _rate(value) -> str:
-    return "–" if value is None else f"{value:.2f}"
+def _rate(value, n: int) -> str:
+    """A rate, or why there is none: too few texts (the small-sample rule, in its words), or none at all."""
+    from fwsapp.sample_size import enough, not_enough
+
+    if value is None:
+        return not_enough(n) if not enough("rate", n) else "–"
+    return f"{value:.2f}"
 
 
 def cmd_compare(args) -> int:

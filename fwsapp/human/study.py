@@ -106,7 +106,8 @@ def create(store: Store, name: str, run_ids: list[str], share: float | None = DE
     stored = store.human_item_orders()
     items = []
     for run_id in dict.fromkeys(run_ids):
-        generations = store.generations(run_id)  # raises for an unknown run
+        store.run(run_id)  # an unknown run is named as such, before any item is drawn
+        generations = store.generations(run_id)
         pairs = generations[generations.watermarked_text.notna() & generations.unwatermarked_text.notna()]
         samples = sorted(int(index) for index in pairs.sample_idx)
         if not samples:

@@ -160,7 +160,7 @@ def load_spec(source: str | Path, text: str | None = None, allow_large: bool = F
             except (ValueError, OSError) as error:
                 raise SpecError(f"{name}: [[method]] {number} ({entry['name']}), {task}: {error}") from None
             runs.append(config)
-    return Spec(name=name, runs=list({config.run_id(): config for config in runs}.values()), steps=_steps(name, raw))
+    return Spec(name=name, runs=list({config.run_id(): config for config in runs}.values()), steps=_steps(name, raw, allow_large))
 
 
 def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> str:
@@ -173,7 +173,7 @@ def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> st
     return str(path)
 
 
-def _steps(name: str, raw: dict) -> Steps:
+def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.quality.registry import METRICS
     from fwsapp.entities.recognizers import RECOGNIZERS
@@ -213,10 +213,10 @@ def _steps(name: str, raw: dict) -> Steps:
         _number(name, "[steps] judge", judge, "timeout", low=0, open_low=True)
         _number(name, "[steps] judge", judge, "budget", low=0)
     return Steps(score=tuple(score), analyze=AnalyzeStep(**analyze) if isinstance(analyze, dict) else None,
-                 judge=JudgeStep(**judge) if judge is not None else None, attack=_attacks(name, steps.get("attack", [])))
+                 judge=JudgeStep(**judge) if judge is not None else None, attack=_attacks(name, steps.get("attack", []), allow_large))
 
 
-def _attacks(name: str, listed) -> tuple[AttackStep, ...]:
+def _attacks(name: str, listed, allow_large: bool = False) -> tuple[AttackStep, ...]:
     """[steps] attack: each entry's settings, a list value in its params swept, every one checked against the attack
     registry."""
     from fwsapp.robustness.attacks import ATTACKS
@@ -237,6 +237,10 @@ def _attacks(name: str, listed) -> tuple[AttackStep, ...]:
         swept = {key: value if isinstance(value, list) else [value] for key, value in params.items()}
         if any(not values for values in swept.values()):
             raise SpecError(f"{name}: {where} has an empty sweep: give a value or a list of values.")
+        settings = math.prod(map(len, swept.values()))
+        if settings > MAX_RUNS and not allow_large:
+            raise SpecError(f"{name}: {where} makes {settings:,} attack settings, more than {MAX_RUNS:,}: check its "
+                            "sweeps, or pass --yes to go on.")
         for values in itertools.product(*swept.values()):
             try:
                 checked = ATTACKS[entry["name"]].checked_params(dict(zip(swept, values)))

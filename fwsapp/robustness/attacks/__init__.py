@@ -124,6 +124,12 @@ class AttackPlugIn(PlugIn, DeclaredParams):
             return value
         default = self.params[key][0]
         if not isinstance(value, str):
+            if isinstance(default, bool):  # a switch: true or false, and 1 or 0 are the same setting as those
+                if value in (0, 1) and isinstance(value, (bool, int)):
+                    return bool(value)
+                raise ValueError(f"{self.name}: {key}={value!r} must be true or false.")
+            if isinstance(value, bool) and isinstance(default, (int, float)):
+                raise ValueError(f"{self.name}: {key}={value!r} must be a number, not true or false.")
             if isinstance(default, int) and not isinstance(default, bool) and isinstance(value, float) \
                     and not value.is_integer():
                 raise ValueError(f"{self.name}: {key}={value!r} must be a whole number.")
