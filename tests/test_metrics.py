@@ -87,3 +87,26 @@ def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, 
 def test_unknown_metric_is_refused(store):
     with pytest.raises(ValueError, match="Unknown metric bleu"):
         score_run(store, "any", QualityResources(model_loader=None), ("bleu",))
+
+
+def test_a_cancel_is_heard_between_chunks_of_a_metric_and_what_was_done_stays(tmp_path):
+    import threading
+
+    from fwsapp.quality.base import CHUNK
+    from fwsapp.quality.scoring import QualityResources, score_run
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    run_id = imported_qa_db(tmp_path / "cancel.duckdb", 3 * CHUNK)
+    store = Store(tmp_path / "cancel.duckdb")
+    store.row("DELETE FROM metrics")  # the import computed its text metrics at once: compute them again here
+    cancel = threading.Event()
+
+    def stop_after_a_chunk(done, total, note=""):
+        if done >= CHUNK:
+            cancel.set()
+
+    counts = score_run(store, run_id, QualityResources(model_loader=None), ("rouge",), stop_after_a_chunk, cancel)
+    assert counts == {"rouge": 2 * CHUNK * 2}  # one chunk of samples, both texts, ROUGE-2 and ROUGE-L
+    assert score_run(store, run_id, QualityResources(model_loader=None), ("rouge",)) == {"rouge": 2 * 2 * CHUNK * 2}
+    store.close()

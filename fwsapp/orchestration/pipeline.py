@@ -201,7 +201,7 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
         run_id = run["run_id"]
         named = (lambda done, total, note="", step=step, run_id=run_id:
                  step(done, total, f"{run_id}: {note}" if note else "")) if step else None
-        counts[run_id] = score_run(store, run_id, resources, metrics, progress=named)
+        counts[run_id] = score_run(store, run_id, resources, metrics, progress=named, cancel=cancel)
     return counts
 
 

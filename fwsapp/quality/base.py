@@ -33,6 +33,9 @@ class Metric(ABC):
         return None
 
 
+CHUNK = 16  # samples scored together by a reference metric
+
+
 class ReferenceMetric(Metric):
     """A metric of each generated text against its reference, one value per text (or one per stored name)."""
 
@@ -41,10 +44,14 @@ class ReferenceMetric(Metric):
         """One value per (output, reference); a dict of such lists, by stored name, for a metric that stores several."""
 
     def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
-        rows = []
-        for kind in self.entry.kinds:
-            found = self.values(todo[f"{kind}_text"].fillna("").tolist(), todo.reference.tolist(), resources)
-            by_name = found if isinstance(found, dict) else {self.entry.stored_names[0]: found}
-            for name, values in by_name.items():
-                rows += [metric_row(row.sample_idx, kind, name, config, value) for row, value in zip(todo.itertuples(), values)]
-        yield rows, len(todo)
+        # Chunks of CHUNK samples: each is stored as it is done, and a Cancel is heard between them, within seconds.
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo.iloc[start:start + CHUNK]
+            rows = []
+            for kind in self.entry.kinds:
+                found = self.values(chunk[f"{kind}_text"].fillna("").tolist(), chunk.reference.tolist(), resources)
+                by_name = found if isinstance(found, dict) else {self.entry.stored_names[0]: found}
+                for name, values in by_name.items():
+                    rows += [metric_row(row.sample_idx, kind, name, config, value)
+                             for row, value in zip(chunk.itertuples(), values)]
+            yield rows, start + len(chunk)

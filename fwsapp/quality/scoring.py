@@ -64,9 +64,10 @@ def check_metrics(metrics) -> None:
 
 
 def score_run(store, run_id: str, resources: QualityResources, metrics=None,
-              progress: Callable[..., None] | None = None) -> dict[str, int | None]:
+              progress: Callable[..., None] | None = None, cancel=None) -> dict[str, int | None]:
     """Compute the metrics a run lacks (default: the registry's default metrics); returns how many values were computed
-    per metric (None: skipped, such as perplexity of an imported run with no oracle named)."""
+    per metric (None: skipped, such as perplexity of an imported run with no oracle named). `cancel` (an Event) is
+    heard between chunks of a metric, within seconds: what was written stays, and a rerun does the rest."""
     metrics = default_metrics() if metrics is None else metrics
     check_metrics(metrics)
     run = store.run(run_id)
@@ -90,6 +91,8 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=None,
                 store.write_rows("metrics", run_id, rows)  # each chunk is kept if the job stops
             computed[metric] += len(rows)
             progress(index * len(samples) + done_before + covered, len(metrics) * len(samples), metric)
+            if cancel is not None and cancel.is_set():
+                return computed
     progress(len(metrics) * len(samples), len(metrics) * len(samples))
     return computed
 
