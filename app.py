@@ -14,36 +14,42 @@ if gate.rater() is not None:
 st.set_page_config(page_title="fwsapp", page_icon="🩺", layout="wide")
 gate.admin_or_stop()
 
+SECTIONS = {
+    "Start": [
+        st.Page("pages/home.py", title="Home", icon="🏠", default=True),
+        st.Page("pages/playground.py", title="Playground", icon="🎛️", url_path="playground"),
+    ],
+    "Pipeline": [
+        st.Page("pages/generate.py", title="Generate", icon="✍️"),
+        st.Page("pages/detect.py", title="Detect", icon="🔎"),
+        st.Page("pages/robustness.py", title="Robustness", icon="🛡️"),
+        st.Page("pages/quality.py", title="Quality", icon="📏"),
+        st.Page("pages/judge.py", title="Judge", icon="⚖️"),
+        st.Page("pages/experiments.py", title="Experiments", icon="🧪"),
+    ],
+    "Why": [
+        st.Page("pages/entities.py", title="Entities", icon="🧬"),
+        st.Page("pages/entropy.py", title="Entropy", icon="📈"),
+    ],
+    "Results": [
+        st.Page("pages/fws.py", title="FWS", icon="⚖"),
+        st.Page("pages/rate.py", title="Rate", icon="🩺"),
+        st.Page("pages/study.py", title="Study", icon="👥"),
+        st.Page("pages/report.py", title="Report", icon="📋"),
+        st.Page("pages/import.py", title="Import", icon="📥"),
+    ],
+}
 pages = st.navigation(
-    {
-        "Start": [
-            st.Page("pages/home.py", title="Home", icon="🏠", default=True),
-            st.Page("pages/playground.py", title="Playground", icon="🎛️", url_path="playground"),
-        ],
-        "Pipeline": [
-            st.Page("pages/generate.py", title="Generate", icon="✍️"),
-            st.Page("pages/detect.py", title="Detect", icon="🔎"),
-            st.Page("pages/robustness.py", title="Robustness", icon="🛡️"),
-            st.Page("pages/quality.py", title="Quality", icon="📏"),
-            st.Page("pages/judge.py", title="Judge", icon="⚖️"),
-            st.Page("pages/experiments.py", title="Experiments", icon="🧪"),
-        ],
-        "Why": [
-            st.Page("pages/entities.py", title="Entities", icon="🧬"),
-            st.Page("pages/entropy.py", title="Entropy", icon="📈"),
-        ],
-        "Results": [
-            st.Page("pages/fws.py", title="FWS", icon="⚖"),
-            st.Page("pages/rate.py", title="Rate", icon="🩺"),
-            st.Page("pages/study.py", title="Study", icon="👥"),
-            st.Page("pages/report.py", title="Report", icon="📋"),
-            st.Page("pages/import.py", title="Import", icon="📥"),
-        ],
-    },
-    expanded=True,  # every page in sight: folded behind "View more", Rate, Report and Import were hard to find
+    SECTIONS,
+    position="hidden",  # listed below by hand: Streamlit's own list would first paint every file of pages/
 )
 
 with st.sidebar:
+    # Every page in sight, by section (folded behind "View more", Rate, Report and Import were hard to find).
+    for section, section_pages in SECTIONS.items():
+        st.caption(section)
+        for page in section_pages:
+            st.page_link(page)
     st.caption("Database")
     st.code(str(resources.db_path()), language=None)
     try:

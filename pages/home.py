@@ -29,9 +29,10 @@ def render() -> None:
     st.page_link(page, label=label, icon="➡️")
 
     st.subheader("Example data")
-    st.write("The paper's published KGW logs for Meditron-7B (Hastuti et al., EMNLP 2025; Apache-2.0): three tasks × 200 "
-             "samples with MarkLLM's detection scores and GPT-4o's verdicts. Loading them gives every page content; loading "
-             "them again changes nothing.")
+    st.write("The paper's published KGW logs (Hastuti et al., EMNLP 2025; Apache-2.0) for Meditron-7B, three tasks × 200 "
+             "samples with MarkLLM's detection scores and GPT-4o's verdicts, and for BioMistral-7B, whose tokenizer "
+             "ships here, so its texts can be scored by length and attacked offline. Loading them gives every page "
+             "content; loading them again changes nothing.")
     widgets.example_data_button(primary=not state["runs"])
 
     st.subheader("Or start from")

@@ -370,3 +370,15 @@ def test_a_study_served_to_an_admin_and_two_raters_at_once(tmp_path, chromium):
         raters[0][2].get_by_role("button", name="Previous").click()  # the other link still works
         raters[0][2].get_by_role("radiogroup").nth(5).wait_for(timeout=30_000)
         admin.screenshot(path=str(ARTIFACTS / "study-links.png"), full_page=True)
+
+
+def test_no_list_of_page_files_is_painted_before_the_router_runs(streamlit_server, browser_page):
+    """Streamlit's own list of pages/ would paint every file before st.navigation runs (a rater's link and the admin
+    sign-in included); the app lists its pages itself, by section, once the router has run."""
+    for path in ("", "quality", "?invite=nothing"):
+        browser_page.goto(f"{streamlit_server}/{path}")
+        browser_page.wait_for_selector("[data-testid=stApp]", timeout=60_000)
+        assert browser_page.locator("[data-testid=stSidebarNav]").count() == 0
+        assert browser_page.get_by_text("rater", exact=True).count() == 0  # no file name of pages/
+    browser_page.goto(streamlit_server)
+    browser_page.get_by_role("link", name="Robustness").wait_for(timeout=60_000)  # the app's own list
