@@ -65,3 +65,22 @@ def test_the_demos_figures_and_one_unwatermarked_answer_for_every_method(lm):
     assert len({trial.text("unwatermarked") for trial in trials}) == 1
     with pytest.raises(ValueError, match="Pick at least one watermark"):
         compare_methods(lm, "Why?", [], 16, 7)
+
+
+def test_changing_delta_or_comparing_methods_generates_the_unwatermarked_answer_once(lm, monkeypatch):
+    """k methods (or k settings of one) need k + 1 generations, not 2k: the unwatermarked answer of a prompt, model,
+    length and seed is generated once and met by every try; the history names each try's settings and prompt."""
+    from fwsapp.generation import generate
+    from fwsapp.generation.playground import PLAIN_ANSWERS, compare_methods, history_row, try_prompt
+
+    PLAIN_ANSWERS.clear()
+    calls = []
+    real = generate.generate_batch
+    monkeypatch.setattr(generate, "generate_batch", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    first = try_prompt(lm, "Is gout painful?", "KGW", {"delta": 2.0}, 12, 5)
+    second = try_prompt(lm, "Is gout painful?", "KGW", {"delta": 1.0}, 12, 5)
+    assert len(calls) == 3 and first.text("unwatermarked") == second.text("unwatermarked")
+    compare_methods(lm, "Is gout painful?", ["SWEET", "Unigram"], 12, 5)
+    assert len(calls) == 5  # one watermarked answer per method, no second unwatermarked one
+    row = history_row(second)
+    assert row["settings"] == "delta=1" and row["prompt"] == "Is gout painful?"

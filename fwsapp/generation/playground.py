@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from fwsapp.data.loaders import save_upload
 from fwsapp.data.tasks import Sample
 from fwsapp.generation.generate import (
+    GeneratedBatch,
     RunConfig,
     Unit,
     UnitResult,
@@ -27,6 +29,10 @@ from fwsapp.store import Store
 from fwsapp.watermark.base import Detection
 
 KINDS = ("unwatermarked", "watermarked")
+# The unwatermarked answers of recent tries, by what they depend on (model, prompt, length, seed, sampling): changing δ,
+# or comparing k methods, generates the unwatermarked answer once, not once per try. A few dozen answers at most.
+PLAIN_ANSWERS: OrderedDict[str, GeneratedBatch] = OrderedDict()
+PLAIN_ANSWERS_KEPT = 32
 
 
 @dataclass
@@ -66,8 +72,15 @@ def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, 
     config = RunConfig(task=task, method=method, model=lm.name, params=params, n=1, max_new_tokens=max_new_tokens,
                        batch_size=1, seed=seed)
     started = time.perf_counter()
-    work = UnitWork(config, Unit("playground", 0, (0,)), [Sample(prompt, reference.strip())])
+    key = json.dumps([lm.name, prompt, max_new_tokens, seed, task, config.resolved_sampling()], sort_keys=True)
+    work = UnitWork(config, Unit("playground", 0, (0,)), [Sample(prompt, reference.strip())], PLAIN_ANSWERS.get(key))
     result = compute_unit(lm, run_watermark(lm, config), work, on_step)
+    row = result.rows[0]
+    PLAIN_ANSWERS[key] = GeneratedBatch([row["unwatermarked_text"]], [list(row["unwatermarked_ids"])],
+                                        [list(row["unwatermarked_entropy"])], row["unwatermarked_seconds"] or 0.0)
+    PLAIN_ANSWERS.move_to_end(key)
+    while len(PLAIN_ANSWERS) > PLAIN_ANSWERS_KEPT:
+        PLAIN_ANSWERS.popitem(last=False)
     # The unit's own detections (per-token flags included): the texts are not detected a second time.
     detections = {kind: found for _, kind, found in result.found}
     tokens = {kind: [lm.tokenizer.decode([token]) for token in result.rows[0][f"{kind}_ids"]] for kind in KINDS}
@@ -106,8 +119,12 @@ def history_row(trial: Trial) -> dict:
     """One try for the history table: every method's score in the same columns, named by what it is."""
     figures = answer_figures(trial)
     marked, plain = figures["watermarked"], figures["unwatermarked"]
+    from fwsapp.results.run_names import settings
+
     return {
-        "method": trial.config.method, "score is": marked["score label"], "threshold": marked["threshold"],
+        "method": trial.config.method, "settings": settings(trial.config.method, trial.config.params, False),
+        "prompt": trial.prompt if len(trial.prompt) <= 60 else trial.prompt[:59] + "…",
+        "score is": marked["score label"], "threshold": marked["threshold"],
         "score watermarked": marked["score"], "score unwatermarked": plain["score"],
         "watermark detected": marked["detected"], "false alarm": plain["detected"],
         "green share watermarked": marked["green share"], "p watermarked": marked["p"],
