@@ -106,7 +106,9 @@ def render() -> None:
             if not redetected.empty:
                 st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
                            "max |Δ| compares with the imported scores of the same texts.")
-                st.dataframe(redetected.round(6), hide_index=True, width="stretch")
+                rates = {column: st.column_config.NumberColumn(format="%.3f") for column in redetected.columns
+                         if column.startswith(("AUROC", "TPR"))}  # 1.000 beside 0.997; max |Δ| keeps its digits
+                st.dataframe(redetected.round(6), hide_index=True, width="stretch", column_config=rates)
             length_tab, calibration_tab = st.tabs(["Length", "Calibration"])
             with length_tab:
                 length_view(chosen, labels)
