@@ -84,3 +84,15 @@ def test_changing_delta_or_comparing_methods_generates_the_unwatermarked_answer_
     assert len(calls) == 5  # one watermarked answer per method, no second unwatermarked one
     row = history_row(second)
     assert row["settings"] == "delta=1" and row["prompt"] == "Is gout painful?"
+
+
+def test_an_answer_short_of_its_threshold_says_about_how_many_tokens_it_would_need():
+    from fwsapp.generation.playground import tokens_needed
+    from fwsapp.watermark import methods
+    from fwsapp.watermark.base import Detection
+
+    kgw = methods.info("KGW")
+    assert tokens_needed(kgw, {}, Detection(3.54, 40, z=3.54)) == round(40 * (4 / 3.54) ** 2)  # 51: z grows as √T
+    assert tokens_needed(kgw, {}, Detection(4.5, 40, z=4.5)) is None  # detected already
+    assert tokens_needed(kgw, {}, Detection(-1.0, 40, z=-1.0)) is None  # no evidence to extrapolate
+    assert tokens_needed(methods.info("EXP-edit"), {}, Detection(0.3, 40, p=0.3)) is None  # a p-value, not a z

@@ -111,8 +111,19 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
             "green": green if flags else None, "green share": green / len(flags) if flags else None, "p": p_value,
             "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0],
             "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
+            "tokens needed": tokens_needed(method, trial.config.params, found) if kind == "watermarked" else None,
         }
     return figures
+
+
+def tokens_needed(method, params: dict, found: Detection) -> int | None:
+    """About how many scored tokens this answer's evidence needs to pass its z threshold, when it has not: a z-score
+    of a count grows with the square root of the tokens scored at a steady share, so T·(threshold / z)². None when it
+    passed, when the score is no z, or when the evidence points the other way."""
+    if method.score_label != "z" or found.z is None or found.z <= 0 or method.is_watermarked(found.score, params):
+        return None
+    threshold = {**method.defaults, **params}[method.threshold_param]
+    return int(round(found.num_tokens_scored * (threshold / found.z) ** 2))
 
 
 def history_row(trial: Trial) -> dict:
