@@ -1,6 +1,12 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text?"""
 
+import os
+
 __version__ = "0.13.0"
+
+# OpenMP threads that wait sleep rather than spin, on a machine other work shares (fwsapp/models/threads.py); set before
+# torch is imported, and only where the environment has not chosen.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # What a bad input, a locked database, a missing model or a failing judge raises: reported as one line by the CLI
 # and the app's jobs, never as a traceback. Anything else is a bug and keeps its traceback.

@@ -23,6 +23,7 @@ from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.detection.length import detected_record
 from fwsapp.plugins import checked_seed
+from fwsapp.models import threads
 from fwsapp.store import Store
 from fwsapp.watermark import methods
 from fwsapp import one_line
@@ -149,6 +150,8 @@ def generate_batch(
     extra = watermark.generation_kwargs(len(prompts), seed) if watermark else {}
     processors = LogitsProcessorList([recorder] + list(extra.pop("logits_processor", [])))
     torch.manual_seed(seed)
+    if lm.device.type == "cpu":
+        threads.adapt()
     started = time.perf_counter()
     with torch.inference_mode():
         output = lm.model.generate(

@@ -130,6 +130,10 @@ def teacher_force(lm, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], stat
     """TokenStats for each (context ids, text ids) pair: the named STATISTICS (or Statistic objects). Windows are
     batched by length with right padding (masked out), at most `batch_size` rows and BATCH_TOKENS tokens a pass."""
     wanted = [STATISTICS[item] if isinstance(item, str) else item for item in statistics]
+    if str(getattr(lm, "device", "cpu")).startswith("cpu"):
+        from fwsapp.models.threads import adapt
+
+        adapt()
     sequences, leading_gap = [], []
     for context, text in pairs:
         context = list(context) or ([start_token] if start_token is not None else [])
