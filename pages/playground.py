@@ -28,8 +28,8 @@ def figures_line(figures: dict) -> str:
         quality += f", to the reference {figures['ROUGE-L to reference']:.2f}"
     verdict = "watermark detected" if figures["detected"] else "no watermark detected"
     if figures.get("tokens needed"):  # short answers are often just too short: say how long this one would need
-        verdict += (f" (at this strength it would need about {figures['tokens needed']} scored tokens, not "
-                    f"{figures['tokens scored']}: raise the new tokens, or δ)")
+        quality += (f" · at this strength it would need about {figures['tokens needed']} scored tokens, not "
+                    f"{figures['tokens scored']}: raise the new tokens, or δ")
     return (f"{figures['score label']} = {figures['score']:.2f} · {verdict} (threshold: {figures['threshold']})"
             f"{green}{p_value}{quality}")
 
