@@ -224,7 +224,7 @@ def test_a_grid_whose_judge_reaches_no_server_fails_as_judge_does(tmp_path, caps
     """Issue 38: the grid printed 'done' and exited 0 where `judge` exits 1."""
     spec = tmp_path / "unreachable.toml"
     spec.write_text(tiny_spec(steps='judge = { backend = "compatible", base_url = "http://127.0.0.1:9/v1", model = "m", '
-                                    'timeout = 0.5 }'))
+                                    'timeout = 0.5, max_attempts = 1 }'))
     assert main(["grid", str(spec), "--db", str(tmp_path / "g.duckdb")]) == 1
     err = capsys.readouterr().err
     assert "error: judge step: the judge could not be reached for any of the 1 pairs" in err

@@ -312,6 +312,7 @@ def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     ("", "", "analyze = { threshold = 1.5 }", "threshold must be a number at least 0 and at most 1, not 1.5."),
     ("", "", 'judge = { backend = "local", concurrency = "8" }', "concurrency must be a whole number of at least 1"),
     ("", "", 'judge = { backend = "local", concurrency = 0 }', "concurrency must be a whole number of at least 1"),
+    ("", "", 'judge = { backend = "local", max_attempts = 0 }', "max_attempts must be a whole number of at least 1"),
     ("", "", 'judge = { backend = "local", budget = "1" }', "[steps] judge budget must be a number at least 0"),
     ("", "", 'judge = { backend = "local", swap = "no" }', "[steps] judge swap must be true or false, not 'no'."),
     ("", "", 'judge = { backend = "local", timeout = -1 }', "[steps] judge timeout must be a number above 0"),

@@ -61,6 +61,7 @@ class JudgeStep:
     swap: bool = False
     timeout: float = REQUEST_TIMEOUT_SECONDS
     budget: float | None = None
+    max_attempts: int = 6  # tries per request before a pair is unreachable, as `judge --max-attempts`
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,9 @@ def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
         if "base_url" in needs and not (judge.get("base_url") and judge.get("model")):
             raise SpecError(f"{name}: [steps] judge with backend '{judge['backend']}' needs base_url and model (the "
                             "server's address and the model name it serves).")
+        if "max_attempts" in judge and (type(judge["max_attempts"]) is not int or judge["max_attempts"] < 1):
+            raise SpecError(f"{name}: [steps] judge max_attempts must be a whole number of at least 1, not "
+                            f"{judge['max_attempts']!r}.")
         if "concurrency" in judge and (type(judge["concurrency"]) is not int or judge["concurrency"] < 1):
             raise SpecError(f"{name}: [steps] judge concurrency must be a whole number of at least 1, not "
                             f"{judge['concurrency']!r}.")

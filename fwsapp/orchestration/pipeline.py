@@ -307,7 +307,7 @@ def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | Non
         backend = judge_backend(model_loader, asked.backend, asked.model, asked.base_url, asked.timeout, api_key)
         outcome.judged = judge(store, finished, model_loader, step("judge"), cancel, backend=backend,
                                settings=JudgeSettings(concurrency=asked.concurrency, swap=asked.swap,
-                                                      budget_usd=asked.budget))
+                                                      budget_usd=asked.budget, max_attempts=asked.max_attempts))
     watermarked = [run_id for run_id in finished if not methods.info(store.run(run_id)["method"]).post_hoc]
     for asked in steps.attack:
         if not watermarked or _cancelled(cancel):
