@@ -46,7 +46,7 @@ browser:
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
-# ruff first (seconds), then every test; `$(PY) -m pytest -m "not slow"` is the fast tier alone.
+# ruff first (seconds), then every test; `$(PY) -m pytest -m "not slow" -n 2` is the model-free tier alone, on both cores.
 test: install-test browser
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
