@@ -17,6 +17,7 @@ from fwsapp.models.tokenizers import TOKENIZERS, tokenizer_for_model
 from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
 from fwsapp.watermark.factory import detect_text
+from fwsapp.results.run_names import ready
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -39,7 +40,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
                    key="length-fpr")
     frames = queries.lengths(resources.revision(), tuple(chosen), fpr)
     runs = queries.runs(resources.revision())
-    frames["missing"] = [run for run in frames["missing"] if run in set(widgets.ready(runs).run_id)]
+    frames["missing"] = [run for run in frames["missing"] if run in set(ready(runs).run_id)]
     if frames["missing"]:
         manager = resources.jobs()
         st.info(f"{len(frames['missing'])} run(s) have no scores by length yet (imported, stored before they were kept, "

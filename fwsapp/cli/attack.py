@@ -28,13 +28,14 @@ def register(commands) -> None:
 
 def cmd_attack(args) -> int:
     from fwsapp.orchestration import pipeline
+    from fwsapp.results.run_names import ready
     from fwsapp.watermark.methods import info, split_pair
 
     store, targets = opened_targets(args)
     if args.all:  # every run that has watermarked texts to attack; the others are named, not a reason to stop
-        runs = store.runs().set_index("run_id")
-        attackable = [run_id for run_id in targets if runs.loc[run_id, "samples_done"] > 0
-                      and runs.loc[run_id, "status"] != "running" and not info(runs.loc[run_id, "method"]).post_hoc]
+        runs = ready(store.runs())
+        attackable = [run_id for run_id, method in zip(runs.run_id, runs.method)
+                      if run_id in targets and not info(method).post_hoc]
         for run_id in sorted(set(targets) - set(attackable)):
             print(f"{run_id}: skipped (no watermarked texts yet, still generating, or a post-hoc detector)",
                   file=sys.stderr)

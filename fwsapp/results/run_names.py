@@ -53,3 +53,9 @@ def run_label(run: dict) -> str:
     """A selector's label for one run: method and settings, task, model, size and id (ids make it unique)."""
     return (f"{run['method']} · {settings(run['method'], run['params'], bool(run['imported']))} · {run['task']} · "
             f"{run['model']} · n={run['samples_done']} · {run['run_id']}")
+
+
+def ready(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs (`Store.runs()` rows) whose texts are all stored: none still generating, none without a sample. Only
+    these are a job's inputs, so one run still writing cannot fail a job for the others."""
+    return runs[(runs.status != "running") & (runs.samples_done > 0)]

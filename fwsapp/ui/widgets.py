@@ -21,14 +21,10 @@ def runs_or_stop() -> pd.DataFrame:
     return frame
 
 
-def ready(frame: pd.DataFrame) -> pd.DataFrame:
-    """The runs whose texts are all stored: none still generating, none without a sample. Only these are offered as a
-    job's inputs, so one run still writing cannot fail a job for the others."""
-    return frame[(frame.status != "running") & (frame.samples_done > 0)]
-
-
 def not_ready_note(frame: pd.DataFrame) -> None:
     """Say which runs a form leaves out until their texts are stored."""
+    from fwsapp.results.run_names import ready
+
     waiting = frame[~frame.run_id.isin(ready(frame).run_id)]
     if not waiting.empty:
         st.caption(f"Left out until their texts are stored: {', '.join(waiting.run_id)} (still generating, or no sample).")
