@@ -281,6 +281,22 @@ def test_a_killed_attack_resumes_with_no_duplicates_and_the_texts_of_an_uninterr
     assert list(store.attacked_texts([set_id]).text) == list(resumed.text)
 
 
+def test_a_run_deleted_while_it_is_attacked_keeps_no_attacked_text_or_set(run_copy, monkeypatch):
+    from fwsapp.store.core import StoreError
+
+    store, run_id = run_copy
+    monkeypatch.setattr("fwsapp.robustness.attack_sets.WRITE_EVERY", 1)
+
+    def delete_after_the_first(done, total, note=""):
+        if done == 1:
+            store.delete_run(run_id)  # as the Report page or another process could
+
+    with pytest.raises(StoreError, match="was deleted while this job ran"):
+        attack_run(store, run_id, "typo", {"p": 0.1}, 5, delete_after_the_first)
+    for table in ("attacked_texts", "attack_sets", "detection_sets", "redetections"):
+        assert store.row(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id])[0] == 0, table
+
+
 def test_homoglyphs_evade_detection_and_the_normaliser_maps_them_back(run_copy, lm):
     store, run_id = run_copy
     plain = pipeline.attack(store, [run_id], lambda name: lm, attack="homoglyph", params={"ratio": 0.5})

@@ -107,7 +107,7 @@ def test_a_run_cannot_be_deleted_under_its_job_and_a_late_error_leaves_no_run_ru
     gate.set()
     while not job.finished:
         time.sleep(0.05)
-    assert job.status == "failed" and "was deleted while it was being generated" in job.message
+    assert job.status == "failed" and "was deleted while this job ran" in job.message
     assert store.row("SELECT count(*) FROM generations")[0] == 0  # no row without its run
     assert manager.generating(config.run_id()) is None
 

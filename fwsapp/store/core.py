@@ -164,8 +164,16 @@ def sql_string(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
+def require_run(cursor: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    # Fetched whole: duckdb refuses more work on the cursor while a result is half read.
+    if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
+        raise StoreError(f"Run {run_id} was deleted while this job ran: its last results are not kept.")
+
+
 def insert_rows(cursor: duckdb.DuckDBPyConnection, table: str, run_id: str, rows: list[dict]) -> None:
-    """Insert or replace rows of a per-run table inside the caller's transaction."""
+    """Insert or replace rows of a per-run table inside the caller's transaction. A run deleted meanwhile (while it
+    was generated, attacked, scored) gets none: rows no run owns could be neither listed nor deleted."""
+    require_run(cursor, run_id)
     frame = pd.DataFrame([{"run_id": run_id, **row} for row in rows])
     cursor.register("incoming", frame)
     try:

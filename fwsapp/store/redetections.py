@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 
-from fwsapp.store.core import StoreCore, insert_rows, now
+from fwsapp.store.core import StoreCore, insert_rows, now, require_run
 
 
 class DetectionSets(StoreCore):
@@ -16,6 +16,7 @@ class DetectionSets(StoreCore):
         if self.row("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]):
             return
         with self.transaction() as cursor:
+            require_run(cursor, run_id)
             if not cursor.execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
                 cursor.execute(
                     "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

