@@ -90,11 +90,12 @@ def links_panel(chosen: study.Study) -> None:
         revoked = st.selectbox("Revoke a link", list(labels), format_func=lambda rater_id: f"{labels[rater_id]} ({rater_id})",
                                index=None, placeholder="choose a rater")
         if st.button("Revoke", disabled=revoked is None, help="The link stops working at once; the ratings given stay."):
-            study.revoke(store, revoked)
-            st.session_state[REVOKED] = labels[revoked]
+            st.session_state[REVOKED] = (labels[revoked], study.revoke(store, revoked))
             st.rerun()
     if REVOKED in st.session_state:
-        st.success(f"Revoked the link of {st.session_state.pop(REVOKED)}: it opens nothing from now on.")
+        name, unrated = st.session_state.pop(REVOKED)
+        st.success(f"Revoked the link of {name}: it opens nothing from now on. Their {unrated} unrated items go to "
+                   "the raters you invite next.")
 
 
 def render() -> None:

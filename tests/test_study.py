@@ -67,6 +67,20 @@ def test_a_revoked_link_opens_nothing_at_once(study_db):
         study.revoke(store, invites[1].rater_id)
 
 
+def test_a_revoked_raters_unrated_items_go_to_the_rater_invited_next(study_db):
+    store, created, invites = study_db
+    rater = study.StudyRater(invites[1].rater_id)
+    first = rater.queue(store).upcoming
+    rater.submit(store, first, *SCORES, seconds=2.0)
+    own = store.assignments(invites[1].rater_id)
+    assert study.revoke(store, invites[1].rater_id) == len(own) - 1
+    [newcomer] = study.invite(store, created, ["Dr D"])
+    taken = set(zip(store.assignments(newcomer.rater_id).run_id, store.assignments(newcomer.rater_id).sample_idx))
+    unrated = set(zip(own.run_id, own.sample_idx)) - {(first.run_id, first.sample_idx)}
+    assert taken == unrated  # the rated item keeps its rating and is not given twice
+    assert (store.study_items(created.study_id).assigned == 2).all()
+
+
 def test_a_revoked_rater_writes_nothing_more_from_any_click(study_db):
     store, _, invites = study_db
     rater = study.StudyRater(invites[1].rater_id)

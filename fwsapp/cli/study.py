@@ -54,8 +54,8 @@ def cmd_study(args) -> int:
     elif args.action == "invite":
         invites = study.invite(store, study.study(store, args.study), args.rater)
     elif args.action == "revoke":
-        study.revoke(store, args.rater)
-        print(f"{args.rater}: revoked")
+        unrated = study.revoke(store, args.rater)
+        print(f"{args.rater}: revoked; {unrated} unrated items go to the raters you invite next")
         return 0
     elif args.action == "status":
         chosen = study.study(store, args.study)

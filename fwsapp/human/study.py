@@ -169,9 +169,12 @@ def rater_for(store: Store, token: str) -> str | None:
     return access.matching(token, store.rater_hashes())
 
 
-def revoke(store: Store, rater_id: str) -> None:
+def revoke(store: Store, rater_id: str) -> int:
+    """Close a rater's link; returns how many of their items they had not rated, which go to the raters invited
+    next (their ratings stay)."""
     if not store.revoke_rater(rater_id):
         raise StudyError(f"No rater {rater_id} with a working link (already revoked, or unknown).")
+    return int(store.assignments(rater_id).rated.isna().sum())
 
 
 def rater_study(store: Store, rater_id: str) -> Study:

@@ -23,11 +23,16 @@ class StudyTables(StoreCore):
         return self.frame("SELECT * FROM studies ORDER BY created")
 
     def study_items(self, study_id: str) -> pd.DataFrame:
-        """The study's items with their A/B order and how many raters are assigned to each."""
+        """The study's items with their A/B order and how many raters are assigned to each. A revoked rater's item
+        counts only once rated: the unrated ones go to the raters invited next."""
         return self.frame(
             """SELECT t.run_id, t.sample_idx, i.watermarked_first,
                       (SELECT count(*) FROM study_assignments a JOIN raters r USING (rater_id)
-                       WHERE r.study_id = t.study_id AND a.run_id = t.run_id AND a.sample_idx = t.sample_idx) AS assigned
+                       WHERE r.study_id = t.study_id AND a.run_id = t.run_id AND a.sample_idx = t.sample_idx
+                         AND (r.revoked IS NULL OR EXISTS (
+                              SELECT 1 FROM human_ratings h
+                              WHERE h.rater = a.rater_id AND h.run_id = a.run_id AND h.sample_idx = a.sample_idx))
+                      ) AS assigned
                FROM study_items t JOIN human_items i USING (run_id, sample_idx)
                WHERE t.study_id = ? ORDER BY t.run_id, t.sample_idx""", [study_id])
 
