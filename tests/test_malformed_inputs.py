@@ -46,6 +46,8 @@ IMPORT_FILES = [
     ("generations", "g.json", json.dumps({"watermarked_text": ["a"], "unwatermarked_text": [], "natural_text": ["c"]}).encode(),
      ["g.json", "unequal lengths"]),
     ("generations", "g.jsonl", (json.dumps(GOOD[0]) + "\n{broken\n").encode(), ["g.jsonl", "line 2"]),
+    ("generations", "g.json", json.dumps([GOOD[0], {**GOOD[1], "natural_text": "a \ud800 b"}]).encode(),
+     ["g.json, row 2", "'natural_text' holds a lone surrogate at character 3"]),
     ("detection", "d.json", json.dumps({"watermarked_scores": [1.0]}).encode(), ["d.json", "unwatermarked_scores"]),
     ("detection", "d.json", detection(watermarked_scores=5).encode(), ["d.json", "'watermarked_scores' must be a non-empty list"]),
     ("detection", "d.json", detection(watermarked_scores=[5.0, "4.2", 1.0]).encode(), ["d.json", "item 2 is '4.2'"]),

@@ -5,6 +5,7 @@ emulated CUDA generator must give every one of them back.
 """
 import csv
 import json
+import time
 
 import numpy as np
 import pytest
@@ -124,6 +125,24 @@ def test_paper_tokenizers_load_offline():
     llama = load_tokenizer("llama-3")
     assert llama.vocab_size == 128256
     assert llama.encode("Type 2 diabetes mellitus.") == [941, 220, 17, 20335, 54448, 36891, 13]
+
+
+def test_a_hub_that_accepts_and_never_answers_is_one_line_within_its_deadline(monkeypatch):
+    """huggingface_hub 2 asks with no timeout at all: a silent mirror hung `detect` for good (issue 48, item 19)."""
+    import socket
+
+    from huggingface_hub import constants
+
+    from fwsapp import models
+
+    silent = socket.create_server(("127.0.0.1", 0))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setattr(models, "HUB_TIMEOUT_S", 1)
+    started = time.monotonic()
+    with silent, pytest.raises(models.ModelLoadError, match=r"did not answer within 1 s \(ReadTimeout\)"):
+        load_tokenizer("no-such-org/no-such-model")
+    assert time.monotonic() - started < 10
 
 
 # -- the paper's published scores ----------------------------------------------------------------------

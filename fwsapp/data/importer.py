@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import strip_prompt, task
-from fwsapp.data.values import finite_number, shown
+from fwsapp.data.values import finite_number, lone_surrogate, shown
 from fwsapp.judge.records import PAPER_JUDGE, JudgedLogError, paper_judgments
 from fwsapp.quality.scoring import text_metric_rows
 from fwsapp.watermark import methods
@@ -108,6 +108,11 @@ def _generations(log: LogFile) -> list[dict]:
         for key in GENERATION_KEYS + ("prompt",):
             if key in record and not isinstance(record[key], str):
                 raise ImportProblem(f"{log.name}, row {number}: '{key}' must be text.")
+            surrogate = lone_surrogate(record.get(key) or "")
+            if surrogate is not None:  # valid JSON ("\ud800"), but no character: no tokenizer or database takes it
+                raise ImportProblem(
+                    f"{log.name}, row {number}: '{key}' holds a lone surrogate at character {surrogate + 1}, which is "
+                    "no character. Replace it in the file (with U+FFFD, say) and import again; nothing was stored.")
     return records
 
 

@@ -13,6 +13,12 @@ def without_lone_surrogates(text: str) -> tuple[str, int]:
     return _LONE_SURROGATE.subn("\ufffd", text)
 
 
+def lone_surrogate(text: str) -> int | None:
+    """Where `text`'s first lone surrogate is, if it has one."""
+    found = _LONE_SURROGATE.search(text)
+    return found.start() if found else None
+
+
 def finite_number(value) -> float | None:
     """A JSON number as a float; None for a bool, a non-number, NaN, infinity, or an integer too large for a float
     (JSON allows 10**400 written out, which no float holds)."""

@@ -220,7 +220,7 @@ def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR, device: 
                                  f"(*.safetensors or *.bin). Copy the weight files into it, or give another folder.")
         try:
             # A cached copy first, so a model downloaded once loads with no network at all.
-            config = _from_cache_first(AutoConfig.from_pretrained, source, local)
+            config = from_cache_first(AutoConfig.from_pretrained, source, local)
         except (OSError, ValueError) as error:
             raise ModelLoadError(_unavailable(name, error)) from None
         needed = memory_needed(parameter_count(config), dtype_name(torch_dtype))
@@ -232,10 +232,10 @@ def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR, device: 
                 f"Use a smaller --dtype (bf16 or fp16), another --device, or a smaller model."
             )
         try:
-            tokenizer = _from_cache_first(AutoTokenizer.from_pretrained, source, local)
+            tokenizer = from_cache_first(AutoTokenizer.from_pretrained, source, local)
             # Straight to the GPU (device_map) rather than through host memory; on CPU the plain load is that already.
             placed = {"device_map": str(target)} if target.type == "cuda" else {}
-            model = _from_cache_first(AutoModelForCausalLM.from_pretrained, source, local, dtype=torch_dtype, **placed)
+            model = from_cache_first(AutoModelForCausalLM.from_pretrained, source, local, dtype=torch_dtype, **placed)
         except (OSError, ValueError) as error:
             raise ModelLoadError(_unavailable(name, error)) from None
     if tokenizer.pad_token is None:
@@ -245,7 +245,7 @@ def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR, device: 
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=target, dtype=torch_dtype)
 
 
-def _from_cache_first(load, source, local: bool, **kwargs):
+def from_cache_first(load, source, local: bool, **kwargs):
     """`load(source)` from the local folder or the Hugging Face cache, then (online) from the Hub."""
     if local:
         return load(source, **kwargs)
@@ -256,12 +256,33 @@ def _from_cache_first(load, source, local: bool, **kwargs):
     except OSError:
         from huggingface_hub.utils import logging as hub_logging
 
+        _probe_hub(str(source))
+
         level = hub_logging.get_verbosity()
         hub_logging.set_verbosity_error()  # its retry warnings would bury the one line that explains the failure
         try:
             return load(source, **kwargs)
         finally:
             hub_logging.set_verbosity(level)
+
+
+HUB_TIMEOUT_S = 30
+
+
+def _probe_hub(source: str) -> None:
+    """Ask the Hub for the model once, within HUB_TIMEOUT_S: huggingface_hub 2 sends its first API call with no
+    timeout at all and retries each file's metadata for about a minute, so a mirror or proxy that accepts and never
+    answers hung a command for good. An answer of any kind (found, gated, unknown) lets the real load say what it
+    means."""
+    import httpx2
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(source, timeout=HUB_TIMEOUT_S)
+    except httpx2.TransportError as error:  # no answer: a timeout, a refused or broken connection
+        raise OSError(f"the Hugging Face Hub did not answer within {HUB_TIMEOUT_S} s ({type(error).__name__})") from None
+    except Exception:  # noqa: BLE001 - answered: the load below reports gated, unknown or malformed in its own words
+        pass
 
 
 def _unavailable(name: str, error: Exception) -> str:

@@ -127,11 +127,11 @@ def _llama_3(cache_dir: Path) -> TextTokenizer:
 def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
     from transformers import AutoTokenizer
 
-    from fwsapp.models import converted_embedded_folder
+    from fwsapp.models import converted_embedded_folder, from_cache_first
 
     source = converted_embedded_folder(cache_dir) if name == EMBEDDED_MODEL else name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = from_cache_first(AutoTokenizer.from_pretrained, source, Path(str(source)).is_dir())
     except (OSError, ValueError) as error:
         raise ModelLoadError(
             f"No tokenizer '{name}': it is neither {', '.join(TOKENIZERS)} nor a local folder or Hugging Face id "
