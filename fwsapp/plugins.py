@@ -60,7 +60,7 @@ class Param:
     def check(self, method: str, name: str, value) -> None:
         if self.choices:
             valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())
-        elif isinstance(value, str) or not math.isfinite(value):
+        elif not isinstance(value, (int, float)) or not math.isfinite(value):  # text, a list, a table
             valid = False
         else:
             valid = not (
@@ -68,7 +68,8 @@ class Param:
                 or (self.high is not None and (value >= self.high if self.open_high else value > self.high))
             )
         if not valid:
-            raise ValueError(f"{method}: {name}={value!r} is out of range; it must be {self.describe()} ({self.help}).")
+            wrong = "is out of range" if isinstance(value, (int, float)) or self.choices else "is not a number"
+            raise ValueError(f"{method}: {name}={value!r} {wrong}; it must be {self.describe()} ({self.help}).")
 
 
 # Seeds are stored as 32-bit integers (DuckDB's INTEGER), so every seed is checked against this range before any work.

@@ -186,6 +186,9 @@ def test_a_study_of_an_unknown_run_names_it(db, capsys):
     ('attack = [{ name = "typo", params = { keep_entities = 2 } }]', "keep_entities=2 must be true or false"),
     ('attack = [{ name = "typo", params = { p = [' + ", ".join(f"{i / 10**6:.6f}" for i in range(10001)) + '] } }]',
      "makes 10,001 attack settings, more than 10,000"),
+    ('attack = [{ name = "typo", params = { p = [[0.1, 0.2]] } }]', "typo: p=[0.1, 0.2] is not a number; it must be in"),
+    ('attack = [{ name = "typo", params = { p = { a = 1 } } }]', "typo: p={'a': 1} is not a number"),
+    ('attack = [{ name = "typo", params = { p = [0.1, { a = 1 }] } }]', "typo: p={'a': 1} is not a number"),
 ])
 def test_a_grid_attack_step_is_checked_as_its_declaration_says(tmp_path, db, capsys, steps, expected):
     spec = tmp_path / "attack.toml"
