@@ -79,6 +79,18 @@ def test_a_process_that_keeps_the_file_past_the_wait_is_named(store):
     assert "Traceback" not in result.stderr
 
 
+def test_a_file_left_idle_is_closed_before_the_interpreter_ends_not_by_its_timer_during_teardown(store):
+    """Two attacks under load printed their result, then aborted at exit (rc -6): the idle timer's daemon thread
+    closed the connection while Python tore down (issue 48, item 17)."""
+    from fwsapp.store import database_file
+
+    make_run(store)
+    held = database_file.DatabaseFile.of(store.path, read_only=False)
+    assert held._closer is not None and held._connection is not None  # lingering after the last query
+    database_file._close_files_at_exit()  # what atexit runs
+    assert held._closer is None and held._connection is None
+
+
 def test_unknown_run_is_a_clear_error(store):
     with pytest.raises(StoreError, match="No run 'nope'"):
         store.run("nope")

@@ -7,6 +7,7 @@ moment so another gets its turn. A process that finds the file locked waits, up 
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import threading
@@ -143,3 +144,13 @@ class DatabaseFile:
                     raise FileInUse(self.path, WAIT_SECONDS, f" (PID {holder[1]})" if holder else "") from None
                 time.sleep(delay)
                 delay = min(2 * delay, 0.05)
+
+
+@atexit.register
+def _close_files_at_exit() -> None:
+    """Close every idle file before the interpreter ends. Otherwise an idle timer's daemon thread may close a
+    connection while Python tears down, and DuckDB aborts the process (rc -6) after its work was done."""
+    with DatabaseFile._registry_lock:
+        files = list(DatabaseFile._open_files.values())
+    for database_file in files:
+        database_file.close()
