@@ -23,14 +23,15 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
-def token_view(method: str, tokens: list[str], found) -> None:
-    """The tokens coloured by how each counts; methods that score the whole sequence say so instead."""
+def token_view(method: str, tokens: list[str], found, window: tuple[int, int] | None = None) -> None:
+    """The tokens coloured by how each counts, with WinMax's best window boxed; methods that score the whole sequence
+    say so instead."""
     if not found.token_flags:
         st.info(f"{method} scores the text as a whole ({METHODS[method].score_label}), not token by token, so "
                 "there is no per-token colouring.")
         return
-    st.markdown(markup.detection_tokens(tokens, found), unsafe_allow_html=True)
-    st.caption(markup.detection_legend(method, found))
+    st.markdown(markup.detection_tokens(tokens, found, window), unsafe_allow_html=True)
+    st.caption(markup.detection_legend(method, found, window))
 
 
 def length_view(chosen: list[str], labels: dict[str, str]) -> None:
@@ -256,23 +257,24 @@ def render() -> None:
                 st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
                            f"{roc.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
                            "either way. Paste a longer text.")
-            if window:
-                windowed(method, params, found, int(window))
-            token_view(method, tokens, found)
+            token_view(method, tokens, found, windowed(method, params, found, int(window)) if window else None)
 
 
-def windowed(method: str, params: dict, found, window: int) -> None:
+def windowed(method: str, params: dict, found, window: int) -> tuple[int, int] | None:
+    """WinMax's verdict, and the best window's tokens (first, end) for the token view."""
     try:
         best = winmax(method, params, found, window)
     except ValueError as error:
         st.error(markup.message(str(error)))
-        return
+        return None
     label = METHODS[method].score_label
+    span = (best.start, best.start + min(window, len(found.token_flags)))
     st.write(f"WinMax over {window}-token windows: {label} {markup.score_text(best.score, label)} at tokens "
-             f"{best.start + 1}–{best.start + min(window, len(found.token_flags))}; threshold for this length at "
+             f"{span[0] + 1}–{span[1]} (boxed below); threshold for this length at "
              f"{best.fpr:.0%} FPR: {markup.score_text(best.threshold, label)} (unwatermarked texts simulated), "
              f"p = {markup.score_text(best.p, 'p')}: "
              f"**{'a watermarked span' if best.detected else 'no watermarked span'}**")
+    return span
 
 
 render()

@@ -1,4 +1,5 @@
 """The pages in streamlit's AppTest: the Generate page runs a job, the Detect page shows its scores."""
+import re
 import time
 
 import numpy as np
@@ -94,6 +95,10 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     detect().click().run()
     windowed = next(m.value for m in app.markdown if m.value.startswith("WinMax over 32-token windows: z "))
     assert "threshold for this length at 1% FPR" in windowed and "p = " in windowed
+    first, end = map(int, re.search(r"at tokens (\d+)–(\d+) \(boxed below\)", windowed).groups())
+    view = next(m.value for m in app.markdown if "outline:2px" in m.value)
+    assert view.count("outline:2px") == end - first + 1  # the best window's tokens, and only those, are boxed
+    assert f"boxed = the best window (WinMax), tokens {first}–{end}" in "".join(c.value for c in app.caption)
 
 
 def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
