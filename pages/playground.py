@@ -9,6 +9,7 @@ from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
 from fwsapp.watermark.methods import METHODS, watermark_names
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
+from fwsapp.orchestration.jobs import duration
 from fwsapp.generation.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
 from fwsapp.ui import resources, widgets
 from fwsapp.ui.router import through_router
@@ -32,6 +33,13 @@ def figures_line(figures: dict) -> str:
                     f"{figures['tokens scored']}: raise the new tokens, or δ")
     return (f"{figures['score label']} = {figures['score']:.2f} · {verdict} (threshold: {figures['threshold']})"
             f"{green}{p_value}{quality}")
+
+
+def comparison_progress(step) -> str:
+    """Where a comparison is, and about how long it has left."""
+    left = "" if step.seconds_left is None else f" · about {duration(step.seconds_left)} left"
+    return (f"Answer {step.generation} of {step.generations} ({step.method}, {step.kind}): token {step.token}{left}. "
+            "The unwatermarked answer is generated once for all the methods.")
 
 
 def show_answer(container, trial, kind: str, figures: dict, title: str) -> None:
@@ -114,8 +122,7 @@ def render() -> None:
         try:
             lm = resources.model(model_name)
             trials = compare_methods(lm, prompt, compared, int(max_new_tokens), int(seed), task=task, reference=reference,
-                                     on_step=lambda name, kind, step: status.caption(
-                                         f"{name}: generating the {kind} answer, token {step} of {max_new_tokens}…"))
+                                     on_step=lambda step: status.caption(comparison_progress(step)))
         except ValueError as error:
             status.error(markup.message(str(error)))
             st.stop()

@@ -80,8 +80,18 @@ def test_changing_delta_or_comparing_methods_generates_the_unwatermarked_answer_
     first = try_prompt(lm, "Is gout painful?", "KGW", {"delta": 2.0}, 12, 5)
     second = try_prompt(lm, "Is gout painful?", "KGW", {"delta": 1.0}, 12, 5)
     assert len(calls) == 3 and first.text("unwatermarked") == second.text("unwatermarked")
-    compare_methods(lm, "Is gout painful?", ["SWEET", "Unigram"], 12, 5)
+    steps = []
+    compare_methods(lm, "Is gout painful?", ["SWEET", "Unigram"], 12, 5, on_step=steps.append)
     assert len(calls) == 5  # one watermarked answer per method, no second unwatermarked one
+    # Its progress counts the 2 answers it generates, not 4, and estimates the time left from the pace so far.
+    assert {(step.method, step.kind, step.generation, step.generations) for step in steps} == {
+        ("SWEET", "watermarked", 1, 2), ("Unigram", "watermarked", 2, 2)}
+    assert steps[0].seconds_left > 0 and steps[-1].seconds_left == 0
+    PLAIN_ANSWERS.clear()
+    steps.clear()
+    compare_methods(lm, "Is gout painful?", ["KGW"], 12, 5, on_step=steps.append)
+    assert [(step.kind, step.generation, step.generations) for step in steps][::12] == [
+        ("unwatermarked", 1, 2), ("watermarked", 2, 2)]  # k + 1 answers when the unwatermarked one is not known yet
     row = history_row(second)
     assert row["settings"] == "delta=1" and row["prompt"] == "Is gout painful?"
 

@@ -63,16 +63,26 @@ def check_prompt(prompt: str) -> str:
     return without_lone_surrogates(prompt.strip())[0]
 
 
+def _config(lm, method: str, params: dict, max_new_tokens: int, seed: int, task: str) -> RunConfig:
+    return RunConfig(task=task, method=method, model=lm.name, params=params, n=1, max_new_tokens=max_new_tokens,
+                     batch_size=1, seed=seed)
+
+
+def plain_answer_key(lm, prompt: str, method: str, max_new_tokens: int, seed: int, task: str) -> str:
+    """What the unwatermarked answer depends on: model, prompt, length, seed, task and decoding (not the method)."""
+    sampling = _config(lm, method, {}, max_new_tokens, seed, task).resolved_sampling()
+    return json.dumps([lm.name, prompt, max_new_tokens, seed, task, sampling], sort_keys=True)
+
+
 def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, seed: int, task: str = "qa",
                reference: str = "", on_step: Callable[[str, int], None] | None = None) -> Trial:
     """Answer `prompt` without and with the watermark (`on_step(text kind, token)` follows decoding)."""
     prompt = check_prompt(prompt)
     if info(method).post_hoc:
         raise ValueError(f"{method} is a post-hoc detector, not a watermark: pick a watermark for the playground.")
-    config = RunConfig(task=task, method=method, model=lm.name, params=params, n=1, max_new_tokens=max_new_tokens,
-                       batch_size=1, seed=seed)
+    config = _config(lm, method, params, max_new_tokens, seed, task)
     started = time.perf_counter()
-    key = json.dumps([lm.name, prompt, max_new_tokens, seed, task, config.resolved_sampling()], sort_keys=True)
+    key = plain_answer_key(lm, prompt, method, max_new_tokens, seed, task)
     work = UnitWork(config, Unit("playground", 0, (0,)), [Sample(prompt, reference.strip())], PLAIN_ANSWERS.get(key))
     result = compute_unit(lm, run_watermark(lm, config), work, on_step)
     row = result.rows[0]
@@ -145,14 +155,48 @@ def history_row(trial: Trial) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ComparisonStep:
+    """Where a comparison is: the method and answer being generated, its token, which generation of how many (k
+    methods need k + 1, or k once the unwatermarked answer is known), and about how many seconds are left at the
+    pace so far (an upper bound: an answer may end before its last token)."""
+
+    method: str
+    kind: str
+    token: int
+    generation: int
+    generations: int
+    seconds_left: float | None
+
+
+class _ComparisonClock:
+    """Each decoding step of a comparison as a ComparisonStep, its time left at the pace so far. Every answer runs to
+    its last token (min_new_tokens is max_new_tokens unless a decoding setting says otherwise)."""
+
+    def __init__(self, generations: int, max_new_tokens: int, report: Callable[[ComparisonStep], None]):
+        self.generations, self.max_new_tokens, self.report = generations, max_new_tokens, report
+        self.started, self.current, self.generation = time.perf_counter(), None, 0
+
+    def step(self, method: str, kind: str, token: int) -> None:
+        if (method, kind) != self.current:
+            self.current, self.generation = (method, kind), self.generation + 1
+        done = (self.generation - 1) * self.max_new_tokens + token
+        pace = (time.perf_counter() - self.started) / done if done else None
+        left = max(self.generations * self.max_new_tokens - done, 0)
+        self.report(ComparisonStep(method, kind, token, self.generation, self.generations,
+                                   None if pace is None else pace * left))
+
+
 def compare_methods(lm, prompt: str, methods: list[str], max_new_tokens: int, seed: int, task: str = "qa",
-                    reference: str = "", on_step: Callable[[str, str, int], None] | None = None) -> list[Trial]:
+                    reference: str = "", on_step: Callable[[ComparisonStep], None] | None = None) -> list[Trial]:
     """One prompt under several watermarks, each at its defaults, the same model and seed: one trial per method."""
     if not methods:
         raise ValueError("Pick at least one watermark to compare.")
-    check_prompt(prompt)
+    prompt = check_prompt(prompt)
+    plain_known = plain_answer_key(lm, prompt, methods[0], max_new_tokens, seed, task) in PLAIN_ANSWERS
+    clock = _ComparisonClock(len(methods) + (not plain_known), max_new_tokens, on_step or (lambda step: None))
     return [try_prompt(lm, prompt, method, dict(info(method).defaults), max_new_tokens, seed, task, reference,
-                       on_step=None if on_step is None else (lambda kind, step, method=method: on_step(method, kind, step)))
+                       on_step=lambda kind, token, method=method: clock.step(method, kind, token))
             for method in methods]
 
 
