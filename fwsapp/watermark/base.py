@@ -37,6 +37,17 @@ class Detection:
     token_values: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class GenerationBatch:
+    """What a method may need of one batch it watermarks: how many texts, the batch's seed, the decoding settings
+    (temperature, top_k, top_p, do_sample) and each prompt's token ids, padding left out."""
+
+    size: int
+    seed: int
+    sampling: dict = field(default_factory=dict)
+    prompt_ids: list[list[int]] = field(default_factory=list)
+
+
 class Watermark(ABC):
     """A watermarking method: parameters, a logits processor for generation, a detector."""
 
@@ -77,7 +88,7 @@ class Watermark(ABC):
     def logits_processor(self) -> LogitsProcessor:
         """A processor for `model.generate(logits_processor=[...])`, batched over rows."""
 
-    def generation_kwargs(self, batch_size: int, seed: int) -> dict:
+    def generation_kwargs(self, batch: GenerationBatch) -> dict:
         """Extra `generate` arguments for one batch: by default, this method's logits processor."""
         return {"logits_processor": [self.logits_processor()]}
 

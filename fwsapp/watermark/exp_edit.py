@@ -31,7 +31,7 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
 
 
 
@@ -119,9 +119,9 @@ class ExpEdit(Watermark, info=methods.EXP_EDIT):
         """A processor reading ξ from the given shift of each row (one shift serves every row)."""
         return ExpEditLogitsProcessor(self.xi, np.asarray(shifts))
 
-    def generation_kwargs(self, batch_size: int, seed: int) -> dict:
+    def generation_kwargs(self, batch: GenerationBatch) -> dict:
         """A random, seeded shift per text, as in Kuditipudi et al."""
-        shifts = np.random.default_rng(seed).integers(0, self.params["pseudo_length"], batch_size)
+        shifts = np.random.default_rng(batch.seed).integers(0, self.params["pseudo_length"], batch.size)
         return {"logits_processor": [self.logits_processor(shifts)]}
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:

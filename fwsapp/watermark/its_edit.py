@@ -22,7 +22,7 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
 from fwsapp.watermark.exp_edit import _alignment_costs
 
 EDIT_COST = 1.0  # MarkLLM's insertion/deletion cost for ITS-Edit
@@ -88,9 +88,9 @@ class ITSEdit(Watermark, info=methods.ITS_EDIT):
     def logits_processor(self, shifts: Sequence[int] = (0,)) -> LogitsProcessor:
         return ITSLogitsProcessor(self.uniforms, self.permutation, np.asarray(shifts))
 
-    def generation_kwargs(self, batch_size: int, seed: int) -> dict:
+    def generation_kwargs(self, batch: GenerationBatch) -> dict:
         """A random, seeded shift per text, as in Kuditipudi et al. (MarkLLM starts every text at 0)."""
-        shifts = np.random.default_rng(seed).integers(0, self.params["pseudo_length"], batch_size)
+        shifts = np.random.default_rng(batch.seed).integers(0, self.params["pseudo_length"], batch.size)
         return {"logits_processor": [self.logits_processor(shifts)]}
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:

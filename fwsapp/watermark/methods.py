@@ -237,6 +237,28 @@ MORPHMARK = MethodInfo(
     threshold_param="z_threshold",
     implementation="fwsapp.watermark.morphmark:MorphMark",
 )
+VLLM_PARAMS = {
+    "key": (42, Param("the secret key of vLLM's --watermark-config", low=0, high=2**64 - 1)),
+    "context_width": (4, Param("generated tokens before each position that key its Gumbel noise", low=1, high=256)),
+    "deduplicate_contexts": ("single_turn", Param(
+        "a token whose context came before is sampled and scored without the watermark: none, single_turn (this "
+        "answer's tokens) or all (the prompt's too; the first context_width tokens are left unwatermarked)",
+        choices=("none", "single_turn", "all"))),
+    "p_threshold": (0.01, P_THRESHOLD),
+}
+VLLM_GUMBEL = MethodInfo(
+    "vLLM-Gumbel", "The watermark vLLM 0.33 serves natively (--watermark-config algorithm gumbel): Gumbel-max sampling "
+                   "with Philox noise keyed by the last tokens; gamma-distribution p-value, as vLLM's detector.",
+    params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
+    implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
+)
+VLLM_GUMBEL_DUALKEY = MethodInfo(
+    "vLLM-Gumbel-DualKey", "vLLM's dual-key Gumbel watermark (algorithm dual_key_gumbel, the one its speculative "
+                           "decoding supports): each token keyed by key B with probability alpha, else key A.",
+    params={**VLLM_PARAMS, "alpha": (0.1, Param("probability that a token is keyed by key B", low=0, high=1))},
+    threshold_param="p_threshold", aliases=("dual_key_gumbel",), score_direction="lower", score_label="p",
+    implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
+)
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
              "standard_score": False}
 LOGRANK = MethodInfo(
@@ -269,7 +291,8 @@ DETECTGPT = MethodInfo(
 )
 
 METHODS = Registry("watermark method", [KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, EWD, EXP, ITS_EDIT,
-                                        UNBIASED, MORPHMARK, LOGRANK, DETECTGPT, FAST_DETECTGPT])
+                                        UNBIASED, MORPHMARK, VLLM_GUMBEL, VLLM_GUMBEL_DUALKEY, LOGRANK, DETECTGPT,
+                                        FAST_DETECTGPT])
 
 
 def watermark_names() -> list[str]:

@@ -21,7 +21,7 @@ from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.models.teacher_forcing import TokenStats, teacher_force
-from fwsapp.watermark.base import BatchedDetector, Detection, Texts, Watermark
+from fwsapp.watermark.base import BatchedDetector, Detection, GenerationBatch, Texts, Watermark
 
 
 
@@ -39,7 +39,7 @@ class PostHoc(Watermark):
     def logits_processor(self) -> LogitsProcessor | None:
         return None
 
-    def generation_kwargs(self, batch_size: int, seed: int) -> dict:
+    def generation_kwargs(self, batch: GenerationBatch) -> dict:
         return {}
 
 

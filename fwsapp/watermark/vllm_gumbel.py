@@ -1,0 +1,232 @@
+"""The Gumbel watermarks vLLM serves natively (`vllm serve --watermark-config`), generated and detected as vLLM 0.33.0
+does (`vllm/v1/watermarking`).
+
+Generation. The last `context_width` generated tokens (−1 before the first) key a Philox uniform u_v for every
+token v (`fwsapp.watermark.philox`); the token taken is argmax_v (logit_v − log(−log u_v)): Gumbel-max sampling with
+keyed noise, after temperature, top-k and top-p, in vLLM's order. Greedy decoding is not watermarked. A context
+already met in the text (`deduplicate_contexts`: `single_turn`, this answer's tokens; `all`, the prompt's too, and the
+first `context_width` tokens are left unwatermarked) would reuse its noise, so that token is sampled without the
+watermark. The dual-key variant routes each token to key B with probability `alpha`, else to key A, both derived
+from the key by SHA-256.
+
+Detection. Each token scored gives e = −log(1 − u) for its context, Exp(1) without the watermark; a repeated context
+counts once. The score is Σe, whose null is Gamma(N, 1) (dual key: Σ((1 − α)e_A + αe_B), Gamma(N/v, v) with
+v = (1 − α)² + α²), and the p-value its tail.
+
+Speed. Only tokens that could win are keyed: the noise lies in [−log(−log u_min), −log(−log u_max)], so after the
+64 likeliest tokens set a best score, a token whose logit plus the largest noise falls short of it cannot win.
+That leaves the answer exactly vLLM's, at a small share of the vocabulary's Philox calls.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from numpy.lib.stride_tricks import sliding_window_view
+from scipy.special import gammaincc
+from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper,
+                          TopPLogitsWarper)
+
+from fwsapp.watermark import methods
+from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
+from fwsapp.watermark.evidence import ExponentialSum
+from fwsapp.watermark.philox import LARGEST_UNIFORM, PhiloxPRF, derive_key
+
+# vLLM's default: how many most recent positions are searched for a repeated context.
+DEDUPLICATION_HISTORY = 8192
+FIRST_CANDIDATES = 64
+_NOISE_MAX = -torch.log(-torch.log(torch.tensor(LARGEST_UNIFORM)))  # float32, as vLLM computes every noise
+
+
+def processed_logits(scores: torch.Tensor, sampling: dict) -> torch.Tensor:
+    """The logits vLLM's sampler hands its watermarker: in float32, divided by the temperature, then top-k, then
+    top-p masked to −inf. transformers' warpers apply the same masks in the same order (vLLM's
+    `apply_top_k_top_p_pytorch`: top-k keeps the logits at or above the k-th largest; top-p drops the smallest whose
+    cumulative probability is at most 1 − p, keeping at least one)."""
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(float(sampling.get("temperature") or 1.0))])
+    if 0 < int(sampling.get("top_k") or 0) < scores.shape[-1]:
+        warpers.append(TopKLogitsWarper(int(sampling["top_k"])))
+    if float(sampling.get("top_p") or 1.0) < 1.0:
+        warpers.append(TopPLogitsWarper(float(sampling["top_p"])))
+    return warpers(None, scores.float())
+
+
+def _scores(logits: torch.Tensor, states: tuple, prf: PhiloxPRF, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """logit + Gumbel noise of each (row, token) pair, in float32 as vLLM adds them."""
+    uniforms = prf.uniform_at(tuple(word[rows.numpy()] for word in states), tokens.numpy())
+    noise = -torch.log(-torch.log(torch.from_numpy(uniforms).clamp_min(torch.finfo(torch.float32).tiny)))
+    return logits[rows, tokens] + noise
+
+
+def gumbel_choice(logits: torch.Tensor, contexts: np.ndarray, prf: PhiloxPRF) -> torch.Tensor:
+    """argmax_v (logit_v + noise_v) per row, the first such token on a tie (torch.argmax's rule), for (B, V) float32
+    CPU logits and (B, width) contexts: vLLM's `GumbelWatermarker` choice, keyed only where a token could win."""
+    batch, vocabulary = logits.shape
+    states = prf.context_states(contexts)
+    top = logits.topk(min(FIRST_CANDIDATES, vocabulary), dim=-1).indices
+    rows = torch.arange(batch).repeat_interleave(top.shape[1])
+    best = _scores(logits, states, prf, rows, top.reshape(-1)).reshape(batch, -1).max(dim=-1).values
+    rows, tokens = ((logits + _NOISE_MAX) >= best[:, None]).nonzero(as_tuple=True)
+    values = _scores(logits, states, prf, rows, tokens)
+    row_best = torch.full((batch,), float("-inf")).scatter_reduce(0, rows, values, "amax")
+    winners = values == row_best[rows]
+    return torch.full((batch,), vocabulary, dtype=torch.long).scatter_reduce(0, rows[winners], tokens[winners], "amin")
+
+
+class ContextHistory:
+    """One text's contexts so far, to tell a repeated one (vLLM's `repeated_context_mask`): the context before each
+    position of the history searched (this answer's tokens; with `all`, the prompt's first), its latest position."""
+
+    def __init__(self, width: int, prompt: Sequence[int] = ()):
+        self.width, self.tokens, self.latest = width, [-1] * width, {}
+        for token in prompt:
+            self.append(token)
+
+    def context(self) -> tuple[int, ...]:
+        return tuple(self.tokens[-self.width:])
+
+    def repeated(self, context: tuple[int, ...]) -> bool:
+        """Whether `context` came before one of the most recent DEDUPLICATION_HISTORY positions."""
+        return context in self.latest and self.latest[context] >= len(self.tokens) - self.width - DEDUPLICATION_HISTORY
+
+    def append(self, token: int) -> None:
+        self.latest[self.context()] = len(self.tokens) - self.width
+        self.tokens.append(int(token))
+
+
+class GumbelLogitsProcessor(LogitsProcessor):
+    """vLLM's watermarked sampling step inside transformers' `generate`: a watermarked row keeps only the chosen
+    token (every other logit −inf, so the sampler after it returns that token); a row whose context repeats, or
+    greedy decoding, is left to ordinary sampling (its logits untouched: transformers' warpers apply temperature,
+    top-k and top-p once)."""
+
+    def __init__(self, keys: tuple[PhiloxPRF, ...], alpha: float, width: int, deduplicate: str, batch: GenerationBatch):
+        self.keys, self.alpha, self.width, self.deduplicate = keys, alpha, width, deduplicate
+        self.sampling = batch.sampling
+        self.prompts = batch.prompt_ids
+        self.routing = torch.Generator().manual_seed(batch.seed)  # which key each token of the dual key uses
+        self.histories: list[ContextHistory] | None = None
+
+    def _follow(self, input_ids: torch.LongTensor) -> None:
+        """Take in the token each row sampled last step (the prompt on the first call)."""
+        if self.histories is None:
+            prompts = self.prompts if self.deduplicate == "all" else [()] * input_ids.shape[0]
+            self.histories = [ContextHistory(self.width, prompt) for prompt in prompts]
+            self.generated = [[] for _ in self.histories]
+            return
+        for history, generated, token in zip(self.histories, self.generated, input_ids[:, -1].tolist()):
+            generated.append(token)
+            history.append(token)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self._follow(input_ids)
+        if not self.sampling.get("do_sample", True) or float(self.sampling.get("temperature", 1.0)) == 0:
+            return scores  # greedy decoding cannot be watermarked: vLLM samples it plainly too
+        contexts = np.array([([-1] * self.width + generated)[-self.width:] for generated in self.generated],
+                            dtype=np.int64).reshape(len(self.generated), self.width)
+        skipped = torch.tensor([self._skipped(history, generated, tuple(context))
+                                for history, generated, context in zip(self.histories, self.generated, contexts.tolist())])
+        logits = processed_logits(scores, self.sampling).cpu()
+        chosen = self._choice(logits, contexts)
+        marked = torch.full_like(scores, float("-inf")).scatter(1, chosen.to(scores.device)[:, None], 0.0)
+        return torch.where(skipped.to(scores.device)[:, None], scores, marked)
+
+    def _skipped(self, history: ContextHistory, generated: list[int], context: tuple[int, ...]) -> bool:
+        if self.deduplicate == "none":
+            return False
+        if self.deduplicate == "all" and len(generated) < self.width:
+            return True  # a context reaching into the prompt is sampled plainly
+        return history.repeated(context)
+
+    def _choice(self, logits: torch.Tensor, contexts: np.ndarray) -> torch.Tensor:
+        if len(self.keys) == 1 or self.alpha == 0:
+            return gumbel_choice(logits, contexts, self.keys[0])
+        if self.alpha == 1:
+            return gumbel_choice(logits, contexts, self.keys[1])
+        key_b = torch.rand(logits.shape[0], generator=self.routing) < self.alpha
+        return torch.where(key_b, gumbel_choice(logits, contexts, self.keys[1]), gumbel_choice(logits, contexts, self.keys[0]))
+
+
+class WeightedExponentialSum(ExponentialSum):
+    """The dual key's evidence (1 − α)e_A + αe_B: its sum over N tokens is close to Gamma(N/v, v), v = (1 − α)² + α²."""
+
+    def scores(self, arrays, params, window=None):
+        from fwsapp.watermark.evidence import sums
+
+        variance = (1 - params["alpha"]) ** 2 + params["alpha"] ** 2
+        total, scored = sums(arrays["evidence"], window), sums(arrays["scored"], window)
+        return np.where(scored > 0, gammaincc(np.maximum(scored, 1) / variance, total / variance), 1.0)
+
+    def null(self, arrays, params, rng, draws):
+        alpha, shape = params["alpha"], (draws, arrays["scored"].size)
+        evidence = (1 - alpha) * rng.exponential(1.0, shape) + alpha * rng.exponential(1.0, shape)
+        return {**arrays, "evidence": evidence * arrays["scored"]}
+
+
+class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
+    evidence = ExponentialSum()
+    key_domains: tuple[bytes, ...] = ()  # the single key is used as given
+
+    def __init__(self, vocab_size: int, lm=None, **params):
+        super().__init__(vocab_size, lm, **params)
+        key = self.params["key"]
+        self.keys = tuple(PhiloxPRF(derive_key(key, domain)) for domain in self.key_domains) or (PhiloxPRF(key),)
+
+    @property
+    def alpha(self) -> float:
+        return self.params.get("alpha", 0.0)
+
+    def generation_kwargs(self, batch: GenerationBatch) -> dict:
+        return {"logits_processor": [GumbelLogitsProcessor(self.keys, self.alpha, self.params["context_width"],
+                                                           self.params["deduplicate_contexts"], batch)]}
+
+    def logits_processor(self) -> LogitsProcessor:
+        return self.generation_kwargs(GenerationBatch(1, 0))["logits_processor"][0]
+
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """e = −log(1 − u) of each token after its context, in float64 as vLLM sums it."""
+        return -np.log1p(-self.keys[0].uniform(contexts, tokens[:, None])[:, 0].astype(np.float64))
+
+    def p_value(self, total: float, scored: int) -> float:
+        return float(gammaincc(scored, total)) if scored else 1.0
+
+    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        """The generated tokens alone are scored, from −1 padding as vLLM's detector does; the prompt is not read."""
+        width = self.params["context_width"]
+        tokens = np.asarray([int(token) for token in token_ids], dtype=np.int64)
+        if tokens.size == 0:
+            return Detection(score=1.0, p=1.0, num_tokens_scored=0)
+        contexts = sliding_window_view(np.concatenate([np.full(width, -1, np.int64), tokens]), width)[:tokens.size]
+        kept = np.ones(tokens.size, dtype=bool)
+        if self.params["deduplicate_contexts"] != "none":  # a repeated context reuses its noise: counted once
+            kept[:] = False
+            kept[np.unique(contexts, axis=0, return_index=True)[1]] = True
+        evidence = self.token_evidence(contexts[kept], tokens[kept])
+        p_value = self.p_value(float(evidence.sum()), int(kept.sum()))
+        flags = np.full(tokens.size, -1)
+        flags[kept] = (evidence > np.log(2)).astype(int)  # above Exp(1)'s median: half of unwatermarked tokens are
+        values = np.full(tokens.size, 0.5)
+        values[kept] = evidence / (evidence + 1)
+        return Detection(score=p_value, p=p_value, num_tokens_scored=int(kept.sum()), token_flags=flags.tolist(),
+                         token_values=values.tolist())
+
+
+class VLLMGumbelDualKey(VLLMGumbel, info=methods.VLLM_GUMBEL_DUALKEY):
+    evidence = WeightedExponentialSum()
+    key_domains = (b"key_a", b"key_b")
+
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        each = [-np.log1p(-key.uniform(contexts, tokens[:, None])[:, 0].astype(np.float64)) for key in self.keys]
+        return each[0] * (1 - self.alpha) + each[1] * self.alpha
+
+    def p_value(self, total: float, scored: int) -> float:
+        """vLLM's: the Gamma(N/v) tail at Σ/v, with N/v rounded where it is whole (α of 0, ½ or 1), else torch's
+        incomplete gamma function, whose last digits differ from scipy's (about 1e-10 relative)."""
+        if not scored:
+            return 1.0
+        variance = (1 - self.alpha) ** 2 + self.alpha ** 2
+        if self.alpha in (0, 0.5, 1):
+            return float(gammaincc(round(scored / variance), total / variance))
+        return torch.special.gammaincc(torch.tensor(scored / variance, dtype=torch.float64),
+                                       torch.tensor(total / variance, dtype=torch.float64)).item()
