@@ -52,7 +52,7 @@ browser:
 		echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)."; }
 
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	$(PY) -m fwsapp.ui.serve --server.port $(PORT)
 
 # ruff first (seconds), then every test; `$(PY) -m pytest -m "not slow" -n 2` is the model-free tier alone, on both cores.
 test: install-test browser

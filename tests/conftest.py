@@ -91,12 +91,13 @@ def free_port() -> int:
 
 @contextmanager
 def start_streamlit(tmp_path, db, **environment):
-    """`streamlit run app.py` on a free loopback port, with its own database and these extra environment variables."""
+    """The app as `make run` serves it (`python -m fwsapp.ui.serve`, which runs `streamlit run app.py`) on a free loopback
+    port, with its own database and these extra environment variables."""
     port = free_port()
     env = {**os.environ, "FWSAPP_DB": str(db), "PYTHONPATH": str(PROJECT), **environment}
     log = open(tmp_path / "streamlit.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, "-m", "fwsapp.ui.serve", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,

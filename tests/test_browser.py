@@ -374,11 +374,17 @@ def test_a_study_served_to_an_admin_and_two_raters_at_once(tmp_path, chromium):
 
 def test_no_list_of_page_files_is_painted_before_the_router_runs(streamlit_server, browser_page):
     """Streamlit's own list of pages/ would paint every file before st.navigation runs (a rater's link and the admin
-    sign-in included); the app lists its pages itself, by section, once the router has run."""
+    sign-in included); the app lists its pages itself, by section, once the router has run. The tab of a fresh
+    server's first page never reads "app" (the script's name), not even for an instant."""
+    browser_page.add_init_script("""window.titles = [];
+        setInterval(() => { if (window.titles.at(-1) !== document.title) window.titles.push(document.title); }, 2);""")
     for path in ("", "quality", "?invite=nothing"):
         browser_page.goto(f"{streamlit_server}/{path}")
         browser_page.wait_for_selector("[data-testid=stApp]", timeout=60_000)
         assert browser_page.locator("[data-testid=stSidebarNav]").count() == 0
         assert browser_page.get_by_text("rater", exact=True).count() == 0  # no file name of pages/
+        browser_page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=60_000)
+        browser_page.wait_for_timeout(500)
+        assert "app" not in browser_page.evaluate("window.titles"), path
     browser_page.goto(streamlit_server)
     browser_page.get_by_role("link", name="Robustness").wait_for(timeout=60_000)  # the app's own list
