@@ -34,7 +34,8 @@ def main() -> None:
             estimated_total, taken_total = estimated_total + estimate.seconds, taken_total + taken
         print("| metric | values | estimated s | taken s | taken / estimated |\n|---|---|---|---|---|")
         for metric, values, estimated, taken in rows:
-            print(f"| {metric} | {values:,} | {estimated:.1f} | {taken:.1f} | {taken / max(estimated, 1e-9):.2f} |")
+            ratio = f"{taken / estimated:.2f}" if values else "computed at import"
+            print(f"| {metric} | {values:,} | {estimated:.1f} | {taken:.1f} | {ratio} |")
         print(f"| **all** | | **{estimated_total:.1f}** | **{taken_total:.1f}** | "
               f"**{taken_total / estimated_total:.2f}** |")
         store.close()
