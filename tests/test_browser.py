@@ -220,7 +220,8 @@ def test_playground_result_comes_into_view_with_its_threshold_and_copies_clean(s
 
 def test_a_run_generated_from_the_command_line_shows_in_the_open_app_as_it_lands(tmp_path, browser_page):
     """The app open on a database while `python -m fwsapp generate` writes to it: the sidebar shows the run's stored
-    progress, and the Home page counts the run, with no reload."""
+    progress, the Home page counts the run with no reload, and Quality and FWS open while it runs (they crashed on a
+    run with no sample yet, issue 48)."""
     import subprocess
     import sys
 
@@ -232,15 +233,23 @@ def test_a_run_generated_from_the_command_line_shows_in_the_open_app_as_it_lands
         page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
         runs = page.get_by_test_id("stMetric").filter(has_text="Runs")
         runs.get_by_text("0", exact=True).wait_for(timeout=30_000)
-        command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "3",
-                   "--max-new-tokens", "12", "--batch-size", "1", "--seed", "31", "--db", str(db)]
-        process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "6",
+                   "--max-new-tokens", "64", "--batch-size", "1", "--seed", "31", "--db", str(db)]
+        errors = tmp_path / "generate.err"  # a file, not a pipe: its progress lines would fill a pipe nobody reads
+        process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=errors.open("w"))
         try:
-            page.get_by_text(re.compile(r"written by another process: \d of 3 samples stored")).wait_for(timeout=180_000)
+            page.get_by_text(re.compile(r"written by another process: \d of 6 samples stored")).wait_for(timeout=180_000)
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "shared-database.png"), full_page=True)
             runs.get_by_text("1", exact=True).wait_for(timeout=30_000)  # the page drawn again, not reloaded
-            assert process.wait(timeout=300) == 0, process.stderr.read()
+            for link, heading in (("Quality", "Quality"), ("FWS", "Factuality-Weighted Score")):
+                page.get_by_role("link", name=link).first.click()
+                page.get_by_role("heading", name=re.compile(heading)).first.wait_for(timeout=60_000)
+                settled(page)
+                assert page.get_by_test_id("stException").count() == 0, link
+                page.screenshot(path=str(ARTIFACTS / f"{link.lower()}-while-generating.png"), full_page=True)
+            assert process.poll() is None  # the run was still being generated throughout
+            assert process.wait(timeout=300) == 0, errors.read_text()[-2000:]
         finally:
             process.kill()
         page.get_by_text("written by another process").wait_for(state="detached", timeout=30_000)
