@@ -30,6 +30,10 @@ def test_runs_report_and_export(qa_run, tmp_path, capsys):
         table = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
         assert len(table) == 4
         assert {"prompt", "reference", "watermarked_text", "score_watermarked", "score_unwatermarked"} <= set(table.columns)
+        # Token ids come back as the lists stored: JSON arrays in a CSV cell, lists in Parquet (issue 47).
+        ids = table.watermarked_ids.map(json.loads) if fmt == "csv" else table.watermarked_ids.map(list)
+        stored = store.generations(run_id).watermarked_ids
+        assert [list(map(int, row)) for row in ids] == [list(map(int, row)) for row in stored]
 
 
 def test_bad_input_is_one_clear_line(tmp_path, capsys):

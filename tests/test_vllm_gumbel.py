@@ -148,18 +148,25 @@ def test_greedy_decoding_is_left_unwatermarked_as_vllm_leaves_it():
 
 @pytest.mark.model
 @pytest.mark.parametrize("method", ["vLLM-Gumbel", "vLLM-Gumbel-DualKey"])
-def test_generated_text_is_found_by_vllms_own_detector_with_fwsapps_p_value(vllm, lm, method):
-    from fwsapp.generation.generate import RunConfig, compute_unit, run_watermark, UnitWork, Unit
+def test_vllms_own_detector_finds_the_watermark_in_exported_token_ids_with_fwsapps_p_value(vllm, lm, method, tmp_path):
+    import json
 
-    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=48, batch_size=2, seed=3,
-                       params={"key": 2**64 - 7})
-    work = UnitWork(config, Unit("r", 0, (0, 1)), config.samples())
-    watermark = run_watermark(lm, config)
-    result = compute_unit(lm, watermark, work)
+    import pandas as pd
+
+    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.results.export import export_run
+    from fwsapp.store import Store
+
+    store = Store(tmp_path / "vllm.duckdb")
+    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=48, batch_size=2, seed=3, params={"key": 2**64 - 7})
+    run_id = run_generation(config, store, lm)
+    exported = pd.read_csv(export_run(store, run_id, "csv", tmp_path / "run.csv"))
     detector = (vllm.GumbelWatermarkDetector(2**64 - 7, 4) if method == "vLLM-Gumbel"
                 else vllm.DualKeyGumbelWatermarkDetector(2**64 - 7, 4, alpha=0.1))
-    for index, kind, found in result.found:
-        row = result.rows[index]
-        theirs = detector.detect([int(token) for token in row[f"{kind}_ids"]])
-        assert found.p == pytest.approx(theirs.p_value, rel=1e-9, abs=1e-300)
-        assert theirs.is_watermarked == (kind == "watermarked")
+    stored = store.detections([run_id]).set_index(["sample_idx", "text_kind"]).score
+    for row in exported.itertuples():
+        for kind in ("watermarked", "unwatermarked"):
+            theirs = detector.detect(json.loads(getattr(row, f"{kind}_ids")))
+            assert theirs.p_value == pytest.approx(stored[(row.sample_idx, kind)], rel=1e-9, abs=1e-300)
+            assert theirs.is_watermarked == (kind == "watermarked")
+    store.close()

@@ -1,8 +1,10 @@
 """Export one run: a row per sample with both texts, the reference and the detection scores."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from fwsapp.store import Store
@@ -36,11 +38,23 @@ def run_table(store: Store, run_id: str) -> pd.DataFrame:
     return table
 
 
+def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each list cell (token ids, entropies) as a JSON array, which any CSV reader can parse; pandas would
+    write numpy's repr, line breaks and all."""
+    def as_json(value):
+        return json.dumps(value.tolist() if isinstance(value, np.ndarray) else value) if isinstance(
+            value, (list, tuple, np.ndarray)) else value
+
+    return frame.assign(**{column: frame[column].map(as_json) for column in frame.columns
+                           if frame[column].map(lambda value: isinstance(value, (list, tuple, np.ndarray))).any()})
+
+
 def export_run(store: Store, run_id: str, fmt: str, out: Path) -> Path:
+    """A run's samples to CSV (list columns as JSON arrays) or Parquet (list columns as lists)."""
     table = run_table(store, run_id)
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "csv":
-        spreadsheet_safe(table).to_csv(out, index=False)
+        spreadsheet_safe(with_json_lists(table)).to_csv(out, index=False)
     elif fmt == "parquet":
         table.to_parquet(out, index=False)
     else:
