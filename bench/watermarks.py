@@ -1,12 +1,12 @@
 """Watermark speed, as ratios measured in the same run on the embedded model (2-core CPU here).
 
 Run: .venv/bin/python -m bench.watermarks [--tokens 32] [--repeats 3] [--methods KGW EntityKGW]
-                                          [--only exp-edit generation detection] [--texts 32]
+                                          [--only exp-edit generation detection] [--texts 32] [--batch 8] [--no-loop]
 
 1. EXP-edit detection: the vectorised alignment vs the plain recurrence (MarkLLM's loop, in Python), on
    a 200-token text with the 49k vocabulary and pseudo_length 256 (one test statistic each; the
    permutation test repeats it n_runs + 1 times in both).
-2. Batched generation (batch 8) vs a per-sample loop like MarkLLM's, for each method.
+2. Batched generation (batch 8, or --batch) vs a per-sample loop like MarkLLM's (unless --no-loop), for each method.
 3. Each processor's overhead vs plain `generate` at the same batch size and length.
 4. Detectors that read the model (SWEET's entropies, LogRank, Fast-DetectGPT): `detect_many`, which
    teacher-forces the texts in batches of 16, vs `detect` one text at a time, on HealthQA references.
@@ -43,10 +43,10 @@ def exp_edit_detection(vocab_size: int) -> None:
           f"speed-up {plain / fast:.0f}x; full p-value (101 statistics) {whole:.2f} s")
 
 
-def generation(lm, tokens: int, repeats: int, methods: list[str]) -> None:
+def generation(lm, tokens: int, repeats: int, methods: list[str], batch: int = 8, loop: bool = True) -> None:
     """Batched vs looped generation, and each processor against plain generate. The arms are interleaved
     round-robin after a warm-up, so drifts in the machine's speed hit them all alike."""
-    prompts = [sample.prompt for sample in load_dataset("qa")[:8]]
+    prompts = [sample.prompt for sample in load_dataset("qa")[:batch]]
     sampling = {**DEFAULT_SAMPLING, "min_new_tokens": tokens}
     marks = {method: create(method, lm.vocab_size, {"n_runs": 10} if method == "EXP-edit" else {}, lm=lm)
              for method in methods}
@@ -56,12 +56,15 @@ def generation(lm, tokens: int, repeats: int, methods: list[str]) -> None:
         for name in batched:
             batched[name].append(seconds(lambda: generate_batch(lm, prompts, tokens, sampling, 1, marks.get(name)), 1))
     plain = statistics.median(batched["plain"])
-    print(f"plain generate, batch 8, {tokens} new tokens: {plain:.2f} s (median of {repeats}, interleaved)")
+    print(f"plain generate, batch {batch}, {tokens} new tokens: {plain:.2f} s (median of {repeats}, interleaved)")
     print(f"{'method':>10} | batched s | loop s | loop/batched | overhead vs plain")
     for method, watermark in marks.items():
         median = statistics.median(batched[method])
-        loop = seconds(lambda: [generate_batch(lm, [prompt], tokens, sampling, 1, watermark) for prompt in prompts], 1)
-        print(f"{method:>10} | {median:9.2f} | {loop:6.2f} | {loop / median:11.1f}x | {median / plain:.2f}x")
+        if loop:
+            looped = seconds(lambda: [generate_batch(lm, [prompt], tokens, sampling, 1, watermark) for prompt in prompts], 1)
+            print(f"{method:>10} | {median:9.2f} | {looped:6.2f} | {looped / median:11.1f}x | {median / plain:.2f}x")
+        else:
+            print(f"{method:>10} | {median:9.2f} |      – |            – | {median / plain:.2f}x")
 
 
 def model_detection(lm, texts: int, repeats: int) -> None:
@@ -86,12 +89,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=["exp-edit", "generation", "detection"],
                         default=["exp-edit", "generation", "detection"])
     parser.add_argument("--texts", type=int, default=32, help="texts for the detection timing")
+    parser.add_argument("--batch", type=int, default=8, help="texts per generated batch")
+    parser.add_argument("--no-loop", action="store_true", help="skip the one-text-at-a-time generation arm")
     args = parser.parse_args()
     lm = load_model()
     if "exp-edit" in args.only and "EXP-edit" in args.methods:
         exp_edit_detection(lm.vocab_size)
     if "generation" in args.only:
-        generation(lm, args.tokens, args.repeats, args.methods)
+        generation(lm, args.tokens, args.repeats, args.methods, args.batch, not args.no_loop)
     if "detection" in args.only:
         model_detection(lm, args.texts, args.repeats)
 

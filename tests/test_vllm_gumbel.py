@@ -56,7 +56,7 @@ def test_the_sampler_picks_vllms_token_on_given_logits(vllm, shape, sampling):
     rng = np.random.default_rng(len(shape))
     for key, width in zip(KEYS, WIDTHS):
         contexts, _ = contexts_and_tokens(rng, 9, width, 1)
-        raw = logits_of(shape, 9, 32000, key % 1000 + width)
+        raw = logits_of(shape, 9, 32002, key % 1000 + width)  # not a multiple of 4: the last group is short
         ours = processed_logits(raw, sampling)
         # vLLM's own sampler steps: temperature, then its top-k/top-p masks, then the watermarker's choice.
         scaled = raw.float() / torch.tensor(float(sampling.get("temperature", 1.0)), dtype=torch.float32)

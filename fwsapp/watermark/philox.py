@@ -32,13 +32,24 @@ def derive_key(key: int, domain: bytes) -> int:
 
 
 def philox4x32_10(counter: tuple, key: tuple) -> tuple:
-    """Ten rounds on four 32-bit counter words under two key words (uint64 arrays holding 32-bit values)."""
-    c0, c1, c2, c3 = counter
-    k0, k1 = key
+    """Ten rounds on four 32-bit counter words under two key words (uint64 arrays, or scalars, holding 32-bit
+    values). The rounds work in place on buffers of their own: this is the watermarked sampler's inner loop."""
+    shape = np.broadcast_shapes(*(np.shape(word) for word in (*counter, *key)))
+    c0, c1, c2, c3 = (np.array(np.broadcast_to(word, shape), dtype=np.uint64) for word in counter)
+    k0, k1 = (np.array(word, dtype=np.uint64) for word in key)  # a scalar key word stays a scalar: cheaper
+    product_0, product_1 = np.empty(shape, np.uint64), np.empty(shape, np.uint64)
     for round_index in range(10):
-        product_0, product_1 = _M0 * c0, _M1 * c2  # exact: both factors are below 2^32
-        c0, c1, c2, c3 = ((product_1 >> _SHIFT_32) ^ c1 ^ k0, product_1 & _MASK,
-                          (product_0 >> _SHIFT_32) ^ c3 ^ k1, product_0 & _MASK)
+        np.multiply(c0, _M0, out=product_0)  # exact: both factors are below 2^32
+        np.multiply(c2, _M1, out=product_1)
+        # c0, c1, c2, c3 = hi(p1) ^ c1 ^ k0, lo(p1), hi(p0) ^ c3 ^ k1, lo(p0), reusing the four buffers
+        np.right_shift(product_1, _SHIFT_32, out=c0)
+        np.bitwise_xor(c0, c1, out=c0)
+        np.bitwise_xor(c0, k0, out=c0)
+        np.bitwise_and(product_1, _MASK, out=c1)
+        np.right_shift(product_0, _SHIFT_32, out=c2)
+        np.bitwise_xor(c2, c3, out=c2)
+        np.bitwise_xor(c2, k1, out=c2)
+        np.bitwise_and(product_0, _MASK, out=c3)
         if round_index != 9:
             k0, k1 = (k0 + _W0) & _MASK, (k1 + _W1) & _MASK
     return c0, c1, c2, c3
@@ -67,18 +78,32 @@ class PhiloxPRF:
             state = philox4x32_10(counter, (np.full(shape, self._key_0 ^ np.uint64(offset)), np.full(shape, self._key_1)))
         return state
 
+    def _calls(self, states: tuple, groups: np.ndarray) -> tuple:
+        """The Philox call of each group of four tokens (4g to 4g + 3) after its context's state: four words, one per
+        token of the group."""
+        s0, s1, s2, s3, groups = np.broadcast_arrays(*states, groups)
+        return philox4x32_10((groups, s0, s1, s2), (self._key_0 ^ s3, self._key_1 ^ _TOKEN_DOMAIN))
+
     def uniform_at(self, states: tuple, tokens: np.ndarray) -> np.ndarray:
         """The float32 uniform of each token after its context's state (`states` broadcast against `tokens`)."""
         tokens = np.asarray(tokens, dtype=np.int64).astype(np.uint64) & _MASK
-        s0, s1, s2, s3, tokens = np.broadcast_arrays(*states, tokens)
-        outputs = philox4x32_10((tokens >> np.uint64(2), s0, s1, s2), (self._key_0 ^ s3, self._key_1 ^ _TOKEN_DOMAIN))
-        word = np.choose((tokens & np.uint64(3)).astype(np.int64), outputs)
-        return ((((word & _MASK) >> np.uint64(8)).astype(np.float64) + 1.0) / (2**24 + 1)).astype(np.float32)
+        outputs = self._calls(states, tokens >> np.uint64(2))
+        return _to_uniform(np.choose(np.broadcast_to(tokens & np.uint64(3), outputs[0].shape).astype(np.int64), outputs))
+
+    def group_uniforms(self, states: tuple, groups: np.ndarray) -> np.ndarray:
+        """The uniforms of tokens 4g to 4g + 3 for each group g, shape (..., 4): one Philox call gives all four."""
+        groups = np.asarray(groups, dtype=np.int64).astype(np.uint64)
+        return _to_uniform(np.stack(self._calls(states, groups), axis=-1))
 
     def uniform(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """vLLM's `PhiloxPRF.uniform`: each context's uniforms for `tokens`, broadcast against the contexts' leading
         shape plus one axis, (..., 1): (n, width) contexts and (n, 1) tokens give (n, 1); (1, V) tokens give (n, V)."""
         return self.uniform_at(tuple(word[..., None] for word in self.context_states(contexts)), tokens)
+
+
+def _to_uniform(words: np.ndarray) -> np.ndarray:
+    """A Philox word's top 24 bits m as (m + 1) / (2^24 + 1), in float32 (computed in float64, as vLLM does)."""
+    return ((((words & _MASK) >> np.uint64(8)).astype(np.float64) + 1.0) / (2**24 + 1)).astype(np.float32)
 
 
 # The extremes of (m + 1) / (2^24 + 1) in float32 bound the Gumbel noise −log(−log u) that any token can draw.

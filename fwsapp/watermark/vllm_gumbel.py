@@ -52,23 +52,30 @@ def processed_logits(scores: torch.Tensor, sampling: dict) -> torch.Tensor:
     return warpers(None, scores.float())
 
 
-def _scores(logits: torch.Tensor, states: tuple, prf: PhiloxPRF, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """logit + Gumbel noise of each (row, token) pair, in float32 as vLLM adds them."""
-    uniforms = prf.uniform_at(tuple(word[rows.numpy()] for word in states), tokens.numpy())
+def _noised(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, uniforms: np.ndarray) -> torch.Tensor:
+    """logit − log(−log u) of each (row, token) pair, in float32 as vLLM adds them."""
     noise = -torch.log(-torch.log(torch.from_numpy(uniforms).clamp_min(torch.finfo(torch.float32).tiny)))
     return logits[rows, tokens] + noise
 
 
 def gumbel_choice(logits: torch.Tensor, contexts: np.ndarray, prf: PhiloxPRF) -> torch.Tensor:
     """argmax_v (logit_v + noise_v) per row, the first such token on a tie (torch.argmax's rule), for (B, V) float32
-    CPU logits and (B, width) contexts: vLLM's `GumbelWatermarker` choice, keyed only where a token could win."""
+    CPU logits and (B, width) contexts: vLLM's `GumbelWatermarker` choice, keyed only where a token could win. The
+    second stage keys whole groups of four tokens, which one Philox call serves."""
     batch, vocabulary = logits.shape
     states = prf.context_states(contexts)
-    top = logits.topk(min(FIRST_CANDIDATES, vocabulary), dim=-1).indices
-    rows = torch.arange(batch).repeat_interleave(top.shape[1])
-    best = _scores(logits, states, prf, rows, top.reshape(-1)).reshape(batch, -1).max(dim=-1).values
-    rows, tokens = ((logits + _NOISE_MAX) >= best[:, None]).nonzero(as_tuple=True)
-    values = _scores(logits, states, prf, rows, tokens)
+    top = logits.topk(min(FIRST_CANDIDATES, vocabulary), dim=-1).indices.reshape(-1)
+    rows = torch.arange(batch).repeat_interleave(min(FIRST_CANDIDATES, vocabulary))
+    first = prf.uniform_at(tuple(word[rows.numpy()] for word in states), top.numpy())
+    best = _noised(logits, rows, top, first).reshape(batch, -1).max(dim=-1).values
+    reach = (logits + _NOISE_MAX) >= best[:, None]
+    padded = torch.nn.functional.pad(reach, (0, -vocabulary % 4))  # a vocabulary not a multiple of 4: no token there
+    rows, groups = padded.reshape(batch, -1, 4).any(dim=-1).nonzero(as_tuple=True)
+    uniforms = prf.group_uniforms(tuple(word[rows.numpy()] for word in states), groups.numpy())
+    tokens = (groups[:, None] * 4 + torch.arange(4)).reshape(-1)
+    rows, inside = rows.repeat_interleave(4), tokens < vocabulary
+    rows, tokens, uniforms = rows[inside], tokens[inside], uniforms.reshape(-1)[inside.numpy()]
+    values = _noised(logits, rows, tokens, uniforms)
     row_best = torch.full((batch,), float("-inf")).scatter_reduce(0, rows, values, "amax")
     winners = values == row_best[rows]
     return torch.full((batch,), vocabulary, dtype=torch.long).scatter_reduce(0, rows[winners], tokens[winners], "amin")
@@ -144,8 +151,13 @@ class GumbelLogitsProcessor(LogitsProcessor):
             return gumbel_choice(logits, contexts, self.keys[0])
         if self.alpha == 1:
             return gumbel_choice(logits, contexts, self.keys[1])
+        # vLLM draws both keys' tokens and keeps one per row; drawing only the kept one gives the same tokens.
         key_b = torch.rand(logits.shape[0], generator=self.routing) < self.alpha
-        return torch.where(key_b, gumbel_choice(logits, contexts, self.keys[1]), gumbel_choice(logits, contexts, self.keys[0]))
+        chosen = torch.empty(logits.shape[0], dtype=torch.long)
+        for routed, key in ((~key_b, self.keys[0]), (key_b, self.keys[1])):
+            if routed.any():
+                chosen[routed] = gumbel_choice(logits[routed], contexts[routed.numpy()], key)
+        return chosen
 
 
 class WeightedExponentialSum(ExponentialSum):
