@@ -24,7 +24,7 @@ through_router()
 
 
 def token_view(method: str, tokens: list[str], found, window: tuple[int, int] | None = None) -> None:
-    """The tokens coloured by how each counts, with WinMax's best window boxed; methods that score the whole sequence
+    """The tokens coloured by how each counts, with WinMax's best window underlined; methods that score the whole sequence
     say so instead."""
     if not found.token_flags:
         st.info(f"{method} scores the text as a whole ({METHODS[method].score_label}), not token by token, so "
@@ -270,7 +270,7 @@ def windowed(method: str, params: dict, found, window: int) -> tuple[int, int] |
     label = METHODS[method].score_label
     span = (best.start, best.start + min(window, len(found.token_flags)))
     st.write(f"WinMax over {window}-token windows: {label} {markup.score_text(best.score, label)} at tokens "
-             f"{span[0] + 1}–{span[1]} (boxed below); threshold for this length at "
+             f"{span[0] + 1}–{span[1]} (underlined below); threshold for this length at "
              f"{best.fpr:.0%} FPR: {markup.score_text(best.threshold, label)} (unwatermarked texts simulated), "
              f"p = {markup.score_text(best.p, 'p')}: "
              f"**{'a watermarked span' if best.detected else 'no watermarked span'}**")

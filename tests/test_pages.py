@@ -91,14 +91,17 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert z > 2
     assert any("Verdict at z > 4:" in m.value for m in app.markdown)
 
+    from fwsapp.ui.render import WINDOW_STYLE
+
     app.number_input(key="paste-window").set_value(32).run()
     detect().click().run()
     windowed = next(m.value for m in app.markdown if m.value.startswith("WinMax over 32-token windows: z "))
     assert "threshold for this length at 1% FPR" in windowed and "p = " in windowed
-    first, end = map(int, re.search(r"at tokens (\d+)–(\d+) \(boxed below\)", windowed).groups())
-    view = next(m.value for m in app.markdown if "outline:2px" in m.value)
-    assert view.count("outline:2px") == end - first + 1  # the best window's tokens, and only those, are boxed
-    assert f"boxed = the best window (WinMax), tokens {first}–{end}" in "".join(c.value for c in app.caption)
+    first, end = map(int, re.search(r"at tokens (\d+)–(\d+) \(underlined below\)", windowed).groups())
+    view = next(m.value for m in app.markdown if WINDOW_STYLE in m.value)
+    assert view.count(WINDOW_STYLE) == end - first + 1  # the best window's tokens, and only those, are underlined
+    assert f"underlined in purple = the best window (WinMax), tokens {first}–{end}" in "".join(
+        c.value for c in app.caption)
 
 
 def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):

@@ -102,7 +102,7 @@ def token_view(tokens: list[str], flags: list[int], weights: list[float] = (), v
     """Tokens coloured green/red by flag (unscored grey), or red → grey → green by continuous evidence (`values`),
     each made inert before it is wrapped. Where tokens carry `weights`, a token's colour is as strong as its
     weight against the largest, and its tooltip gives the weight. A newline token shows as ↵ inside its colour,
-    then breaks the line, so its flag stays visible. The tokens of `window` (first, end) are boxed."""
+    then breaks the line, so its flag stays visible. The tokens of `window` (first, end) are underlined."""
     largest = max((weight for weight, flag in zip(weights, flags) if flag >= 0), default=0) or 1
     spans = []
     for index, (token, flag) in enumerate(zip(tokens, flags)):
@@ -115,19 +115,19 @@ def token_view(tokens: list[str], flags: list[int], weights: list[float] = (), v
             strength = 0.15 + 0.85 * max(weights[index], 0) / largest
             tip.append(f"weight {weights[index]:.3g}")
         title = f' title="{html.escape(", ".join(tip), quote=True)}"' if tip else ""
-        boxed = f";{WINDOW_STYLE}" if window and window[0] <= index < window[1] else ""
+        underlined = f";{WINDOW_STYLE}" if window and window[0] <= index < window[1] else ""
         spans.append(f'<span{title} style="background:rgba{(*colour, round(strength, 3))};padding:0 1px;'
-                     f'border-radius:2px{boxed}">{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n"))
+                     f'border-radius:2px{underlined}">{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n"))
     return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"
 
 
 def detection_tokens(tokens: list[str], detection, window: tuple[int, int] | None = None) -> str:
     """A Detection's tokens as `token_view` draws them, with whatever per-token weights and evidence it carries, and
-    a WinMax window (first token, end) boxed."""
+    a WinMax window (first token, end) underlined."""
     return token_view(tokens, detection.token_flags, detection.token_weights, detection.token_values, window)
 
 
-WINDOW_STYLE = "outline:2px solid #6a3d9a;outline-offset:1px"
+WINDOW_STYLE = "box-shadow:inset 0 -3px 0 #6a3d9a"  # one purple bar under the whole window
 
 
 def detection_legend(method: str, detection, window: tuple[int, int] | None = None) -> str:
@@ -135,8 +135,8 @@ def detection_legend(method: str, detection, window: tuple[int, int] | None = No
     colours = ("red → grey → green = evidence against, neutral, for the watermark" if detection.token_values
                else "green = the token counts for the watermark, red = against")
     weights = "; a fainter colour = less weight in the score (hover for it)" if detection.token_weights else ""
-    boxed = (f"; boxed = the best window (WinMax), tokens {window[0] + 1}–{window[1]}" if window else "")
-    return f"{method}: {colours}, grey = not scored{weights}{boxed}."
+    underlined = (f"; underlined in purple = the best window (WinMax), tokens {window[0] + 1}–{window[1]}" if window else "")
+    return f"{method}: {colours}, grey = not scored{weights}{underlined}."
 
 
 CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7", "inserted": "#ffadad"}
