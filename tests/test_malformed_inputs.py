@@ -196,6 +196,15 @@ def test_a_grid_attack_step_is_checked_as_its_declaration_says(tmp_path, db, cap
     assert_refused(["grid", str(spec), "--dry-run", "--db", str(db)], [expected], db, capsys)
 
 
+def test_a_grid_takes_a_64_bit_key_written_as_a_string_where_toml_integers_stop(tmp_path, db, capsys):
+    spec = tmp_path / "vllm.toml"
+    spec.write_text(tiny_spec().replace('name = "KGW"', f'name = "vLLM-Gumbel"\nparams = {{ key = "{2**64 - 1}" }}'))
+    assert main(["grid", str(spec), "--dry-run", "--db", str(db)]) == 0
+    assert "vLLM-Gumbel" in capsys.readouterr().out
+    spec.write_text(tiny_spec().replace('name = "KGW"', 'name = "vLLM-Gumbel"\nparams = { key = "-1" }'))
+    assert_refused(["grid", str(spec), "--dry-run", "--db", str(db)], ["key = '-1'", "whole number"], db, capsys)
+
+
 def test_keep_entities_1_is_the_same_attack_setting_as_true():
     from fwsapp.robustness.attacks import ATTACKS
 

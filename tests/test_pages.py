@@ -104,6 +104,23 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
         c.value for c in app.caption)
 
 
+def test_a_64_bit_key_is_typed_as_text_and_a_wrong_one_is_named(app_db):
+    """A browser's number input holds whole numbers up to 2^53 − 1; vLLM's keys go to 2^64 − 1 (issue 47)."""
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    app.selectbox(key="paste-method").set_value("vLLM-Gumbel").run()
+    assert not app.exception
+    app.text_input(key="paste-vLLM-Gumbel-key").set_value(str(2**64 - 1)).run()
+    app.text_area[0].set_value("Type 2 diabetes is managed with diet, exercise and metformin.").run()
+    detect = next(button for button in app.button if button.label == "Detect")
+    detect.click().run()
+    assert not app.exception and not app.error and app.metric[0].label == "p"
+    app.text_input(key="paste-vLLM-Gumbel-key").set_value("twelve").run()
+    next(button for button in app.button if button.label == "Detect").click().run()
+    assert "key" in app.error[0].value and "twelve" in app.error[0].value
+
+
 def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     app = AppTest.from_file(APP, default_timeout=120)
     app.run()

@@ -194,6 +194,9 @@ def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None
                     params[key] = st.number_input(label, value=float(value), step=0.1, format="%.3f", help=help_text,
                                                   min_value=_bound(spec, "low", float), max_value=_bound(spec, "high", float),
                                                   key=f"{key_prefix}-{key}")
+                elif spec is not None and spec.high is not None and spec.high > MAX_BROWSER_INTEGER:
+                    params[key] = _whole_number(st.text_input(label, value=str(value), help=help_text,
+                                                              key=f"{key_prefix}-{key}"))
                 else:
                     params[key] = int(st.number_input(label, value=int(value), step=1, help=help_text,
                                                       min_value=_bound(spec, "low", int),
@@ -213,6 +216,18 @@ def _choice(label: str, spec, value: str, help_text: str, widget_key: str) -> st
         return chosen
     return st.text_input(f"{label} file", value="" if value in spec.choices else value, key=f"{widget_key}-file",
                          placeholder="/path/to/names.txt, one name per line").strip()
+
+
+# A browser's numbers are doubles: a whole number input holds up to 2^53 − 1. A 64-bit key (vLLM's) is typed as text.
+MAX_BROWSER_INTEGER = 2**53 - 1
+
+
+def _whole_number(text: str):
+    """The typed text as an integer where it is one; else the text itself, which the parameter check refuses by name."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return text
 
 
 def _bound(spec, side: str, kind: type):

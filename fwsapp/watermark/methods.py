@@ -67,6 +67,9 @@ class MethodInfo(PlugIn, DeclaredParams):
                 typed[key] = value  # checked_params names it
                 continue
             default = self.params[key][0]
+            if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool) \
+                    and value.strip().isdigit():
+                value = int(value)  # TOML's integers stop at 2^63 − 1: a 64-bit key is written as a string there
             wanted = "a number" if isinstance(default, float) else "a whole number" if isinstance(default, int) \
                 else "one of " + ", ".join(self.params[key][1].choices) if self.params[key][1] else "text"
             if isinstance(value, bool) or not isinstance(value, (int, float, str)) or isinstance(value, str) != isinstance(
