@@ -158,7 +158,7 @@ def test_vllms_own_detector_finds_the_watermark_in_exported_token_ids_with_fwsap
     from fwsapp.store import Store
 
     store = Store(tmp_path / "vllm.duckdb")
-    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=48, batch_size=2, seed=3, params={"key": 2**64 - 7})
+    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=24, batch_size=2, seed=3, params={"key": 2**64 - 7})
     run_id = run_generation(config, store, lm)
     exported = pd.read_csv(export_run(store, run_id, "csv", tmp_path / "run.csv"))
     detector = (vllm.GumbelWatermarkDetector(2**64 - 7, 4) if method == "vLLM-Gumbel"
