@@ -233,12 +233,12 @@ def test_a_run_generated_from_the_command_line_shows_in_the_open_app_as_it_lands
         page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
         runs = page.get_by_test_id("stMetric").filter(has_text="Runs")
         runs.get_by_text("0", exact=True).wait_for(timeout=30_000)
-        command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "6",
+        command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "5",
                    "--max-new-tokens", "32", "--batch-size", "1", "--seed", "31", "--db", str(db)]
         errors = tmp_path / "generate.err"  # a file, not a pipe: its progress lines would fill a pipe nobody reads
         process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=errors.open("w"))
         try:
-            page.get_by_text(re.compile(r"written by another process: \d of 6 samples stored")).wait_for(timeout=180_000)
+            page.get_by_text(re.compile(r"written by another process: \d of 5 samples stored")).wait_for(timeout=180_000)
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "shared-database.png"), full_page=True)
             runs.get_by_text("1", exact=True).wait_for(timeout=30_000)  # the page drawn again, not reloaded

@@ -317,13 +317,16 @@ def test_toys_registered_at_collection_are_cases_of_every_generic_test_their_sib
     one more case of the generic tests that its axis's default plug-in is a case of, and nothing else changes."""
     from tests.toy_plugins import TOYS
 
-    def collected(toys: bool) -> set[str]:
+    def collecting(toys: bool) -> subprocess.Popen:
         environment = {**os.environ, "FWSAPP_TOY_PLUGINS": "1" if toys else "0"}
-        result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-                                cwd=PROJECT, env=environment, capture_output=True, text=True, timeout=300)
-        return {line for line in result.stdout.splitlines() if "::" in line}
+        return subprocess.Popen([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                                cwd=PROJECT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
-    plain, with_toys = collected(False), collected(True)
+    def collected(process: subprocess.Popen) -> set[str]:
+        return {line for line in process.communicate(timeout=300)[0].splitlines() if "::" in line}
+
+    both = collecting(False), collecting(True)  # side by side: each collection imports the whole suite
+    plain, with_toys = map(collected, both)
     added = with_toys - plain
     assert plain <= with_toys
     for axis, (registry, toy) in TOYS.items():
