@@ -31,7 +31,8 @@ def figures_line(figures: dict) -> str:
     if figures.get("tokens needed"):  # short answers are often just too short: say how long this one would need
         quality += (f" · at this strength it would need about {figures['tokens needed']} scored tokens, not "
                     f"{figures['tokens scored']}: raise the new tokens, or δ")
-    return (f"{figures['score label']} = {figures['score']:.2f} · {verdict} (threshold: {figures['threshold']})"
+    score = markup.score_text(figures["score"], figures["score label"])  # a p of 5e-25 is not "0.00"
+    return (f"{figures['score label']} = {score} · {verdict} (threshold: {figures['threshold']})"
             f"{green}{p_value}{quality}")
 
 
