@@ -54,7 +54,8 @@ browser:
 run: install
 	$(PY) -m fwsapp.ui.serve --server.port $(PORT)
 
-# ruff first (seconds), then every test; `$(PY) -m pytest -m "not slow" -n 2` is the model-free tier alone, on both cores.
+# ruff first (seconds), then every test: the model-free tier on both cores (pytest-xdist), then the slow tier (models,
+# browsers, clusters, processes) in one process, so that each model loads once. Both tiers run whatever the first gives.
 test: install-test browser
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not slow" -n 2; fast=$$?; $(PY) -m pytest -m slow; slow=$$?; test $$fast = 0 && test $$slow = 0

@@ -350,6 +350,7 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
 
 # -- the app: who gets which page ---------------------------------------------------------------------------------------
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = sorted(str(page.relative_to(Path(APP).parent)) for page in (Path(APP).parent / "pages").glob("*.py"))
 PAGE_TEXT = ("markdown", "caption", "title", "header", "subheader", "text", "info", "success", "warning", "error")
 
 
@@ -396,7 +397,7 @@ def test_an_invite_link_opens_the_raters_own_items_and_nothing_else(served_study
     rated = store.frame("SELECT rater, seconds FROM human_ratings")
     store.close()
     assert rated.rater.tolist() == [invites[0].rater_id] and rated.seconds.iloc[0] >= 0
-    for path in ("pages/detect.py", "pages/study.py", "pages/rate.py", "pages/import.py"):
+    for path in PAGES:  # every page's URL with the link opens the rater view, and only that
         other = rater_app(invites[0].token, path)
         assert [title.value for title in other.title] == ["Rate answers"] and len(other.sidebar) == 0
 
@@ -416,9 +417,13 @@ def test_with_an_admin_token_every_page_asks_for_it_once_per_session(served_stud
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv(access.ADMIN_TOKEN_VARIABLE, "correct horse battery staple")
+    for path in PAGES:  # a stranger on any page's URL sees the sign-in alone
+        stranger = AppTest.from_file(APP, default_timeout=60)
+        stranger.switch_page(path).run()
+        assert [title.value for title in stranger.title] == ["fwsapp"] and len(stranger.sidebar) == 0, path
+        assert [widget.label for widget in stranger.text_input] == ["Admin token"] and not stranger.dataframe, path
     app = AppTest.from_file(APP, default_timeout=60)
     app.switch_page("pages/study.py").run()
-    assert [title.value for title in app.title] == ["fwsapp"] and not app.dataframe and len(app.sidebar) == 0
     app.text_input[0].set_value("wrong")
     app.button[0].click().run()
     assert app.error[0].value == "That is not the admin token." and not app.dataframe
