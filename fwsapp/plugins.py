@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from pathlib import Path
 
@@ -45,8 +45,14 @@ class Param:
     choices: tuple[str, ...] = ()
     # With choices: a path to an existing file is valid too (a lexicon of one's own).
     or_file: bool = False
+    # A key: it may be given as `$VAR`, read from that environment variable and recorded as its fingerprint alone
+    # (fwsapp/secret_keys.py).
+    secret: bool = False
 
     def describe(self) -> str:
+        if self.secret:  # the range, then the other way to give it
+            return replace(self, secret=False).describe() + ", or $VAR: read from that environment variable, only " \
+                "its fingerprint stored"
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices)) + (", or a file" if self.or_file else "")
         if self.low is not None and self.high is not None:
@@ -58,6 +64,10 @@ class Param:
         return "a finite number"
 
     def check(self, method: str, name: str, value) -> None:
+        from fwsapp.secret_keys import is_reference
+
+        if self.secret and is_reference(value):
+            return  # checked where the key is read (secret_keys.resolved)
         if self.choices:
             valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())
         elif not isinstance(value, (int, float)) or not math.isfinite(value):  # text, a list, a table

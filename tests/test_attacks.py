@@ -565,7 +565,7 @@ def test_a_rewrite_through_a_hostile_server_ends_within_its_deadline_and_stores_
     from tests.openai_stub import StubServer
 
     monkeypatch.setattr("fwsapp.judge.registry.REQUEST_TIMEOUT_SECONDS", 2.0)
-    monkeypatch.setattr("fwsapp.judge.backends.MAX_RETRY_AFTER", 1.0)
+    monkeypatch.setattr("fwsapp.models.server.MAX_RETRY_AFTER", 1.0)
     run_id = imported_qa_db(tmp_path / "hostile.duckdb", 2)
     store = Store(tmp_path / "hostile.duckdb")
     with StubServer(default=mode) as stub:

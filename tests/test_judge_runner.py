@@ -371,7 +371,7 @@ def test_a_hostile_server_ends_each_pair_within_its_deadline_with_a_reason(store
     """Every request has a total deadline (not a per-read one), a Retry-After is obeyed up to a cap (a minute; 1 s
     here), a reply is at most 4 MB and its content must be text: each pair ends unreachable or failed, in seconds,
     with a reason."""
-    monkeypatch.setattr("fwsapp.judge.backends.MAX_RETRY_AFTER", 1.0)
+    monkeypatch.setattr("fwsapp.models.server.MAX_RETRY_AFTER", 1.0)
     run_id = make_run(store, n=1)
     with StubServer(default=mode, hang_seconds=30) as stub:
         started = time.monotonic()

@@ -85,8 +85,8 @@ def redetect(
         length.check_window(method, window)
     store.run(run_id)
     prepare = normalizer(normalize)
-    set_id = detection_set_id(run_id, method, watermark.params, tokenizer.name, attack_set, normalize, window)
-    store.ensure_detection_set(set_id, run_id, method, watermark.params, tokenizer.name, watermark.score_direction,
+    set_id = detection_set_id(run_id, method, watermark.recorded_params, tokenizer.name, attack_set, normalize, window)
+    store.ensure_detection_set(set_id, run_id, method, watermark.recorded_params, tokenizer.name, watermark.score_direction,
                                attack_set, normalize, window)
     stored = store.redetections([set_id], curves=True)
     done = {(row.sample_idx, row.text_kind) for row in stored.itertuples()}

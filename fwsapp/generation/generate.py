@@ -320,7 +320,7 @@ def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
                            context))
     found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
     return UnitResult(unit, config.method, rows, [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)],
-                      watermark.params)
+                      watermark.recorded_params)
 
 
 def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:

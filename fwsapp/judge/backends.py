@@ -8,12 +8,12 @@ the client object: it is never stored, logged or exported.
 """
 from __future__ import annotations
 
-import math
 import os
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from fwsapp.models.server import ServerError, TransientServerError, bounded_http_client, faults_sorted, short
 
 from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE, REQUEST_TIMEOUT_SECONDS
 # Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
@@ -34,56 +34,12 @@ PRICES = {
 }
 
 
-# A reply is read whole within the request's timeout (the SDK's own timeout is per socket read, so a server trickling
-# bytes, or sending without end, would hold a request for ever), and is at most this large: a verdict or a rewrite is
-# a few kilobytes.
-MAX_REPLY_BYTES = 4 * 1024 * 1024
-# A server's Retry-After is obeyed up to this many seconds (it may say 100000, inf or 1e300).
-MAX_RETRY_AFTER = 60.0
-
-
-def bounded_http_client(deadline: float, max_bytes: int = MAX_REPLY_BYTES):
-    """An httpx client whose every response must arrive whole within `deadline` seconds of the request and within
-    `max_bytes`, for the openai SDK (`http_client`)."""
-    import httpx
-
-    class Bounded(httpx.SyncByteStream):
-        def __init__(self, stream, started: float):
-            self.stream, self.started = stream, started
-
-        def __iter__(self):
-            read = 0
-            for chunk in self.stream:
-                read += len(chunk)
-                if time.monotonic() - self.started > deadline:
-                    raise httpx.ReadTimeout(f"no complete reply within {deadline:g} s")
-                if read > max_bytes:
-                    raise httpx.ReadError(f"a reply of more than {max_bytes:,} bytes")
-                yield chunk
-
-        def close(self):
-            self.stream.close()
-
-    class BoundedTransport(httpx.HTTPTransport):
-        def handle_request(self, request):
-            started = time.monotonic()
-            response = super().handle_request(request)
-            response.stream = Bounded(response.stream, started)
-            return response
-
-    return httpx.Client(transport=BoundedTransport(), timeout=httpx.Timeout(deadline))
-
-
-class JudgeError(RuntimeError):
+class JudgeError(ServerError):
     """A fault that retrying will not fix (bad key, unknown model, refused request)."""
 
 
-class TransientError(JudgeError):
+class TransientError(JudgeError, TransientServerError):
     """A fault worth retrying: 429, 5xx, a timeout, a dropped or truncated response."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 @dataclass
@@ -152,7 +108,7 @@ class OpenAIBackend:
             return self._create(messages, 0.0, self.max_tokens, structured, **options)
         except openai.BadRequestError as error:
             if not structured:
-                raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
+                raise JudgeError(f"{error.status_code} refused: {short(error)}") from None
             self.structured = False  # this server takes no response_format: plain text, parsed, from now on
             return self.complete(messages)
 
@@ -163,31 +119,15 @@ class OpenAIBackend:
         try:
             return self._create(messages, temperature, max_tokens, False, seed=seed)
         except openai.BadRequestError as error:
-            raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
+            raise JudgeError(f"{error.status_code} refused: {short(error)}") from None
 
     def _create(self, messages: list[dict], temperature: float, max_tokens: int, structured: bool,
                 **options) -> Completion:
         """One chat completion, its failures sorted into transient (worth a retry) and final ones."""
-        import openai
-
-        try:
+        with faults_sorted(JudgeError, TransientError):
             response = self._client.chat.completions.create(
                 model=self.model, messages=messages, temperature=temperature, max_tokens=max_tokens, **options
             )
-        except openai.BadRequestError:
-            raise  # the caller knows what a refused request means for it
-        except openai.RateLimitError as error:
-            raise TransientError(f"429 rate limited: {_short(error)}", _retry_after(error)) from None
-        except openai.InternalServerError as error:
-            raise TransientError(f"{error.status_code} server error: {_short(error)}", _retry_after(error)) from None
-        except openai.APITimeoutError:
-            raise TransientError("timeout: no response in time") from None
-        except openai.APIConnectionError as error:
-            raise TransientError(f"connection failed or response cut off: {_short(error)}") from None
-        except openai.APIStatusError as error:
-            raise JudgeError(f"{error.status_code} refused: {_short(error)}") from None
-        except ValueError as error:  # a body that is not valid JSON
-            raise TransientError(f"unreadable response: {error}") from None
         try:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, KeyError, TypeError):
@@ -226,24 +166,9 @@ def requests_abandoned_on_interrupt(backend):
         raise
 
 
-def _retry_after(error) -> float | None:
-    """The server's Retry-After in seconds, at most MAX_RETRY_AFTER; None where it sent none or nonsense."""
-    response = getattr(error, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return None if seconds is None or math.isnan(seconds) else min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
 def _count(value) -> int | None:
     """A token count from a reply's usage; None where it is not a count."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _short(error) -> str:
-    return str(error).splitlines()[0][:200]
 
 
 class CompatibleBackend(OpenAIBackend):

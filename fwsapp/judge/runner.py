@@ -16,8 +16,6 @@
 from __future__ import annotations
 
 import hashlib
-import logging
-import random
 import threading
 import time
 from collections import Counter
@@ -27,13 +25,12 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from fwsapp.judge import prompts
-from fwsapp.judge.backends import Completion, JudgeError, TransientError, price, requests_abandoned_on_interrupt
+from fwsapp.judge.backends import Completion, JudgeError, price, requests_abandoned_on_interrupt
+from fwsapp.models.server import with_retries
 from fwsapp.judge.registry import CONCURRENT_REQUESTS
 from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
 from fwsapp.judge.records import texts_hash
 from fwsapp.store import Store
-
-log = logging.getLogger(__name__)
 
 UNREACHABLE = "unreachable"  # the request never got a verdict back; retried on the next run
 
@@ -176,19 +173,8 @@ def estimate(pairs: list[Pair], judge_model: str) -> tuple[Usage, float | None]:
 
 
 def _call_with_retries(backend, messages: list[dict], settings: JudgeSettings, stop: threading.Event) -> Completion:
-    for attempt in range(1, settings.max_attempts + 1):
-        try:
-            return backend.complete(messages, VERDICT_SCHEMA)
-        except TransientError as error:
-            if attempt == settings.max_attempts or stop.is_set():
-                raise JudgeError(f"gave up after {attempt} attempts; last: {error}") from None
-            delay = min(settings.backoff_cap, settings.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-            if error.retry_after is not None:
-                delay = max(delay, error.retry_after)
-            log.info("judge retry %d after %.2fs: %s", attempt, delay, error)
-            if stop.wait(delay):
-                raise JudgeError(f"stopped before retry {attempt + 1}; last: {error}") from None
-    raise AssertionError("unreachable")
+    return with_retries(lambda: backend.complete(messages, VERDICT_SCHEMA), settings.max_attempts, stop,
+                        settings.backoff_base, settings.backoff_cap, JudgeError, "judge")
 
 
 def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Event) -> tuple[dict, Usage]:

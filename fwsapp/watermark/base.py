@@ -73,7 +73,10 @@ class Watermark(ABC):
             cls.score_direction, cls.needs_model, cls.post_hoc = info.score_direction, info.needs_model, info.post_hoc
 
     def __init__(self, vocab_size: int, lm=None, **params):
-        self.params = self.checked_params(params)
+        # What is stored and shown (a key kept in an environment variable as `$VAR sha256:…`), and what the watermark
+        # computes with (that key read from the variable).
+        self.recorded_params = self.checked_params(params)
+        self.params = self.info.with_keys(self.recorded_params)
         if self.needs_model and lm is None:
             raise ValueError(f"{self.name} needs the model to detect: load one first.")
         self.vocab_size = vocab_size

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
+from fwsapp.secret_keys import is_reference, recorded, resolved
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +67,10 @@ class MethodInfo(PlugIn, DeclaredParams):
             if key not in self.params:
                 typed[key] = value  # checked_params names it
                 continue
-            default = self.params[key][0]
+            default, spec = self.params[key]
+            if spec is not None and spec.secret and is_reference(value):
+                typed[key] = recorded(value, f"{self.name}'s {key}")  # the variable's name and the key's fingerprint
+                continue
             if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool) \
                     and value.strip().isdigit():
                 value = int(value)  # TOML's integers stop at 2^63 − 1: a 64-bit key is written as a string there
@@ -77,6 +81,12 @@ class MethodInfo(PlugIn, DeclaredParams):
                 raise ValueError(f"Parameter {key} = {value!r}: {self.name}'s {key} must be {wanted}.")
             typed[key] = float(value) if isinstance(default, float) else int(value) if isinstance(default, int) else value
         return typed
+
+    def with_keys(self, params: dict) -> dict:
+        """`params` with each key kept in an environment variable read from it (a watermark's own parameters)."""
+        return {key: int(resolved(value, f"{self.name}'s {key}"))
+                if key in self.param_specs and self.param_specs[key].secret and is_reference(value) else value
+                for key, value in params.items()}
 
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
@@ -111,7 +121,7 @@ DELTA = Param("logit bias added to green tokens (the literature: 0.5 to 10)", lo
 Z_THRESHOLD = Param("z-score above which a text is called watermarked")
 # Up to 2^40: the SWEET/EXP seeding multiplies the key by a token-id product below the vocabulary size, and the
 # seed must fit a signed 64-bit integer for vocabularies up to 2^23.
-KEY = Param("secret key seeding the watermark", low=0, high=2**40)
+KEY = Param("secret key seeding the watermark", low=0, high=2**40, secret=True)
 GREEN_LIST_GRID = {"delta": [0.5, 1.0, 2.0], "gamma": [0.1, 0.25, 0.5]}
 XI_SOURCES = ("pcg64", "markllm")
 ALIGNMENTS = ("first", "all")
@@ -241,7 +251,7 @@ MORPHMARK = MethodInfo(
     implementation="fwsapp.watermark.morphmark:MorphMark",
 )
 VLLM_PARAMS = {
-    "key": (42, Param("the secret key of vLLM's --watermark-config", low=0, high=2**64 - 1)),
+    "key": (42, Param("the secret key of vLLM's --watermark-config", low=0, high=2**64 - 1, secret=True)),
     "context_width": (4, Param("generated tokens before each position that key its Gumbel noise", low=1, high=256)),
     "deduplicate_contexts": ("single_turn", Param(
         "a token whose context came before is sampled and scored without the watermark: none, single_turn (this "
