@@ -25,6 +25,16 @@ def register(commands) -> None:
     generate.add_argument("--max-new-tokens", type=int, default=64)
     generate.add_argument("--batch-size", type=int, default=4)
     generate.add_argument("--seed", type=int, default=42)
+    served = generate.add_argument_group(
+        "through a serving engine", "Ask the user's OpenAI-compatible server (vllm serve … --watermark-config …) for each "
+        "answer, watermarked and with \"watermarking\": false, instead of generating here. The method and its key are "
+        "the engine's watermark configuration; give the key as --param 'key=$VAR' to keep it in an environment variable.")
+    served.add_argument("--server", metavar="URL", help="the server's base URL, e.g. http://localhost:8000/v1")
+    served.add_argument("--served-model", metavar="NAME", help="the model name it serves (default: its only one)")
+    served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding its API key, if it wants one")
+    served.add_argument("--tokenizer", metavar="NAME", help="the served model's tokenizer (default: the one its name "
+                        "implies), for the detector's vocabulary and answers returned without token ids")
+    served.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
 
 
 def cmd_generate(args) -> int:
@@ -36,16 +46,46 @@ def cmd_generate(args) -> int:
 
     if args.dataset != "demo" and not Path(args.dataset).is_file():
         raise ValueError(f"--dataset {args.dataset}: no such file. Use 'demo' or a JSON, JSONL or CSV path.")
+    if not args.server and (args.served_model or args.api_key_env or args.tokenizer):
+        raise ValueError("--served-model, --api-key-env and --tokenizer go with --server.")
+    if args.server and args.model:
+        raise ValueError("--model is what this process loads; through --server, name the served model with --served-model.")
     config = RunConfig(
-        task=args.task, method=args.method, dataset=args.dataset, model=args.model or EMBEDDED_MODEL,
+        task=args.task, method=args.method, dataset=args.dataset, model=args.served_model or args.model or EMBEDDED_MODEL,
         params=parse_params(args.method, args.param), n=args.n, max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size, seed=args.seed,
+        batch_size=args.batch_size, seed=args.seed, server=args.server,
     )
     config.samples()  # the dataset and n are checked before the database or the model is touched
+    if args.server:
+        return _generate_served(args, config)
     loader = model_loader(args)
     loader(config.model)  # a model that cannot load is one error line, before the database is opened
     store = Store(args.db)
     with progress_bar(f"{config.method} {config.task}", "sample") as progress:
         [run_id] = pipeline.generate(store, [config], loader, progress=progress)
+    print(run_id)
+    return 0
+
+
+def _generate_served(args, config) -> int:
+    """The run through the server at --server: its model checked to be served, and its tokenizer here, before the
+    database is opened; what was noticed of the answers said after."""
+    import sys
+    from dataclasses import replace
+
+    from fwsapp.generation.serving import ServingEngine
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+
+    engine = ServingEngine(args.server, args.api_key_env, args.tokenizer, args.concurrency)
+    config = replace(config, model=engine.served_model(args.served_model))
+    engine.tokenizer(config.model)
+    store = Store(args.db)
+    try:
+        with progress_bar(f"{config.method} {config.task} via {config.model}", "sample") as progress:
+            [run_id] = pipeline.generate(store, [config], None, progress=progress, executor=engine)
+    finally:
+        for note in engine.notes:
+            print(f"note: {note}", file=sys.stderr)
     print(run_id)
     return 0

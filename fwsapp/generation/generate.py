@@ -58,6 +58,9 @@ class RunConfig:
     batch_size: int = 4
     seed: int = 42
     sampling: dict = field(default_factory=dict)
+    # The base URL of the OpenAI-compatible serving engine that generates the run (its `model` is the name the engine
+    # serves it by), or None to generate in this process.
+    server: str | None = None
 
     def __post_init__(self):
         self.method = canonical_name(self.method)
@@ -65,6 +68,12 @@ class RunConfig:
             raise ValueError("n, max_new_tokens and batch_size must be positive.")
         checked_seed(self.seed)
         declared = methods.info(self.method)
+        if self.server is not None:
+            checked_server_url(self.server)
+            if not declared.served_by:
+                raise ValueError(f"{self.method} is not a watermark a serving engine applies. Through a server, the method "
+                                 f"is the one its engine applies: {' or '.join(methods.served_names())}, with the key "
+                                 "and context of the engine's watermark configuration.")
         self.params = declared.typed_params(self.params)  # one setting, one run id: delta = 2 is delta = 2.0
         declared.checked_params(self.params)  # before any run is created or model loaded
         if "rng" in declared.params and "rng" not in self.params:
@@ -75,6 +84,8 @@ class RunConfig:
         sampling = {**DEFAULT_SAMPLING, **self.sampling}
         if sampling["min_new_tokens"] is None:
             sampling["min_new_tokens"] = self.max_new_tokens
+        if self.server is not None:  # an OpenAI-compatible request has no n-gram ban: the run records what was asked
+            sampling.pop("no_repeat_ngram_size")
         return sampling
 
     def samples(self) -> list:
@@ -89,6 +100,8 @@ class RunConfig:
         """What determines the outputs; the run id is its hash. The dataset counts by content."""
         identity = asdict(self)
         identity["sampling"] = self.resolved_sampling()
+        if self.server is None:  # the ids of runs generated in-process before servers could generate them
+            del identity["server"]
         if self.dataset != DEMO:
             identity["dataset_sha256"] = hashlib.sha256(Path(self.dataset).read_bytes()).hexdigest()
         return identity
@@ -101,6 +114,15 @@ class RunConfig:
         """What determines the unwatermarked texts: the identity without the method, its parameters and n
         (a batch's unwatermarked texts depend on its prompts and seed only)."""
         return plain_identity(self.identity())
+
+
+def checked_server_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--server {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
+    return url
 
 
 def plain_identity(identity: dict) -> dict:
@@ -308,18 +330,27 @@ def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
     marked = None if watermark.post_hoc else generate_batch(
         lm, prompts, config.max_new_tokens, sampling, batch_seed(config.seed, unit.batch_index, "w"), watermark,
         on_step=stepper("watermarked"))
+    return detected_unit(work, watermark, plain, marked, [lm.tokenizer(sample.prompt)["input_ids"] for sample in work.samples],
+                         lambda text: lm.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def detected_unit(work: UnitWork, watermark: Watermark, plain: GeneratedBatch, marked: GeneratedBatch | None,
+                  prompt_ids: list[list[int]], encode: Callable[[str], list[int]]) -> UnitResult:
+    """A unit's rows and detections, from its generated batches; `prompt_ids` are each prompt's tokens as the generator
+    read them (the context some detectors start from), `encode` tokenises a reference."""
+    unit = work.unit
     rows, scored = [], []  # scored: (sample, text kind, token ids, context ids)
     for offset, (index, sample) in enumerate(zip(unit.indices, work.samples)):
         rows.append(generation_row(index, sample, plain, marked, offset, len(unit.indices)))
-        context = lm.tokenizer(sample.prompt)["input_ids"]
+        context = prompt_ids[offset]
         scored.append((index, "unwatermarked", plain.token_ids[offset], context))
         if marked is not None:
             scored.append((index, "watermarked", marked.token_ids[offset], context))
         else:
-            scored.append((index, "reference", lm.tokenizer(sample.reference, add_special_tokens=False)["input_ids"],
-                           context))
+            scored.append((index, "reference", encode(sample.reference), context))
     found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
-    return UnitResult(unit, config.method, rows, [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)],
+    return UnitResult(unit, work.config.method, rows,
+                      [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)],
                       watermark.recorded_params)
 
 

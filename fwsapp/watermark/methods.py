@@ -41,6 +41,8 @@ class MethodInfo(PlugIn, DeclaredParams):
     standard_score: bool = True
     # The parameter that sets its strength, for comparisons at equal detectability (δ, α, tournament depth).
     strength_param: str | None = None
+    # Serving engines that apply it themselves, so a run can be generated through one (`generate --server`).
+    served_by: tuple[str, ...] = ()
 
     @property
     def evidence(self):
@@ -263,14 +265,14 @@ VLLM_GUMBEL = MethodInfo(
     "vLLM-Gumbel", "The watermark vLLM 0.33 serves natively (--watermark-config algorithm gumbel): Gumbel-max sampling "
                    "with Philox noise keyed by the last tokens; gamma-distribution p-value, as vLLM's detector.",
     params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
-    implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
+    served_by=("vLLM",), implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
 )
 VLLM_GUMBEL_DUALKEY = MethodInfo(
     "vLLM-Gumbel-DualKey", "vLLM's dual-key Gumbel watermark (algorithm dual_key_gumbel, the one its speculative "
                            "decoding supports): each token keyed by key B with probability alpha, else key A.",
     params={**VLLM_PARAMS, "alpha": (0.1, Param("probability that a token is keyed by key B", low=0, high=1))},
     threshold_param="p_threshold", aliases=("dual_key_gumbel",), score_direction="lower", score_label="p",
-    implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
+    served_by=("vLLM",), implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
              "standard_score": False}
@@ -318,6 +320,11 @@ def post_hoc_names() -> list[str]:
     return [entry.name for entry in METHODS if entry.post_hoc]
 
 
+def served_names() -> list[str]:
+    """The methods a serving engine applies itself, so a run of them can be generated through one."""
+    return [entry.name for entry in METHODS if entry.served_by]
+
+
 def canonical_name(name: str) -> str:
     """The registered spelling of a method name: 'kgw' -> 'KGW', 'expedit' -> 'EXP-edit'."""
     return METHODS.canonical(name)
@@ -363,6 +370,10 @@ def parse_params(method: str, pairs: list[str] | dict) -> dict:
         if key not in defaults:
             raise ValueError(f"{canonical_name(method)} has no parameter '{key}'; it has {', '.join(defaults)}.")
         kind = type(defaults[key])
+        spec = info(method).param_specs.get(key)
+        if spec is not None and spec.secret and is_reference(value):
+            params[key] = value  # read from its variable when the run is made
+            continue
         try:
             params[key] = kind(value) if not isinstance(value, kind) else value
         except ValueError:
