@@ -124,9 +124,9 @@ class ServingEngine:
                     raise Cancelled(work.unit.run_id)
                 work = prepare(work)
                 config = work.config
-                tokenizer = self.tokenizer(config.model)
                 if config.model not in self._checked_models:
                     self._checked_models.add(self.served_model(config.model))
+                tokenizer = self.tokenizer(config.model)
                 if work.unit.run_id not in self._watermarks:
                     self._watermarks[work.unit.run_id] = create(config.method, tokenizer.vocab_size, config.params,
                                                                 tokenizer=tokenizer)
