@@ -215,3 +215,22 @@ def test_the_served_models_name_is_checked_before_the_database_is_opened(tmp_pat
     assert main(["generate", "--server", "http://127.0.0.1:9/v1", "--task", "qa", "--method", "KGW", "--db", str(db)]) == 2
     assert "KGW is not a watermark a serving engine applies" in capsys.readouterr().err and not db.exists()
     assert os.environ.get(KEY_VARIABLE) is None
+
+
+@pytest.mark.model
+def test_a_spec_with_a_server_generates_its_grid_through_it(lm, tmp_path, capsys):
+    from fwsapp.cli import main
+    from tests.served_engine import served
+
+    with served(lm, KEY, EMBEDDED_MODEL) as (engine, url):
+        spec = tmp_path / "served.toml"
+        spec.write_text(f'[server]\nurl = "{url}"\nconcurrency = 2\n\n[grid]\nmodels = ["{EMBEDDED_MODEL}"]\n'
+                        'tasks = ["qa"]\nn = 2\nmax_new_tokens = 8\nbatch_size = 2\n\n'
+                        f'[[method]]\nname = "vLLM-Gumbel"\nparams = {{ key = "{KEY}" }}\n')
+        assert main(["grid", str(spec), "--db", str(tmp_path / "grid.duckdb")]) == 0
+        assert sorted(request.get("watermarking", True) for request in engine.requests) == [False, False, True, True]
+    runs, generations = served_rows(tmp_path / "grid.duckdb")
+    assert runs.status.tolist() == ["done"] and len(generations) == 2
+    spec.write_text(spec.read_text().replace(url, "localhost:8000"))
+    assert main(["grid", str(spec), "--db", str(tmp_path / "grid.duckdb")]) == 2
+    assert "[server] url 'localhost:8000' is not a server's address" in capsys.readouterr().err

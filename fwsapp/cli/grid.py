@@ -22,6 +22,8 @@ def register(commands) -> None:
     grid.add_argument("--yes", action="store_true", help="go on with a grid of more than 10,000 runs")
     grid.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the judge step's key; "
                       "where the spec names one (api_key_env), the same name, to confirm it")
+    grid.add_argument("--server-key-env", metavar="VAR", help="the environment variable holding the API key of the "
+                      "spec's [server], if it wants one (a spec never names a secret to send)")
 
 
 def cmd_grid(args) -> int:
@@ -46,6 +48,17 @@ def cmd_grid(args) -> int:
               + (f"; then {', '.join(spec.steps.names())}" if spec.steps.names() else ""))
         return 0
     executor = None
+    if args.server_key_env and not spec.server:
+        raise ValueError(f"--server-key-env {args.server_key_env}: {args.spec} has no [server] to send a key to.")
+    if spec.server and args.ray:
+        raise ValueError(f"{args.spec} generates through the serving engine at {spec.server.url}: it needs no Ray "
+                         "cluster; leave out --ray.")
+    if spec.server:
+        from fwsapp.generation.serving import ServingEngine
+
+        executor = ServingEngine(spec.server.url, args.server_key_env, spec.server.tokenizer, spec.server.concurrency)
+        for model in dict.fromkeys(config.model for config in spec.runs):
+            executor.served_model(model)  # each model served, before the database is opened
     if args.ray:
         from fwsapp.orchestration.distributed import RayExecutor
 
@@ -53,6 +66,8 @@ def cmd_grid(args) -> int:
     store = Store(args.db)
     with progress_bar(f"grid {Path(args.spec).name}", "sample") as progress:
         outcome = pipeline.grid(store, spec, model_loader(args), progress, executor=executor, api_key=api_key)
+    for note in getattr(executor, "notes", []):
+        print(f"note: {note}", file=sys.stderr)
     for run_id in outcome.run_ids:
         print(f"{run_id}: " + (f"failed: {outcome.failed[run_id]}" if run_id in outcome.failed else "done"))
     for entry in outcome.attacked:

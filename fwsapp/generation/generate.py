@@ -116,12 +116,12 @@ class RunConfig:
         return plain_identity(self.identity())
 
 
-def checked_server_url(url: str) -> str:
+def checked_server_url(url: str, option: str = "--server") -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--server {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
+        raise ValueError(f"{option} {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
     return url
 
 

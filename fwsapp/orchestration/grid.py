@@ -1,6 +1,8 @@
 """Experiments as one spec file (TOML): the grid of runs, and the steps that follow generation.
 
     [grid]                       models, tasks, seeds, n, max_new_tokens, batch_size, datasets (task -> file)
+    [server]                     url, tokenizer, concurrency: the runs generated through that serving engine, [grid]
+                                 models being the names it serves (its API key: the command line's --server-key-env)
     [[method]]                   name, params; a list value is a sweep: params = { delta = [1.0, 2.0] } is two runs
     [steps]                      score = [metrics], analyze = { recognizer, entropy_model, threshold },
                                  judge = { backend, base_url, model, concurrency, swap, timeout, budget },
@@ -93,11 +95,21 @@ class Steps:
                                           ("judge", self.judge is not None), ("attack", bool(self.attack))) if asked]
 
 
+@dataclass(frozen=True)
+class ServerSetting:
+    """[server]: the OpenAI-compatible serving engine that generates the runs."""
+
+    url: str
+    tokenizer: str | None = None
+    concurrency: int = 8
+
+
 @dataclass
 class Spec:
     name: str
     runs: list[RunConfig]
     steps: Steps = field(default_factory=Steps)
+    server: ServerSetting | None = None
 
 
 def load_spec(source: str | Path, text: str | None = None, allow_large: bool = False) -> Spec:
@@ -113,7 +125,8 @@ def load_spec(source: str | Path, text: str | None = None, allow_large: bool = F
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SpecError(f"{name}: not valid TOML ({error}).") from None
     base = Path(source).parent if text is None else PROJECT_DIR
-    _known(name, "the spec", raw, {"grid", "method", "steps"})
+    _known(name, "the spec", raw, {"grid", "method", "steps", "server"})
+    server = _server(name, raw)
     grid = _table(name, raw, "grid", required=True)
     _known(name, "[grid]", grid, GRID_KEYS)
     methods = raw.get("method")
@@ -156,12 +169,33 @@ def load_spec(source: str | Path, text: str | None = None, allow_large: bool = F
             dataset = _dataset_path(name, base, task, datasets[task], uploaded=text is not None) if task in datasets else "demo"
             try:
                 config = RunConfig(task=task, method=entry["name"], dataset=dataset, model=model,
-                                   params=dict(zip(swept, values)), seed=seed, **sizes)
+                                   params=dict(zip(swept, values)), seed=seed, server=server and server.url, **sizes)
                 config.samples()
             except (ValueError, OSError) as error:
                 raise SpecError(f"{name}: [[method]] {number} ({entry['name']}), {task}: {error}") from None
             runs.append(config)
-    return Spec(name=name, runs=list({config.run_id(): config for config in runs}.values()), steps=_steps(name, raw, allow_large))
+    return Spec(name=name, runs=list({config.run_id(): config for config in runs}.values()),
+                steps=_steps(name, raw, allow_large), server=server)
+
+
+def _server(name: str, raw: dict) -> ServerSetting | None:
+    from fwsapp.generation.generate import checked_server_url
+
+    server = _table(name, raw, "server")
+    if not server:
+        return None
+    _known(name, "[server]", server, {"url", "tokenizer", "concurrency"})
+    for key in ("url", "tokenizer"):
+        _text(name, "[server]", server, key)
+    if not server.get("url"):
+        raise SpecError(f"{name}: [server] needs url, the serving engine's base URL (e.g. http://localhost:8000/v1).")
+    try:
+        checked_server_url(server["url"], "url")
+    except ValueError as error:
+        raise SpecError(f"{name}: [server] {error}") from None
+    if "concurrency" in server and (type(server["concurrency"]) is not int or server["concurrency"] < 1):
+        raise SpecError(f"{name}: [server] concurrency must be a whole number of at least 1, not {server['concurrency']!r}.")
+    return ServerSetting(**server)
 
 
 def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> str:
