@@ -116,10 +116,18 @@ class JobManager:
         threading.Thread(target=self._run, args=(job, work), name=f"fwsapp-{kind}", daemon=True).start()
         return job
 
-    def start_generation(self, config: RunConfig) -> Job:
+    def start_generation(self, config: RunConfig, api_key_env: str | None = None, tokenizer: str | None = None) -> Job:
+        """Generate a run here, or through the serving engine at `config.server` (its API key read from `api_key_env`,
+        answers without token ids re-tokenised with `tokenizer`)."""
         def work(progress, cancel):
-            [run_id] = pipeline.generate(self.store, [config], self.model_loader, progress, cancel)
-            return f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page."
+            executor = None
+            if config.server is not None:
+                from fwsapp.generation.serving import ServingEngine
+
+                executor = ServingEngine(config.server, api_key_env, tokenizer)
+            [run_id] = pipeline.generate(self.store, [config], self.model_loader, progress, cancel, executor=executor)
+            return " ".join([f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page.",
+                             *(executor.notes if executor else [])])
 
         run_id = config.run_id()
         job = self.start("generate", f"generate:{run_id}", generation_label(config), work)
