@@ -6,6 +6,7 @@ import plotly.express as px
 import streamlit as st
 
 from fwsapp.detection import roc
+from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.ui import render as markup
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
@@ -120,7 +121,10 @@ def render() -> None:
             calibration_tab.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
                        "the p-value uniform. Achieved FPR: the share of the run's negatives it calls watermarked, with "
                        "its exact 95 % interval. The thresholds that hold 1 % and 5 % on those negatives (bootstrap 95 % "
-                       "interval) need 100 and 20 negatives in their row; tokens scored splits the negatives by length.")
+                       "interval) need 100 and 20 negatives in their row; tokens scored splits the negatives by length. "
+                       "Repeated pairs: whether a (context, token) pair that came before in a text was scored again "
+                       "(each scored) or once, in a detection set made with Re-detect's deduplication "
+                       "(`detect --deduplicate`); repetitive text breaks the nominal rate unless it is scored once.")
             st.subheader("ROC curves")
             curves = queries.roc_curves(resources.revision(), tuple(chosen))
             figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
@@ -199,6 +203,11 @@ def render() -> None:
                 help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
             own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
             redetect_params = widgets.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+            unavailable = deduplication_problem(redetect_method)
+            deduplicate = st.checkbox("Score each repeated (context, token) pair once", disabled=bool(unavailable),
+                                      key=f"redetect-deduplicate-{redetect_method}",
+                                      help=unavailable or "lm-watermarking's ignore_repeated_ngrams: a text that repeats "
+                                           "itself (a template, a list) keeps to the nominal false-positive rate.")
             manager = resources.jobs()
             if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
                 try:
@@ -206,7 +215,7 @@ def render() -> None:
                 except ValueError as error:
                     st.error(markup.message(str(error)))
                 else:
-                    manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip())
+                    manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip(), deduplicate)
                     st.rerun()
         widgets.job_status("redetect", "texts")
 

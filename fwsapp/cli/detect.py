@@ -34,6 +34,9 @@ def register(commands) -> None:
                              "for its length: finds a watermarked span pasted into a longer human text")
     detect.add_argument("--fpr", type=float, default=0.01, help="false-positive rate of --by-length's and --window's "
                         "verdicts (default %(default)s)")
+    detect.add_argument("--deduplicate", action="store_true",
+                        help="score each repeated (context, token) pair once, as lm-watermarking's "
+                             "ignore_repeated_ngrams: repetitive human text then keeps to the nominal false-positive rate")
 
     compare = command(commands, cmd_compare, "compare",
         help="methods at equal strength: each sweep's setting that reaches a target TPR, and quality there",
@@ -58,16 +61,18 @@ def cmd_detect(args) -> int:
     if not 0 < args.fpr < 1:
         raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
     if args.by_length:
-        if args.method or args.param or args.normalize or args.window or args.out:
+        if args.method or args.param or args.normalize or args.window or args.out or args.deduplicate:
             raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
-                             "--normalize, --window and --out.")
+                             "--normalize, --window, --deduplicate and --out.")
         return print_lengths(store, targets, args)
     params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
     with progress_bar("detect", "text") as progress:
         sets = pipeline.detect(store, targets, model_loader(args), progress, method=args.method, params=params,
-                               tokenizer=args.tokenizer, normalize=args.normalize, window=args.window)
+                               tokenizer=args.tokenizer, normalize=args.normalize, window=args.window,
+                               deduplicate=args.deduplicate)
     for entry in sets:
-        print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer})")
+        print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer}"
+              + (", each (context, token) pair once)" if args.deduplicate else ")"))
         if args.window:
             print("  " + windowed_rates(store, entry.set_id, entry.method, args.window, args.fpr))
     if args.out:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.detection import roc, length
+from fwsapp.detection.deduplication import deduplicated, deduplication_problem
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import canonical_name
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
@@ -43,10 +44,10 @@ def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
 
 
 def detection_set_id(run_id: str, method: str, params: dict, tokenizer: str, attack_set: str | None = None,
-                     normalize: str | None = None, window: int | None = None) -> str:
+                     normalize: str | None = None, window: int | None = None, deduplicate: bool = False) -> str:
     identity = {"run": run_id, "method": method, "params": params, "tokenizer": tokenizer}
     identity.update({key: value for key, value in (("attack", attack_set), ("normalize", normalize),
-                                                    ("window", window)) if value})
+                                                    ("window", window), ("deduplicate", deduplicate)) if value})
     return "det-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -68,6 +69,7 @@ def redetect(
     normalize: str | None = None,
     by_length: bool = False,
     window: int | None = None,
+    deduplicate: bool = False,
 ) -> str:
     """Score every stored text of a run (or of its attack set) under `method`, each normalised first where
     `normalize` names a normaliser; returns the detection set's id. Each text's statistic after every token is kept
@@ -83,11 +85,14 @@ def redetect(
     watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)  # checks parameters first
     if window is not None:
         length.check_window(method, window)
+    if deduplicate and deduplication_problem(method):
+        raise ValueError(deduplication_problem(method))
     store.run(run_id)
     prepare = normalizer(normalize)
-    set_id = detection_set_id(run_id, method, watermark.recorded_params, tokenizer.name, attack_set, normalize, window)
+    set_id = detection_set_id(run_id, method, watermark.recorded_params, tokenizer.name, attack_set, normalize, window,
+                              deduplicate)
     store.ensure_detection_set(set_id, run_id, method, watermark.recorded_params, tokenizer.name, watermark.score_direction,
-                               attack_set, normalize, window)
+                               attack_set, normalize, window, deduplicate)
     stored = store.redetections([set_id], curves=True)
     done = {(row.sample_idx, row.text_kind) for row in stored.itertuples()}
     # Scored before curves were kept, or by a method whose curve needs its prefixes detected again (NULL reads as
@@ -105,7 +110,7 @@ def redetect(
             break
         chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
         scorable = [token_ids for _, _, token_ids in chunk if len(token_ids) >= MIN_TOKENS]
-        found = iter(_scored(watermark, scorable, by_length, window))
+        found = iter(_scored(watermark, scorable, by_length, window, deduplicate))
         rows = [next(found) | {"sample_idx": sample_idx, "text_kind": kind} if len(token_ids) >= MIN_TOKENS
                 else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
                 for sample_idx, kind, token_ids in chunk]
@@ -118,12 +123,14 @@ def redetect(
     return set_id
 
 
-def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None) -> list[dict]:
+def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None, deduplicate: bool) -> list[dict]:
     """Detection records (sample and kind left to fill) of texts scored alone: whole, by window, or with the statistics
     of their LENGTH_GRID prefixes (a p for these methods) where the method has no per-token evidence and `by_length`
-    asks for them."""
+    asks for them; with `deduplicate`, each (context, token) pair once."""
     method, params = watermark.name, watermark.params
     found = watermark.detect_many([(token_ids, ()) for token_ids in texts])
+    if deduplicate:
+        found = [deduplicated(watermark, result, token_ids) for result, token_ids in zip(found, texts)]
     if window is not None:
         best = [length.winmax(method, params, result, window) for result in found]
         return [detection_record(0, "", method, wm.score, z=wm.score if watermark.info.score_label == "z" else None,
@@ -162,6 +169,7 @@ def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, l
         summaries.setdefault(entry.run_id, []).append({
             "set_id": entry.set_id, "method": entry.method, "params": json.loads(entry.params),
             "tokenizer": entry.tokenizer, "negatives": negative, "texts_scored": int(own.score.notna().sum()),
+            "deduplicate": bool(entry.deduplicate),
             "auroc": block["auroc"] if block else None, "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
             "agreement": agreement(own, stored[(stored.run_id == entry.run_id) & (stored.detector == entry.method)])
             if bool(runs.loc[entry.run_id, "imported"]) else None,

@@ -149,14 +149,16 @@ class JobManager:
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
         return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)
 
-    def start_redetect(self, run_id: str, method: str, params: dict, tokenizer_name: str) -> Job:
+    def start_redetect(self, run_id: str, method: str, params: dict, tokenizer_name: str,
+                       deduplicate: bool = False) -> Job:
         """Score a run's stored texts again (see redetect.py); a detection set beside its own scores."""
         def work(progress, cancel):
             [result] = pipeline.detect(self.store, [run_id], self.model_loader, progress, cancel, method=method,
-                                       params=params, tokenizer=tokenizer_name)
-            return f"Detection set {result.set_id}: run {run_id} scored with {method} and the {result.tokenizer} tokenizer."
+                                       params=params, tokenizer=tokenizer_name, deduplicate=deduplicate)
+            return (f"Detection set {result.set_id}: run {run_id} scored with {method} and the {result.tokenizer} "
+                    f"tokenizer{', each repeated (context, token) pair once' if deduplicate else ''}.")
 
-        key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}"
+        key = f"redetect:{run_id}:{method}:{sorted(params.items())}:{tokenizer_name}:{deduplicate}"
         return self.start("redetect", key, f"Re-detecting {run_id} with {method} ({tokenizer_name})", work)
 
     def start_lengths(self, run_ids: list[str], tokenizer: str | None = None) -> Job:

@@ -78,18 +78,23 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
            cancel: threading.Event | None = None, *, method: str | None = None, params: dict | None = None,
            tokenizer: str | None = None, normalize: str | None = None,
            attack_sets: dict[str, str] | None = None, by_length: bool = False,
-           window: int | None = None) -> list[Redetection]:
+           window: int | None = None, deduplicate: bool = False) -> list[Redetection]:
     """Score each run's stored texts again under `method` (default: the run's own) with `params` over the
     run's own, and `tokenizer` (default: the one its model implies), each text normalised first where `normalize`
     names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
     are scored too, after its clean set (whose negatives they are compared with). `by_length` gives every text its
-    score at every length (fwsapp.detection.length); `window` scores each text's best window of that many tokens (WinMax)."""
-    if window is not None:  # before any tokenizer is loaded: a window is checked against each run's method
-        for run_id in run_ids:
+    score at every length (fwsapp.detection.length); `window` scores each text's best window of that many tokens
+    (WinMax); `deduplicate` scores each repeated (context, token) pair once (fwsapp.detection.deduplication)."""
+    from fwsapp.detection.deduplication import deduplication_problem
+
+    for run_id in run_ids:  # before any tokenizer is loaded: checked against each run's method
+        if window is not None:
             length.check_window(method or store.run(run_id)["method"], window)
+        if deduplicate and deduplication_problem(method or store.run(run_id)["method"]):
+            raise ValueError(deduplication_problem(method or store.run(run_id)["method"]))
     plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
     return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
-                           by_length, window)
+                           by_length, window, deduplicate)
 
 
 def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
@@ -127,7 +132,7 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
 def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_loader: ModelLoader,
                     progress: Progress | None, cancel: threading.Event | None, normalize: str | None,
                     attack_sets: dict[str, str], by_length: bool = False,
-                    window: int | None = None) -> list[Redetection]:
+                    window: int | None = None, deduplicate: bool = False) -> list[Redetection]:
     from fwsapp.detection.redetect import redetect
 
     # Each run's own texts, then its attacked texts where there are some.
@@ -141,7 +146,7 @@ def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_lo
         lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
         set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel,
                           attack_set=attack_set, normalize=normalize, by_length=by_length and not attack_set,
-                          window=window)
+                          window=window, deduplicate=deduplicate)
         results.append(Redetection(run_id, set_id, chosen, tokenizers[name].name, attack_set))
     return results
 

@@ -221,16 +221,30 @@ def _curve_label(run) -> str:
     return f"{run.method} · {run.task} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
 
 
-def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame, sets: pd.DataFrame | None = None,
+                      set_scores: pd.DataFrame | None = None) -> pd.DataFrame:
     """The Detect page's calibration table: per run (and length bucket), the theoretical threshold's nominal and
-    achieved FPR on the run's negatives, and the empirical thresholds that hold 1 % and 5 % (`calibration`)."""
+    achieved FPR on the run's negatives, and the empirical thresholds that hold 1 % and 5 % (`calibration`). Beside a
+    run's own scores come its detection sets (`sets`, their scores in `set_scores`) of its own texts with its method
+    that scored each repeated (context, token) pair once, and, for a run without scores of its own (imported), the
+    others too. Each row says how repeated pairs were scored."""
     from fwsapp.detection.calibration import run_calibration
+    from fwsapp.detection.deduplication import repeats_scored
 
+    scored = {run.run_id: own for run, own, _, _ in _scored_runs(runs, scores)}
     rows = []
-    for run, own, _, _ in _scored_runs(runs, scores):
-        negative = roc.negative_kind(set(own.text_kind), run.method)
+    for run in runs.itertuples():
         params = json.loads(run.params) if isinstance(run.params, str) else (run.params or {})
-        rows += run_calibration(run.method, params, own[own.text_kind == negative], _curve_label(run))
+        found = [(params, scored[run.run_id], False)] if run.run_id in scored else []
+        if sets is not None and set_scores is not None:
+            own_texts = sets[(sets.run_id == run.run_id) & (sets.method == run.method) & sets.attack_set_id.isna()
+                             & sets.normalize.isna() & sets.window_tokens.isna()]
+            found += [(json.loads(entry.params), set_scores[set_scores.set_id == entry.set_id], bool(entry.deduplicate))
+                      for entry in own_texts.itertuples() if entry.deduplicate or run.run_id not in scored]
+        for used, texts, deduplicate in found:
+            negative = roc.negative_kind(set(texts.text_kind), run.method)
+            rows += [{**row, "repeated pairs": repeats_scored(run.method, used, deduplicate)} for row in
+                     run_calibration(run.method, used, texts[texts.text_kind == negative], _curve_label(run))]
     return pd.DataFrame(rows)
 
 
@@ -259,7 +273,8 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
             # What tells the sets apart first (tokenizer, generator, agreement), so it stays in view.
             rows.append({
                 "run": f"{run_id} · {entry['set_id']}", "method": entry["method"], "tokenizer": entry["tokenizer"],
-                "green lists": generator, "max |Δ| vs imported": agreement.get("max_abs_diff"),
+                "green lists": generator, "repeated pairs": "scored once" if entry["deduplicate"] else "each scored",
+                "max |Δ| vs imported": agreement.get("max_abs_diff"),
                 "AUROC": entry["auroc"],
                 **{f"TPR@FPR={key}": value for key, value in (entry["tpr_at_fpr"] or {}).items()},
                 "texts scored": entry["texts_scored"], "negatives": entry["negatives"],

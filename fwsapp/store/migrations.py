@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -299,5 +299,9 @@ MIGRATIONS = [
     ALTER TABLE attention_ratings ALTER COLUMN scores_unwatermarked DROP NOT NULL;
     ALTER TABLE attention_ratings ADD COLUMN revised TIMESTAMP;
     ALTER TABLE human_ratings ADD COLUMN revised TIMESTAMP;
+    """,
+    # 14: a detection set may score each repeated (context, token) pair once (fwsapp.detection.deduplication).
+    """
+    ALTER TABLE detection_sets ADD COLUMN deduplicate BOOLEAN DEFAULT FALSE;
     """,
 ]

@@ -12,16 +12,17 @@ class DetectionSets(StoreCore):
     # -- re-detection ----------------------------------------------------------------------------
     def ensure_detection_set(self, set_id: str, run_id: str, method: str, params: dict, tokenizer: str,
                              score_direction: str, attack_set_id: str | None = None,
-                             normalize: str | None = None, window: int | None = None) -> None:
+                             normalize: str | None = None, window: int | None = None,
+                             deduplicate: bool = False) -> None:
         if self.row("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]):
             return
         with self.transaction() as cursor:
             require_run(cursor, run_id)
             if not cursor.execute("SELECT 1 FROM detection_sets WHERE set_id = ?", [set_id]).fetchone():
                 cursor.execute(
-                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO detection_sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [set_id, run_id, method, json.dumps(params, sort_keys=True), tokenizer, score_direction, now(),
-                     attack_set_id, normalize, window],
+                     attack_set_id, normalize, window, deduplicate],
                 )
 
     def write_redetections(self, set_id: str, run_id: str, rows: list[dict]) -> None:

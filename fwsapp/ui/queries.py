@@ -191,7 +191,9 @@ def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.Da
 def calibration(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
     db = store()
     runs_frame = db.runs()
-    return calibration_frame(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)))
+    sets = db.detection_sets(list(run_ids))
+    return calibration_frame(runs_frame[runs_frame.run_id.isin(run_ids)], db.detections(list(run_ids)), sets,
+                             db.redetections(list(sets.set_id)))
 
 
 @st.cache_data(show_spinner=False)

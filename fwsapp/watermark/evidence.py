@@ -7,7 +7,7 @@ methods; a new method with another form subclasses `Evidence` in its own module.
 
 - GreenCount: green/red flags (KGW, SWEET, EntityKGW, Unigram, MorphMark): z = (G − γN) / √(Nγ(1 − γ)) over N scored;
 - WeightedGreenCount: EWD's flags with entropy weights, each weight taken against the lowest one so far;
-- PermutationGreenCount: DiPmark, (G − (1 − γ)N) / √N with N counting every token;
+- PermutationGreenCount: DiPmark, (G − (1 − γ)N) / √N with N counting every token (but a deduplicated repeat);
 - MeanG: SynthID's mean g-value over scored tokens;
 - ExponentialSum: EXP's −log(1 − r) per token, p = the Gamma(N, 1) tail of their sum.
 """
@@ -95,7 +95,8 @@ class PermutationGreenCount(Evidence):
 
     def arrays(self, detection, params):
         arrays = super().arrays(detection, params)
-        return {**arrays, "counted": np.ones_like(arrays["scored"])}
+        # Every token counts, scored or not, but a repeat that deduplication leaves out (flag -2, base.REPEATED).
+        return {**arrays, "counted": (np.asarray(detection.token_flags) != -2).astype(float)}
 
     def scores(self, arrays, params, window=None):
         gamma = params["gamma"]

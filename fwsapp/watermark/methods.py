@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
 from fwsapp.secret_keys import is_reference, recorded, resolved
@@ -43,6 +44,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     strength_param: str | None = None
     # Serving engines that apply it themselves, so a run can be generated through one (`generate --server`).
     served_by: tuple[str, ...] = ()
+    # How many tokens before a position seed its draw, from its parameters; None where no context seeds it. A seeded
+    # method's detection can score each (context, token) pair once (fwsapp.detection.deduplication).
+    seeding_context: Callable[[dict], int] | None = None
 
     @property
     def evidence(self):
@@ -111,6 +115,20 @@ class MethodInfo(PlugIn, DeclaredParams):
         return f"{self.score_label} {'<' if self.score_direction == 'lower' else '>'} {threshold:g}"
 
 
+def tokens_before(param: str, less: int = 0) -> Callable[[dict], int]:
+    """A method's seeding context: its parameter `param`, less `less` (SynthID's n-gram holds the token itself); 0 in a
+    parameter that may say "the whole context" means every token before."""
+    def width(params: dict) -> int:
+        return params[param] - less if params[param] else 2**31
+
+    return width
+
+
+def no_context(params: dict) -> int:
+    """One green list for every position (Unigram): a pair is the token alone."""
+    return 0
+
+
 # Parameters several methods share.
 RNG_PARAMS = {
     "rng": ("cuda", Param("green-list generator: cuda = MarkLLM on a GPU (the paper), cpu = MarkLLM on a CPU",
@@ -135,14 +153,14 @@ KGW = MethodInfo(
             "prefix_length": (1, Param("tokens before each position that seed its green list", low=1)),
             "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, strength_param="delta",
-    implementation="fwsapp.watermark.kgw:KGW",
+    seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.kgw:KGW",
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
     params={**KGW.params,
             "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
     threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
-    strength_param="delta", implementation="fwsapp.watermark.sweet:SWEET",
+    strength_param="delta", seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.sweet:SWEET",
 )
 DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
@@ -153,7 +171,7 @@ DIPMARK = MethodInfo(
             "prefix_length": (5, Param("context tokens hashed into each permutation (0 = the whole context)", low=0)),
             "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]}, standard_score=False, strength_param="alpha",
-    implementation="fwsapp.watermark.dipmark:DiPmark",
+    seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.dipmark:DiPmark",
 )
 EXP_EDIT = MethodInfo(
     "EXP-edit", "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values.",
@@ -181,13 +199,13 @@ ENTITY_KGW = MethodInfo(
                                "name per line", choices=("mesh", "mesh+drugs"), or_file=True))},
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     model_param="entropy_threshold", needs_tokenizer=True, strength_param="delta",
-    implementation="fwsapp.watermark.entity_kgw:EntityKGW",
+    seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.entity_kgw:EntityKGW",
 )
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
     params={"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
     threshold_param="z_threshold", strength_param="delta",
-    implementation="fwsapp.watermark.unigram:Unigram",
+    seeding_context=no_context, implementation="fwsapp.watermark.unigram:Unigram",
 )
 SYNTHID = MethodInfo(
     "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
@@ -196,13 +214,13 @@ SYNTHID = MethodInfo(
             "top_k": (40, Param("candidates in the tournament (0 = the whole vocabulary)", low=0)),
             "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
     threshold_param="mean_threshold", score_label="mean g", standard_score=False,
-    strength_param="depth", implementation="fwsapp.watermark.synthid:SynthID",
+    strength_param="depth", seeding_context=tokens_before("ngram_len", less=1), implementation="fwsapp.watermark.synthid:SynthID",
 )
 EWD = MethodInfo(
     "EWD", "Lu et al. (2024): KGW's green lists, detected with each token weighted by the spike entropy of its "
            "distribution, so low-entropy tokens count less.",
     params=KGW.params, threshold_param="z_threshold", needs_model=True, strength_param="delta",
-    implementation="fwsapp.watermark.ewd:EWD",
+    seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.ewd:EWD",
 )
 P_THRESHOLD = Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)
 EXP = MethodInfo(
@@ -213,7 +231,7 @@ EXP = MethodInfo(
             "top_k": (0, Param("sample among the k likeliest tokens (0 = the whole vocabulary)", low=0)),
             "p_threshold": (1e-4, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
-    implementation="fwsapp.watermark.exp:EXP",
+    seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.exp:EXP",
 )
 ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
@@ -250,7 +268,7 @@ MORPHMARK = MethodInfo(
             "p_0": (0.15, Param("green mass below which nothing is changed", low=0, high=1)),
             "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold",
-    implementation="fwsapp.watermark.morphmark:MorphMark",
+    seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.morphmark:MorphMark",
 )
 VLLM_PARAMS = {
     "key": (42, Param("the secret key of vLLM's --watermark-config", low=0, high=2**64 - 1, secret=True)),
