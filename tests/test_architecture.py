@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import PROJECT
 
-FOUNDATION = {"fwsapp", "fwsapp.paths", "fwsapp.plugins", "fwsapp.sample_size"}
+FOUNDATION = {"fwsapp", "fwsapp.paths", "fwsapp.plugins", "fwsapp.sample_size", "fwsapp.secret_keys"}
 STAGES = ("models", "data", "watermark", "generation", "detection", "robustness", "quality", "judge", "entities",
           "human", "results")
 LAYERS = {  # subpackage (or foundation module) -> rank; higher ranks may import lower ones
