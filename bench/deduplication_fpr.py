@@ -8,7 +8,8 @@ Every method a context seeds, at its defaults, detects human texts the embedded 
   - "template": each sentence of a reference after the same instruction line, as a discharge note's fields.
 Each text is cut to 200 tokens. A text is a false positive when its statistic passes the nominal 1 % threshold: z above
 Φ⁻¹(0.99) = 2.326 (SynthID's and DiPmark's standardised z), or p below 0.01. Each rate comes with its exact 95 %
-interval. SWEET and EWD run the model to detect, so they see `--model-per-task` texts of each task.
+interval. SWEET and EWD run the model to detect, so they see `--model-per-task` texts of each task. vLLM's methods
+deduplicate by their own option (`deduplicate_contexts`): their rows compare `none` with vLLM's default `single_turn`.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import argparse
 import json
 import re
 
-import numpy as np
 from scipy import stats
 
 from bench.common import ROOT
@@ -78,19 +78,27 @@ def main() -> None:
     print("| method | human texts | texts | achieved FPR, each pair scored | achieved FPR, each pair once |")
     print("|---|---|---:|---|---|")
     for entry in METHODS:
-        if entry.seeding_context is None:
+        engine_own = "deduplicate_contexts" in entry.params  # vLLM's methods: their own option, none or single_turn
+        if entry.seeding_context is None and not engine_own:
             continue
         needs_model = entry.detector_needs_model({})
         if needs_model and lm is None:
             lm = load_model(EMBEDDED_MODEL)
-        watermark = create(entry.name, tokenizer.vocab_size, {}, lm=lm if needs_model else None, tokenizer=tokenizer)
+        watermark = create(entry.name, tokenizer.vocab_size, {"deduplicate_contexts": "none"} if engine_own else {},
+                           lm=lm if needs_model else None, tokenizer=tokenizer)
+        engine_once = create(entry.name, tokenizer.vocab_size, {}) if engine_own else None
         for name, texts in human_sets(args.model_per_task if needs_model else args.per_task).items():
             ids = [token_ids[:TOKENS] for token_ids in tokenizer.encode_many(texts)]
             found = watermark.detect_many([(token_ids, ()) for token_ids in ids])
             plain = [false_positive(watermark, statistic(watermark, result)) for result in found]
-            once = [false_positive(watermark, statistic(watermark, deduplicated(watermark, result, token_ids)))
-                    for result, token_ids in zip(found, ids)]
-            print(f"| {entry.name} | {name} | {len(ids)} | {shown(plain)} | {shown(once)} |", flush=True)
+            if engine_once is not None:
+                once = [false_positive(engine_once, statistic(engine_once, result))
+                        for result in engine_once.detect_many([(token_ids, ()) for token_ids in ids])]
+            else:
+                once = [false_positive(watermark, statistic(watermark, deduplicated(watermark, result, token_ids)))
+                        for result, token_ids in zip(found, ids)]
+            label = f"{entry.name} (its deduplicate_contexts none, single_turn)" if engine_own else entry.name
+            print(f"| {label} | {name} | {len(ids)} | {shown(plain)} | {shown(once)} |", flush=True)
 
 
 if __name__ == "__main__":

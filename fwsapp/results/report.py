@@ -243,7 +243,8 @@ def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame, sets: pd.DataFra
                       for entry in own_texts.itertuples() if entry.deduplicate or run.run_id not in scored]
         for used, texts, deduplicate in found:
             negative = roc.negative_kind(set(texts.text_kind), run.method)
-            rows += [{**row, "repeated pairs": repeats_scored(run.method, used, deduplicate)} for row in
+            setting = {"repeated pairs": repeats_scored(run.method, used, deduplicate)}  # beside the run it qualifies
+            rows += [{"run": row.pop("run"), **setting, **row} for row in
                      run_calibration(run.method, used, texts[texts.text_kind == negative], _curve_label(run))]
     return pd.DataFrame(rows)
 
