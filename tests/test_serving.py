@@ -263,3 +263,12 @@ def test_the_generate_page_generates_through_a_server_with_the_key_from_the_envi
         assert sorted(request.get("watermarking", True) for request in engine.requests) == [False, False, True, True]
     page = " ".join(element.value for kind in ("markdown", "caption", "success") for element in getattr(app, kind))
     assert str(KEY) not in page
+
+
+def test_a_served_run_is_never_generated_by_a_model_here():
+    from fwsapp.generation.generate import InProcess, Unit, UnitWork
+
+    config = RunConfig(task="qa", method="gumbel", server="http://localhost:8000/v1")
+    work = UnitWork(config, Unit(config.run_id(), 0, (0,)), config.samples()[:1])
+    with pytest.raises(ValueError, match="is generated through the serving engine at http://localhost:8000/v1"):
+        InProcess(lambda name: pytest.fail("a model was loaded")).run([work], lambda w: w, print, print)

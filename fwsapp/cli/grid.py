@@ -47,22 +47,10 @@ def cmd_grid(args) -> int:
         print(f"{len(table)} runs; {int(table['units missing'].sum())} of {int(table['units'].sum())} units to generate"
               + (f"; then {', '.join(spec.steps.names())}" if spec.steps.names() else ""))
         return 0
-    executor = None
-    if args.server_key_env and not spec.server:
-        raise ValueError(f"--server-key-env {args.server_key_env}: {args.spec} has no [server] to send a key to.")
-    if spec.server and args.ray:
-        raise ValueError(f"{args.spec} generates through the serving engine at {spec.server.url}: it needs no Ray "
-                         "cluster; leave out --ray.")
+    executor = pipeline.spec_executor(spec, args.ray, args.server_key_env, args.device, args.dtype)
     if spec.server:
-        from fwsapp.generation.serving import ServingEngine
-
-        executor = ServingEngine(spec.server.url, args.server_key_env, spec.server.tokenizer, spec.server.concurrency)
         for model in dict.fromkeys(config.model for config in spec.runs):
             executor.served_model(model)  # each model served, before the database is opened
-    if args.ray:
-        from fwsapp.orchestration.distributed import RayExecutor
-
-        executor = RayExecutor(args.ray, device=args.device, dtype=args.dtype)
     store = Store(args.db)
     with progress_bar(f"grid {Path(args.spec).name}", "sample") as progress:
         outcome = pipeline.grid(store, spec, model_loader(args), progress, executor=executor, api_key=api_key)

@@ -392,6 +392,9 @@ class InProcess:
         for work in works:
             if cancel is not None and cancel.is_set():
                 raise Cancelled(work.unit.run_id)
+            if work.config.server is not None:  # its texts must come from its engine, not a model loaded here
+                raise ValueError(f"Run {work.unit.run_id} is generated through the serving engine at "
+                                 f"{work.config.server}, not in this process.")
             lm = self.model_loader(work.config.model)
             if lm is not self._lm:  # another model: its runs' watermarks must not keep the last one in memory
                 self._watermarks.clear()

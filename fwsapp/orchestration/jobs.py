@@ -199,11 +199,7 @@ class JobManager:
         """An experiment spec (grid.load_spec): its runs in this process, or on the Ray cluster at `address`,
         then its steps."""
         def work(progress, cancel):
-            executor = None
-            if address:
-                from fwsapp.orchestration.distributed import RayExecutor
-
-                executor = RayExecutor(address)
+            executor = pipeline.spec_executor(spec, address)
             outcome = pipeline.grid(self.store, spec, self.model_loader, progress, cancel, executor=executor)
             if outcome.judged is not None and outcome.judged.problem():
                 raise JudgeError(f"The runs are done; the judge step gave no verdict: {outcome.judged.problem()}")
@@ -212,7 +208,8 @@ class JobManager:
                     + (f", then {', '.join(spec.steps.names())}" if spec.steps.names() else "") + "."
                     + (f" {failed}." if failed else " Open them on the Detect, Quality and Entities pages."))
 
-        where = f"on Ray at {address}" if address else "in this process"
+        where = (f"through {spec.server.url}" if spec.server else f"on Ray at {address}" if address
+                 else "in this process")
         job = self.start("grid", f"grid:{spec.name}", f"{spec.name}: {len(spec.runs)} runs {where}", work)
         job.run_ids = tuple(config.run_id() for config in spec.runs)
         return job

@@ -285,6 +285,26 @@ class GridOutcome:
     attacked: list[Redetection] = field(default_factory=list)
 
 
+def spec_executor(spec, address: str | None = None, server_key_env: str | None = None, device: str | None = None,
+                  dtype: str | None = None):
+    """Where a spec's runs are generated: through its [server]'s serving engine (its API key from the environment
+    variable `server_key_env`), on the Ray cluster at `address`, or in this process (None)."""
+    if server_key_env and not spec.server:
+        raise ValueError(f"--server-key-env {server_key_env}: {spec.name} has no [server] to send a key to.")
+    if spec.server and address:
+        raise ValueError(f"{spec.name} generates through the serving engine at {spec.server.url}: it needs no Ray "
+                         "cluster; leave out --ray.")
+    if spec.server:
+        from fwsapp.generation.serving import ServingEngine
+
+        return ServingEngine(spec.server.url, server_key_env, spec.server.tokenizer, spec.server.concurrency)
+    if address:
+        from fwsapp.orchestration.distributed import RayExecutor
+
+        return RayExecutor(address, device=device, dtype=dtype)
+    return None
+
+
 def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | None = None,
          cancel: threading.Event | None = None, executor=None, step_progress: Callable[[str], Progress] | None = None,
          api_key: str | None = None) -> GridOutcome:
