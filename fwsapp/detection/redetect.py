@@ -123,7 +123,8 @@ def redetect(
     return set_id
 
 
-def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None, deduplicate: bool) -> list[dict]:
+def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None,
+            deduplicate: bool = False) -> list[dict]:
     """Detection records (sample and kind left to fill) of texts scored alone: whole, by window, or with the statistics
     of their LENGTH_GRID prefixes (a p for these methods) where the method has no per-token evidence and `by_length`
     asks for them; with `deduplicate`, each (context, token) pair once."""
