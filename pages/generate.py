@@ -30,10 +30,12 @@ def latest_samples(job) -> None:
         st.markdown(f"**Prompt {row.sample_idx}:** {markup.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)
         name = score_label(row.method)
-        plain.markdown(f"**Unwatermarked** · {name} = {row.score_unwatermarked:.2f}", unsafe_allow_html=True)
+        plain.markdown(f"**Unwatermarked** · {name} = {markup.score_text(row.score_unwatermarked, name)}",
+                       unsafe_allow_html=True)
         plain.markdown(markup.inert(row.unwatermarked_text), unsafe_allow_html=True)
         if isinstance(row.watermarked_text, str):
-            marked.markdown(f"**Watermarked** · {name} = {row.score_watermarked:.2f}", unsafe_allow_html=True)
+            marked.markdown(f"**Watermarked** · {name} = {markup.score_text(row.score_watermarked, name)}",
+                            unsafe_allow_html=True)
             marked.markdown(markup.inert(row.watermarked_text), unsafe_allow_html=True)
         else:
             marked.caption("Post-hoc detector: no watermarked text; the model text is scored against the reference.")

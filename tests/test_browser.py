@@ -28,6 +28,37 @@ def test_two_sample_demo_generation_shows_watermarked_text_and_z(streamlit_serve
     page.screenshot(path=str(ARTIFACTS / "detect.png"), full_page=True)
 
 
+def test_a_run_generated_through_a_serving_engine_from_the_generate_page(lm, tmp_path, browser_page):
+    """The Generate page's other generator: the user's OpenAI-compatible engine (here one whose sampler is vLLM's own
+    GumbelWatermarker), the watermark's key read from the app's environment and never shown."""
+    from fwsapp.models import EMBEDDED_MODEL
+    from tests.conftest import start_streamlit
+    from tests.served_engine import served
+
+    key, page = 2**63 + 11, browser_page
+    with served(lm, key, EMBEDDED_MODEL) as (engine, server), \
+            start_streamlit(tmp_path, tmp_path / "served.duckdb", SERVED_WATERMARK_KEY=str(key)) as url:
+        page.goto(f"{url}/generate")
+        page.get_by_role("heading", name="Generate").wait_for(timeout=90_000)
+        page.get_by_text("A serving engine (vLLM)").click()
+        for label, value in (("Server URL", server), ("Served model", EMBEDDED_MODEL), ("key", "$SERVED_WATERMARK_KEY")):
+            page.get_by_label(label, exact=True).fill(value)
+            page.get_by_label(label, exact=True).press("Tab")
+            settled(page)
+        for label, value in (("Samples", "2"), ("New tokens", "16")):
+            page.get_by_role("spinbutton", name=label).fill(value)
+            page.get_by_role("spinbutton", name=label).press("Enter")
+            settled(page)
+        page.get_by_role("button", name="Run", exact=True).click()
+        # A strong watermark's p in significant digits (1.2e-07), where it read "p = 0.00".
+        page.get_by_text(re.compile(r"^Watermarked · p = (\d\.\d+e-\d+|0\.\d+|< 1e-300)$")).first.wait_for(timeout=120_000)
+        assert page.get_by_text(re.compile(r"· p = 0\.00$")).count() == 0
+        assert sorted(request.get("watermarking", True) for request in engine.requests) == [False, False, True, True]
+        assert str(key) not in page.content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "generate-served.png"), full_page=True)
+
+
 def rate_items_as(page, base_url, rater, count, offset):
     page.goto(base_url)
     page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
