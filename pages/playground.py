@@ -1,7 +1,6 @@
 """Playground: type a prompt, see it answered without and with a watermark, token by token, with the detector's say."""
 import html
 
-import pandas as pd
 import streamlit as st
 
 from fwsapp.ui import render as markup
@@ -134,7 +133,7 @@ def render() -> None:
     trials = st.session_state.get("playground_comparison")
     if trials:
         st.subheader("Side by side", anchor="playground-comparison")
-        table = pd.DataFrame([history_row(each) for each in trials]).drop(columns=["new tokens", "seed", "params"])
+        table = markup.tries_table([history_row(each) for each in trials]).drop(columns=["new tokens", "seed", "params"])
         st.dataframe(table, hide_index=True, width="stretch")
         per_row = 3
         for start in range(0, len(trials), per_row):
@@ -149,7 +148,7 @@ def render() -> None:
     history = st.session_state.get(HISTORY, [])
     if history:
         st.subheader("History")
-        st.dataframe(pd.DataFrame(history[::-1]), hide_index=True, width="stretch")
+        st.dataframe(markup.tries_table(history[::-1]), hide_index=True, width="stretch")
 
 
 render()

@@ -470,6 +470,7 @@ def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_histor
     app.button[0].click().run()
     history = app.dataframe[0].value
     assert len(history) == 2 and list(history.params.str.contains("delta=4.0")) == [True, False]
+    assert history["score watermarked"].str.fullmatch(r"-?\d+\.\d{3}").all()  # z, as the answers above write it
 
 
 def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):

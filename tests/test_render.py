@@ -107,3 +107,16 @@ def test_a_p_value_is_shown_in_significant_digits_and_an_underflow_as_a_bound():
 
     assert score_text(2.1e-12, "p") == "2.1e-12" and score_text(0.0, "p") == "< 1e-300"
     assert score_text(0.2345, "p") == "0.234" and score_text(4.56789, "z") == "4.568"
+
+
+def test_the_playgrounds_tries_write_each_score_under_its_own_label():
+    """A vLLM-Gumbel try's p of 5e-25 beside a KGW try's z, in one column: neither a long decimal nor 0.000."""
+    from fwsapp.ui.render import tries_table
+
+    table = tries_table([
+        {"score is": "p", "score watermarked": 5.3e-25, "score unwatermarked": 0.41, "p watermarked": 5.3e-25},
+        {"score is": "z", "score watermarked": 6.12345, "score unwatermarked": -0.5, "p watermarked": 4.6e-10},
+    ])
+    assert table["score watermarked"].tolist() == ["5.3e-25", "6.123"]
+    assert table["score unwatermarked"].tolist() == ["0.41", "-0.500"]
+    assert table["p watermarked"].tolist() == ["5.3e-25", "4.6e-10"]

@@ -59,6 +59,19 @@ def score_text(score: float, label: str) -> str:
     return "< 1e-300" if score == 0 else f"{score:.3g}"
 
 
+def tries_table(rows: list[dict]) -> pd.DataFrame:
+    """The Playground's tries (`playground.history_row`) as a table, each score written as `score_text` writes it
+    under its own label, so a p of 5e-25 reads 5e-25 beside a z of 4.213, not a long decimal."""
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    for column in ("score watermarked", "score unwatermarked"):
+        table[column] = [score_text(score, label) if pd.notna(score) else None
+                         for score, label in zip(table[column], table["score is"])]
+    table["p watermarked"] = [score_text(p, "p") if pd.notna(p) else None for p in table["p watermarked"]]
+    return table
+
+
 def entity_legend() -> str:
     """The highlight colours and what each means, as chips."""
     return " ".join(f'<span style="background:{ENTITY_COLOURS[kind]};padding:0 6px;border-radius:3px">{meaning}</span>'
