@@ -63,10 +63,14 @@ class Param:
             return f"{'<' if self.open_high else '≤'} {self.high:g}"
         return "a finite number"
 
-    def check(self, method: str, name: str, value) -> None:
+    def names_a_variable(self, value) -> bool:
+        """Whether `value` is a secret given as `$VAR` (or recorded as `$VAR sha256:…`) rather than itself."""
         from fwsapp.secret_keys import is_reference
 
-        if self.secret and is_reference(value):
+        return self.secret and is_reference(value)
+
+    def check(self, method: str, name: str, value) -> None:
+        if self.names_a_variable(value):
             return  # checked where the key is read (secret_keys.resolved)
         if self.choices:
             valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.stats import norm
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import REPEATED
+from fwsapp.watermark.evidence import REPEATED
 
 
 def deduplication_problem(method: str) -> str | None:

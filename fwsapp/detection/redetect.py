@@ -85,8 +85,8 @@ def redetect(
     watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)  # checks parameters first
     if window is not None:
         length.check_window(method, window)
-    if deduplicate and deduplication_problem(method):
-        raise ValueError(deduplication_problem(method))
+    if deduplicate and (problem := deduplication_problem(method)):
+        raise ValueError(problem)
     store.run(run_id)
     prepare = normalizer(normalize)
     set_id = detection_set_id(run_id, method, watermark.recorded_params, tokenizer.name, attack_set, normalize, window,

@@ -37,7 +37,6 @@ class ServedAnswer:
     text: str
     token_ids: list[int]
     prompt_ids: list[int] | None  # None where the server returned none
-    retokenised: bool
     seconds: float
 
 
@@ -90,9 +89,11 @@ class ServingEngine:
                                f"({short(error)}).") from None
 
     def served_model(self, asked: str | None) -> str:
-        """`asked` where the server serves it, or the server's only model when none is asked; one line otherwise."""
+        """`asked` where the server serves it, or the server's only model when none is asked; one line otherwise. A
+        model found served is not asked about again."""
         served = self.served_models()
         if asked is None and len(served) == 1:
+            self._checked_models.add(served[0])
             return served[0]
         if asked is None:
             raise ServingError(f"The server at {self.url} serves {', '.join(served) or 'no model'}: name one with "
@@ -100,6 +101,7 @@ class ServingEngine:
         if asked not in served:
             raise ServingError(f"The server at {self.url} does not serve {asked!r}; it serves "
                                f"{', '.join(served) or 'no model'}.")
+        self._checked_models.add(asked)
         return asked
 
     def tokenizer(self, model: str):
@@ -125,7 +127,7 @@ class ServingEngine:
                 work = prepare(work)
                 config = work.config
                 if config.model not in self._checked_models:
-                    self._checked_models.add(self.served_model(config.model))
+                    self.served_model(config.model)
                 tokenizer = self.tokenizer(config.model)
                 if work.unit.run_id not in self._watermarks:
                     self._watermarks[work.unit.run_id] = create(config.method, tokenizer.vocab_size, config.params,
@@ -203,11 +205,10 @@ class ServingEngine:
                                "again to resume.") from None
         seconds = time.perf_counter() - started
         text, token_ids, prompt_ids = answer_of(response, tokenizer.vocab_size)
-        retokenised = token_ids is None
-        if retokenised:
+        if token_ids is None:
             token_ids = tokenizer.encode(text)
             self._retokenised.add(tokenizer.name)
-        return ServedAnswer(text, token_ids, prompt_ids, retokenised, seconds)
+        return ServedAnswer(text, token_ids, prompt_ids, seconds)
 
     def _check_opt_out(self, result: UnitResult, watermark) -> None:
         """Whether the answers asked for without the watermark carry it (a server that ignores the opt-out)."""

@@ -206,7 +206,8 @@ class JobManager:
             failed = "; ".join(f"{run_id} failed: {reason}" for run_id, reason in outcome.failed.items())
             return (f"{len(outcome.run_ids) - len(outcome.failed)} of {len(outcome.run_ids)} runs done"
                     + (f", then {', '.join(spec.steps.names())}" if spec.steps.names() else "") + "."
-                    + (f" {failed}." if failed else " Open them on the Detect, Quality and Entities pages."))
+                    + (f" {failed}." if failed else " Open them on the Detect, Quality and Entities pages.")
+                    + "".join(f" {note}" for note in getattr(executor, "notes", [])))
 
         where = (f"through {spec.server.url}" if spec.server else f"on Ray at {address}" if address
                  else "in this process")

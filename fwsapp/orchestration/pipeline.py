@@ -90,8 +90,8 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     for run_id in run_ids:  # before any tokenizer is loaded: checked against each run's method
         if window is not None:
             length.check_window(method or store.run(run_id)["method"], window)
-        if deduplicate and deduplication_problem(method or store.run(run_id)["method"]):
-            raise ValueError(deduplication_problem(method or store.run(run_id)["method"]))
+        if deduplicate and (problem := deduplication_problem(method or store.run(run_id)["method"])):
+            raise ValueError(problem)
     plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
     return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
                            by_length, window, deduplicate)

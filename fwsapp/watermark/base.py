@@ -19,9 +19,6 @@ from fwsapp.watermark.methods import MethodInfo
 Texts = Sequence[tuple[Sequence[int], Sequence[int]]]
 
 
-REPEATED = -2
-
-
 @dataclass
 class Detection:
     """One text's detection result. `score` is what thresholds and ROC curves use."""
@@ -30,7 +27,7 @@ class Detection:
     num_tokens_scored: int
     z: float | None = None
     p: float | None = None
-    # Per token: 1 green, 0 red, -1 not scored (context or too short a prefix), REPEATED not scored because its
+    # Per token: 1 green, 0 red, -1 not scored (context or too short a prefix), evidence.REPEATED not scored as its
     # (context, token) pair came before (a deduplicated detection).
     token_flags: list[int] = field(default_factory=list)
     # Per token, how much it counts in the score (EWD's entropy weights); empty when every scored token counts 1.

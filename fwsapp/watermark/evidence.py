@@ -16,6 +16,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import gamma as gamma_distribution
 
+# A token's flag when a deduplicated detection leaves it out because its (context, token) pair came before
+# (fwsapp.detection.deduplication): neither scored nor, for DiPmark, counted.
+REPEATED = -2
+
 
 def sums(values: np.ndarray, window: int | None = None) -> np.ndarray:
     """Sums along the last axis over each prefix (`window` None) or each run of `window` consecutive tokens."""
@@ -95,8 +99,8 @@ class PermutationGreenCount(Evidence):
 
     def arrays(self, detection, params):
         arrays = super().arrays(detection, params)
-        # Every token counts, scored or not, but a repeat that deduplication leaves out (flag -2, base.REPEATED).
-        return {**arrays, "counted": (np.asarray(detection.token_flags) != -2).astype(float)}
+        # Every token counts, scored or not, but a repeat that deduplication leaves out.
+        return {**arrays, "counted": (np.asarray(detection.token_flags) != REPEATED).astype(float)}
 
     def scores(self, arrays, params, window=None):
         gamma = params["gamma"]

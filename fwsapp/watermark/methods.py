@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
-from fwsapp.secret_keys import is_reference, recorded, resolved
+from fwsapp.secret_keys import recorded, resolved
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +74,7 @@ class MethodInfo(PlugIn, DeclaredParams):
                 typed[key] = value  # checked_params names it
                 continue
             default, spec = self.params[key]
-            if spec is not None and spec.secret and is_reference(value):
+            if spec is not None and spec.names_a_variable(value):
                 typed[key] = recorded(value, f"{self.name}'s {key}")  # the variable's name and the key's fingerprint
                 continue
             if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool) \
@@ -91,7 +91,7 @@ class MethodInfo(PlugIn, DeclaredParams):
     def with_keys(self, params: dict) -> dict:
         """`params` with each key kept in an environment variable read from it (a watermark's own parameters)."""
         return {key: int(resolved(value, f"{self.name}'s {key}"))
-                if key in self.param_specs and self.param_specs[key].secret and is_reference(value) else value
+                if key in self.param_specs and self.param_specs[key].names_a_variable(value) else value
                 for key, value in params.items()}
 
     def checked_params(self, params: dict) -> dict:
@@ -389,7 +389,7 @@ def parse_params(method: str, pairs: list[str] | dict) -> dict:
             raise ValueError(f"{canonical_name(method)} has no parameter '{key}'; it has {', '.join(defaults)}.")
         kind = type(defaults[key])
         spec = info(method).param_specs.get(key)
-        if spec is not None and spec.secret and is_reference(value):
+        if spec is not None and spec.names_a_variable(value):
             params[key] = value  # read from its variable when the run is made
             continue
         try:
