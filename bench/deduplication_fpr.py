@@ -78,15 +78,16 @@ def main() -> None:
     print("| method | human texts | texts | achieved FPR, each pair scored | achieved FPR, each pair once |")
     print("|---|---|---:|---|---|")
     for entry in METHODS:
-        engine_own = "deduplicate_contexts" in entry.params  # vLLM's methods: their own option, none or single_turn
-        if entry.seeding_context is None and not engine_own:
+        own = entry.deduplication_param  # vLLM's methods deduplicate by their own option: its first choice, then default
+        if entry.seeding_context is None and own is None:
             continue
         needs_model = entry.detector_needs_model({})
         if needs_model and lm is None:
             lm = load_model(EMBEDDED_MODEL)
-        watermark = create(entry.name, tokenizer.vocab_size, {"deduplicate_contexts": "none"} if engine_own else {},
+        every_pair = {own: entry.params[own][1].choices[0]} if own else {}
+        watermark = create(entry.name, tokenizer.vocab_size, every_pair,
                            lm=lm if needs_model else None, tokenizer=tokenizer)
-        engine_once = create(entry.name, tokenizer.vocab_size, {}) if engine_own else None
+        engine_once = create(entry.name, tokenizer.vocab_size, {}) if own else None
         for name, texts in human_sets(args.model_per_task if needs_model else args.per_task).items():
             ids = [token_ids[:TOKENS] for token_ids in tokenizer.encode_many(texts)]
             found = watermark.detect_many([(token_ids, ()) for token_ids in ids])
@@ -97,7 +98,7 @@ def main() -> None:
             else:
                 once = [false_positive(watermark, statistic(watermark, deduplicated(watermark, result, token_ids)))
                         for result, token_ids in zip(found, ids)]
-            label = f"{entry.name} (its deduplicate_contexts none, single_turn)" if engine_own else entry.name
+            label = f"{entry.name} (its {own} {every_pair[own]}, {entry.defaults[own]})" if own else entry.name
             print(f"| {label} | {name} | {len(ids)} | {shown(plain)} | {shown(once)} |", flush=True)
 
 

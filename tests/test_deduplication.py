@@ -99,3 +99,11 @@ def test_a_deduplicated_detection_set_is_kept_beside_the_plain_one_and_the_calib
     assert set(table["repeated pairs"]) == {"each scored", "scored once"}
     assert main(["detect", "--run", run_id, "--db", str(db), "--method", "EXP-edit", "--deduplicate"]) == 2
     assert "EXP-edit is not seeded by the tokens before each position" in capsys.readouterr().err
+
+
+def test_a_method_that_deduplicates_itself_says_so_by_its_registered_parameter():
+    from fwsapp.detection.deduplication import repeats_scored
+
+    assert "its own deduplicate_contexts parameter" in deduplication_problem("vLLM-Gumbel")
+    assert repeats_scored("vLLM-Gumbel", {"deduplicate_contexts": "none"}, False) == "its own deduplicate_contexts=none"
+    assert repeats_scored("KGW", {}, False) == "each scored" and repeats_scored("KGW", {}, True) == "scored once"

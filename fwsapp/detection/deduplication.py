@@ -25,8 +25,8 @@ def deduplication_problem(method: str) -> str | None:
     info = methods.info(method)
     if info.seeding_context is None:
         return (f"{info.name} is not seeded by the tokens before each position, so it has no repeated (context, token) "
-                "pairs to score once" + (" (its own deduplicate_contexts parameter does it the engine's way)"
-                                         if "deduplicate_contexts" in info.params else "") + ".")
+                "pairs to score once" + (f" (its own {info.deduplication_param} parameter does it its way)"
+                                         if info.deduplication_param else "") + ".")
     if info.evidence is None:
         return f"{info.name}'s score is not a sum over tokens, so it cannot be taken again without the repeats."
     return None
@@ -68,5 +68,7 @@ def repeats_scored(method: str, params: dict, deduplicate: bool) -> str:
     """How a detection scored repeated (context, token) pairs, for a table: each time, or once."""
     if deduplicate:
         return "scored once"
-    own = {**methods.info(method).defaults, **params}.get("deduplicate_contexts")
-    return f"vLLM's deduplicate_contexts={own}" if own is not None else "each scored"
+    info = methods.info(method)
+    if info.deduplication_param is None:
+        return "each scored"
+    return f"its own {info.deduplication_param}={({**info.defaults, **params})[info.deduplication_param]}"

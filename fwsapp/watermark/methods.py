@@ -47,6 +47,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     # How many tokens before a position seed its draw, from its parameters; None where no context seeds it. A seeded
     # method's detection can score each (context, token) pair once (fwsapp.detection.deduplication).
     seeding_context: Callable[[dict], int] | None = None
+    # The choice parameter by which its own detector scores a repeated context once (vLLM's deduplicate_contexts),
+    # its first choice scoring every one.
+    deduplication_param: str | None = None
 
     @property
     def evidence(self):
@@ -283,14 +286,15 @@ VLLM_GUMBEL = MethodInfo(
     "vLLM-Gumbel", "The watermark vLLM 0.33 serves natively (--watermark-config algorithm gumbel): Gumbel-max sampling "
                    "with Philox noise keyed by the last tokens; gamma-distribution p-value, as vLLM's detector.",
     params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
-    served_by=("vLLM",), implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
+    served_by=("vLLM",), deduplication_param="deduplicate_contexts", implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
 )
 VLLM_GUMBEL_DUALKEY = MethodInfo(
     "vLLM-Gumbel-DualKey", "vLLM's dual-key Gumbel watermark (algorithm dual_key_gumbel, the one its speculative "
                            "decoding supports): each token keyed by key B with probability alpha, else key A.",
     params={**VLLM_PARAMS, "alpha": (0.1, Param("probability that a token is keyed by key B", low=0, high=1))},
     threshold_param="p_threshold", aliases=("dual_key_gumbel",), score_direction="lower", score_label="p",
-    served_by=("vLLM",), implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
+    served_by=("vLLM",), deduplication_param="deduplicate_contexts",
+    implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
              "standard_score": False}
