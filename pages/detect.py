@@ -148,8 +148,10 @@ def render() -> None:
             st.plotly_chart(figure, width="stretch")
             st.subheader("Scores per text")
             per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
-            st.dataframe(per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]]
-                         .dropna(axis=1, how="all").round(4)
+            per_text = markup.scores_written(
+                per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]],
+                {"score": per_text.method.map(score_label), "z": "z", "p": "p"})  # a p of 1e-30 is not "0"
+            st.dataframe(per_text.dropna(axis=1, how="all")
                          .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
 
             st.subheader("Token-level view")

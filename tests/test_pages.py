@@ -75,6 +75,7 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert calibration.loc[0, "threshold at 1% FPR"] == "not enough data (n = 4)"
     per_text = app.dataframe[4].value
     assert len(per_text) == 8
+    assert per_text.score.str.fullmatch(r"-?\d+\.\d{3}").all()  # KGW's z, three decimals, as everywhere
     assert len(app.get("plotly_chart")) == 3  # tokens to detect, the ROC overlay, the score distributions
     assert "span" in next(m.value for m in app.markdown if "background:" in m.value)  # the token view
 

@@ -120,3 +120,15 @@ def test_the_playgrounds_tries_write_each_score_under_its_own_label():
     assert table["score watermarked"].tolist() == ["5.3e-25", "6.123"]
     assert table["score unwatermarked"].tolist() == ["0.41", "-0.500"]
     assert table["p watermarked"].tolist() == ["5.3e-25", "4.6e-10"]
+
+
+def test_a_column_of_scores_is_written_under_each_rows_label():
+    """The Detect page's scores per text: a vLLM-Gumbel p of 1e-30 beside a KGW z read 0 and 4.2 when rounded."""
+    import pandas as pd
+
+    from fwsapp.ui.render import scores_written
+
+    table = pd.DataFrame({"score": [1e-30, 4.21234, None], "p": [1e-30, 1.3e-05, 0.5]})
+    written = scores_written(table, {"score": ["p", "z", "z"], "p": "p"})
+    assert written.score.tolist()[:2] == ["1e-30", "4.212"] and pd.isna(written.score[2])  # nothing, not "nan"
+    assert written.p.tolist() == ["1e-30", "1.3e-05", "0.5"]

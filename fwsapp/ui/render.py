@@ -59,17 +59,26 @@ def score_text(score: float, label: str) -> str:
     return "< 1e-300" if score == 0 else f"{score:.3g}"
 
 
+def scores_written(table: pd.DataFrame, labels: dict) -> pd.DataFrame:
+    """`table` with each column of `labels` written as `score_text` writes a score under its label (one label for the
+    column, or one per row), so a p of 5e-25 reads 5e-25 beside a z of 4.213, not 0 or a long decimal."""
+    if table.empty:
+        return table
+    written = {}
+    for column, label in labels.items():
+        row_labels = [label] * len(table) if isinstance(label, str) else list(label)
+        written[column] = [score_text(score, kind) if pd.notna(score) else None
+                           for score, kind in zip(table[column], row_labels)]
+    return table.assign(**written)
+
+
 def tries_table(rows: list[dict]) -> pd.DataFrame:
-    """The Playground's tries (`playground.history_row`) as a table, each score written as `score_text` writes it
-    under its own label, so a p of 5e-25 reads 5e-25 beside a z of 4.213, not a long decimal."""
+    """The Playground's tries (`playground.history_row`) as a table, each score under its own label."""
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    for column in ("score watermarked", "score unwatermarked"):
-        table[column] = [score_text(score, label) if pd.notna(score) else None
-                         for score, label in zip(table[column], table["score is"])]
-    table["p watermarked"] = [score_text(p, "p") if pd.notna(p) else None for p in table["p watermarked"]]
-    return table
+    return scores_written(table, {"score watermarked": table["score is"], "score unwatermarked": table["score is"],
+                                  "p watermarked": "p"})
 
 
 def entity_legend() -> str:
