@@ -18,6 +18,7 @@ from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
 from fwsapp.detection.strength import on_tradeoff
+from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, no_equal_strength, written
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -182,6 +183,34 @@ def render() -> None:
                      hide_index=True, width="stretch")
         with st.expander("The swept runs"):
             st.dataframe(widgets.uniform(swept.drop(columns="sweep").round(3)), hide_index=True, width="stretch")
+
+    st.subheader("Two methods text by text")
+    st.caption("Whether one method leaves fewer unsupported disease names than another, beyond the noise: runs of the "
+               "two that differ only in the method pair seed by seed, and their texts prompt by prompt. Each row is the "
+               "candidate minus the baseline over the paired texts, at equal δ and at equal strength (each method at "
+               "the value, run on every seed, whose TPR after T tokens is nearest the target above), with a 95 % "
+               "interval from a bootstrap over prompts, a permutation p-value, and the smallest difference the texts "
+               "could detect (80 % power). `python -m bench.entity_study` makes such runs; `python -m fwsapp paired` "
+               "prints the same table.")
+    comparable = comparable_methods(runs.method.unique())
+    if len(comparable) < 2:
+        st.info("Needs runs of two methods with a strength parameter (δ) on the same prompts and seeds.")
+    else:
+        columns = st.columns(2)
+        candidate = columns[0].selectbox("Candidate", comparable, key="paired-candidate",
+                                         index=comparable.index("EntityKGW") if "EntityKGW" in comparable else 0)
+        others = [name for name in comparable if name != candidate]
+        baseline = columns[1].selectbox("Baseline", others, key="paired-baseline",
+                                        index=others.index("KGW") if "KGW" in others else 0)
+        differences = queries.paired_comparison(resources.revision(), candidate, baseline, float(target_tpr),
+                                                target_fpr, int(target_tokens), alpha, beta, mapping_key)
+        if differences.empty:
+            st.info(f"No runs of {candidate} and {baseline} pair: they need the same model, task, dataset, prompts, "
+                    "new tokens, sampling and seed.")
+        else:
+            st.dataframe(written(differences), hide_index=True, width="stretch")
+            if EQUAL_STRENGTH not in set(differences.setting):
+                st.caption(no_equal_strength(int(target_tokens)))
 
     st.subheader("Trade-off: detectability against FWS")
     points, front, reference = views["tradeoff"], views["front"], views["reference"]

@@ -1,8 +1,10 @@
-"""`detect`, `compare`: stored texts scored again, by length and in windows; methods at equal strength."""
+"""`detect`, `compare`, `paired`: stored texts scored again, by length and in windows; methods at equal strength; two
+methods compared text by text."""
 from __future__ import annotations
 
 
-from fwsapp.cli.options import command, target_options
+from fwsapp.cli.options import command, recognizer, target_options
+from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.detection.length import windowed_rates
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
@@ -48,6 +50,24 @@ def register(commands) -> None:
     compare.add_argument("--fpr", type=float, default=0.01)
     compare.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
     compare.add_argument("--runs", nargs="+", metavar="ID", help="the swept runs (default: every run)")
+
+    paired = command(commands, cmd_paired, "paired",
+        help="two methods text by text on the same prompts and seeds: paired differences with 95%% intervals",
+        description="Runs of the two methods that differ only in the method and its parameters pair seed by seed, "
+                    "and their texts prompt by prompt. At equal delta and at equal strength (each method at the "
+                    "value, run on every seed, whose TPR after --tokens at --fpr is nearest --target-tpr): disease "
+                    "mentions unsupported and introduced per text, the unsupported share, FWS (Auto) and entity "
+                    "survival under each attack both sides had; the candidate minus the baseline, with a bootstrap "
+                    "interval over prompts, a permutation p-value and the minimum detectable difference.")
+    paired.add_argument("--method", required=True, help="the candidate, e.g. EntityKGW")
+    paired.add_argument("--against", required=True, help="the baseline, e.g. KGW")
+    paired.add_argument("--target-tpr", type=float, default=0.9)
+    paired.add_argument("--fpr", type=float, default=0.01)
+    paired.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
+    paired.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
+    paired.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
+    recognizer(paired, "whose entity analysis the mention counts read")
+    paired.add_argument("--out", help="also write the table (every digit) to this CSV file")
 
 
 def cmd_detect(args) -> int:
@@ -143,3 +163,26 @@ def cmd_compare(args) -> int:
     print(points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]].to_string(
         index=False, float_format=lambda value: f"{value:.3g}"))
     return 1 if table.empty else 0
+
+
+def cmd_paired(args) -> int:
+    from fwsapp.results.paired import EQUAL_STRENGTH, comparison_table, no_equal_strength, written
+    from fwsapp.store import Store
+
+    table = comparison_table(Store(args.db), args.method, args.against, args.target_tpr, args.fpr, args.tokens,
+                             args.recognizer, args.alpha, args.beta)
+    if table.empty:
+        print(f"No runs of {args.method} and {args.against} pair: they need the same model, task, dataset, prompts, "
+              "new tokens, sampling and seed, and a strength parameter; `python -m bench.entity_study` makes such runs.")
+        return 1
+    if args.out:
+        table.to_csv(args.out, index=False)
+    print(f"{args.method} (candidate) against {args.against} (baseline), texts paired by prompt and seed; difference = "
+          "candidate − baseline, 95% interval from a bootstrap over prompts, detectable = the difference a two-sided "
+          "test finds with 80% power")
+    for setting, rows in written(table).groupby("setting", sort=False):
+        print(f"\n{setting}:")
+        print(rows.drop(columns="setting").to_string(index=False))
+    if EQUAL_STRENGTH not in set(table.setting):
+        print(f"\n{no_equal_strength(args.tokens)}")
+    return 0

@@ -23,6 +23,7 @@ from fwsapp.results.report import (
     weigh,
 )
 from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_quality
+from fwsapp.results.paired import comparison_table
 from fwsapp.results.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
 from fwsapp.watermark.factory import explain
@@ -215,6 +216,14 @@ def equal_strength(revision_key: str, target_tpr: float, fpr: float, tokens: int
     points = with_quality(strength_tprs(revision_key, fpr, tokens),
                           report(revision_key, alpha, beta, include_smoke_tests))
     return points, matched(points, target_tpr)
+
+
+@st.cache_data(show_spinner="Resampling the paired texts…")
+def paired_comparison(revision_key: str, candidate: str, baseline: str, target_tpr: float, fpr: float, tokens: int,
+                      alpha: float, beta: float, mapping: tuple[tuple[str, str], ...]) -> pd.DataFrame:
+    """Two methods text by text (`fwsapp.results.paired`), at the page's target and weights."""
+    return comparison_table(store(), candidate, baseline, target_tpr, fpr, tokens, alpha=alpha, beta=beta,
+                            mapping=dict(mapping))
 
 
 @st.cache_data(show_spinner=False)

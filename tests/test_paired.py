@@ -1,0 +1,139 @@
+"""Two methods compared text by text (fwsapp.results.paired): the statistics on known sums, then the pairing of
+generated runs, the CLI and the FWS page."""
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fwsapp.cli import main
+from fwsapp.results import paired
+
+from tests.test_pages import APP
+
+
+def sums(candidate_sum, candidate_count, baseline_sum, baseline_count, task="qa", setting=paired.EQUAL_DELTA):
+    frame = pd.DataFrame({"candidate_sum": candidate_sum, "candidate_count": candidate_count,
+                          "baseline_sum": baseline_sum, "baseline_count": baseline_count})
+    return frame.assign(task=task, setting=setting, compared="delta 2 against delta 2", candidate_value=2.0,
+                        baseline_value=2.0, seeds=2, measure=paired.UNSUPPORTED_SHARE, prompt=range(len(frame)),
+                        texts=2)
+
+
+def test_the_permutation_test_swaps_a_prompts_sum_and_count_together_and_is_exact_over_every_swap():
+    rng = np.random.default_rng(3)
+    mentions = [rng.integers(1, 6, 8), rng.integers(1, 6, 8)]
+    unsupported = [rng.integers(0, count + 1) for count in mentions]
+    frame = sums(unsupported[0], mentions[0], unsupported[1], mentions[1])
+    found = paired.paired_difference(frame)
+
+    share = lambda numerators, counts: sum(numerators) / sum(counts)  # noqa: E731
+    assert found["candidate"] == pytest.approx(share(unsupported[0], mentions[0]))
+    assert found["difference"] == pytest.approx(found["candidate"] - found["baseline"])
+    # Every one of the 2^8 ways to swap the two methods within prompts, each prompt's (unsupported, mentions) as one.
+    null = []
+    for swaps in itertools.product((False, True), repeat=8):
+        sides = [[(unsupported[1 - first][i], mentions[1 - first][i]) if swap else
+                  (unsupported[first][i], mentions[first][i]) for i, swap in enumerate(swaps)] for first in (0, 1)]
+        null.append(share(*zip(*sides[0])) - share(*zip(*sides[1])))
+    null, observed = np.array(null), found["difference"]
+    tolerance = 1e-12 * max(1.0, abs(observed))
+    one_sided = min(np.mean(null >= observed - tolerance), np.mean(null <= observed + tolerance))
+    assert found["p"] == pytest.approx(min(1.0, 2 * one_sided))
+    assert found["low"] <= observed <= found["high"]
+
+
+def test_a_mean_per_text_gets_a_bca_interval_and_the_difference_80_percent_power_finds():
+    rng = np.random.default_rng(0)
+    baseline = rng.poisson(1.5, 200).astype(float)
+    candidate = baseline - 0.5 + rng.normal(0, 1, 200)
+    frame = sums(candidate, np.ones(200), baseline, np.ones(200)).assign(measure="unsupported mentions per text",
+                                                                          texts=1)
+    found = paired.paired_difference(frame)
+    differences = candidate - baseline
+    assert found["difference"] == pytest.approx(differences.mean())
+    standard_error = differences.std(ddof=1) / np.sqrt(200)
+    # 2.80 standard errors, the bootstrap's close to the textbook one.
+    assert found["detectable"] == pytest.approx(2.8016 * standard_error, rel=0.1)
+    assert found["low"] == pytest.approx(differences.mean() - 1.96 * standard_error, abs=0.3 * standard_error)
+    assert found["high"] < 0 and found["p"] < 0.001 and found["prompts"] == 200 and found["texts"] == 200
+
+
+def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart():
+    alone = paired.paired_difference(sums([1], [2], [0], [2]))
+    assert alone["difference"] == 0.5 and np.isnan(alone["low"]) and np.isnan(alone["p"])
+
+    both = pd.concat([sums([1, 0, 2], [2, 1, 3], [0, 1, 1], [2, 2, 2], task=task) for task in ("qa", "completion")])
+    table = paired.difference_table(both, resamples=199)
+    assert list(table.task) == ["completion", "qa", paired.ALL_TASKS]
+    assert list(table.prompts) == [3, 3, 6] and list(table.texts) == [6, 6, 12]
+    assert table.difference.iloc[-1] == pytest.approx(6 / 12 - 4 / 12)
+    assert table.compared.iloc[-1] == "at 2 on each task"
+    assert paired.written(table)["95% interval"].str.contains(" to ").all()
+
+
+@pytest.fixture(scope="module")
+def paired_runs(lm, tmp_path_factory):
+    """KGW and EntityKGW at δ 2 on the same 10 QA prompts under seeds 7 and 8, scored, analysed and attacked; and a
+    KGW run of 8 prompts, which pairs with nothing."""
+    from fwsapp.generation.generate import RunConfig
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+
+    store = Store(tmp_path_factory.mktemp("paired") / "paired.duckdb")
+    configs = [RunConfig(task="qa", method=method, n=n, max_new_tokens=24, batch_size=10, seed=seed,
+                         params={"delta": 2.0}) for method in ("KGW", "EntityKGW") for seed in (7, 8) for n in (10,)]
+    configs.append(RunConfig(task="qa", method="KGW", n=8, max_new_tokens=24, batch_size=8, seed=7,
+                             params={"delta": 2.0}))
+    loader = lambda name: lm  # noqa: E731
+    run_ids = pipeline.generate(store, configs, loader)
+    pipeline.score(store, run_ids, loader, metrics=("simcse_reference", "rouge", "f1", "factuality"), recognizer="mesh")
+    pipeline.analyze(store, run_ids, loader, recognizer="mesh")
+    pipeline.attack(store, run_ids[:4], loader, attack="word-deletion", params={"ratio": 0.3}, seed=0)
+    return store, run_ids
+
+
+def test_runs_pair_seed_by_seed_and_each_text_counts_its_stored_mentions(paired_runs, capsys, app_db):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import copy_store
+
+    store, run_ids = paired_runs
+    assert [found.setting for found in paired.settings(store, "EntityKGW", "KGW")] == [paired.EQUAL_DELTA]  # 24 < 64
+    both = {found.setting: found for found in paired.settings(store, "EntityKGW", "KGW", tokens=16)}
+    equal_delta, equal_strength = both[paired.EQUAL_DELTA], both[paired.EQUAL_STRENGTH]
+    assert equal_delta.pairs == ((run_ids[2], run_ids[0]), (run_ids[3], run_ids[1]))  # the 8-prompt run pairs with none
+    assert equal_strength.pairs == equal_delta.pairs  # δ 2 is the only value either method ran
+
+    found = paired.prompt_sums(store, "EntityKGW", "KGW", tokens=16, recognizer="mesh")
+    unsupported = found[(found.setting == paired.EQUAL_DELTA) & (found.measure == "unsupported mentions per text")]
+    assert len(unsupported) == 10 and (unsupported.texts == 2).all()
+    entities = store.entities(run_ids[:4])
+    marked = entities[(entities.text_kind == "watermarked") & entities.hallucinated]
+    assert unsupported.candidate_sum.sum() == marked.run_id.isin(run_ids[2:4]).sum()
+    assert unsupported.baseline_sum.sum() == marked.run_id.isin(run_ids[:2]).sum()
+    measures = set(found.measure)
+    assert {"FWS (Auto)", paired.UNSUPPORTED_SHARE, "entity survival, word-deletion (ratio=0.3)"} <= measures
+
+    assert main(["paired", "--method", "EntityKGW", "--against", "KGW", "--recognizer", "mesh",
+                 "--db", str(store.path)]) == 0
+    printed = capsys.readouterr().out
+    assert "equal δ:" in printed and "unsupported mentions per text" in printed
+    assert "No equal-strength comparison: no run has a TPR after 64 tokens" in printed
+    assert main(["paired", "--method", "EntityKGW", "--against", "KGW", "--tokens", "16", "--db", str(store.path)]) == 0
+    assert "equal strength:" in capsys.readouterr().out
+    assert main(["paired", "--method", "EntityKGW", "--against", "SynthID", "--db", str(store.path)]) == 1
+    assert "No runs of EntityKGW and SynthID pair" in capsys.readouterr().out
+    assert main(["paired", "--method", "KGW", "--against", "kgw", "--db", str(store.path)]) == 2
+    assert "both sides name it" in capsys.readouterr().err
+
+    copy_store(store, app_db)
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/fws.py").run()
+    app.number_input(key="strength-tokens").set_value(16).run()
+    assert not app.exception
+    assert app.selectbox(key="paired-candidate").value == "EntityKGW"
+    assert app.selectbox(key="paired-baseline").value == "KGW"
+    shown = next(frame.value for frame in app.dataframe if "95% interval" in frame.value.columns)
+    assert set(shown.setting) == {paired.EQUAL_DELTA, paired.EQUAL_STRENGTH} and (shown.prompts == 10).all()
