@@ -29,8 +29,10 @@ def test_a_small_lexicon_spares_names_and_their_starts_but_not_function_words(lm
     assert trie.starts[ids_of(lm, " diabetes")[0]] and not trie.starts[ids_of(lm, " and")[0]]
 
 
-def test_detection_from_the_text_alone_matches_the_generators_record(lm):
-    watermark = create("EntityKGW", lm.vocab_size, {"rng": "cpu", "delta": 4.0}, lm=lm)
+@pytest.mark.parametrize("method", ["EntityKGW", "EntityKGW-Predict"])
+def test_detection_recomputes_the_generators_record(lm, method):
+    """EntityKGW's detector from the text alone; EntityKGW-Predict's with the model's start mass, teacher-forced."""
+    watermark = create(method, lm.vocab_size, {"rng": "cpu", "delta": 4.0}, lm=lm)
     processor = watermark.logits_processor()
     prompt = lm.tokenizer("Question: how is type 2 diabetes treated? Answer:", return_tensors="pt")
     torch.manual_seed(0)
@@ -43,6 +45,18 @@ def test_detection_from_the_text_alone_matches_the_generators_record(lm):
     detection = watermark.detect(generated, prompt["input_ids"][0].tolist())
     assert [flag == -1 for flag in detection.token_flags] == from_generator
     assert detection.num_tokens_scored == from_generator.count(False) > 0
+    if method == "EntityKGW-Predict":  # steps spared because a name was likely to start, outside any entry
+        inside = [watermark.trie.inside(generated[:position]) for position in range(len(generated))]
+        assert any(not was_biased and not within for was_biased, within in zip(biased, inside))
+
+
+def test_predicting_starts_spares_the_steps_where_a_name_is_likely():
+    from fwsapp.watermark.entity_kgw_predicted import start_mass
+
+    starts = np.zeros(6, dtype=bool)
+    starts[[1, 4]] = True
+    log_probs = torch.log(torch.tensor([[0.1, 0.2, 0.3, 0.1, 0.2, 0.1], [0.5, 0.0, 0.5, 0.0, 0.0, 0.0]]))
+    assert start_mass(starts).compute(log_probs, None).tolist() == pytest.approx([0.4, 0.0])
 
 
 def test_a_bare_tokenizer_detects_as_the_model_does(lm):

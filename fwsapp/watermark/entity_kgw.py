@@ -27,8 +27,7 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.entities.entropy import sequence_entropies
-from fwsapp.models.teacher_forcing import token_entropy
+from fwsapp.models.teacher_forcing import teacher_force, token_entropy
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
@@ -133,13 +132,17 @@ class EntityKGWLogitsProcessor(KGWLogitsProcessor):
         # Per step, per row: whether δ went to the row (the generator's record; detection recomputes it).
         self.biased_steps: list[list[bool]] = []
 
+    def model_allows(self, scores: torch.FloatTensor) -> torch.Tensor:
+        """Per row, whether the next-token distribution lets δ go to the row (the entropy gate, where set)."""
+        if self.entropy_threshold > 0:
+            return (token_entropy(scores) > self.entropy_threshold).cpu()
+        return torch.ones(scores.shape[0], dtype=torch.bool)
+
     def green_mask(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
         if self.prompt_length is None:  # the first call sees the (left-padded) prompts alone
             self.prompt_length = input_ids.shape[1]
         generated = input_ids[:, self.prompt_length:].tolist()
-        biased = ~torch.tensor([self.trie.inside(row) for row in generated]).unsqueeze(-1)
-        if self.entropy_threshold > 0:
-            biased &= (token_entropy(scores) > self.entropy_threshold).cpu().unsqueeze(-1)
+        biased = (~torch.tensor([self.trie.inside(row) for row in generated]) & self.model_allows(scores)).unsqueeze(-1)
         self.biased_steps.append(biased.squeeze(-1).tolist())
         mask = self.green_lists.batch_mask(input_ids)
         width = min(mask.shape[-1], len(self.blocked))
@@ -166,16 +169,26 @@ class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
         return EntityKGWLogitsProcessor(self.green_lists, self.params["delta"], self.trie,
                                         self.params["entropy_threshold"])
 
+    def model_statistics(self) -> list:
+        """The teacher-forced statistics the detector's model gates read (`fwsapp.models.teacher_forcing`); none
+        without a gate, so detection is then the text's alone."""
+        return ["entropy"] if self.params["entropy_threshold"] > 0 else []
+
+    def model_spares(self, stats) -> np.ndarray:
+        """Per token, whether the distribution it was drawn from kept δ away (the entropy gate's rule)."""
+        return ~(stats["entropy"] > self.params["entropy_threshold"])
+
     def detect_many(self, texts: Texts) -> list[Detection]:
         texts = [([int(token) for token in token_ids], context_ids) for token_ids, context_ids in texts]
-        threshold = self.params["entropy_threshold"]
-        # Only the entropy gate reads the model; without it detection is the text's alone.
-        gates = sequence_entropies(self.lm, texts) if threshold > 0 else [None] * len(texts)
+        wanted = self.model_statistics()
+        gates = ([self.model_spares(stats) for stats in teacher_force(
+            self.lm, [(context_ids, tokens) for tokens, context_ids in texts], wanted, batch_size=16)]
+                 if wanted else [None] * len(texts))
         detections = []
-        for (tokens, context_ids), entropies in zip(texts, gates):
+        for (tokens, context_ids), gate in zip(texts, gates):
             spared = self.trie.spared(tokens)
-            if entropies is not None:
-                spared = [skip or not entropy > threshold for skip, entropy in zip(spared, entropies)]
+            if gate is not None:
+                spared = [skip or bool(model_skip) for skip, model_skip in zip(spared, gate)]
             flags = self.green_lists.flags(tokens, context_ids)
             detections.append(count_detection([-1 if skip else flag for flag, skip in zip(flags, spared)],
                                               self.params["gamma"]))

@@ -204,6 +204,16 @@ ENTITY_KGW = MethodInfo(
     model_param="entropy_threshold", needs_tokenizer=True, strength_param="delta",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.entity_kgw:EntityKGW",
 )
+ENTITY_KGW_PREDICTED = MethodInfo(
+    "EntityKGW-Predict", "EntityKGW that also predicts entity starts: no bias at a step where the model is likely to "
+                         "start a lexicon name; detected with the model.",
+    params={**ENTITY_KGW.params,
+            "start_mass": (0.25, Param("leave a step unbiased where the model puts at least this probability on tokens "
+                                       "that start a lexicon name", low=0, high=1, open_low=True))},
+    threshold_param="z_threshold", aliases=("entity-kgw-predict", "EKGW-P"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
+    needs_model=True, needs_tokenizer=True, strength_param="delta", seeding_context=tokens_before("prefix_length"),
+    implementation="fwsapp.watermark.entity_kgw_predicted:EntityKGWPredicted",
+)
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
     params={"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
@@ -327,9 +337,9 @@ DETECTGPT = MethodInfo(
     unavailable=_mask_model_unavailable,
 )
 
-METHODS = Registry("watermark method", [KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, UNIGRAM, SYNTHID, EWD, EXP, ITS_EDIT,
-                                        UNBIASED, MORPHMARK, VLLM_GUMBEL, VLLM_GUMBEL_DUALKEY, LOGRANK, DETECTGPT,
-                                        FAST_DETECTGPT])
+METHODS = Registry("watermark method", [KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, ENTITY_KGW_PREDICTED, UNIGRAM,
+                                        SYNTHID, EWD, EXP, ITS_EDIT, UNBIASED, MORPHMARK, VLLM_GUMBEL,
+                                        VLLM_GUMBEL_DUALKEY, LOGRANK, DETECTGPT, FAST_DETECTGPT])
 
 
 def watermark_names() -> list[str]:
