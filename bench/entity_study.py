@@ -90,6 +90,35 @@ class Study:
         return found
 
 
+RECORD_KEY = ["candidate", "baseline", "task", "setting", "compared", "measure", "prompt"]
+
+
+def record(path: Path, sums) -> None:
+    """Merge the prompt sums into the record: a comparison measured again replaces its rows, every other row stays."""
+    import pandas as pd
+
+    merged = sums
+    if path.exists():
+        kept = pd.read_csv(path)
+        fresh = set(zip(sums.candidate, sums.baseline, sums.task, sums.setting))
+        merged = pd.concat([kept[[key not in fresh for key in zip(kept.candidate, kept.baseline, kept.task,
+                                                                     kept.setting)]], sums])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged.sort_values(RECORD_KEY).to_csv(path, index=False, float_format="%.6g")
+
+
+def print_tables(sums) -> None:
+    from fwsapp.results.paired import difference_table, written
+    from fwsapp.results.tables import to_markdown
+
+    for (candidate, baseline), pair in sums.groupby(["candidate", "baseline"], sort=False):
+        table = written(difference_table(pair.drop(columns=["candidate", "baseline"])))
+        print(f"\n## {candidate} (candidate) against {baseline} (baseline)\n")
+        for setting, rows in table.groupby("setting", sort=False):
+            print(f"\n### {setting}\n")
+            print(to_markdown(rows.drop(columns="setting")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=64, help="prompts per task (each seed writes one text per prompt)")
@@ -99,7 +128,14 @@ def main() -> None:
     parser.add_argument("--against", default="KGW")
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-entity-study.duckdb"))
     parser.add_argument("--only", choices=["generate", "table"], nargs="+", default=["generate", "table"])
+    parser.add_argument("--record", type=Path, default=RECORD, help="the committed record of each prompt's sums")
+    parser.add_argument("--from-record", action="store_true", help="print the tables from the record: no database")
     args = parser.parse_args()
+    if args.from_record:
+        import pandas as pd
+
+        print_tables(pd.read_csv(args.record))
+        return
     methods = [args.against, *args.methods]
     study = Study(args.db, args.n)
     if "generate" in args.only:
@@ -110,6 +146,16 @@ def main() -> None:
                     for delta in sorted({EQUAL_DELTA, strengths[task][method]}):
                         study.run(method, task, seed, delta, f"seed {seed} {task} {method} δ {delta}")
         print("seconds per stage:", {stage: round(seconds) for stage, seconds in study.spent.items()}, flush=True)
+    if "table" in args.only:
+        import pandas as pd
+
+        from fwsapp.results.paired import prompt_sums
+
+        sums = pd.concat([prompt_sums(study.store, method, args.against, TARGET_TPR, FPR, TOKENS, "trained").assign(
+            candidate=method, baseline=args.against) for method in args.methods], ignore_index=True)
+        sums = sums[sums.task.isin(args.tasks)]
+        record(args.record, sums)
+        print_tables(sums)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ dataset, prompts, new tokens, sampling and seed, and the same value of every par
 baseline's, at two settings:
 
 - **equal δ**: both at the same value of their strength parameter (`MethodInfo.strength_param`), where it is the
-  same parameter;
+  same parameter, for each value both ran on every seed they share;
 - **equal strength**: each method at the value, of those run on every seed, whose TPR after T tokens at the FPR
   (`fwsapp.detection.strength`, averaged over its runs) is nearest the target. Each setting's TPRs are shown, so a
   reader sees how equal the strengths came out.
@@ -132,10 +132,10 @@ def settings(store, candidate: str, baseline: str, target_tpr: float = 0.9, fpr:
         seeds = sorted(set(candidates.seed) & set(baselines.seed))
         if not seeds:
             continue
-        if first.strength_param == second.strength_param:
-            for value in sorted(set(candidates.value) & set(baselines.value)):
-                comparisons.append(_setting(task, EQUAL_DELTA, candidates, baselines, value, value))
         everywhere = [_on_every_seed(side, seeds) for side in (candidates, baselines)]
+        if first.strength_param == second.strength_param:
+            for value in sorted(set(everywhere[0].value) & set(everywhere[1].value)):
+                comparisons.append(_setting(task, EQUAL_DELTA, candidates, baselines, value, value))
         if all(not side.empty for side in everywhere):
             values = [_nearest(side, target_tpr) for side in everywhere]
             if None not in values:
@@ -314,7 +314,7 @@ def difference_table(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int =
     order = table.assign(pooled=table.task == ALL_TASKS,
                          rank=table.measure.map(lambda measure: measures.index(measure) if measure in measures
                                                 else len(measures)))
-    return table.loc[order.sort_values(["setting", "pooled", "task", "rank", "measure"]).index].reset_index(drop=True)
+    return table.loc[order.sort_values(["setting", "pooled", "task", "compared", "rank", "measure"]).index].reset_index(drop=True)
 
 
 def comparison_table(store, candidate: str, baseline: str, target_tpr: float = 0.9, fpr: float = 0.01,
@@ -337,11 +337,11 @@ def written(table: pd.DataFrame) -> pd.DataFrame:
     def number(value) -> str:
         return "–" if pd.isna(value) else f"{value:.3g}"
 
-    return pd.DataFrame({
-        "task": table.task, "setting": table.setting, "compared": table.compared, "seeds": table.seeds,
-        "measure": table.measure, "prompts": table.prompts, "texts": table.texts,
-        "candidate": table.candidate.map(number), "baseline": table.baseline.map(number),
+    return pd.DataFrame({  # what a reader looks for first: the measure, the difference and its interval
+        "task": table.task, "setting": table.setting, "measure": table.measure,
         "difference": table.difference.map(number),
         "95% interval": [f"{number(low)} to {number(high)}" for low, high in zip(table.low, table.high)],
         "p (permutation)": table.p.map(lambda p: "–" if pd.isna(p) else f"{p:.2g}"),
-        "detectable (80% power)": table.detectable.map(number)})
+        "detectable (80% power)": table.detectable.map(number),
+        "candidate": table.candidate.map(number), "baseline": table.baseline.map(number),
+        "compared": table.compared, "seeds": table.seeds, "prompts": table.prompts, "texts": table.texts})
