@@ -196,12 +196,10 @@ def render() -> None:
     if len(comparable) < 2:
         st.info("Needs runs of two methods with a strength parameter (δ) on the same prompts and seeds.")
     else:
-        columns = st.columns(2)
-        candidate = columns[0].selectbox("Candidate", comparable, key="paired-candidate",
-                                         index=comparable.index("EntityKGW") if "EntityKGW" in comparable else 0)
+        columns = st.columns(2)  # by default the registry's first method is the baseline and its next the candidate
+        candidate = columns[0].selectbox("Candidate", comparable, key="paired-candidate", index=1)
         others = [name for name in comparable if name != candidate]
-        baseline = columns[1].selectbox("Baseline", others, key="paired-baseline",
-                                        index=others.index("KGW") if "KGW" in others else 0)
+        baseline = columns[1].selectbox("Baseline", others, key="paired-baseline")
         differences = queries.paired_comparison(resources.revision(), candidate, baseline, float(target_tpr),
                                                 target_fpr, int(target_tokens), alpha, beta, mapping_key)
         if differences.empty:
