@@ -74,20 +74,21 @@ def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart(
 
 @pytest.fixture(scope="module")
 def paired_runs(lm, tmp_path_factory):
-    """KGW and EntityKGW at δ 2 on the same 10 QA prompts under seeds 7 and 8, scored, analysed and attacked; and a
-    KGW run of 8 prompts, which pairs with nothing."""
+    """KGW and EntityKGW at δ 2 on the same 10 QA prompts (a TPR needs 10 texts) under seeds 7 and 8, scored,
+    analysed and attacked; and a
+    KGW run of 6 prompts, which pairs with nothing."""
     from fwsapp.generation.generate import RunConfig
     from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
 
     store = Store(tmp_path_factory.mktemp("paired") / "paired.duckdb")
-    configs = [RunConfig(task="qa", method=method, n=n, max_new_tokens=24, batch_size=10, seed=seed,
-                         params={"delta": 2.0}) for method in ("KGW", "EntityKGW") for seed in (7, 8) for n in (10,)]
-    configs.append(RunConfig(task="qa", method="KGW", n=8, max_new_tokens=24, batch_size=8, seed=7,
+    configs = [RunConfig(task="qa", method=method, n=10, max_new_tokens=16, batch_size=10, seed=seed,
+                         params={"delta": 2.0}) for method in ("KGW", "EntityKGW") for seed in (7, 8)]
+    configs.append(RunConfig(task="qa", method="KGW", n=6, max_new_tokens=16, batch_size=6, seed=7,
                              params={"delta": 2.0}))
     loader = lambda name: lm  # noqa: E731
     run_ids = pipeline.generate(store, configs, loader)
-    pipeline.score(store, run_ids, loader, metrics=("simcse_reference", "rouge", "f1", "factuality"), recognizer="mesh")
+    pipeline.score(store, run_ids, loader, metrics=("simcse_reference", "f1", "factuality"), recognizer="mesh")
     pipeline.analyze(store, run_ids, loader, recognizer="mesh")
     pipeline.attack(store, run_ids[:4], loader, attack="word-deletion", params={"ratio": 0.3}, seed=0)
     return store, run_ids
@@ -99,7 +100,7 @@ def test_runs_pair_seed_by_seed_and_each_text_counts_its_stored_mentions(paired_
     from tests.conftest import copy_store
 
     store, run_ids = paired_runs
-    assert [found.setting for found in paired.settings(store, "EntityKGW", "KGW")] == [paired.EQUAL_DELTA]  # 24 < 64
+    assert [found.setting for found in paired.settings(store, "EntityKGW", "KGW")] == [paired.EQUAL_DELTA]  # 16 < 64
     both = {found.setting: found for found in paired.settings(store, "EntityKGW", "KGW", tokens=16)}
     equal_delta, equal_strength = both[paired.EQUAL_DELTA], both[paired.EQUAL_STRENGTH]
     assert equal_delta.pairs == ((run_ids[2], run_ids[0]), (run_ids[3], run_ids[1]))  # the 8-prompt run pairs with none
