@@ -13,8 +13,9 @@ baseline's, at two settings:
   (`fwsapp.detection.strength`, averaged over its runs) is nearest the target. Each setting's TPRs are shown, so a
   reader sees how equal the strengths came out.
 
-The measures, per text: disease mentions the reference does not support and mentions it does not name (the entity
-analysis, one recognizer), the share of mentions unsupported (a ratio of sums), FWS (Auto) at the given weights, and
+The measures, per text: disease mentions the reference does not support, those it supports, and mentions it does not
+name (the entity analysis, one recognizer), the share of mentions unsupported (a ratio of sums), FWS (Auto) at the given
+weights, and
 for each attack run on both sides with the same parameters and seed, the share of the clean text's mentions the
 attacked text keeps.
 
@@ -39,7 +40,7 @@ EQUAL_DELTA, EQUAL_STRENGTH = "equal δ", "equal strength"
 ALL_TASKS = "all tasks"
 # Measures whose value is a share of the mentions (a ratio of sums), not a mean per text.
 UNSUPPORTED_SHARE = "unsupported share of mentions"
-PER_TEXT = ("unsupported mentions per text", "introduced mentions per text", "FWS (Auto)")
+PER_TEXT = ("unsupported mentions per text", "supported mentions per text", "introduced mentions per text", "FWS (Auto)")
 SURVIVAL = "entity survival"
 CONFIDENCE, POWER = 0.95, 0.80
 RESAMPLES = 9999
@@ -183,6 +184,9 @@ def text_measures(store, run_ids: list[str], recognizer: str | None = None, alph
         texts = analyses[["run_id", "sample_idx"]].drop_duplicates().set_index(["run_id", "sample_idx"])
         texts = texts.join(counts).fillna(0).reset_index()
         frames += [texts.assign(measure="unsupported mentions per text", value=texts.unsupported, count=1),
+                   # Fewer unsupported names per text is a gain only if the supported ones stay.
+                   texts.assign(measure="supported mentions per text", value=texts.mentions - texts.unsupported,
+                                count=1),
                    texts.assign(measure="introduced mentions per text", value=texts.introduced, count=1),
                    texts.assign(measure=UNSUPPORTED_SHARE, value=texts.unsupported, count=texts.mentions)]
     runs = store.runs()
@@ -310,7 +314,7 @@ def difference_table(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int =
             rows.append({"task": task, "setting": setting, "compared": compared, "seeds": int(group.seeds.max()),
                          "measure": measure, **paired_difference(group, resamples, seed)})
     table = pd.DataFrame(rows, columns=columns)
-    measures = (*PER_TEXT[:2], UNSUPPORTED_SHARE, PER_TEXT[2])
+    measures = (*PER_TEXT[:3], UNSUPPORTED_SHARE, PER_TEXT[3])
     order = table.assign(pooled=table.task == ALL_TASKS,
                          rank=table.measure.map(lambda measure: measures.index(measure) if measure in measures
                                                 else len(measures)))
