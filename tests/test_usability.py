@@ -677,3 +677,14 @@ def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
     assert "FWS, judge (no judge)" in [header.value for header in fws.subheader]
     fws.checkbox(key="fws-smoke").check().run()
     assert f"FWS, judge ({EMBEDDED_MODEL} (smoke test))" in [header.value for header in fws.subheader]
+
+
+def test_a_chart_of_more_series_than_the_palettes_hold_colours_every_one():
+    """A sweep of many settings (the EntityKGW study's runs) drew the FWS page's flip chart into StopIteration."""
+    from fwsapp.ui.widgets import series_colours
+
+    series = [f"KGW · delta={delta / 10:g}" for delta in range(1, 80)]
+    colours = series_colours(series)
+    assert all(colours[name].startswith("#") or colours[name].startswith("rgb") for name in series)
+    assert colours[series[0]] == series_colours()["KGW"]  # the first run keeps its method's colour
+    assert len(set(colours[name] for name in series[:20])) == 20  # distinct while the palettes last

@@ -286,7 +286,10 @@ BASELINE_COLOURS = {"reference": "#8d99ae", "unwatermarked": "#e76f51", "waterma
 
 def series_colours(series=()) -> dict[str, str]:
     """Colours of the baselines and of each method; each of `series` (runs named 'method · settings') gets its
-    method's colour, or, where another run of the method has it already, the next colour no series uses."""
+    method's colour, or, where another run of the method has it already, the next colour no series uses; past the
+    palettes' colours (a sweep of many settings) they are used again in turn."""
+    import itertools
+
     import plotly.express as px
 
     from fwsapp.watermark.methods import METHODS
@@ -294,7 +297,8 @@ def series_colours(series=()) -> dict[str, str]:
     palette = px.colors.qualitative.Dark24
     colours = {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(METHODS.names())}}
     taken = set(BASELINE_COLOURS.values())
-    spare = iter([colour for colour in palette + px.colors.qualitative.Light24 if colour not in colours.values()])
+    spare = itertools.chain([colour for colour in palette + px.colors.qualitative.Light24 if colour not in colours.values()],
+                            itertools.cycle(palette + px.colors.qualitative.Light24))
     for name in sorted(set(series) - set(colours)):
         own = colours.get(name.split(" · ")[0])
         colours[name] = own if own and own not in taken else next(spare)
