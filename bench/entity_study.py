@@ -23,8 +23,9 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-import bench.common  # noqa: F401 - puts the project on the path
-from bench.entity_watermark import DATA, DATASETS, METRICS
+from bench import entity_watermark
+from bench.common import merge_record
+from bench.entity_watermark import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "bench" / "results" / "entity_study.csv"
@@ -35,10 +36,7 @@ ATTACKS = (("word-deletion", {"ratio": 0.3}), ("synonym", {"ratio": 0.3}))
 
 
 def config(method: str, task: str, n: int, seed: int, delta: float):
-    from fwsapp.generation.generate import RunConfig
-
-    return RunConfig(task=task, method=method, dataset=str(DATA / DATASETS[task]), n=n, max_new_tokens=TOKENS,
-                     batch_size=32, seed=seed, params={"delta": delta})
+    return entity_watermark.config(method, task, n, seed, TOKENS, batch_size=32, delta=delta)
 
 
 class Study:
@@ -95,16 +93,7 @@ RECORD_KEY = ["candidate", "baseline", "task", "setting", "compared", "measure",
 
 def record(path: Path, sums) -> None:
     """Merge the prompt sums into the record: a comparison measured again replaces its rows, every other row stays."""
-    import pandas as pd
-
-    merged = sums
-    if path.exists():
-        kept = pd.read_csv(path)
-        fresh = set(zip(sums.candidate, sums.baseline, sums.task, sums.setting))
-        merged = pd.concat([kept[[key not in fresh for key in zip(kept.candidate, kept.baseline, kept.task,
-                                                                     kept.setting)]], sums])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    merged.sort_values(RECORD_KEY).to_csv(path, index=False, float_format="%.6g")
+    merge_record(path, sums, RECORD_KEY, replaced=["candidate", "baseline", "task", "setting"])
 
 
 def print_tables(sums) -> None:

@@ -48,11 +48,11 @@ RECORD_KEY = ["task", "method", "seed", "n", "new_tokens", "delta", "recognizer"
 EARLIER_RECOGNIZER = "mesh"
 
 
-def config(method: str, task: str, n: int, seed: int, new_tokens: int, **params):
+def config(method: str, task: str, n: int, seed: int, new_tokens: int, batch_size: int = 16, **params):
     from fwsapp.generation.generate import RunConfig
 
     return RunConfig(task=task, method=method, dataset=str(DATA / DATASETS[task]), n=n, max_new_tokens=new_tokens,
-                     batch_size=16, seed=seed, params=params)
+                     batch_size=batch_size, seed=seed, params=params)
 
 
 def complete(store, configs, loader, label: str, recognizer: str = "trained") -> list[str]:
@@ -155,13 +155,9 @@ def record(path: Path, runs: list[dict]) -> None:
     """Merge measured runs into the record: a rerun of a key replaces its row, every other row stays."""
     import pandas as pd
 
-    merged = pd.DataFrame(runs)
-    if path.exists():
-        kept = _read(path)
-        fresh = pd.MultiIndex.from_frame(merged[RECORD_KEY])
-        merged = pd.concat([kept[~pd.MultiIndex.from_frame(kept[RECORD_KEY]).isin(fresh)], merged])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    merged.sort_values(RECORD_KEY).to_csv(path, index=False, float_format="%.6g")
+    from bench.common import merge_record
+
+    merge_record(path, pd.DataFrame(runs), RECORD_KEY, read=_read)
 
 
 def _read(path: Path):

@@ -175,7 +175,9 @@ class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
         return ["entropy"] if self.params["entropy_threshold"] > 0 else []
 
     def model_spares(self, stats) -> np.ndarray:
-        """Per token, whether the distribution it was drawn from kept δ away (the entropy gate's rule)."""
+        """Per token, whether the distribution it was drawn from kept δ away (the entropy gate's rule; none when off)."""
+        if self.params["entropy_threshold"] <= 0:
+            return np.zeros(len(stats), dtype=bool)
         return ~(stats["entropy"] > self.params["entropy_threshold"])
 
     def detect_many(self, texts: Texts) -> list[Detection]:

@@ -33,15 +33,14 @@ def start_mass(starts: np.ndarray) -> Statistic:
 class PredictedStartLogitsProcessor(EntityKGWLogitsProcessor):
     """EntityKGW's processor, whose model gate also withholds δ where a lexicon name is likely to start."""
 
-    def __init__(self, green_lists, delta: float, trie, entropy_threshold: float, start_mass: float):
+    def __init__(self, green_lists, delta: float, trie, entropy_threshold: float, threshold: float):
         super().__init__(green_lists, delta, trie, entropy_threshold)
-        self.start_mass = start_mass
-        self.start_ids = torch.from_numpy(np.flatnonzero(trie.starts))
+        self.threshold = threshold
+        self.mass = start_mass(trie.starts)  # the statistic the detector teacher-forces, read here from the logits
 
     def model_allows(self, scores: torch.FloatTensor) -> torch.Tensor:
-        starts = self.start_ids[self.start_ids < scores.shape[-1]].to(scores.device)
-        mass = torch.softmax(scores.float(), dim=-1)[:, starts].sum(-1)
-        return super().model_allows(scores) & (mass < self.start_mass).cpu()
+        mass = self.mass.compute(torch.log_softmax(scores.float(), dim=-1), None)
+        return super().model_allows(scores) & (mass < self.threshold).cpu()
 
 
 class EntityKGWPredicted(EntityKGW, info=methods.ENTITY_KGW_PREDICTED):
@@ -58,5 +57,4 @@ class EntityKGWPredicted(EntityKGW, info=methods.ENTITY_KGW_PREDICTED):
         return [*super().model_statistics(), start_mass(self.trie.starts)]
 
     def model_spares(self, stats) -> np.ndarray:
-        spared = super().model_spares(stats) if self.params["entropy_threshold"] > 0 else False
-        return spared | (stats["start_mass"] >= self.params["start_mass"])
+        return super().model_spares(stats) | (stats["start_mass"] >= self.params["start_mass"])
