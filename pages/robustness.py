@@ -57,7 +57,7 @@ def launch(runs) -> None:
 
 
 def overview(frame) -> None:
-    st.subheader("Method × attack")
+    st.subheader("Method × attack: removal")
     measure = st.radio("Show", list(MEASURES), horizontal=True, key="robustness-measure",
                        index=list(MEASURES).index(default_measure(frame)),
                        help="TPR at 1% FPR needs at least 100 negatives; with fewer it is not shown")
@@ -78,7 +78,7 @@ def overview(frame) -> None:
                            labels={"color": measure, "x": "attack", "y": ""})
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
-    with st.expander("Every attack set, with its detection and what it changed"):
+    with st.expander("Every removal attack set, with its detection and what it changed"):
         shown = frame.drop(columns=["params", "set_id", "run", "auroc_ci"])
         st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
 
@@ -99,6 +99,24 @@ def overview(frame) -> None:
             st.plotly_chart(figure, width="stretch")
 
 
+def forgery(frame) -> None:
+    """Forged answers beside the removal table: how often the detector attributes them to the watermark."""
+    st.subheader("Forgery: answers written to pass for watermarked")
+    level = default_measure(frame)
+    left, right = st.columns(2)
+    left.markdown("**Called watermarked at the method's threshold**")
+    left.dataframe(shown_table(frame, "Still detected (share)").drop(columns=[CLEAN], errors="ignore").fillna("–"),
+                   width="stretch")
+    right.markdown(f"**{level.replace('TPR', 'Forgery success')}** (against the run's negatives)")
+    right.dataframe(shown_table(frame, level).drop(columns=[CLEAN], errors="ignore").fillna("–"), width="stretch")
+    st.caption("Each column is a forger: it learned the watermark from the run's watermarked answers it observed, "
+               "against the unwatermarked answers to the same prompts, then wrote its own answers to prompts it never "
+               "saw. A high share means the watermark can be forged: it no longer proves that the model wrote a text. "
+               "Similarity to the model's own answer to the same prompt says whether the forgeries still read as "
+               "answers: " + ", ".join(f"{row.attack_label}: {row.similarity:.2f}" for row in frame.itertuples()
+                                        if row.attack and row.similarity == row.similarity) + ".")
+
+
 def per_text(frame) -> None:
     st.subheader("Clean and attacked, text by text")
     sets = frame[frame.attack_set_id.notna()].drop_duplicates("attack_set_id")
@@ -116,9 +134,9 @@ def per_text(frame) -> None:
                                             clean_mentions, attacked_mentions, entry.spans_are)
     st.markdown(markup.change_legend(entry.spans_are), unsafe_allow_html=True)
     left, right = st.columns(2)
-    left.markdown("**Clean (watermarked)**")
+    left.markdown("**The model's own watermarked answer**" if entry.forges else "**Clean (watermarked)**")
     left.markdown(clean, unsafe_allow_html=True)
-    right.markdown("**Attacked**")
+    right.markdown("**Forged answer to the same prompt**" if entry.forges else "**Attacked**")
     right.markdown(attacked, unsafe_allow_html=True)
     introduced = ", ".join(row.mentions_introduced) if row.mentions_introduced is not None and len(
         row.mentions_introduced) else "none"
@@ -134,7 +152,9 @@ def render() -> None:
                "a paraphrase, a sentence pasted into a note), then detected again with the run's method and tokenizer. "
                "The negatives are the run's own unwatermarked texts, so AUROC and TPR compare with the clean run's. "
                "keep_entities leaves every disease mention verbatim: the facts stay, the wording changes. entity-swap "
-               "changes the facts: does the watermark still vouch for the text?")
+               "changes the facts: does the watermark still vouch for the text? spoofing turns the question round: "
+               "can someone who has read the watermarked answers make the detector vouch for a text the model never "
+               "wrote?")
     runs = widgets.runs_or_stop()
     launch(runs)
     frame = queries.robustness(resources.revision())
@@ -143,7 +163,11 @@ def render() -> None:
                 "word-deletion`.")
         return
     frame = labelled(frame, runs)
-    overview(frame)
+    forged = frame.attack.map(lambda name: isinstance(name, str) and name in ATTACKS and ATTACKS[name].forges)
+    if (~forged & frame.attack.notna()).any():
+        overview(frame[~forged])
+    if forged.any():
+        forgery(frame[forged | (frame.attack_label == CLEAN)])
     per_text(frame)
 
 

@@ -31,17 +31,26 @@ def mentions_in(text: str) -> tuple[Span, ...]:
 
 def sample(index: int = 0, keep: bool = False) -> AttackInput:
     mentions = mentions_in(CLEAN)
-    return AttackInput(index, CLEAN, UNWATERMARKED, "Less salt and more exercise.", mentions if keep else (), mentions)
+    return AttackInput(index, CLEAN, UNWATERMARKED, "Less salt and more exercise.", mentions if keep else (), mentions,
+                       prompt="Question: how should high blood pressure be treated? Answer:")
 
 
 def attacker(name: str, seed: int = 0, lm=None, **params):
-    """The attack with these parameters (an LLM attack's test parameters under them, rewriting with `lm`)."""
+    """The attack with these parameters (an LLM attack's test parameters under them, rewriting with `lm`; a forger
+    writing with `lm`, having observed CLEAN as watermarked)."""
     from fwsapp.robustness.attack_sets import rewriting_backend
 
     entry = ATTACKS[name]
     checked = entry.checked_params({**entry.test_params, **params})
     resources = {"backend": rewriting_backend(checked, lambda model: lm)} if "backend" in entry.needs else {}
+    if entry.forges:
+        resources = {"adversary": lm, "observed": ([CLEAN], [UNWATERMARKED]), "context_width": 1, "max_new_tokens": 8,
+                     "sampling": {"do_sample": True, "min_new_tokens": 8}}
     return entry.load()(checked, seed, resources)
+
+
+def runs_a_model(name: str) -> bool:
+    return bool({"backend", "model"} & set(ATTACKS[name].needs))
 
 
 @pytest.mark.parametrize("name", ATTACKS.names())
@@ -74,10 +83,10 @@ def test_an_inconsistent_attack_declaration_fails_when_it_is_made(declaration, p
         AttackPlugIn("odd", "a declaration with a mistake", "tests.test_plugins:Shout", **declaration)
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.model) if "backend" in ATTACKS[name].needs
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.model) if runs_a_model(name)
                                   else name for name in ATTACKS.available()])
 def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(name, request):
-    check_seeded(name, request.getfixturevalue("lm") if "backend" in ATTACKS[name].needs else None)
+    check_seeded(name, request.getfixturevalue("lm") if runs_a_model(name) else None)
 
 
 def check_seeded(name: str, lm=None) -> None:
@@ -88,12 +97,12 @@ def check_seeded(name: str, lm=None) -> None:
     assert first[1] == again[0]
     assert all(result.text.strip() and result.text != CLEAN for result in first)
     if ATTACKS[name].strength:  # random draws: another seed draws other edits
-        others = [attacker(name, seed=seed).attack(sample(0), np.random.default_rng([seed, 0])).text
+        others = [attacker(name, seed=seed, lm=lm).attack(sample(0), np.random.default_rng([seed, 0])).text
                   for seed in range(4, 8)]
         assert any(text != first[0].text for text in others)
 
 
-@pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if entry.strength])
+@pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if entry.strength and not entry.forges])
 def test_each_attack_at_zero_strength_leaves_the_text_as_it_is(name):
     entry = ATTACKS[name]
     unchanged = UNWATERMARKED if entry.hosts_the_watermark else CLEAN  # copy-paste pastes nothing into its host

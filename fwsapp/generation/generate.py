@@ -153,6 +153,10 @@ class GeneratedBatch:
     token_ids: list[list[int]]
     entropies: list[list[float]]
     seconds: float
+    # Per text, where it was generated on its own (sentence-level rejection sampling): the candidate sentences
+    # rejected, and its seconds; None where a batch shares its time.
+    rejections: list[int] | None = None
+    text_seconds: list[float] | None = None
 
 
 def generate_batch(
@@ -163,15 +167,24 @@ def generate_batch(
     seed: int,
     watermark: Watermark | None = None,
     on_step: Callable[[int], None] | None = None,
+    processors: tuple[LogitsProcessor, ...] = (),
 ) -> GeneratedBatch:
     """Generate for a batch of prompts, left-padded; returns new tokens only, cut at end of sequence.
-    `on_step(tokens so far)` is called at each decoding step."""
+    `on_step(tokens so far)` is called at each decoding step; `processors` change the logits besides a watermark's
+    (a forger's learned bias)."""
+    if watermark is not None and watermark.info.unit == "sentence":
+        from fwsapp.generation.sentences import generate_sentences
+
+        if lm.device.type == "cpu":
+            threads.adapt()
+        return generate_sentences(lm, watermark, prompts, max_new_tokens, sampling, seed, _stop_ids(lm), EntropyRecorder,
+                                  on_step)
     tokenizer = lm.tokenizer
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
     recorder = EntropyRecorder(on_step)
     extra = watermark.generation_kwargs(GenerationBatch(len(prompts), seed, sampling, [
         row[mask.bool()].tolist() for row, mask in zip(encoded["input_ids"], encoded["attention_mask"])])) if watermark else {}
-    processors = LogitsProcessorList([recorder] + list(extra.pop("logits_processor", [])))
+    processors = LogitsProcessorList([recorder, *processors] + list(extra.pop("logits_processor", [])))
     torch.manual_seed(seed)
     if lm.device.type == "cpu":
         threads.adapt()
@@ -232,8 +245,11 @@ def generation_row(index: int, sample, plain: GeneratedBatch, marked: GeneratedB
     if marked is not None:
         row.update(
             watermarked_text=marked.texts[offset], watermarked_ids=marked.token_ids[offset],
-            watermarked_entropy=marked.entropies[offset], watermarked_seconds=marked.seconds / batch_size,
+            watermarked_entropy=marked.entropies[offset],
+            watermarked_seconds=marked.text_seconds[offset] if marked.text_seconds else marked.seconds / batch_size,
         )
+        if marked.rejections is not None:
+            row["watermarked_rejections"] = marked.rejections[offset]
     return row
 
 

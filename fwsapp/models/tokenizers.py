@@ -48,6 +48,13 @@ class TextTokenizer:
     encode: Callable[[str], list[int]]
     decode_token: Callable[[int], str]
     encode_batch: Callable[[list[str]], list[list[int]]] | None = None
+    # The text of a sequence of ids, where joining each token's text would lose what sits between them (a
+    # sentencepiece word's leading space).
+    decode_ids: Callable[[list[int]], str] | None = None
+
+    def decode(self, token_ids: list[int]) -> str:
+        """The text of `token_ids`, special tokens left out."""
+        return self.decode_ids(token_ids) if self.decode_ids else "".join(map(self.decode_token, token_ids))
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         """Ids of many texts, batched where the tokenizer can."""
@@ -103,7 +110,8 @@ def _mistral_v1() -> TextTokenizer:
         # dropped, as the model's own Hugging Face tokenizer drops it (" diabetes" is "▁diabetes", not "▁", "▁diabetes").
         return processor.encode(text[1:] if text.startswith(" ") else text)
 
-    return TextTokenizer("mistral-v1", processor.get_piece_size(), encode, lambda token: processor.decode([token]))
+    return TextTokenizer("mistral-v1", processor.get_piece_size(), encode, lambda token: processor.decode([token]),
+                         decode_ids=processor.decode)
 
 
 def _llama_3(cache_dir: Path) -> TextTokenizer:
@@ -145,4 +153,5 @@ def from_huggingface(name: str, tokenizer) -> TextTokenizer:
     """A Hugging Face tokenizer (a loaded model's, say) as a TextTokenizer."""
     return TextTokenizer(name, len(tokenizer), lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
                          lambda token: tokenizer.decode([token]),
-                         lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"])
+                         lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"],
+                         lambda token_ids: tokenizer.decode(token_ids, skip_special_tokens=True))

@@ -65,12 +65,42 @@ def check_attack(store: Store, run_id: str, attack: str, params: dict) -> tuple[
         raise ValueError(f"{run_id} has a watermarked text of {longest:,} characters, more than the "
                          f"{MAX_ATTACKED_CHARACTERS:,} an attack measures (the word alignment of what it changed grows "
                          "with the square of a text's length): split such texts, or attack another run.")
+    if entry.forges:
+        forgery_problem(run, generations, entry, checked)
     host = entry.host_text(checked)
     if host and generations[TEXT_COLUMNS[host]].isna().all():
         others = [kind for kind in entry.params[entry.host_text_param][1].choices if kind != host]
         raise ValueError(f"{run_id} has no {host} texts to paste into: choose {entry.host_text_param}="
                          f"{' or '.join(others)}.")
     return entry, checked
+
+
+def forgery_problem(run: dict, generations: pd.DataFrame, entry: AttackPlugIn, checked: dict) -> None:
+    """A forgery needs a method whose green list the tokens before each position seed, and more answers than it
+    observes (one prompt at least is left to forge an answer to)."""
+    declared = methods.info(run["method"])
+    if declared.seeding_context is None:
+        seeded = [name for name in methods.watermark_names() if methods.info(name).seeding_context is not None]
+        raise ValueError(f"{run['run_id']}: {run['method']} has no green list seeded by the tokens before each "
+                         f"position, which {entry.name} learns; it forges {', '.join(seeded)}.")
+    observed, answers = checked[entry.observes], len(observable(generations))
+    if answers <= observed:
+        raise ValueError(f"{run['run_id']} has {answers} watermarked answers with their unwatermarked ones; {entry.name} "
+                         f"with {entry.observes}={observed} needs more, one prompt at least left to forge an answer to: "
+                         f"lower {entry.observes} or attack a larger run.")
+
+
+def observable(generations: pd.DataFrame) -> pd.DataFrame:
+    """The samples a forger may observe: a watermarked answer and the unwatermarked one to the same prompt."""
+    return generations[generations.watermarked_text.notna() & generations.unwatermarked_text.notna()]
+
+
+def forgery_split(generations: pd.DataFrame, observed: int, forgeries: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the samples the forger observes, those it forges answers to): the observable samples in an order drawn from
+    `seed`, the first `observed` observed, the next `forgeries` forged; the same whatever is already stored."""
+    candidates = observable(generations).sort_values("sample_idx")
+    order = candidates.iloc[np.random.default_rng([seed]).permutation(len(candidates))]
+    return order.iloc[:observed], order.iloc[observed:observed + forgeries].sort_values("sample_idx")
 
 
 def words_changed(clean: str, attacked: str) -> float:
@@ -115,6 +145,24 @@ def rewriting_backend(checked: dict, model_loader=None):
     return backend
 
 
+def forger_resources(run: dict, checked: dict, observed: pd.DataFrame, model_loader) -> tuple[dict, str]:
+    """What a forger works with: its own model (loaded), the observed answers, the width of the method's seeding
+    context, and the run's answer length and sampling, so its answers are like the run's; and its model's name."""
+    from fwsapp.generation.generate import DEFAULT_SAMPLING
+    from fwsapp.models import EMBEDDED_MODEL
+
+    if model_loader is None:
+        raise ValueError("A forgery writes answers with the adversary's model: give a model loader.")
+    config, declared = run["config"], methods.info(run["method"])
+    # An imported run records no generation settings: the forger then writes as fwsapp generates, up to 200 tokens.
+    length = config.get("max_new_tokens") or 200
+    sampling = config.get("sampling") or {**DEFAULT_SAMPLING, "min_new_tokens": length}
+    model = checked["adversary"] or EMBEDDED_MODEL
+    return {"adversary": model_loader(model), "observed": (list(observed.watermarked_text), list(observed.unwatermarked_text)),
+            "context_width": declared.seeding_context(declared.checked_params(run["params"])),
+            "max_new_tokens": length, "sampling": sampling}, model
+
+
 def attack_run(store: Store, run_id: str, attack: str, params: dict | None = None, seed: int = 0,
                progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
                model_loader=None) -> str:
@@ -129,10 +177,14 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     if "backend" in entry.needs:
         resources = {"backend": rewriting_backend(checked, model_loader), "concurrency": CONCURRENT_REQUESTS}
         model = resources["backend"].model
+    generations = store.generations(run_id)
+    targets = generations[generations.watermarked_text.notna()]
+    if entry.forges:
+        observed, targets = forgery_split(generations, checked[entry.observes], checked["forgeries"], seed)
+        resources, model = forger_resources(store.run(run_id), checked, observed, model_loader)
     set_id = attack_set_id(run_id, entry.name, checked, seed, model)
     done = set(store.attacked_texts([set_id]).sample_idx)
-    generations = store.generations(run_id)
-    todo = generations[generations.watermarked_text.notna() & ~generations.sample_idx.isin(done)]
+    todo = targets[~targets.sample_idx.isin(done)]
     total = len(done) + len(todo)
     if progress:
         progress(len(done), total)
@@ -151,7 +203,7 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
             int(row.sample_idx), text, row.unwatermarked_text if isinstance(row.unwatermarked_text, str) else None,
             row.reference if isinstance(row.reference, str) else None,
             protected=tuple(Span(entity.start, entity.end) for entity in mentions) if checked.get("keep_entities")
-            else (), mentions=tuple(Span(entity.start, entity.end) for entity in mentions))
+            else (), mentions=tuple(Span(entity.start, entity.end) for entity in mentions), prompt=row.prompt)
             for row, text, mentions in zip(chunk.itertuples(), clean, found)]
         attacked = attacker.attack_many(inputs)
         failures += [str(result) for result in attacked if isinstance(result, RewriteFailed)]

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -303,5 +303,9 @@ MIGRATIONS = [
     # 14: a detection set may score each repeated (context, token) pair once (fwsapp.detection.deduplication).
     """
     ALTER TABLE detection_sets ADD COLUMN deduplicate BOOLEAN DEFAULT FALSE;
+    """,
+    # 15: a semantic watermark's answer records the candidate sentences it rejected (fwsapp.generation.sentences).
+    """
+    ALTER TABLE generations ADD COLUMN watermarked_rejections INTEGER;
     """,
 ]

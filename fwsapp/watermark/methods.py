@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from fwsapp.data.tasks import TASKS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
 from fwsapp.secret_keys import recorded, resolved
 
@@ -50,6 +51,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     # The choice parameter by which its own detector scores a repeated context once (vLLM's deduplicate_contexts),
     # its first choice scoring every one.
     deduplication_param: str | None = None
+    # What it marks and its detector counts: "token", or "sentence" (a semantic watermark, generated sentence by
+    # sentence with rejection sampling, fwsapp.generation.sentences).
+    unit: str = "token"
 
     @property
     def evidence(self):
@@ -306,6 +310,36 @@ VLLM_GUMBEL_DUALKEY = MethodInfo(
     served_by=("vLLM",), deduplication_param="deduplicate_contexts",
     implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
 )
+SEMANTIC_PARAMS = {
+    "key": (15485863, Param("secret key: the prime that, times a sentence's region, seeds the next valid regions "
+                            "(MarkLLM's prime_P)", low=1, high=2**40, secret=True)),
+    "gamma": (0.25, Param("share of the regions valid after each sentence", low=0, high=1, open_low=True, open_high=True)),
+    "max_rejections": (100, Param("candidate sentences rejected before one is kept whatever its region (MarkLLM's N_max)",
+                                  low=0)),
+    "z_threshold": (3.0, Param("z over sentences above which a text is called watermarked")),
+}
+SEMSTAMP = MethodInfo(
+    "SemStamp", "Hou et al. (NAACL 2024): sentence by sentence, rejection sampling until a sentence's LSH signature of "
+                "its embedding falls in the regions the previous sentence keys; paraphrase-robust; z over sentences.",
+    params={**SEMANTIC_PARAMS,
+            "lsh_dim": (3, Param("LSH hyperplanes d: 2^d regions", low=1, high=16)),
+            "margin": (0.01, Param("a sentence is kept only when every hyperplane is at least this far (|cosine|)",
+                                   low=0, high=1))},
+    threshold_param="z_threshold", aliases=("SEMSTAMP",), needs_tokenizer=True, unit="sentence",
+    implementation="fwsapp.watermark.semstamp:SemStamp", test_params={"max_rejections": 0},
+)
+K_SEMSTAMP = MethodInfo(
+    "k-SemStamp", "Hou et al. (ACL Findings 2024): SemStamp with k-means clusters of a task's reference sentences as "
+                  "the regions, so they follow the domain's meanings.",
+    params={**SEMANTIC_PARAMS,
+            "k": (8, Param("clusters (regions)", low=2, high=64)),
+            "domain": ("qa", Param("the task whose shipped reference sentences the clusters are fitted on",
+                                   choices=tuple(TASKS))),
+            "margin": (0.01, Param("a sentence is kept only when its second-nearest centroid is this much farther "
+                                   "(cosine distance)", low=0, high=2))},
+    threshold_param="z_threshold", aliases=("KSEMSTAMP", "k-semstamp"), needs_tokenizer=True, unit="sentence",
+    implementation="fwsapp.watermark.k_semstamp:KSemStamp", test_params={"max_rejections": 0},
+)
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
              "standard_score": False}
 LOGRANK = MethodInfo(
@@ -339,7 +373,7 @@ DETECTGPT = MethodInfo(
 
 METHODS = Registry("watermark method", [KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, ENTITY_KGW_PREDICTED, UNIGRAM,
                                         SYNTHID, EWD, EXP, ITS_EDIT, UNBIASED, MORPHMARK, VLLM_GUMBEL,
-                                        VLLM_GUMBEL_DUALKEY, LOGRANK, DETECTGPT, FAST_DETECTGPT])
+                                        VLLM_GUMBEL_DUALKEY, SEMSTAMP, K_SEMSTAMP, LOGRANK, DETECTGPT, FAST_DETECTGPT])
 
 
 def watermark_names() -> list[str]:

@@ -19,8 +19,9 @@ from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
 from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, RECOGNIZERS
 
-# What an attack edits: words, characters, pasted spans, disease mentions, or the whole text (an LLM's rewrite).
-EDITS = ("words", "characters", "spans", "mentions", "text")
+# What an attack edits: words, characters, pasted spans, disease mentions, the whole text (an LLM's rewrite), or nothing
+# of a watermarked text: it writes new answers that pass for watermarked (a forgery).
+EDITS = ("words", "characters", "spans", "mentions", "text", "answers")
 # What keep_entities keeps where a mention is: every word that overlaps one, the mention's own characters byte for
 # byte, or an instruction to the rewriting model, which it may not follow.
 PROTECTS = {
@@ -62,6 +63,9 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     # the attacked text is that other text, so at zero strength it is unwatermarked, where any other attack leaves the
     # watermarked text as it is.
     host_text_param: str | None = None
+    # The parameter that says how many of the run's watermarked answers it learns from: an attack that observes writes
+    # answers of its own to the run's other prompts (edits="answers"), and their detection rate is its forgery success.
+    observes: str | None = None
 
     def __post_init__(self):
         # keep_entities and the recognizer follow from the declaration, so no entry can forget or misname them.
@@ -80,6 +84,9 @@ class AttackPlugIn(PlugIn, DeclaredParams):
         host = self.params.get(self.host_text_param, (None, None))[1] if self.host_text_param else None
         if self.host_text_param and not (host and host.choices and set(host.choices) <= set(HOST_TEXTS)):
             problems.append(f"{self.host_text_param} must be a parameter whose choices are among {', '.join(HOST_TEXTS)}")
+        if (self.observes is not None) != (self.edits == "answers") or (self.observes and self.observes not in self.params):
+            problems.append("an attack that writes answers (edits='answers') names the parameter it observes by, "
+                            "one of its parameters, and only such an attack does")
         if self.strength is not None and self.strength not in self.params:
             problems.append(f"its strength {self.strength!r} is not one of its parameters")
         if problems:
@@ -94,6 +101,11 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     def keeps_entities(self) -> bool:
         """Whether keep_entities leaves every mention byte for byte (an LLM is only asked to)."""
         return self.protects in ("words", "characters")
+
+    @property
+    def forges(self) -> bool:
+        """Whether it forges the watermark (writes answers that pass for watermarked) rather than removing it."""
+        return self.observes is not None
 
     @property
     def hosts_the_watermark(self) -> bool:
@@ -245,6 +257,24 @@ ATTACKS = Registry("attack", [
                      "backend",
         "fwsapp.robustness.attacks.translate:Translate", needs=("backend",), edits="text", test_params={"max_tokens": 8},
         params=_rewriter(language=("French", Param("the language of the round trip"))), protects="instruction"),
+    AttackPlugIn(
+        "spoofing", "watermark stealing (Jovanović et al., ICML 2024; MarkLLM's STEAL): learn which tokens the watermark "
+                    "favours after each context from observed watermarked answers, against the unwatermarked answers to "
+                    "the same prompts, then write answers to other prompts with the adversary's own model biased toward "
+                    "them; forgery, not removal: its detection rate is the share of forged answers attributed to the "
+                    "watermark",
+        "fwsapp.robustness.attacks.spoofing:Spoofing",
+        params={"observed": (100, Param("watermarked answers the adversary observes and learns from", low=1)),
+                "forgeries": (32, Param("answers forged, to prompts the adversary did not observe", low=1)),
+                "strength": (4.0, Param("logit bias toward the tokens learned to be favoured (MarkLLM's spoofer "
+                                        "strength)", low=0, high=20)),
+                "adversary": ("", Param("the adversary's own model (empty: the embedded one)")),
+                "min_count": (2, Param("times a token must follow a context in the watermarked answers to be learned "
+                                       "(MarkLLM's min_wm_count_nonempty)", low=1)),
+                "clip": (2.0, Param("frequency ratio (watermarked / unwatermarked) at which a token counts as surely "
+                                    "favoured (MarkLLM's clip_at)", low=1, open_low=True))},
+        edits="answers", observes="observed", strength="observed", presets=(100, 1000, 5000), needs=("model",),
+        test_params={"observed": 1, "forgeries": 1}),
 ])
 DEFAULT_SEED = 0
 

@@ -28,6 +28,7 @@ class AttackInput:
     reference: str | None = None
     protected: tuple[Span, ...] = ()  # disease mentions kept verbatim (keep_entities)
     mentions: tuple[Span, ...] = ()  # every disease mention the recognizer found (entity-swap)
+    prompt: str | None = None  # what the answer answers (a forgery writes its own answer to it)
 
 
 @dataclass(frozen=True)

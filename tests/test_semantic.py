@@ -1,0 +1,214 @@
+"""Issue 49: the semantic watermarks (SemStamp, k-SemStamp) and the forgery by watermark stealing.
+
+SemStamp's regions and keyed valid regions are held against MarkLLM's SemStamp code (its recipe written out below:
+markllm 0.1.5 predates SemStamp, and its later SemStamp imports nearpy and sentence-transformers, which this machine
+lacks); the detector's z over sentences against the hand count; rejection sampling keeps the first candidate the
+watermark accepts, in draw order, and records its rejections. The forger learns a planted green token, and its bad
+inputs are one line with nothing stored."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.stats import norm
+
+from fwsapp.generation.sentences import CANDIDATES, Candidates
+from fwsapp.robustness.attacks.spoofing import StolenWatermark
+from fwsapp.watermark.factory import create
+from fwsapp.watermark.semantic import sentence_spans
+from fwsapp.watermark.semstamp import SemStamp
+
+WIDTH = 384
+
+
+class LookupEncoder:
+    """An encoder stand-in: each text's unit-length embedding from a table (random for a text it does not hold)."""
+
+    def __init__(self, table: dict[str, np.ndarray]):
+        self.table = table
+        self.model = SimpleNamespace(config=SimpleNamespace(hidden_size=WIDTH))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        rows = [self.table.get(text.strip(), np.random.default_rng(len(text)).normal(size=WIDTH)) for text in texts]
+        return np.stack([row / np.linalg.norm(row) for row in rows])
+
+
+class Characters:
+    """A tokenizer stand-in: one token per character."""
+
+    name, vocab_size = "characters", 256
+
+    @staticmethod
+    def decode(ids: list[int]) -> str:
+        return "".join(map(chr, ids))
+
+
+def semstamp(encoder, **params):
+    return SemStamp(256, tokenizer=Characters(), encoder=encoder, **params)
+
+
+def markllm_region(embedding: np.ndarray, dimension: int) -> int:
+    """MarkLLM's SemStamp hash: nearpy's RandomBinaryProjections('rbp_perm', d, rand_seed=1234) on the embedding."""
+    np.random.seed(1234)
+    normals = np.random.randn(dimension, embedding.size)
+    return int("".join("1" if projection > 0.0 else "0" for projection in normals @ embedding), 2)
+
+
+def markllm_accept_mask(seed: int, dimension: int, gamma: float, prime: int) -> list[int]:
+    """MarkLLM's SemStamp valid regions after a sentence whose hash is `seed`."""
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(prime * seed)
+    return torch.randperm(2 ** dimension, device="cpu", generator=generator)[:int(2 ** dimension * gamma)].tolist()
+
+
+@pytest.mark.parametrize("dimension", [3, 5])
+def test_semstamp_regions_and_valid_regions_are_markllms(dimension):
+    watermark = semstamp(LookupEncoder({}), lsh_dim=dimension)
+    embeddings = np.random.default_rng(dimension).normal(size=(200, WIDTH))
+    regions, _ = watermark.placed(embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True))
+    assert regions.tolist() == [markllm_region(row, dimension) for row in embeddings]
+    for region in range(2 ** dimension):
+        assert watermark.valid_regions(region) == set(markllm_accept_mask(region, dimension, 0.25, 15485863))
+
+
+def test_the_margin_keeps_only_sentences_clear_of_every_hyperplane():
+    watermark = semstamp(LookupEncoder({}), margin=0.05)
+    normal = watermark.normals[0] / np.linalg.norm(watermark.normals[0])
+    rng = np.random.default_rng(0)
+    away = rng.normal(size=WIDTH)
+    on_plane = away - (away @ normal) * normal  # cosine 0 with the first normal
+    rows = np.stack([on_plane / np.linalg.norm(on_plane), away / np.linalg.norm(away)])
+    cosines = np.abs(rows @ watermark.normals.T / np.linalg.norm(watermark.normals, axis=1))
+    assert watermark.placed(rows)[1].tolist() == [False, bool(cosines[1].min() >= 0.05)]
+
+
+def chained_text(watermark, sentences: int, valid: bool) -> tuple[str, dict[str, np.ndarray]]:
+    """A text of `sentences` sentences, each embedded in a region its predecessor keys valid (or invalid)."""
+    rng = np.random.default_rng(1)
+    table, text, previous = {}, [], None
+    for index in range(sentences):
+        while True:
+            vector = rng.normal(size=WIDTH)
+            region = int(watermark.placed(vector[None] / np.linalg.norm(vector))[0][0])
+            if previous is None or (region in watermark.valid_regions(previous)) == valid:
+                break
+        sentence = f"Sentence number {index} is here."
+        table[sentence], previous = vector, region
+        text.append(sentence)
+    return " ".join(text), table
+
+
+@pytest.mark.parametrize("valid", [True, False])
+def test_the_detector_counts_sentences_in_valid_regions_and_flags_each_on_its_last_token(valid):
+    text, table = chained_text(semstamp(LookupEncoder({})), 9, valid)
+    watermark = semstamp(LookupEncoder(table))
+    detection = watermark.detect([ord(character) for character in text])
+    green = 8 if valid else 0
+    z = (green - 0.25 * 8) / np.sqrt(8 * 0.25 * 0.75)
+    assert detection.num_tokens_scored == 8 and detection.score == pytest.approx(z) and detection.p == pytest.approx(norm.sf(z))
+    ends = [end - 1 for _, end in sentence_spans(text)]
+    assert [index for index, flag in enumerate(detection.token_flags) if flag >= 0] == ends[1:]  # the first only keys
+    assert all(detection.token_flags[end] == int(valid) for end in ends[1:])
+
+
+def test_rejection_sampling_keeps_the_first_accepted_candidate_in_draw_order():
+    tokenizer = SimpleNamespace(decode=lambda tokens, skip_special_tokens=True: " ".join(map(str, tokens)))
+    verdicts = {"1": True, "2": False, "3": True}
+    candidates = Candidates(tokenizer, 0, {0}, lambda texts: [(7, verdicts.get(text, False)) for text in texts],
+                            keep_any_from=CANDIDATES)
+    rows = [[row + 1, 0] if row + 1 in (2, 3) else [row + 1] for row in range(CANDIDATES)]  # 2 and 3 ended (EOS)
+    candidates.close(list(range(CANDIDATES)), rows, at_limit=False)
+    assert candidates.choice() is None  # row 1 is still open: it would come first
+    candidates.close([0], rows, at_limit=True)
+    assert candidates.choice() == 0
+    verdicts["1"] = False
+    late = Candidates(tokenizer, 0, {0}, lambda texts: [(7, verdicts.get(text, False)) for text in texts], CANDIDATES)
+    late.close(list(range(CANDIDATES)), rows, at_limit=True)
+    assert late.choice() == 2 and late.ended[2] == ([3], True, 7, True)  # rows 0 and 1 rejected: two rejections
+    spent = Candidates(tokenizer, 0, {0}, lambda texts: [(7, False) for _ in texts], keep_any_from=1)
+    spent.close(list(range(CANDIDATES)), rows, at_limit=True)
+    assert spent.choice() == 1  # the rejections used up: the next candidate is kept whatever its region
+
+
+@pytest.mark.model
+def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_the_text_again(lm, store):
+    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.models.tokenizers import from_huggingface
+
+    run_id = run_generation(RunConfig(task="qa", method="SemStamp", n=2, max_new_tokens=24, batch_size=2, seed=3,
+                                     params={"max_rejections": 2}), store, lm)
+    rows = store.generations(run_id)
+    assert (rows.watermarked_rejections >= 0).all() and (rows.watermarked_seconds > 0).all()
+    assert rows.unwatermarked_text.notna().all()  # the unwatermarked answers are generated as for any method
+    watermark = create("SemStamp", lm.vocab_size, tokenizer=from_huggingface("embedded", lm.tokenizer))
+    stored = store.detections([run_id]).query("text_kind == 'watermarked'").set_index("sample_idx").score
+    for row in rows.itertuples():
+        again = watermark.detect(lm.tokenizer(row.watermarked_text, add_special_tokens=False)["input_ids"])
+        assert again.score == pytest.approx(stored[row.sample_idx], abs=1e-9)
+
+
+def test_the_forger_learns_the_token_the_watermark_favours_after_a_context():
+    rng = np.random.default_rng(0)
+    plain = [rng.integers(10, 20, 60).tolist() for _ in range(40)]
+    marked = [[token if previous != 11 else 15 for previous, token in zip([0] + text, text)] for text in plain]
+    stolen = StolenWatermark(marked, plain, width=1, min_count=2, clip=2.0)
+    boosts = stolen.boosts((11,))
+    assert max(boosts, key=boosts.get) == 15 and boosts[15] == 1.0
+    assert all(token != 12 for token in boosts)  # rarer after 11 when watermarked: not learned
+    assert StolenWatermark(marked[:1], plain[:1], width=1, min_count=1000, clip=2.0).boosts((11,)) == {}
+
+
+def test_a_forgery_of_a_method_without_a_seeded_list_or_with_too_few_answers_is_one_line():
+    from fwsapp.robustness.attack_sets import forgery_problem, forgery_split
+    from fwsapp.robustness.attacks import ATTACKS
+
+    entry = ATTACKS["spoofing"]
+    answers = pd.DataFrame({"sample_idx": range(5), "watermarked_text": ["w"] * 5, "unwatermarked_text": ["u"] * 5})
+    with pytest.raises(ValueError, match=r"^r1: SemStamp has no green list seeded by the tokens before each position, "
+                                         r"which spoofing learns; it forges KGW, SWEET"):
+        forgery_problem({"run_id": "r1", "method": "SemStamp"}, answers, entry, entry.checked_params({}))
+    with pytest.raises(ValueError, match=r"^r2 has 5 watermarked answers .* with observed=5 needs more"):
+        forgery_problem({"run_id": "r2", "method": "KGW"}, answers, entry, entry.checked_params({"observed": 5}))
+    observed, forged = forgery_split(answers, 3, 32, seed=0)
+    assert len(observed) == 3 and len(forged) == 2 and not set(observed.sample_idx) & set(forged.sample_idx)
+    assert forgery_split(answers, 3, 32, seed=0)[1].sample_idx.tolist() == forged.sample_idx.tolist()
+
+
+@pytest.mark.model
+def test_spoofing_a_run_forges_answers_to_unobserved_prompts_and_the_page_shows_them_beside_removal(qa_run, lm, tmp_path,
+                                                                                                 app_db):
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.orchestration import pipeline
+    from fwsapp.robustness.attack_sets import summaries
+    from fwsapp.store import Store
+    from tests.conftest import copy_store
+    from tests.test_pages import APP
+
+    source, _, run_id = qa_run
+    copy_store(source, app_db)
+    store = Store(app_db)
+    revision = store.revision()
+    with pytest.raises(ValueError, match="needs more, one prompt at least left to forge an answer to"):
+        pipeline.attack(store, [run_id], lambda name: lm, attack="spoofing", params={"observed": 4})
+    assert store.revision() == revision and store.attack_sets([run_id]).empty
+    params = {"observed": 2, "forgeries": 2, "strength": 8.0}
+    pipeline.attack(store, [run_id], lambda name: lm, attack="spoofing", params=params, seed=1)
+    [attack_set] = store.attack_sets([run_id]).attack_set_id
+    forged = store.attacked_texts([attack_set])
+    generations = store.generations(run_id).set_index("sample_idx")
+    assert len(forged) == 2 and all(text != generations.watermarked_text[index] for index, text
+                                    in zip(forged.sample_idx, forged.text))
+    assert forged.note.str.contains("biased").all()
+    row = next(row for row in summaries(store, [run_id]) if row["attack"] == "spoofing")
+    assert row["texts"] == 2 and 0 <= row["still_detected"] <= 1
+    revision = store.revision()
+    pipeline.attack(store, [run_id], lambda name: lm, attack="spoofing", params=params, seed=1)
+    assert store.revision() == revision  # a repeated command changes nothing
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/robustness.py").run()
+    assert not app.exception
+    assert "Forgery: answers written to pass for watermarked" in [header.value for header in app.subheader]
