@@ -1,4 +1,5 @@
 """Generate: unwatermarked and watermarked outputs for a medical task, in a background job."""
+import pandas as pd
 import streamlit as st
 
 from fwsapp.ui import render as markup
@@ -34,7 +35,10 @@ def latest_samples(job) -> None:
                        unsafe_allow_html=True)
         plain.markdown(markup.inert(row.unwatermarked_text), unsafe_allow_html=True)
         if isinstance(row.watermarked_text, str):
-            marked.markdown(f"**Watermarked** · {name} = {markup.score_text(row.score_watermarked, name)}",
+            rejected = getattr(row, "watermarked_rejections", None)
+            cost = (f" · {row.watermarked_seconds:.1f} s" if pd.notna(row.watermarked_seconds) else "") + (
+                f" · {int(rejected)} candidate sentences rejected" if pd.notna(rejected) else "")
+            marked.markdown(f"**Watermarked** · {name} = {markup.score_text(row.score_watermarked, name)}{cost}",
                             unsafe_allow_html=True)
             marked.markdown(markup.inert(row.watermarked_text), unsafe_allow_html=True)
         else:

@@ -28,8 +28,12 @@ def test_the_score_at_t_is_the_t_token_prefix_detected_alone(lm, method):
     context = lm.tokenizer("Question: what is gout?")["input_ids"]
     watermark = create(method, lm.vocab_size, methods.info(method).test_params, lm=lm)
     if methods.info(method).evidence:
-        curve = length.prefix_statistics(method, watermark.params, watermark.detect(ids, context))
+        detection = watermark.detect(ids, context)
+        curve = length.prefix_statistics(method, watermark.params, detection)
         lengths = [1, 2, 5, 17, 33, len(ids)]
+        if methods.info(method).unit == "sentence":  # counted in sentences: the prefix that ends where one ends
+            lengths = [index + 1 for index, flag in enumerate(detection.token_flags) if flag >= 0] + [len(ids)]
+            assert len(lengths) >= 3
         alone = {size: length.statistic(method, watermark.params, watermark.detect(ids[:size], context))
                  for size in lengths}
     else:  # detected again at LENGTH_GRID (texts scored alone, as re-detection scores them)

@@ -55,11 +55,11 @@ def markllm_region(embedding: np.ndarray, dimension: int) -> int:
     return int("".join("1" if projection > 0.0 else "0" for projection in normals @ embedding), 2)
 
 
-def markllm_accept_mask(seed: int, dimension: int, gamma: float, prime: int) -> list[int]:
-    """MarkLLM's SemStamp valid regions after a sentence whose hash is `seed`."""
+def markllm_accept_mask(seed: int, regions: int, gamma: float, prime: int) -> list[int]:
+    """MarkLLM's SemStamp valid regions after a sentence whose hash is `seed` (k-SemStamp's get_cluster_mask alike)."""
     generator = torch.Generator(device="cpu")
     generator.manual_seed(prime * seed)
-    return torch.randperm(2 ** dimension, device="cpu", generator=generator)[:int(2 ** dimension * gamma)].tolist()
+    return torch.randperm(regions, device="cpu", generator=generator)[:int(regions * gamma)].tolist()
 
 
 @pytest.mark.parametrize("dimension", [3, 5])
@@ -69,7 +69,21 @@ def test_semstamp_regions_and_valid_regions_are_markllms(dimension):
     regions, _ = watermark.placed(embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True))
     assert regions.tolist() == [markllm_region(row, dimension) for row in embeddings]
     for region in range(2 ** dimension):
-        assert watermark.valid_regions(region) == set(markllm_accept_mask(region, dimension, 0.25, 15485863))
+        assert watermark.valid_regions(region) == set(markllm_accept_mask(region, 2 ** dimension, 0.25, 15485863))
+
+
+def test_k_semstamp_places_a_sentence_at_its_nearest_centroid_and_keys_clusters_as_the_original():
+    from fwsapp.watermark.k_semstamp import KSemStamp
+
+    watermark = KSemStamp(256, tokenizer=Characters(), encoder=LookupEncoder({}), k=4, margin=0.1)
+    watermark.centroids = np.eye(4, WIDTH)
+    rows = np.zeros((2, WIDTH))
+    rows[0, [0, 1]] = [0.8, 0.6]  # cosine distances 0.2 and 0.4 to centroids 0 and 1: clear by 0.2
+    rows[1, [2, 3]] = [0.71, 0.70]  # nearly as near to centroid 3 as to 2: inside the margin
+    regions, clear = watermark.placed(rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    assert regions.tolist() == [0, 2] and clear.tolist() == [True, False]
+    for region in range(4):
+        assert watermark.valid_regions(region) == set(markllm_accept_mask(region, 4, 0.25, 15485863))
 
 
 def test_the_margin_keeps_only_sentences_clear_of_every_hyperplane():
@@ -212,3 +226,22 @@ def test_spoofing_a_run_forges_answers_to_unobserved_prompts_and_the_page_shows_
     app.switch_page("pages/robustness.py").run()
     assert not app.exception
     assert "Forgery: answers written to pass for watermarked" in [header.value for header in app.subheader]
+
+
+def test_a_grid_spec_sweeps_the_observed_answers_of_a_forgery_and_refuses_a_bad_value_in_one_line():
+    from fwsapp.orchestration.grid import SpecError, load_spec
+
+    spec = """
+[grid]
+models = ["smollm2"]
+tasks = ["qa"]
+n = 4
+[[method]]
+name = "KGW"
+[steps]
+attack = [{ name = "spoofing", params = { observed = [1, 2], forgeries = 2 } }]
+"""
+    steps = load_spec("forgery.toml", spec).steps.attack
+    assert [dict(step.params)["observed"] for step in steps] == [1, 2] and {step.name for step in steps} == {"spoofing"}
+    with pytest.raises(SpecError, match=r"^forgery.toml: \[steps\] attack 1: .*observed"):
+        load_spec("forgery.toml", spec.replace("[1, 2]", "0"))

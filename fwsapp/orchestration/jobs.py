@@ -22,6 +22,7 @@ from fwsapp.generation.generate import Cancelled, RunConfig
 from fwsapp.judge.backends import JudgeError
 from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.runner import JudgeSettings
+from fwsapp.robustness.attacks import ATTACKS
 from fwsapp.models import LoadedModel
 from fwsapp.store import Store
 
@@ -176,7 +177,8 @@ class JobManager:
             sets = pipeline.attack(self.store, run_ids, self.model_loader, progress, cancel, attack=attack,
                                    params=params, seed=seed, normalize=normalize, tokenizer=tokenizer)
             attacked = [entry for entry in sets if entry.attack_set]
-            return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the Method × attack table."
+            table = "Forgery" if ATTACKS[attack].forges else "Method × attack"
+            return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the {table} table."
 
         key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{tokenizer}:{','.join(run_ids)}"
         return self.start("attack", key, f"Attacking {len(run_ids)} run(s) with {attack}", work)

@@ -9,19 +9,20 @@ sentence only keying the second. A paraphrase that keeps each sentence's meaning
 these watermarks robust where token-level ones are not.
 
 A sentence's verdict is flagged on its last token (green 1, red 0), so the token view shows where each sentence was
-scored; the z is over sentences, not tokens.
+scored, and the length view's statistic after T tokens is the z over the sentences complete by then: a green count
+(fwsapp.watermark.evidence.GreenCount) whose N counts sentences, not tokens.
 """
 from __future__ import annotations
 
 from abc import abstractmethod
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 import torch
 from scipy.stats import norm
 
 from fwsapp.watermark.base import BatchedDetector, Detection, GenerationBatch, Texts
+from fwsapp.watermark.evidence import GreenCount
 
 # Abbreviations after which a full stop ends no sentence, for the untrained Punkt splitter (nltk's trained English model
 # is a download, which this machine cannot make).
@@ -40,6 +41,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 class SemanticWatermark(BatchedDetector):
     """A sentence-level watermark: `regions` regions of the embedding space, a region for each sentence embedding and
     whether it is clear of the borders by the margin. Generation goes through `fwsapp.generation.sentences`."""
+
+    evidence = GreenCount()  # one flag per sentence, on its last token
 
     def __init__(self, vocab_size: int, lm=None, tokenizer=None, encoder=None, **params):
         """`tokenizer` (a tokenizers.TextTokenizer) turns token ids back into text when no model is loaded; `encoder`
@@ -93,26 +96,33 @@ class SemanticWatermark(BatchedDetector):
     def generation_kwargs(self, batch: GenerationBatch) -> dict:
         raise TypeError(f"{self.name} generates sentence by sentence with rejection sampling, not with logits processors.")
 
-    def text_and_ends(self, token_ids: Sequence[int]) -> tuple[str, list[int]]:
-        """The text of `token_ids` and, per token, the length of the text up to and including it."""
-        decode = self.tokenizer.decode
-        return decode(list(token_ids)), [len(decode(list(token_ids[:end]))) for end in range(1, len(token_ids) + 1)]
-
     def detect_many(self, texts: Texts) -> list[Detection]:
-        decoded = [self.text_and_ends(token_ids) for token_ids, _ in texts]
-        spans = [sentence_spans(text) for text, _ in decoded]
-        sentences = [text[start:end] for (text, _), own in zip(decoded, spans) for start, end in own]
+        decoded = [self.tokenizer.decode(list(token_ids)) for token_ids, _ in texts]
+        spans = [sentence_spans(text) for text in decoded]
+        sentences = [text[start:end] for text, own in zip(decoded, spans) for start, end in own]
         regions = iter(self.placed(self.encoder.encode(sentences))[0].tolist() if sentences else [])
-        return [self._detection(ends, [next(regions) for _ in own], own) for (_, ends), own in zip(decoded, spans)]
+        return [self._detection(list(token_ids), [next(regions) for _ in own], own)
+                for (token_ids, _), own in zip(texts, spans)]
 
-    def _detection(self, ends: list[int], regions: list[int], spans: list[tuple[int, int]]) -> Detection:
+    def last_token(self, token_ids: list[int], end: int) -> int:
+        """The token whose text reaches character `end` of the decoded text: the first prefix that long, found by
+        bisection (a prefix's decoded length grows with it)."""
+        low, high = 1, len(token_ids)
+        while low < high:
+            middle = (low + high) // 2
+            if len(self.tokenizer.decode(token_ids[:middle])) >= end:
+                high = middle
+            else:
+                low = middle + 1
+        return low - 1
+
+    def _detection(self, token_ids: list[int], regions: list[int], spans: list[tuple[int, int]]) -> Detection:
         """The z over sentences 2.. of a text, each scored against the regions its predecessor keys (MarkLLM's
         detector), its verdict flagged on the sentence's last token."""
-        flags = [-1] * len(ends)
-        for previous, region, (_, end) in zip(regions, regions[1:], spans[1:]):
-            last = next((index for index, reached in enumerate(ends) if reached >= end), len(ends) - 1)
-            flags[last] = int(region in self.valid_regions(previous))
-        scored = max(len(regions) - 1, 0)
-        gamma = self.params["gamma"]
-        z = (sum(flag == 1 for flag in flags) - gamma * scored) / np.sqrt(scored * gamma * (1 - gamma)) if scored else 0.0
+        flags = [-1] * len(token_ids)
+        valid = [int(region in self.valid_regions(previous)) for previous, region in zip(regions, regions[1:])]
+        for green, (_, end) in zip(valid, spans[1:]):
+            flags[self.last_token(token_ids, end)] = green
+        scored, gamma = len(valid), self.params["gamma"]
+        z = (sum(valid) - gamma * scored) / np.sqrt(scored * gamma * (1 - gamma)) if scored else 0.0
         return Detection(score=float(z), num_tokens_scored=scored, z=float(z), p=float(norm.sf(z)), token_flags=flags)
