@@ -145,24 +145,6 @@ def rewriting_backend(checked: dict, model_loader=None):
     return backend
 
 
-def forger_resources(run: dict, checked: dict, observed: pd.DataFrame, model_loader) -> tuple[dict, str]:
-    """What a forger works with: its own model (loaded), the observed answers, the width of the method's seeding
-    context, and the run's answer length and sampling, so its answers are like the run's; and its model's name."""
-    from fwsapp.generation.generate import DEFAULT_SAMPLING
-    from fwsapp.models import EMBEDDED_MODEL
-
-    if model_loader is None:
-        raise ValueError("A forgery writes answers with the adversary's model: give a model loader.")
-    config, declared = run["config"], methods.info(run["method"])
-    # An imported run records no generation settings: the forger then writes as fwsapp generates, up to 200 tokens.
-    length = config.get("max_new_tokens") or 200
-    sampling = config.get("sampling") or {**DEFAULT_SAMPLING, "min_new_tokens": length}
-    model = checked["adversary"] or EMBEDDED_MODEL
-    return {"adversary": model_loader(model), "observed": (list(observed.watermarked_text), list(observed.unwatermarked_text)),
-            "context_width": declared.seeding_context(declared.checked_params(run["params"])),
-            "max_new_tokens": length, "sampling": sampling}, model
-
-
 def attack_run(store: Store, run_id: str, attack: str, params: dict | None = None, seed: int = 0,
                progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
                model_loader=None) -> str:
@@ -180,8 +162,9 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     generations = store.generations(run_id)
     targets = generations[generations.watermarked_text.notna()]
     if entry.forges:
-        observed, targets = forgery_split(generations, checked[entry.observes], checked["forgeries"], seed)
-        resources, model = forger_resources(store.run(run_id), checked, observed, model_loader)
+        forger = entry.load()
+        observed, targets = forgery_split(generations, checked[entry.observes], forger.answers(checked), seed)
+        resources, model = forger.prepare(store.run(run_id), checked, observed, model_loader)
     set_id = attack_set_id(run_id, entry.name, checked, seed, model)
     done = set(store.attacked_texts([set_id]).sample_idx)
     todo = targets[~targets.sample_idx.isin(done)]

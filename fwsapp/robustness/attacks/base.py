@@ -78,6 +78,22 @@ class Attack:
         raise NotImplementedError
 
 
+class Forgery(Attack):
+    """An attack that writes answers of its own to the prompts it did not observe (its entry's `observes`), from what it
+    learned of the run's watermarked answers; `attack_many` gets those prompts' samples."""
+
+    @classmethod
+    def answers(cls, params: dict) -> int:
+        """How many answers it writes."""
+        raise NotImplementedError
+
+    @classmethod
+    def prepare(cls, run: dict, params: dict, observed, model_loader) -> tuple[dict, str | None]:
+        """(its resources: what it learned from `observed`, the run's samples it observes, and the model it writes with;
+        that model's name, part of the attack set's identity)."""
+        raise NotImplementedError
+
+
 class WordAttack(Attack):
     """An attack that picks words among the editable ones (not protected) and edits each picked word."""
 

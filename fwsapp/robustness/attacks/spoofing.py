@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.robustness.attacks.base import Attack, Attacked, AttackInput
+from fwsapp.robustness.attacks.base import Attacked, AttackInput, Forgery
 
 
 def context_counts(texts: list[list[int]], width: int) -> dict[tuple[int, ...], Counter]:
@@ -87,10 +87,34 @@ class StolenBias(LogitsProcessor):
         return scores
 
 
-class Spoofing(Attack):
+class Spoofing(Forgery):
     """Resources: `adversary` (its loaded model), `observed` ((watermarked texts, unwatermarked texts) of the observed
     prompts), `context_width` (the tokens that seed the method's green list), `max_new_tokens` and `sampling` (the
     run's)."""
+
+    @classmethod
+    def answers(cls, params: dict) -> int:
+        return params["forgeries"]
+
+    @classmethod
+    def prepare(cls, run: dict, params: dict, observed, model_loader) -> tuple[dict, str]:
+        """The adversary's model (loaded), the observed answers, the width of the method's seeding context, and the run's
+        answer length and sampling, so the forged answers are like the run's."""
+        from fwsapp.generation.generate import DEFAULT_SAMPLING
+        from fwsapp.models import EMBEDDED_MODEL
+        from fwsapp.watermark import methods
+
+        if model_loader is None:
+            raise ValueError("A forgery writes answers with the adversary's model: give a model loader.")
+        config, declared = run["config"], methods.info(run["method"])
+        # An imported run records no generation settings: the forger then writes as fwsapp generates, up to 200 tokens.
+        length = config.get("max_new_tokens") or 200
+        sampling = config.get("sampling") or {**DEFAULT_SAMPLING, "min_new_tokens": length}
+        model = params["adversary"] or EMBEDDED_MODEL
+        return {"adversary": model_loader(model),
+                "observed": (list(observed.watermarked_text), list(observed.unwatermarked_text)),
+                "context_width": declared.seeding_context(declared.checked_params(run["params"])),
+                "max_new_tokens": length, "sampling": sampling}, model
 
     @cached_property
     def stolen(self) -> StolenWatermark:
