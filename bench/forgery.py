@@ -32,6 +32,7 @@ TOKEN_LEVEL = {"KGW (1-token context)": ("KGW", {}), "KGW (4-token context)": ("
                "SynthID": ("SynthID", {}), "EntityKGW": ("EntityKGW", {})}
 SEMANTIC = {"SemStamp": ("SemStamp", {}), "k-SemStamp": ("k-SemStamp", {})}
 LONG_SENTENCES = 8
+METRICS = ("simcse", "simcse_reference", "rouge", "f1", "factuality")  # FWS (Auto)'s, as the EntityKGW benches score
 
 
 def main() -> None:
@@ -76,6 +77,7 @@ def main() -> None:
         for (task, label), run in [*runs.items(), *long_runs.items()]:
             pipeline.generate(store, [run], lambda name: lm)
             pipeline.attack(store, [run.run_id()], lambda name: lm, attack="synonym", params={"ratio": 0.5})
+            pipeline.score(store, [run.run_id()], lambda name: lm, metrics=METRICS)
             if label in TOKEN_LEVEL:
                 for observed in args.observed:
                     pipeline.attack(store, [run.run_id()], lambda name: lm, attack="spoofing",
@@ -142,12 +144,13 @@ def table(store, runs: dict[tuple[str, str], str], observed: list[int]) -> str:
     """The markdown table of removal and forgery, one row per task and method."""
     import pandas as pd
 
+    from fwsapp.results.paired import text_measures
     from fwsapp.robustness.attack_sets import summaries
 
     rows = ["| task | method | texts | AUROC clean | TPR @5 % clean | AUROC synonym 0.5 | TPR @5 % synonym | "
             + " | ".join(f"forged @threshold / @5 % FPR, {count} observed" for count in observed)
-            + " | forgeries' similarity | s per answer | rejections per answer |",
-            "|---" * (10 + len(observed)) + "|"]
+            + " | forgeries' similarity | FWS (Auto) | disease names kept by synonyms | s per answer | "
+              "rejections per answer |", "|---" * (12 + len(observed)) + "|"]
     for (task, label), run_id in runs.items():
         found = summaries(store, [run_id])
         if not found:
@@ -167,7 +170,11 @@ def table(store, runs: dict[tuple[str, str], str], observed: list[int]) -> str:
         cells += [f"{forged[count]['still_detected']:.2f} / {tpr(forged[count])}" if count in forged else "n/a (no seeded list)"
                   if label in SEMANTIC else "–" for count in observed]
         similarity = [row["similarity"] for row in forged.values() if row["similarity"] is not None]
+        measures = text_measures(store, [run_id])
+        auto = measures[measures.measure == "FWS (Auto)"].value
         cells += [f"{sum(similarity) / len(similarity):.2f}" if similarity else "–",
+                  f"{auto.mean():.3f}" if len(auto) else "–",
+                  f"{synonym['entity_survival']:.2f}" if synonym and synonym["entity_survival"] is not None else "–",
                   f"{generations.watermarked_seconds.mean():.1f}",
                   "–" if pd.isna(rejections) else f"{rejections:.1f}"]
         rows.append("| " + " | ".join(cells) + " |")
