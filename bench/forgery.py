@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"qa": "healthqa_qa.json", "completion": "healthqa_completion.json", "summarization": "meqsum_summarization.json"}
 TOKEN_LEVEL = {"KGW (1-token context)": ("KGW", {}), "KGW (4-token context)": ("KGW", {"prefix_length": 4}),
-               "SynthID": ("SynthID", {}), "EntityKGW": ("EntityKGW", {})}
+               "SynthID": ("SynthID", {}), "EntityKGW": ("EntityKGW", {}), "vLLM-Gumbel": ("vLLM-Gumbel", {})}
 SEMANTIC = {"SemStamp": ("SemStamp", {}), "k-SemStamp": ("k-SemStamp", {})}
 LONG_SENTENCES = 8
 METRICS = ("simcse", "simcse_reference", "rouge", "f1", "factuality")  # FWS (Auto)'s, as the EntityKGW benches score
@@ -45,9 +45,10 @@ def main() -> None:
     parser.add_argument("--forgeries", type=int, default=16)
     parser.add_argument("--long-n", type=int, default=16)
     parser.add_argument("--long-tokens", type=int, default=192)
+    parser.add_argument("--paraphrase-tasks", nargs="*", default=["qa"], choices=list(DATASETS))
     parser.add_argument("--scale-n", type=int, default=400)
     parser.add_argument("--scale-observed", type=int, nargs="+", default=[25, 100, 300])
-    parser.add_argument("--scale-forgeries", type=int, default=48)
+    parser.add_argument("--scale-forgeries", type=int, default=32)
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-forgery.duckdb"))
     parser.add_argument("--only", choices=("table",))
     args = parser.parse_args()
@@ -78,7 +79,10 @@ def main() -> None:
             pipeline.generate(store, [run], lambda name: lm)
             pipeline.attack(store, [run.run_id()], lambda name: lm, attack="synonym", params={"ratio": 0.5})
             pipeline.score(store, [run.run_id()], lambda name: lm, metrics=METRICS)
-            if label in TOKEN_LEVEL:
+            if task in args.paraphrase_tasks:
+                pipeline.attack(store, [run.run_id()], lambda name: lm, attack="paraphrase",
+                                params={"backend": "local", "max_tokens": 2 * run.max_new_tokens})
+            if stealable(label):
                 for observed in args.observed:
                     pipeline.attack(store, [run.run_id()], lambda name: lm, attack="spoofing",
                                     params={"observed": observed, "forgeries": args.forgeries})
@@ -110,13 +114,20 @@ def scale_table(store, run_id: str) -> str:
     return "\n".join(rows)
 
 
+def stealable(label: str) -> bool:
+    """Whether the method has a green list seeded by the tokens before each position, which spoofing learns."""
+    from fwsapp.watermark.methods import info
+
+    return info({**TOKEN_LEVEL, **SEMANTIC}[label][0]).seeding_context is not None
+
+
 def long_table(store, runs: dict[tuple[str, str], str]) -> str:
     """AUROC of the semantic watermarks over the texts of at least LONG_SENTENCES sentences, clean and after synonyms."""
     from fwsapp.detection.roc import summary
     from fwsapp.watermark.semantic import sentence_spans
 
     rows = [f"| method | answers | of them ≥ {LONG_SENTENCES} sentences | sentences (median) | AUROC clean | "
-            "AUROC synonym 0.5 | s per answer | rejections per answer |", "|---" * 8 + "|"]
+            "AUROC after synonyms or a paraphrase | s per answer | rejections per answer |", "|---" * 8 + "|"]
     for (_, label), run_id in runs.items():
         generations = store.generations(run_id)
         if generations.empty:
@@ -126,13 +137,19 @@ def long_table(store, runs: dict[tuple[str, str], str]) -> str:
         long_enough = {kind: {index for index, count in counts.items() if count >= LONG_SENTENCES}
                        for kind, counts in sentences.items()}
         clean_set = store.detection_sets([run_id]).set_id
-        scores = store.redetections(list(store.detection_sets([run_id], attacked=True).set_id) + list(clean_set))
+        attacked = store.detection_sets([run_id], attacked=True)
+        attacks = store.attack_sets([run_id]).set_index("attack_set_id").attack
+        scores = store.redetections(list(attacked.set_id) + list(clean_set))
         clean = scores[scores.set_id.isin(clean_set)]
         negatives = clean[(clean.text_kind == "unwatermarked") & clean.sample_idx.isin(long_enough["unwatermarked"])].score
-        aurocs = []
-        for positives in (clean[(clean.text_kind == "watermarked")], scores[~scores.set_id.isin(clean_set)]):
+
+        def auroc(positives) -> str:
             chosen = positives[positives.sample_idx.isin(long_enough["watermarked"])].score
-            aurocs.append(f"{summary(chosen, negatives, 'higher')['auroc']:.3f}" if len(chosen) and len(negatives) else "–")
+            return f"{summary(chosen, negatives, 'higher')['auroc']:.3f}" if len(chosen) and len(negatives) else "–"
+
+        aurocs = [auroc(clean[clean.text_kind == "watermarked"]),
+                  ", ".join(f"{attacks[entry.attack_set_id]} {auroc(scores[scores.set_id == entry.set_id])}"
+                            for entry in attacked.itertuples())]
         rows.append(f"| {label} | {len(generations)} | {len(long_enough['watermarked'])} watermarked, "
                     f"{len(long_enough['unwatermarked'])} unwatermarked | "
                     f"{sorted(sentences['watermarked'].values())[len(generations) // 2]} | {aurocs[0]} | {aurocs[1]} | "
@@ -148,9 +165,10 @@ def table(store, runs: dict[tuple[str, str], str], observed: list[int]) -> str:
     from fwsapp.robustness.attack_sets import summaries
 
     rows = ["| task | method | texts | AUROC clean | TPR @5 % clean | AUROC synonym 0.5 | TPR @5 % synonym | "
+            "AUROC paraphrase | TPR @5 % paraphrase | "
             + " | ".join(f"forged @threshold / @5 % FPR, {count} observed" for count in observed)
             + " | forgeries' similarity | FWS (Auto) | disease names kept by synonyms | s per answer | "
-              "rejections per answer |", "|---" * (12 + len(observed)) + "|"]
+              "rejections per answer |", "|---" * (14 + len(observed)) + "|"]
     for (task, label), run_id in runs.items():
         found = summaries(store, [run_id])
         if not found:
@@ -167,8 +185,10 @@ def table(store, runs: dict[tuple[str, str], str], observed: list[int]) -> str:
 
         cells = [task, label, str(clean["texts"]), f"{clean['auroc']:.3f}", tpr(clean),
                  f"{synonym['auroc']:.3f}" if synonym else "–", tpr(synonym)]
-        cells += [f"{forged[count]['still_detected']:.2f} / {tpr(forged[count])}" if count in forged else "n/a (no seeded list)"
-                  if label in SEMANTIC else "–" for count in observed]
+        paraphrase = next((row for row in found if row["attack"] == "paraphrase"), None)
+        cells += [f"{paraphrase['auroc']:.3f}" if paraphrase else "–", tpr(paraphrase)]
+        cells += [f"{forged[count]['still_detected']:.2f} / {tpr(forged[count])}" if count in forged else "–"
+                  if stealable(label) else "n/a (no seeded list)" for count in observed]
         similarity = [row["similarity"] for row in forged.values() if row["similarity"] is not None]
         measures = text_measures(store, [run_id])
         auto = measures[measures.measure == "FWS (Auto)"].value
