@@ -245,3 +245,12 @@ attack = [{ name = "spoofing", params = { observed = [1, 2], forgeries = 2 } }]
     assert [dict(step.params)["observed"] for step in steps] == [1, 2] and {step.name for step in steps} == {"spoofing"}
     with pytest.raises(SpecError, match=r"^forgery.toml: \[steps\] attack 1: .*observed"):
         load_spec("forgery.toml", spec.replace("[1, 2]", "0"))
+
+
+def test_a_synthid_text_too_short_for_an_ngram_has_a_curve_by_length():
+    """A paraphrase four tokens long (the bench met one) is detected again with its score after every token."""
+    from fwsapp.detection.length import prefix_statistics
+
+    watermark = create("SynthID", 256)
+    detection = watermark.detect([5, 6, 7, 8])
+    assert detection.score == 0.5 and prefix_statistics("SynthID", watermark.params, detection) == [0.0] * 4

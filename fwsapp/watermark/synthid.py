@@ -68,8 +68,12 @@ class SynthID(Watermark, info=methods.SYNTHID):
         context = list(context_ids)
         ids = torch.tensor([context + list(token_ids)], device=processor.device)
         ngram = self.params["ngram_len"]
+        # A text too short to hold an n-gram, or all of whose n-grams repeat, scores nothing: every token a half, as
+        # the length view's evidence reads it.
+        nothing = Detection(score=0.5, z=0.0, num_tokens_scored=0, token_flags=[-1] * len(token_ids),
+                            token_values=[0.5] * len(token_ids))
         if ids.shape[1] < ngram:
-            return Detection(score=0.5, z=0.0, num_tokens_scored=0, token_flags=[-1] * len(token_ids))
+            return nothing
         g_values = processor.compute_g_values(ids)[0].float()  # (positions, depth); position p ends at token p + ngram − 1
         mask = processor.compute_context_repetition_mask(ids)[0].bool()
         ends = torch.arange(ngram - 1, ids.shape[1], device=ids.device)
@@ -77,7 +81,7 @@ class SynthID(Watermark, info=methods.SYNTHID):
         scored = g_values[mask]
         count = int(mask.sum())
         if count == 0:
-            return Detection(score=0.5, z=0.0, num_tokens_scored=0, token_flags=[-1] * len(token_ids))
+            return nothing
         mean = float(scored.mean())
         z = (mean - 0.5) / (0.5 / sqrt(scored.numel()))
         flags, values = [-1] * len(token_ids), [0.5] * len(token_ids)
