@@ -114,13 +114,20 @@ def forgery(frame) -> None:
                "saw. A high share means the watermark can be forged: it no longer proves that the model wrote a text. "
                "Similarity to the model's own answer to the same prompt says whether the forgeries still read as "
                "answers: " + ", ".join(f"{row.attack_label}: {row.similarity:.2f}" for row in frame.itertuples()
-                                        if row.attack and row.similarity == row.similarity) + ".")
+                                        if isinstance(row.attack, str) and row.similarity == row.similarity) + ".")
+    for attack in frame.attack.dropna().unique():
+        curves = strength_curves(frame, attack, level)
+        if curves.strength.nunique() > 1:  # forgery success as the forger reads more answers
+            figure = px.line(curves, x="strength", y="value", color="run", markers=True, log_x=True,
+                             labels={"strength": f"{ATTACKS[attack].strength}: watermarked answers read",
+                                     "value": level.replace("TPR", "Forgery success")})
+            st.plotly_chart(figure, width="stretch")
 
 
 def per_text(frame) -> None:
     st.subheader("Clean and attacked, text by text")
     sets = frame[frame.attack_set_id.notna()].drop_duplicates("attack_set_id")
-    labels = {row.attack_set_id: f"{row.run} · {row.attack_label} · seed {row.seed}" for row in sets.itertuples()}
+    labels = {row.attack_set_id: f"{row.run} · {row.attack_label} · seed {int(row.seed)}" for row in sets.itertuples()}
     chosen = st.selectbox("Attack set", list(labels), format_func=labels.get, key="robustness-set")
     samples = queries.attacked_samples(resources.revision(), chosen)
     index = st.selectbox("Sample", list(samples.sample_idx), key="robustness-sample")
