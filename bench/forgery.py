@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python -m bench.forgery [--tasks qa completion summarization] [--n 48] [--semantic-n 8]
      [--new-tokens 64] [--observed 16 32] [--forgeries 16] [--long-n 16] [--long-tokens 192]
-     [--db cache/bench-forgery.duckdb] [--only table]
+     [--scale-n 400] [--scale-observed 25 100 300] [--scale-forgeries 32] [--db cache/bench-forgery.duckdb]
+     [--only table|scale]
 
 1. On each task (../shared/data, seed 0) the embedded model answers with KGW (one-token context), KGW with a four-token
    context, SynthID and EntityKGW (n prompts each), and with SemStamp and k-SemStamp (semantic-n prompts: each answer
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("--scale-observed", type=int, nargs="+", default=[25, 100, 300])
     parser.add_argument("--scale-forgeries", type=int, default=32)
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-forgery.duckdb"))
-    parser.add_argument("--only", choices=("table",))
+    parser.add_argument("--only", choices=("table", "scale"), help="scale: step 3 alone")
     args = parser.parse_args()
 
     from fwsapp.generation.generate import RunConfig
@@ -75,7 +76,7 @@ def main() -> None:
 
         lm = load_model()
         adapt()
-        for (task, label), run in [*runs.items(), *long_runs.items()]:
+        for (task, label), run in [*runs.items(), *long_runs.items()] if args.only != "scale" else []:
             pipeline.generate(store, [run], lambda name: lm)
             pipeline.attack(store, [run.run_id()], lambda name: lm, attack="synonym", params={"ratio": 0.5})
             pipeline.score(store, [run.run_id()], lambda name: lm, metrics=METRICS)
