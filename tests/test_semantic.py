@@ -150,8 +150,8 @@ def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_
     from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.models.tokenizers import from_huggingface
 
-    run_id = run_generation(RunConfig(task="qa", method="SemStamp", n=2, max_new_tokens=24, batch_size=2, seed=3,
-                                     params={"max_rejections": 2}), store, lm)
+    run_id = run_generation(RunConfig(task="qa", method="SemStamp", n=1, max_new_tokens=16, batch_size=1, seed=3,
+                                     params={"max_rejections": 1}), store, lm)
     rows = store.generations(run_id)
     assert (rows.watermarked_rejections >= 0).all() and (rows.watermarked_seconds > 0).all()
     assert rows.unwatermarked_text.notna().all()  # the unwatermarked answers are generated as for any method
