@@ -11,6 +11,7 @@ from fwsapp.robustness.attack_sets import (
     CLEAN,
     MEASURES,
     default_measure,
+    forged,
     labelled,
     method_by_attack,
     shown_table,
@@ -170,11 +171,11 @@ def render() -> None:
                 "word-deletion`.")
         return
     frame = labelled(frame, runs)
-    forged = frame.attack.map(lambda name: isinstance(name, str) and name in ATTACKS and ATTACKS[name].forges)
-    if (~forged & frame.attack.notna()).any():
-        overview(frame[~forged])
-    if forged.any():
-        forgery(frame[forged | (frame.attack_label == CLEAN)])
+    forgeries = forged(frame)
+    if (~forgeries & frame.attack.notna()).any():
+        overview(frame[~forgeries])
+    if forgeries.any():
+        forgery(frame[forgeries | (frame.attack_label == CLEAN)])
     per_text(frame)
 
 

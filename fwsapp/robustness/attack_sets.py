@@ -90,6 +90,11 @@ def forgery_problem(run: dict, generations: pd.DataFrame, entry: AttackPlugIn, c
                          f"lower {entry.observes} or attack a larger run.")
 
 
+def forged(frame: pd.DataFrame) -> pd.Series:
+    """Which summary rows are forgeries (an attack that writes answers) rather than removals or the clean texts."""
+    return frame.attack.map(lambda name: isinstance(name, str) and name in ATTACKS and ATTACKS[name].forges)
+
+
 def observable(generations: pd.DataFrame) -> pd.DataFrame:
     """The samples a forger may observe: a watermarked answer and the unwatermarked one to the same prompt."""
     return generations[generations.watermarked_text.notna() & generations.unwatermarked_text.notna()]

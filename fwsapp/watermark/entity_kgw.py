@@ -152,17 +152,13 @@ class EntityKGWLogitsProcessor(KGWLogitsProcessor):
 
 class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
     def __init__(self, vocab_size: int, lm=None, tokenizer=None, **params):
-        """`tokenizer` (a tokenizers.TextTokenizer) finds the lexicon's names in token ids; by default the
-        model's own."""
+        """`tokenizer` (a tokenizers.TextTokenizer) finds the lexicon's names in token ids (`factory.create` gives the
+        model's own where none is named)."""
         super().__init__(vocab_size, lm=lm, **params)
         if self.params["entropy_threshold"] > 0 and lm is None:
             raise ValueError("EntityKGW with entropy_threshold > 0 needs the model to detect: load one first.")
         if tokenizer is None:
-            if lm is None:
-                raise ValueError("EntityKGW needs the tokenizer to find the lexicon's names in token ids.")
-            from fwsapp.models.tokenizers import from_huggingface
-
-            tokenizer = from_huggingface(lm.name, lm.tokenizer)
+            raise ValueError(f"{self.name} needs the tokenizer to find the lexicon's names in token ids.")
         self.trie = cached_trie(self.params["lexicon"], tokenizer.name, tokenizer.encode_many, vocab_size)
 
     def logits_processor(self) -> LogitsProcessor:

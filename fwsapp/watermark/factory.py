@@ -11,9 +11,13 @@ def method_class(name: str) -> type[Watermark]:
 
 
 def create(method: str, vocab_size: int, params: dict | None = None, lm=None, tokenizer=None) -> Watermark:
-    """A method's watermark; `tokenizer` (a tokenizers.TextTokenizer) serves methods that read word lists
-    (EntityKGW) when no model is loaded, as in re-detection with a bare tokenizer."""
+    """A method's watermark; a method that reads text (EntityKGW's word lists, a semantic watermark's sentences) gets
+    `tokenizer` (a tokenizers.TextTokenizer), as in re-detection with a bare tokenizer, or else the loaded model's."""
     cls = method_class(method)
+    if cls.info.needs_tokenizer and tokenizer is None and lm is not None:
+        from fwsapp.models.tokenizers import from_huggingface
+
+        tokenizer = from_huggingface(lm.name, lm.tokenizer)
     extra = {"tokenizer": tokenizer} if cls.info.needs_tokenizer and tokenizer is not None else {}
     return cls(vocab_size, lm=lm, **extra, **(params or {}))
 

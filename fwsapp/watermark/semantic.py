@@ -45,13 +45,9 @@ class SemanticWatermark(BatchedDetector):
     evidence = GreenCount()  # one flag per sentence, on its last token
 
     def __init__(self, vocab_size: int, lm=None, tokenizer=None, encoder=None, **params):
-        """`tokenizer` (a tokenizers.TextTokenizer) turns token ids back into text when no model is loaded; `encoder`
-        embeds sentences (the shipped MiniLM by default)."""
+        """`tokenizer` (a tokenizers.TextTokenizer; `factory.create` gives the model's own where none is named) turns
+        token ids back into text; `encoder` embeds sentences (the shipped MiniLM by default)."""
         super().__init__(vocab_size, lm, **params)
-        if tokenizer is None and lm is not None:
-            from fwsapp.models.tokenizers import from_huggingface
-
-            tokenizer = from_huggingface(lm.name, lm.tokenizer)
         if tokenizer is None:
             raise ValueError(f"{self.name} needs the tokenizer to turn token ids back into sentences.")
         self.tokenizer = tokenizer
