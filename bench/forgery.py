@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python -m bench.forgery [--tasks qa completion summarization] [--n 48] [--semantic-n 8]
      [--new-tokens 64] [--observed 16 32] [--forgeries 16] [--long-n 16] [--long-tokens 192]
-     [--scale-n 400] [--scale-observed 25 100 300] [--scale-forgeries 32] [--db cache/bench-forgery.duckdb]
+     [--scale-n 400] [--scale-methods "KGW (1-token context)" ...] [--scale-observed 25 100 300]
+     [--scale-forgeries 32] [--paraphrase-tasks qa] [--db cache/bench-forgery.duckdb]
      [--only table|scale]
 
 1. On each task (../shared/data, seed 0) the embedded model answers with KGW (one-token context), KGW with a four-token
@@ -14,7 +15,7 @@ Run: .venv/bin/python -m bench.forgery [--tasks qa completion summarization] [--
    negatives, the forgeries' similarity to the model's own answers, and the seconds and rejections per answer.
 2. SemStamp and k-SemStamp on long QA answers (long-n prompts, long-tokens new tokens): AUROC over the texts of at least
    8 sentences, clean and after synonyms.
-3. Forgery against the number of observed answers: KGW (one-token context) on scale-n completion prompts, spoofed from
+3. Forgery against the number of observed answers: each of scale-methods on scale-n completion prompts, spoofed from
    each of scale-observed answers, scale-forgeries forged answers each, seeds 0 and 1 (each draws its own split).
 Everything goes through fwsapp's pipeline into one resumable database.
 """
@@ -48,6 +49,8 @@ def main() -> None:
     parser.add_argument("--long-tokens", type=int, default=192)
     parser.add_argument("--paraphrase-tasks", nargs="*", default=["qa"], choices=list(DATASETS))
     parser.add_argument("--scale-n", type=int, default=400)
+    parser.add_argument("--scale-methods", nargs="+", default=["KGW (1-token context)"],
+                        choices=[label for label in TOKEN_LEVEL if stealable(label)])
     parser.add_argument("--scale-observed", type=int, nargs="+", default=[25, 100, 300])
     parser.add_argument("--scale-forgeries", type=int, default=32)
     parser.add_argument("--db", default=str(ROOT / "cache" / "bench-forgery.duckdb"))
@@ -66,7 +69,7 @@ def main() -> None:
     runs = {(task, label): config(task, label, args.semantic_n if label in SEMANTIC else args.n, args.new_tokens)
             for task in args.tasks for label in {**TOKEN_LEVEL, **SEMANTIC}}
     long_runs = {("qa", label): config("qa", label, args.long_n, args.long_tokens) for label in SEMANTIC}
-    scale_run = config("completion", "KGW (1-token context)", args.scale_n, args.new_tokens)
+    scale_runs = {label: config("completion", label, args.scale_n, args.new_tokens) for label in args.scale_methods}
     scale_params = [({"observed": observed, "forgeries": args.scale_forgeries}, seed)
                     for observed in args.scale_observed for seed in (0, 1)]
     if args.only != "table":
@@ -88,30 +91,34 @@ def main() -> None:
                     pipeline.attack(store, [run.run_id()], lambda name: lm, attack="spoofing",
                                     params={"observed": observed, "forgeries": args.forgeries})
             print(f"{task} · {label} · n={run.n} · {run.max_new_tokens} tokens: done", flush=True)
-        pipeline.generate(store, [scale_run], lambda name: lm)
-        for params, seed in scale_params:
-            pipeline.attack(store, [scale_run.run_id()], lambda name: lm, attack="spoofing", params=params, seed=seed)
-        print(f"completion · KGW · n={scale_run.n}: forgeries done", flush=True)
+        for label, scale_run in scale_runs.items():
+            pipeline.generate(store, [scale_run], lambda name: lm)
+            for params, seed in scale_params:
+                pipeline.attack(store, [scale_run.run_id()], lambda name: lm, attack="spoofing", params=params, seed=seed)
+            print(f"completion · {label} · n={scale_run.n}: forgeries done", flush=True)
     print(table(store, {key: run.run_id() for key, run in runs.items()}, args.observed))
     print()
     print(long_table(store, {key: run.run_id() for key, run in long_runs.items()}))
     print()
-    print(scale_table(store, scale_run.run_id()))
+    print(scale_table(store, {label: run.run_id() for label, run in scale_runs.items()}))
 
 
-def scale_table(store, run_id: str) -> str:
-    """Forgery success against the observed answers, each split seed a row."""
+def scale_table(store, runs: dict[str, str]) -> str:
+    """Forgery success against the observed answers, per method, each split seed a row."""
     from fwsapp.robustness.attack_sets import summaries
 
-    rows = ["| observed answers | split seed | forged answers | called watermarked (z > 4) | at 1 % FPR | at 5 % FPR | "
-            "AUROC against the negatives | similarity to the model's own answer |", "|---" * 8 + "|"]
-    found = sorted((row for row in summaries(store, [run_id]) if row["attack"] == "spoofing"),
-                   key=lambda row: (row["params"]["observed"], row["seed"]))
-    for row in found:
-        rates = row["tpr_at_fpr"] or {}
-        shown = [f"{rates[key]:.2f}" if rates.get(key) is not None else "–" for key in ("0.01", "0.05")]
-        rows.append(f"| {row['params']['observed']} | {row['seed']} | {row['texts']} | {row['still_detected']:.2f} | "
-                    f"{shown[0]} | {shown[1]} | {row['auroc']:.3f} | {row['similarity']:.2f} |")
+    rows = ["| method | observed answers | split seed | forged answers | called watermarked (at its threshold) | "
+            "at 1 % FPR | at 5 % FPR | AUROC against the negatives | similarity to the model's own answer |",
+            "|---" * 9 + "|"]
+    for label, run_id in runs.items():
+        found = sorted((row for row in summaries(store, [run_id]) if row["attack"] == "spoofing"),
+                       key=lambda row: (row["params"]["observed"], row["seed"]))
+        for row in found:
+            rates = row["tpr_at_fpr"] or {}
+            shown = [f"{rates[key]:.2f}" if rates.get(key) is not None else "–" for key in ("0.01", "0.05")]
+            rows.append(f"| {label} | {row['params']['observed']} | {row['seed']} | {row['texts']} | "
+                        f"{row['still_detected']:.2f} | {shown[0]} | {shown[1]} | {row['auroc']:.3f} | "
+                        f"{row['similarity']:.2f} |")
     return "\n".join(rows)
 
 

@@ -14,6 +14,7 @@ import torch
 from scipy.stats import norm
 
 from fwsapp.generation.sentences import CANDIDATES, Candidates
+from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.robustness.attacks.spoofing import StolenWatermark
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.semantic import sentence_spans
@@ -75,8 +76,8 @@ def test_semstamp_regions_and_valid_regions_are_markllms(dimension):
 def test_k_semstamp_places_a_sentence_at_its_nearest_centroid_and_keys_clusters_as_the_original():
     from fwsapp.watermark.k_semstamp import KSemStamp
 
-    watermark = KSemStamp(256, tokenizer=Characters(), encoder=LookupEncoder({}), k=4, margin=0.1)
-    watermark.centroids = np.eye(4, WIDTH)
+    watermark = KSemStamp(256, tokenizer=Characters(), encoder=LookupEncoder({}), k=4, margin=0.1,
+                          fitted={"k": 4, "centroids": np.eye(4, WIDTH).tolist()})
     rows = np.zeros((2, WIDTH))
     rows[0, [0, 1]] = [0.8, 0.6]  # cosine distances 0.2 and 0.4 to centroids 0 and 1: clear by 0.2
     rows[1, [2, 3]] = [0.71, 0.70]  # nearly as near to centroid 3 as to 2: inside the margin
@@ -160,6 +161,48 @@ def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_
     for row in rows.itertuples():
         again = watermark.detect(lm.tokenizer(row.watermarked_text, add_special_tokens=False)["input_ids"])
         assert again.score == pytest.approx(stored[row.sample_idx], abs=1e-9)
+
+
+@pytest.mark.model
+def test_a_k_semstamp_run_fits_its_clusters_on_its_own_references_and_keeps_them_for_every_detection(lm, store,
+                                                                                                     tmp_path):
+    import json
+
+    from fwsapp.detection.redetect import redetect
+    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.models.tokenizers import from_huggingface
+    from fwsapp.watermark.k_semstamp import KSemStamp
+
+    # A dataset of summaries, unlike the shipped QA answers that the `domain` default fits on; its first reference is
+    # long, for a z over many sentences when the references are detected again.
+    qa = load_dataset("qa", DEMO)
+    long_reference = " ".join(sample.reference for sample in qa[:3])
+    references = [long_reference] + [sample.reference for sample in load_dataset("summarization", DEMO)[:11]]
+    dataset = tmp_path / "own.json"
+    dataset.write_text(json.dumps([{"prompt": sample.prompt, "reference": reference}
+                                   for sample, reference in zip(qa, references)]))
+    config = RunConfig(task="qa", method="k-SemStamp", dataset=str(dataset), n=1, max_new_tokens=16, batch_size=1,
+                       seed=3, params={"k": 4, "max_rejections": 1})
+    run_id = run_generation(config, store, lm)
+    fitted = store.run_fit(run_id)
+    assert fitted == json.loads(json.dumps(KSemStamp.fit(references, KSemStamp.checked_params({"k": 4}))))
+    assert fitted["references"] == 12 and fitted["sentences"] > 12
+    assert run_generation(config, store, lm) == run_id and store.run_fit(run_id) == fitted  # a rerun refits nothing
+
+    dataset.unlink()  # the key is kept with the run: detection needs no dataset
+    tokenizer = from_huggingface("embedded", lm.tokenizer)
+    set_id = redetect(store, run_id, "k-SemStamp", {"k": 4}, tokenizer, lm=lm)
+    stored = store.detections([run_id]).set_index(["sample_idx", "text_kind"]).score
+    again = store.redetections([set_id]).set_index(["sample_idx", "text_kind"]).score
+    assert len(stored) == 2 and again.loc[stored.index].to_dict() == pytest.approx(stored.to_dict(), abs=1e-9)
+    reference_ids = tokenizer.encode(long_reference)
+    own = KSemStamp(lm.vocab_size, tokenizer=tokenizer, k=4, fitted=fitted).detect(reference_ids).score
+    shipped = KSemStamp(lm.vocab_size, tokenizer=tokenizer, k=4).detect(reference_ids).score  # the QA domain's clusters
+    assert again[(0, "reference")] == pytest.approx(own, abs=1e-9) and own != pytest.approx(shipped, abs=1e-6)
+    with pytest.raises(ValueError, match=r"^This run's k-SemStamp clusters were fitted with k=4, .* detect with k=4\.$"):
+        redetect(store, run_id, "k-SemStamp", {"k": 5}, tokenizer, lm=lm)
+    store.delete_run(run_id)
+    assert store.run_fit(run_id) is None
 
 
 def test_the_forger_learns_the_token_the_watermark_favours_after_a_context():

@@ -82,12 +82,13 @@ def redetect(
     method = canonical_name(method)
     if methods.info(method).post_hoc:
         raise ValueError(f"{method} is a post-hoc detector with no key to check; re-detect with a watermark method.")
-    watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)  # checks parameters first
+    # The run's own fit (k-SemStamp's clusters) where it is detected under its own method.
+    fitted = store.run_fit(run_id) if store.run(run_id)["method"] == method else None
+    watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer, fitted=fitted)  # checks parameters
     if window is not None:
         length.check_window(method, window)
     if deduplicate and (problem := deduplication_problem(method)):
         raise ValueError(problem)
-    store.run(run_id)
     prepare = normalizer(normalize)
     set_id = detection_set_id(run_id, method, watermark.recorded_params, tokenizer.name, attack_set, normalize, window,
                               deduplicate)

@@ -29,7 +29,7 @@ from fwsapp.watermark import methods
 from fwsapp import one_line
 from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
 from fwsapp.watermark.methods import canonical_name
-from fwsapp.watermark.factory import create
+from fwsapp.watermark.factory import create, method_class
 
 # MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
 # and a minimum length (MarkLLM's min_length) so every output is long enough to score.
@@ -41,6 +41,9 @@ DEFAULT_SAMPLING = {
     "no_repeat_ngram_size": 4,
     "min_new_tokens": None,  # None: the same as max_new_tokens
 }
+
+# How many of a dataset's references a method fitted on references (k-SemStamp) fits on: its first, in order.
+FIT_REFERENCES = 1000
 
 # progress(samples done, samples in all, what is under way inside the current batch)
 ProgressCallback = Callable[[int, int, str], None]
@@ -61,6 +64,9 @@ class RunConfig:
     # The base URL of the OpenAI-compatible serving engine that generates the run (its `model` is the name the engine
     # serves it by), or None to generate in this process.
     server: str | None = None
+    # What a method fitted on references (k-SemStamp's clusters) fitted for this run, as stored with it; set when the
+    # run's units are planned, and no part of its identity (the fit follows from the identity).
+    fitted: dict | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         self.method = canonical_name(self.method)
@@ -99,6 +105,7 @@ class RunConfig:
     def identity(self) -> dict:
         """What determines the outputs; the run id is its hash. The dataset counts by content."""
         identity = asdict(self)
+        del identity["fitted"]
         identity["sampling"] = self.resolved_sampling()
         if self.server is None:  # the ids of runs generated in-process before servers could generate them
             del identity["server"]
@@ -324,7 +331,7 @@ class UnitResult:
 
 
 def run_watermark(lm: LoadedModel, config: RunConfig) -> Watermark:
-    return create(config.method, lm.vocab_size, config.params, lm=lm)
+    return create(config.method, lm.vocab_size, config.params, lm=lm, fitted=config.fitted)
 
 
 def compute_unit(lm: LoadedModel, watermark: Watermark, work: UnitWork,
@@ -380,6 +387,8 @@ def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
         params=declared.checked_params(config.params), seed=config.seed, n=len(samples),
         score_direction=declared.score_direction,
     )
+    if declared.fitted_on_references:
+        config = replace(config, fitted=run_fit(store, config))
     done = store.finished_samples(run_id)
     works = []
     for batch_index, start in enumerate(range(0, len(samples), config.batch_size)):
@@ -387,6 +396,20 @@ def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
         if not all(index in done for index in indices):
             works.append(UnitWork(config, Unit(run_id, batch_index, indices), [samples[index] for index in indices]))
     return works
+
+
+def run_fit(store: Store, config: RunConfig) -> dict | None:
+    """The run's stored fit, fitted first (on the first FIT_REFERENCES references of its dataset) when it has none."""
+    run_id = config.run_id()
+    stored = store.run_fit(run_id)
+    if stored is None and store.finished_samples(run_id):
+        return None  # generated before runs kept a fit: with the domain's shipped clusters, as its detection still is
+    if stored is None:
+        references = [sample.reference for sample in load_dataset(config.task, config.dataset)[:FIT_REFERENCES]
+                      if sample.reference.strip()]
+        fitted = method_class(config.method).fit(references, methods.info(config.method).checked_params(config.params))
+        stored = store.keep_run_fit(run_id, fitted)
+    return stored
 
 
 def with_stored_plain(store: Store, work: UnitWork) -> UnitWork:

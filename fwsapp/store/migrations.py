@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -307,5 +307,13 @@ MIGRATIONS = [
     # 15: a semantic watermark's answer records the candidate sentences it rejected (fwsapp.generation.sentences).
     """
     ALTER TABLE generations ADD COLUMN watermarked_rejections INTEGER;
+    """,
+    # 16: what a method fitted on a run's references (k-SemStamp's clusters), part of the run's key, kept with the run.
+    """
+    CREATE TABLE run_fits (
+        run_id VARCHAR PRIMARY KEY,
+        fitted JSON NOT NULL,
+        created TIMESTAMP NOT NULL
+    );
     """,
 ]

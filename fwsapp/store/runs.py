@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from fwsapp.store.core import PER_RUN_TABLES, StoreCore, StoreError, insert_rows, now, sql_string
+from fwsapp.store.core import PER_RUN_TABLES, StoreCore, StoreError, insert_rows, now, require_run, sql_string
 
 
 class RunTables(StoreCore):
@@ -98,6 +98,18 @@ class RunTables(StoreCore):
         record["config"] = json.loads(record["config"])
         record["params"] = json.loads(record["params"])
         return record
+
+    def run_fit(self, run_id: str) -> dict | None:
+        """What the run's method fitted on its references (k-SemStamp's clusters), or None."""
+        row = self.row("SELECT fitted FROM run_fits WHERE run_id = ?", [run_id])
+        return json.loads(row[0]) if row else None
+
+    def keep_run_fit(self, run_id: str, fitted: dict) -> dict:
+        """Keep the run's fit unless it has one (another process fitted first); returns the one kept."""
+        with self.transaction() as cursor:
+            require_run(cursor, run_id)
+            cursor.execute("INSERT OR IGNORE INTO run_fits VALUES (?, ?, ?)", [run_id, json.dumps(fitted), now()])
+        return self.run_fit(run_id)
 
     # -- generations and detections ------------------------------------------------------------
     def finished_samples(self, run_id: str) -> set[int]:

@@ -52,6 +52,12 @@ def samples(revision_key: str, run_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
+def run_fit(revision_key: str, run_id: str) -> dict | None:
+    """What the run's method fitted on its references (k-SemStamp's clusters), or None."""
+    return store().run_fit(run_id)
+
+
+@st.cache_data(show_spinner=False)
 def report_parts(revision_key: str, include_smoke_tests: bool = False) -> dict:
     """The report's α-free parts, built once per revision (a smoke-test judge's verdicts counted only when asked)."""
     return collect(store(), include_smoke_tests)
@@ -245,7 +251,8 @@ def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, over
         raise ValueError(f"This run stores no {kind} tokens (post-hoc detectors generate no watermarked text).")
     lm = model(run["model"])
     context = lm.tokenizer(row.prompt)["input_ids"]
-    return explain(run["method"], run["params"], lm, [int(token) for token in token_ids], context)
+    return explain(run["method"], run["params"], lm, [int(token) for token in token_ids], context,
+                   fitted=store().run_fit(run_id))
 
 
 @st.cache_data(show_spinner=False)

@@ -88,6 +88,12 @@ class Watermark(ABC):
         """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
         return cls.info.checked_params(params)
 
+    @classmethod
+    def fit(cls, references: list[str], params: dict) -> dict:
+        """For a method declared `fitted_on_references`: the part of its key fitted on a run's references, as JSON
+        that its constructor takes back as `fitted`, saying under `references` how many it was fitted on."""
+        raise NotImplementedError(f"{cls.name} fits nothing on references.")
+
     @abstractmethod
     def logits_processor(self) -> LogitsProcessor:
         """A processor for `model.generate(logits_processor=[...])`, batched over rows."""

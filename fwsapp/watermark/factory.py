@@ -10,15 +10,19 @@ def method_class(name: str) -> type[Watermark]:
     return info(name).load()
 
 
-def create(method: str, vocab_size: int, params: dict | None = None, lm=None, tokenizer=None) -> Watermark:
+def create(method: str, vocab_size: int, params: dict | None = None, lm=None, tokenizer=None,
+           fitted: dict | None = None) -> Watermark:
     """A method's watermark; a method that reads text (EntityKGW's word lists, a semantic watermark's sentences) gets
-    `tokenizer` (a tokenizers.TextTokenizer), as in re-detection with a bare tokenizer, or else the loaded model's."""
+    `tokenizer` (a tokenizers.TextTokenizer), as in re-detection with a bare tokenizer, or else the loaded model's. A
+    method fitted on references gets `fitted`, what `Watermark.fit` gave for the run (None outside a run)."""
     cls = method_class(method)
     if cls.info.needs_tokenizer and tokenizer is None and lm is not None:
         from fwsapp.models.tokenizers import from_huggingface
 
         tokenizer = from_huggingface(lm.name, lm.tokenizer)
     extra = {"tokenizer": tokenizer} if cls.info.needs_tokenizer and tokenizer is not None else {}
+    if cls.info.fitted_on_references:
+        extra["fitted"] = fitted
     return cls(vocab_size, lm=lm, **extra, **(params or {}))
 
 
@@ -33,9 +37,10 @@ def detect_text(method: str, params: dict, lm, text: str) -> tuple[Detection, li
     return explain(method, params, lm, token_ids)
 
 
-def explain(method: str, params: dict, lm, token_ids, context_ids=()) -> tuple[Detection, list[str]]:
-    """A detection with its per-token flags, and each token decoded, for a token-level view."""
-    watermark = create(method, len(lm.tokenizer), params, lm=lm)
+def explain(method: str, params: dict, lm, token_ids, context_ids=(), fitted: dict | None = None
+            ) -> tuple[Detection, list[str]]:
+    """A detection with its per-token flags, and each token decoded, for a token-level view (`fitted`: the run's)."""
+    watermark = create(method, len(lm.tokenizer), params, lm=lm, fitted=fitted)
     detection = watermark.detect(list(token_ids), list(context_ids))
     return detection, [lm.tokenizer.decode([token]) for token in token_ids]
 

@@ -1,15 +1,16 @@
 """k-SemStamp (Hou et al., ACL Findings 2024): a sentence's region is its nearest of k centroids, k-means clusters of
 the sentences a domain is written in, so the regions follow the domain's meanings rather than random hyperplanes.
 
-The clusters are fitted on the sentences of a task's references (the demo data shipped with fwsapp, so every machine
-fits the same ones), by cosine k-means: scikit-learn's k-means on unit-length embeddings, seeded, centroids normalised.
-A fit depends only on the task, k and the encoder, so generation and detection refit the same clusters. A sentence is
-clear of the borders when its cosine distance to the second-nearest centroid exceeds that to the nearest by the margin
-(the original's kmeans_reject_overlap).
+The clusters are part of the key. A run fits them on the sentences of its own dataset's references before it generates
+(`fit`, called by fwsapp.generation.generate) and keeps them with the run, so every later detection of its texts, on
+any machine, uses the same centroids whatever became of the dataset. Text outside a run (pasted, the playground) is
+scored with clusters fitted on the shipped references of the `domain` task. A fit is cosine k-means: scikit-learn's
+k-means on unit-length embeddings, seeded, centroids normalised. A sentence is clear of the borders when its cosine
+distance to the second-nearest centroid exceeds that to the nearest by the margin (the original's kmeans_reject_overlap).
 """
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
 
@@ -19,27 +20,36 @@ from fwsapp.watermark.semantic import SemanticWatermark, sentence_spans
 CLUSTER_SEED = 0
 
 
-@lru_cache(maxsize=8)
-def reference_sentences(task: str) -> tuple[str, ...]:
-    """The sentences of a task's shipped references, in order."""
-    from fwsapp.data.loaders import DEMO, load_dataset
-
-    return tuple(reference[start:end] for sample in load_dataset(task, DEMO)
-                 for reference in [sample.reference] for start, end in sentence_spans(reference))
-
-
 def fitted_centroids(embeddings: np.ndarray, k: int) -> np.ndarray:
     """k unit-length centroids of unit-length `embeddings` (spherical k-means, seeded)."""
     from sklearn.cluster import KMeans
 
     if len(embeddings) < k:
         raise ValueError(f"k-SemStamp cannot fit {k} clusters on {len(embeddings)} sentences: choose k of at most "
-                         f"{len(embeddings)}.")
+                         f"{len(embeddings)}, or a dataset with more references.")
     centres = KMeans(n_clusters=k, n_init=10, random_state=CLUSTER_SEED).fit(embeddings).cluster_centers_
     return centres / np.linalg.norm(centres, axis=1, keepdims=True)
 
 
 class KSemStamp(SemanticWatermark, info=methods.K_SEMSTAMP):
+
+    def __init__(self, vocab_size: int, lm=None, tokenizer=None, encoder=None, fitted: dict | None = None, **params):
+        """`fitted`: the run's clusters, as `fit` gave them; None for text outside a run."""
+        super().__init__(vocab_size, lm, tokenizer, encoder, **params)
+        if fitted is not None and fitted["k"] != self.params["k"]:
+            raise ValueError(f"This run's k-SemStamp clusters were fitted with k={fitted['k']}, and the clusters are part "
+                             f"of the key: detect with k={fitted['k']}.")
+        self.fitted = fitted
+
+    @classmethod
+    def fit(cls, references: list[str], params: dict, encoder=None) -> dict:
+        """The k centroids of the references' sentences, with what they were fitted on."""
+        from fwsapp.models.encoder import load_encoder
+
+        sentences = [reference[start:end] for reference in references for start, end in sentence_spans(reference)]
+        embeddings = (encoder or load_encoder()).encode(sentences)
+        return {"k": params["k"], "references": len(references), "sentences": len(sentences),
+                "centroids": fitted_centroids(embeddings, params["k"]).tolist()}
 
     @property
     def regions(self) -> int:
@@ -47,7 +57,12 @@ class KSemStamp(SemanticWatermark, info=methods.K_SEMSTAMP):
 
     @cached_property
     def centroids(self) -> np.ndarray:
-        return fitted_centroids(self.encoder.encode(list(reference_sentences(self.params["domain"]))), self.params["k"])
+        if self.fitted is None:  # text outside a run: the domain's shipped references
+            from fwsapp.data.loaders import DEMO, load_dataset
+
+            references = [sample.reference for sample in load_dataset(self.params["domain"], DEMO)]
+            self.fitted = self.fit(references, self.params, self.encoder)
+        return np.asarray(self.fitted["centroids"])
 
     def placed(self, embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         distances = 1 - embeddings @ self.centroids.T  # cosine distances: both sides have unit length

@@ -54,6 +54,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     # What it marks and its detector counts: "token", or "sentence" (a semantic watermark, generated sentence by
     # sentence with rejection sampling, fwsapp.generation.sentences).
     unit: str = "token"
+    # Part of its key is fitted on the references of the run's dataset before the run generates (k-SemStamp's
+    # clusters) and stored with the run (`Watermark.fit`), so every later detection of the run uses the same fit.
+    fitted_on_references: bool = False
 
     @property
     def evidence(self):
@@ -333,11 +336,13 @@ K_SEMSTAMP = MethodInfo(
                   "the regions, so they follow the domain's meanings.",
     params={**SEMANTIC_PARAMS,
             "k": (8, Param("clusters (regions)", low=2, high=64)),
-            "domain": ("qa", Param("the task whose shipped reference sentences the clusters are fitted on",
-                                   choices=tuple(TASKS))),
+            "domain": ("qa", Param("for text outside a run (pasted, the playground): the task whose shipped references "
+                                   "the clusters are fitted on; a run fits them on its own dataset's references and "
+                                   "keeps them", choices=tuple(TASKS))),
             "margin": (0.01, Param("a sentence is kept only when its second-nearest centroid is this much farther "
                                    "(cosine distance)", low=0, high=2))},
     threshold_param="z_threshold", aliases=("KSEMSTAMP", "k-semstamp"), needs_tokenizer=True, unit="sentence",
+    fitted_on_references=True,
     implementation="fwsapp.watermark.k_semstamp:KSemStamp", test_params={"max_rejections": 0},
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
