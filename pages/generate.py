@@ -29,7 +29,7 @@ def latest_samples(job) -> None:
                               f"samples of {job.label}: the same prompt, without and with the watermark"))
     if fitted := queries.run_fit(resources.revision(), job.key.removeprefix("generate:")):
         st.caption(markup.message(f"Part of {table.method.iloc[0]}'s key was fitted on {fitted['references']} references "
-                                  "of this dataset before the run began, and is kept with the run: its texts are "
+                                  "of this dataset before the run began, and is kept with the run, so its texts are "
                                   "detected with that fit wherever the dataset goes."))
     for row in shown.iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {markup.inert(row.prompt)}", unsafe_allow_html=True)
