@@ -17,6 +17,9 @@ def test_registry_imports_without_torch():
 
 
 def test_every_declared_method_has_its_class_bound_to_its_entry():
+    import inspect
+
+    from fwsapp.watermark.base import Watermark
     from fwsapp.watermark.factory import method_class
 
     for info in methods.METHODS:
@@ -27,6 +30,9 @@ def test_every_declared_method_has_its_class_bound_to_its_entry():
                                          info.needs_model, info.post_hoc, info.threshold_param)
         assert info.threshold_param in info.params
         assert set(info.sweep_grid) <= set(info.params)
+        # A method fitted on a run's references says how (`fit`) and takes the fit back; no other does.
+        fits = cls.fit.__func__ is not Watermark.fit.__func__
+        assert fits == info.fitted_on_references == ("fitted" in inspect.signature(cls).parameters), info.name
 
 
 @pytest.mark.parametrize("spelling, name", [("kgw", "KGW"), ("DIP", "DiPmark"), ("expedit", "EXP-edit"),
