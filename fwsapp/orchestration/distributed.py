@@ -110,6 +110,8 @@ def connect(address: str) -> None:
         maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
     with native_stderr_captured() as held:
         try:
+            if address not in ("local", "auto"):
+                ask_for_the_cluster(address)
             ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": {
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
                 "FWSAPP_CACHE": str(CACHE_DIR),
@@ -124,14 +126,36 @@ def connect(address: str) -> None:
             os.write(2, log.encode())
         return
     if "Unauthenticated" in log or "InvalidAuthToken" in log:
-        if os.environ.get(AUTH_MODE) == "token":
-            raise RayConnectionError(f"The Ray cluster at {address} refused this driver's token: set RAY_AUTH_TOKEN (or "
-                                     "~/.ray/auth_token) to the token `ray get-auth-token` prints on its head node.")
-        raise RayConnectionError(f"The Ray cluster at {address} needs token authentication: put its token in "
-                                 "~/.ray/auth_token or RAY_AUTH_TOKEN (`ray get-auth-token` on its head node prints "
-                                 "it), and run again.")
-    raise RayConnectionError(f"Could not join the Ray cluster at {address}: {str(failure).splitlines()[0]}. Check the "
-                             "address and that `ray start --head` runs there.") from None
+        raise authentication_refused(address)
+    raise could_not_join(address, failure) from None
+
+
+def ask_for_the_cluster(address: str) -> None:
+    """Ask the head's GCS for the cluster's id before joining: a cluster that refuses this driver's token says so at
+    once, where `ray.init` would retry the same refusal for 20 s; an address where no GCS answers is one line too."""
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError, RpcError
+
+    try:
+        GcsClient(address=address)
+    except AuthenticationError:
+        raise authentication_refused(address) from None
+    except RpcError as error:
+        raise could_not_join(address, error) from None
+
+
+def could_not_join(address: str, error: Exception) -> RayConnectionError:
+    return RayConnectionError(f"Could not join the Ray cluster at {address}: {str(error).splitlines()[0].rstrip('.')}. Check the "
+                              "address and that `ray start --head` runs there.")
+
+
+def authentication_refused(address: str) -> RayConnectionError:
+    if os.environ.get(AUTH_MODE) == "token":
+        return RayConnectionError(f"The Ray cluster at {address} refused this driver's token: set RAY_AUTH_TOKEN (or "
+                                  "~/.ray/auth_token) to the token `ray get-auth-token` prints on its head node.")
+    return RayConnectionError(f"The Ray cluster at {address} needs token authentication: put its token in "
+                              "~/.ray/auth_token or RAY_AUTH_TOKEN (`ray get-auth-token` on its head node prints it), "
+                              "and run again.")
 
 
 class RayExecutor:
