@@ -77,7 +77,7 @@ def test_k_semstamp_places_a_sentence_at_its_nearest_centroid_and_keys_clusters_
     from fwsapp.watermark.k_semstamp import KSemStamp
 
     watermark = KSemStamp(256, tokenizer=Characters(), encoder=LookupEncoder({}), k=4, margin=0.1,
-                          fitted={"k": 4, "centroids": np.eye(4, WIDTH).tolist()})
+                          fitted={"centroids": np.eye(4, WIDTH).tolist()})
     rows = np.zeros((2, WIDTH))
     rows[0, [0, 1]] = [0.8, 0.6]  # cosine distances 0.2 and 0.4 to centroids 0 and 1: clear by 0.2
     rows[1, [2, 3]] = [0.71, 0.70]  # nearly as near to centroid 3 as to 2: inside the margin

@@ -387,9 +387,9 @@ def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
         params=declared.checked_params(config.params), seed=config.seed, n=len(samples),
         score_direction=declared.score_direction,
     )
-    if declared.fitted_on_references:
-        config = replace(config, fitted=run_fit(store, config))
     done = store.finished_samples(run_id)
+    if declared.fitted_on_references:
+        config = replace(config, fitted=run_fit(store, config, started=bool(done)))
     works = []
     for batch_index, start in enumerate(range(0, len(samples), config.batch_size)):
         indices = tuple(range(start, min(start + config.batch_size, len(samples))))
@@ -398,11 +398,12 @@ def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
     return works
 
 
-def run_fit(store: Store, config: RunConfig) -> dict | None:
-    """The run's stored fit, fitted first (on the first FIT_REFERENCES references of its dataset) when it has none."""
+def run_fit(store: Store, config: RunConfig, started: bool) -> dict | None:
+    """The run's stored fit, fitted first (on the first FIT_REFERENCES references of its dataset) when it has none and
+    has generated nothing yet (`started`: some samples are stored)."""
     run_id = config.run_id()
     stored = store.run_fit(run_id)
-    if stored is None and store.finished_samples(run_id):
+    if stored is None and started:
         return None  # generated before runs kept a fit: with the domain's shipped clusters, as its detection still is
     if stored is None:
         references = [sample.reference for sample in load_dataset(config.task, config.dataset)[:FIT_REFERENCES]

@@ -36,9 +36,9 @@ class KSemStamp(SemanticWatermark, info=methods.K_SEMSTAMP):
     def __init__(self, vocab_size: int, lm=None, tokenizer=None, encoder=None, fitted: dict | None = None, **params):
         """`fitted`: the run's clusters, as `fit` gave them; None for text outside a run."""
         super().__init__(vocab_size, lm, tokenizer, encoder, **params)
-        if fitted is not None and fitted["k"] != self.params["k"]:
-            raise ValueError(f"This run's k-SemStamp clusters were fitted with k={fitted['k']}, and the clusters are part "
-                             f"of the key: detect with k={fitted['k']}.")
+        if fitted is not None and (fitted_k := len(fitted["centroids"])) != self.params["k"]:
+            raise ValueError(f"This run's k-SemStamp clusters were fitted with k={fitted_k}, and the clusters are part "
+                             f"of the key: detect with k={fitted_k}.")
         self.fitted = fitted
 
     @classmethod
@@ -48,7 +48,7 @@ class KSemStamp(SemanticWatermark, info=methods.K_SEMSTAMP):
 
         sentences = [reference[start:end] for reference in references for start, end in sentence_spans(reference)]
         embeddings = (encoder or load_encoder()).encode(sentences)
-        return {"k": params["k"], "references": len(references), "sentences": len(sentences),
+        return {"references": len(references), "sentences": len(sentences),
                 "centroids": fitted_centroids(embeddings, params["k"]).tolist()}
 
     @property
