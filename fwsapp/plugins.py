@@ -49,8 +49,8 @@ class Param:
     # (fwsapp/secret_keys.py).
     secret: bool = False
 
-    def describe(self) -> str:
-        if self.secret:  # the range, then the other way to give it
+    def describe(self, secret: bool = True) -> str:
+        if self.secret and secret:  # the range, then the other way to give it
             return replace(self, secret=False).describe() + ", or $VAR: read from that environment variable, only " \
                 "its fingerprint stored"
         if self.choices:
@@ -69,9 +69,11 @@ class Param:
 
         return self.secret and is_reference(value)
 
-    def check(self, method: str, name: str, value) -> None:
+    def check(self, method: str, name: str, value, shown: str | None = None) -> None:
+        """One line naming the parameter where `value` is not valid; a key's value is never in it (`shown` says what
+        to call it instead, "the key" by default)."""
         if self.names_a_variable(value):
-            return  # checked where the key is read (secret_keys.resolved)
+            return  # checked where the key is read (MethodInfo.key_from)
         if self.choices:
             valid = value in self.choices or (self.or_file and isinstance(value, str) and Path(value).is_file())
         elif not isinstance(value, (int, float)) or not math.isfinite(value):  # text, a list, a table
@@ -83,7 +85,8 @@ class Param:
             )
         if not valid:
             wrong = "is out of range" if isinstance(value, (int, float)) or self.choices else "is not a number"
-            raise ValueError(f"{method}: {name}={value!r} {wrong}; it must be {self.describe()} ({self.help}).")
+            what = f"{name}: {shown or 'the key'}" if self.secret else f"{name}={value!r}"
+            raise ValueError(f"{method}: {what} {wrong}; it must be {self.describe()} ({self.help}).")
 
 
 # Seeds are stored as 32-bit integers (DuckDB's INTEGER), so every seed is checked against this range before any work.

@@ -103,7 +103,7 @@ GENERATE_ARGUMENTS = [
     (["--param", "gamma"], ["must look like key=value"]),
     (["--param", "delta=big"], ["delta='big' must be a float"]),
     (["--param", "delta=1000"], ["delta=1000.0 is out of range", "in [0, 20]"]),
-    (["--param", "hash_key=1180591620717411303424"], ["hash_key=1180591620717411303424 is out of range"]),
+    (["--param", "hash_key=1180591620717411303424"], ["hash_key: the key is out of range"]),
     (["--seed", "2147483648"], ["--seed must be a whole number from 0 to 2,147,483,647"]),
     (["--seed", "-1"], ["--seed must be a whole number from 0 to 2,147,483,647"]),
 ]

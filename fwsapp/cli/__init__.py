@@ -8,7 +8,7 @@ import sys
 
 from fwsapp import EXPECTED_ERRORS
 from fwsapp.cli import attack, detect, doctor, entities, generate, grid, judge, quality, runs, study
-from fwsapp.cli.options import CommandParser
+from fwsapp.cli.options import CommandParser, checked_output
 from fwsapp.cli.terminal import INTERRUPTED, terminate_cleanly
 
 # In the order `--help` lists them: the pipeline's, then the runs', the study's and the setup's.
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with terminate_cleanly():
+            checked_output(args)  # a file it could not write, or would replace without --force, before any work
             return args.handler(args)
     except EXPECTED_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)

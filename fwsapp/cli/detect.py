@@ -3,7 +3,7 @@ methods compared text by text."""
 from __future__ import annotations
 
 
-from fwsapp.cli.options import command, recognizer, target_options
+from fwsapp.cli.options import command, output_file, recognizer, target_options
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.detection.length import windowed_rates
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
@@ -25,7 +25,7 @@ def register(commands) -> None:
                         help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")
     detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
                         "(default: the one the run's model implies)")
-    detect.add_argument("--out", help="write sample_idx,text,score,num_tokens_scored to this CSV file")
+    output_file(detect, "write sample_idx,text,score,num_tokens_scored to this CSV file")
     detect.add_argument("--normalize", choices=NORMALIZERS,
                         help="map each text before tokenising: unicode (NFKC), homoglyphs (look-alikes back to Latin)")
     detect.add_argument("--by-length", action="store_true",
@@ -67,7 +67,7 @@ def register(commands) -> None:
     paired.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
     paired.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     recognizer(paired, "whose entity analysis the mention counts read")
-    paired.add_argument("--out", help="also write the table (every digit) to this CSV file")
+    output_file(paired, "also write the table (every digit) to this CSV file")
 
 
 def cmd_detect(args) -> int:
@@ -96,7 +96,10 @@ def cmd_detect(args) -> int:
         if args.window:
             print("  " + windowed_rates(store, entry.set_id, entry.method, args.window, args.fpr))
     if args.out:
-        set_scores(store, sets[0].set_id).to_csv(args.out, index=False)
+        from fwsapp.paths import write_output
+        from fwsapp.results.export import csv_bytes
+
+        write_output(args.out, csv_bytes(set_scores(store, sets[0].set_id)), args.force)
         print(args.out)
     return 0
 
@@ -176,7 +179,10 @@ def cmd_paired(args) -> int:
               "new tokens, sampling and seed, and a strength parameter; `python -m bench.entity_study` makes such runs.")
         return 1
     if args.out:
-        table.to_csv(args.out, index=False)
+        from fwsapp.paths import write_output
+        from fwsapp.results.export import csv_bytes
+
+        write_output(args.out, csv_bytes(table), args.force)
     print(f"{args.method} (candidate) against {args.against} (baseline), texts paired by prompt and seed; difference = "
           "candidate − baseline, 95% interval from a bootstrap over prompts, detectable = the difference a two-sided "
           "test finds with 80% power")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from fwsapp.cli.options import command, recognizer, target_options
+from fwsapp.cli.options import command, output_file, recognizer, target_options
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
@@ -24,8 +24,7 @@ def register(commands) -> None:
         description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text], ...]} '
                     "(character offsets), in input order.")
     recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
-    recognize.add_argument("--out", required=True, help="JSONL file to write (only once every line is done)")
-    recognize.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
+    output_file(recognize, "JSONL file to write (only once every line is done)", required=True)
     recognizer(recognize)
 
 

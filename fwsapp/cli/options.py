@@ -47,6 +47,23 @@ def loading(parser: argparse.ArgumentParser) -> None:
                         "else fp16; fp32 on cpu)")
 
 
+def output_file(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+    """--out and --force, as every command that writes a file the user names has them: a new file, or with --force a
+    regular file replaced whole (`paths.write_output`), checked before any work."""
+    parser.add_argument("--out", required=required, help=help)
+    parser.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
+
+
+def checked_output(args) -> None:
+    """Refuse --out at once where writing it later would fail or replace a file without --force."""
+    from pathlib import Path
+
+    from fwsapp.paths import replaceable_output
+
+    if getattr(args, "out", None):
+        replaceable_output(Path(args.out), getattr(args, "force", False))
+
+
 def db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")
 

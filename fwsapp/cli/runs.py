@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from fwsapp.cli.options import command
+from fwsapp.cli.options import command, output_file
 
 
 def register(commands) -> None:
@@ -21,7 +21,7 @@ def register(commands) -> None:
     export = command(commands, cmd_export, "export", help="export one run's samples and scores")
     export.add_argument("--run", required=True)
     export.add_argument("--format", choices=["csv", "parquet"], required=True)
-    export.add_argument("--out", required=True)
+    output_file(export, "the file to write", required=True)
 
     report = command(commands, cmd_report, "report", help="report every run, or the paper's tables")
     report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
@@ -80,7 +80,7 @@ def cmd_export(args) -> int:
     from fwsapp.results.export import export_run
     from fwsapp.store import Store
 
-    path = export_run(Store(args.db), args.run, args.format, Path(args.out))
+    path = export_run(Store(args.db), args.run, args.format, Path(args.out), force=args.force)
     print(path)
     return 0
 

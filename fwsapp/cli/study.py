@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from fwsapp.cli.options import command, db
+from fwsapp.cli.options import command, db, output_file
 
 
 def register(commands) -> None:
@@ -34,9 +34,8 @@ def register(commands) -> None:
     status.add_argument("--study", required=True)
     export_study = actions.add_parser("export", help="the study's ratings by rater id (no names, no tokens)")
     export_study.add_argument("--study", required=True)
-    export_study.add_argument("--out", required=True, help="a .csv or .parquet file (with an Entities task, the verdicts "
-                              "go beside it: NAME.entities.csv)")
-    export_study.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
+    output_file(export_study, "a .csv or .parquet file (with an Entities task, the verdicts go beside it: "
+                "NAME.entities.csv)", required=True)
     for action in (create, invite, revoke, status, export_study):
         db(action)
 

@@ -127,6 +127,11 @@ def checked_server_url(url: str, option: str = "--server") -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        # A password in the address would be printed in messages and stored with the run: say so without echoing it.
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        raise ValueError(f"{option} {shown} (as given) holds a user name or password: give the address without them; the server's API "
+                         "key is read from an environment variable you name, never from the address.")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{option} {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
     return url

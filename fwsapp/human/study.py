@@ -333,17 +333,11 @@ def entity_verdicts(store: Store, chosen: Study) -> pd.DataFrame:
 def ratings_file(rated: pd.DataFrame, kind: str) -> bytes:
     """A table of the study as the bytes of a CSV file (every cell a spreadsheet would run as a formula made text) or
     a Parquet file."""
-    import io
-
-    from fwsapp.results.export import spreadsheet_safe
+    from fwsapp.results.export import table_bytes
 
     if kind not in ("csv", "parquet"):
-        raise StudyError(f"Export to .csv or .parquet, not .{kind}.")
-    if kind == "csv":
-        return spreadsheet_safe(rated).to_csv(index=False).encode()
-    buffer = io.BytesIO()
-    rated.to_parquet(buffer, index=False)
-    return buffer.getvalue()
+        raise StudyError(f"Export to .csv or .parquet, not .{kind or '(no suffix)'}.")
+    return table_bytes(rated, kind)
 
 
 def entities_path(path) -> Path:

@@ -1,12 +1,14 @@
 """Export one run: a row per sample with both texts, the reference and the detection scores."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from fwsapp.paths import replaceable_output, write_output
 from fwsapp.store import Store
 
 
@@ -22,6 +24,14 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
     return frame.assign(**{column: frame[column].map(inert) for column in frame.columns
                            if pd.api.types.is_object_dtype(frame[column]) or pd.api.types.is_string_dtype(frame[column])})
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """`frame` as the bytes of an RFC 4180 CSV file, the one way fwsapp writes CSV: list cells as JSON arrays, every
+    text cell a spreadsheet would run as a formula made inert, and every field that holds a line break quoted. The
+    rows end in CRLF because Python's csv writer quotes a field holding any character of the row terminator: with
+    pandas' "\n" alone, a lone CR inside a text went out bare and started a new row in a reader."""
+    return spreadsheet_safe(with_json_lists(frame)).to_csv(index=False, lineterminator="\r\n").encode()
 
 
 def run_table(store: Store, run_id: str) -> pd.DataFrame:
@@ -49,14 +59,21 @@ def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
                            if frame[column].map(lambda value: isinstance(value, (list, tuple, np.ndarray))).any()})
 
 
-def export_run(store: Store, run_id: str, fmt: str, out: Path) -> Path:
-    """A run's samples to CSV (list columns as JSON arrays) or Parquet (list columns as lists)."""
-    table = run_table(store, run_id)
-    out.parent.mkdir(parents=True, exist_ok=True)
+def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
+    """A table as the bytes of a CSV file (`csv_bytes`) or a Parquet file (list columns as lists)."""
     if fmt == "csv":
-        spreadsheet_safe(with_json_lists(table)).to_csv(out, index=False)
-    elif fmt == "parquet":
-        table.to_parquet(out, index=False)
-    else:
-        raise ValueError(f"Unknown export format '{fmt}': use csv or parquet.")
+        return csv_bytes(frame)
+    if fmt == "parquet":
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return buffer.getvalue()
+    raise ValueError(f"Unknown export format '{fmt}': use csv or parquet.")
+
+
+def export_run(store: Store, run_id: str, fmt: str, out: Path, force: bool = False) -> Path:
+    """A run's samples to CSV (list columns as JSON arrays) or Parquet, written as every output file is
+    (`paths.write_output`: a new file, or with `force` a regular one replaced)."""
+    out = Path(out)
+    replaceable_output(out, force)  # before the table is read
+    write_output(out, table_bytes(run_table(store, run_id), fmt), force)
     return out

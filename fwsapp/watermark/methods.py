@@ -15,7 +15,7 @@ from typing import Callable
 
 from fwsapp.data.tasks import TASKS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
-from fwsapp.secret_keys import recorded, resolved
+from fwsapp.secret_keys import fingerprint, resolved, variable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +85,8 @@ class MethodInfo(PlugIn, DeclaredParams):
                 continue
             default, spec = self.params[key]
             if spec is not None and spec.names_a_variable(value):
-                typed[key] = recorded(value, f"{self.name}'s {key}")  # the variable's name and the key's fingerprint
+                # the variable's name and the key's fingerprint, once the key it holds is checked as a literal one is
+                typed[key] = f"${variable(value)} {fingerprint(self.key_from(key, value))}"
                 continue
             if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool) \
                     and value.strip().isdigit():
@@ -100,13 +101,31 @@ class MethodInfo(PlugIn, DeclaredParams):
 
     def with_keys(self, params: dict) -> dict:
         """`params` with each key kept in an environment variable read from it (a watermark's own parameters)."""
-        return {key: int(resolved(value, f"{self.name}'s {key}"))
+        return {key: self.key_from(key, value)
                 if key in self.param_specs and self.param_specs[key].names_a_variable(value) else value
                 for key, value in params.items()}
 
+    def key_from(self, name: str, reference: str) -> int:
+        """The key parameter `name` given as `$VAR`, read from the variable and held to the same range as a key written
+        out; a message names the parameter and the variable, never the value."""
+        spec = self.param_specs[name]
+        text = resolved(reference, f"{self.name}'s {name}")
+        try:
+            key = int(text)
+        except ValueError:
+            raise ValueError(f"{self.name}'s {name}: ${variable(reference)} does not hold a whole number; set it to the "
+                             f"key, a whole number {spec.describe(secret=False)}.") from None
+        spec.check(self.name, name, key, shown=f"the key in ${variable(reference)}")
+        return key
+
     def checked_params(self, params: dict) -> dict:
-        """The defaults updated with `params`, each checked against its spec; a clear error otherwise."""
-        return checked_params(self.name, self.params, params)
+        """The defaults updated with `params`, each checked against its spec (a key given as `$VAR` too, read from its
+        variable); a clear error otherwise."""
+        merged = checked_params(self.name, self.params, params)
+        for key, spec in self.param_specs.items():
+            if spec.names_a_variable(merged[key]):
+                self.key_from(key, merged[key])
+        return merged
 
     def is_watermarked(self, score: float, params: dict) -> bool:
         threshold = {**self.defaults, **params}[self.threshold_param]
@@ -448,7 +467,8 @@ def parse_params(method: str, pairs: list[str] | dict) -> dict:
         try:
             params[key] = kind(value) if not isinstance(value, kind) else value
         except ValueError:
-            raise ValueError(f"Parameter {key}={value!r} must be a {kind.__name__}.") from None
+            shown = f"{key} (a key, not shown)" if spec is not None and spec.secret else f"{key}={value!r}"
+            raise ValueError(f"Parameter {shown} must be a {kind.__name__}.") from None
     return params
 
 
