@@ -14,7 +14,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.generation.generate import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep_grids, watermark_names
-from fwsapp.models.tokenizers import TOKENIZERS, tokenizer_for_model
+from fwsapp.models.tokenizers import TOKENIZERS, run_tokenizer
 from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
 from fwsapp.watermark.factory import detect_text
@@ -199,7 +199,7 @@ def render() -> None:
             own_method = target_run.method if target_run.method in watermarks else watermarks[0]
             redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
                                                    key=f"redetect-method-{target}")
-            suggested = tokenizer_for_model(target_run.model) or target_run.model or EMBEDDED_MODEL
+            suggested = run_tokenizer(target_run.model, target_run.tokenizer) or EMBEDDED_MODEL
             tokenizer_name = columns[2].text_input(
                 "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
                 help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")

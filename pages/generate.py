@@ -97,7 +97,8 @@ def render() -> None:
             api_key_env = key_variable.text_input("API key variable", placeholder="optional: VLLM_API_KEY",
                                                   help="The environment variable of this app's server holding the API "
                                                        "key, if the engine wants one; the key itself is never shown.")
-            tokenizer = tokenizer_name.text_input("Tokenizer", placeholder="default: the served model's",
+            tokenizer = tokenizer_name.text_input("Tokenizer", (shown.tokenizer or "") if shown.server else "",
+                                                  placeholder="default: the served model's",
                                                   help="For the detector's vocabulary, and answers returned without "
                                                        "token ids.")
             st.caption("Each prompt is asked twice: as served (watermarked by the engine), and with \"watermarking\": "
@@ -134,12 +135,13 @@ def render() -> None:
         config = RunConfig(
             task=task, method=method, dataset=dataset, model=model_name, params=params, n=int(n),
             max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), seed=int(seed_value), server=server,
+            tokenizer=tokenizer.strip() or None if tokenizer else None,
         )
     except ValueError as error:  # a parameter out of range: said before any work starts
         st.error(markup.message(str(error)))
         st.stop()
     if st.button("Run", type="primary", disabled=bool(manager.active("generate"))):
-        manager.start_generation(config, api_key_env or None, tokenizer or None)
+        manager.start_generation(config, api_key_env or None)
         st.rerun()
 
 

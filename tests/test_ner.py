@@ -156,6 +156,8 @@ def test_recognize_keeps_the_input_and_an_earlier_output(tmp_path, capsys):
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps({"text": "gout"}) + "\n")
     assert cli(["recognize", "--in", str(source), "--out", str(source)]) == 2
+    assert "exists: pass --force" in capsys.readouterr().err  # every --out's rule, before any work
+    assert cli(["recognize", "--in", str(source), "--out", str(source), "--force"]) == 2
     assert "--out must differ from --in" in capsys.readouterr().err
     assert cli(["recognize", "--in", str(source), "--out", str(tmp_path / "missing" / "out.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -194,7 +194,7 @@ def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_
     db = str(tmp_path / "copy.duckdb")
     shutil.copy(store.path, db)
     out = tmp_path / "scores.csv"
-    args = ["detect", "--run", run_id, "--tokenizer", "smollm2-135m-instruct", "--out", str(out), "--db", db]
+    args = ["detect", "--run", run_id, "--tokenizer", "smollm2-135m-instruct", "--out", str(out), "--force", "--db", db]
     assert main(args) == 0
     with open(out) as handle:
         rows = list(csv.DictReader(handle))
@@ -205,7 +205,7 @@ def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_
     watermarked = [float(row["score"]) for row in rows if row["text"] == "watermarked"]
     assert sum(watermarked) / len(watermarked) > 4
     assert main(["detect", "--run", run_id, "--tokenizer", "smollm2-135m-instruct", "--param", "rng=cpu",
-                 "--out", str(out), "--db", db]) == 0
+                 "--out", str(out), "--force", "--db", db]) == 0
     with open(out) as handle:
         assert max(float(row["score"]) for row in csv.DictReader(handle) if row["text"] == "watermarked") < 2.5
     revision = Store(db).revision()

@@ -9,6 +9,7 @@ from fwsapp.cli.terminal import model_loader, progress_bar
 
 def register(commands) -> None:
     from fwsapp.data.tasks import TASKS
+    from fwsapp.models.server import ATTEMPTS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.watermark.methods import METHODS
 
     generate = command(commands, cmd_generate, "generate", models=True,
@@ -35,6 +36,11 @@ def register(commands) -> None:
     served.add_argument("--tokenizer", metavar="NAME", help="the served model's tokenizer (default: the one its name "
                         "implies), for the detector's vocabulary and answers returned without token ids")
     served.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    served.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="how long one answer may take to arrive whole, from connecting to its last byte "
+                             "(default %(default)g); a server silent that long is tried again, then given up")
+    served.add_argument("--attempts", type=int, default=ATTEMPTS,
+                        help="tries per answer, the first included, before the job stops (default %(default)s)")
 
 
 def cmd_generate(args) -> int:
@@ -42,12 +48,18 @@ def cmd_generate(args) -> int:
     from fwsapp.generation.generate import RunConfig
     from fwsapp.watermark.methods import parse_params
     from fwsapp.models import EMBEDDED_MODEL
+    from fwsapp.models.server import ATTEMPTS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.store import Store
 
     if args.dataset != "demo" and not Path(args.dataset).is_file():
         raise ValueError(f"--dataset {args.dataset}: no such file. Use 'demo' or a JSON, JSONL or CSV path.")
-    if not args.server and (args.served_model or args.api_key_env or args.tokenizer):
-        raise ValueError("--served-model, --api-key-env and --tokenizer go with --server.")
+    served_only = [option for option, value in (("--served-model", args.served_model), ("--api-key-env",
+                   args.api_key_env), ("--tokenizer", args.tokenizer), ("--timeout", args.timeout != REQUEST_TIMEOUT_SECONDS),
+                   ("--attempts", args.attempts != ATTEMPTS)) if value]
+    if not args.server and served_only:
+        raise ValueError(f"{', '.join(served_only)} go with --server.")
+    if not (0 < args.timeout <= 3600) or not 1 <= args.attempts <= 20:
+        raise ValueError("--timeout must be more than 0 and at most 3600 seconds, and --attempts from 1 to 20.")
     if args.server and args.model:
         raise ValueError("--model is what this process loads; through --server, name the served model with --served-model.")
     config = RunConfig(
@@ -77,8 +89,8 @@ def _generate_served(args, config) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
 
-    engine = ServingEngine(args.server, args.api_key_env, args.tokenizer, args.concurrency)
-    config = replace(config, model=engine.served_model(args.served_model))
+    engine = ServingEngine(args.server, args.api_key_env, args.tokenizer, args.concurrency, args.attempts, args.timeout)
+    config = replace(config, model=engine.served_model(args.served_model), tokenizer=args.tokenizer)
     engine.tokenizer(config.model)
     store = Store(args.db)
     try:

@@ -55,6 +55,16 @@ def prefix_statistics(method: str, params: dict, detection) -> list[float] | Non
     return evidence.statistics(evidence.arrays(detection, full), full).astype(float).tolist()
 
 
+# A text of fewer token ids than this (an empty or one-token answer) is not scorable: it is stored without a score,
+# counted as such, and left out of detection rates, never scored as a negative.
+MIN_TOKENS = 2
+
+
+def unscorable_record(sample_idx: int, text_kind: str, detector: str) -> dict:
+    """The detections-table row of a text too short to score (`MIN_TOKENS`)."""
+    return detection_record(sample_idx, text_kind, detector, None, num_tokens_scored=0)
+
+
 def detected_record(sample_idx: int, text_kind: str, detector: str, detection, params: dict) -> dict:
     """The detections-table row of a detector's `Detection` of one text (`params`: the detector's), with its score
     after every token where the method's evidence gives it."""

@@ -31,7 +31,6 @@ from fwsapp.models.tokenizers import TextTokenizer
 CSV_COLUMNS = ["sample_idx", "text", "score", "num_tokens_scored"]
 WRITE_EVERY = 50  # texts per transaction: a killed job keeps what it scored
 # Scored alone, a text's first token only seeds the green list, so it needs a second to be scored at all.
-MIN_TOKENS = 2
 
 
 def scored_texts(generations: pd.DataFrame) -> Iterator[tuple[int, str, str]]:
@@ -110,10 +109,10 @@ def redetect(
         if cancel is not None and cancel.is_set():
             break
         chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
-        scorable = [token_ids for _, _, token_ids in chunk if len(token_ids) >= MIN_TOKENS]
+        scorable = [token_ids for _, _, token_ids in chunk if len(token_ids) >= length.MIN_TOKENS]
         found = iter(_scored(watermark, scorable, by_length, window, deduplicate))
-        rows = [next(found) | {"sample_idx": sample_idx, "text_kind": kind} if len(token_ids) >= MIN_TOKENS
-                else detection_record(sample_idx, kind, method, None, num_tokens_scored=0)
+        rows = [next(found) | {"sample_idx": sample_idx, "text_kind": kind} if len(token_ids) >= length.MIN_TOKENS
+                else length.unscorable_record(sample_idx, kind, method)
                 for sample_idx, kind, token_ids in chunk]
         new = [row for row in rows if (row["sample_idx"], row["text_kind"]) not in done]
         if new:

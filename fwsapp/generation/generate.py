@@ -21,7 +21,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
-from fwsapp.detection.length import detected_record
+from fwsapp.detection.length import MIN_TOKENS, detected_record, unscorable_record
 from fwsapp.plugins import checked_seed
 from fwsapp.models import threads
 from fwsapp.store import Store
@@ -64,6 +64,9 @@ class RunConfig:
     # The base URL of the OpenAI-compatible serving engine that generates the run (its `model` is the name the engine
     # serves it by), or None to generate in this process.
     server: str | None = None
+    # The served model's tokenizer where it was named (its name implies none): kept with the run, so every later step
+    # reads its ids and texts with it; no part of its identity (the engine's ids are what they are).
+    tokenizer: str | None = field(default=None, compare=False)
     # What a method fitted on references (k-SemStamp's clusters) fitted for this run, as stored with it; set when the
     # run's units are planned, and no part of its identity (the fit follows from the identity).
     fitted: dict | None = field(default=None, compare=False, repr=False)
@@ -105,7 +108,7 @@ class RunConfig:
     def identity(self) -> dict:
         """What determines the outputs; the run id is its hash. The dataset counts by content."""
         identity = asdict(self)
-        del identity["fitted"]
+        del identity["fitted"], identity["tokenizer"]
         identity["sampling"] = self.resolved_sampling()
         if self.server is None:  # the ids of runs generated in-process before servers could generate them
             del identity["server"]
@@ -328,11 +331,14 @@ class UnitResult:
     rows: list[dict]
     found: list[tuple[int, str, Detection]]  # (sample, text kind, its detection, per-token flags included)
     params: dict  # the detector's
+    # (sample, text kind) of the texts too short to score (an empty answer): stored without a score.
+    unscorable: frozenset = frozenset()
 
     @property
     def detections(self) -> list[dict]:
         """The detections-table rows."""
-        return [detected_record(index, kind, self.method, result, self.params) for index, kind, result in self.found]
+        return [unscorable_record(index, kind, self.method) if (index, kind) in self.unscorable
+                else detected_record(index, kind, self.method, result, self.params) for index, kind, result in self.found]
 
 
 def run_watermark(lm: LoadedModel, config: RunConfig) -> Watermark:
@@ -379,7 +385,8 @@ def detected_unit(work: UnitWork, watermark: Watermark, plain: GeneratedBatch, m
     found = watermark.detect_many([(token_ids, context) for _, _, token_ids, context in scored])
     return UnitResult(unit, work.config.method, rows,
                       [(index, kind, result) for (index, kind, _, _), result in zip(scored, found)],
-                      watermark.recorded_params)
+                      watermark.recorded_params,
+                      frozenset((index, kind) for index, kind, token_ids, _ in scored if len(token_ids) < MIN_TOKENS))
 
 
 def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
@@ -387,8 +394,9 @@ def plan_units(store: Store, config: RunConfig) -> list[UnitWork]:
     run_id = config.run_id()
     samples = config.samples()
     declared = methods.info(config.method)
+    kept = {**config.identity(), **({"tokenizer": config.tokenizer} if config.tokenizer else {})}
     store.ensure_run(
-        run_id, config.identity(), model=config.model, task=config.task, method=config.method,
+        run_id, kept, model=config.model, task=config.task, method=config.method,
         params=declared.checked_params(config.params), seed=config.seed, n=len(samples),
         score_direction=declared.score_direction,
     )
@@ -483,6 +491,11 @@ def generate_runs(store: Store, configs: list[RunConfig], executor, progress: Pr
                                 lambda note: report(done[0], total, note), cancel)
     except Cancelled as cancelled:
         store.set_status(str(cancelled), "cancelled")
+        raise
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI's): stopped, as a cancel stops it, none left 'running'
+        for run_id in started:
+            if store.has_run(run_id) and store.run(run_id)["status"] == "running":
+                store.set_status(run_id, "cancelled", "interrupted: run the same command again to resume")
         raise
     except Exception as error:  # a model that cannot be loaded, a run deleted meanwhile: none is left 'running'
         for run_id in started:

@@ -17,11 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fwsapp.generation.generate import Cancelled, GeneratedBatch, UnitResult, UnitWork, batch_seed, detected_unit
-from fwsapp.models.server import ServerError, TransientServerError, bounded_http_client, faults_sorted, short, with_retries
+from fwsapp.models.server import (ATTEMPTS, REQUEST_TIMEOUT_SECONDS, ServerError, TransientServerError,
+                                  bounded_http_client, faults_sorted, short, with_retries)
 
 CONCURRENT_REQUESTS = 8
-ATTEMPTS = 4
-REQUEST_TIMEOUT_SECONDS = 300.0
 # The opt-out is taken as ignored when more than this share of the answers asked for without the watermark carry it
 # (at the method's threshold, a share near its false-positive rate is expected).
 IGNORED_OPT_OUT_SHARE = 0.5
@@ -65,8 +64,9 @@ class ServingEngine:
         self.tokenizer_name = tokenizer
         self.concurrency, self.attempts, self.backoff_base = concurrency, attempts, backoff_base
         # Servers on one's own machine usually take any key; the SDK insists on one.
+        self._http = bounded_http_client(timeout)
         self._client = OpenAI(api_key=key or "not-needed", base_url=url, timeout=timeout, max_retries=0,
-                              http_client=bounded_http_client(timeout))
+                              http_client=self._http)
         self._tokenizers: dict[str, object] = {}
         self._checked_models: set[str] = set()
         self._watermarks: dict[str, object] = {}
@@ -74,6 +74,7 @@ class ServingEngine:
         self.notes: list[str] = []
         self._retokenised: set[str] = set()
         self._opted_out: dict[str, list[bool]] = {}  # run id -> whether each opted-out answer carries the watermark
+        self._unscorable: dict[str, list[int]] = {}  # run id -> [answers too short to score, answers]
 
     def served_models(self) -> list[str]:
         """The model names the server serves (its /models)."""
@@ -104,15 +105,16 @@ class ServingEngine:
         self._checked_models.add(asked)
         return asked
 
-    def tokenizer(self, model: str):
-        """The tokenizer that re-tokenises answers and sizes the detector's vocabulary: the named one, else the model's."""
+    def tokenizer(self, model: str, stored: str | None = None):
+        """The tokenizer that re-tokenises answers and sizes the detector's vocabulary: the named one, else the one the
+        run keeps (`stored`), else the model's."""
         from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer, tokenizer_problem
 
-        name = self.tokenizer_name or run_tokenizer(model)
+        name = self.tokenizer_name or run_tokenizer(model, stored)
         if name not in self._tokenizers:
             problem = tokenizer_problem(name)
             if problem:
-                raise ServingError(f"The served model's tokenizer: {problem}; name one with --tokenizer.")
+                raise ServingError(f"The served model's tokenizer: {problem}; name the served model's tokenizer.")
             self._tokenizers[name] = load_tokenizer(name)
         return self._tokenizers[name]
 
@@ -128,7 +130,7 @@ class ServingEngine:
                 config = work.config
                 if config.model not in self._checked_models:
                     self.served_model(config.model)
-                tokenizer = self.tokenizer(config.model)
+                tokenizer = self.tokenizer(config.model, config.tokenizer)
                 if work.unit.run_id not in self._watermarks:
                     self._watermarks[work.unit.run_id] = create(config.method, tokenizer.vocab_size, config.params,
                                                                 tokenizer=tokenizer)
@@ -139,15 +141,19 @@ class ServingEngine:
                                                                    f"{answered} of {asked} answers in"))
                 result = detected_unit(work, watermark, plain, marked, prompt_ids, tokenizer.encode)
                 self._check_opt_out(result, watermark)
+                counted = self._unscorable.setdefault(work.unit.run_id, [0, 0])
+                counted[0] += len(result.unscorable)
+                counted[1] += len(result.found)
                 record(result)
         finally:
             self._say_what_was_noticed()
         return {}
 
     def close(self) -> None:
-        """Stop retrying and abort the requests in flight (a signal ends the command now)."""
+        """Stop retrying and abort the requests in flight, so that the server stops generating them and no thread
+        waits on it (a signal ends the command now)."""
         self._stop.set()
-        self._client.close()
+        self._http.abort()
 
     def _answers(self, work: UnitWork, tokenizer, on_answer) -> tuple[GeneratedBatch, GeneratedBatch, list[list[int]]]:
         """The unit's answers without and with the watermark (the first from the store where another run holds them),
@@ -228,6 +234,11 @@ class ServingEngine:
                                   "\"watermarking\": false carry the watermark: the server at "
                                   f"{self.url} seems to ignore the opt-out, so its unwatermarked answers are not.")
         self._opted_out.clear()
+        for run_id, (short_answers, answers) in self._unscorable.items():
+            if short_answers:
+                self.notes.append(f"Run {run_id}: {short_answers} of {answers} answers came back empty or of one token: "
+                                  "they are stored, counted as not scorable, and left out of its detection rates.")
+        self._unscorable.clear()
 
 
 def request_options(sampling: dict, max_new_tokens: int, seed: int, watermarked: bool) -> dict:

@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 # A server's Retry-After is obeyed up to this many seconds (it may say 100000, inf or 1e300).
 MAX_RETRY_AFTER = 60.0
+# A serving engine's answer: tries, and how long each may take to arrive whole (a 7B model's 1,024 tokens under load).
+ATTEMPTS = 4
+REQUEST_TIMEOUT_SECONDS = 300.0
 
 Reply = TypeVar("Reply")
 
@@ -38,8 +41,52 @@ class TransientServerError(ServerError):
 
 def bounded_http_client(deadline: float, max_bytes: int = MAX_REPLY_BYTES):
     """An httpx client whose every response must arrive whole within `deadline` seconds of the request and within
-    `max_bytes`, for the openai SDK (`http_client`)."""
+    `max_bytes`, for the openai SDK (`http_client`); its `abort()` ends every request in flight at once."""
+    import socket
+    import weakref
+
+    import httpcore
     import httpx
+
+    class AbortableBackend(httpcore.NetworkBackend):
+        """httpcore's own backend, keeping the connections it opens so that `abort` can shut them down. Why by hand:
+        closing an httpx client does not wake a thread blocked reading a silent server's reply (a socket closed in
+        another thread is not shut down on Linux), so a stopped job would wait out the server; a shut-down socket
+        wakes it at once, and tells the server (vLLM aborts a request whose client goes) to stop generating."""
+
+        def __init__(self):
+            self.backend = httpcore.SyncBackend()
+            self.streams = weakref.WeakSet()
+
+        def connect_tcp(self, *args, **kwargs):
+            stream = self.backend.connect_tcp(*args, **kwargs)
+            self.streams.add(stream)
+            return stream
+
+        def connect_unix_socket(self, *args, **kwargs):
+            stream = self.backend.connect_unix_socket(*args, **kwargs)
+            self.streams.add(stream)
+            return stream
+
+        def sleep(self, seconds: float) -> None:
+            self.backend.sleep(seconds)
+
+        def abort(self) -> None:
+            for stream in list(self.streams):
+                try:
+                    stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed
+                    pass
+
+    class AbortableClient(httpx.Client):
+        def __init__(self, backend: AbortableBackend, **kwargs):
+            super().__init__(**kwargs)
+            self.backend = backend
+
+        def abort(self) -> None:
+            """End every request in flight now (each fails at once in its thread) and close the client."""
+            self.backend.abort()
+            self.close()
 
     class Bounded(httpx.SyncByteStream):
         def __init__(self, stream, started: float):
@@ -59,13 +106,19 @@ def bounded_http_client(deadline: float, max_bytes: int = MAX_REPLY_BYTES):
             self.stream.close()
 
     class BoundedTransport(httpx.HTTPTransport):
+        def __init__(self, backend: AbortableBackend):
+            super().__init__()
+            # httpx takes no network backend of its own choosing: its connection pool's is replaced.
+            self._pool._network_backend = backend
+
         def handle_request(self, request):
             started = time.monotonic()
             response = super().handle_request(request)
             response.stream = Bounded(response.stream, started)
             return response
 
-    return httpx.Client(transport=BoundedTransport(), timeout=httpx.Timeout(deadline))
+    backend = AbortableBackend()
+    return AbortableClient(backend, transport=BoundedTransport(backend), timeout=httpx.Timeout(deadline))
 
 
 @contextmanager

@@ -66,9 +66,10 @@ def tokenizer_for_model(model: str | None) -> str | None:
     return MODEL_TOKENIZERS.get(model or "")
 
 
-def run_tokenizer(model: str | None) -> str | None:
-    """The tokenizer a run's texts are detected with unless one is named: its model's, by name or by the model itself."""
-    return tokenizer_for_model(model) or model
+def run_tokenizer(model: str | None, stored: str | None = None) -> str | None:
+    """The tokenizer a run's texts are detected with unless one is named: the one stored with the run (a served run's,
+    given once when it was generated), else its model's, by name or by the model itself."""
+    return stored or tokenizer_for_model(model) or model
 
 
 def tokenizer_problem(name: str | None, cache_dir: Path = CACHE_DIR) -> str | None:

@@ -169,7 +169,8 @@ def load_spec(source: str | Path, text: str | None = None, allow_large: bool = F
             dataset = _dataset_path(name, base, task, datasets[task], uploaded=text is not None) if task in datasets else "demo"
             try:
                 config = RunConfig(task=task, method=entry["name"], dataset=dataset, model=model,
-                                   params=dict(zip(swept, values)), seed=seed, server=server and server.url, **sizes)
+                                   params=dict(zip(swept, values)), seed=seed, server=server and server.url,
+                                   tokenizer=server and server.tokenizer, **sizes)
                 config.samples()
             except (ValueError, OSError) as error:
                 raise SpecError(f"{name}: [[method]] {number} ({entry['name']}), {task}: {error}") from None

@@ -117,15 +117,15 @@ class JobManager:
         threading.Thread(target=self._run, args=(job, work), name=f"fwsapp-{kind}", daemon=True).start()
         return job
 
-    def start_generation(self, config: RunConfig, api_key_env: str | None = None, tokenizer: str | None = None) -> Job:
+    def start_generation(self, config: RunConfig, api_key_env: str | None = None) -> Job:
         """Generate a run here, or through the serving engine at `config.server` (its API key read from `api_key_env`,
-        answers without token ids re-tokenised with `tokenizer`)."""
+        the served model's tokenizer `config.tokenizer`, kept with the run)."""
         def work(progress, cancel):
             executor = None
             if config.server is not None:
                 from fwsapp.generation.serving import ServingEngine
 
-                executor = ServingEngine(config.server, api_key_env, tokenizer)
+                executor = ServingEngine(config.server, api_key_env, config.tokenizer)
             [run_id] = pipeline.generate(self.store, [config], self.model_loader, progress, cancel, executor=executor)
             return " ".join([f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page.",
                              *(executor.notes if executor else [])])

@@ -120,7 +120,7 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
         chosen = methods.canonical_name(method or run["method"])
         own = run["params"] if chosen == run["method"] else {}
         merged = methods.info(chosen).checked_params({**own, **(params or {})})
-        name = tokenizer or run_tokenizer(run["model"])
+        name = tokenizer or run_tokenizer(run["model"], run["tokenizer"])
         if not name:
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
         if name not in tokenizers:

@@ -32,9 +32,9 @@ PPL_CHUNK = 8  # samples per perplexity pass between progress reports and writes
 
 
 def perplexity_oracle(run: dict, oracle: str | None) -> str | None:
-    """The model whose perplexity a run gets: the one named, else the run's own generator. An imported run
-    has none loaded here, so it gets perplexity only when an oracle is named for it."""
-    return oracle or (None if run["imported"] else run["model"])
+    """The model whose perplexity a run gets: the one named, else the run's own generator. An imported run, and a run
+    generated through a serving engine, have none loaded here, so they get perplexity only when an oracle is named."""
+    return oracle or (None if run["imported"] or (run.get("config") or {}).get("server") else run["model"])
 
 
 class Perplexity(Metric):

@@ -213,6 +213,8 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
             # Imported scores carry no token counts: said so, not left empty.
             "tokens scored": tokens if not np.isnan(tokens) else "not recorded (imported scores)",
             "n negatives": len(negatives),
+            # Empty answers (a server's, say): stored, left out of every rate above, and counted here.
+            "not scorable": int(own.score.isna().sum()),
         })
     return pd.DataFrame(rows)
 

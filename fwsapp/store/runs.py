@@ -59,7 +59,9 @@ class RunTables(StoreCore):
     def runs(self) -> pd.DataFrame:
         return self.frame(
             """SELECT r.run_id, r.method, r.model, r.task, r.n, r.imported, r.status, r.status_reason, r.created,
-                      r.seed, r.params, r.score_direction, count(g.sample_idx) AS samples_done
+                      r.seed, r.params, r.score_direction, count(g.sample_idx) AS samples_done,
+                      json_extract_string(r.config, '$.tokenizer') AS tokenizer,
+                      json_extract_string(r.config, '$.server') AS server
                FROM runs r LEFT JOIN generations g USING (run_id)
                GROUP BY ALL ORDER BY r.created DESC"""
         )
@@ -97,6 +99,7 @@ class RunTables(StoreCore):
         record = row.iloc[0].to_dict()
         record["config"] = json.loads(record["config"])
         record["params"] = json.loads(record["params"])
+        record["tokenizer"] = record["config"].get("tokenizer")  # a served run's, where it was named
         return record
 
     def run_fit(self, run_id: str) -> dict | None:

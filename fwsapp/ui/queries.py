@@ -249,10 +249,16 @@ def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, over
     token_ids = row[f"{kind}_ids"]
     if token_ids is None or not hasattr(token_ids, "__len__"):
         raise ValueError(f"This run stores no {kind} tokens (post-hoc detectors generate no watermarked text).")
+    token_ids = [int(token) for token in token_ids]
+    if run["config"].get("server"):  # its ids are the engine's: read with its tokenizer, no model is loaded here
+        from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
+
+        tokenizer = load_tokenizer(run_tokenizer(run["model"], run["config"].get("tokenizer")))
+        return explain(run["method"], run["params"], None, token_ids, tokenizer.encode(row.prompt),
+                       fitted=store().run_fit(run_id), tokenizer=tokenizer)
     lm = model(run["model"])
     context = lm.tokenizer(row.prompt)["input_ids"]
-    return explain(run["method"], run["params"], lm, [int(token) for token in token_ids], context,
-                   fitted=store().run_fit(run_id))
+    return explain(run["method"], run["params"], lm, token_ids, context, fitted=store().run_fit(run_id))
 
 
 @st.cache_data(show_spinner=False)

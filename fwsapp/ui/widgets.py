@@ -40,7 +40,7 @@ def tokenizer_choice(runs: pd.DataFrame, key: str) -> tuple[str | None, dict[str
                           help="mistral-v1 or llama-3 (shipped), a Hugging Face id in the local cache, or the folder "
                                "of a local copy").strip() or None
     problems = {row.run_id: problem for row in runs.itertuples()
-                if (problem := tokenizer_problem(named or run_tokenizer(row.model)))}
+                if (problem := tokenizer_problem(named or run_tokenizer(row.model, row.tokenizer)))}
     for run_id, problem in problems.items():
         st.error(render.message(f"{run_id}: {problem}."))
     return named, problems

@@ -37,10 +37,16 @@ def detect_text(method: str, params: dict, lm, text: str) -> tuple[Detection, li
     return explain(method, params, lm, token_ids)
 
 
-def explain(method: str, params: dict, lm, token_ids, context_ids=(), fitted: dict | None = None
+def explain(method: str, params: dict, lm, token_ids, context_ids=(), fitted: dict | None = None, tokenizer=None
             ) -> tuple[Detection, list[str]]:
-    """A detection with its per-token flags, and each token decoded, for a token-level view (`fitted`: the run's)."""
-    watermark = create(method, len(lm.tokenizer), params, lm=lm, fitted=fitted)
+    """A detection with its per-token flags, and each token decoded, for a token-level view (`fitted`: the run's). With
+    `tokenizer` (a tokenizers.TextTokenizer) and no model, as for a served run's stored ids, nothing is loaded but it."""
+    if lm is None:
+        watermark = create(method, tokenizer.vocab_size, params, tokenizer=tokenizer, fitted=fitted)
+        decode = tokenizer.decode_token
+    else:
+        watermark = create(method, len(lm.tokenizer), params, lm=lm, fitted=fitted)
+        decode = lambda token: lm.tokenizer.decode([token])  # noqa: E731
     detection = watermark.detect(list(token_ids), list(context_ids))
-    return detection, [lm.tokenizer.decode([token]) for token in token_ids]
+    return detection, [decode(token) for token in token_ids]
 

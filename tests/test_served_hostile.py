@@ -1,0 +1,192 @@
+"""Issue 58, items 2, 3, 18 and 19: a served run against servers on loopback that never answer, fail on one answer while
+the others hang, or send empty answers; and the tokenizer a served run was given, kept with it.
+
+The server here is a bare OpenAI-compatible completions endpoint (no model): what is under test is what fwsapp does
+with its answers, not the watermark, so `mistral-v1` (shipped, loaded in a second) is the served model's tokenizer."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from fwsapp.cli import main
+from fwsapp.store import Store
+from tests.conftest import PROJECT
+
+MODEL = "served-7b"
+
+
+class HostileServer:
+    """/v1/models lists MODEL; /v1/completions answers each request as `mode(number, body)` says: a dict to send, or
+    None to hold the request open (a server that accepted it and never answers) until the test ends."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.requests: list[dict] = []
+        self.released = threading.Event()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self._send({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    number = len(server.requests)
+                    server.requests.append(body)
+                reply = server.mode(number, body)
+                if reply is None:
+                    server.released.wait(60)
+                    return
+                self._send(reply)
+
+            def _send(self, reply: dict):
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http.server_address[1]}/v1"
+
+
+@contextmanager
+def hostile(mode):
+    server = HostileServer(mode)
+    thread = threading.Thread(target=server.http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.released.set()
+        server.http.shutdown()
+        server.http.server_close()
+
+
+def completion(text: str, token_ids: list[int]) -> dict:
+    return {"id": "c", "object": "text_completion", "created": 0, "model": MODEL,
+            "choices": [{"index": 0, "text": text, "finish_reason": "length", "token_ids": token_ids,
+                         "prompt_token_ids": [1, 2, 3]}]}
+
+
+def generate_args(url: str, db, n: int = 4, extra: tuple = ()) -> list[str]:
+    return ["generate", "--server", url, "--task", "qa", "--method", "gumbel", "--param", "key=5", "--tokenizer",
+            "mistral-v1", "--n", str(n), "--max-new-tokens", "8", "--batch-size", str(n), "--db", str(db), *extra]
+
+
+def only_run(db) -> dict:
+    store = Store(db, read_only=True)
+    try:
+        [run_id] = store.runs().run_id
+        return store.run(run_id)
+    finally:
+        store.close()
+
+
+# -- item 19: the first final error stops the job at once, the requests in flight aborted --------------------------------
+def test_a_final_reply_error_stops_the_job_at_once_though_other_requests_hang(tmp_path, capsys):
+    def mode(number, body):  # the first answer is chat-shaped (no text), every other request hangs
+        return {"choices": [{"index": 0, "message": {"content": "hi"}, "text": None}]} if number == 0 else None
+
+    with hostile(mode) as server:
+        started = time.monotonic()
+        assert main(generate_args(server.url, tmp_path / "s.duckdb", extra=("--concurrency", "4"))) == 2
+        elapsed = time.monotonic() - started
+    assert elapsed < 15, elapsed  # not the request timeout of the requests left hanging
+    assert "a reply whose text is not text" in capsys.readouterr().err
+    run = only_run(tmp_path / "s.duckdb")
+    assert run["status"] == "failed"
+
+
+# -- item 18: a silent server is given up in bounded time, and SIGTERM ends the job within seconds ----------------------
+def test_a_silent_server_is_given_up_after_the_timeout_the_user_sets(tmp_path, capsys):
+    with hostile(lambda number, body: None) as server:
+        started = time.monotonic()
+        assert main(generate_args(server.url, tmp_path / "t.duckdb", n=1,
+                                  extra=("--timeout", "1", "--attempts", "2"))) == 2
+        elapsed = time.monotonic() - started
+    assert elapsed < 12, elapsed
+    error = capsys.readouterr().err
+    assert "gave up after 2 attempts; last: timeout" in error
+    assert only_run(tmp_path / "t.duckdb")["status"] == "failed"
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_served_job_whose_server_never_answers_within_seconds(tmp_path):
+    db = tmp_path / "silent.duckdb"
+    with hostile(lambda number, body: None) as server:
+        process = subprocess.Popen([sys.executable, "-m", "fwsapp", *generate_args(server.url, db)], cwd=PROJECT,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert server.requests, process.communicate(timeout=5)
+        process.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        _, err = process.communicate(timeout=20)
+        assert time.monotonic() - stopped < 8
+    assert process.returncode != 0 and "Traceback" not in err, err
+    run = only_run(db)
+    assert run["status"] == "cancelled" and "resume" in run["status_reason"]
+
+
+# -- item 3: empty answers are counted, stored without a score and left out of the rates --------------------------------
+def test_empty_served_answers_are_counted_as_not_scorable_and_left_out_of_detection_rates(tmp_path, capsys):
+    def mode(number, body):
+        if body["prompt"].startswith(("What is", "How")) and body.get("watermarking", True) is False:
+            return completion("", [])
+        return completion(" a clear answer about it", [264, 3081, 4372, 684, 378, 28723, 415, 1269])
+
+    db = tmp_path / "e.duckdb"
+    with hostile(mode) as server:
+        assert main(generate_args(server.url, db)) == 0
+    out = capsys.readouterr()
+    run = only_run(db)
+    store = Store(db, read_only=True)
+    scores = store.detections([run["run_id"]])
+    empty = scores[scores.num_tokens_scored == 0]
+    assert len(empty) >= 1 and empty.score.isna().all()  # stored, not scored p = 1.0 as a negative
+    assert f"{len(empty)} of 8 answers came back empty or of one token" in out.err
+    from fwsapp.results.report import detection_comparison
+
+    comparison = detection_comparison(store.runs(), scores)
+    assert comparison.loc[0, "not scorable"] == len(empty)
+    assert comparison.loc[0, "n negatives"] == 4 - len(empty)
+    store.close()
+
+
+# -- item 2: the tokenizer given once is kept with the run -------------------------------------------------------------
+def test_a_served_run_keeps_its_tokenizer_for_every_later_step(tmp_path, capsys):
+    db = tmp_path / "k.duckdb"
+    with hostile(lambda number, body: completion(" an answer", [264, 3081, 4372, 684, 378, 28723])) as server:
+        assert main(generate_args(server.url, db, n=2)) == 0
+    run = only_run(db)
+    assert run["tokenizer"] == "mistral-v1" and run["config"]["tokenizer"] == "mistral-v1"
+    store = Store(db, read_only=True)
+    assert store.runs().tokenizer.tolist() == ["mistral-v1"]
+    store.close()
+    capsys.readouterr()
+    # Re-detection names no tokenizer: the run's own is used, not the served model's name (no such tokenizer here).
+    assert main(["detect", "--run", run["run_id"], "--db", str(db)]) == 0
+    assert "mistral-v1" in capsys.readouterr().out
+    from fwsapp.quality.perplexity import perplexity_oracle
+
+    assert perplexity_oracle(run, None) is None  # no model of the server's is loaded here unless one is named
