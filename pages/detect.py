@@ -155,96 +155,119 @@ def render() -> None:
                          .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
 
             st.subheader("Token-level view")
-            # A run still generating its first batch has nothing to show yet.
-            generated = selected[~selected.imported & (selected.samples_done > 0)]
-            if generated.empty:
-                st.info("The token view needs a generated run with stored samples: imported runs have no token ids or "
-                        "model, and a run that is still starting has no samples yet.")
-            else:
-                columns = st.columns(3)
-                run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
-                table = queries.samples(resources.revision(), run_id)
-                sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
-                kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
-                run = generated[generated.run_id == run_id].iloc[0]
-                overrides = ()
-                if "rng" in METHODS[run.method].params:
-                    own = json.loads(run.params).get("rng", "cpu")
-                    rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
-                                   key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
-                                   f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
-                    overrides = (("rng", rng),)
-                try:
-                    found, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
-                except ValueError as error:
-                    st.info(markup.message(str(error)))
-                else:
-                    token_view(run.method, tokens, found)
-                    st.caption(f"Score {markup.score_text(found.score, score_label(run.method))} over "
-                               f"{found.num_tokens_scored} tokens.")
+            with widgets.section("The token-level view"):
+                token_level_view(selected, labels)
 
     with st.expander("Re-detect a run: its texts scored under any method, parameters and tokenizer"):
-        st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
-                   "stored text (watermarked, unwatermarked, reference) is scored alone, as MarkLLM scores it. The "
-                   "scores are kept as a detection set beside the run's own; nothing is overwritten.")
-        all_runs = queries.runs(resources.revision())
-        if all_runs.empty:
-            st.info("No runs to re-detect yet.")
-        else:
-            run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
-            columns = st.columns(3)
-            target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
-            target_run = all_runs[all_runs.run_id == target].iloc[0]
-            watermarks = watermark_names()
-            own_method = target_run.method if target_run.method in watermarks else watermarks[0]
-            redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
-                                                   key=f"redetect-method-{target}")
-            suggested = run_tokenizer(target_run.model, target_run.tokenizer) or EMBEDDED_MODEL
-            tokenizer_name = columns[2].text_input(
-                "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
-                help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
-            own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
-            redetect_params = widgets.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
-            unavailable = deduplication_problem(redetect_method)
-            deduplicate = st.checkbox("Score each repeated (context, token) pair once", disabled=bool(unavailable),
-                                      key=f"redetect-deduplicate-{redetect_method}",
-                                      help=unavailable or "lm-watermarking's ignore_repeated_ngrams: a text that repeats "
-                                           "itself (a template, a list) keeps to the nominal false-positive rate.")
-            manager = resources.jobs()
-            if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
-                try:
-                    METHODS[redetect_method].checked_params(redetect_params)
-                except ValueError as error:
-                    st.error(markup.message(str(error)))
-                else:
-                    manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip(), deduplicate)
-                    st.rerun()
-        widgets.job_status("redetect", "texts")
+        with widgets.section("Re-detect"):
+            redetect_form()
 
     with st.expander("Run a hyperparameter sweep (the paper's Figure 5)"):
-        grids = sweep_grids()
-        sweep_method = st.selectbox("Method", list(grids), key="sweep-method")
-        grid = {key: st.multiselect(key, values, default=values, key=f"sweep-{sweep_method}-{key}")
-                for key, values in grids[sweep_method].items()}
-        columns = st.columns(4)
-        task = columns[0].selectbox("Task", list(TASKS), index=1, key="sweep-task")
-        count = columns[1].number_input("Samples", 2, 200, 8, key="sweep-n")
-        tokens = columns[2].number_input("New tokens", 8, 512, 48, step=8, key="sweep-tokens")
-        seed = columns[3].number_input("Seed", 0, 2**31 - 1, 42, key="sweep-seed")
-        manager = resources.jobs()
-        if st.button("Run sweep", disabled=not all(grid.values()) or bool(manager.active("sweep"))):
-            base = RunConfig(task=task, method=sweep_method, n=int(count), max_new_tokens=int(tokens), batch_size=4, seed=int(seed))
-            manager.start_sweep(base, grid)
-            st.rerun()
-
-        def select_sweep_runs(job) -> None:
-            if job.finished and st.session_state.get("sweep_selected") != job.key:
-                st.session_state["sweep_selected"] = job.key
-                st.session_state.pop("detect-runs", None)  # the page reselects: the sweep's runs
-
-        widgets.job_status("sweep", "runs", body=select_sweep_runs)
+        sweep_form()
 
     st.subheader("Detect a watermark in any text")
+    with widgets.section("The detector for any text"):
+        detector_for_any_text()
+
+
+def token_level_view(selected, labels: dict[str, str]) -> None:
+    """A stored text's tokens coloured by how each counts, under its run's method."""
+    # A run still generating its first batch has nothing to show yet.
+    generated = selected[~selected.imported & (selected.samples_done > 0)]
+    if generated.empty:
+        st.info("The token view needs a generated run with stored samples: imported runs have no token ids or "
+                "model, and a run that is still starting has no samples yet.")
+    else:
+        columns = st.columns(3)
+        run_id = columns[0].selectbox("Run", list(generated.run_id), format_func=labels.get, key="token-run")
+        table = queries.samples(resources.revision(), run_id)
+        sample_idx = columns[1].selectbox("Sample", list(table.sample_idx), key="token-sample")
+        kind = columns[2].radio("Text", ["watermarked", "unwatermarked"], horizontal=True, key="token-kind")
+        run = generated[generated.run_id == run_id].iloc[0]
+        overrides = ()
+        if "rng" in METHODS[run.method].params:
+            own = json.loads(run.params).get("rng", "cpu")
+            rng = st.radio("Green lists from", ["cuda", "cpu"], index=["cuda", "cpu"].index(own), horizontal=True,
+                           key="token-rng", help="The generator that draws the green lists: cuda = MarkLLM on a "
+                           f"GPU (the paper), cpu = MarkLLM on a CPU. This run was generated with {own}.")
+            overrides = (("rng", rng),)
+        try:
+            found, tokens = queries.token_flags(resources.revision(), run_id, int(sample_idx), kind, overrides)
+        except ValueError as error:
+            st.info(markup.message(str(error)))
+        else:
+            token_view(run.method, tokens, found)
+            st.caption(f"Score {markup.score_text(found.score, score_label(run.method))} over "
+                       f"{found.num_tokens_scored} tokens.")
+
+
+def redetect_form() -> None:
+    """Any stored run's texts scored again under any method, parameters and tokenizer, kept as a detection set."""
+    st.caption("Checks texts watermarked elsewhere, such as the paper's logs or MarkLLM output from a GPU: every "
+               "stored text (watermarked, unwatermarked, reference) is scored alone, as MarkLLM scores it. The "
+               "scores are kept as a detection set beside the run's own; nothing is overwritten.")
+    all_runs = queries.runs(resources.revision())
+    if all_runs.empty:
+        st.info("No runs to re-detect yet.")
+    else:
+        run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
+        columns = st.columns(3)
+        target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
+        target_run = all_runs[all_runs.run_id == target].iloc[0]
+        watermarks = watermark_names()
+        own_method = target_run.method if target_run.method in watermarks else watermarks[0]
+        redetect_method = columns[1].selectbox("Method", watermarks, index=watermarks.index(own_method),
+                                               key=f"redetect-method-{target}")
+        suggested = run_tokenizer(target_run.model, target_run.tokenizer) or EMBEDDED_MODEL
+        tokenizer_name = columns[2].text_input(
+            "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
+            help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
+        own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
+        redetect_params = widgets.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
+        unavailable = deduplication_problem(redetect_method)
+        deduplicate = st.checkbox("Score each repeated (context, token) pair once", disabled=bool(unavailable),
+                                  key=f"redetect-deduplicate-{redetect_method}",
+                                  help=unavailable or "lm-watermarking's ignore_repeated_ngrams: a text that repeats "
+                                       "itself (a template, a list) keeps to the nominal false-positive rate.")
+        manager = resources.jobs()
+        if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
+            try:
+                METHODS[redetect_method].checked_params(redetect_params)
+            except ValueError as error:
+                st.error(markup.message(str(error)))
+            else:
+                manager.start_redetect(target, redetect_method, redetect_params, tokenizer_name.strip(), deduplicate)
+                st.rerun()
+    widgets.job_status("redetect", "texts")
+
+
+def sweep_form() -> None:
+    """The paper's Figure 5: one run per setting of a method's sweep grid."""
+    grids = sweep_grids()
+    sweep_method = st.selectbox("Method", list(grids), key="sweep-method")
+    grid = {key: st.multiselect(key, values, default=values, key=f"sweep-{sweep_method}-{key}")
+            for key, values in grids[sweep_method].items()}
+    columns = st.columns(4)
+    task = columns[0].selectbox("Task", list(TASKS), index=1, key="sweep-task")
+    count = columns[1].number_input("Samples", 2, 200, 8, key="sweep-n")
+    tokens = columns[2].number_input("New tokens", 8, 512, 48, step=8, key="sweep-tokens")
+    seed = columns[3].number_input("Seed", 0, 2**31 - 1, 42, key="sweep-seed")
+    manager = resources.jobs()
+    if st.button("Run sweep", disabled=not all(grid.values()) or bool(manager.active("sweep"))):
+        base = RunConfig(task=task, method=sweep_method, n=int(count), max_new_tokens=int(tokens), batch_size=4, seed=int(seed))
+        manager.start_sweep(base, grid)
+        st.rerun()
+
+    def select_sweep_runs(job) -> None:
+        if job.finished and st.session_state.get("sweep_selected") != job.key:
+            st.session_state["sweep_selected"] = job.key
+            st.session_state.pop("detect-runs", None)  # the page reselects: the sweep's runs
+
+    widgets.job_status("sweep", "runs", body=select_sweep_runs)
+
+
+def detector_for_any_text() -> None:
+    """A pasted text detected under any method, with its token view and WinMax."""
     method = st.selectbox("Method", METHODS.names(), key="paste-method",
                           help="; ".join(f"{entry.name}: {entry.help}" for entry in METHODS))
     params = widgets.param_inputs(METHODS[method], f"paste-{method}")

@@ -6,6 +6,7 @@ with its answers, not the watermark, so `mistral-v1` (shipped, loaded in a secon
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -190,3 +191,34 @@ def test_a_served_run_keeps_its_tokenizer_for_every_later_step(tmp_path, capsys)
     from fwsapp.quality.perplexity import perplexity_oracle
 
     assert perplexity_oracle(run, None) is None  # no model of the server's is loaded here unless one is named
+
+
+# -- item 1: the Detect page of a served run draws its token view from the stored ids, and a failing section is a line ---
+def test_the_detect_page_shows_a_served_runs_tokens_without_its_model_and_a_failing_section_is_one_line(
+        app_db, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.models import ModelLoadError
+
+    with hostile(lambda number, body: completion(" an answer about it", [264, 3081, 4372, 684, 378, 28723])) as server:
+        assert main(generate_args(server.url, app_db, n=2)) == 0
+
+    def no_model_here(name="smollm2-135m-instruct"):
+        raise ModelLoadError(f"Could not load the model '{name}': the Hugging Face Hub did not answer within 30 s.")
+
+    monkeypatch.setattr("fwsapp.ui.queries.model", no_model_here)
+    monkeypatch.setattr("fwsapp.ui.resources.model", no_model_here)
+    app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception
+    # Detected from the engine's ids with the run's own tokenizer (mistral-v1), no model loaded.
+    assert any(re.fullmatch(r"Score \S+ over 6 tokens\.", caption.value) for caption in app.caption), [
+        caption.value for caption in app.caption]
+    # The detector for any text needs the embedded model, which this test took away: one line, and the page goes on.
+    app.text_area[0].set_value("Type 2 diabetes is managed with diet and metformin.").run()
+    next(button for button in app.button if button.label == "Detect").click().run()
+    assert not app.exception
+    [error] = [error.value for error in app.error]
+    assert error.startswith("The detector for any text&#58;") or error.startswith("The detector for any text:"), error
+    assert "Hugging Face Hub did not answer" in error.replace("&#32;", " ")

@@ -2,6 +2,9 @@
 progress panel of a background job."""
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
+
 import pandas as pd
 import streamlit as st
 
@@ -10,6 +13,22 @@ from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
 from fwsapp.ui.resources import jobs, revision, store
+
+
+@contextmanager
+def section(what: str):
+    """A page section that cannot be drawn says so in one line, and the sections after it are still drawn: a model
+    or tokenizer this machine lacks ends one view, not the page. Streamlit's own stop and rerun are no errors."""
+    from fwsapp import EXPECTED_ERRORS, one_line
+
+    try:
+        yield
+    except EXPECTED_ERRORS as error:
+        st.error(render.message(f"{what}: {one_line(error)}"))
+    except Exception as error:  # a defect: one line here, the traceback in the server's log
+        logging.getLogger(__name__).exception("%s failed", what)
+        st.error(render.message(f"{what} could not be drawn ({type(error).__name__}: {one_line(error)}). The rest "
+                                "of the page works; the server's log has the details."))
 
 
 def runs_or_stop() -> pd.DataFrame:
