@@ -251,6 +251,22 @@ def test_spoofing_a_run_forges_answers_to_unobserved_prompts_and_the_page_shows_
         pipeline.attack(store, [run_id], lambda name: lm, attack="spoofing", params={"observed": 4})
     assert store.revision() == revision and store.attack_sets([run_id]).empty
     params = {"observed": 2, "forgeries": 2, "strength": 8.0}
+    # Issue 58, item 7: progress counts the forgeries asked for and moves with each; a cancel is honoured between
+    # answers, with what was forged kept and the count true; the same command resumes.
+    import threading
+
+    cancel, reported = threading.Event(), []
+
+    def progress(done, total, note=""):
+        reported.append((done, total))
+        if done >= 1:
+            cancel.set()
+
+    assert pipeline.attack(store, [run_id], lambda name: lm, progress, cancel, attack="spoofing", params=params,
+                           seed=1) == []
+    assert reported[:2] == [(0, 2), (1, 2)] and reported[-1] == (1, 2)
+    [attack_set] = store.attack_sets([run_id]).attack_set_id
+    assert len(store.attacked_texts([attack_set])) == 1
     pipeline.attack(store, [run_id], lambda name: lm, attack="spoofing", params=params, seed=1)
     [attack_set] = store.attack_sets([run_id]).attack_set_id
     forged = store.attacked_texts([attack_set])

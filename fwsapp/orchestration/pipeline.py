@@ -158,13 +158,13 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     texts, where not done yet, for the negatives), then measure each attacked text's ROUGE-L and encoder similarity
     to its clean text (unless `measure` is False). The attack, its parameters and each run's detection (its tokenizer loaded)
     are checked for every run before any work."""
-    from fwsapp.robustness.attack_sets import attack_run, check_attack
+    from fwsapp.robustness.attack_sets import attack_run, attack_size, check_attack
 
     checked_seed(seed)
     for run_id in run_ids:
         check_attack(store, run_id, attack, params or {})
     plans, tokenizers = _detection_plans(store, run_ids, None, None, tokenizer, normalize)
-    steps = _per_run(progress, [store.count("generations", run_id) for run_id in run_ids])
+    steps = _per_run(progress, [attack_size(store, run_id, attack, params) for run_id in run_ids])
     attack_sets = {}
     for run_id, step in zip(run_ids, steps):
         if _cancelled(cancel):

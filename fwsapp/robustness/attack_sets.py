@@ -150,6 +150,12 @@ def rewriting_backend(checked: dict, model_loader=None):
     return backend
 
 
+def attack_size(store: Store, run_id: str, attack: str, params: dict | None = None) -> int:
+    """How many texts attacking the run writes: the forgeries asked for, or one per generated sample."""
+    entry, checked = check_attack(store, run_id, attack, params or {})
+    return entry.load().answers(checked) if entry.forges else store.count("generations", run_id)
+
+
 def attack_run(store: Store, run_id: str, attack: str, params: dict | None = None, seed: int = 0,
                progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
                model_loader=None) -> str:
@@ -181,10 +187,13 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     attacker = entry.load()(checked, seed, resources)
     failures: list[str] = []
     recognizer = load_recognizer(entry.recognizer(checked)) if entry.uses_mentions else None
-    for start in range(0, len(todo), WRITE_EVERY):
+    # A forgery writes each answer with a model (seconds to minutes apiece): one at a time, so that progress moves
+    # and a cancel is honoured between answers.
+    write_every = 1 if entry.forges else WRITE_EVERY
+    for start in range(0, len(todo), write_every):
         if cancel is not None and cancel.is_set():
             break
-        chunk = todo.iloc[start:start + WRITE_EVERY]
+        chunk = todo.iloc[start:start + write_every]
         clean = [" ".join(text.split()) for text in chunk.watermarked_text]
         found = recognizer.find_many(clean) if recognizer else [[] for _ in clean]
         inputs = [AttackInput(
