@@ -16,3 +16,12 @@ EXPECTED_ERRORS = (ValueError, RuntimeError, OSError)
 def one_line(error: BaseException, limit: int = 200) -> str:
     """An error as one line of a message or a status reason: its first line, or its type where it says nothing."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
+
+
+def duration(seconds: float) -> str:
+    """A duration as people read it: '45 s', '2 min 10 s', '3 h 5 min' (never '0.0 min')."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"

@@ -11,7 +11,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.results.fws import POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights
 from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
 from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
-from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_minutes
+from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_duration
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
@@ -104,8 +104,8 @@ def render() -> None:
         unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
         plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
         manager = resources.jobs()
-        minutes = local_minutes(plan["pairs"])
-        if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {minutes} min)",
+        about = local_duration(plan["pairs"])
+        if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {about})",
                                        disabled=bool(manager.active("judge")), key="fws-judge-local"):
             manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
             st.rerun()

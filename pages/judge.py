@@ -7,7 +7,7 @@ from fwsapp.judge import verdicts
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_minutes
+from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
@@ -100,7 +100,7 @@ def render() -> None:
                              retry_failed=retry_failed)
     if chosen:
         plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap, retry_failed)
-        cost = (f"about {local_minutes(plan['pairs'])} min here, no cost" if local
+        cost = (f"about {local_duration(plan['pairs'])} here, no cost" if local
                 else f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model")
         st.write(
             f"{plan['pairs']} {'pair' if plan['pairs'] == 1 else 'pairs'} to judge ({plan['skipped']} already judged): "

@@ -8,7 +8,7 @@ from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
 from fwsapp.watermark.methods import METHODS, watermark_names
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.orchestration.jobs import duration
+from fwsapp import duration
 from fwsapp.generation.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
 from fwsapp.ui import resources, widgets
 from fwsapp.ui.router import through_router

@@ -10,6 +10,7 @@ from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.quality.scoring import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
 from fwsapp.quality.registry import METRICS, default_metrics
 from fwsapp.results.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
+from fwsapp import duration
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -45,13 +46,13 @@ def render() -> None:
             st.caption("Perplexity, before it starts: the oracle per run, and what is left to score.")
             st.dataframe(plan, hide_index=True, width="stretch")
             tokens = int(plan["tokens (about)"].sum())
-            st.caption(f"About {tokens:,} tokens to read: roughly {tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND / 60:.1f} min "
+            st.caption(f"About {tokens:,} tokens to read: roughly {duration(tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND)} "
                        "with the embedded 135M model on this machine's CPU (measured, docs/benchmarks.md); a 7B oracle "
                        "takes tens of times longer on a CPU.")
             unnamed = plan[plan.oracle == "none (name one)"]
             if not unnamed.empty:
-                st.info(f"Imported runs {', '.join(unnamed.run)} get no perplexity until an oracle is named above: the "
-                        "model that wrote them is not here.")
+                st.info(f"Runs {', '.join(unnamed.run)} (imported, or generated through a serving engine) get no "
+                        "perplexity until an oracle is named above: the model that wrote them is not here.")
             foreign = plan[~plan["own generator"] & (plan["samples to score"] > 0)]
             if not foreign.empty:
                 consent_needed = not st.checkbox(

@@ -5,6 +5,7 @@ markllm 0.1.5 predates SemStamp, and its later SemStamp imports nearpy and sente
 lacks); the detector's z over sentences against the hand count; rejection sampling keeps the first candidate the
 watermark accepts, in draw order, and records its rejections. The forger learns a planted green token, and its bad
 inputs are one line with nothing stored."""
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -161,6 +162,30 @@ def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_
     for row in rows.itertuples():
         again = watermark.detect(lm.tokenizer(row.watermarked_text, add_special_tokens=False)["input_ids"])
         assert again.score == pytest.approx(stored[row.sample_idx], abs=1e-9)
+
+
+def test_semstamps_rejections_are_bounded_before_any_work():
+    from fwsapp.generation.generate import RunConfig
+
+    with pytest.raises(ValueError, match=r"max_rejections=1000000000000 is out of range; it must be in \[0, 10000\]"):
+        RunConfig(task="qa", method="SemStamp", params={"max_rejections": 10**12})
+    with pytest.raises(ValueError, match=r"max_seconds=0.0 is out of range"):
+        RunConfig(task="qa", method="SemStamp", params={"max_seconds": 0})
+
+
+@pytest.mark.model
+def test_a_semstamp_answer_that_cannot_find_its_regions_ends_at_its_time_bound(lm, store):
+    """Issue 58, item 26: 10,000 rejections allowed, one valid region in 65,536 (2^16 × 0.001 rounds to 65): without
+    the time bound the answer would draw for hours; with one second it ends, and its time says it ran out."""
+    from fwsapp.generation.generate import RunConfig, run_generation
+
+    started = time.perf_counter()
+    run_id = run_generation(RunConfig(task="qa", method="SemStamp", n=1, max_new_tokens=8, batch_size=1, seed=3,
+                                      params={"max_rejections": 10_000, "lsh_dim": 16, "gamma": 0.001,
+                                              "max_seconds": 1.0}), store, lm)
+    assert time.perf_counter() - started < 60
+    [row] = store.generations(run_id).itertuples()
+    assert row.watermarked_seconds >= 1.0 and row.watermarked_rejections > 0 and row.watermarked_text
 
 
 @pytest.mark.model

@@ -39,7 +39,9 @@ def cmd_attack(args) -> int:
         for run_id in sorted(set(targets) - set(attackable)):
             print(f"{run_id}: skipped (no watermarked texts yet, still generating, or a post-hoc detector)",
                   file=sys.stderr)
-        targets = attackable
+        for run_id, reason in (skipped := pipeline.undetectable(store, attackable, args.tokenizer)).items():
+            print(f"{run_id}: skipped ({reason})", file=sys.stderr)
+        targets = [run_id for run_id in attackable if run_id not in skipped]
     params = dict(split_pair(pair) for pair in args.param)
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,

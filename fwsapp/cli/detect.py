@@ -2,6 +2,7 @@
 methods compared text by text."""
 from __future__ import annotations
 
+import sys
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
@@ -76,6 +77,10 @@ def cmd_detect(args) -> int:
     from fwsapp.detection.redetect import set_scores
 
     store, targets = opened_targets(args)
+    if args.all:  # every run that can be detected again here; the others are named, not a reason to stop
+        for run_id, reason in (skipped := pipeline.undetectable(store, targets, args.tokenizer)).items():
+            print(f"{run_id}: skipped ({reason})", file=sys.stderr)
+        targets = [run_id for run_id in targets if run_id not in skipped]
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
     if not 0 < args.fpr < 1:

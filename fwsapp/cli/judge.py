@@ -33,7 +33,7 @@ def register(commands) -> None:
 
 def cmd_judge(args) -> int:
     from fwsapp.orchestration import pipeline
-    from fwsapp.judge.backends import local_minutes
+    from fwsapp.judge.backends import local_duration
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 
@@ -57,7 +57,7 @@ def cmd_judge(args) -> int:
     usage, cost = estimate(pairs, judge_model)
     print(f"{len(pairs)} pairs to judge with {judge_model} ({skipped} already judged): about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
-          + (f", no cost, about {local_minutes(len(pairs))} min here" if JUDGE_BACKENDS[args.backend].in_process
+          + (f", no cost, about {local_duration(len(pairs))} here" if JUDGE_BACKENDS[args.backend].in_process
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
     stop = threading.Event()
     with progress_bar(f"judge {judge_model}", "pair") as progress, first_interrupt_stops(

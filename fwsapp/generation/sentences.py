@@ -91,8 +91,10 @@ def generate_sentences(lm, watermark: SemanticWatermark, prompts: list[str], max
                     if tokens else context
                 batch = ids.repeat(CANDIDATES, 1)
                 recorder = recorder_factory()
+                # Past the answer's time bound no candidate is rejected: the text ends in bounded time.
+                left = 0 if time.perf_counter() - started > watermark.params["max_seconds"] else limit - tries
                 candidates = Candidates(tokenizer, ids.shape[1], stop_ids,
-                                        lambda texts, region=region: watermark.judged(region, texts), limit - tries)
+                                        lambda texts, region=region: watermark.judged(region, texts), left)
                 with torch.inference_mode():
                     output = lm.model.generate(
                         input_ids=batch, attention_mask=torch.ones_like(batch),

@@ -112,6 +112,10 @@ def create(store: Store, name: str, run_ids: list[str], share: float | None = DE
         samples = sorted(int(index) for index in pairs.sample_idx)
         if not samples:
             raise StudyError(f"Run {run_id} has no pair of watermarked and unwatermarked texts to rate.")
+        if entity_task and store.entity_analyses([run_id]).empty:
+            # Its questions are the disease names the analysis found: without it the task would ask nothing.
+            raise StudyError(f"Run {run_id} has no entity analysis, so the Entities task would ask nothing: run "
+                             f"`python -m fwsapp analyze --run {run_id}` (or Analyze on the Entities page) first.")
         rng = _seeded(seed, run_id)
         count = min(len(samples), items_per_run or max(1, math.ceil(share * len(samples))))
         for sample_idx in sorted(rng.sample(samples, count)):

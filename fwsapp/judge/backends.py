@@ -20,9 +20,11 @@ from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DE
 LOCAL_SECONDS_PER_PAIR = 7
 
 
-def local_minutes(pairs: int) -> int:
-    """Whole minutes, rounded up, that the embedded model takes to judge `pairs` here."""
-    return -(-pairs * LOCAL_SECONDS_PER_PAIR // 60)
+def local_duration(pairs: int) -> str:
+    """How long the embedded model takes to judge `pairs` here, as people read it ('40 s', '3 min 20 s')."""
+    from fwsapp import duration
+
+    return duration(pairs * LOCAL_SECONDS_PER_PAIR)
 
 # US$ per million tokens (input, output); used for estimates and the budget cap.
 PRICES = {

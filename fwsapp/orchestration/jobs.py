@@ -15,7 +15,7 @@ from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fwsapp import EXPECTED_ERRORS
+from fwsapp import EXPECTED_ERRORS, duration
 from fwsapp.orchestration import pipeline
 from fwsapp.data.tasks import TASKS
 from fwsapp.generation.generate import Cancelled, RunConfig
@@ -81,14 +81,6 @@ class Job:
 
     def cancel(self) -> None:
         self.cancel_event.set()
-
-
-def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def generation_label(config: RunConfig) -> str:

@@ -106,6 +106,24 @@ def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     return detect(store, missing, model_loader, progress, cancel, tokenizer=tokenizer, by_length=True) if missing else []
 
 
+def undetectable(store: Store, run_ids: list[str], tokenizer: str | None = None) -> dict[str, str]:
+    """The runs whose texts cannot be detected again here, each with why: no texts (scores imported alone), or a
+    tokenizer this machine lacks. A command over every run skips and names them; the others go on."""
+    from fwsapp.models.tokenizers import run_tokenizer, tokenizer_problem
+
+    reasons, problems = {}, {}
+    for run_id in run_ids:
+        run = store.run(run_id)
+        name = tokenizer or run_tokenizer(run["model"], run["tokenizer"])
+        if not store.count("generations", run_id):
+            reasons[run_id] = "it holds no texts (its scores were imported alone)"
+        elif name not in problems and (problem := tokenizer_problem(name)) is not None:
+            problems[name] = problem
+        if run_id not in reasons and problems.get(name):
+            reasons[run_id] = problems[name]
+    return reasons
+
+
 def _detection_plans(store: Store, run_ids: list[str], method: str | None, params: dict | None,
                      tokenizer: str | None, normalize: str | None) -> tuple[list[tuple], dict]:
     """Each run's (run id, method, merged parameters, tokenizer name), every one checked and its tokenizer loaded
@@ -117,6 +135,9 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
     plans, tokenizers = [], {}
     for run_id in run_ids:
         run = store.run(run_id)
+        if not store.count("generations", run_id):
+            raise ValueError(f"{run_id} holds no texts (its scores were imported alone): there is nothing to detect "
+                             "again; import its generations with them to detect its texts.")
         chosen = methods.canonical_name(method or run["method"])
         own = run["params"] if chosen == run["method"] else {}
         merged = methods.info(chosen).checked_params({**own, **(params or {})})

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import pandas as pd
 import streamlit as st
 
+from fwsapp import duration
 from fwsapp.ui import render
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.watermark.methods import MethodInfo
@@ -175,7 +176,7 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
     manager = jobs()
     if not work.values or manager.active("score"):
         return
-    minutes = max(1, round(work.seconds / 60))
+    about = duration(work.seconds)
     started = st.session_state.setdefault("model-free-started", set())
 
     def start() -> None:
@@ -186,9 +187,9 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
     if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
         start()
     names = ", ".join(METRICS[name].label for name in registered_model_free())
-    st.info(f"{len(work.run_ids)} run(s) lack {names}: {work.values:,} values, about {minutes} min here. "
+    st.info(f"{len(work.run_ids)} run(s) lack {names}: {work.values:,} values, about {about} here. "
             "They need no language model.")
-    if st.button(f"Compute them now (about {minutes} min)", key="model-free-compute", type="primary"):
+    if st.button(f"Compute them now (about {about})", key="model-free-compute", type="primary"):
         start()
 
 

@@ -337,7 +337,9 @@ SEMANTIC_PARAMS = {
                             "(MarkLLM's prime_P)", low=1, high=2**40, secret=True)),
     "gamma": (0.25, Param("share of the regions valid after each sentence", low=0, high=1, open_low=True, open_high=True)),
     "max_rejections": (100, Param("candidate sentences rejected before one is kept whatever its region (MarkLLM's N_max)",
-                                  low=0)),
+                                  low=0, high=10_000)),
+    "max_seconds": (600.0, Param("seconds an answer may take; past them each sentence is kept whatever its region, and "
+                                 "the answer's time says so", low=1, high=86_400)),
     "z_threshold": (3.0, Param("z over sentences above which a text is called watermarked")),
 }
 SEMSTAMP = MethodInfo(
