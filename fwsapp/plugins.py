@@ -132,6 +132,16 @@ class DeclaredParams:
     def param_specs(self) -> dict[str, Param]:
         return {key: spec for key, (_, spec) in self.params.items() if spec is not None}
 
+    def valid_values(self, key: str) -> str:
+        """What parameter `key` takes, in words, for --help and the forms: its range or choices, "true or false", or
+        "text" (a model's name, a prompt)."""
+        default, spec = self.params[key]
+        if isinstance(default, bool) and not (spec and spec.choices):
+            return "true or false"
+        if isinstance(default, str) and not (spec and spec.choices):
+            return "text"
+        return (spec or Param(key)).describe()
+
 
 @dataclass(frozen=True)
 class PlugIn:

@@ -44,9 +44,12 @@ def launch(runs) -> None:
         normalize = right.selectbox("Normalise before detecting", [None, *NORMALIZERS], key="attack-normalize",
                                     format_func=lambda value: value or "no (as MarkLLM)",
                                     help="homoglyphs: map Unicode look-alikes back to Latin letters (the defence)")
+        refused = widgets.attack_refusals(chosen, name, params)  # said before the click, never after it
+        for run_id, reason in refused.items():
+            st.error(markup.message(f"{labels.get(run_id, run_id)}: {reason}"))
         manager = resources.jobs()
         if st.button("Attack and detect", type="primary",
-                     disabled=not chosen or bool(problems) or bool(manager.active("attack"))):
+                     disabled=not chosen or bool(problems) or bool(refused) or bool(manager.active("attack"))):
             try:
                 ATTACKS[name].checked_params(params)
             except ValueError as error:

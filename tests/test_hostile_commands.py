@@ -55,3 +55,17 @@ def test_a_command_over_every_run_skips_and_names_the_runs_it_cannot_detect_and_
     assert list(store.detection_sets().run_id) == [detectable]
     store.close()
     assert row_counts(db)["detection_sets"] == before["detection_sets"] + 1
+
+
+def test_an_llm_attack_without_its_servers_url_and_model_is_refused_in_its_own_parameter_names(tmp_path, capsys):
+    from tests.conftest import tiny_spec
+
+    db = tmp_path / "grid.duckdb"
+    imported(db, ("generations", GOOD))
+    spec = tmp_path / "paraphrase.toml"
+    spec.write_text(tiny_spec(steps='attack = [{ name = "paraphrase", params = { backend = "compatible" } }]'))
+    assert_refused(["grid", str(spec), "--dry-run", "--db", str(db)],
+                   ["paraphrase through the compatible backend needs base_url and model", "base_url=http://"], db, capsys)
+    assert_refused(["attack", "--attack", "paraphrase", "--param", "backend=compatible", "--param", "model=m", "--all",
+                    "--db", str(db)], ["needs base_url:"], db, capsys)
+    assert "--base-url" not in capsys.readouterr().err

@@ -28,8 +28,8 @@ class HostileServer:
     """/v1/models lists MODEL; /v1/completions answers each request as `mode(number, body)` says: a dict to send, or
     None to hold the request open (a server that accepted it and never answers) until the test ends."""
 
-    def __init__(self, mode):
-        self.mode = mode
+    def __init__(self, mode, models: tuple[str, ...] = (MODEL,)):
+        self.mode, self.models = mode, models
         self.requests: list[dict] = []
         self.released = threading.Event()
         self._lock = threading.Lock()
@@ -40,7 +40,7 @@ class HostileServer:
                 pass
 
             def do_GET(self):
-                self._send({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+                self._send({"object": "list", "data": [{"id": name, "object": "model"} for name in server.models]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -53,10 +53,10 @@ class HostileServer:
                     return
                 self._send(reply)
 
-            def _send(self, reply: dict):
-                data = json.dumps(reply).encode()
+            def _send(self, reply: dict | bytes):
+                data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
                 self.send_response(200)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if isinstance(reply, bytes) else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -70,8 +70,8 @@ class HostileServer:
 
 
 @contextmanager
-def hostile(mode):
-    server = HostileServer(mode)
+def hostile(mode, models: tuple[str, ...] = (MODEL,)):
+    server = HostileServer(mode, models)
     thread = threading.Thread(target=server.http.serve_forever, daemon=True)
     thread.start()
     try:
@@ -222,3 +222,39 @@ def test_the_detect_page_shows_a_served_runs_tokens_without_its_model_and_a_fail
     [error] = [error.value for error in app.error]
     assert error.startswith("The detector for any text&#58;") or error.startswith("The detector for any text:"), error
     assert "Hugging Face Hub did not answer" in error.replace("&#32;", " ")
+
+
+# -- item 30: what a server that is not one, or lists thousands of models, or sends megabytes, gets said ---------------
+def test_a_server_listing_thousands_of_models_is_named_in_one_short_line(tmp_path, capsys):
+    with hostile(lambda number, body: None, models=tuple(f"model-{index}" for index in range(5000))) as server:
+        assert main(generate_args(server.url, tmp_path / "m.duckdb")) == 2
+    error = capsys.readouterr().err
+    assert "model-0, model-1" in error and "and 4,990 more" in error and len(error) < 1000
+
+
+def test_a_web_page_for_an_answer_is_named_as_such_and_a_huge_reply_is_not_retried(tmp_path, capsys):
+    page = b"<!DOCTYPE html><html><head><title>Login</title></head><body>Sign in</body></html>"
+    with hostile(lambda number, body: page) as server:
+        assert main(generate_args(server.url, tmp_path / "h.duckdb")) == 2
+    assert "not JSON but text beginning '<!DOCTYPE html>" in capsys.readouterr().err
+    with hostile(lambda number, body: b"x" * (5 * 1024 * 1024)) as server:
+        assert main(generate_args(server.url, tmp_path / "o.duckdb", n=1)) == 2
+        asked = len(server.requests)
+    error = capsys.readouterr().err
+    assert "a reply of more than 4,194,304 bytes" in error and "gave up after" not in error and asked == 2
+
+
+# -- item 9: a forgery of a method that cannot be stolen is refused on the form, before the click -----------------------
+def test_the_robustness_form_refuses_spoofing_a_gumbel_run_before_the_click(app_db):
+    from streamlit.testing.v1 import AppTest
+
+    with hostile(lambda number, body: completion(" an answer about it", [264, 3081, 4372, 684, 378, 28723])) as server:
+        assert main(generate_args(server.url, app_db, n=2)) == 0
+    app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page("pages/robustness.py").run()
+    app.selectbox(key="attack-name").set_value("spoofing").run()
+    assert not app.exception
+    assert any("spoofing" in error.value or "steal" in error.value for error in app.error), [e.value for e in app.error]
+    button = next(button for button in app.button if button.label == "Attack and detect")
+    assert button.disabled and not any("resume" in error.value for error in app.error)

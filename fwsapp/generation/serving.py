@@ -97,11 +97,9 @@ class ServingEngine:
             self._checked_models.add(served[0])
             return served[0]
         if asked is None:
-            raise ServingError(f"The server at {self.url} serves {', '.join(served) or 'no model'}: name one with "
-                               "--served-model.")
+            raise ServingError(f"The server at {self.url} serves {listed(served)}: name the one to ask.")
         if asked not in served:
-            raise ServingError(f"The server at {self.url} does not serve {asked!r}; it serves "
-                               f"{', '.join(served) or 'no model'}.")
+            raise ServingError(f"The server at {self.url} does not serve {asked!r}; it serves {listed(served)}.")
         self._checked_models.add(asked)
         return asked
 
@@ -256,6 +254,10 @@ def request_options(sampling: dict, max_new_tokens: int, seed: int, watermarked:
 def answer_of(response, vocab_size: int) -> tuple[str, list[int] | None, list[int] | None]:
     """(text, token ids or None, prompt token ids or None) of a completion; a reply of another shape is a final error
     (the same server would send it again)."""
+    if isinstance(response, str):  # the SDK hands back a body it could not read as JSON as text
+        start = " ".join(response[:60].split())
+        raise ServingError(f"a reply that is not JSON but text beginning {start!r} (a web page?): is the URL the "
+                           "server's OpenAI-compatible API base (…/v1)?")
     try:
         choice = response.choices[0]
         text = choice.text
@@ -265,6 +267,14 @@ def answer_of(response, vocab_size: int) -> tuple[str, list[int] | None, list[in
         raise ServingError(f"a reply whose text is not text ({type(text).__name__})")
     ids = [_token_ids(getattr(choice, name, None), name, vocab_size) for name in ("token_ids", "prompt_token_ids")]
     return text, ids[0], ids[1]
+
+
+def listed(names: list[str], shown: int = 10) -> str:
+    """Names for a message, the first `shown` of them and how many more (a server may list thousands)."""
+    if not names:
+        return "no model"
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def _token_ids(value, name: str, vocab_size: int) -> list[int] | None:

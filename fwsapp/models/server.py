@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 # A server's Retry-After is obeyed up to this many seconds (it may say 100000, inf or 1e300).
 MAX_RETRY_AFTER = 60.0
+# How a reply over MAX_REPLY_BYTES is said: a final fault, since the same server would send it again.
+TOO_LARGE = "a reply of more than"
 # A serving engine's answer: tries, and how long each may take to arrive whole (a 7B model's 1,024 tokens under load).
 ATTEMPTS = 4
 REQUEST_TIMEOUT_SECONDS = 300.0
@@ -99,7 +101,7 @@ def bounded_http_client(deadline: float, max_bytes: int = MAX_REPLY_BYTES):
                 if time.monotonic() - self.started > deadline:
                     raise httpx.ReadTimeout(f"no complete reply within {deadline:g} s")
                 if read > max_bytes:
-                    raise httpx.ReadError(f"a reply of more than {max_bytes:,} bytes")
+                    raise httpx.ReadError(f"{TOO_LARGE} {max_bytes:,} bytes")
                 yield chunk
 
         def close(self):
@@ -138,6 +140,9 @@ def faults_sorted(final: type[ServerError] = ServerError, transient: type[Transi
     except openai.APITimeoutError:
         raise transient("timeout: no response in time") from None
     except openai.APIConnectionError as error:
+        if str(error.__cause__ or "").startswith(TOO_LARGE):
+            raise final(f"{error.__cause__}, more than any answer holds: is the URL the server's API base (…/v1)?") \
+                from None
         raise transient(f"connection failed or response cut off: {short(error)}") from None
     except openai.APIStatusError as error:
         raise final(f"{error.status_code} refused: {short(error)}") from None

@@ -45,6 +45,7 @@ class Job:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     started: float = field(default_factory=lambda: time.monotonic())
     first_unit: tuple[float, int] | None = None  # (when, done) at the first progress past zero: the rate's origin
+    refused: bool = False  # it failed on a check before any work (a ValueError with nothing done): nothing to resume
 
     @property
     def finished(self) -> bool:
@@ -279,7 +280,8 @@ class JobManager:
             status = "cancelled"
         except Exception as error:  # shown on the page; finished work stays stored
             status = "failed"
-            job.message = f"{type(error).__name__}: {error}"
+            job.refused = isinstance(error, ValueError) and job.done == 0
+            job.message = str(error) if job.refused else f"{type(error).__name__}: {error}"
             if isinstance(error, EXPECTED_ERRORS):  # the server log gets the page's one line
                 print(f"fwsapp: {job.label} failed: {job.message}", file=sys.stderr)
             else:

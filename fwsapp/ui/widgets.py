@@ -32,6 +32,20 @@ def section(what: str):
                                 "of the page works; the server's log has the details."))
 
 
+def attack_refusals(run_ids: list[str], attack: str, params: dict) -> dict[str, str]:
+    """Why the attack cannot run on each of these runs with these parameters (a method spoofing cannot steal, a
+    parameter out of range), checked as the job would check it: none where it can."""
+    from fwsapp.robustness.attack_sets import check_attack
+
+    refused = {}
+    for run_id in run_ids:
+        try:
+            check_attack(store(), run_id, attack, params)
+        except ValueError as error:
+            refused[run_id] = str(error)
+    return refused
+
+
 def runs_or_stop() -> pd.DataFrame:
     """Every run; a page with nothing to show says what to do, offers the example data, and stops."""
     frame = runs(revision())
@@ -91,7 +105,9 @@ def job_status(kind: str, noun: str, body=None) -> None:
         job = jobs().latest(kind)
         if job is None:
             return
-        if job.status == "failed":
+        if job.status == "failed" and job.refused:  # nothing was done: there is nothing to resume
+            st.error(render.message(f"{job.label} was refused: {(job.message or 'unknown error').rstrip('. ')}."))
+        elif job.status == "failed":
             reason = (job.message or "unknown error").rstrip(". ")
             st.error(render.message(f"{job.label} failed: {reason}. Finished work is kept; start it again to resume."))
         elif job.status == "cancelled":
@@ -203,7 +219,7 @@ def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None
     for start in range(0, len(names), per_row):
         for column, key in zip(st.columns(per_row), names[start:start + per_row]):
             spec, value = method.param_specs.get(key), defaults[key]
-            help_text = f"{spec.help}; {spec.describe()}" if spec else None
+            help_text = f"{spec.help}; {method.valid_values(key)}" if spec else None
             label = key.replace("_", " ")  # spaces let a narrow column wrap between words, not inside one
             with column:
                 if spec is not None and spec.choices:

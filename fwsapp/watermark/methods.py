@@ -487,6 +487,6 @@ def params_help() -> str:
     for entry in METHODS:
         lines.append(f"  {entry.name}")
         for key, (default, spec) in entry.params.items():
-            detail = f"{spec.describe()}; {spec.help}" if spec else ""
+            detail = f"{entry.valid_values(key)}; {spec.help}" if spec else ""
             lines.append(f"    {key}={default}  {detail}".rstrip())
     return "\n".join(lines)

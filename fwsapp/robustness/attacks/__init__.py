@@ -127,8 +127,20 @@ class AttackPlugIn(PlugIn, DeclaredParams):
         return params.get("recognizer", MODEL_FREE_RECOGNIZER)
 
     def checked_params(self, params: dict) -> dict:
-        """The defaults updated with `params` (strings from the command line typed as the defaults are), checked."""
-        return checked_params(self.name, self.params, {key: self._typed(key, value) for key, value in params.items()})
+        """The defaults updated with `params` (strings from the command line typed as the defaults are), checked; an
+        LLM attack's backend has what it needs (a server's URL and model), in the attack's own parameter names."""
+        checked = checked_params(self.name, self.params, {key: self._typed(key, value) for key, value in params.items()})
+        if "backend" in self.needs:
+            from fwsapp.judge.registry import JUDGE_BACKENDS
+
+            backend = JUDGE_BACKENDS[checked["backend"]]
+            missing = [param for need, param in (("base_url", "base_url"), ("model_name", "model"))
+                       if need in backend.needs and not checked.get(param)]
+            if missing:
+                raise ValueError(f"{self.name} through the {backend.name} backend needs {' and '.join(missing)}: the "
+                                 "server's base URL (e.g. base_url=http://localhost:8000/v1) and the model it serves "
+                                 "(model=NAME).")
+        return checked
 
     def _typed(self, key: str, value):
         """`value` in its declared type, so one setting has one attack set: 2 is 2.0 where a share is declared."""
@@ -285,5 +297,5 @@ def attacks_help() -> str:
     for entry in ATTACKS:
         lines.append(f"  {entry.name}: {entry.help}")
         for key, (default, spec) in entry.params.items():
-            lines.append(f"    {key}={default}  {spec.describe()}; {spec.help}" if spec else f"    {key}={default}")
+            lines.append(f"    {key}={default}  {entry.valid_values(key)}; {spec.help}" if spec else f"    {key}={default}")
     return "\n".join(lines)
