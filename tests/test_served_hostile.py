@@ -82,7 +82,15 @@ def hostile(mode, models: tuple[str, ...] = (MODEL,)):
         server.http.server_close()
 
 
-def completion(text: str, token_ids: list[int]) -> dict:
+def mistral_ids(text: str) -> list[int]:
+    from fwsapp.models.tokenizers import load_tokenizer
+
+    return load_tokenizer("mistral-v1").encode(text)
+
+
+def completion(text: str, token_ids: list[int] | None = None) -> dict:
+    """A completion as vLLM sends it, its token ids the text's own unless others are given."""
+    token_ids = mistral_ids(text) if token_ids is None else token_ids
     return {"id": "c", "object": "text_completion", "created": 0, "model": MODEL,
             "choices": [{"index": 0, "text": text, "finish_reason": "length", "token_ids": token_ids,
                          "prompt_token_ids": [1, 2, 3]}]}
@@ -154,7 +162,7 @@ def test_empty_served_answers_are_counted_as_not_scorable_and_left_out_of_detect
     def mode(number, body):
         if body["prompt"].startswith(("What is", "How")) and body.get("watermarking", True) is False:
             return completion("", [])
-        return completion(" a clear answer about it", [264, 3081, 4372, 684, 378, 28723, 415, 1269])
+        return completion(" a clear answer about it, in short")
 
     db = tmp_path / "e.duckdb"
     with hostile(mode) as server:
@@ -177,7 +185,7 @@ def test_empty_served_answers_are_counted_as_not_scorable_and_left_out_of_detect
 # -- item 2: the tokenizer given once is kept with the run -------------------------------------------------------------
 def test_a_served_run_keeps_its_tokenizer_for_every_later_step(tmp_path, capsys):
     db = tmp_path / "k.duckdb"
-    with hostile(lambda number, body: completion(" an answer", [264, 3081, 4372, 684, 378, 28723])) as server:
+    with hostile(lambda number, body: completion(" an answer about it")) as server:
         assert main(generate_args(server.url, db, n=2)) == 0
     run = only_run(db)
     assert run["tokenizer"] == "mistral-v1" and run["config"]["tokenizer"] == "mistral-v1"
@@ -200,7 +208,7 @@ def test_the_detect_page_shows_a_served_runs_tokens_without_its_model_and_a_fail
 
     from fwsapp.models import ModelLoadError
 
-    with hostile(lambda number, body: completion(" an answer about it", [264, 3081, 4372, 684, 378, 28723])) as server:
+    with hostile(lambda number, body: completion(" an answer about it")) as server:
         assert main(generate_args(server.url, app_db, n=2)) == 0
 
     def no_model_here(name="smollm2-135m-instruct"):
@@ -213,7 +221,7 @@ def test_the_detect_page_shows_a_served_runs_tokens_without_its_model_and_a_fail
     app.switch_page("pages/detect.py").run()
     assert not app.exception
     # Detected from the engine's ids with the run's own tokenizer (mistral-v1), no model loaded.
-    assert any(re.fullmatch(r"Score \S+ over 6 tokens\.", caption.value) for caption in app.caption), [
+    assert any(re.fullmatch(r"Score \S+ over 4 tokens\.", caption.value) for caption in app.caption), [
         caption.value for caption in app.caption]
     # The detector for any text needs the embedded model, which this test took away: one line, and the page goes on.
     app.text_area[0].set_value("Type 2 diabetes is managed with diet and metformin.").run()
@@ -248,7 +256,7 @@ def test_a_web_page_for_an_answer_is_named_as_such_and_a_huge_reply_is_not_retri
 def test_the_robustness_form_refuses_spoofing_a_gumbel_run_before_the_click(app_db):
     from streamlit.testing.v1 import AppTest
 
-    with hostile(lambda number, body: completion(" an answer about it", [264, 3081, 4372, 684, 378, 28723])) as server:
+    with hostile(lambda number, body: completion(" an answer about it")) as server:
         assert main(generate_args(server.url, app_db, n=2)) == 0
     app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120)
     app.run()
@@ -258,3 +266,17 @@ def test_the_robustness_form_refuses_spoofing_a_gumbel_run_before_the_click(app_
     assert any("spoofing" in error.value or "steal" in error.value for error in app.error), [e.value for e in app.error]
     button = next(button for button in app.button if button.label == "Attack and detect")
     assert button.disabled and not any("resume" in error.value for error in app.error)
+
+
+# -- item 25: text and ids that disagree are counted and said ------------------------------------------------------------
+def test_answers_whose_text_is_not_what_their_ids_decode_to_are_counted_per_run(tmp_path, capsys):
+    def mode(number, body):  # the watermarked answers' text swapped by a "proxy"; the opted-out ones left alone
+        answer = completion(" metformin 500 mg twice daily")
+        if body.get("watermarking", True) is not False:
+            answer["choices"][0]["text"] = " insulin 50 units at night"
+        return answer
+
+    with hostile(mode) as server:
+        assert main(generate_args(server.url, tmp_path / "d.duckdb", n=3)) == 0
+    error = capsys.readouterr().err
+    assert "3 answers' text is not what their token ids decode to" in error

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from fwsapp.generation.generate import Cancelled, GeneratedBatch, UnitResult, UnitWork, batch_seed, detected_unit
@@ -75,6 +75,8 @@ class ServingEngine:
         self._retokenised: set[str] = set()
         self._opted_out: dict[str, list[bool]] = {}  # run id -> whether each opted-out answer carries the watermark
         self._unscorable: dict[str, list[int]] = {}  # run id -> [answers too short to score, answers]
+        self._disagreeing: dict[str, int] = {}  # run id -> answers whose text is not what their ids decode to
+        self._lock = threading.Lock()
 
     def served_models(self) -> list[str]:
         """The model names the server serves (its /models)."""
@@ -173,6 +175,12 @@ class ServingEngine:
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="served") as pool:
             futures = [pool.submit(ask, *asked) for asked in asks]
             try:
+                # Woken by the first failure, whichever request it is, not by the first request in order: a request
+                # left hanging must not keep the job from stopping.
+                finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                for future in finished:
+                    if future.exception() is not None:
+                        raise future.exception()
                 answers = [future.result() for future in futures]
             except BaseException:  # a final fault or an interrupt: the job stops, so nothing else is asked
                 for future in futures:
@@ -212,6 +220,9 @@ class ServingEngine:
         if token_ids is None:
             token_ids = tokenizer.encode(text)
             self._retokenised.add(tokenizer.name)
+        elif not same_text(tokenizer.decode(token_ids), text):
+            with self._lock:
+                self._disagreeing[config.run_id()] = self._disagreeing.get(config.run_id(), 0) + 1
         return ServedAnswer(text, token_ids, prompt_ids, seconds)
 
     def _check_opt_out(self, result: UnitResult, watermark) -> None:
@@ -237,6 +248,11 @@ class ServingEngine:
                 self.notes.append(f"Run {run_id}: {short_answers} of {answers} answers came back empty or of one token: "
                                   "they are stored, counted as not scorable, and left out of its detection rates.")
         self._unscorable.clear()
+        for run_id, count in self._disagreeing.items():
+            self.notes.append(f"Run {run_id}: {count} answers' text is not what their token ids decode to (a proxy "
+                              "that rewrote the text, or ids shifted?): detection reads the ids, the pages show the "
+                              "text; check the server and the tokenizer.")
+        self._disagreeing.clear()
 
 
 def request_options(sampling: dict, max_new_tokens: int, seed: int, watermarked: bool) -> dict:
@@ -267,6 +283,12 @@ def answer_of(response, vocab_size: int) -> tuple[str, list[int] | None, list[in
         raise ServingError(f"a reply whose text is not text ({type(text).__name__})")
     ids = [_token_ids(getattr(choice, name, None), name, vocab_size) for name in ("token_ids", "prompt_token_ids")]
     return text, ids[0], ids[1]
+
+
+def same_text(decoded: str, text: str) -> bool:
+    """Whether the text the ids decode to is the text the server sent, spacing aside (an engine detokenises
+    incrementally, so a leading space or a run of spaces may differ)."""
+    return decoded.split() == text.split()
 
 
 def listed(names: list[str], shown: int = 10) -> str:

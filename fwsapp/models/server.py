@@ -59,22 +59,32 @@ def bounded_http_client(deadline: float, max_bytes: int = MAX_REPLY_BYTES):
         def __init__(self):
             self.backend = httpcore.SyncBackend()
             self.streams = weakref.WeakSet()
+            self.aborted = False
+            self.lock = threading.Lock()
 
         def connect_tcp(self, *args, **kwargs):
-            stream = self.backend.connect_tcp(*args, **kwargs)
-            self.streams.add(stream)
-            return stream
+            return self.kept(self.backend.connect_tcp(*args, **kwargs))
 
         def connect_unix_socket(self, *args, **kwargs):
-            stream = self.backend.connect_unix_socket(*args, **kwargs)
-            self.streams.add(stream)
+            return self.kept(self.backend.connect_unix_socket(*args, **kwargs))
+
+        def kept(self, stream):
+            """A new connection, refused once aborted (a request that was connecting as the job stopped)."""
+            with self.lock:
+                if self.aborted:
+                    stream.close()
+                    raise httpcore.ConnectError("the requests were aborted")
+                self.streams.add(stream)
             return stream
 
         def sleep(self, seconds: float) -> None:
             self.backend.sleep(seconds)
 
         def abort(self) -> None:
-            for stream in list(self.streams):
+            with self.lock:
+                self.aborted = True
+                streams = list(self.streams)
+            for stream in streams:
                 try:
                     stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
                 except OSError:  # already closed
