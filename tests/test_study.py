@@ -112,7 +112,7 @@ def test_an_attention_checks_second_showing_can_be_revisited_revised_and_skipped
 @pytest.mark.parametrize("address, token, refused", [
     ("localhost", None, False), ("127.0.0.1", None, False), ("::1", None, False), ("[::1]", None, False),
     ("0.0.0.0", None, True), ("", None, True), (None, None, True), ("192.168.1.20", None, True),
-    ("example.org", None, True), ("0.0.0.0", "a-long-random-string-of-32-chars", False), ("0.0.0.0", "a", True),
+    ("example.org", None, True), ("0.0.0.0", "Jq7vR2xLk9TzW4mNp8sDf3hGc6bYa1eU", False), ("0.0.0.0", "a", True),
     ("localhost", "a", False),
 ])
 def test_served_beyond_loopback_without_an_admin_token_the_app_refuses(address, token, refused):
@@ -124,11 +124,53 @@ def test_served_beyond_loopback_without_an_admin_token_the_app_refuses(address, 
         assert access.ADMIN_TOKEN_VARIABLE in problem and "localhost" in problem
 
 
-def test_each_failed_sign_in_waits_longer_until_one_succeeds():
-    throttle = access.Throttle()
-    assert [throttle.failed() for _ in range(8)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
-    throttle.succeeded()
-    assert throttle.failed() == 0.5
+def test_each_failed_sign_in_waits_longer_and_the_window_caps_failures_across_every_session():
+    now, waits = [0.0], []
+    throttle = access.Throttle(clock=lambda: now[0], sleep=waits.append)
+    assert [throttle.sign_in(lambda: False) for _ in range(5)] == [(False, None)] * 5
+    assert waits == [0.5, 1, 2, 4, 8]
+    checked = []
+    passed, locked_for = throttle.sign_in(lambda: checked.append(1) or True)  # even the right token is not checked
+    assert (passed, locked_for, checked) == (False, 60.0, [])
+    now[0] = 61.0  # the window has room again: the right token passes, and the doubling starts again
+    assert throttle.sign_in(lambda: True) == (True, None)
+    throttle.sign_in(lambda: False)
+    assert waits[-1] == 0.5
+
+
+def test_parallel_sessions_guessing_at_once_get_no_more_than_the_window_allows():
+    """Issue 58, item 28: 8 sessions of 2 guesses each, at once; one check at a time, server-wide."""
+    import threading
+    import time
+
+    throttle, checked = access.Throttle(sleep=lambda seconds: time.sleep(0.01)), []
+    lock = threading.Lock()
+
+    def guess():
+        with lock:
+            checked.append(1)
+        return False
+
+    sessions = [threading.Thread(target=lambda: [throttle.sign_in(guess) for _ in range(2)]) for _ in range(8)]
+    for session in sessions:
+        session.start()
+    for session in sessions:
+        session.join()
+    assert len(checked) == access.MAX_FAILURES_PER_WINDOW
+
+
+@pytest.mark.parametrize("token, looks_random", [
+    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False), ("abababababababababababababababab", False),
+    ("correcthorsebatterystapleagainxx", False), ("a-long-random-string-of-32-chars", False),
+    ("kT3vQx9LmZp2RwYb7NcFh4JdG8sWq5Ze", True),
+])
+def test_an_admin_token_off_loopback_must_look_random_not_just_be_long(token, looks_random):
+    assert len(token) >= access.MIN_ADMIN_TOKEN_CHARACTERS
+    problem = access.serving_problem("0.0.0.0", token)
+    assert (problem is None) == looks_random, (access.token_bits(token), problem)
+    if problem:
+        assert "does not look random" in problem
+    assert min(access.token_bits(access.new_token()) for _ in range(100)) > access.MIN_ADMIN_TOKEN_BITS + 40
 
 
 def test_each_item_goes_to_its_raters_per_item_and_raters_share_them_evenly(study_db):

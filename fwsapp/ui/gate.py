@@ -3,7 +3,6 @@ session; everyone else needs the admin token, when one is set, once per browser 
 loopback only, and the user at that machine is the admin."""
 from __future__ import annotations
 
-import time
 
 import streamlit as st
 
@@ -47,10 +46,10 @@ def admin_or_stop() -> None:
                                      "invite link instead.")
         submitted = st.form_submit_button("Open the app", type="primary")
     if submitted:
-        if access.is_admin_token(entered, expected):
-            access.SIGN_IN.succeeded()
+        passed, locked_for = access.SIGN_IN.sign_in(lambda: access.is_admin_token(entered, expected))
+        if passed:
             st.session_state[ADMIN] = True
             st.rerun()
-        time.sleep(access.SIGN_IN.failed())  # guessing is slowed: each wrong try waits longer
-        st.error("That is not the admin token.")
+        st.error(f"Too many wrong admin tokens on this server: no token is checked for {locked_for:.0f} s. Try again "
+                 "then." if locked_for is not None else "That is not the admin token.")
     st.stop()
