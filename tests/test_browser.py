@@ -323,6 +323,9 @@ def only_the_rater_view(page) -> bool:
     page.get_by_role("heading", name="Rate answers").wait_for(timeout=30_000)
     links = page.locator("a[href]").evaluate_all("links => links.map(link => link.getAttribute('href'))")
     assert all(href.startswith("#") for href in links), links
+    # Issue 58, item 17: no Deploy button and no developer menu either.
+    assert page.get_by_role("button", name="Deploy").count() == 0
+    assert page.locator('[data-testid="stMainMenu"]').count() == 0
     return page.locator('[data-testid="stSidebar"]').count() == 0
 
 

@@ -69,3 +69,17 @@ def test_an_llm_attack_without_its_servers_url_and_model_is_refused_in_its_own_p
     assert_refused(["attack", "--attack", "paraphrase", "--param", "backend=compatible", "--param", "model=m", "--all",
                     "--db", str(db)], ["needs base_url:"], db, capsys)
     assert "--base-url" not in capsys.readouterr().err
+
+
+def test_inviting_a_rater_to_a_full_study_is_refused_and_no_link_is_printed(tmp_path, capsys):
+    db = tmp_path / "full.duckdb"
+    run_id = imported(db, ("generations", GOOD))
+    assert main(["study", "create", "--name", "full", "--runs", run_id, "--items-per-run", "2", "--raters-per-item",
+                 "1", "--rater", "Dr A", "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert_refused(["study", "invite", "--study", "full", "--rater", "Dr B", "--db", str(db)],
+                   ["Dr B would get no item to rate", "each already with its 1 rater(s)"], db, capsys)
+    assert "invite=" not in capsys.readouterr().out
+    assert_refused(["study", "create", "--name", "crowded", "--runs", run_id, "--items-per-run", "1",
+                    "--raters-per-item", "1", "--rater", "Dr C", "--rater", "Dr D", "--db", str(db)],
+                   ["2 raters for 1 items rated 1 time(s) each"], db, capsys)

@@ -569,6 +569,10 @@ def test_rate_page_keeps_every_answer_when_one_is_missing_and_numbers_an_item_th
     app.text_area[0].set_value("B misses the dose")
     press("Submit")
     assert any("Rate all three questions for both answers" in error.value for error in app.error)
+    # Issue 58, item 17: the one question left open is named.
+    assert any("still open&#58; Answer B&#58; Factual accuracy" in error.value
+               or "still open: Answer B: Factual accuracy" in error.value for error in app.error), [
+        error.value for error in app.error]
     assert [radio.value for radio in app.radio[:5]] == [4] * 5 and app.radio[5].value is None  # nothing wiped
     assert app.text_area[0].value == "B misses the dose"
     app.radio[5].set_value(2)

@@ -121,6 +121,9 @@ def create(store: Store, name: str, run_ids: list[str], share: float | None = DE
         for sample_idx in sorted(rng.sample(samples, count)):
             order = stored.get((run_id, sample_idx))
             items.append((run_id, sample_idx, order if order is not None else rng.random() < 0.5))
+    if len(raters) > len(items) * raters_per_item:  # some would get nothing to rate (see `invite`), before any write
+        raise StudyError(f"{len(raters)} raters for {len(items)} items rated {raters_per_item} time(s) each: some would "
+                         "get no item. Invite fewer raters, or draw more items or raters per item.")
     study_id = "study-" + secrets.token_hex(4)
     store.add_study({"study_id": study_id, "name": name, "runs": list(dict.fromkeys(run_ids)),
                      "raters_per_item": raters_per_item, "attention_share": attention_share,
@@ -154,6 +157,11 @@ def invite(store: Store, chosen: Study, names: list[str]) -> list[Invite]:
         for index in sorted(load, key=lambda index: (load[index], rng.random()))[:max(0, needed)]:
             chosen_items[index].append((row.run_id, int(row.sample_idx)))
             load[index] += 1
+    idle = [names[index] for index, count in load.items() if not count]
+    if idle:  # a link that opens nothing to rate, and a rater no status would show: refused, nothing written
+        raise StudyError(f"{', '.join(idle)} would get no item to rate: the study {chosen.name!r} has "
+                         f"{len(items)} items, each already with its {chosen.raters_per_item} rater(s). Revoke a rater "
+                         "first (their unrated items go to the next one invited), or invite fewer raters at once.")
     invites = []
     for index, name in enumerate(names):
         rater_id = "rater-" + secrets.token_hex(6)

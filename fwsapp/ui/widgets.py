@@ -445,8 +445,9 @@ def rating_session(rater, back_key: str):
         if pressed == "skip":
             rater.skip(store(), task)
         elif pressed == "submit":
-            if unanswered(scores):
-                raise RatingError("Rate all three questions for both answers" + (", or press Skip." if not task.done else "."))
+            if missing := unanswered(scores, questions(sample["task"])):
+                raise RatingError("Rate all three questions for both answers; still open: " + "; ".join(missing)
+                                  + (". Or press Skip." if not task.done else "."))
             rater.submit(store(), task, scores["A"], scores["B"], comment, seconds=time.monotonic() - shown_at,
                          revise=task.done)
             st.toast(f"Saved your rating of item {number} of {queue.total}.")
@@ -464,8 +465,11 @@ def rating_session(rater, back_key: str):
     return task, queue
 
 
-def unanswered(scores: dict[str, list]) -> bool:
-    return any(value is None for values in scores.values() for value in values)
+def unanswered(scores: dict[str, list], asked: dict[str, str]) -> list[str]:
+    """The questions left open, as 'Answer B: Factual accuracy' (the question's name, before its colon)."""
+    names = [question.split(":")[0] for question in asked.values()]
+    return [f"Answer {letter}: {name}" for letter, values in scores.items()
+            for name, value in zip(names, values) if value is None]
 
 
 def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: float, judge_label: str) -> pd.DataFrame:
