@@ -42,8 +42,11 @@ def test_the_score_at_t_is_the_t_token_prefix_detected_alone(lm, method):
         alone = {size: watermark.detect(ids[:size]).score for size in lengths}
         assert np.isnan(curve[lengths[0]]) and len(lengths) >= 3
     assert len(curve) == len(ids)
+    # A detector that runs the model (EWD's entropies) reads a prefix's float32 logits from matrices of another shape
+    # than the whole text's, so they agree to about 1e-6 relative, not to the last digit.
+    tolerance = 1e-5 if methods.info(method).detector_needs_model(watermark.params) else 1e-6
     for size in lengths:
-        assert curve[size - 1] == pytest.approx(alone[size], rel=1e-6, abs=1e-6), size
+        assert curve[size - 1] == pytest.approx(alone[size], rel=tolerance, abs=tolerance), size
 
 
 def curve_of(flags: list[int]) -> list[float]:
