@@ -54,8 +54,10 @@ browser:
 run: install
 	$(PY) -m fwsapp.ui.serve --server.port $(PORT)
 
-# ruff first (seconds), then every test: the model-free tier on both cores (pytest-xdist), then the slow tier (models,
-# browsers, clusters, processes) in one process, so that each model loads once. Both tiers run whatever the first gives.
+# ruff first (seconds), then every test: the model-free tier on both cores (pytest-xdist), then the slow tier on two
+# workers by group (tests/conftest.py): the tests that load models here in one process, so that each model loads once,
+# and the browsers, clusters and processes in the other. Both tiers run whatever the first gives.
 test: install-test browser
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -m "not slow" -n 2; fast=$$?; $(PY) -m pytest -m slow; slow=$$?; test $$fast = 0 && test $$slow = 0
+	$(PY) -m pytest -m "not slow" -n 2; fast=$$?; $(PY) -m pytest -m slow -n 2 --dist loadgroup; slow=$$?; \
+		test $$fast = 0 && test $$slow = 0

@@ -25,6 +25,7 @@ MARKS_BY_MODULE = {"test_browser": "browser", "test_paper_shapes": "model", "tes
                    "test_shared_database": "model"}
 SLOW_MODULES = {"test_grid", "test_shared_database"}
 TIERS = ("model", "browser", "ray")
+IN_PROCESS_MODELS = {"lm", "qa_run", "shape_folders"}
 
 
 def pytest_configure(config):
@@ -46,6 +47,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, mark))
         if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
+            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile): every test that loads a model in
+            # this process on one, so each model loads once; the browsers, clusters and processes on the other.
+            loads_here = IN_PROCESS_MODELS & set(getattr(item, "fixturenames", ())) or module == "test_paper_shapes"
+            item.add_marker(pytest.mark.xdist_group("models" if loads_here else "processes"))
 
 
 @pytest.fixture(scope="session")
