@@ -14,6 +14,7 @@ from fwsapp.robustness.attack_sets import (
     forged,
     labelled,
     method_by_attack,
+    thresholds,
     shown_table,
     strength_curves,
     unresolved_note,
@@ -73,8 +74,8 @@ def overview(frame) -> None:
                "interval, or the disease mentions counted.")
     if measure in ("AUROC", "Still detected (share)"):
         st.caption("AUROC ranks the attacked texts against the negatives; the share still detected counts those past "
-                   "the method's own threshold (z > 4 for KGW). A text can rank above every negative and still fall "
-                   "short of the threshold, as short texts and weak settings do: read the two together.")
+                   f"the method's own threshold ({thresholds(frame)}). A text can rank above every negative and still "
+                   "fall short of the threshold, as short texts and weak settings do: read the two together.")
     if note := unresolved_note(frame, measure):
         st.caption(markup.message(note))
     if table.notna().any().any():
@@ -83,7 +84,7 @@ def overview(frame) -> None:
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
     with st.expander("Every removal attack set, with its detection and what it changed"):
-        shown = frame.drop(columns=["params", "set_id", "run", "auroc_ci"])
+        shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci"])
         st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
 
     graded = [name for name in frame.attack.dropna().unique() if ATTACKS[name].strength and

@@ -208,6 +208,7 @@ def import_logs(
                 detection_rows.append(detection_record(index, kind, method, value, **statistic))
 
     files = [log for log in (generations, detection, judged) if log]
+    params = settings_in_names(method, [log.name for log in files])
     identity = {
         "imported": True, "method": method, "model": model, "task": task_name, "score_direction": direction,
         "files": {log.name: hashlib.sha256(log.content).hexdigest() for log in files},
@@ -225,12 +226,27 @@ def import_logs(
     store.add_run(
         run_id,
         {
-            "config": identity, "model": model, "task": task_name, "method": method, "params": {},
+            "config": identity, "model": model, "task": task_name, "method": method, "params": params,
             "n": n, "imported": True, "score_direction": direction, "status": "done",
         },
         {"generations": generation_rows, "detections": detection_rows, "metrics": metric_rows, "judgments": judgments},
     )
     return run_id
+
+
+# The paper's log names carry the green-list settings: KGW-g0.5-d2-meditron-HQA.generations.json.
+SETTINGS_IN_NAME = re.compile(r"(?:^|[-_])g(?P<gamma>\d+(?:\.\d+)?)-d(?P<delta>\d+(?:\.\d+)?)(?=[-_.]|$)")
+
+
+def settings_in_names(method: str, names: list[str]) -> dict:
+    """The settings the files' names record (γ and δ, as the paper names its logs), for a method that has them; none
+    where the names say nothing or disagree."""
+    found = [{key: float(value) for key, value in match.groupdict().items()}
+             for name in names if (match := SETTINGS_IN_NAME.search(name))]
+    declared = methods.info(method).params
+    if not found or any(settings != found[0] for settings in found) or not set(found[0]) <= set(declared):
+        return {}
+    return found[0]
 
 
 def _score_rows(rows: list[dict], kind: str, values: list[float], generations: LogFile | None,

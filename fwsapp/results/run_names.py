@@ -17,11 +17,11 @@ IMPORTED = "imported"
 
 
 def settings(method: str, params, imported: bool) -> str:
-    """'delta=1', 'delta=2 (defaults)' (a method's strength is always named), 'defaults', or 'imported' (imports record
-    the paper's settings, not ours)."""
-    if imported:
-        return IMPORTED
+    """'delta=1', 'delta=2 (defaults)' (a method's strength is always named), 'defaults', or for an import 'imported'
+    with what its file names recorded ('imported, delta=2, gamma=0.5'): the paper's settings, not ours."""
     params = json.loads(params) if isinstance(params, str) else (params or {})
+    if imported:
+        return ", ".join([IMPORTED, *(f"{key}={value:g}" for key, value in sorted(params.items()))])
     info = methods.info(method)
     changed = info.changed_params(params)
     strength = info.strength_param

@@ -281,7 +281,8 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
         edited = texts[texts.attack_set_id == entry.attack_set_id]
         common = {"run_id": entry.run_id, "method": entry.method, "task": runs.loc[entry.run_id, "task"],
                   "model": runs.loc[entry.run_id, "model"], "tokenizer": entry.tokenizer, "normalize": entry.normalize,
-                  "negatives": negative, "negative_texts": int(negatives.size)}
+                  "negatives": negative, "negative_texts": int(negatives.size),
+                  "detector_params": json.loads(entry.params)}
         detection = _detection(own.score.dropna(), negatives, entry, json.loads(entry.params))
         mentions = int(edited.mentions_clean.sum())
         found.append({
@@ -344,7 +345,10 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
     named = run_settings(runs)
     clean = frame[frame.attack_label == CLEAN].set_index("set_id").texts
+    # The negatives are named in the row: an imported run's Detect figures read its reference, these its clean texts.
+    negatives = frame[frame.attack_label == CLEAN].set_index("set_id").negatives
     return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model} · n={clean.get(set_id, '?')}"
+                             + f" · against its {negatives.get(set_id, 'clean')} texts"
                              + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
                              for run_id, method, task, model, normalize, set_id
                              in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize,
@@ -362,10 +366,26 @@ def _clean_set(frame: pd.DataFrame) -> list[str]:
 def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
     """One row per run (and normaliser), one column per attack with its parameters, the clean texts first: the chosen
     measure (NaN where it is not measured: no disease mention, or too few negatives for the FPR)."""
-    values = frame.assign(value=pd.to_numeric(frame[MEASURES[measure]], errors="coerce"))
+    values = frame.assign(value=pd.to_numeric(frame[MEASURES[measure]], errors="coerce")
+                          .where([not too_few(row, measure) for _, row in frame.iterrows()]))
     table = values.pivot_table(index="run", columns="attack_label", values="value", aggfunc="mean", dropna=False)
     table.columns.name = None
     return table[sorted(table.columns, key=lambda column: column != CLEAN)]
+
+
+def thresholds(frame: pd.DataFrame) -> str:
+    """The verdict rules of the runs shown, as 'z > 4 for KGW; p < 0.01 for vLLM-Gumbel'."""
+    rules = dict.fromkeys(f"{methods.info(method).verdict_rule(params)} for {method}"
+                          for method, params in zip(frame.method, frame.detector_params)
+                          if isinstance(params, dict) and method in methods.METHODS)
+    return "; ".join(rules) or "each method's own"
+
+
+def too_few(row, measure: str) -> bool:
+    """Whether a cell's texts are fewer than the small-sample rule allows for its measure (a rate, or an AUROC), so
+    that every view of it, the table and the heatmap alike, shows no number (`fwsapp.sample_size`)."""
+    statistic = "auroc_ci" if measure == "AUROC" else "rate" if measure.startswith(("TPR", "Still")) else None
+    return statistic is not None and pd.notna(row.get("texts")) and not enough(statistic, int(row["texts"]))
 
 
 def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
@@ -378,14 +398,14 @@ def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
         value = pd.to_numeric(row[MEASURES[measure]], errors="coerce")
         if pd.isna(value):
             return None
+        if too_few(row, measure):
+            return not_enough(int(row.texts))
         if measure == "AUROC":
             bounds = row.get("auroc_ci")
             return f"{value:.3f} ({bounds[0]:.2f}–{bounds[1]:.2f})" if isinstance(bounds, (list, tuple)) else f"{value:.3f}"
         if measure == "Entity survival":
             return f"{value:.2f} ({int(row.mentions_kept)} of {int(row.mentions)} mentions)"
         if measure.startswith("TPR") or measure.startswith("Still"):
-            if not enough("rate", int(row.texts)):
-                return not_enough(int(row.texts))
             detected = int(round(value * row.texts))
             low, high = binomtest(detected, int(row.texts)).proportion_ci(0.95)
             return f"{value:.2f} ({low:.2f}–{high:.2f})"

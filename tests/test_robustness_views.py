@@ -1,0 +1,55 @@
+"""Issue 58, items 8, 10 and 11: one sample-size rule for the Robustness table and its heatmap, the threshold text from
+the runs shown, and an import's settings read from the paper's file names."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.robustness.attack_sets import CLEAN, method_by_attack, shown_table, thresholds
+
+
+def frame(texts: int, method: str = "vLLM-Gumbel", params: dict | None = None) -> pd.DataFrame:
+    rows = [{"run": "a run", "attack_label": label, "texts": texts, "method": method, "detector_params": params or {},
+             "auroc": auroc, "auroc_ci": None, "still_detected": share, "TPR at 1% FPR": share}
+            for label, auroc, share in ((CLEAN, 0.88, 0.75), ("typo", 0.7, 0.25))]
+    return pd.DataFrame(rows)
+
+
+def test_the_table_and_the_heatmap_follow_one_sample_size_rule():
+    small, large = frame(4), frame(40)
+    for measure in ("Still detected (share)", "TPR at 1% FPR", "AUROC"):
+        table, heatmap = shown_table(small, measure), method_by_attack(small, measure)
+        assert (table == "not enough data (n = 4)").all().all(), table
+        assert heatmap.isna().all().all(), heatmap  # no 0.75 under a table that says there is not enough data
+        assert method_by_attack(large, measure).notna().all().all()
+    assert shown_table(large, "Still detected (share)").loc["a run", CLEAN].startswith("0.75 (")
+
+
+def test_the_threshold_text_comes_from_the_runs_shown():
+    assert thresholds(frame(40)) == "p < 0.01 for vLLM-Gumbel"
+    both = pd.concat([frame(40), frame(40, "KGW", {"z_threshold": 4.0})])
+    assert thresholds(both) == "p < 0.01 for vLLM-Gumbel; z > 4 for KGW"
+    assert thresholds(frame(40).assign(detector_params=[np.nan, np.nan])) == "each method's own"
+
+
+def test_an_import_records_the_settings_its_file_names_carry(tmp_path):
+    from fwsapp.cli import main
+    from fwsapp.results.run_names import settings
+    from fwsapp.store import Store
+    from tests.test_malformed_inputs import GOOD
+
+    path = tmp_path / "KGW-g0.5-d2-biomistral-HQA.generations.json"
+    path.write_text(json.dumps(GOOD))
+    db = tmp_path / "names.duckdb"
+    assert main(["import", "--method", "KGW", "--model", "biomistral", "--task", "qa", "--generations", str(path),
+                 "--db", str(db)]) == 0
+    run = Store(db, read_only=True).runs().iloc[0]
+    assert json.loads(run.params) == {"gamma": 0.5, "delta": 2.0}
+    assert settings(run.method, run.params, True) == "imported, delta=2, gamma=0.5"
+    plain = tmp_path / "logs.json"
+    plain.write_text(json.dumps(GOOD))
+    assert main(["import", "--method", "KGW", "--model", "m", "--task", "qa", "--generations", str(plain), "--db",
+                 str(tmp_path / "plain.duckdb")]) == 0
+    assert json.loads(Store(tmp_path / "plain.duckdb", read_only=True).runs().params.iloc[0]) == {}
