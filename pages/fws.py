@@ -7,6 +7,7 @@ import streamlit as st
 
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS
 from fwsapp.results.fws import POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights
 from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
@@ -203,8 +204,8 @@ def render() -> None:
         differences = queries.paired_comparison(resources.revision(), candidate, baseline, float(target_tpr),
                                                 target_fpr, int(target_tokens), alpha, beta, mapping_key)
         if differences.empty:
-            st.info(f"No runs of {candidate} and {baseline} pair: they need the same model, task, dataset, prompts, "
-                    "new tokens, sampling and seed.")
+            st.info(markup.message(queries.unpaired_reason(resources.revision(), candidate, baseline,
+                                                           float(target_tpr), target_fpr, int(target_tokens))))
         else:
             st.dataframe(written(differences), hide_index=True, width="stretch")
             if EQUAL_STRENGTH not in set(differences.setting):

@@ -123,7 +123,7 @@ def test_runs_pair_seed_by_seed_and_each_text_counts_its_stored_mentions(paired_
     assert main(["paired", "--method", "EntityKGW", "--against", "KGW", "--tokens", "16", "--db", str(store.path)]) == 0
     assert "equal strength:" in capsys.readouterr().out
     assert main(["paired", "--method", "EntityKGW", "--against", "SynthID", "--db", str(store.path)]) == 1
-    assert "No runs of EntityKGW and SynthID pair" in capsys.readouterr().out
+    assert "No finished generated run of SynthID" in capsys.readouterr().out  # issue 58, item 12: what fails, named
     assert main(["paired", "--method", "KGW", "--against", "kgw", "--db", str(store.path)]) == 2
     assert "both sides name it" in capsys.readouterr().err
 
@@ -137,3 +137,23 @@ def test_runs_pair_seed_by_seed_and_each_text_counts_its_stored_mentions(paired_
     assert app.selectbox(key="paired-baseline").value == "KGW"
     shown = next(frame.value for frame in app.dataframe if "95% interval" in frame.value.columns)
     assert set(shown.setting) == {paired.EQUAL_DELTA, paired.EQUAL_STRENGTH} and (shown.prompts == 10).all()
+
+
+def test_runs_that_pair_without_measures_are_named_with_what_computes_them(paired_runs, tmp_path, capsys):
+    """Issue 58, item 12: the runs pair, but none has a metric or an entity analysis yet."""
+    from fwsapp.store import Store
+    from tests.conftest import copy_store
+
+    store, run_ids = paired_runs
+    copy = tmp_path / "bare.duckdb"
+    copy_store(store, copy)
+    bare = Store(copy)
+    with bare.transaction() as cursor:
+        for table in ("metrics", "entities", "entity_analyses", "attacked_texts", "attack_sets"):
+            cursor.execute(f"DELETE FROM {table}")
+    bare.close()
+    assert main(["paired", "--method", "EntityKGW", "--against", "KGW", "--tokens", "16", "--db", str(copy)]) == 1
+    printed = capsys.readouterr().out
+    assert "pair, but their watermarked texts have no measure yet" in printed
+    assert "python -m fwsapp score --run" in printed and "python -m fwsapp analyze --run" in printed
+    assert all(run_id in printed for run_id in run_ids[:4])

@@ -174,14 +174,14 @@ def cmd_compare(args) -> int:
 
 
 def cmd_paired(args) -> int:
-    from fwsapp.results.paired import EQUAL_STRENGTH, comparison_table, no_equal_strength, written
+    from fwsapp.results.paired import EQUAL_STRENGTH, comparison_table, no_equal_strength, unpaired_reason, written
     from fwsapp.store import Store
 
-    table = comparison_table(Store(args.db), args.method, args.against, args.target_tpr, args.fpr, args.tokens,
+    store = Store(args.db)
+    table = comparison_table(store, args.method, args.against, args.target_tpr, args.fpr, args.tokens,
                              args.recognizer, args.alpha, args.beta)
     if table.empty:
-        print(f"No runs of {args.method} and {args.against} pair: they need the same model, task, dataset, prompts, "
-              "new tokens, sampling and seed, and a strength parameter; `python -m bench.entity_study` makes such runs.")
+        print(unpaired_reason(store, args.method, args.against, args.target_tpr, args.fpr, args.tokens))
         return 1
     if args.out:
         from fwsapp.paths import write_output

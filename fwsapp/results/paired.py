@@ -330,6 +330,44 @@ def comparison_table(store, candidate: str, baseline: str, target_tpr: float = 0
                                         mapping), resamples)
 
 
+def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.9, fpr: float = 0.01,
+                    tokens: int = 64) -> str:
+    """Why no text of the two methods pairs, naming what fails and what computes what is missing: runs of a side
+    missing, the settings the closest two runs differ in, or the measures the pairing runs lack."""
+    first, second = check_methods(candidate, baseline)
+    runs = store.runs()
+    runs = runs[(runs.status == "done") & ~runs.imported]
+    sides = [[store.run(run_id) for run_id in runs[runs.method == info.name].run_id] for info in (first, second)]
+    for info, side in zip((first, second), sides):
+        if not side:
+            return (f"No finished generated run of {info.name}: imported runs do not pair (they record no seed). "
+                    f"Generate one on the same prompts as the other method's.")
+    found = settings(store, first.name, second.name, target_tpr, fpr, tokens)
+    if found:
+        paired = sorted({run_id for comparison in found for pair in comparison.pairs for run_id in pair})
+        shown = " ".join(f"--run {run_id}" for run_id in paired)
+        return (f"Runs {', '.join(paired)} pair, but their watermarked texts have no measure yet: compute the quality "
+                f"metrics (`python -m fwsapp score {shown}`, or Compute on the Quality page) and the disease mentions "
+                f"(`python -m fwsapp analyze {shown}`, or Analyze on the Entities page).")
+    shared = set(first.params) & set(second.params)
+
+    def differences(one: dict, other: dict) -> list[str]:
+        keys = [(one["config"], other["config"], key) for key in set(one["config"]) | set(other["config"])
+                if key not in NOT_PAIRED and key != "dataset"]
+        differ = [key for mine, theirs, key in keys if mine.get(key) != theirs.get(key)]
+        differ += [f"{key} (shared parameter)" for key in shared if key not in (first.strength_param,
+                   second.strength_param) and one["params"].get(key) != other["params"].get(key)]
+        return sorted(differ) + (["seed"] if one["seed"] != other["seed"] else [])
+
+    closest = min(((one, other, differences(one, other)) for one in sides[0] for other in sides[1]),
+                  key=lambda found: len(found[2]))
+    if closest[0]["params"].get(first.strength_param) is None or closest[1]["params"].get(second.strength_param) is None:
+        return "The runs record no strength parameter: generate them with it set (δ, say)."
+    return (f"No runs of {first.name} and {second.name} pair: they need the same model, task, dataset, prompts, new "
+            f"tokens, sampling and seed. The closest two, {closest[0]['run_id']} and {closest[1]['run_id']}, differ in "
+            f"{', '.join(closest[2]) or 'nothing but a TPR after the tokens asked'}.")
+
+
 def no_equal_strength(tokens: int) -> str:
     """Why a table has equal δ rows only."""
     return (f"No equal-strength comparison: no run has a TPR after {tokens} tokens on every seed of both methods (their "

@@ -262,6 +262,13 @@ def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, over
 
 
 @st.cache_data(show_spinner=False)
+def unpaired_reason(revision_key: str, candidate: str, baseline: str, target_tpr: float, fpr: float, tokens: int) -> str:
+    from fwsapp.results.paired import unpaired_reason as reason
+
+    return reason(store(), candidate, baseline, target_tpr, fpr, tokens)
+
+
+@st.cache_data(show_spinner=False)
 def entropy_values(revision_key: str) -> pd.DataFrame:
     return token_values(store())
 
