@@ -7,7 +7,7 @@ from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS
-from fwsapp.results.run_names import run_label, with_settings
+from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 
@@ -25,7 +25,7 @@ def render() -> None:
     runs = widgets.runs_or_stop()
 
     with st.expander("Compute missing analyses (entropies and disease entities)"):
-        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
         imported = runs[runs.run_id.isin(chosen) & runs.imported]
         entropy_model = None

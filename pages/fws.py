@@ -5,7 +5,6 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS
@@ -246,7 +245,7 @@ def render() -> None:
 
     st.header("Agreement with clinicians")
     with st.expander("Choose items for human rating"):
-        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), format_func=labels.get, key="human-runs")
         fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
         if st.button("Add items to rate", disabled=not chosen):

@@ -4,7 +4,6 @@ import streamlit as st
 
 from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
-from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
@@ -86,7 +85,7 @@ def render() -> None:
             st.error(markup.message(f"The backend did not answer: {error}"))
 
     st.subheader("Run")
-    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+    labels = widgets.job_inputs(runs)
     # The last selection survives a visit to another page; the first choice is a run with no verdicts yet, never a run
     # already judged (an imported run comes with the paper's verdicts).
     judged = queries.judged_run_ids(resources.revision())

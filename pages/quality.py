@@ -2,7 +2,7 @@
 import plotly.express as px
 import streamlit as st
 
-from fwsapp.results.run_names import run_label, with_settings
+from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
 from fwsapp.models.encoder import DEFAULT_ENCODER
@@ -31,7 +31,7 @@ def render() -> None:
     widgets.job_status("score", "sample × metric values")
 
     with st.expander("Perplexity, BERTScore, AlignScore: metrics that need a model", expanded=False):
-        labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+        labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
         offered = METRICS.available()
         metrics = st.multiselect("Metrics", offered, default=[name for name in default_metrics() if name in offered],

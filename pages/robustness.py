@@ -19,9 +19,7 @@ from fwsapp.robustness.attack_sets import (
     strength_curves,
     unresolved_note,
 )
-from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.results.run_names import ready
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -30,9 +28,8 @@ through_router()
 def launch(runs) -> None:
     """The form that attacks chosen runs in the background."""
     watermarked = runs[~runs.method.isin(post_hoc_names())]
-    labels = {row.run_id: run_label(row._asdict()) for row in ready(watermarked).itertuples()}
     with st.expander("Attack runs", expanded=queries.robustness(resources.revision()).empty):
-        widgets.not_ready_note(watermarked)
+        labels = widgets.job_inputs(watermarked)
         chosen = st.multiselect("Runs", list(labels), default=list(labels)[:1], format_func=labels.get,
                                 key="attack-runs")
         name = st.selectbox("Attack", ATTACKS.available(), key="attack-name",

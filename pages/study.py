@@ -9,7 +9,6 @@ from fwsapp.human import study
 from fwsapp.human.access import invite_link
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, default_mapping
 from fwsapp.human.ratings import RATERS_PER_ITEM
-from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 
@@ -48,7 +47,7 @@ def create_form(runs: pd.DataFrame) -> None:
     with st.expander("Create a study", expanded=queries.studies(resources.revision()).empty):
         with st.form("study-create"):
             name = st.text_input("Name", placeholder="e.g. QA pilot, November")
-            labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+            labels = widgets.job_inputs(runs)
             chosen = st.multiselect("Runs the items are drawn from", list(labels), format_func=labels.get)
             columns = st.columns(3)
             share = columns[0].slider("Share of each run's samples", 0.01, 1.0, study.DEFAULT_ITEM_SHARE, 0.01)

@@ -55,13 +55,16 @@ def runs_or_stop() -> pd.DataFrame:
     return frame
 
 
-def not_ready_note(frame: pd.DataFrame) -> None:
-    """Say which runs a form leaves out until their texts are stored."""
-    from fwsapp.results.run_names import ready
+def job_inputs(frame: pd.DataFrame) -> dict[str, str]:
+    """The runs a form may start a job on, id -> label: every form's one rule (`run_names.ready`: none still
+    generating, none without a sample), the others named in a line."""
+    from fwsapp.results.run_names import ready, run_label
 
-    waiting = frame[~frame.run_id.isin(ready(frame).run_id)]
+    shown = ready(frame)
+    waiting = frame[~frame.run_id.isin(shown.run_id)]
     if not waiting.empty:
         st.caption(f"Left out until their texts are stored: {', '.join(waiting.run_id)} (still generating, or no sample).")
+    return {row.run_id: run_label(row._asdict()) for row in shown.itertuples()}
 
 
 def tokenizer_choice(runs: pd.DataFrame, key: str) -> tuple[str | None, dict[str, str]]:
