@@ -218,7 +218,8 @@ def test_imported_runs_get_perplexity_only_from_a_named_oracle_with_consent(app_
     assert "not comparable" in consent.label and "meditron" in consent.label
     consent.check().run()
     assert not by_label(app.button, "Compute").disabled
-    assert any("min" in caption.value and "tokens to read" in caption.value for caption in app.caption)
+    # Issue 58, item 15: a duration people read ("roughly 40 s", "roughly 2 min 5 s"), never "0.0 min".
+    assert any(re.search(r"tokens to read: roughly \d+ (s|min)", caption.value) for caption in app.caption)
 
 
 def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db, qa_run, lm):
