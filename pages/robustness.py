@@ -81,7 +81,8 @@ def overview(frame) -> None:
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
     with st.expander("Every removal attack set, with its detection and what it changed"):
-        shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci"])
+        shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci", "retokenised"],
+                           errors="ignore")
         st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
 
     graded = [name for name in frame.attack.dropna().unique() if ATTACKS[name].strength and

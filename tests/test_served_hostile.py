@@ -280,3 +280,37 @@ def test_answers_whose_text_is_not_what_their_ids_decode_to_are_counted_per_run(
         assert main(generate_args(server.url, tmp_path / "d.duckdb", n=3)) == 0
     error = capsys.readouterr().err
     assert "3 answers' text is not what their token ids decode to" in error
+
+
+# -- item 4: the removal baseline of a served run says it was read again from text, and how many ids changed -----------
+def test_the_removal_baseline_of_a_served_run_says_how_many_texts_get_other_ids_from_text(tmp_path):
+    from fwsapp.orchestration import pipeline
+    from fwsapp.robustness.attack_sets import CLEAN, labelled, summary_frame
+
+    import sentencepiece
+
+    from fwsapp.models import package_folder
+    from fwsapp.models.tokenizers import load_tokenizer
+
+    pieces = sentencepiece.SentencePieceProcessor(
+        model_file=str(package_folder("mistral_common") / "data" / "tokenizer.model.v1"))
+    text = " the patient took metformin daily"
+    # "patient" as an engine may split it, in two tokens: the same text, other ids than reading it gives.
+    split_otherwise = [pieces.piece_to_id(piece) for piece in
+                       ("▁the", "▁pat", "ient", "▁took", "▁met", "form", "in", "▁daily")]
+    assert load_tokenizer("mistral-v1").decode(split_otherwise) == text.strip()
+    assert mistral_ids(text) != split_otherwise
+
+    def mode(number, body):  # every watermarked answer split the engine's way, the opted-out ones as the text reads
+        return completion(text, split_otherwise if body.get("watermarking", True) is not False else None)
+
+    db = tmp_path / "r.duckdb"
+    with hostile(mode) as server:
+        assert main(generate_args(server.url, db, n=2)) == 0
+    store = Store(db)
+    [run_id] = store.runs().run_id
+    pipeline.attack(store, [run_id], None, attack="word-deletion", params={"ratio": 0.2}, measure=False)
+    frame = labelled(summary_frame(store), store.runs())
+    [label] = set(frame[frame.attack_label == CLEAN].run)
+    assert "read again from text with mistral-v1: 2 of 2 texts get other ids than the engine sent" in label
+    store.close()

@@ -301,11 +301,28 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
         if len(same) and same.set_id.iloc[0] not in baselines:
             positives = clean.loc[clean.text_kind == "watermarked", "score"].dropna()
             baselines[same.set_id.iloc[0]] = {
-                **common, "attack": None, "attack_label": CLEAN, "params": {}, "seed": None, "attack_set_id": None,
+                **common, "retokenised": retokenised(store, entry.run_id, entry.tokenizer, runs.loc[entry.run_id]),
+                "attack": None, "attack_label": CLEAN, "params": {}, "seed": None, "attack_set_id": None,
                 "set_id": same.set_id.iloc[0], **_detection(positives, negatives, entry, json.loads(entry.params)),
                 "mean_score_change": 0.0, "words_changed": 0.0, "rouge_l": 1.0, "similarity": 1.0, "mentions": None,
                 "mentions_kept": None, "entity_survival": None, "mentions_introduced": 0}
     return list(baselines.values()) + found
+
+
+def retokenised(store: Store, run_id: str, tokenizer: str, run) -> str | None:
+    """For a run generated through a serving engine, whose own detection read the engine's ids: how many of its
+    watermarked texts, read again from text as every attacked text is, get other ids than the engine's (the clean
+    baseline then differs from the Detect page's). None for any other run."""
+    if not isinstance(run.get("server"), str):
+        return None
+    from fwsapp.models.tokenizers import load_tokenizer
+
+    encode = load_tokenizer(tokenizer).encode
+    rows = store.generations(run_id).dropna(subset=["watermarked_text"])
+    changed = sum(encode(row.watermarked_text) != [int(token) for token in row.watermarked_ids]
+                  for row in rows.itertuples() if hasattr(row.watermarked_ids, "__len__"))
+    return (f"read again from text with {tokenizer}: {changed} of {len(rows)} texts get other ids than the engine "
+            "sent (the Detect page reads the engine's)")
 
 
 def _detection(positives: pd.Series, negatives: pd.Series, entry, params: dict) -> dict:
@@ -346,9 +363,12 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     named = run_settings(runs)
     clean = frame[frame.attack_label == CLEAN].set_index("set_id").texts
     # The negatives are named in the row: an imported run's Detect figures read its reference, these its clean texts.
-    negatives = frame[frame.attack_label == CLEAN].set_index("set_id").negatives
+    baseline = frame[frame.attack_label == CLEAN].set_index("set_id")
+    negatives = baseline.negatives
+    notes = baseline.retokenised if "retokenised" in baseline else pd.Series(dtype=object)
     return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model} · n={clean.get(set_id, '?')}"
                              + f" · against its {negatives.get(set_id, 'clean')} texts"
+                             + (f" · {notes[set_id]}" if isinstance(notes.get(set_id), str) else "")
                              + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
                              for run_id, method, task, model, normalize, set_id
                              in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize,
