@@ -22,7 +22,8 @@ def figures_line(figures: dict) -> str:
     """The detector's say on one answer, as the lm-watermarking demo gives it, with a cheap quality figure."""
     green = (f" · green {figures['green']} of {figures['tokens scored']} ({figures['green share']:.0%})"
              if figures["green"] is not None else f" · {figures['tokens scored']} tokens scored")
-    p_value = f" · p = {figures['p']:.2g}" if figures["p"] is not None else ""
+    # The p-value beside the score, unless the score is that p-value.
+    p_value = f" · p = {figures['p']:.2g}" if figures["p"] is not None and figures["score label"] != "p" else ""
     quality = f" · ROUGE-L to the unwatermarked answer {figures['ROUGE-L to unwatermarked']:.2f}"
     if figures["ROUGE-L to reference"] is not None:
         quality += f", to the reference {figures['ROUGE-L to reference']:.2f}"

@@ -314,3 +314,23 @@ def test_the_removal_baseline_of_a_served_run_says_how_many_texts_get_other_ids_
     [label] = set(frame[frame.attack_label == CLEAN].run)
     assert "read again from text with mistral-v1: 2 of 2 texts get other ids than the engine sent" in label
     store.close()
+
+
+# -- item 6: each served answer keeps its own seconds, not the batch's share ------------------------------------------
+def test_each_served_answer_keeps_its_own_seconds(tmp_path):
+    slow_prompt = []
+
+    def mode(number, body):
+        slow_prompt[:] = slow_prompt or [body["prompt"]]
+        if body["prompt"] == slow_prompt[0]:
+            time.sleep(0.6)
+        return completion(" an answer about it")
+
+    db = tmp_path / "t.duckdb"
+    with hostile(mode) as server:
+        assert main(generate_args(server.url, db, n=2, extra=("--concurrency", "4"))) == 0
+    rows = Store(db, read_only=True).generations(only_run(db)["run_id"]).set_index("prompt")
+    slow, fast = rows.loc[slow_prompt[0]], rows.drop(index=slow_prompt[0]).iloc[0]
+    assert slow.watermarked_seconds >= 0.6 and slow.unwatermarked_seconds >= 0.6
+    assert fast.watermarked_seconds < 0.4 and fast.unwatermarked_seconds < 0.4
+

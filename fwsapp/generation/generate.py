@@ -173,6 +173,11 @@ class GeneratedBatch:
     rejections: list[int] | None = None
     text_seconds: list[float] | None = None
 
+    def text_time(self, offset: int, size: int) -> float:
+        """One text's seconds: its own where it was generated alone (a served answer, a semantic watermark's), else
+        its share of the batch's."""
+        return self.text_seconds[offset] if self.text_seconds else self.seconds / size
+
 
 def generate_batch(
     lm: LoadedModel,
@@ -255,13 +260,13 @@ def generation_row(index: int, sample, plain: GeneratedBatch, marked: GeneratedB
     row = {
         "sample_idx": index, "prompt": sample.prompt, "reference": sample.reference,
         "unwatermarked_text": plain.texts[offset], "unwatermarked_ids": plain.token_ids[offset],
-        "unwatermarked_entropy": plain.entropies[offset], "unwatermarked_seconds": plain.seconds / batch_size,
+        "unwatermarked_entropy": plain.entropies[offset], "unwatermarked_seconds": plain.text_time(offset, batch_size),
     }
     if marked is not None:
         row.update(
             watermarked_text=marked.texts[offset], watermarked_ids=marked.token_ids[offset],
             watermarked_entropy=marked.entropies[offset],
-            watermarked_seconds=marked.text_seconds[offset] if marked.text_seconds else marked.seconds / batch_size,
+            watermarked_seconds=marked.text_time(offset, batch_size),
         )
         if marked.rejections is not None:
             row["watermarked_rejections"] = marked.rejections[offset]

@@ -108,6 +108,7 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
 
     method = info(trial.config.method)
     plain = trial.text("unwatermarked")
+    counts_green = method.evidence is not None and method.evidence.green_list
     figures = {}
     for kind in KINDS:
         found = trial.detections[kind]
@@ -118,7 +119,9 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
         figures[kind] = {
             "score": found.score, "score label": method.score_label, "threshold": method.verdict_rule(trial.config.params),
             "detected": trial.verdict(kind), "tokens scored": found.num_tokens_scored,
-            "green": green if flags else None, "green share": green / len(flags) if flags else None, "p": p_value,
+            # A green count only where the method draws green lists (a Gumbel or SynthID flag is no green token).
+            "green": green if flags and counts_green else None,
+            "green share": green / len(flags) if flags and counts_green else None, "p": p_value,
             "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0],
             "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
             "tokens needed": tokens_needed(method, trial.config.params, found) if kind == "watermarked" else None,

@@ -312,5 +312,6 @@ def _token_ids(value, name: str, vocab_size: int) -> list[int] | None:
 def _batch(answers: list[ServedAnswer]) -> GeneratedBatch:
     # No entropies: a server gives the sampled token's probability at most, not the distribution's entropy.
     return GeneratedBatch([answer.text for answer in answers], [answer.token_ids for answer in answers],
-                          [[] for _ in answers], sum(answer.seconds for answer in answers))
+                          [[] for _ in answers], sum(answer.seconds for answer in answers),
+                          text_seconds=[answer.seconds for answer in answers])  # each answer its own time
 

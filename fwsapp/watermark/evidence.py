@@ -46,6 +46,9 @@ class Evidence:
     """One form of per-token evidence: taken from a detection as arrays over the text's tokens, turned into a score
     over any prefix or window, and drawn as unwatermarked text would show it (WinMax's null)."""
 
+    # Whether a token's flag means it fell in a green list, so that a count of green tokens means something.
+    green_list = False
+
     def arrays(self, detection, params: dict) -> dict[str, np.ndarray]:
         flags = np.asarray(detection.token_flags, dtype=int)
         return {"green": (flags == 1).astype(float), "scored": (flags >= 0).astype(float)}
@@ -64,6 +67,8 @@ class Evidence:
 
 
 class GreenCount(Evidence):
+    green_list = True
+
     def scores(self, arrays, params, window=None):
         gamma = params["gamma"]
         green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
@@ -74,6 +79,8 @@ class WeightedGreenCount(Evidence):
     """EWD: w_t = S_t − min S over the tokens scored, so a prefix's weights are the full text's minus their minimum
     within the prefix; the weighted z expands into running sums and that minimum m:
     z = (Σwg − mΣg − γ(Σw − mN)) / √(γ(1 − γ)(Σw² − 2mΣw + m²N))."""
+
+    green_list = True
 
     def arrays(self, detection, params):
         arrays = super().arrays(detection, params)
@@ -96,6 +103,8 @@ class WeightedGreenCount(Evidence):
 
 class PermutationGreenCount(Evidence):
     """DiPmark: every token counts in N, a token with no context scored but never green."""
+
+    green_list = True
 
     def arrays(self, detection, params):
         arrays = super().arrays(detection, params)
