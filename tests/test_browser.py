@@ -60,6 +60,49 @@ def test_a_run_generated_through_a_serving_engine_from_the_generate_page(lm, tmp
         page.screenshot(path=str(ARTIFACTS / "generate-served.png"), full_page=True)
 
 
+def test_a_served_run_walks_through_detect_redetect_robustness_and_quality(lm, tmp_path, browser_page, monkeypatch):
+    """Issue 58: a run generated through an engine whose sampler is vLLM's own, then every page that reads it: each
+    draws without a traceback and without loading the served model's name as a model here."""
+    from fwsapp.cli import main
+    from fwsapp.models import EMBEDDED_MODEL
+    from tests.conftest import start_streamlit
+    from tests.served_engine import served
+
+    key, page, db = 2**63 + 11, browser_page, tmp_path / "walk.duckdb"
+    monkeypatch.setenv("WALK_WATERMARK_KEY", str(key))
+    with served(lm, key, EMBEDDED_MODEL) as (engine, server):
+        assert main(["generate", "--server", server, "--task", "qa", "--method", "gumbel", "--param",
+                     "key=$WALK_WATERMARK_KEY", "--n", "4", "--max-new-tokens", "24", "--db", str(db)]) == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def clean(name: str) -> None:
+        settled(page)
+        assert page.get_by_test_id("stException").count() == 0 and "Traceback" not in page.content(), name
+        assert str(key) not in page.content()
+        page.screenshot(path=str(ARTIFACTS / f"served-walk-{name}.png"), full_page=True)
+
+    with start_streamlit(tmp_path, db, WALK_WATERMARK_KEY=str(key)) as url:
+        page.goto(f"{url}/detect")
+        page.get_by_role("heading", name="Token-level view").wait_for(timeout=90_000)
+        page.get_by_text(re.compile(r"^Score \S+ over \d+ tokens\.$")).wait_for(timeout=60_000)
+        page.get_by_role("heading", name="Detect a watermark in any text").wait_for()
+        clean("detect")
+        page.get_by_text("Re-detect a run: its texts scored").click()
+        page.get_by_role("button", name="Re-detect", exact=True).click()
+        page.get_by_text(re.compile(r"detection set|Re-detect.*finished|texts scored again", re.I)).first.wait_for(
+            timeout=90_000)
+        clean("redetect")
+        page.goto(f"{url}/robustness")
+        page.get_by_role("button", name="Attack and detect").wait_for(timeout=90_000)
+        page.get_by_role("button", name="Attack and detect").click()
+        page.get_by_role("heading", name="Method × attack: removal").wait_for(timeout=120_000)
+        assert page.get_by_text(re.compile("read again from text with")).count() >= 1
+        clean("robustness")
+        page.goto(f"{url}/quality")
+        page.get_by_role("heading", name="Quality").wait_for(timeout=90_000)
+        clean("quality")
+
+
 def rate_items_as(page, base_url, rater, count, offset):
     page.goto(base_url)
     page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
