@@ -48,9 +48,11 @@ def pytest_collection_modifyitems(items):
         if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
             # The slow tier runs on two workers (`--dist loadgroup`, the Makefile): every test that loads a model in
-            # this process on one, so each model loads once; the browsers, clusters and processes on the other.
+            # this process on one, so each model loads once; the browsers, clusters and processes on the other. Every
+            # Ray test is on the second, whatever it loads: two Ray clusters started at once on one machine collide.
             loads_here = IN_PROCESS_MODELS & set(getattr(item, "fixturenames", ())) or module == "test_paper_shapes"
-            item.add_marker(pytest.mark.xdist_group("models" if loads_here else "processes"))
+            ray = item.get_closest_marker("ray") is not None
+            item.add_marker(pytest.mark.xdist_group("models" if loads_here and not ray else "processes"))
 
 
 @pytest.fixture(scope="session")
