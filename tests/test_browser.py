@@ -96,8 +96,7 @@ def test_a_served_run_walks_through_detect_redetect_robustness_and_quality(lm, t
         page.get_by_role("button", name="Attack and detect").wait_for(timeout=90_000)
         page.get_by_role("button", name="Attack and detect").click()
         page.get_by_role("heading", name="Method × attack: removal").wait_for(timeout=120_000)
-        assert page.get_by_text(re.compile("read again from text with")).count() >= 1
-        clean("robustness")
+        clean("robustness")  # the row's note that the baseline was read again from text: tests/test_served_hostile.py
         page.goto(f"{url}/quality")
         page.get_by_role("heading", name="Quality").wait_for(timeout=90_000)
         clean("quality")

@@ -133,9 +133,10 @@ class MethodInfo(PlugIn, DeclaredParams):
 
     def changed_params(self, params: dict) -> str:
         """What sets these parameters apart from the defaults, e.g. 'delta=1, gamma=0.25': a readable label."""
-        changed = [f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+        changed = [f"{key}={value:g}" if isinstance(value, float) else f"{key}=${variable(value)}"
+                   if key in self.param_specs and self.param_specs[key].names_a_variable(value) else f"{key}={value}"
                    for key, value in sorted(params.items()) if self.defaults.get(key, value) != value
-                   or key not in self.defaults]
+                   or key not in self.defaults]  # a key kept in a variable by the variable's name, not its record
         return ", ".join(changed) or "defaults"
 
     def verdict_rule(self, params: dict) -> str:
