@@ -219,8 +219,13 @@ def param_inputs(method: MethodInfo, key_prefix: str, values: dict | None = None
     defaults = {**method.defaults, **(values or {})}
     per_row = 4
     names = list(method.defaults)
+    def width(key: str) -> int:  # a choice longer than a number ("single_turn") gets a double column, not cut
+        spec = method.param_specs.get(key)
+        return 2 if spec is not None and spec.choices and max(map(len, map(str, spec.choices))) > 6 else 1
+
     for start in range(0, len(names), per_row):
-        for column, key in zip(st.columns(per_row), names[start:start + per_row]):
+        row = names[start:start + per_row]
+        for column, key in zip(st.columns([*map(width, row), *[1] * (per_row - len(row))]), row):
             spec, value = method.param_specs.get(key), defaults[key]
             help_text = f"{spec.help}; {method.valid_values(key)}" if spec else None
             label = key.replace("_", " ")  # spaces let a narrow column wrap between words, not inside one
