@@ -7,7 +7,7 @@ from fwsapp.ui import render as markup
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
 from fwsapp.watermark.methods import METHODS, watermark_names
-from fwsapp.models import EMBEDDED_MODEL, PRESETS
+from fwsapp.models import EMBEDDED_MODEL, PRESETS, ModelLoadError
 from fwsapp import duration
 from fwsapp.generation.playground import KINDS, answer_figures, compare_methods, history_row, keep, try_prompt
 from fwsapp.ui import resources, widgets
@@ -90,7 +90,7 @@ def render() -> None:
             trial = try_prompt(lm, prompt, method, params, int(max_new_tokens), int(seed), task=task, reference=reference,
                                on_step=lambda kind, step: status.caption(
                                    f"Generating the {kind} answer: token {step} of {max_new_tokens}…"))
-        except ValueError as error:  # an empty prompt, a parameter out of range: before any generation
+        except (ValueError, ModelLoadError) as error:  # an empty prompt, a bad parameter, a model not here: one line
             status.error(markup.message(str(error)))
             st.stop()
         status.empty()
@@ -105,9 +105,9 @@ def render() -> None:
         figures = answer_figures(trial)
         for column, kind in zip(st.columns(2), KINDS):
             show_answer(column, trial, kind, figures[kind], kind.capitalize())
-        st.caption(f"{trial.config.method}: green = the token counts for the watermark, red = against, grey = not scored "
-                   f"(the first tokens only seed the green list). Each method is held to its own threshold, shown beside its "
-                   f"verdict. Prompt: " + markup.message(trial.prompt[:120]))
+        # The colours are said once, under each answer, in the method's own terms (a Gumbel answer has no green list).
+        st.caption("Each method is held to its own threshold, shown beside its verdict. Prompt: "
+                   + markup.message(trial.prompt[:120]))
         if st.button("Keep as a run", disabled=not trial.reference,
                      help="Stores this try as a one-sample run, as the Generate page would, for the other pages."):
             run_id = keep(resources.store(), trial)
@@ -124,7 +124,7 @@ def render() -> None:
             lm = resources.model(model_name)
             trials = compare_methods(lm, prompt, compared, int(max_new_tokens), int(seed), task=task, reference=reference,
                                      on_step=lambda step: status.caption(comparison_progress(step)))
-        except ValueError as error:
+        except (ValueError, ModelLoadError) as error:
             status.error(markup.message(str(error)))
             st.stop()
         status.empty()
