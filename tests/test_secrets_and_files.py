@@ -93,7 +93,7 @@ def test_the_fingerprint_is_salted_and_slow_and_still_tells_another_key_apart(mo
 # -- item 20: no credentials in a server's address ----------------------------------------------------------------------
 def test_a_server_address_with_a_password_is_refused_without_printing_it(db, capsys, tmp_path):
     assert_refused(["generate", "--task", "qa", "--method", "gumbel", "--server", "http://alice:PW-s3cret@localhost:9/v1",
-                    "--db", str(db)], ["--server http://localhost:9/v1 (as given) holds a user name or password"],
+                    "--db", str(db)], ["The server address http://localhost:9/v1 (as given) holds a user name or password"],
                    db, capsys)
     capsys.readouterr()
     main(["generate", "--task", "qa", "--method", "gumbel", "--server", "http://alice:PW-s3cret@localhost:9/v1",

@@ -46,7 +46,7 @@ def test_a_served_run_is_one_of_the_methods_the_engine_applies_at_an_address():
     with pytest.raises(ValueError, match=r"^KGW is not a watermark a serving engine applies.*vLLM-Gumbel or "
                                          r"vLLM-Gumbel-DualKey"):
         RunConfig(task="qa", method="KGW", server="http://localhost:8000/v1")
-    with pytest.raises(ValueError, match=r"--server 'localhost:8000' is not a server's address"):
+    with pytest.raises(ValueError, match=r"The server address 'localhost:8000' is not a server's address"):
         RunConfig(task="qa", method="gumbel", server="localhost:8000")
     served = RunConfig(task="qa", method="gumbel", server="http://localhost:8000/v1")
     assert "no_repeat_ngram_size" not in served.resolved_sampling()  # not something a request can ask

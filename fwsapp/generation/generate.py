@@ -126,7 +126,7 @@ class RunConfig:
         return plain_identity(self.identity())
 
 
-def checked_server_url(url: str, option: str = "--server") -> str:
+def checked_server_url(url: str, option: str = "The server address") -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
