@@ -2,11 +2,14 @@
 token where Ray keeps it, and refuses a driver without one in one line, not Ray's log lines. The cluster is this
 test's own (its own HOME, port and temp folder), stopped by stopping its processes alone: never `ray stop`."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -27,7 +30,9 @@ def token_cluster(tmp_path_factory):
     home = tmp_path_factory.mktemp("head-home")
     port = free_port()
     env = {**os.environ, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
-    temp = home / "ray"
+    # Ray's sockets live under its temp folder, and a socket's path has at most 107 bytes: pytest's folder for an xdist
+    # worker (…/popen-gw0/…) is too deep for them.
+    temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     head = subprocess.Popen([str(PROJECT / ".venv" / "bin" / "ray") if (PROJECT / ".venv" / "bin" / "ray").exists()
                              else os.path.join(os.path.dirname(sys.executable), "ray"),
                              "start", "--head", "--block", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
@@ -45,6 +50,7 @@ def token_cluster(tmp_path_factory):
     for process in psutil.process_iter(["cmdline"]):  # its raylet and GCS, found by this test's own folder
         if any(str(temp) in part for part in process.info["cmdline"] or []):
             process.kill()
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def driver_env(home, **extra) -> dict:
