@@ -166,7 +166,7 @@ class ServingEngine:
 
         def ask(index: int, sample, watermarked: bool) -> ServedAnswer:
             answer = self._ask(config, sample.prompt, batch_seed(config.seed, index, "w" if watermarked else "u"),
-                               watermarked, tokenizer)
+                               watermarked, tokenizer, work.unit.run_id)
             with lock:
                 answered[0] += 1
                 on_answer(answered[0], len(asks))
@@ -195,7 +195,7 @@ class ServingEngine:
                       for answer, sample in zip(by_kind[True], samples)]
         return plain, marked, prompt_ids
 
-    def _ask(self, config, prompt: str, seed: int, watermarked: bool, tokenizer) -> ServedAnswer:
+    def _ask(self, config, prompt: str, seed: int, watermarked: bool, tokenizer, run_id: str) -> ServedAnswer:
         """One completion, retried on transient faults; the token ids checked, re-tokenised where the server sent none."""
         sampling = config.resolved_sampling()
         options = request_options(sampling, config.max_new_tokens, seed, watermarked)
@@ -222,7 +222,7 @@ class ServingEngine:
             self._retokenised.add(tokenizer.name)
         elif not same_text(tokenizer.decode(token_ids), text):
             with self._lock:
-                self._disagreeing[config.run_id()] = self._disagreeing.get(config.run_id(), 0) + 1
+                self._disagreeing[run_id] = self._disagreeing.get(run_id, 0) + 1
         return ServedAnswer(text, token_ids, prompt_ids, seconds)
 
     def _check_opt_out(self, result: UnitResult, watermark) -> None:
