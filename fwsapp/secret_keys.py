@@ -69,6 +69,11 @@ def is_reference(value) -> bool:
     return isinstance(value, str) and REFERENCE.match(value.strip()) is not None
 
 
+def is_recorded(value: str) -> bool:
+    """Whether a reference carries the fingerprint of the key it was recorded with (`$VAR scrypt:…`)."""
+    return REFERENCE.match(value.strip()).group(2) is not None
+
+
 def variable(value: str) -> str:
     """The name of the environment variable a reference reads."""
     return REFERENCE.match(value.strip()).group(1)

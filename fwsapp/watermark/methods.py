@@ -15,7 +15,7 @@ from typing import Callable
 
 from fwsapp.data.tasks import TASKS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
-from fwsapp.secret_keys import fingerprint, resolved, variable
+from fwsapp.secret_keys import fingerprint, is_recorded, resolved, variable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +123,9 @@ class MethodInfo(PlugIn, DeclaredParams):
         variable); a clear error otherwise."""
         merged = checked_params(self.name, self.params, params)
         for key, spec in self.param_specs.items():
-            if spec.names_a_variable(merged[key]):
+            # A `$VAR` just given is read and range-checked now; a recorded one (with its fingerprint) where a
+            # watermark is built, so that a page showing a run needs no key.
+            if spec.names_a_variable(merged[key]) and not is_recorded(merged[key]):
                 self.key_from(key, merged[key])
         return merged
 
