@@ -173,8 +173,10 @@ class ServingEngine:
             return answer
 
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="served") as pool:
-            futures = [pool.submit(ask, *asked) for asked in asks]
-            try:
+            futures = []
+            try:  # a signal may come while the requests are still being handed out: they are aborted all the same
+                for asked in asks:
+                    futures.append(pool.submit(ask, *asked))
                 # Woken by the first failure, whichever request it is, not by the first request in order: a request
                 # left hanging must not keep the job from stopping.
                 finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
