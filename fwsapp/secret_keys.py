@@ -19,7 +19,6 @@ import hashlib
 import os
 import re
 import secrets
-from pathlib import Path
 
 # `$VAR` as written; `$VAR scrypt:<salt>:<fingerprint>` (or an older `$VAR sha256:<fingerprint>`) as recorded.
 REFERENCE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)(?: (scrypt:[0-9a-f]{16}:[0-9a-f]{16}|sha256:[0-9a-f]{16}))?$")
@@ -31,7 +30,7 @@ def installation_salt() -> str:
     """This installation's salt (16 hex digits), made once in the cache folder, readable by its owner alone."""
     from fwsapp.paths import CACHE_DIR
 
-    path = Path(os.environ.get("FWSAPP_CACHE", CACHE_DIR)) / SALT_FILE
+    path = CACHE_DIR / SALT_FILE
     try:
         return path.read_text().strip()
     except FileNotFoundError:
