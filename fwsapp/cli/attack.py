@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from fwsapp.cli.options import command, target_options
-from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
+from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar
 
 
 def register(commands) -> None:
@@ -39,9 +39,7 @@ def cmd_attack(args) -> int:
         for run_id in sorted(set(targets) - set(attackable)):
             print(f"{run_id}: skipped (no watermarked texts yet, still generating, or a post-hoc detector)",
                   file=sys.stderr)
-        for run_id, reason in (skipped := pipeline.undetectable(store, attackable, args.tokenizer)).items():
-            print(f"{run_id}: skipped ({reason})", file=sys.stderr)
-        targets = [run_id for run_id in attackable if run_id not in skipped]
+        targets = detectable(store, attackable, args.tokenizer)
     params = dict(split_pair(pair) for pair in args.param)
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,

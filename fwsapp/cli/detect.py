@@ -2,12 +2,11 @@
 methods compared text by text."""
 from __future__ import annotations
 
-import sys
 
-from fwsapp.cli.options import command, output_file, recognizer, target_options
+from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.detection.length import windowed_rates
-from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
+from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar
 
 
 def register(commands) -> None:
@@ -77,10 +76,8 @@ def cmd_detect(args) -> int:
     from fwsapp.detection.redetect import set_scores
 
     store, targets = opened_targets(args)
-    if args.all:  # every run that can be detected again here; the others are named, not a reason to stop
-        for run_id, reason in (skipped := pipeline.undetectable(store, targets, args.tokenizer)).items():
-            print(f"{run_id}: skipped ({reason})", file=sys.stderr)
-        targets = [run_id for run_id in targets if run_id not in skipped]
+    if args.all:
+        targets = detectable(store, targets, args.tokenizer)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
     if not 0 < args.fpr < 1:
@@ -101,10 +98,7 @@ def cmd_detect(args) -> int:
         if args.window:
             print("  " + windowed_rates(store, entry.set_id, entry.method, args.window, args.fpr))
     if args.out:
-        from fwsapp.paths import write_output
-        from fwsapp.results.export import csv_bytes
-
-        write_output(args.out, csv_bytes(set_scores(store, sets[0].set_id)), args.force)
+        write_csv(args, set_scores(store, sets[0].set_id))
         print(args.out)
     return 0
 
@@ -184,10 +178,7 @@ def cmd_paired(args) -> int:
         print(unpaired_reason(store, args.method, args.against, args.target_tpr, args.fpr, args.tokens))
         return 1
     if args.out:
-        from fwsapp.paths import write_output
-        from fwsapp.results.export import csv_bytes
-
-        write_output(args.out, csv_bytes(table), args.force)
+        write_csv(args, table)
     print(f"{args.method} (candidate) against {args.against} (baseline), texts paired by prompt and seed; difference = "
           "candidate − baseline, 95% interval from a bootstrap over prompts, detectable = the difference a two-sided "
           "test finds with 80% power")

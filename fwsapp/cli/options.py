@@ -64,6 +64,14 @@ def checked_output(args) -> None:
         replaceable_output(Path(args.out), getattr(args, "force", False))
 
 
+def write_csv(args, frame) -> None:
+    """A table to the --out its command was given, as every CSV fwsapp writes (`export.csv_bytes`)."""
+    from fwsapp.paths import write_output
+    from fwsapp.results.export import csv_bytes
+
+    write_output(args.out, csv_bytes(frame), args.force)
+
+
 def db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")
 

@@ -85,6 +85,17 @@ def model_loader(args):
     return lru_cache(maxsize=None)(lambda name: load_model(name, device=args.device, dtype=args.dtype))
 
 
+def detectable(store, targets: list[str], tokenizer: str | None) -> list[str]:
+    """The runs of a command over every run that can be detected again here; the others named on stderr, not a
+    reason to stop (`pipeline.undetectable`)."""
+    from fwsapp.orchestration.pipeline import undetectable
+
+    skipped = undetectable(store, targets, tokenizer)
+    for run_id, reason in skipped.items():
+        print(f"{run_id}: skipped ({reason})", file=sys.stderr)
+    return [run_id for run_id in targets if run_id not in skipped]
+
+
 def opened_targets(args):
     """The database the command names, and the runs it targets there (each checked to exist)."""
     from fwsapp.store import Store
