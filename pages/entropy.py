@@ -6,7 +6,7 @@ from fwsapp.data.tasks import TASKS
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW, bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.entities.recognizers import RECOGNIZERS
+from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
@@ -37,7 +37,8 @@ def render() -> None:
         threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
                               "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
                               key="analyze-threshold")
-        recognizer = st.selectbox("Disease recognizer", RECOGNIZERS.available(),
+        recognizer = st.selectbox("Disease recognizer", [name for name in recognizers_of("disease")
+                                                        if name in RECOGNIZERS.available()],
                                   format_func=lambda name: f"{name}: {RECOGNIZERS[name].help}",
                                   key="analyze-recognizer", help="Each recognizer's analysis is stored apart; figures "
                                   "show the default one's where a run has it.")

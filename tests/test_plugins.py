@@ -17,7 +17,7 @@ from fwsapp.watermark import methods
 from fwsapp.robustness.attacks import ATTACKS
 from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.quality.registry import METRICS
-from fwsapp.entities.recognizers import RECOGNIZERS, load_recognizer
+from fwsapp.entities.recognizers import KINDS, RECOGNIZERS, load_recognizer
 from tests.conftest import PROJECT
 from tests.toy_plugins import TOY_ATTACK, TOY_BACKEND, TOY_METHOD, TOY_METRIC, TOY_RECOGNIZER
 from tests.openai_stub import StubServer
@@ -131,16 +131,22 @@ def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_an
 
 
 def check_recognizer(entry) -> None:
-    """What every recognizer does: its mentions are spans of the text, it records its declared label, and no
-    outcome ("Death") or drug-name modifier ("Tumor necrosis" factor) counts as a disease."""
+    """What every recognizer does: it finds its kind's example mention (`FactKind.example`), its mentions are spans of
+    the text, it records its declared label, and it normalises a mention as its kind declares. No outcome ("Death")
+    or drug-name modifier ("Tumor necrosis" factor) counts as a disease."""
     recognizer = load_recognizer(entry.name)
     assert recognizer.backend == entry.label()
-    texts = ["Gout and Asthma are common.", "Death followed. Tumor necrosis factor inhibitors help.", ""]
+    assert recognizer.kind == entry.kind
+    sentence, mention = KINDS[entry.kind].example
+    texts = [sentence, "Death followed. Tumor necrosis factor inhibitors help.", ""]
     found = recognizer.find_many(texts)
     assert len(found) == len(texts) and found[2] == []
+    assert mention in [entity.text for entity in found[0]], (entry.name, found[0])
     for text, entities in zip(texts, found):
         assert all(text[entity.start:entity.end] == entity.text for entity in entities)
-    assert not any(entity.text.lower() in {"death", "tumor necrosis", "tumor"} for entity in found[1])
+        assert all(recognizer.concept(entity.text) == KINDS[entry.kind].concept(entity.text) for entity in entities)
+    if entry.kind == "disease":
+        assert not any(entity.text.lower() in {"death", "tumor necrosis", "tumor"} for entity in found[1])
 
 
 @pytest.mark.parametrize("name", RECOGNIZERS.available())
@@ -206,7 +212,7 @@ def test_a_toy_judge_backend_is_one_entry_away_from_the_cli_doctor_the_page_and_
 def test_an_unknown_plug_in_names_the_registered_ones():
     with pytest.raises(ValueError, match="Unknown judge backend 'gpt': choose one of local, openai, compatible"):
         JUDGE_BACKENDS["gpt"]
-    assert json.dumps(RECOGNIZERS.names()) == '["trained", "mesh", "scispacy"]'
+    assert json.dumps(RECOGNIZERS.names()) == '["trained", "mesh", "scispacy", "chemical-tagger", "drug-lexicon", "doses"]'
 
 
 # -- quality metrics ---------------------------------------------------------------------------------------------------

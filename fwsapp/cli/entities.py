@@ -1,4 +1,5 @@
-"""`analyze`, `recognize`: entropies and disease entities of runs, and disease mentions of any texts."""
+"""`analyze`, `recognize`, `facts`: entropies and disease entities of runs; mentions, clinical facts and their
+changes in any texts."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +10,7 @@ from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 def register(commands) -> None:
     from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
+    from fwsapp.entities.recognizers import KINDS, default_recognizer, recognizers_of
 
     analyze = command(commands, cmd_analyze, "analyze", models=True,
         help="entropy and disease-entity analyses a run lacks")
@@ -20,12 +22,27 @@ def register(commands) -> None:
     recognizer(analyze)
 
     recognize = command(commands, cmd_recognize, "recognize", database=False,
-        help="disease mentions of each text of a JSONL file",
-        description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text], ...]} '
-                    "(character offsets), in input order.")
+        help="disease, drug or dose mentions of each text of a JSONL file",
+        description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text, value], '
+                    '...]} (character offsets; value: the concept the mention is normalised to), in input order.')
     recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
     output_file(recognize, "JSONL file to write (only once every line is done)", required=True)
-    recognizer(recognize)
+    recognize.add_argument("--kind", choices=list(KINDS), default="disease",
+                           help="the kind of mention: " + "; ".join(f"{k.name}: {k.help}" for k in KINDS.values()))
+    recognizer(recognize, "the recognizer (default: the kind's first available one)", kind=None, default="")
+
+    facts = command(commands, cmd_facts, "facts", database=False,
+        help="clinical facts of each text of a JSONL file, and what changed against another text",
+        description='Each input line {"text": T} or {"text": T, "against": A} gives one output line {"facts": [...], '
+                    '"changes": [{"kind", "start", "end", "was", "now"}, ...]}, in input order, spans as character '
+                    "offsets into T. A fact: kind, start, end, text, value (its concept) and assertion (affirmed, "
+                    "negated or uncertain). A change's kind: drug, disease, dose, negation or corruption.")
+    facts.add_argument("--in", dest="source", required=True,
+                       help='JSONL file, one {"text": ...} or {"text": ..., "against": ...} object a line')
+    output_file(facts, "JSONL file to write (only once every line is done)", required=True)
+    for kind in KINDS:
+        facts.add_argument(f"--{kind}-recognizer", choices=recognizers_of(kind), default=default_recognizer(kind),
+                           help=f"the recognizer of {kind} facts")
 
 
 def cmd_analyze(args) -> int:
@@ -45,12 +62,28 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_recognize(args) -> int:
-    from fwsapp.entities.recognizers import check_recognizer
+    from fwsapp.entities.recognizers import RECOGNIZERS, check_recognizer, default_recognizer, recognizers_of
     from fwsapp.entities.recognizers.base import recognize_jsonl
 
-    check_recognizer(args.recognizer)
+    name = args.recognizer or default_recognizer(args.kind)
+    if RECOGNIZERS[check_recognizer(name)].kind != args.kind:
+        raise ValueError(f"--recognizer {name} finds {RECOGNIZERS[name].kind} mentions, not {args.kind} ones: choose "
+                         f"one of {', '.join(recognizers_of(args.kind))}, or leave it out.")
     with progress_bar("recognize", "text") as progress:
-        count = recognize_jsonl(args.source, args.out, args.recognizer, progress, force=args.force,
+        count = recognize_jsonl(args.source, args.out, name, progress, force=args.force,
                                 warn=lambda line: print(f"warning: {line}", file=sys.stderr))
-    print(f"{args.out}: disease mentions of {count} texts ({args.recognizer})")
+    print(f"{args.out}: {args.kind} mentions of {count} texts ({name})")
+    return 0
+
+
+def cmd_facts(args) -> int:
+    from fwsapp.entities.changes import facts_jsonl
+    from fwsapp.entities.facts import FactFinder
+    from fwsapp.entities.recognizers import KINDS
+
+    finder = FactFinder({kind: getattr(args, f"{kind}_recognizer") for kind in KINDS})
+    with progress_bar("facts", "text") as progress:
+        count = facts_jsonl(args.source, args.out, finder, progress, force=args.force,
+                            warn=lambda line: print(f"warning: {line}", file=sys.stderr))
+    print(f"{args.out}: facts of {count} texts ({', '.join(f'{k}: {n}' for k, n in finder.names.items())})")
     return 0

@@ -26,11 +26,15 @@ class CommandParser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def recognizer(parser: argparse.ArgumentParser, what: str = "the disease recognizer") -> None:
-    from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
+def recognizer(parser: argparse.ArgumentParser, what: str = "the disease recognizer", kind: str | None = "disease",
+               default: str | None = None) -> None:
+    """--recognizer: one of the recognizers of `kind` (None: of any kind)."""
+    from fwsapp.entities.recognizers import RECOGNIZERS, default_recognizer
 
-    parser.add_argument("--recognizer", default=DEFAULT_RECOGNIZER, choices=RECOGNIZERS.names(),
-                        help=f"{what}: " + "; ".join(f"{entry.name}: {entry.help}" for entry in RECOGNIZERS))
+    entries = [entry for entry in RECOGNIZERS if kind is None or entry.kind == kind]
+    parser.add_argument("--recognizer", default=default or (kind and default_recognizer(kind)),
+                        choices=[entry.name for entry in entries],
+                        help=f"{what}: " + "; ".join(f"{entry.name}: {entry.help}" for entry in entries))
 
 
 def target_options(parser: argparse.ArgumentParser) -> None:

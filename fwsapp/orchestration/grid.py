@@ -212,7 +212,7 @@ def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> st
 def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.quality.registry import METRICS
-    from fwsapp.entities.recognizers import RECOGNIZERS
+    from fwsapp.entities.recognizers import recognizers_of
 
     steps = _table(name, raw, "steps")
     _known(name, "[steps]", steps, STEP_KEYS)
@@ -226,7 +226,7 @@ def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
         if not isinstance(analyze, dict):
             raise SpecError(f"{name}: [steps] analyze is true or a table of {', '.join(sorted(ANALYZE_KEYS))}.")
         _known(name, "[steps] analyze", analyze, ANALYZE_KEYS)
-        _choice(name, "[steps] analyze", analyze, "recognizer", RECOGNIZERS.names())
+        _choice(name, "[steps] analyze", analyze, "recognizer", recognizers_of("disease"))
         _text(name, "[steps] analyze", analyze, "entropy_model")
         _number(name, "[steps] analyze", analyze, "threshold", low=0, high=1)
     judge = steps.get("judge")

@@ -31,8 +31,6 @@ from fwsapp.models.teacher_forcing import teacher_force, token_entropy
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
 
-DRUG_PACKAGE = "drug_named_entity_recognition"
-
 
 @dataclass(frozen=True)
 class EntityTrie:
@@ -69,16 +67,10 @@ def lexicon_names(lexicon: str) -> list[str]:
 
 
 def drug_names() -> list[str]:
-    """Drug names and brand names of the drug-named-entity-recognition package (its data file, read as
-    the entity module reads MeSH's; the package's IDs are not used)."""
-    import bz2
-    import pickle
+    """Drug names and brand names of the drug-named-entity-recognition package (the package's IDs are not used)."""
+    from fwsapp.entities.recognizers.drugs import drug_dictionary
 
-    from fwsapp.models import package_folder
-
-    with bz2.open(package_folder(DRUG_PACKAGE) / "drug_ner_dictionary.pkl.bz2", "rb") as handle:
-        data = pickle.load(handle)  # the installed package's own data file, not user input
-    return [name for name in data["drug_variant_to_canonical"] if len(name) > 2 and ", " not in name]
+    return [name for name in drug_dictionary() if len(name) > 2 and ", " not in name]
 
 
 def build_trie(names: Sequence[str], encode_many: Callable[[list[str]], list[list[int]]], vocab_size: int) -> EntityTrie:

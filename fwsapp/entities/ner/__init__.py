@@ -1,5 +1,6 @@
-"""Disease-mention recognition trained here: gold corpora (pubtator), the tagger, its training and evaluation,
-and the abbreviation pass. This module says where the shipped model lives, without importing torch."""
+"""Mention recognition trained here, one tagger per kind (diseases, chemicals): gold corpora (pubtator), the tagger,
+its training and evaluation, and the abbreviation pass. This module says where each shipped model lives, without
+importing torch."""
 from __future__ import annotations
 
 import hashlib
@@ -8,9 +9,17 @@ from pathlib import Path
 
 from fwsapp.paths import PROJECT_DIR
 
-MODEL_DIR = PROJECT_DIR / "data" / "models" / "disease-tagger"
+MODELS_DIR = PROJECT_DIR / "data" / "models"
+MODEL_DIR = MODELS_DIR / "disease-tagger"
+# Each tagged kind and the lexicon recognizer whose matches are its tagger's lexicon feature.
+TAGGED_KINDS = {"disease": "mesh", "chemical": "drug-lexicon"}
 WEIGHTS_FILE = "weights.safetensors"
 METADATA_FILE = "metadata.json"
+
+
+def model_dir(kind: str = "disease") -> Path:
+    """Where the shipped tagger of `kind` lives."""
+    return MODELS_DIR / f"{kind}-tagger"
 
 
 @lru_cache(maxsize=4)

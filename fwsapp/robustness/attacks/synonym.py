@@ -2,7 +2,7 @@
 random are each replaced by one of their synonyms, drawn at random (never the word itself)."""
 from __future__ import annotations
 
-from fwsapp.robustness.attacks import wordnet
+from fwsapp.data import wordnet
 from fwsapp.robustness.attacks.base import Word, WordAttack
 
 

@@ -75,3 +75,9 @@ def synonyms(word: str) -> tuple[str, ...]:
     found = [lemma.replace("_", " ") for pos in POS for base in base_forms(key, pos)
              for lemmas in senses[(base, pos)] for lemma in lemmas]
     return tuple(dict.fromkeys(lemma for lemma in found if lemma != key))
+
+
+def is_word(word: str) -> bool:
+    """Whether WordNet knows `word` (lower-cased) in any part of speech, as itself or an inflection of a lemma."""
+    key = word.lower()
+    return any(base_forms(key, pos) for pos in POS)

@@ -1,0 +1,76 @@
+"""A fact's assertion: affirmed, negated ("no fever"), or uncertain or hypothetical ("may cause a rash", "if you
+have diabetes").
+
+NegEx (Chapman et al. 2001) as negspacy implements it, with negspacy's clinical trigger terms: a trigger negates the
+facts after it (or before it, for following triggers such as "was ruled out") up to the sentence's end or a
+terminating word ("but", "however"), so in "no fever but cough" only fever is negated. negspacy has no uncertainty;
+ConText (Harkema et al. 2009) extends NegEx to it with more trigger terms, and medspaCy implements ConText, but
+medspaCy 1.3.1 requires spaCy < 3.8 on Python 3.11 (fwsapp runs spaCy 3.8) with PyRuSH and QuickUMLS. So the
+uncertainty here is negspacy's same NegEx algorithm run a second time with ConText's uncertain and hypothetical
+triggers below, and negation wins where both apply.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+AFFIRMED, NEGATED, UNCERTAIN = "affirmed", "negated", "uncertain"
+ASSERTIONS = (AFFIRMED, NEGATED, UNCERTAIN)
+
+# ConText's uncertainty ("possible", "suspected") and hypothetical ("if", "should you develop", "risk of") triggers
+# that occur in patient-facing text, in negspacy's termset format.
+UNCERTAINTY_TERMSET = {
+    "pseudo_negations": ["no doubt", "without doubt", "not possible"],
+    "preceding_negations": [
+        "may", "might", "could", "can cause", "can lead to", "possible", "possibly", "probable", "probably",
+        "suspected", "suspect", "suspicion of", "question of", "questionable", "likely", "unlikely", "perhaps",
+        "if", "unless", "whether", "should you", "in case of", "risk of", "risk for", "at risk of", "rule out",
+        "to rule out", "concern for", "consistent with", "suggestive of", "would", "potential", "potentially",
+    ],
+    "following_negations": ["is possible", "are possible", "is suspected", "are suspected", "cannot be excluded",
+                            "cannot be ruled out", "is likely", "is unlikely", "may be present"],
+    "termination": ["but", "however", "although", "though", "yet", "except", "apart from", "aside from",
+                    "nevertheless", "still", "then", "which", "because"],
+}
+FACTS_KEY = "facts"
+# NegEx's clinical set calls "not cause" a pseudo-negation (a radiology idiom); in text about drugs, "does not cause
+# weight gain" negates the effect, which is the fact a watermark can flip.
+NOT_PSEUDO = frozenset({"not cause"})
+
+
+def negation_termset() -> dict[str, list[str]]:
+    from negspacy.termsets import termset
+
+    patterns = termset("en_clinical").get_patterns()
+    return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]}
+
+
+@lru_cache(maxsize=1)
+def _pipeline():
+    """A blank English pipeline with a sentence splitter and the two NegEx passes, built once per process."""
+    import spacy
+    from negspacy.negation import Negex  # noqa: F401  (registers the "negex" factory)
+
+    from fwsapp.entities.recognizers import MAX_CHARACTERS
+
+    nlp = spacy.blank("en")
+    nlp.max_length = MAX_CHARACTERS
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("negex", name="negation", config={
+        "neg_termset": negation_termset(), "extension_name": "negated", "span_keys": [FACTS_KEY]})
+    nlp.add_pipe("negex", name="uncertainty", config={
+        "neg_termset": UNCERTAINTY_TERMSET, "extension_name": "uncertain", "span_keys": [FACTS_KEY]})
+    return nlp
+
+
+def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[list[str]]:
+    """The assertion of each span (character offsets) of each text, in the order given."""
+    nlp = _pipeline()
+    found = []
+    for doc, text_spans in zip(nlp.pipe(texts, disable=["negation", "uncertainty"]), spans):
+        group = [doc.char_span(start, end, alignment_mode="expand") for start, end in text_spans]
+        doc.spans[FACTS_KEY] = [span for span in group if span is not None]
+        for _, component in nlp.pipeline[1:]:
+            doc = component(doc)
+        found.append([AFFIRMED if span is None else NEGATED if span._.negated else
+                      UNCERTAIN if span._.uncertain else AFFIRMED for span in group])
+    return found

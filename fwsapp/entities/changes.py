@@ -1,0 +1,231 @@
+"""What changed in the clinical facts between a text and the text it is held against: an attacked text and its clean
+text, a watermarked answer and its unwatermarked twin, an answer and its reference.
+
+A change has a kind, a span of the text, what it was and what it is now:
+- a fact's kind's change (`drug`, `disease`, `dose`): a fact replaced by another concept, added, or removed;
+- `negation`: a fact both texts state, whose assertion differs (was and now are the assertions);
+- `corruption`: a word that is close to a medical name by edit distance and is neither a word nor a name itself
+  ("metfromin"), where the other text does not have it.
+
+Two texts are compared by position where one is an edit of the other (their words align: an attack's output, a
+paraphrase that keeps most words), and by concept where they were written independently (two answers to one prompt):
+then a change is a fact of the text the other does not state, or states with the other assertion. Either way,
+rewording that changes no fact (a synonym of an ordinary word, punctuation, clauses in another order) is no change:
+facts are compared by concept, so "paracetamol" for "Tylenol" is no drug change.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from fwsapp.entities.facts import Fact
+
+# Similarity of two texts' content words (rapidfuzz's normalised Indel similarity, in order) from which one is taken for
+# an edit of the other and they are compared by position. Function words are left out: two short answers to one
+# question share half their words by grammar alone.
+ALIGNED_SIMILARITY = 0.5
+BY_POSITION, BY_CONCEPT = "position", "concept"
+WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
+CORRUPTION_MIN_LETTERS = 5
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # a fact kind's change name, "negation" or "corruption"
+    start: int  # character offsets into the text (start == end: where a removed fact would have been)
+    end: int
+    was: str
+    now: str
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def _words(text: str) -> list[tuple[int, int, str]]:
+    return [(match.start(), match.end(), match.group().lower()) for match in WORD.finditer(text)]
+
+
+def _word_range(words: list[tuple[int, int, str]], start: int, end: int) -> tuple[int, int]:
+    """The indices [first, last) of the words a character span overlaps."""
+    inside = [index for index, (word_start, word_end, _) in enumerate(words) if word_start < end and word_end > start]
+    return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def comparison(words: list, against_words: list) -> str:
+    """BY_POSITION where one text reads as an edit of the other (their content words mostly align), else BY_CONCEPT."""
+    from rapidfuzz.distance import Indel
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    def content(found):
+        return [word for *_, word in found if word.isalnum() and word not in STOP_WORDS]
+
+    similar = Indel.normalized_similarity(content(words), content(against_words)) >= ALIGNED_SIMILARITY
+    return BY_POSITION if similar else BY_CONCEPT
+
+
+def changes(text: str, facts: list[Fact], against: str, against_facts: list[Fact], by: str | None = None) -> list[Change]:
+    """The clinical changes of `text` against `against`, ordered by position in `text`: compared `by` position (one
+    text is an edit of the other) or by concept (written independently); left out, `comparison` decides."""
+    from fwsapp.entities.recognizers import KINDS
+
+    words, against_words = _words(text), _words(against)
+    if (by or comparison(words, against_words)) == BY_POSITION:
+        found = _by_position(text, facts, against_facts, words, against_words)
+    else:
+        found = _by_concept(facts, against_facts)
+    corrupted = corruptions(text, words, {word for *_, word in against_words})
+    # A corrupted word the recognizer took for another (or no) concept is one change, the corruption.
+    found = [change for change in found if change.kind == "negation" or not any(
+        change.start < other.end and other.start < change.end for other in corrupted)]
+    order = {kind.change: index for index, kind in enumerate(KINDS.values())}
+    return sorted(found + corrupted, key=lambda change: (change.start, change.end, order.get(change.kind, 99)))
+
+
+def _change(fact: Fact, start: int, end: int, was: str, now: str) -> Change:
+    from fwsapp.entities.recognizers import KINDS
+
+    return Change(KINDS[fact.kind].change, start, end, was, now)
+
+
+def _compared(fact: Fact, other: Fact) -> list[Change]:
+    """The change between a fact and the fact it stands where the other text had: another concept, or the same one
+    asserted otherwise."""
+    if fact.value != other.value:
+        return [_change(fact, fact.start, fact.end, other.text, fact.text)]
+    if fact.assertion != other.assertion:
+        return [Change("negation", fact.start, fact.end, other.assertion, fact.assertion)]
+    return []
+
+
+def _by_position(text: str, facts: list[Fact], against_facts: list[Fact], words: list, against_words: list) -> list[Change]:
+    from rapidfuzz.distance import Levenshtein
+
+    operations = Levenshtein.opcodes([w for *_, w in against_words], [w for *_, w in words])
+
+    def projected(first: int, last: int) -> tuple[int, int]:
+        """The words of `text` that stand where the other text's words [first, last) stood."""
+        targets = []
+        for operation in operations:
+            low, high = max(first, operation.src_start), min(last, operation.src_end)
+            if operation.tag == "equal" and low < high:
+                shift = operation.dest_start - operation.src_start
+                targets.append((low + shift, high + shift))
+            elif operation.tag in ("replace", "delete", "insert") and (
+                    low < high or (operation.src_start == operation.src_end == first)):
+                targets.append((operation.dest_start, operation.dest_end))
+        return (min(t[0] for t in targets), max(t[1] for t in targets)) if targets else (0, 0)
+
+    ranges = [_word_range(words, fact.start, fact.end) for fact in facts]
+    paired: dict[int, int] = {}
+    removed = []
+    for other_index, other in enumerate(against_facts):
+        low, high = projected(*_word_range(against_words, other.start, other.end))
+        match = next((index for index, fact in enumerate(facts) if index not in paired.values()
+                      and fact.kind == other.kind and ranges[index][0] < high and low < ranges[index][1]), None)
+        if match is None:
+            removed.append((other, low, high))
+        else:
+            paired[other_index] = match
+    found = [change for other_index, index in paired.items()
+             for change in _compared(facts[index], against_facts[other_index])]
+    added = [index for index in range(len(facts)) if index not in paired.values()]
+    # Facts that moved (clauses in another order) are paired by concept before they count as added or removed.
+    for index in list(added):
+        fact = facts[index]
+        moved = next((entry for entry in removed if entry[0].kind == fact.kind and entry[0].value == fact.value), None)
+        if moved is not None:
+            removed.remove(moved)
+            added.remove(index)
+            found += _compared(fact, moved[0])
+    found += [_change(facts[index], facts[index].start, facts[index].end, "", facts[index].text) for index in added]
+    for other, low, high in removed:
+        start = words[low][0] if low < len(words) else len(text)
+        end = words[high - 1][1] if high > low else start
+        found.append(_change(other, start, end, other.text, ""))
+    return found
+
+
+def _by_concept(facts: list[Fact], against_facts: list[Fact]) -> list[Change]:
+    found = []
+    for fact in facts:
+        same = [other for other in against_facts if other.kind == fact.kind and other.value == fact.value]
+        if not same:
+            found.append(_change(fact, fact.start, fact.end, "", fact.text))
+        elif all(other.assertion != fact.assertion for other in same):
+            found.append(Change("negation", fact.start, fact.end, same[0].assertion, fact.assertion))
+    return found
+
+
+@lru_cache(maxsize=1)
+def medical_vocabulary() -> tuple[str, ...]:
+    """The single words of the drug and disease lexicons' names, of CORRUPTION_MIN_LETTERS letters or more."""
+    from fwsapp.entities.recognizers.base import mesh_disease_names
+    from fwsapp.entities.recognizers.drugs import drug_variants
+
+    names = [*drug_variants(), *mesh_disease_names()]
+    return tuple(sorted({word for name in names for word in name.lower().split()
+                         if word.isalpha() and len(word) >= CORRUPTION_MIN_LETTERS}))
+
+
+def _tolerated_edits(word: str) -> int:
+    """Edits (optimal string alignment: a swap of two letters is one) a corruption may be from its name."""
+    return 1 if len(word) < 8 else 2
+
+
+def corruptions(text: str, words: list[tuple[int, int, str]] | None = None,
+                against_words: set[str] | frozenset[str] = frozenset()) -> list[Change]:
+    """Words of `text` that are a medical name misspelt or mangled: within a few edits of a lexicon word, and neither a
+    lexicon word nor an English word (WordNet, with inflections) themselves, nor in `against_words` (a word both
+    texts have is no change between them). `was` is the nearest lexicon word."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    from fwsapp.data.wordnet import is_word
+
+    vocabulary = medical_vocabulary()
+    known = frozenset(vocabulary)
+    found = []
+    for start, end, word in words if words is not None else _words(text):
+        if (len(word) < CORRUPTION_MIN_LETTERS or not word.isalpha() or word in known or word in against_words
+                or is_word(word)):
+            continue
+        nearest = process.extractOne(word, vocabulary, scorer=OSA.distance, score_cutoff=_tolerated_edits(word))
+        if nearest is not None:
+            found.append(Change("corruption", start, end, nearest[0], text[start:end]))
+    return found
+
+
+def facts_jsonl(source, target, finder=None, progress=None, force: bool = False, warn=None) -> int:
+    """`python -m fwsapp facts`: one `{"facts": [...], "changes": [...]}` line per input line `{"text": T}` or
+    `{"text": T, "against": A}`, in input order, spans as character offsets into T (no changes without `against`
+    but T's corrupted terms). The whole input and the output path are checked before any work, and nothing is
+    written partially."""
+    from fwsapp.entities.facts import FactFinder
+    from fwsapp.entities.recognizers.base import checked_paths, chunks, read_records_jsonl, write_jsonl
+
+    source, target = checked_paths(source, target, force)
+    records = read_records_jsonl(source, ("text",), ("against",), warn)
+    finder = finder or FactFinder()
+    if progress:
+        progress(0, len(records))
+
+    def lines():
+        texts = [record["text"] for record in records]
+        for start, end in chunks(texts):
+            chunk = records[start:end]
+            againsts = [(index, record["against"]) for index, record in enumerate(chunk) if "against" in record]
+            found = finder.find_many([record["text"] for record in chunk] + [against for _, against in againsts])
+            against_facts = dict(zip((index for index, _ in againsts), found[len(chunk):]))
+            for index, record in enumerate(chunk):
+                text, facts = record["text"], found[index]
+                if index in against_facts:
+                    changed = changes(text, facts, record["against"], against_facts[index])
+                else:
+                    changed = corruptions(text)
+                yield {"facts": [fact.as_json() for fact in facts], "changes": [change.as_json() for change in changed]}
+            if progress:
+                progress(end, len(records))
+
+    write_jsonl(target, lines(), force)
+    return len(records)

