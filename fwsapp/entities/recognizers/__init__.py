@@ -48,7 +48,8 @@ KINDS = {kind.name: kind for kind in (
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen")),
     FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily); equal amounts "
-             "in other units are one value", "dose", "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg")),
+             "in other units are one value", "dose", "fwsapp.entities.recognizers.doses:dose_value",
+             ("Take 500 mg twice daily.", "500 mg")),
 )}
 
 
