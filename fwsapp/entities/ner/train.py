@@ -4,9 +4,9 @@
 
 It fine-tunes all-MiniLM-L6-v2 (word-piece embeddings frozen) on the splits named by `--splits` of the corpora that
 annotate the kind (diseases: BC5CDR and NCBI Disease; chemicals: BC5CDR), and writes the fine-tuned weights (fp16)
-with a metadata file that records the settings and the development scores. The shipped model is trained on the training and development splits (`--splits train dev`,
-the default), as the issue asks; `--splits train` keeps the development splits held out and prints their F1 after
-each epoch, which is how the settings were chosen and how the held-out figures in docs/benchmarks.md were measured.
+with a metadata file that records the settings and the development scores. `--splits train dev` (the default)
+trains on the training and development splits; `--splits train` keeps the development splits held out and prints
+their F1 after each epoch, which is how the settings were chosen and how the held-out figures in docs/benchmarks.md were measured.
 The test splits are not in the project.
 """
 from __future__ import annotations
