@@ -19,19 +19,30 @@ from fwsapp.robustness.attack_sets import attack_run, summaries, words_changed
 CLEAN = ("Patients with type 2 diabetes and high blood pressure should not skip their medication. It is the kidney "
          "disease that worries doctors most, and asthma does not help. They are told to walk daily and eat less salt, "
          "which lowers the risk of a heart attack in older adults with obesity.")
+# The clean text of an attack that reads drug or dose mentions: CLEAN names none.
+WITH_DRUGS = CLEAN + " Some take 500 mg of metformin twice daily, or 0.5 g of aspirin."
 UNWATERMARKED = ("Diabetes is a long-term condition in which the body cannot use sugar well. People with it are "
                  "asked to exercise, to watch their diet and to take their medicine every day as prescribed.")
 
 
-def mentions_in(text: str) -> tuple[Span, ...]:
+def mentions_in(text: str, name: str | None = None) -> tuple[Span, ...]:
+    """The mentions attack `name` reads (by its default recognizer: disease, drug or dose), else disease mentions."""
     from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, load_recognizer
 
-    return tuple(Span(entity.start, entity.end) for entity in load_recognizer(MODEL_FREE_RECOGNIZER).find_many([text])[0])
+    entry = ATTACKS[name] if name else None
+    recognizer = entry.recognizer(entry.defaults) if entry and entry.uses_mentions else MODEL_FREE_RECOGNIZER
+    return tuple(Span(entity.start, entity.end) for entity in load_recognizer(recognizer).find_many([text])[0])
 
 
-def sample(index: int = 0, keep: bool = False) -> AttackInput:
-    mentions = mentions_in(CLEAN)
-    return AttackInput(index, CLEAN, UNWATERMARKED, "Less salt and more exercise.", mentions if keep else (), mentions,
+def clean_text(name: str | None = None) -> str:
+    """The clean text attack `name` is tried on: one with drugs and doses for an attack that edits them."""
+    return WITH_DRUGS if name and ATTACKS[name].uses_mentions and ATTACKS[name].mentions != "disease" else CLEAN
+
+
+def sample(index: int = 0, keep: bool = False, name: str | None = None) -> AttackInput:
+    text = clean_text(name)
+    mentions = mentions_in(text, name)
+    return AttackInput(index, text, UNWATERMARKED, "Less salt and more exercise.", mentions if keep else (), mentions,
                        prompt="Question: how should high blood pressure be treated? Answer:")
 
 
@@ -92,12 +103,12 @@ def test_each_attack_is_seeded_repeatable_and_a_sample_is_the_same_in_any_batch(
 def check_seeded(name: str, lm=None) -> None:
     """What every attack does: one seed gives one text per sample, in any batch; an attack that draws at random draws
     other edits under another seed. An LLM attack rewrites with `lm` (the local backend)."""
-    first = attacker(name, 3, lm).attack_many([sample(0), sample(1)])
-    again = attacker(name, 3, lm).attack_many([sample(1)])
+    first = attacker(name, 3, lm).attack_many([sample(0, name=name), sample(1, name=name)])
+    again = attacker(name, 3, lm).attack_many([sample(1, name=name)])
     assert first[1] == again[0]
-    assert all(result.text.strip() and result.text != CLEAN for result in first)
+    assert all(result.text.strip() and result.text != clean_text(name) for result in first)
     if ATTACKS[name].strength:  # random draws: another seed draws other edits
-        others = [attacker(name, seed=seed, lm=lm).attack(sample(0), np.random.default_rng([seed, 0])).text
+        others = [attacker(name, seed=seed, lm=lm).attack(sample(0, name=name), np.random.default_rng([seed, 0])).text
                   for seed in range(4, 8)]
         assert any(text != first[0].text for text in others)
 
@@ -105,8 +116,8 @@ def check_seeded(name: str, lm=None) -> None:
 @pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if entry.strength and not entry.forges])
 def test_each_attack_at_zero_strength_leaves_the_text_as_it_is(name):
     entry = ATTACKS[name]
-    unchanged = UNWATERMARKED if entry.hosts_the_watermark else CLEAN  # copy-paste pastes nothing into its host
-    assert attacker(name, **{entry.strength: 0}).attack_many([sample()])[0].text == " ".join(unchanged.split())
+    unchanged = UNWATERMARKED if entry.hosts_the_watermark else clean_text(name)  # copy-paste pastes nothing into its host
+    assert attacker(name, **{entry.strength: 0}).attack_many([sample(name=name)])[0].text == " ".join(unchanged.split())
 
 
 @pytest.mark.parametrize("name", [entry.name for entry in ATTACKS if entry.keeps_entities])

@@ -168,6 +168,49 @@ def medical_vocabulary() -> tuple[str, ...]:
                          if word.isalpha() and len(word) >= CORRUPTION_MIN_LETTERS}))
 
 
+# Word-forming prefixes and suffixes: a known word with one of them ("intraoperatively", "microbiome") is a word too,
+# though no dictionary here lists it.
+PREFIXES = ("micro", "macro", "intra", "extra", "inter", "hyper", "hypo", "anti", "non", "pre", "post", "re", "peri",
+            "sub", "trans", "poly", "multi", "pseudo", "neo", "auto", "co", "de", "dis", "over", "under", "un")
+SUFFIXES = ("ly", "ally", "s", "es", "ing", "ed", "al", "ic")
+# British spellings that US dictionaries write otherwise (haemorrhage, oedema, anaesthesia, dimerisation).
+BRITISH_TO_US = (("ae", "e"), ("oe", "e"), ("isation", "ization"), ("ise", "ize"), ("our", "or"), ("tre", "ter"))
+
+
+@lru_cache(maxsize=1)
+def _plain_words() -> frozenset[str]:
+    """Words no dictionary here has but no misspelling either: English function words (spaCy's stop words, which
+    WordNet leaves out) and the encoder's whole-word vocabulary."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    from fwsapp.models import encoder_folder
+
+    vocabulary = (encoder_folder() / "vocab.txt").read_text(encoding="utf-8").split()
+    return frozenset(STOP_WORDS) | {word for word in vocabulary if word.isalpha()}
+
+
+@lru_cache(maxsize=65536)
+def is_known(word: str) -> bool:
+    """Whether a lower-case word is a word or a medical name, as written or through its British spelling, a plural
+    or a word-forming prefix or suffix."""
+    from fwsapp.data.wordnet import is_word
+
+    def known(form: str) -> bool:
+        return form in _plain_words() or form in medical_vocabulary_set() or is_word(form)
+
+    forms = {word} | {word.replace(british, us) for british, us in BRITISH_TO_US if british in word}
+    forms |= {form[len(prefix):] for form in set(forms) for prefix in PREFIXES
+              if form.startswith(prefix) and len(form) - len(prefix) >= 4}
+    forms |= {form[:-len(suffix)] for form in set(forms) for suffix in SUFFIXES
+              if form.endswith(suffix) and len(form) - len(suffix) >= 4}
+    return any(known(form) for form in forms)
+
+
+@lru_cache(maxsize=1)
+def medical_vocabulary_set() -> frozenset[str]:
+    return frozenset(medical_vocabulary())
+
+
 def _tolerated_edits(word: str) -> int:
     """Edits (optimal string alignment: a swap of two letters is one) a corruption may be from its name."""
     return 1 if len(word) < 8 else 2
@@ -175,20 +218,17 @@ def _tolerated_edits(word: str) -> int:
 
 def corruptions(text: str, words: list[tuple[int, int, str]] | None = None,
                 against_words: set[str] | frozenset[str] = frozenset()) -> list[Change]:
-    """Words of `text` that are a medical name misspelt or mangled: within a few edits of a lexicon word, and neither a
-    lexicon word nor an English word (WordNet, with inflections) themselves, nor in `against_words` (a word both
-    texts have is no change between them). `was` is the nearest lexicon word."""
+    """Words of `text` that are a medical name misspelt or mangled: within a few edits of a lexicon word, and not known
+    themselves (`is_known`: a lexicon word, an English word of WordNet or of the encoder's vocabulary, a function
+    word), nor in `against_words` (a word both texts have is no change between them). `was` is the nearest lexicon
+    word."""
     from rapidfuzz import process
     from rapidfuzz.distance import OSA
 
-    from fwsapp.data.wordnet import is_word
-
     vocabulary = medical_vocabulary()
-    known = frozenset(vocabulary)
     found = []
     for start, end, word in words if words is not None else _words(text):
-        if (len(word) < CORRUPTION_MIN_LETTERS or not word.isalpha() or word in known or word in against_words
-                or is_word(word)):
+        if len(word) < CORRUPTION_MIN_LETTERS or not word.isalpha() or word in against_words or is_known(word):
             continue
         nearest = process.extractOne(word, vocabulary, scorer=OSA.distance, score_cutoff=_tolerated_edits(word))
         if nearest is not None:
@@ -229,3 +269,8 @@ def facts_jsonl(source, target, finder=None, progress=None, force: bool = False,
 
     write_jsonl(target, lines(), force)
     return len(records)
+
+
+def word_count(text: str) -> int:
+    """Words of a text, as the per-1,000-words measures count them (punctuation is no word)."""
+    return sum(1 for _, _, word in _words(text) if word[0].isalnum() or word[0] == "_")

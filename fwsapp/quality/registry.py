@@ -18,6 +18,7 @@ from fwsapp.models import ENCODER_PACKAGE
 from fwsapp.plugins import PlugIn, Registry, missing_package
 
 GENERATED_KINDS = ("watermarked", "unwatermarked")
+SECONDS_FACTS = 0.3  # placeholder, replaced by the measurement below
 # The FWS aspects a metric may stand for (fwsapp.results.fws.ASPECTS; declared here so the registry stays below it).
 ASPECTS = ("coherence", "relevance", "factual_accuracy")
 
@@ -101,6 +102,18 @@ METRICS = Registry("metric", [
                                  default_for=("factual_accuracy",)),),
                  needs=("encoder", "recognizer"),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.096),
+    MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: drugs and doses it does not "
+                 "state, facts whose assertion it contradicts, corrupted medical terms (the facts' recognizers)",
+                 "fwsapp.quality.clinical_facts:ClinicalFacts", label="Clinical facts", needs=("recognizer",),
+                 columns=(Column("unsupported_drugs", "Unsupported drugs / text", lower_is_better=True,
+                                 aspects=("factual_accuracy",)),
+                          Column("unsupported_doses", "Unsupported doses / text", lower_is_better=True,
+                                 aspects=("factual_accuracy",)),
+                          Column("negation_flips", "Negation flips / text", lower_is_better=True,
+                                 aspects=("factual_accuracy",)),
+                          Column("corrupted_terms", "Corrupted terms / 1,000 words", lower_is_better=True,
+                                 aspects=("coherence", "factual_accuracy"))),
+                 unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=SECONDS_FACTS),
     MetricPlugIn("bertscore", "BERTScore F1 against the reference with the local MiniLM encoder",
                  "fwsapp.quality.bertscore:BERTScore", label="BERTScore F1", by_default=False, needs=("encoder",),
                  columns=(Column("bertscore", "BERTScore F1", aspects=ASPECTS),),

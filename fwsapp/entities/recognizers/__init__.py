@@ -85,7 +85,7 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "trained", "the project's trained disease tagger (MiniLM on BC5CDR and NCBI Disease) with an abbreviation pass",
         "fwsapp.entities.recognizers.trained:DiseaseTaggerRecognizer", unavailable=_tagger_unavailable("disease"),
-        label=trained_label),
+        label=trained_label, needs=("model",)),
     RecognizerPlugIn(
         "mesh", "MeSH disease names, longest match (no model)", "fwsapp.entities.recognizers.mesh:MeshRecognizer",
         unavailable=missing_package(MESH_PACKAGE),
@@ -94,11 +94,12 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
-        label=lambda: f"scispaCy {SCISPACY_MODEL}"),
+        label=lambda: f"scispaCy {SCISPACY_MODEL}", needs=("model",)),
     RecognizerPlugIn(
         "chemical-tagger", "the project's trained drug and chemical tagger (MiniLM on BC5CDR's chemicals) with an "
         "abbreviation pass", "fwsapp.entities.recognizers.trained:ChemicalTaggerRecognizer",
-        unavailable=_tagger_unavailable("chemical"), label=lambda: trained_label(kind="chemical"), kind="chemical"),
+        unavailable=_tagger_unavailable("chemical"), label=lambda: trained_label(kind="chemical"), kind="chemical",
+        needs=("model",)),
     RecognizerPlugIn(
         "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
@@ -109,7 +110,7 @@ RECOGNIZERS = Registry("recognizer", [
         label=lambda: "dose grammar v1", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
-# Loads no model: the attacks' default, cheap enough to run on every attacked text.
+# Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.
 MODEL_FREE_RECOGNIZER = "mesh"
 
 
@@ -118,12 +119,12 @@ def recognizers_of(kind: str) -> list[str]:
     return [entry.name for entry in RECOGNIZERS if entry.kind == kind]
 
 
-def default_recognizer(kind: str) -> str:
+def default_recognizer(kind: str, model_free: bool = False) -> str:
     """The recognizer a kind's facts are found with unless one is named: its first available one (for diseases the
-    registry's default, where it can run)."""
-    names = recognizers_of(kind)
-    available = [name for name in names if name in RECOGNIZERS.available()]
-    return (available or names)[0]
+    registry's default, where it can run); with `model_free`, its first that loads no model."""
+    names = [name for name in recognizers_of(kind) if not (model_free and RECOGNIZERS[name].needs)]
+    # Checked one at a time, in order: an availability check may import its package (scispaCy's imports spaCy).
+    return next((name for name in names if not RECOGNIZERS[name].unavailable()), names[0])
 
 
 class RecognizerError(ValueError):

@@ -17,7 +17,7 @@ from importlib import import_module
 
 from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
-from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, recognizers_of
+from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, default_recognizer, recognizers_of
 
 # What an attack edits: words, characters, pasted spans, disease mentions, the whole text (an LLM's rewrite), or nothing
 # of a watermarked text: it writes new answers that pass for watermarked (a forgery).
@@ -31,8 +31,13 @@ PROTECTS = {
 }
 # Stored texts an attack may read besides the watermarked one (copy-paste's host).
 HOST_TEXTS = ("unwatermarked", "reference")
-RECOGNIZER = (MODEL_FREE_RECOGNIZER, Param("the disease recognizer that finds the mentions the attack keeps or swaps "
-                                           "(and entity survival)", choices=tuple(recognizers_of("disease"))))
+
+
+def recognizer_param(kind: str) -> tuple[str, Param]:
+    """The recognizer parameter of an attack that reads `kind` mentions: the kind's model-free recognizer by default."""
+    default = MODEL_FREE_RECOGNIZER if kind == "disease" else default_recognizer(kind, model_free=True)
+    return default, Param(f"the {kind} recognizer that finds the mentions the attack keeps or swaps (and their "
+                          "survival)", choices=tuple(recognizers_of(kind)))
 
 
 def keep_entities(protects: str) -> tuple[bool, Param]:
@@ -66,11 +71,13 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     # The parameter that says how many of the run's watermarked answers it learns from: an attack that observes writes
     # answers of its own to the run's other prompts (edits="answers"), and their detection rate is its forgery success.
     observes: str | None = None
+    # The kind of fact (recognizers.KINDS) whose mentions it keeps or edits.
+    mentions: str = "disease"
 
     def __post_init__(self):
         # keep_entities and the recognizer follow from the declaration, so no entry can forget or misname them.
         implied = {**({"keep_entities": keep_entities(self.protects)} if self.protects in PROTECTS else {}),
-                   **({"recognizer": RECOGNIZER} if self.uses_mentions else {})}
+                   **({"recognizer": recognizer_param(self.mentions)} if self.uses_mentions else {})}
         object.__setattr__(self, "params", {**self.params, **implied})
         problems = []
         if self.edits not in EDITS:
@@ -124,7 +131,8 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     def recognizer(self, params: dict) -> str:
         """The recognizer that finds the mentions it keeps or swaps, which also counts their survival; the model-free
         default for an attack that reads none."""
-        return params.get("recognizer", MODEL_FREE_RECOGNIZER)
+        return params.get("recognizer", self.params["recognizer"][0] if "recognizer" in self.params
+                          else MODEL_FREE_RECOGNIZER)
 
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params` (strings from the command line typed as the defaults are), checked; an
@@ -259,6 +267,17 @@ ATTACKS = Registry("attack", [
         "fwsapp.robustness.attacks.entity_swap:EntitySwap",
         params={"k": (2, Param("disease mentions replaced (fewer where the text has fewer)", low=0))},
         edits="mentions", strength="k", presets=(1, 2, 4)),
+    AttackPlugIn(
+        "drug-swap", "replace k recognised drug mentions by other drugs' generic names: an injected factual error",
+        "fwsapp.robustness.attacks.drug_swap:DrugSwap",
+        params={"k": (2, Param("drug mentions replaced (fewer where the text has fewer)", low=0))},
+        edits="mentions", strength="k", presets=(1, 2, 4), mentions="chemical"),
+    AttackPlugIn(
+        "dose-change", "multiply or divide k recognised doses by a factor (a tenfold error by default): an injected "
+                       "factual error", "fwsapp.robustness.attacks.dose_change:DoseChange",
+        params={"k": (1, Param("doses changed (fewer where the text has fewer)", low=0)),
+                "factor": (10.0, Param("how many times larger or smaller each changed dose is", low=1.0, high=1000.0))},
+        edits="mentions", strength="k", presets=(1, 2), mentions="dose"),
     AttackPlugIn(
         "paraphrase", "the text rewritten by a language model with MarkLLM's prompt at temperature 0.2, through a "
                       "judge backend (local model, OpenAI, or an OpenAI-compatible server)",

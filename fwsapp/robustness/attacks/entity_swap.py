@@ -1,7 +1,8 @@
 """Entity swap: k of the disease mentions the recognizer found, drawn at random, each replaced by a MeSH disease name
 of another concept (another MeSH heading, so never a synonym), drawn at random.
 The injected factual error: does the watermark still vouch for a text whose facts changed?
-The attacked text records where the inserted names are."""
+The attacked text records where the inserted names are. `MentionSwap` is the swap of any kind's mentions, from a pool
+of names and the kind's concept; the drug swap is another."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -16,19 +17,28 @@ def disease_names() -> tuple[str, ...]:
     return tuple(mesh_disease_names())
 
 
-class EntitySwap(Attack):
-    def attack(self, item, rng) -> Attacked:
-        from fwsapp.entities.recognizers.base import mesh_heading, normalize
+class MentionSwap(Attack):
+    """k of the mentions, each replaced by a name of another concept drawn from `names()`."""
 
-        names = disease_names()
+    kind = "disease"
+
+    @staticmethod
+    def names() -> tuple[str, ...]:
+        return disease_names()
+
+    def attack(self, item, rng) -> Attacked:
+        from fwsapp.entities.recognizers import KINDS
+
+        names = self.names()
+        concept = KINDS[self.kind].concept
         count = min(self.params["k"], len(item.mentions))
         chosen = sorted(rng.choice(len(item.mentions), size=count, replace=False).tolist()) if count else []
         pieces, spans, position, length = [], [], 0, 0
         for index in chosen:
             mention = item.mentions[index]
-            concept = mesh_heading(normalize(item.text[mention.start:mention.end]))
+            was = concept(item.text[mention.start:mention.end])
             name = names[int(rng.integers(len(names)))]
-            while mesh_heading(normalize(name)) == concept:
+            while concept(name) == was:
                 name = names[int(rng.integers(len(names)))]
             if item.text[mention.start].isupper():  # a sentence's first word stays capitalised
                 name = name[0].upper() + name[1:]
@@ -41,3 +51,7 @@ class EntitySwap(Attack):
         pieces.append(item.text[position:])
         note = "" if count == self.params["k"] else f"{count} of {self.params['k']} mentions found"
         return Attacked("".join(pieces), tuple(spans), note)
+
+
+class EntitySwap(MentionSwap):
+    """Disease mentions swapped for other MeSH diseases."""

@@ -1,0 +1,39 @@
+"""Dose change: k of the doses the recognizer found, drawn at random, each with its amount multiplied or divided by
+`factor` (a tenfold error by default, the commonest serious dosing error), the unit kept. An injected factual error:
+does the watermark still vouch for a text whose dose was changed?"""
+from __future__ import annotations
+
+import re
+
+from fwsapp.robustness.attacks.base import Attack, Attacked, Span
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def scaled(number: str, factor: float) -> str:
+    value = float(number) * factor
+    return f"{value:.6g}" if value != int(value) else str(int(value))
+
+
+class DoseChange(Attack):
+    def attack(self, item, rng) -> Attacked:
+        factor = float(self.params["factor"])
+        # Amounts only: a frequency in words ("twice daily") has no number to change.
+        amounts = [mention for mention in item.mentions if NUMBER.search(item.text, mention.start, mention.end)]
+        count = min(self.params["k"], len(amounts))
+        chosen = sorted(rng.choice(len(amounts), size=count, replace=False).tolist()) if count else []
+        pieces, spans, position, length = [], [], 0, 0
+        for index in chosen:
+            mention = amounts[index]
+            by = factor if rng.random() < 0.5 else 1 / factor  # up or down, with equal chance
+            dose = item.text[mention.start:mention.end]
+            changed = NUMBER.sub(lambda match: scaled(match.group(), by), dose)
+            before = item.text[position:mention.start]
+            pieces += [before, changed]
+            length += len(before)
+            spans.append(Span(length, length + len(changed)))
+            length += len(changed)
+            position = mention.end
+        pieces.append(item.text[position:])
+        note = "" if count == self.params["k"] else f"{count} of {self.params['k']} doses found"
+        return Attacked("".join(pieces), tuple(spans), note)
