@@ -1,5 +1,6 @@
-"""Entities: disease names a watermark introduced, and which of them the reference does not support, side by
-side with the reference; clinicians record what each one really is."""
+"""Clinical facts and disease entities: the diseases, drugs and doses of a sample's answers and reference side by side,
+what changed between them, and the disease names a watermark introduced that the reference does not support;
+clinicians record what each one really is."""
 import pandas as pd
 import streamlit as st
 
@@ -20,6 +21,7 @@ from fwsapp.entities.introduced import (
     undo_verdict,
     verdict_agreement,
 )
+from fwsapp.entities.recognizers import KINDS
 from fwsapp.entities.recognizers.base import BRANCHES, NON_DISEASE_HEADS, OUTCOMES, STOPLIST
 from fwsapp.sample_size import not_enough
 from fwsapp.ui.router import through_router
@@ -27,9 +29,134 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
+CORRUPTION_TAB = "corrupted terms"
+
+
 def render() -> None:
-    """The page, drawn top to bottom."""
-    st.title("Disease entities")
+    """The page: the clinical facts of one sample (every kind), and the disease entities of the paper's Table 7.
+    The facts tab is drawn first: the entities tab stops the script where there is no entity analysis yet."""
+    st.title("Clinical facts and disease entities")
+    facts_tab, entities_tab = st.tabs(["Clinical facts", "Disease entities (Table 7)"])
+    with facts_tab, widgets.section("The clinical facts"):
+        clinical_facts()
+    with entities_tab:
+        disease_entities()
+
+
+def clinical_facts() -> None:
+    """A sample's three texts side by side, a tab per kind of fact, changed facts outlined; verdicts per fact."""
+    st.caption("Facts: diseases, drugs and doses, each normalised to its concept (a MeSH heading, a generic name, a dose "
+               "in one unit) with its assertion (¬ negated, ? uncertain). A fact is outlined where it changed: one "
+               "answer states it and the other text does not, or states it with the other assertion. The answers were "
+               "written independently, so they are compared by concept, not by position.")
+    picked = facts_sample_picker()
+    if picked is None:
+        return
+    run_id, sample_idx = picked
+    found = queries.sample_facts(resources.revision(), run_id, sample_idx)
+    st.markdown(markup.fact_legend(), unsafe_allow_html=True)
+    rater = st.text_input("Your name (verdicts are filed under it)", key="fact-rater")
+    names = {kind: f"{kind}s" for kind in KINDS} | {CORRUPTION_TAB: CORRUPTION_TAB}
+    for tab, kind in zip(st.tabs([f"{names[kind]} ({changed_count(found, kind)} changed)" for kind in names]), names):
+        with tab:
+            facts_side_by_side(found, kind)
+            facts_changes_table(found, kind)
+            if kind in KINDS:
+                fact_verdicts(found, kind, rater, run_id, sample_idx)
+
+
+def facts_sample_picker() -> tuple[str, int] | None:
+    """The run and sample to review, narrowed by a word its texts contain."""
+    runs = queries.runs(resources.revision())
+    if runs.empty:
+        widgets.no_runs_yet()
+        return None
+    labels = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
+    pick = st.columns([3, 2, 3])
+    run_id = pick[0].selectbox("Run", list(labels), format_func=labels.get, key="fact-run")
+    needle = pick[1].text_input("Texts contain", key="fact-filter", help="e.g. a drug's name").strip().lower()
+    samples = queries.samples(resources.revision(), run_id)
+    if needle:
+        texts = samples[["watermarked_text", "unwatermarked_text", "reference"]].fillna("").agg(" ".join, axis=1)
+        samples = samples[texts.str.lower().str.contains(needle, regex=False)]
+    if samples.empty:
+        st.info("No sample of this run has that in its texts.")
+        return None
+    prompts = {int(row.sample_idx): f"{int(row.sample_idx)}: {str(row.prompt)[:80]}" for row in samples.itertuples()}
+    sample_idx = pick[2].selectbox("Sample", list(prompts), format_func=prompts.get, key="fact-sample")
+    st.text(f"Prompt: {samples[samples.sample_idx == sample_idx].prompt.iloc[0]}")
+    return run_id, int(sample_idx)
+
+
+def tab_kind(found, change) -> str:
+    """The tab a change is shown in: its fact's kind (a negation: the kind of the fact it flipped), or corruption."""
+    by_change = {KINDS[kind].change: kind for kind in KINDS}
+    if change.kind in by_change:
+        return by_change[change.kind]
+    if change.kind == "negation":
+        return next((fact.kind for facts in found.facts.values() for fact in facts
+                     if (fact.start, fact.end) == (change.start, change.end)), CORRUPTION_TAB)
+    return CORRUPTION_TAB
+
+
+def changed_count(found, kind: str) -> int:
+    return sum(tab_kind(found, change) == kind for changes in found.changes.values() for change in changes)
+
+
+def facts_side_by_side(found, kind: str) -> None:
+    columns = st.columns(len(found.texts))
+    for column, text_kind in zip(columns, found.texts):
+        facts = [fact for fact in found.facts[text_kind] if fact.kind == kind]
+        changed = {span: [(against, change) for against, change in marks if tab_kind(found, change) == kind]
+                   for span, marks in found.changed_spans(text_kind).items()}
+        column.markdown(f"**{text_kind.capitalize()}**")
+        column.markdown(markup.highlight_facts(found.texts[text_kind], facts, changed), unsafe_allow_html=True)
+
+
+def facts_changes_table(found, kind: str) -> None:
+    rows = [{"text": text, "against": against, "change": change.kind, "was": change.was, "now": change.now,
+             "characters": f"{change.start}–{change.end}"}
+            for (text, against), changes in found.changes.items() for change in changes if tab_kind(found, change) == kind]
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    else:
+        st.caption("No change of this kind between these texts.")
+
+
+def fact_verdicts(found, kind: str, rater: str, run_id: str, sample_idx: int) -> None:
+    """A verdict per fact of the two answers, changed facts first."""
+    from fwsapp.entities.fact_review import (
+        FACT_VERDICTS, rater_fact_verdicts, record_fact_verdict, undo_fact_verdict, verdict_label)
+
+    if not rater.strip():
+        st.info("Enter your name above to record verdicts.")
+    recorded = rater_fact_verdicts(resources.store(), rater, run_id, sample_idx)
+    labels = {code: verdict_label(code, kind) for code in FACT_VERDICTS}
+    for text_kind in ("watermarked", "unwatermarked"):
+        marked = found.changed_spans(text_kind)
+        facts = sorted((fact for fact in found.facts.get(text_kind, []) if fact.kind == kind),
+                       key=lambda fact: ((fact.start, fact.end) not in marked, fact.start))
+        for fact in facts:
+            key = f"fact-verdict-{rater.strip()}-{run_id}-{sample_idx}-{text_kind}-{kind}-{fact.start}"
+            stored = recorded.get((text_kind, kind, fact.start))
+            line = st.columns([3, 5, 1])
+            changed = " · changed" if (fact.start, fact.end) in marked else ""
+            line[0].markdown(f"{text_kind}: **{markup.inert(fact.text)}** ({markup.inert(fact.value)}, {fact.assertion})"
+                             f"{changed}", unsafe_allow_html=True)
+            choice = line[1].radio("Verdict", list(labels), format_func=labels.get, horizontal=True, key=key,
+                                   index=list(labels).index(stored) if stored else None, label_visibility="collapsed",
+                                   disabled=not rater.strip())
+            if choice is not None and choice != stored:
+                record_fact_verdict(resources.store(), rater, run_id, sample_idx, text_kind, fact, choice)
+                line[0].caption(f"Recorded for {rater.strip()}: {labels[choice]}")
+            if stored is not None and line[2].button("Undo", key=f"undo-{key}"):
+                undo_fact_verdict(resources.store(), rater, run_id, sample_idx, text_kind, fact)
+                del st.session_state[key]
+                st.rerun()
+
+
+def disease_entities() -> None:
+    """The disease entities a watermark introduced (the paper's Table 7), and the clinicians' verdicts on them."""
     st.caption(
         "Introduced: a disease in a generated text that its reference does not name (synonyms count as named: names "
         "are compared by their MeSH heading). Unsupported by the reference (the paper's \"hallucinated\"): an introduced "

@@ -473,3 +473,46 @@ def test_no_list_of_page_files_is_painted_before_the_router_runs(streamlit_serve
         assert "app" not in browser_page.evaluate("window.titles"), path
     browser_page.goto(streamlit_server)
     browser_page.get_by_role("link", name="Robustness").wait_for(timeout=60_000)  # the app's own list
+
+
+def test_the_facts_browser_on_the_paper_biomistral_answers(tmp_path, browser_page):
+    """The Entities page's facts tab in Chromium on the paper's BioMistral QA answers: a changed drug is outlined, a
+    negated fact is marked, and a verdict on a drug is saved under the rater's name."""
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.store import Store
+    from tests.conftest import start_streamlit
+
+    db, page = tmp_path / "facts.duckdb", browser_page
+    store = Store(db)
+    run_id = import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(
+        PROJECT.parent / "shared" / "data" / "paper" / "KGW-g0.5-d2-biomistral-HQA2.generations.json"))
+    store.close()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with start_streamlit(tmp_path, db) as url:
+        page.goto(f"{url}/entities")
+        page.get_by_role("heading", name="Clinical facts and disease entities").wait_for(timeout=90_000)
+        page.screenshot(path=str(ARTIFACTS / "facts-first-paint.png"), full_page=True)
+        needle = page.get_by_role("textbox", name="Texts contain")
+        needle.fill("sulfasalazine")
+        needle.press("Enter")
+        page.get_by_text("Who can not take disease").first.wait_for(timeout=60_000)
+        settled(page)
+        drugs_tab = page.get_by_role("tab", name=re.compile(r"chemicals \(\d+ changed\)"))
+        drugs_tab.wait_for(timeout=120_000)  # the facts are found once the taggers have loaded
+        drugs_tab.click()
+        outlined = page.locator("span[title*='drug against the']:visible")  # React rewrites the style attribute
+        outlined.first.wait_for(timeout=60_000)  # a drug change, outlined
+        assert "solid" in outlined.first.get_attribute("style")
+        assert page.locator("span[title*='(negated)']:visible").count() >= 1  # a negated fact, marked ¬
+        assert page.locator("a:visible", has_text="www").count() == 0  # the reference's "www.mhra.gov.uk" is text
+        rater = page.get_by_role("textbox", name="Your name (verdicts are filed under it)").first
+        rater.fill("Dr A")
+        rater.press("Enter")
+        settled(page)
+        page.locator("label:visible").filter(has_text=re.compile("^Wrong$")).first.click()
+        page.get_by_text(re.compile("Recorded for Dr A: Wrong")).first.wait_for(timeout=30_000)
+        settled(page)
+        page.screenshot(path=str(ARTIFACTS / "facts-settled.png"), full_page=True)
+        assert page.get_by_test_id("stException").count() == 0
+    verdicts = Store(db).fact_verdicts("Dr A", run_id, 5)
+    assert list(verdicts.verdict) == ["wrong"]

@@ -142,3 +142,34 @@ def test_recognize_finds_the_kind_asked_for_and_refuses_a_recognizer_of_another(
     assert main(["recognize", "--kind", "chemical", "--recognizer", "mesh", "--in", str(source), "--out",
                  str(tmp_path / "other.jsonl")]) != 0
     assert "--recognizer mesh finds disease mentions, not chemical ones" in capsys.readouterr().err
+
+
+@pytest.mark.model  # the facts browser finds facts with the trained taggers
+def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_verdict(app_db):
+    """On the paper's BioMistral QA answers: sample 5 ("Who can not take DMARDs?") names drugs the other answer does
+    not; a rater's verdict on a fact is stored under the rater's name."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.store import Store
+    from tests.test_pages import APP, PROJECT
+
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(
+        PROJECT.parent / "shared" / "data" / "paper" / "KGW-g0.5-d2-biomistral-HQA2.generations.json"))
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=180)
+    app.run()
+    app.switch_page("pages/entities.py").run()
+    app.selectbox(key="fact-sample").set_value(5).run()
+    assert not app.exception
+    shown = "".join(m.value for m in app.markdown)
+    assert "border:2px solid" in shown and "¬ " in shown  # a changed fact outlined; a negated one marked
+    changed = {kind for frame in app.dataframe if "was" in frame.value.columns for kind in frame.value.change}
+    assert {"drug", "disease"} <= changed
+    app.text_input(key="fact-rater").input("Dr A").run()
+    verdict = next(radio for radio in app.radio if radio.key.startswith("fact-verdict-Dr A-"))
+    verdict.set_value("wrong").run()
+    assert not app.exception
+    stored = Store(app_db).fact_verdicts("Dr A", run_id, 5)
+    assert list(stored.verdict) == ["wrong"] and stored.rater.iloc[0] == "Dr A"

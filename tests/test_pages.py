@@ -314,7 +314,7 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     app.run()
     app.switch_page("pages/entities.py").run()
     assert not app.exception
-    summary = app.dataframe[0].value
+    summary = next(frame.value for frame in app.dataframe if "method" in frame.value.columns)
     assert list(summary.method) == ["KGW"] and "unsupported by the reference % (watermarked)" in summary.columns
     assert any("Reference" in m.value for m in app.markdown)
     app.switch_page("pages/entropy.py").run()

@@ -28,8 +28,7 @@ from fwsapp.detection import roc
 from fwsapp.watermark import methods
 from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
 from fwsapp.robustness.attacks.base import AttackInput, Span
-from fwsapp.entities.introduced import introduced_entities
-from fwsapp.entities.recognizers.base import Entity, mesh_heading
+from fwsapp.entities.recognizers.base import Entity, mesh_heading, normalize
 from fwsapp.sample_size import enough, not_enough
 from fwsapp.store import TEXT_COLUMNS, Store
 
@@ -117,15 +116,16 @@ def words_changed(clean: str, attacked: str) -> float:
     return 1 - kept / len(before)
 
 
-def mention_survival(clean: list[Entity], attacked: list[Entity]) -> tuple[int, list[str]]:
-    """(how many of the clean text's disease mentions the attacked text still names, as many times as each occurs,
-    the names of the attacked text's entities that the clean text does not name). Both compare concepts, as the
-    entity analysis does: a name's MeSH heading, so a synonym the attack wrote ('type 2 diabetes mellitus' for 'type
-    2 diabetes') keeps the mention and introduces nothing."""
-    before = Counter(mesh_heading(entity.normalized) for entity in clean)
-    after = Counter(mesh_heading(entity.normalized) for entity in attacked)
+def mention_survival(clean: list[Entity], attacked: list[Entity], concept=None) -> tuple[int, list[str]]:
+    """(how many of the clean text's mentions the attacked text still names, as many times as each occurs, the names of
+    the attacked text's mentions that the clean text does not name). Both compare concepts (`concept`, the mentions'
+    kind's normaliser; a disease's MeSH heading by default), so a synonym the attack wrote ('type 2 diabetes mellitus'
+    for 'type 2 diabetes', 'paracetamol' for 'Tylenol') keeps the mention and introduces nothing."""
+    concept = concept or (lambda name: mesh_heading(normalize(name)))
+    before = Counter(concept(entity.text) for entity in clean)
+    after = Counter(concept(entity.text) for entity in attacked)
     kept = sum((before & after).values())
-    return kept, sorted(entity.normalized for entity in introduced_entities(attacked, clean))
+    return kept, sorted(entity.normalized for entity in attacked if concept(entity.text) not in before)
 
 
 def rewriting_backend(checked: dict, model_loader=None):
@@ -241,7 +241,7 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     rows = []
     for sample_idx, old, new, cosine, mentions, now in zip(todo.sample_idx, clean, attacked,
                                                            similarity(encoder, clean, attacked), before, after):
-        kept, introduced = mention_survival(mentions, now)
+        kept, introduced = mention_survival(mentions, now, recognizer.concept)
         rows.append({"sample_idx": int(sample_idx), "rouge_l": scorer.score(old, new)["rougeL"].fmeasure,
                      "similarity": cosine, "mentions_clean": len(mentions), "mentions_kept": kept,
                      "mentions_introduced": introduced})

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -314,6 +314,22 @@ MIGRATIONS = [
         run_id VARCHAR PRIMARY KEY,
         fitted JSON NOT NULL,
         created TIMESTAMP NOT NULL
+    );
+    """,
+    # 17: clinicians' verdicts on the clinical facts of a text (fwsapp.entities.fact_review), any kind of fact.
+    """
+    CREATE TABLE fact_verdicts (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        fact_kind VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        end_char INTEGER NOT NULL,
+        fact_text VARCHAR NOT NULL,
+        rater VARCHAR NOT NULL,
+        verdict VARCHAR NOT NULL,
+        created TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, text_kind, fact_kind, start_char, rater)
     );
     """,
 ]

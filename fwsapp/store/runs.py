@@ -70,8 +70,8 @@ class RunTables(StoreCore):
         """Delete a run with every row that belongs to it (texts, scores, verdicts, analyses, ratings, detection sets),
         in one transaction; returns the rows deleted per table. An unknown id is an error, and deletes nothing."""
         self.run(run_id)
-        tables = (*PER_RUN_TABLES, "entity_verdicts", "human_items", "human_ratings", "human_skips", "detection_sets",
-                  "attack_sets", "runs")
+        tables = (*PER_RUN_TABLES, "entity_verdicts", "fact_verdicts", "human_items", "human_ratings", "human_skips",
+                  "detection_sets", "attack_sets", "runs")
         deleted = {}
         with self.transaction() as cursor:
             studies = [row[0] for row in cursor.execute(

@@ -378,3 +378,13 @@ def tokenizer_problem(name: str | None) -> str | None:
     from fwsapp.models.tokenizers import tokenizer_problem as problem
 
     return problem(name)
+
+
+@st.cache_data(show_spinner="Finding the clinical facts…", max_entries=64)
+def sample_facts(revision_key: str, run_id: str, sample_idx: int):
+    """One sample's clinical facts and their changes (`fwsapp.entities.fact_review`), computed once per sample."""
+    from fwsapp.entities.fact_review import sample_facts as found
+
+    row = sample_row(revision_key, run_id, sample_idx)
+    return found({"watermarked": row.get("watermarked_text"), "unwatermarked": row.get("unwatermarked_text"),
+                  "reference": row.get("reference")})

@@ -8,7 +8,7 @@ reference: the markdown parser decodes it back to the same character after parsi
 shows the text literally and no syntax survives. Letters, digits and spaces are left alone.
 
 GFM's autolinking still runs on the decoded text (a browser test showed `http://…` turned into a live
-link), so every ':' and '@', and the '.' of 'www.', is followed by an empty `<span></span>`: it splits the text
+link), so every ':' and '@' is followed, and the '.' of 'www.' preceded, by an empty `<span></span>`: it splits the text
 where a scheme, an e-mail address or a www. name would be recognised, and copied text carries nothing extra.
 Notices that allow no HTML (`message`, for st.error and the like) split them with an invisible word joiner
 (U+2060) instead.
@@ -33,7 +33,9 @@ def inert(text: str | None) -> str:
     if text is None:
         return ""
     escaped = str(text).translate(_INERT)
-    unlinkable = _ESCAPED_TRIGGERS.sub(lambda match: match.group(0) + AUTOLINK_BREAK, escaped)
+    # Before the '.' of 'www.' (after it, the autolinker still took a lone "www" for a link, seen in Chromium).
+    unlinkable = _ESCAPED_TRIGGERS.sub(lambda match: match.group(0) + AUTOLINK_BREAK if match.group(0) != "&#46;"
+                                       else AUTOLINK_BREAK + match.group(0), escaped)
     return unlinkable.replace("\r\n", "\n").replace("\n", "<br>")
 
 
@@ -105,6 +107,49 @@ def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
         pieces.append(f'<span title="{html.escape(tip, quote=True)}" style="background:{ENTITY_COLOURS[kind]};'
                       f'padding:0 2px;border-radius:3px">{inert(text[row.start_char:row.end_char])}</span>')
         position = row.end_char
+    pieces.append(inert(text[position:]))
+    return "".join(pieces)
+
+
+FACT_COLOURS = {"disease": "#cfe3ff", "chemical": "#d8f5d0", "dose": "#f3dcff"}
+CHANGED_BORDER = "2px solid #c0392b"
+ASSERTION_MARKS = {"negated": "¬ ", "uncertain": "? "}
+
+
+def fact_legend() -> str:
+    """The facts' highlight colours, and how a changed, negated or uncertain fact is marked, as chips."""
+    chips = [f'<span style="background:{colour};padding:0 6px;border-radius:3px">{html.escape(kind)}</span>'
+             for kind, colour in FACT_COLOURS.items()]
+    chips.append(f'<span style="border:{CHANGED_BORDER};padding:0 6px;border-radius:3px">changed</span>')
+    chips += [f"<span>{mark.strip()} {assertion}</span>" for assertion, mark in ASSERTION_MARKS.items()]
+    return " ".join(chips)
+
+
+def highlight_facts(text: str, facts, changed: dict) -> str:
+    """Text with its facts highlighted by kind, a negated or uncertain fact marked (¬, ?), and each span that changed
+    outlined, its tooltip saying against what and how (`changed`: span -> [(against, Change)]). A corrupted term
+    (a change with no fact) is outlined alone. Every piece of text is made inert before it is wrapped."""
+    if not text:
+        return "<em>(no text)</em>"
+    marks = {(fact.start, fact.end): fact for fact in facts}
+    spans = sorted(set(marks) | set(changed))
+    pieces, position = [], 0
+    for start, end in spans:
+        if start < position or start == end:
+            continue
+        pieces.append(inert(text[position:start]))
+        fact = marks.get((start, end))
+        style = "padding:0 2px;border-radius:3px"
+        tips = [f"{fact.kind}: {fact.value} ({fact.assertion})"] if fact else []
+        if fact:
+            style += f";background:{FACT_COLOURS.get(fact.kind, '#eeeeee')}"
+        for against, change in changed.get((start, end), []):
+            style += f";border:{CHANGED_BORDER}"
+            tips.append(f"{change.kind} against the {against}: was '{change.was}', now '{change.now}'")
+        mark = ASSERTION_MARKS.get(fact.assertion, "") if fact else ""
+        pieces.append(f'<span title="{html.escape("; ".join(tips), quote=True)}" style="{style}">'
+                      f"{html.escape(mark)}{inert(text[start:end])}</span>")
+        position = end
     pieces.append(inert(text[position:]))
     return "".join(pieces)
 

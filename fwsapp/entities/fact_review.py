@@ -1,0 +1,86 @@
+"""One sample's clinical facts for review: the facts of its watermarked and unwatermarked answers and its reference,
+what changed between them (each answer against the reference, and the watermarked against the unwatermarked one, by
+concept), and clinicians' verdicts on each fact, the disease verdict rule extended to every kind."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fwsapp.entities.changes import BY_CONCEPT, Change, changes, corruptions
+from fwsapp.entities.facts import Fact, FactFinder
+
+TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
+# The comparisons shown, as (text, against).
+COMPARISONS = (("watermarked", "unwatermarked"), ("watermarked", "reference"), ("unwatermarked", "reference"))
+# A verdict on a fact; "not_this_kind" reads "Not a drug", "Not a dose"… on the page.
+FACT_VERDICTS = {
+    "correct": "Correct, as the reference says",
+    "correct_not_in_reference": "Correct, not in the reference",
+    "wrong": "Wrong",
+    "not_this_kind": "Not a {kind}",
+}
+
+
+@dataclass(frozen=True)
+class SampleFacts:
+    texts: dict[str, str]  # text kind -> its text ("" where the sample has none)
+    facts: dict[str, list[Fact]]
+    changes: dict[tuple[str, str], list[Change]]  # (text, against) -> the text's changes against the other
+
+    def changed_spans(self, text_kind: str) -> dict[tuple[int, int], list[tuple[str, Change]]]:
+        """Each changed span of a text, with the text kinds it changed against and the change."""
+        marked: dict[tuple[int, int], list[tuple[str, Change]]] = {}
+        for (text, against), found in self.changes.items():
+            if text == text_kind:
+                for change in found:
+                    marked.setdefault((change.start, change.end), []).append((against, change))
+        return marked
+
+
+def sample_facts(texts: dict[str, str | None], finder: FactFinder | None = None) -> SampleFacts:
+    """The facts of a sample's three texts and their changes (by concept: the answers were written independently)."""
+    texts = {kind: text if isinstance(text, str) else "" for kind, text in texts.items()}
+    kinds = [kind for kind in TEXT_KINDS if kind in texts]
+    found = dict(zip(kinds, (finder or FactFinder()).find_many([texts[kind] for kind in kinds])))
+    changed = {}
+    for text, against in COMPARISONS:
+        if texts.get(text) and texts.get(against):
+            changed[(text, against)] = changes(texts[text], found[text], texts[against], found[against], by=BY_CONCEPT)
+        elif texts.get(text):
+            changed[(text, against)] = corruptions(texts[text])
+    return SampleFacts(texts, found, changed)
+
+
+def verdict_label(verdict: str, kind: str) -> str:
+    from fwsapp.entities.recognizers import KINDS
+
+    return FACT_VERDICTS[verdict].format(kind={"chemical": "drug"}.get(kind, KINDS[kind].change))
+
+
+def _rater(rater: str) -> str:
+    name = " ".join((rater or "").split())
+    if not name:
+        raise ValueError("Enter your name: a verdict is filed under it.")
+    return name
+
+
+def record_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, fact: Fact, verdict: str) -> None:
+    """A clinician's verdict on one fact of a text; a later verdict by the same rater replaces it."""
+    if verdict not in FACT_VERDICTS:
+        raise ValueError(f"A verdict is one of {', '.join(FACT_VERDICTS)}.")
+    if text_kind not in TEXT_KINDS:
+        raise ValueError(f"A text kind is one of {', '.join(TEXT_KINDS)}.")
+    store.record_fact_verdict(run_id, sample_idx, text_kind, fact.kind, (fact.start, fact.end), fact.text,
+                              _rater(rater), verdict)
+
+
+def undo_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, fact: Fact) -> None:
+    store.delete_fact_verdict(run_id, sample_idx, text_kind, fact.kind, fact.start, _rater(rater))
+
+
+def rater_fact_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict[tuple[str, str, int], str]:
+    """What this rater recorded on a sample's facts: (text kind, fact kind, start) -> verdict."""
+    name = " ".join((rater or "").split())
+    if not name:
+        return {}
+    rows = store.fact_verdicts(name, run_id, sample_idx)
+    return {(row.text_kind, row.fact_kind, int(row.start_char)): row.verdict for row in rows.itertuples()}
