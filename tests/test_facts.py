@@ -173,3 +173,36 @@ def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_
     assert not app.exception
     stored = Store(app_db).fact_verdicts("Dr A", run_id, 5)
     assert list(stored.verdict) == ["wrong"] and stored.rater.iloc[0] == "Dr A"
+
+
+def test_the_report_lists_each_runs_clinical_failure_modes_watermarked_against_unwatermarked():
+    from fwsapp.results.tables import TABLES, failure_modes_table
+
+    run = {"model": "m", "task": "qa", "method": "KGW", "settings": "delta=2",
+           "quality": {"unsupported_drugs": {"watermarked": 1.0, "unwatermarked": 0.25},
+                       "corrupted_terms": {"watermarked": 6.5, "unwatermarked": 6.0}}}
+    table = failure_modes_table({"runs": [run]})
+    assert list(table["Failure mode"]) == ["hallucinated terminology (a drug)", "lexical corruption"]
+    assert list(table["W − U"]) == [0.75, 0.5]
+    assert TABLES["Clinical failure modes"] is failure_modes_table
+    assert failure_modes_table({"runs": [{**run, "quality": {}}]}).empty
+
+
+def test_drug_swap_and_dose_change_inject_the_changes_the_facts_then_find(finder):
+    """The injected errors are what the fact comparison reports: a drug of another concept, a dose ten times off."""
+    import numpy as np
+
+    from fwsapp.entities.recognizers import load_recognizer
+    from fwsapp.robustness.attacks import ATTACKS
+    from fwsapp.robustness.attacks.base import AttackInput, Span
+
+    text = "Take 500 mg of metformin twice daily with food."
+    for name, kind in (("drug-swap", "drug"), ("dose-change", "dose")):
+        entry = ATTACKS[name]
+        found = load_recognizer(entry.recognizer(entry.defaults)).find_many([text])[0]
+        item = AttackInput(0, text, mentions=tuple(Span(e.start, e.end) for e in found))
+        attacked = entry.load()(entry.checked_params({"k": 1}), 0, {}).attack(item, np.random.default_rng(0))
+        changed = compared(finder, attacked.text, text)
+        assert [change.kind for change in changed] == [kind], (attacked.text, changed)
+        if kind == "dose":
+            assert changed[0].now in ("5000 mg", "50 mg") and changed[0].was == "500 mg"

@@ -35,6 +35,8 @@ class Column:
     paper_table: int | None = None
     aspects: tuple[str, ...] = ()
     default_for: tuple[str, ...] = ()
+    # The clinical failure mode it counts (the report's table of them; Rieff et al. 2026's category where one maps).
+    failure_mode: str = ""
 
     def __post_init__(self):
         if not set(self.default_for) <= set(self.aspects) <= set(ASPECTS):
@@ -106,13 +108,13 @@ METRICS = Registry("metric", [
                  "state, facts whose assertion it contradicts, corrupted medical terms (the facts' recognizers)",
                  "fwsapp.quality.clinical_facts:ClinicalFacts", label="Clinical facts", needs=("recognizer",),
                  columns=(Column("unsupported_drugs", "Unsupported drugs / text", lower_is_better=True,
-                                 aspects=("factual_accuracy",)),
+                                 aspects=("factual_accuracy",), failure_mode="hallucinated terminology (a drug)"),
                           Column("unsupported_doses", "Unsupported doses / text", lower_is_better=True,
-                                 aspects=("factual_accuracy",)),
+                                 aspects=("factual_accuracy",), failure_mode="factual error (a dose)"),
                           Column("negation_flips", "Negation flips / text", lower_is_better=True,
-                                 aspects=("factual_accuracy",)),
+                                 aspects=("factual_accuracy",), failure_mode="factual error (an assertion flipped)"),
                           Column("corrupted_terms", "Corrupted terms / 1,000 words", lower_is_better=True,
-                                 aspects=("coherence", "factual_accuracy"))),
+                                 aspects=("coherence", "factual_accuracy"), failure_mode="lexical corruption")),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=SECONDS_FACTS),
     MetricPlugIn("bertscore", "BERTScore F1 against the reference with the local MiniLM encoder",
                  "fwsapp.quality.bertscore:BERTScore", label="BERTScore F1", by_default=False, needs=("encoder",),

@@ -214,10 +214,26 @@ def entities_table(report: dict) -> pd.DataFrame:
     return _ordered(rows) if rows else pd.DataFrame()
 
 
+def failure_modes_table(report: dict) -> pd.DataFrame:
+    """Each run's clinical failure modes: the registered columns that count one, watermarked against unwatermarked."""
+    columns = [column for _, column in stored_columns() if column.failure_mode]
+    rows = []
+    for run in report["runs"]:
+        for column in columns:
+            watermarked, unwatermarked = (_get(run, "quality", column.name, kind) for kind in ("watermarked", "unwatermarked"))
+            if watermarked is None:
+                continue
+            rows.append({**_named(run), "Failure mode": column.failure_mode, "Measure": column.label,
+                         "Watermarked": watermarked, "Unwatermarked": unwatermarked,
+                         "W − U": None if unwatermarked is None else watermarked - unwatermarked})
+    return _ordered(rows) if rows else pd.DataFrame()
+
+
 TABLES = {
     "Runs: source, n, intervals, judge and oracle": runs_table,
     "Table 1: detection and quality": table1,
     "Table 2: ROUGE, F1 and factual consistency": table2,
+    "Clinical failure modes": failure_modes_table,
     "Table 4: FWS (Auto and judge)": table4,
     "Judge drop %": judge_drop_table,
     "Detection by length": length_table,

@@ -125,3 +125,17 @@ def edit_outside(text: str, protected: tuple[Span, ...], edit) -> str:
         pieces += [edit(text[position:span.start]), text[span.start:span.end]]
         position = span.end
     return "".join(pieces + [edit(text[position:])])
+
+
+def spliced(text: str, replacements: list[tuple[Span, str]]) -> tuple[str, tuple[Span, ...]]:
+    """`text` with each span (in order, not overlapping) replaced by its new text, and where the new texts now are."""
+    pieces, spans, position, length = [], [], 0, 0
+    for span, new in replacements:
+        before = text[position:span.start]
+        pieces += [before, new]
+        length += len(before)
+        spans.append(Span(length, length + len(new)))
+        length += len(new)
+        position = span.end
+    pieces.append(text[position:])
+    return "".join(pieces), tuple(spans)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from fwsapp.robustness.attacks.base import Attack, Attacked, Span
+from fwsapp.robustness.attacks.base import Attack, Attacked, spliced
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -22,18 +22,11 @@ class DoseChange(Attack):
         amounts = [mention for mention in item.mentions if NUMBER.search(item.text, mention.start, mention.end)]
         count = min(self.params["k"], len(amounts))
         chosen = sorted(rng.choice(len(amounts), size=count, replace=False).tolist()) if count else []
-        pieces, spans, position, length = [], [], 0, 0
+        replacements = []
         for index in chosen:
             mention = amounts[index]
             by = factor if rng.random() < 0.5 else 1 / factor  # up or down, with equal chance
             dose = item.text[mention.start:mention.end]
-            changed = NUMBER.sub(lambda match: scaled(match.group(), by), dose)
-            before = item.text[position:mention.start]
-            pieces += [before, changed]
-            length += len(before)
-            spans.append(Span(length, length + len(changed)))
-            length += len(changed)
-            position = mention.end
-        pieces.append(item.text[position:])
+            replacements.append((mention, NUMBER.sub(lambda match: scaled(match.group(), by), dose)))
         note = "" if count == self.params["k"] else f"{count} of {self.params['k']} doses found"
-        return Attacked("".join(pieces), tuple(spans), note)
+        return Attacked(*spliced(item.text, replacements), note)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fwsapp.robustness.attacks.base import Attack, Attacked, Span
+from fwsapp.robustness.attacks.base import Attack, Attacked, spliced
 
 
 @lru_cache(maxsize=1)
@@ -33,7 +33,7 @@ class MentionSwap(Attack):
         concept = KINDS[self.kind].concept
         count = min(self.params["k"], len(item.mentions))
         chosen = sorted(rng.choice(len(item.mentions), size=count, replace=False).tolist()) if count else []
-        pieces, spans, position, length = [], [], 0, 0
+        replacements = []
         for index in chosen:
             mention = item.mentions[index]
             was = concept(item.text[mention.start:mention.end])
@@ -42,15 +42,9 @@ class MentionSwap(Attack):
                 name = names[int(rng.integers(len(names)))]
             if item.text[mention.start].isupper():  # a sentence's first word stays capitalised
                 name = name[0].upper() + name[1:]
-            before = item.text[position:mention.start]
-            pieces += [before, name]
-            length += len(before)
-            spans.append(Span(length, length + len(name)))
-            length += len(name)
-            position = mention.end
-        pieces.append(item.text[position:])
+            replacements.append((mention, name))
         note = "" if count == self.params["k"] else f"{count} of {self.params['k']} mentions found"
-        return Attacked("".join(pieces), tuple(spans), note)
+        return Attacked(*spliced(item.text, replacements), note)
 
 
 class EntitySwap(MentionSwap):

@@ -1,0 +1,93 @@
+"""How fast clinical facts are found and compared, on the paper's 7B answers (meditron QA and completion, trimmed to
+about 200 words each).
+
+Run: .venv/bin/python -m bench.facts_speed [--pairs 300]
+
+1. `facts` on pairs (a watermarked answer against its unwatermarked twin): seconds per 1,000 pairs, with the default
+   recognizers (the trained disease and chemical taggers) and with the model-free ones (MeSH, the drug lexicon).
+2. The facts of the same texts against the trained disease recognizer alone (what `analyze` runs today): the ratio.
+3. The clinical_facts metric's cost in seconds per 1,000 characters of a sample's texts (its registry entry).
+Each recognizer is loaded and warmed before it is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from bench.common import ROOT
+from fwsapp.data.tasks import strip_prompt
+from fwsapp.entities.changes import changes
+from fwsapp.entities.facts import FactFinder
+from fwsapp.entities.recognizers import load_recognizer
+
+PAPER = ROOT.parent / "shared" / "data" / "paper"
+WORDS = 200
+
+
+def answers(pairs: int) -> list[tuple[str, str, str]]:
+    """(watermarked, unwatermarked, reference), each answer cut to its first WORDS words."""
+    found = []
+    for log in ("HQA2", "HQA"):
+        for record in json.loads((PAPER / f"KGW-g0.5-d2-meditron-{log}.generations.json").read_text()):
+            w, u = (" ".join(strip_prompt(record[key], record["prompt"]).split()[:WORDS])
+                    for key in ("watermarked_text", "unwatermarked_text"))
+            found.append((w, u, record["natural_text"]))
+    return (found * (1 + pairs // len(found)))[:pairs]
+
+
+def timed(function) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def facts_of_pairs(finder: FactFinder, pairs: list[tuple[str, str, str]]) -> None:
+    found = finder.find_many([w for w, _, _ in pairs] + [u for _, u, _ in pairs])
+    for index, (w, u, _) in enumerate(pairs):
+        changes(w, found[index], u, found[len(pairs) + index])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=300)
+    args = parser.parse_args(argv)
+    pairs = answers(args.pairs)
+    words = sum(len(w.split()) + len(u.split()) for w, u, _ in pairs)
+    print(f"{len(pairs)} pairs, {words / (2 * len(pairs)):.0f} words per answer")
+    for label, chosen in (("default (trained taggers)", {}),
+                          ("model-free (MeSH, drug lexicon)", {"disease": "mesh", "chemical": "drug-lexicon"})):
+        finder = FactFinder(chosen)
+        facts_of_pairs(finder, pairs[:8])  # loads and warms every recognizer
+        seconds = timed(lambda: facts_of_pairs(finder, pairs))
+        print(f"facts, {label}: {seconds:.1f} s, {1000 * seconds / len(pairs):.0f} s per 1,000 pairs, "
+              f"{words / seconds:,.0f} words/s")
+    texts = [text for w, u, _ in pairs for text in (w, u)]
+    disease = load_recognizer("trained")
+    disease.find_many(texts[:8])
+    alone = timed(lambda: disease.find_many(texts))
+    every = timed(lambda: FactFinder().find_many(texts))
+    print(f"the trained disease recognizer alone: {alone:.1f} s; every kind's facts: {every:.1f} s "
+          f"({every / alone:.2f}x)")
+    from fwsapp.quality.clinical_facts import ClinicalFacts
+    from fwsapp.quality.registry import METRICS
+    from fwsapp.quality.scoring import QualityResources
+
+    metric, resources = ClinicalFacts(METRICS["clinical_facts"]), QualityResources()
+    sample = pairs[:100]
+    characters = sum(len(w) + len(u) + len(r) for w, u, r in sample)
+
+    def score():  # as ReferenceMetric.rows calls it: chunks of 16 samples, each kind against the references
+        for start in range(0, len(sample), 16):
+            chunk = sample[start:start + 16]
+            for side in (0, 1):
+                metric.values([row[side] for row in chunk], [row[2] for row in chunk], resources)
+
+    seconds = timed(score)
+    print(f"clinical_facts: {seconds:.1f} s for {len(sample)} samples, {1000 * seconds / characters:.3f} s per 1,000 "
+          "characters of a sample's texts")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
