@@ -206,3 +206,36 @@ def test_drug_swap_and_dose_change_inject_the_changes_the_facts_then_find(finder
         assert [change.kind for change in changed] == [kind], (attacked.text, changed)
         if kind == "dose":
             assert changed[0].now in ("5000 mg", "50 mg") and changed[0].was == "500 mg"
+
+
+def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, finder):
+    """20 of the paper's BioMistral answers: stopped after the first chunk of 16, the analysis resumes with the other
+    4, and the stored rows equal an uninterrupted analysis's; a repeat analyses nothing."""
+    import threading
+
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.entities.fact_analysis import analyze_run_facts
+    from fwsapp.store import Store
+    from tests.conftest import PROJECT
+
+    records = json.loads((PROJECT.parent / "shared" / "data" / "paper" /
+                          "KGW-g0.5-d2-biomistral-HQA2.generations.json").read_text())[:20]
+    source = tmp_path / "g.json"
+    source.write_text(json.dumps(records))
+    stopped, whole = Store(tmp_path / "stopped.duckdb"), Store(tmp_path / "whole.duckdb")
+    ids = [import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(source))
+           for store in (stopped, whole)]
+    cancel = threading.Event()
+    assert analyze_run_facts(stopped, ids[0], finder, progress=lambda done, total: cancel.set(), cancel=cancel) == 16
+    assert analyze_run_facts(stopped, ids[0], finder) == 4
+    assert analyze_run_facts(stopped, ids[0], finder) == 0
+    assert analyze_run_facts(whole, ids[1], finder) == 20
+    for table in ("facts", "fact_changes"):
+        first, second = (getattr(store, table)().drop(columns="run_id") for store in (stopped, whole))
+        assert len(first) == len(second) > 0
+        assert first.sort_values(list(first.columns)).reset_index(drop=True).equals(
+            second.sort_values(list(second.columns)).reset_index(drop=True))
+    facts = whole.facts()
+    assert set(facts.kind) >= {"disease", "chemical"} and set(facts.config) == {finder.config}
+    assert {"watermarked", "unwatermarked", "reference"} == set(facts.text_kind)
+    assert set(whole.fact_changes().against) == {"unwatermarked", "reference"}

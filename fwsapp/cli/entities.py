@@ -58,6 +58,7 @@ def cmd_analyze(args) -> int:
         else:
             print(f"{run_id}: entropies of {computed} texts stored")
         print(f"{run_id}: disease entities of {analysis.entities[run_id]} samples analysed ({analysis.recognizer})")
+        print(f"{run_id}: clinical facts of {analysis.facts.get(run_id, 0)} samples stored")
     return 0
 
 

@@ -47,6 +47,12 @@ class FactFinder:
 
         return {kind: recognizer_label(name) for kind, name in self.names.items()}
 
+    @property
+    def config(self) -> str:
+        """What stored facts and the values computed from them depend on: every kind's recognizer label, so that
+        facts found by two recognizers, or two versions of one, are never pooled."""
+        return "clinical-facts v1;" + ";".join(f"{kind}={label}" for kind, label in self.labels.items())
+
     def find_many(self, texts: list[str]) -> list[list[Fact]]:
         """Each text's facts, ordered by position (and kind, for facts of two kinds on one span)."""
         from fwsapp.entities.assertion import assertions

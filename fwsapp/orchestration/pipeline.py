@@ -258,6 +258,7 @@ class Analysis:
 
     entropies: dict[str, int | None] = field(default_factory=dict)
     entities: dict[str, int] = field(default_factory=dict)
+    facts: dict[str, int] = field(default_factory=dict)  # samples whose clinical facts it stored
     recognizer: str = ""
 
     @property
@@ -269,18 +270,22 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
             cancel: threading.Event | None = None, *, entropy_model: str | None = None,
             threshold: float = HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Analysis:
     """Teacher-forced entropies (references; imported texts under `entropy_model`, whose generator is not
-    loaded) and disease entities of each run, found by the `recognizer` backend (default: the trained
-    tagger); progress counts samples."""
+    loaded), disease entities of each run, found by the `recognizer` backend (default: the trained
+    tagger), and every kind's clinical facts with their changes (diseases by the same recognizer); progress counts
+    samples."""
     from fwsapp.models.encoder import load_encoder
     from fwsapp.entities.introduced import analyze_run
     from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer, load_recognizer
     from fwsapp.entities.entropy import compute_entropies
+    from fwsapp.entities.fact_analysis import analyze_run_facts
+    from fwsapp.entities.facts import FactFinder
 
     if not 0 < threshold < 1:
         raise ValueError(f"The hallucination threshold must be between 0 and 1, not {threshold}.")
     recognizer_name = check_recognizer(recognizer or DEFAULT_RECOGNIZER)
     runs = [store.run(run_id) for run_id in run_ids]
     recognizer, encoder = load_recognizer(recognizer_name), load_encoder()
+    finder = FactFinder({"disease": recognizer_name})
     outcome = Analysis(recognizer=recognizer.backend)
     sizes = [store.count("generations", run["run_id"]) for run in runs]
     for run, size, step in zip(runs, sizes, _per_run(progress, sizes)):
@@ -291,6 +296,7 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
         outcome.entropies[run["run_id"]] = compute_entropies(store, run["run_id"], lm) if lm is not None else None
         outcome.entities[run["run_id"]] = analyze_run(store, run["run_id"], recognizer, encoder,
                                                       lm.tokenizer if lm else None, threshold=threshold, progress=step)
+        outcome.facts[run["run_id"]] = analyze_run_facts(store, run["run_id"], finder, cancel=cancel)
         if step:
             step(size, size)
     return outcome

@@ -22,8 +22,7 @@ class ClinicalFacts(ReferenceMetric):
         return FactFinder({"disease": resources.recognizer_name})
 
     def config(self, run: dict, resources) -> str:
-        labels = self.finder(resources).labels
-        return "clinical-facts v1;" + ";".join(f"{kind}={label}" for kind, label in labels.items())
+        return self.finder(resources).config
 
     def values(self, outputs: list[str], references: list[str], resources) -> dict[str, list[float]]:
         from fwsapp.entities.changes import BY_CONCEPT, changes, word_count

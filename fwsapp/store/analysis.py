@@ -75,6 +75,26 @@ class AnalysisTables(StoreCore):
                 insert_rows(cursor, "entities", run_id, entity_rows)
             insert_rows(cursor, "entity_analyses", run_id, [analysis])
 
+    def fact_analysed_samples(self, run_id: str, config: str) -> set[int]:
+        return {int(row[0]) for row in self.rows(
+            "SELECT sample_idx FROM fact_analyses WHERE run_id = ? AND config = ?", [run_id, config])}
+
+    def write_fact_analysis(self, run_id: str, config: str, fact_rows: list[dict], change_rows: list[dict],
+                            samples: list[int]) -> None:
+        """Samples' facts and changes with their done-markers, in one transaction."""
+        with self.transaction() as cursor:
+            if fact_rows:
+                insert_rows(cursor, "facts", run_id, fact_rows)
+            if change_rows:
+                insert_rows(cursor, "fact_changes", run_id, change_rows)
+            insert_rows(cursor, "fact_analyses", run_id, [{"sample_idx": index, "config": config} for index in samples])
+
+    def facts(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("facts", run_ids)
+
+    def fact_changes(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        return self._per_run("fact_changes", run_ids)
+
     def record_entity_verdicts(self, run_id: str, sample_idx: int, text_kind: str, starts: list[int], rater: str,
                                verdict: str) -> None:
         """One verdict on the mentions of a text starting at `starts`, in one transaction."""

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -330,6 +330,43 @@ MIGRATIONS = [
         verdict VARCHAR NOT NULL,
         created TIMESTAMP NOT NULL,
         PRIMARY KEY (run_id, sample_idx, text_kind, fact_kind, start_char, rater)
+    );
+    """,
+    # 18: each text's clinical facts, and its changes against the run's other texts (fwsapp.entities.fact_analysis),
+    # per configuration of the recognizers; a sample's done-marker makes the analysis resumable.
+    """
+    CREATE TABLE facts (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        config VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        end_char INTEGER NOT NULL,
+        text VARCHAR NOT NULL,
+        value VARCHAR NOT NULL,
+        assertion VARCHAR NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, text_kind, config, kind, start_char, end_char)
+    );
+    CREATE TABLE fact_changes (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        text_kind VARCHAR NOT NULL,
+        against VARCHAR NOT NULL,
+        config VARCHAR NOT NULL,
+        position INTEGER NOT NULL,
+        kind VARCHAR NOT NULL,
+        start_char INTEGER NOT NULL,
+        end_char INTEGER NOT NULL,
+        was VARCHAR NOT NULL,
+        now VARCHAR NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, text_kind, against, config, position)
+    );
+    CREATE TABLE fact_analyses (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        config VARCHAR NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, config)
     );
     """,
 ]
