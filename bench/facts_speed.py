@@ -5,7 +5,7 @@ Run: .venv/bin/python -m bench.facts_speed [--pairs 300]
 
 1. `facts` on pairs (a watermarked answer against its unwatermarked twin): seconds per 1,000 pairs, with the default
    recognizers (the trained disease and chemical taggers) and with the model-free ones (MeSH, the drug lexicon).
-2. The facts of the same texts against the trained disease recognizer alone (what `analyze` runs today): the ratio.
+2. `analyze` on an imported run: every kind's facts and changes against today's disease analysis, the ratio.
 3. The clinical_facts metric's cost in seconds per 1,000 characters of a sample's texts (its registry entry).
 Each recognizer is loaded and warmed before it is timed.
 """
@@ -48,9 +48,33 @@ def facts_of_pairs(finder: FactFinder, pairs: list[tuple[str, str, str]]) -> Non
         changes(w, found[index], u, found[len(pairs) + index])
 
 
+def analyses(samples: int) -> None:
+    """`analyze`'s two stages on one imported run of the paper's meditron QA answers: today's disease analysis
+    (entities, introduced and unsupported, with span embeddings) against every kind's facts and their changes."""
+    import tempfile
+    from pathlib import Path
+
+    from bench.common import paper_qa_run
+    from fwsapp.entities.fact_analysis import analyze_run_facts
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.store import Store
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(Path(folder) / "bench.duckdb")
+        run_id = paper_qa_run(store, samples)
+        recognizer, encoder, finder = load_recognizer("trained"), load_encoder(), FactFinder()
+        finder.find_many(["Warm 500 mg of ibuprofen for asthma."])  # loads every recognizer
+        entities = timed(lambda: analyze_run(store, run_id, recognizer, encoder))
+        facts = timed(lambda: analyze_run_facts(store, run_id, finder))
+        print(f"analyze, {samples} samples ({3 * samples} texts): disease entities {entities:.1f} s, clinical facts "
+              f"{facts:.1f} s ({facts / entities:.2f}x)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=300)
+    parser.add_argument("--samples", type=int, default=200, help="samples of the run `analyze` is timed on")
     args = parser.parse_args(argv)
     pairs = answers(args.pairs)
     words = sum(len(w.split()) + len(u.split()) for w, u, _ in pairs)
@@ -62,18 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         seconds = timed(lambda: facts_of_pairs(finder, pairs))
         print(f"facts, {label}: {seconds:.1f} s, {1000 * seconds / len(pairs):.0f} s per 1,000 pairs, "
               f"{words / seconds:,.0f} words/s")
-    texts = [text for w, u, _ in pairs for text in (w, u)]
-    disease = load_recognizer("trained")
-    disease.find_many(texts[:8])
-    alone = timed(lambda: disease.find_many(texts))
-    every = timed(lambda: FactFinder().find_many(texts))
-    print(f"the trained disease recognizer alone: {alone:.1f} s; every kind's facts: {every:.1f} s "
-          f"({every / alone:.2f}x)")
+    analyses(args.samples)
     from fwsapp.quality.clinical_facts import ClinicalFacts
     from fwsapp.quality.registry import METRICS
     from fwsapp.quality.scoring import QualityResources
 
-    metric, resources = ClinicalFacts(METRICS["clinical_facts"]), QualityResources()
+    metric, resources = ClinicalFacts(METRICS["clinical_facts"]), QualityResources(model_loader=None)
     sample = pairs[:100]
     characters = sum(len(w) + len(u) + len(r) for w, u, r in sample)
 

@@ -239,3 +239,17 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
     assert set(facts.kind) >= {"disease", "chemical"} and set(facts.config) == {finder.config}
     assert {"watermarked", "unwatermarked", "reference"} == set(facts.text_kind)
     assert set(whole.fact_changes().against) == {"unwatermarked", "reference"}
+
+
+def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_assertion(finder):
+    import pandas as pd
+
+    from fwsapp.robustness.attack_sets import fact_survival, survival_by_kind
+
+    clean, attacked = finder.find_many(["Take 500 mg of aspirin; there is no fever but asthma.",
+                                        "Take 50 mg of aspirin; there is fever but asthma."])
+    found = fact_survival(clean, attacked)
+    # The dose changed; the drug stayed; fever lost its negation, asthma stayed.
+    assert found == {"chemical": [1, 1], "disease": [2, 1], "dose": [1, 0]}
+    pooled = survival_by_kind(pd.Series([json.dumps(found), json.dumps({"disease": [2, 2]}), None]))
+    assert pooled == {"disease_fact_survival": 0.75, "chemical_fact_survival": 1.0, "dose_fact_survival": 0.0}

@@ -12,7 +12,9 @@ import pandas as pd
 from fwsapp.data.tasks import TASKS
 from fwsapp.detection.roc import interval_label, tpr_label
 from fwsapp.judge.summary import judge_name
+from fwsapp.entities.recognizers import KINDS
 from fwsapp.quality.registry import Column, stored_columns
+from fwsapp.robustness.attack_sets import survival_column
 
 UNWATERMARKED = "Unwatermarked"
 
@@ -198,7 +200,8 @@ def robustness_table(report: dict) -> pd.DataFrame:
     """Each run's detection after each attack, the clean texts detected the same way first (the Robustness page)."""
     rows = [{**_named(run), "Attack": row["attack_label"], "Texts": row["texts"], "AUROC": row["auroc"],
              "TPR at 1% FPR": (row.get("tpr_at_fpr") or {}).get("0.01"), "Still detected": row["still_detected"],
-             "Entity survival": row["entity_survival"], "Mentions": row.get("mentions")}
+             "Entity survival": row["entity_survival"], "Mentions": row.get("mentions"),
+             **{f"Fact survival ({kind})": row.get(survival_column(kind)) for kind in KINDS}}
             for run in report["runs"] for row in run.get("robustness") or []]
     return pd.DataFrame(rows)
 

@@ -28,6 +28,7 @@ from fwsapp.detection import roc
 from fwsapp.watermark import methods
 from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
 from fwsapp.robustness.attacks.base import AttackInput, Span
+from fwsapp.entities.recognizers import KINDS, MODEL_FREE_RECOGNIZER
 from fwsapp.entities.recognizers.base import Entity, mesh_heading, normalize
 from fwsapp.sample_size import enough, not_enough
 from fwsapp.store import TEXT_COLUMNS, Store
@@ -218,6 +219,21 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     return set_id
 
 
+# Facts found in attacked texts by the recognizers that load no model: an attack set may hold thousands of texts.
+MODEL_FREE_FACTS = {"disease": MODEL_FREE_RECOGNIZER, "chemical": "drug-lexicon", "dose": "doses"}
+
+
+def fact_survival(clean: list, attacked: list) -> dict[str, list[int]]:
+    """Per kind of fact: [the clean text's facts, how many of them the attacked text still states with the same
+    assertion]. A fact is its concept and assertion, so a flipped negation is a fact lost."""
+    kinds = {fact.kind for fact in clean}
+    before = Counter((fact.kind, fact.value, fact.assertion) for fact in clean)
+    after = Counter((fact.kind, fact.value, fact.assertion) for fact in attacked)
+    kept = before & after
+    return {kind: [sum(n for key, n in before.items() if key[0] == kind), sum(n for key, n in kept.items() if key[0] == kind)]
+            for kind in sorted(kinds)}
+
+
 def measure_changes(store: Store, attack_set: str, encoder) -> int:
     """What the attack changed in each attacked text that lacks the measurements, against its clean text: ROUGE-L,
     the encoder similarity (cosine, as SimCSE's), and the disease mentions kept and introduced (`mention_survival`,
@@ -227,8 +243,10 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     from fwsapp.quality.simcse import similarity
     from fwsapp.entities.recognizers import load_recognizer
 
+    from fwsapp.entities.facts import FactFinder
+
     texts = store.attacked_texts([attack_set])
-    todo = texts[texts.similarity.isna() | texts.mentions_kept.isna()]
+    todo = texts[texts.similarity.isna() | texts.mentions_kept.isna() | texts.fact_survival.isna()]
     if todo.empty:
         return 0
     generations = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
@@ -238,13 +256,15 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     attack = store.attack_sets().set_index("attack_set_id").loc[attack_set]
     recognizer = load_recognizer(ATTACKS[attack.attack].recognizer(json.loads(attack.params)))
     before, after = recognizer.find_many(clean), recognizer.find_many(attacked)
+    facts = FactFinder(MODEL_FREE_FACTS).find_many(clean + attacked)
     rows = []
-    for sample_idx, old, new, cosine, mentions, now in zip(todo.sample_idx, clean, attacked,
-                                                           similarity(encoder, clean, attacked), before, after):
+    for index, (sample_idx, old, new, cosine, mentions, now) in enumerate(zip(
+            todo.sample_idx, clean, attacked, similarity(encoder, clean, attacked), before, after)):
         kept, introduced = mention_survival(mentions, now, recognizer.concept)
         rows.append({"sample_idx": int(sample_idx), "rouge_l": scorer.score(old, new)["rougeL"].fmeasure,
                      "similarity": cosine, "mentions_clean": len(mentions), "mentions_kept": kept,
-                     "mentions_introduced": introduced})
+                     "mentions_introduced": introduced,
+                     "fact_survival": json.dumps(fact_survival(facts[index], facts[len(clean) + index]))})
     store.write_changes(attack_set, rows)
     return len(rows)
 
@@ -297,6 +317,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
             "mentions": mentions, "mentions_kept": int(edited.mentions_kept.sum()),
             "entity_survival": float(edited.mentions_kept.sum() / mentions) if mentions else None,
             "mentions_introduced": int(sum(len(names) for names in edited.mentions_introduced.dropna())),
+            **survival_by_kind(edited.fact_survival),
         })
         if len(same) and same.set_id.iloc[0] not in baselines:
             positives = clean.loc[clean.text_kind == "watermarked", "score"].dropna()
@@ -305,8 +326,25 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
                 "attack": None, "attack_label": CLEAN, "params": {}, "seed": None, "attack_set_id": None,
                 "set_id": same.set_id.iloc[0], **_detection(positives, negatives, entry, json.loads(entry.params)),
                 "mean_score_change": 0.0, "words_changed": 0.0, "rouge_l": 1.0, "similarity": 1.0, "mentions": None,
-                "mentions_kept": None, "entity_survival": None, "mentions_introduced": 0}
+                "mentions_kept": None, "entity_survival": None, "mentions_introduced": 0,
+                **{survival_column(kind): None for kind in KINDS}}
     return list(baselines.values()) + found
+
+
+def survival_column(kind: str) -> str:
+    return f"{kind}_fact_survival"
+
+
+def survival_by_kind(stored: pd.Series) -> dict[str, float | None]:
+    """Each kind's share of the clean texts' facts the attacked texts keep, pooled over the texts (None: no fact)."""
+    from fwsapp.entities.recognizers import KINDS
+
+    totals = {kind: [0, 0] for kind in KINDS}
+    for found in stored.dropna():
+        for kind, (clean, kept) in (json.loads(found) if isinstance(found, str) else found).items():
+            totals[kind][0] += clean
+            totals[kind][1] += kept
+    return {survival_column(kind): kept / clean if clean else None for kind, (clean, kept) in totals.items()}
 
 
 def retokenised(store: Store, run_id: str, tokenizer: str, run) -> str | None:
@@ -351,8 +389,9 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
 # What the Robustness page's table and curves can show: label -> summary column.
 MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "TPR at 5% FPR": "TPR at 5% FPR", "AUROC": "auroc",
             "Still detected (share)": "still_detected",
-            "Entity survival": "entity_survival", "Words changed": "words_changed",
-            "Similarity to the clean text": "similarity"}
+            "Entity survival": "entity_survival",
+            **{f"Fact survival ({kind})": survival_column(kind) for kind in KINDS},
+            "Words changed": "words_changed", "Similarity to the clean text": "similarity"}
 
 
 def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

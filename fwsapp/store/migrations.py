@@ -368,5 +368,6 @@ MIGRATIONS = [
         config VARCHAR NOT NULL,
         PRIMARY KEY (run_id, sample_idx, config)
     );
+    ALTER TABLE attacked_texts ADD COLUMN fact_survival JSON;
     """,
 ]

@@ -57,8 +57,9 @@ class DetectionSets(StoreCore):
 
     def write_changes(self, attack_set_id: str, rows: list[dict]) -> None:
         """What each attacked text changed, measured after detection: `rows` of sample_idx with rouge_l,
-        similarity, mentions_clean, mentions_kept and mentions_introduced."""
-        columns = ("rouge_l", "similarity", "mentions_clean", "mentions_kept", "mentions_introduced")
+        similarity, mentions_clean, mentions_kept, mentions_introduced and fact_survival (JSON: kind -> [the clean
+        text's facts, those the attacked text keeps])."""
+        columns = ("rouge_l", "similarity", "mentions_clean", "mentions_kept", "mentions_introduced", "fact_survival")
         with self.transaction() as cursor:
             cursor.executemany(
                 f"UPDATE attacked_texts SET {', '.join(f'{column} = ?' for column in columns)} "
