@@ -253,3 +253,23 @@ def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_asserti
     assert found == {"chemical": [1, 1], "disease": [2, 1], "dose": [1, 0]}
     pooled = survival_by_kind(pd.Series([json.dumps(found), json.dumps({"disease": [2, 2]}), None]))
     assert pooled == {"disease_fact_survival": 0.75, "chemical_fact_survival": 1.0, "dose_fact_survival": 0.0}
+
+
+def test_paired_reads_the_clinical_facts_metric_per_watermarked_text(tmp_path):
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.quality.base import metric_row
+    from fwsapp.results.paired import text_measures
+    from fwsapp.store import Store
+
+    rows = [{"prompt": f"q{i}", "watermarked_text": "Take aspirin.", "unwatermarked_text": "Rest.",
+             "natural_text": "Rest."} for i in range(2)]
+    source = tmp_path / "g.json"
+    source.write_text(json.dumps(rows))
+    store = Store(tmp_path / "db.duckdb")
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile.from_path(source))
+    store.write_rows("metrics", run_id, [metric_row(i, kind, "unsupported_drugs", "c", value) for i, (kind, value) in
+                                         enumerate([("watermarked", 1.0), ("watermarked", 0.0)])]
+                     + [metric_row(0, "unwatermarked", "unsupported_drugs", "c", 5.0)])
+    found = text_measures(store, [run_id])
+    drugs = found[found.measure == "Unsupported drugs / text"]
+    assert list(drugs.value) == [1.0, 0.0] and list(drugs["count"]) == [1.0, 1.0]

@@ -172,6 +172,7 @@ def text_measures(store, run_ids: list[str], recognizer: str | None = None, alph
     (Auto) reads the metrics by `mapping` (`fws.metric_aspects`; default: the registry's)."""
     from fwsapp.entities.introduced import one_recognizer, with_mesh_headings
     from fwsapp.entities.recognizers import recognizer_label
+    from fwsapp.quality.registry import stored_columns
 
     frames = []
     entities, analyses = one_recognizer(store.entities(run_ids), store.entity_analyses(run_ids),
@@ -190,7 +191,13 @@ def text_measures(store, run_ids: list[str], recognizer: str | None = None, alph
                    texts.assign(measure="introduced mentions per text", value=texts.introduced, count=1),
                    texts.assign(measure=UNSUPPORTED_SHARE, value=texts.unsupported, count=texts.mentions)]
     runs = store.runs()
-    aspects = metric_aspects(store.metrics(run_ids), dict(zip(runs.run_id, runs.task)), mapping)
+    metrics = store.metrics(run_ids)
+    # The registered columns that count a clinical failure mode (the clinical facts), per text.
+    failures = {column.name: column.label for _, column in stored_columns() if column.failure_mode}
+    counted = metrics[(metrics.text_kind == "watermarked") & metrics.metric.isin(failures) & metrics.value.notna()]
+    counted = counted.drop_duplicates(["run_id", "sample_idx", "metric"], keep="last")
+    frames.append(counted.assign(measure=counted.metric.map(failures), count=1))
+    aspects = metric_aspects(metrics, dict(zip(runs.run_id, runs.task)), mapping)
     aspects = aspects[aspects.kind == "watermarked"]
     if not aspects.empty:
         frames.append(aspects.assign(measure="FWS (Auto)", count=1,
