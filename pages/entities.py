@@ -63,6 +63,22 @@ def clinical_facts() -> None:
             facts_changes_table(found, kind)
             if kind in KINDS:
                 fact_verdicts(found, kind, rater, run_id, sample_idx)
+    fact_agreement()
+
+
+def fact_agreement() -> None:
+    """Clinicians' verdicts on facts against the automatic comparison with the reference, per kind."""
+    from fwsapp.entities.fact_review import fact_verdict_agreement
+
+    counts, rates = fact_verdict_agreement(resources.store())
+    if counts.empty:
+        return
+    st.subheader("Clinicians against the comparison with the reference")
+    st.caption("Flagged: the reference does not state the fact, or states it with the other assertion. Precision: of "
+               "the flagged facts, the share clinicians called wrong; recall: of the facts called wrong, the share "
+               "flagged. 'Not a …' is left out of both. Empty: too few verdicts for a rate.")
+    st.dataframe(rates, hide_index=True, width="stretch")
+    st.dataframe(counts, width="stretch")
 
 
 def facts_sample_picker() -> tuple[str, int] | None:
@@ -126,7 +142,7 @@ def facts_changes_table(found, kind: str) -> None:
 def fact_verdicts(found, kind: str, rater: str, run_id: str, sample_idx: int) -> None:
     """A verdict per fact of the two answers, changed facts first."""
     from fwsapp.entities.fact_review import (
-        FACT_VERDICTS, rater_fact_verdicts, record_fact_verdict, undo_fact_verdict, verdict_label)
+        FACT_VERDICTS, flagged, rater_fact_verdicts, record_fact_verdict, undo_fact_verdict, verdict_label)
 
     if not rater.strip():
         st.info("Enter your name above to record verdicts.")
@@ -147,7 +163,8 @@ def fact_verdicts(found, kind: str, rater: str, run_id: str, sample_idx: int) ->
                                    index=list(labels).index(stored) if stored else None, label_visibility="collapsed",
                                    disabled=not rater.strip())
             if choice is not None and choice != stored:
-                record_fact_verdict(resources.store(), rater, run_id, sample_idx, text_kind, fact, choice)
+                record_fact_verdict(resources.store(), rater, run_id, sample_idx, text_kind, fact, choice,
+                                    flagged(found, text_kind, fact))
                 line[0].caption(f"Recorded for {rater.strip()}: {labels[choice]}")
             if stored is not None and line[2].button("Undo", key=f"undo-{key}"):
                 undo_fact_verdict(resources.store(), rater, run_id, sample_idx, text_kind, fact)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 import pytest
 
 from fwsapp.entities.changes import Change, changes, corruptions
@@ -273,3 +275,32 @@ def test_paired_reads_the_clinical_facts_metric_per_watermarked_text(tmp_path):
     found = text_measures(store, [run_id])
     drugs = found[found.measure == "Unsupported drugs / text"]
     assert list(drugs.value) == [1.0, 0.0] and list(drugs["count"]) == [1.0, 1.0]
+
+
+def test_verdicts_on_facts_are_held_against_the_comparison_per_kind(tmp_path):
+    """12 drug verdicts: 10 flagged by the comparison (8 called wrong), 2 not flagged (1 called wrong); 2 dose
+    verdicts, too few for a rate; 'not a drug' counted but left out of the rates."""
+    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.entities.fact_review import fact_verdict_agreement, record_fact_verdict
+    from fwsapp.entities.facts import Fact
+    from fwsapp.store import Store
+
+    source = tmp_path / "g.json"
+    source.write_text(json.dumps([{"prompt": "q", "watermarked_text": "w", "unwatermarked_text": "u",
+                                   "natural_text": "r"}]))
+    store = Store(tmp_path / "db.duckdb")
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile.from_path(source))
+    judged = ([("chemical", True, "wrong")] * 8 + [("chemical", True, "correct")] * 2 + [("chemical", False, "wrong"),
+              ("chemical", False, "correct_not_in_reference"), ("chemical", True, "not_this_kind"),
+              ("dose", True, "wrong"), ("dose", False, "correct")])
+    for start, (kind, flagged, verdict) in enumerate(judged):
+        record_fact_verdict(store, " Dr  A ", run_id, 0, "watermarked", Fact(kind, start, start + 1, "x", "x", "affirmed"),
+                            verdict, flagged)
+    counts, rates = fact_verdict_agreement(store)
+    drugs = rates.set_index("kind").loc["chemical"]
+    assert (drugs.verdicts, drugs.flagged, drugs["called wrong"]) == (12, 10, 9)
+    assert drugs.precision == pytest.approx(0.8)  # 8 of the 10 flagged were called wrong
+    assert drugs.recall is None  # 9 called wrong: fewer than the 10 a rate needs
+    assert pd.isna(rates.set_index("kind").loc["dose"].precision)  # one flagged dose: no rate
+    assert counts.loc[("chemical", "flagged"), "Not a …"] == 1
+    assert set(store.fact_verdicts().rater) == {"Dr A"}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from fwsapp.entities.changes import BY_CONCEPT, Change, changes, corruptions
 from fwsapp.entities.facts import Fact, FactFinder
 
@@ -63,14 +65,23 @@ def _rater(rater: str) -> str:
     return name
 
 
-def record_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, fact: Fact, verdict: str) -> None:
-    """A clinician's verdict on one fact of a text; a later verdict by the same rater replaces it."""
+def flagged(found: SampleFacts, text_kind: str, fact: Fact) -> bool:
+    """Whether the automatic comparison flags a fact of an answer: the reference does not state it, or states it with
+    the other assertion."""
+    return any((change.start, change.end) == (fact.start, fact.end)
+               for change in found.changes.get((text_kind, "reference"), []))
+
+
+def record_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, fact: Fact, verdict: str,
+                        is_flagged: bool) -> None:
+    """A clinician's verdict on one fact of a text, with whether the comparison flagged it; a later verdict by the same
+    rater replaces it."""
     if verdict not in FACT_VERDICTS:
         raise ValueError(f"A verdict is one of {', '.join(FACT_VERDICTS)}.")
     if text_kind not in TEXT_KINDS:
         raise ValueError(f"A text kind is one of {', '.join(TEXT_KINDS)}.")
     store.record_fact_verdict(run_id, sample_idx, text_kind, fact.kind, (fact.start, fact.end), fact.text,
-                              _rater(rater), verdict)
+                              is_flagged, _rater(rater), verdict)
 
 
 def undo_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, fact: Fact) -> None:
@@ -84,3 +95,28 @@ def rater_fact_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict
         return {}
     rows = store.fact_verdicts(name, run_id, sample_idx)
     return {(row.text_kind, row.fact_kind, int(row.start_char)): row.verdict for row in rows.itertuples()}
+
+
+def fact_verdict_agreement(store) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Clinicians against the automatic comparison, per kind of fact: the counts of (flagged or not) × verdict, and per
+    kind the share of flagged facts clinicians called wrong (precision) and the share of facts called wrong that were
+    flagged (recall). 'Not a …' is a recognition error: counted in the table, left out of both rates; a rate from too
+    few facts is None (`fwsapp.sample_size`)."""
+    from fwsapp.sample_size import enough
+
+    verdicts = store.fact_verdicts()
+    if verdicts.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    counts = pd.crosstab([verdicts.fact_kind.rename("kind"),
+                          verdicts.flagged.map({True: "flagged", False: "not flagged"}).rename("comparison")],
+                         verdicts.verdict.map(lambda code: FACT_VERDICTS[code].format(kind="…")).rename("clinician"))
+    rows = []
+    for kind, group in verdicts[verdicts.verdict != "not_this_kind"].groupby("fact_kind"):
+        wrong, flagged_facts = group.verdict.eq("wrong"), group.flagged.astype(bool)
+        rows.append({"kind": kind, "verdicts": len(group), "flagged": int(flagged_facts.sum()),
+                     "called wrong": int(wrong.sum()),
+                     "precision": float((wrong & flagged_facts).sum() / flagged_facts.sum())
+                     if enough("precision", flagged_facts.sum()) else None,
+                     "recall": float((wrong & flagged_facts).sum() / wrong.sum())
+                     if enough("precision", wrong.sum()) else None})
+    return counts, pd.DataFrame(rows)

@@ -118,12 +118,12 @@ class AnalysisTables(StoreCore):
             f"SELECT run_id, sample_idx, text_kind, start_char, verdict FROM entity_verdicts WHERE {where}", values)
 
     def record_fact_verdict(self, run_id: str, sample_idx: int, text_kind: str, fact_kind: str, span: tuple[int, int],
-                            fact_text: str, rater: str, verdict: str) -> None:
+                            fact_text: str, flagged: bool, rater: str, verdict: str) -> None:
         """A rater's verdict on one fact of a text; a later one by the same rater replaces it."""
         with self.transaction() as cursor:
-            cursor.execute("INSERT OR REPLACE INTO fact_verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           [run_id, int(sample_idx), text_kind, fact_kind, int(span[0]), int(span[1]), fact_text, rater,
-                            verdict, now()])
+            cursor.execute("INSERT OR REPLACE INTO fact_verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           [run_id, int(sample_idx), text_kind, fact_kind, int(span[0]), int(span[1]), fact_text,
+                            bool(flagged), rater, verdict, now()])
 
     def delete_fact_verdict(self, run_id: str, sample_idx: int, text_kind: str, fact_kind: str, start: int,
                             rater: str) -> None:
@@ -139,8 +139,9 @@ class AnalysisTables(StoreCore):
             where, values = where + ["rater = ?"], values + [rater]
         if run_id is not None:
             where, values = where + ["run_id = ?", "sample_idx = ?"], values + [run_id, int(sample_idx)]
-        return self.frame(f"SELECT run_id, sample_idx, text_kind, fact_kind, start_char, end_char, fact_text, rater, "
-                          f"verdict, created FROM fact_verdicts WHERE {' AND '.join(where)} ORDER BY created", values)
+        return self.frame(f"SELECT run_id, sample_idx, text_kind, fact_kind, start_char, end_char, fact_text, flagged, "
+                          f"rater, verdict, created FROM fact_verdicts WHERE {' AND '.join(where)} ORDER BY created",
+                          values)
 
     def entity_verdicts(self) -> pd.DataFrame:
         """Clinicians' verdicts joined with the entities they judge."""

@@ -316,7 +316,8 @@ MIGRATIONS = [
         created TIMESTAMP NOT NULL
     );
     """,
-    # 17: clinicians' verdicts on the clinical facts of a text (fwsapp.entities.fact_review), any kind of fact.
+    # 17: clinicians' verdicts on the clinical facts of a text (fwsapp.entities.fact_review), any kind of fact, with
+    # whether the automatic comparison flagged the fact (the reference does not state it so) when it was judged.
     """
     CREATE TABLE fact_verdicts (
         run_id VARCHAR NOT NULL,
@@ -326,6 +327,7 @@ MIGRATIONS = [
         start_char INTEGER NOT NULL,
         end_char INTEGER NOT NULL,
         fact_text VARCHAR NOT NULL,
+        flagged BOOLEAN NOT NULL,
         rater VARCHAR NOT NULL,
         verdict VARCHAR NOT NULL,
         created TIMESTAMP NOT NULL,
