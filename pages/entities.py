@@ -30,17 +30,19 @@ through_router()
 
 
 CORRUPTION_TAB = "corrupted terms"
+VIEWS = ("Clinical facts", "Disease entities (Table 7)")
 
 
 def render() -> None:
-    """The page: the clinical facts of one sample (every kind), and the disease entities of the paper's Table 7.
-    The facts tab is drawn first: the entities tab stops the script where there is no entity analysis yet."""
+    """The page: the clinical facts of one sample (every kind), or the disease entities of the paper's Table 7. A
+    choice, not tabs: only the view shown runs, so the entities view loads no fact recognizer."""
     st.title("Clinical facts and disease entities")
-    facts_tab, entities_tab = st.tabs(["Clinical facts", "Disease entities (Table 7)"])
-    with facts_tab, widgets.section("The clinical facts"):
-        clinical_facts()
-    with entities_tab:
+    view = st.radio("View", VIEWS, key="entities-view", horizontal=True, label_visibility="collapsed")
+    if view == VIEWS[1]:
         disease_entities()
+        return
+    with widgets.section("The clinical facts"):
+        clinical_facts()
 
 
 def clinical_facts() -> None:

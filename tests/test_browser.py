@@ -260,7 +260,7 @@ def test_tables_and_charts_fit_the_page_or_scroll_inside_it(tmp_path, browser_pa
         page.goto(url)
         page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
         ARTIFACTS.mkdir(exist_ok=True)
-        for name, heading in (("entities", "Disease entities"), ("report", "Report"), ("quality", "Quality"),
+        for name, heading in (("entities", "Clinical facts and disease entities"), ("report", "Report"), ("quality", "Quality"),
                               ("judge", "Judge"), ("fws", "Factuality-Weighted Score")):
             page.goto(f"{url}/{name}")
             page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)

@@ -139,9 +139,9 @@ def test_recognize_writes_one_line_per_input_in_order(tmp_path):
     assert cli(["recognize", "--in", str(source), "--out", str(target)]) == 0
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert len(lines) == 3 and lines[1] == {"entities": []} and lines[2] == {"entities": []}
-    for start, end, name in lines[0]["entities"]:
-        assert texts[0][start:end] == name
-    assert "myocardial infarction" in [name for _, _, name in lines[0]["entities"]]
+    for start, end, name, concept in lines[0]["entities"]:
+        assert texts[0][start:end] == name and concept
+    assert "myocardial infarction" in [name for _, _, name, _ in lines[0]["entities"]]
     assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh", "--force"]) == 0
     assert len(target.read_text().splitlines()) == 3
 
@@ -267,8 +267,8 @@ def test_recognize_takes_any_valid_json_string_and_refuses_what_it_cannot_read_i
     assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 0
     assert "line 1: 1 lone surrogate(s) (no character) read as U+FFFD." in capsys.readouterr().err
     first, second = [json.loads(line) for line in target.read_text().splitlines()]
-    assert [name for _, _, name in first["entities"]] == ["gout", "asthma"]
-    assert [name for _, _, name in second["entities"]] == ["gout", "asthma", "fever"]  # one line, as written
+    assert [name for _, _, name, _ in first["entities"]] == ["gout", "asthma"]
+    assert [name for _, _, name, _ in second["entities"]] == ["gout", "asthma", "fever"]  # one line, as written
     for content, problem in (("[" * 100_000 + "]" * 100_000, "line 1: JSON nested too deeply"),
                              (json.dumps({"text": "x" * 2_000_000}), "more than 100,000: split it into several lines")):
         source.write_text(content + "\n")

@@ -317,8 +317,13 @@ def entity_app(app_db):
     return run_id
 
 
+def disease_view(app: AppTest) -> AppTest:
+    """The Entities page switched to its disease-entities view (it opens on the clinical facts)."""
+    return app.radio(key="entities-view").set_value("Disease entities (Table 7)").run()
+
+
 def test_entity_page_counts_by_branch_and_lists_introduced_entities_in_reading_order(entity_app):
-    app = open_page("entities")
+    app = disease_view(open_page("entities"))
     table = app.dataframe[0].value
     assert table.loc[0, "introduced per text (watermarked)"] == 3  # tuberculosis, gout, cough; not the synonym
     assert "unsupported by the reference % (watermarked)" in table.columns
@@ -339,7 +344,7 @@ def test_entity_verdicts_show_what_was_recorded_and_can_be_undone(entity_app):
     app = AppTest.from_file(APP, default_timeout=120)
     app.session_state["rater"] = "Dr Rate"  # the Rate page's name must not carry over
     app.run()
-    app.switch_page("pages/entities.py").run()
+    disease_view(app.switch_page("pages/entities.py").run())
     assert app.text_input(key="entity-rater").value == ""
     assert all(radio.disabled for radio in app.radio if radio.label == "Verdict")
     app.text_input(key="entity-rater").set_value("Dr Entity").run()
@@ -375,7 +380,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
     run_id = import_logs(store, method="KGW", model="m", task_name="qa", generations=LogFile("g.json", json.dumps(rows).encode()))
     analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())
     store.close()
-    app = open_page("entities")
+    app = disease_view(open_page("entities"))
     app.text_input(key="entity-rater").set_value("Dr Repeat").run()
     sample = app.selectbox(key="entity-sample")
     assert "sample 0 ·" in sample.format_func(sample.value) and by_label(app.button, "Previous").disabled
@@ -625,7 +630,7 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
     assert any("No items to rate yet" in info.value for info in app.info)
     next(button for button in app.button if button.label.startswith("Add 10 % of every run")).click().run()
     assert not app.exception and app.progress  # an item to rate is shown at once
-    app.switch_page("pages/entities.py").run()
+    disease_view(app.switch_page("pages/entities.py").run())
     next(button for button in app.button if button.label == "Analyse every run now").click().run()
     deadline = time.time() + 120
     while time.time() < deadline and not app.dataframe:
