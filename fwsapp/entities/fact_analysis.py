@@ -5,7 +5,7 @@ each written with its done-marker in one transaction, so a stopped analysis resu
 adds nothing."""
 from __future__ import annotations
 
-from fwsapp.entities.fact_review import sample_facts
+from fwsapp.entities.fact_review import samples_facts
 from fwsapp.entities.facts import FactFinder
 
 CHUNK = 16  # samples found together and written in one transaction
@@ -24,9 +24,9 @@ def analyze_run_facts(store, run_id: str, finder: FactFinder | None = None, prog
             return start
         chunk = todo.iloc[start:start + CHUNK]
         fact_rows, change_rows = [], []
-        for row in chunk.itertuples():
-            found = sample_facts({"watermarked": row.watermarked_text, "unwatermarked": row.unwatermarked_text,
-                                  "reference": row.reference}, finder)
+        every = samples_facts([{"watermarked": row.watermarked_text, "unwatermarked": row.unwatermarked_text,
+                                "reference": row.reference} for row in chunk.itertuples()], finder)
+        for row, found in zip(chunk.itertuples(), every):
             index = int(row.sample_idx)
             fact_rows += [{"sample_idx": index, "text_kind": text_kind, "config": config, "kind": fact.kind,
                            "start_char": fact.start, "end_char": fact.end, "text": fact.text, "value": fact.value,

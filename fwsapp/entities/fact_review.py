@@ -38,11 +38,21 @@ class SampleFacts:
         return marked
 
 
+def samples_facts(samples: list[dict[str, str | None]], finder: FactFinder | None = None) -> list[SampleFacts]:
+    """The facts of each sample's three texts and their changes (by concept: the answers were written
+    independently), every text found in one call of the recognizers."""
+    samples = [{kind: text if isinstance(text, str) else "" for kind, text in texts.items()} for texts in samples]
+    kinds = [[kind for kind in TEXT_KINDS if kind in texts] for texts in samples]
+    found = iter((finder or FactFinder()).find_many([texts[kind] for texts, own in zip(samples, kinds) for kind in own]))
+    return [_compared(texts, {kind: next(found) for kind in own}) for texts, own in zip(samples, kinds)]
+
+
 def sample_facts(texts: dict[str, str | None], finder: FactFinder | None = None) -> SampleFacts:
-    """The facts of a sample's three texts and their changes (by concept: the answers were written independently)."""
-    texts = {kind: text if isinstance(text, str) else "" for kind, text in texts.items()}
-    kinds = [kind for kind in TEXT_KINDS if kind in texts]
-    found = dict(zip(kinds, (finder or FactFinder()).find_many([texts[kind] for kind in kinds])))
+    """One sample's `samples_facts`."""
+    return samples_facts([texts], finder)[0]
+
+
+def _compared(texts: dict[str, str], found: dict[str, list[Fact]]) -> SampleFacts:
     changed = {}
     for text, against in COMPARISONS:
         if texts.get(text) and texts.get(against):

@@ -144,7 +144,7 @@ def recognizer_label(name: str = DEFAULT_RECOGNIZER) -> str:
     return RECOGNIZERS[check_recognizer(name)].label()
 
 
-@lru_cache(maxsize=3)
+@lru_cache(maxsize=None)  # one of each registered recognizer: the facts use five at once, and a taggers' lexicon
 def load_recognizer(name: str = DEFAULT_RECOGNIZER):
     """A recognizer by name: `find_many(texts)` gives each text's entities, `backend` its entry's label."""
     entry = RECOGNIZERS[check_recognizer(name)]
