@@ -313,6 +313,7 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/entities.py").run()
+    app.radio(key="entities-view").set_value("Disease entities (Table 7)").run()
     assert not app.exception
     summary = next(frame.value for frame in app.dataframe if "method" in frame.value.columns)
     assert list(summary.method) == ["KGW"] and "unsupported by the reference % (watermarked)" in summary.columns

@@ -106,6 +106,8 @@ METRICS = Registry("metric", [
     MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: drugs and doses it does not "
                  "state, facts whose assertion it contradicts, corrupted medical terms (the facts' recognizers)",
                  "fwsapp.quality.clinical_facts:ClinicalFacts", label="Clinical facts", needs=("recognizer",),
+                 # Two taggers over every text: asked for (score --metrics, the Quality page), not run on every open.
+                 by_default=False,
                  columns=(Column("unsupported_drugs", "Unsupported drugs / text", lower_is_better=True,
                                  aspects=("factual_accuracy",), failure_mode="hallucinated terminology (a drug)"),
                           Column("unsupported_doses", "Unsupported doses / text", lower_is_better=True,
@@ -128,8 +130,9 @@ def default_metrics() -> tuple[str, ...]:
 
 
 def model_free_metrics() -> tuple[str, ...]:
-    """The metrics that read no language model, computed when the Quality page opens."""
-    return tuple(entry.name for entry in METRICS if entry.model_free)
+    """The default metrics that read no language model, computed when the Quality page opens (and after an import);
+    a model-free metric that is not a default is computed when asked for."""
+    return tuple(entry.name for entry in METRICS if entry.model_free and entry.by_default)
 
 
 def stored_metrics() -> tuple[str, ...]:
