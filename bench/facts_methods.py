@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench.common import ROOT
 from bench.facts_paper import MEASURES, differences
-from fwsapp.entities.changes import BY_CONCEPT, changes, word_count
+from fwsapp.entities.changes import BY_CONCEPT, changes, counted, word_count
 from fwsapp.entities.facts import FactFinder
 from fwsapp.watermark.methods import watermark_names
 
@@ -36,8 +36,7 @@ def measured(store, run_id: str, finder: FactFinder) -> pd.DataFrame:
         for side, text, own in (("W", w, fw), ("U", u, fu)):
             changed = changes(text, own, r, fr, by=BY_CONCEPT)
             for measure, (kind, unsupported_only, _) in MEASURES.items():
-                entry[f"{side} {measure}"] = sum(change.kind == kind and (not unsupported_only or change.was == "")
-                                                 for change in changed)
+                entry[f"{side} {measure}"] = counted(changed, kind, unsupported_only)
         found.append(entry)
     return pd.DataFrame(found)
 

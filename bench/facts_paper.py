@@ -21,7 +21,7 @@ import pandas as pd
 
 from bench.common import ROOT
 from fwsapp.data.tasks import strip_prompt
-from fwsapp.entities.changes import BY_CONCEPT, changes, word_count
+from fwsapp.entities.changes import BY_CONCEPT, changes, counted, word_count
 from fwsapp.entities.facts import FactFinder
 from fwsapp.results.paired import paired_difference
 
@@ -36,10 +36,6 @@ MEASURES = {
     "negation flips / text": ("negation", False, False),
     "corrupted terms / 1,000 words": ("corruption", False, True),
 }
-
-
-def counted(found, kind: str, unsupported_only: bool) -> int:
-    return sum(change.kind == kind and (not unsupported_only or change.was == "") for change in found)
 
 
 def measure_file(finder: FactFinder, path: Path, samples: int) -> list[dict]:

@@ -271,6 +271,11 @@ def facts_jsonl(source, target, finder=None, progress=None, force: bool = False,
     return len(records)
 
 
+def counted(found: list[Change], kind: str, unsupported_only: bool = False) -> int:
+    """How many changes of `kind` there are; with `unsupported_only`, only facts the other text does not state."""
+    return sum(change.kind == kind and (not unsupported_only or change.was == "") for change in found)
+
+
 def word_count(text: str) -> int:
     """Words of a text, as the per-1,000-words measures count them (punctuation is no word)."""
     return sum(1 for _, _, word in _words(text) if word[0].isalnum() or word[0] == "_")

@@ -9,6 +9,7 @@ import pandas as pd
 
 from fwsapp.entities.changes import BY_CONCEPT, Change, changes, corruptions
 from fwsapp.entities.facts import Fact, FactFinder
+from fwsapp.entities.introduced import filed_rater, rater_name
 
 TEXT_KINDS = ("watermarked", "unwatermarked", "reference")
 # The comparisons shown, as (text, against).
@@ -65,14 +66,7 @@ def _compared(texts: dict[str, str], found: dict[str, list[Fact]]) -> SampleFact
 def verdict_label(verdict: str, kind: str) -> str:
     from fwsapp.entities.recognizers import KINDS
 
-    return FACT_VERDICTS[verdict].format(kind={"chemical": "drug"}.get(kind, KINDS[kind].change))
-
-
-def _rater(rater: str) -> str:
-    name = " ".join((rater or "").split())
-    if not name:
-        raise ValueError("Enter your name: a verdict is filed under it.")
-    return name
+    return FACT_VERDICTS[verdict].format(kind=KINDS[kind].change)
 
 
 def flagged(found: SampleFacts, text_kind: str, fact: Fact) -> bool:
@@ -91,16 +85,16 @@ def record_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_ki
     if text_kind not in TEXT_KINDS:
         raise ValueError(f"A text kind is one of {', '.join(TEXT_KINDS)}.")
     store.record_fact_verdict(run_id, sample_idx, text_kind, fact.kind, (fact.start, fact.end), fact.text,
-                              is_flagged, _rater(rater), verdict)
+                              is_flagged, filed_rater(rater), verdict)
 
 
 def undo_fact_verdict(store, rater: str, run_id: str, sample_idx: int, text_kind: str, fact: Fact) -> None:
-    store.delete_fact_verdict(run_id, sample_idx, text_kind, fact.kind, fact.start, _rater(rater))
+    store.delete_fact_verdict(run_id, sample_idx, text_kind, fact.kind, fact.start, filed_rater(rater))
 
 
 def rater_fact_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict[tuple[str, str, int], str]:
     """What this rater recorded on a sample's facts: (text kind, fact kind, start) -> verdict."""
-    name = " ".join((rater or "").split())
+    name = rater_name(rater)
     if not name:
         return {}
     rows = store.fact_verdicts(name, run_id, sample_idx)

@@ -267,13 +267,14 @@ VERDICTS = {
 }
 
 
-def _rater_name(rater: str | None) -> str:
+def rater_name(rater: str | None) -> str:
     """The name verdicts are filed under: surrounding and repeated spaces do not make another rater."""
     return " ".join((rater or "").split())
 
 
-def _rater(rater: str) -> str:
-    if not (name := _rater_name(rater)):
+def filed_rater(rater: str) -> str:
+    """The rater's name as verdicts are filed under it; an error where none was entered."""
+    if not (name := rater_name(rater)):
         raise ValueError("Enter your name first: verdicts are stored per clinician.")
     return name
 
@@ -313,16 +314,16 @@ def record_verdict(store, rater: str, run_id: str, sample_idx: int, name: NameTo
     """A clinician's verdict on a name, filed for each of its mentions; a later verdict by the same rater replaces it."""
     if verdict not in VERDICTS:
         raise ValueError(f"A verdict is one of {', '.join(VERDICTS)}.")
-    store.record_entity_verdicts(run_id, sample_idx, name.text_kind, list(name.starts), _rater(rater), verdict)
+    store.record_entity_verdicts(run_id, sample_idx, name.text_kind, list(name.starts), filed_rater(rater), verdict)
 
 
 def undo_verdict(store, rater: str, run_id: str, sample_idx: int, name: NameToJudge) -> None:
-    store.delete_entity_verdicts(run_id, sample_idx, name.text_kind, list(name.starts), _rater(rater))
+    store.delete_entity_verdicts(run_id, sample_idx, name.text_kind, list(name.starts), filed_rater(rater))
 
 
 def rater_verdicts(store, rater: str, run_id: str, sample_idx: int) -> dict[tuple[str, int], str]:
     """What this rater recorded on a sample's entities: (text kind, start) -> verdict."""
-    name = _rater_name(rater)
+    name = rater_name(rater)
     if not name:
         return {}
     rows = store.rater_entity_verdicts(name, run_id, sample_idx)
@@ -339,7 +340,7 @@ def reviewed_samples(store, rater: str, entities: pd.DataFrame) -> tuple[int, in
     """(samples whose every introduced mention has this rater's verdict, samples with an introduced mention)."""
     introduced = entities[entities.introduced & entities.text_kind.isin(["watermarked", "unwatermarked"])]
     keys = ["run_id", "sample_idx", "text_kind", "start_char"]
-    name = _rater_name(rater)
+    name = rater_name(rater)
     judged = store.rater_entity_verdicts(name)[keys].assign(judged=True) if name else pd.DataFrame(columns=[*keys, "judged"])
     marked = introduced[keys].merge(judged.astype({"sample_idx": "int64", "start_char": "int64"}), on=keys, how="left")
     per_sample = marked.judged.notna().groupby([marked.run_id, marked.sample_idx]).all()

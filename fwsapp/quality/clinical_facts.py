@@ -25,14 +25,14 @@ class ClinicalFacts(ReferenceMetric):
         return self.finder(resources).config
 
     def values(self, outputs: list[str], references: list[str], resources) -> dict[str, list[float]]:
-        from fwsapp.entities.changes import BY_CONCEPT, changes, word_count
+        from fwsapp.entities.changes import BY_CONCEPT, changes, counted, word_count
 
         found = self.finder(resources).find_many(outputs + references)
         values: dict[str, list[float]] = {name: [] for name in COUNTED}
         for index, (output, reference) in enumerate(zip(outputs, references)):
             changed = changes(output, found[index], reference, found[len(outputs) + index], by=BY_CONCEPT)
             for name, (kind, unsupported_only) in COUNTED.items():
-                count = sum(change.kind == kind and (not unsupported_only or change.was == "") for change in changed)
+                count = counted(changed, kind, unsupported_only)
                 if name == PER_THOUSAND_WORDS:
                     words = word_count(output)
                     values[name].append(1000 * count / words if words else 0.0)

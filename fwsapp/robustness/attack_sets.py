@@ -28,8 +28,8 @@ from fwsapp.detection import roc
 from fwsapp.watermark import methods
 from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
 from fwsapp.robustness.attacks.base import AttackInput, Span
-from fwsapp.entities.recognizers import KINDS, MODEL_FREE_RECOGNIZER
-from fwsapp.entities.recognizers.base import Entity, mesh_heading, normalize
+from fwsapp.entities.recognizers import KINDS, default_recognizer
+from fwsapp.entities.recognizers.base import Entity, disease_concept
 from fwsapp.sample_size import enough, not_enough
 from fwsapp.store import TEXT_COLUMNS, Store
 
@@ -122,7 +122,7 @@ def mention_survival(clean: list[Entity], attacked: list[Entity], concept=None) 
     the attacked text's mentions that the clean text does not name). Both compare concepts (`concept`, the mentions'
     kind's normaliser; a disease's MeSH heading by default), so a synonym the attack wrote ('type 2 diabetes mellitus'
     for 'type 2 diabetes', 'paracetamol' for 'Tylenol') keeps the mention and introduces nothing."""
-    concept = concept or (lambda name: mesh_heading(normalize(name)))
+    concept = concept or disease_concept
     before = Counter(concept(entity.text) for entity in clean)
     after = Counter(concept(entity.text) for entity in attacked)
     kept = sum((before & after).values())
@@ -219,8 +219,6 @@ def attack_run(store: Store, run_id: str, attack: str, params: dict | None = Non
     return set_id
 
 
-# Facts found in attacked texts by the recognizers that load no model: an attack set may hold thousands of texts.
-MODEL_FREE_FACTS = {"disease": MODEL_FREE_RECOGNIZER, "chemical": "drug-lexicon", "dose": "doses"}
 
 
 def fact_survival(clean: list, attacked: list) -> dict[str, list[int]]:
@@ -256,7 +254,8 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     attack = store.attack_sets().set_index("attack_set_id").loc[attack_set]
     recognizer = load_recognizer(ATTACKS[attack.attack].recognizer(json.loads(attack.params)))
     before, after = recognizer.find_many(clean), recognizer.find_many(attacked)
-    facts = FactFinder(MODEL_FREE_FACTS).find_many(clean + attacked)
+    # The recognizers that load no model: an attack set may hold thousands of texts.
+    facts = FactFinder({kind: default_recognizer(kind, model_free=True) for kind in KINDS}).find_many(clean + attacked)
     rows = []
     for index, (sample_idx, old, new, cosine, mentions, now) in enumerate(zip(
             todo.sample_idx, clean, attacked, similarity(encoder, clean, attacked), before, after)):

@@ -35,9 +35,8 @@ HOST_TEXTS = ("unwatermarked", "reference")
 
 def recognizer_param(kind: str) -> tuple[str, Param]:
     """The recognizer parameter of an attack that reads `kind` mentions: the kind's model-free recognizer by default."""
-    default = MODEL_FREE_RECOGNIZER if kind == "disease" else default_recognizer(kind, model_free=True)
-    return default, Param(f"the {kind} recognizer that finds the mentions the attack keeps or swaps (and their "
-                          "survival)", choices=tuple(recognizers_of(kind)))
+    help = f"the {kind} recognizer that finds the mentions the attack keeps or swaps (and their survival)"
+    return default_recognizer(kind, model_free=True), Param(help, choices=tuple(recognizers_of(kind)))
 
 
 def keep_entities(protects: str) -> tuple[bool, Param]:
