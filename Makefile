@@ -54,10 +54,9 @@ browser:
 run: install
 	$(PY) -m fwsapp.ui.serve --server.port $(PORT)
 
-# ruff first (seconds), then every test: the model-free tier on both cores (pytest-xdist), then the slow tier on two
-# workers by group (tests/conftest.py): the tests that load models here in one process, so that each model loads once,
-# and the browsers, clusters and processes in the other. Both tiers run whatever the first gives.
+# ruff first (seconds), then every test in one pytest on both cores (pytest-xdist): the tests that load models here
+# stay together on one worker, so that each model loads once, and the Ray tests on one worker; every other test goes to
+# whichever worker is free (tests/conftest.py). `-m "not slow"` is the model-free tier, for a quick loop.
 test: install-test browser
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -m "not slow" -n 2; fast=$$?; $(PY) -m pytest -m slow -n 2 --dist loadgroup; slow=$$?; \
-		test $$fast = 0 && test $$slow = 0
+	$(PY) -m pytest -n 2 --dist loadgroup

@@ -47,12 +47,14 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, mark))
         if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
-            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile): every test that loads a model in
-            # this process on one, so each model loads once; the browsers, clusters and processes on the other. Every
-            # Ray test is on the second, whatever it loads: two Ray clusters started at once on one machine collide.
-            loads_here = IN_PROCESS_MODELS & set(getattr(item, "fixturenames", ())) or module == "test_paper_shapes"
+            # The suite runs on two workers (`--dist loadgroup`, the Makefile). Two groups stay whole, each on one
+            # worker: the tests that load a model in this process, so that each model loads once, and the Ray tests,
+            # whatever they load, since two Ray clusters started at once on one machine collide. Every other test
+            # goes to whichever worker is free.
             ray = item.get_closest_marker("ray") is not None
-            item.add_marker(pytest.mark.xdist_group("models" if loads_here and not ray else "processes"))
+            loads_here = IN_PROCESS_MODELS & set(getattr(item, "fixturenames", ())) or module == "test_paper_shapes"
+            if ray or loads_here:
+                item.add_marker(pytest.mark.xdist_group("ray" if ray else "models"))
 
 
 @pytest.fixture(scope="session")
