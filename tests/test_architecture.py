@@ -19,7 +19,7 @@ LAYERS = {  # subpackage (or foundation module) -> rank; higher ranks may import
     "fwsapp.store": 1,
     **{f"fwsapp.{stage}": 2 for stage in STAGES},
     "fwsapp.orchestration": 3,
-    "fwsapp.cli": 4, "fwsapp.ui": 4, "fwsapp.__main__": 4,
+    "fwsapp.cli": 4, "fwsapp.ui": 4, "fwsapp.service": 4, "fwsapp.__main__": 4,
 }
 
 

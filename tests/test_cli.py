@@ -78,7 +78,7 @@ def test_help_lists_every_command_of_the_parser_and_the_readme_shows_each(capsys
     from fwsapp.cli import build_parser
 
     commands = list(build_parser()._subparsers._group_actions[0].choices)
-    assert len(commands) == 17
+    assert len(commands) == 18
     with pytest.raises(SystemExit):
         main(["--help"])
     shown = capsys.readouterr().out

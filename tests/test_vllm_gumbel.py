@@ -110,9 +110,10 @@ def test_the_detectors_give_vllms_score_p_value_and_tokens_scored(vllm, method, 
         for tokens in texts:
             mine, theirs = ours.detect(tokens), oracle.detect(tokens)
             assert mine.num_tokens_scored == theirs.num_scored_tokens
+            if alpha in (None, 0.5):  # a whole shape: vLLM's own series, so a client comparing servers sees no digit differ
+                assert (mine.p, mine.statistic) == (theirs.p_value, theirs.score)
             assert mine.p == pytest.approx(theirs.p_value, rel=1e-9, abs=1e-300)
-            values = np.asarray(mine.token_values)[np.asarray(mine.token_flags) >= 0]
-            assert float(np.sum(values / (1 - values))) == pytest.approx(theirs.score, rel=1e-9)
+            assert mine.statistic == pytest.approx(theirs.score, rel=1e-12)
 
 
 def test_a_repeated_context_is_sampled_plainly_exactly_where_the_detector_skips_it(vllm):

@@ -20,7 +20,7 @@ from fwsapp.watermark.kgw import KGW
 TOY_METHOD = methods.MethodInfo(
     "QuarterGreen", "KGW with a quarter of the vocabulary green (a test's plug-in)",
     params={**methods.KGW.params, "gamma": (0.25, methods.GAMMA)}, threshold_param="z_threshold",
-    implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"})
+    implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"}, keyed_draw=methods.MARKLLM_GREEN_LIST)
 
 
 class QuarterGreen(KGW, info=TOY_METHOD):

@@ -1,5 +1,5 @@
 """Command line: `python -m fwsapp COMMAND`, one module per command group (`generate`, `runs`, `detect`, `attack`,
-`quality`, `judge`, `entities`, `study`, `grid`, `doctor`), each adding its commands to the parser. `--help` lists
+`quality`, `judge`, `entities`, `serve`, `study`, `grid`, `doctor`), each adding its commands to the parser. `--help` lists
 every command the parser has."""
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import argparse
 import sys
 
 from fwsapp import EXPECTED_ERRORS
-from fwsapp.cli import attack, detect, doctor, entities, generate, grid, judge, quality, runs, study
+from fwsapp.cli import attack, detect, doctor, entities, generate, grid, judge, quality, runs, serve, study
 from fwsapp.cli.options import CommandParser, checked_output
 from fwsapp.cli.terminal import INTERRUPTED, terminate_cleanly
 
 # In the order `--help` lists them: the pipeline's, then the runs', the study's and the setup's.
-GROUPS = (generate, detect, attack, quality, judge, entities, runs, grid, study, doctor)
+GROUPS = (generate, detect, attack, quality, judge, entities, serve, runs, grid, study, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

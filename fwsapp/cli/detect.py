@@ -40,6 +40,15 @@ def register(commands) -> None:
                         help="score each repeated (context, token) pair once, as lm-watermarking's "
                              "ignore_repeated_ngrams: repetitive human text then keeps to the nominal false-positive rate")
 
+    detect.add_argument("--audit-keys", type=int, metavar="K",
+                        help="false positives under the deployer's key: human texts (the run's references, or "
+                             "--corpus) detected under the run's key and K − 1 drawn ones, with and without "
+                             "deduplication; per key the FPR at 1 %%, 0.1 %% and 0.01 %% with exact intervals, a "
+                             "Kolmogorov–Smirnov test of the p-values, the worst key and the Bonferroni threshold")
+    detect.add_argument("--corpus", help="with --audit-keys: a JSONL file of {\"text\": ...} lines (the hospital's own "
+                        "notes) instead of the run's references")
+    detect.add_argument("--seed", type=int, default=0, help="with --audit-keys: seeds the drawn keys (default 0)")
+
     compare = command(commands, cmd_compare, "compare",
         help="methods at equal strength: each sweep's setting that reaches a target TPR, and quality there",
         description="Runs that differ only in their method's strength parameter (KGW's delta, DiPmark's alpha, "
@@ -82,6 +91,10 @@ def cmd_detect(args) -> int:
         raise ValueError("--out writes one run's scores: give a single --run.")
     if not 0 < args.fpr < 1:
         raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
+    if args.audit_keys is not None:
+        return print_key_audit(store, targets, args)
+    if args.corpus:
+        raise ValueError("--corpus is the human text of --audit-keys: add --audit-keys K, or drop it.")
     if args.by_length:
         if args.method or args.param or args.normalize or args.window or args.out or args.deduplicate:
             raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
@@ -101,6 +114,51 @@ def cmd_detect(args) -> int:
         write_csv(args, set_scores(store, sets[0].set_id))
         print(args.out)
     return 0
+
+
+def print_key_audit(store, targets: list[str], args) -> int:
+    """`detect --audit-keys K`: one run's method and key over human text (its references, or --corpus)."""
+    from fwsapp.detection.key_audit import AUDIT_LEVELS, audit, audit_keys_drawn, audit_problem
+    from fwsapp.entities.recognizers.base import read_records_jsonl
+    from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
+    from fwsapp.watermark.methods import info, parse_params
+
+    if len(targets) != 1 or args.window or args.by_length or args.normalize or args.out or args.deduplicate:
+        raise ValueError("--audit-keys audits one run's method and key (with and without deduplication): give a single "
+                         "--run, and drop --window, --by-length, --normalize, --deduplicate and --out.")
+    run = store.run(targets[0])
+    method = args.method or run["method"]
+    problem = audit_problem(method)
+    if problem:
+        raise ValueError(problem)
+    params = parse_params(method, args.param) if args.param else (run["params"] if method == run["method"] else {})
+    audit_keys_drawn(info(method), 0, args.audit_keys, args.seed)  # the count checked before any work
+    texts = [line["text"] for line in read_records_jsonl(args.corpus)] if args.corpus else \
+        [text for text in store.generations(run["run_id"]).reference if isinstance(text, str) and text.strip()]
+    tokenizer = load_tokenizer(args.tokenizer or run_tokenizer(run["model"], run.get("tokenizer")))
+    lm = model_loader(args)(run["model"]) if info(method).detector_needs_model(params) else None
+    ids = [(token_ids, []) for token_ids in tokenizer.encode_many(texts) if len(token_ids) >= 2]
+    found = audit(method, params, ids, tokenizer.vocab_size, args.audit_keys, args.seed, lm=lm, tokenizer=tokenizer)
+    source = args.corpus or f"the references of {run['run_id']}"
+    print(f"{found.method}: {found.texts} human texts ({source}, {tokenizer.name}) under {args.audit_keys} keys")
+    shown = found.table.copy()
+    for level in AUDIT_LEVELS:
+        shown[f"FPR@{level:g}"] = [_audited(row, level) for row in found.table.to_dict("records")]
+    shown["KS p"] = found.table.ks_p.map(lambda value: "–" if value is None else f"{value:.3g}")
+    print(shown[["key", "deduplication", "texts", *[f"FPR@{level:g}" for level in AUDIT_LEVELS], "KS p"]]
+          .to_string(index=False))
+    for row in found.worst.to_dict("records"):
+        print(f"worst key ({row['deduplication']}): {row['key']}, {_audited(row, AUDIT_LEVELS[0])} at p < 1 %")
+    print("Bonferroni over the " + str(len(found.table)) + " configurations audited: call a text watermarked at "
+          + ", ".join(f"p < {threshold:.3g} for {level:g}" for level, threshold in found.bonferroni.items()))
+    return 0
+
+
+def _audited(row: dict, level: float) -> str:
+    rate, interval = row[f"fpr_{level:g}"], row[f"fpr_{level:g}_interval"]
+    if rate is None:
+        return "–"
+    return f"{rate:.2%} [{interval[0]:.2%}, {interval[1]:.2%}]"
 
 
 def print_lengths(store, targets: list[str], args) -> int:

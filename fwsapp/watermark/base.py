@@ -27,6 +27,9 @@ class Detection:
     num_tokens_scored: int
     z: float | None = None
     p: float | None = None
+    # The test statistic the p-value comes from, where it is neither the score nor z: the sum of the tokens' evidence
+    # of EXP and vLLM's Gumbel watermarks (vLLM's detector answers it as its `score`).
+    statistic: float | None = None
     # Per token: 1 green, 0 red, -1 not scored (context or too short a prefix), evidence.REPEATED not scored as its
     # (context, token) pair came before (a deduplicated detection).
     token_flags: list[int] = field(default_factory=list)

@@ -91,4 +91,5 @@ class EXP(Watermark, info=methods.EXP):
             values.append(evidence / (evidence + 1))  # 0.5 at Exp(1)'s mean, as MarkLLM's view
         scored = sum(flag >= 0 for flag in flags)
         p_value = float(gamma_distribution.sf(total, scored)) if scored else 1.0
-        return Detection(score=p_value, p=p_value, num_tokens_scored=scored, token_flags=flags, token_values=values)
+        return Detection(score=p_value, p=p_value, statistic=total, num_tokens_scored=scored, token_flags=flags,
+                         token_values=values)

@@ -18,6 +18,17 @@ from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_para
 from fwsapp.secret_keys import fingerprint, is_recorded, resolved, variable
 
 
+@dataclass(frozen=True)
+class KeyedDraw:
+    """The keyed pseudo-random draw a watermark's detector redraws (its PRF), named with the reference implementation
+    it reproduces, as an evidence record states it. `context`: how many tokens before a position seed it, where the
+    method's seeding context does not already say (vLLM's, whose own parameter deduplicates its contexts)."""
+
+    name: str
+    reference: str
+    context: Callable[[dict], int] | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class MethodInfo(PlugIn, DeclaredParams):
     """One method's declaration: a plug-in (name, help, implementation, aliases, test parameters, availability) with
@@ -57,6 +68,13 @@ class MethodInfo(PlugIn, DeclaredParams):
     # Part of its key is fitted on the references of the run's dataset before the run generates (k-SemStamp's
     # clusters) and stored with the run (`Watermark.fit`), so every later detection of the run uses the same fit.
     fitted_on_references: bool = False
+    # The keyed draw its detector redraws; every watermark declares one (post-hoc detectors have none).
+    keyed_draw: KeyedDraw | None = None
+
+    def __post_init__(self):
+        if not self.post_hoc and self.keyed_draw is None:
+            raise ValueError(f"Method {self.name}: a watermark declares its keyed_draw (the PRF its detector redraws, "
+                             "for evidence records), e.g. keyed_draw=MARKLLM_GREEN_LIST.")
 
     @property
     def evidence(self):
@@ -64,6 +82,11 @@ class MethodInfo(PlugIn, DeclaredParams):
         None when the score is no such sum (an alignment, a maximin), so the score at a length needs the prefix
         detected again. Loads the class."""
         return self.load().evidence
+
+    def context_width(self, params: dict) -> int | None:
+        """How many tokens before a position seed its keyed draw (None: no context seeds it)."""
+        width = (self.keyed_draw and self.keyed_draw.context) or self.seeding_context
+        return None if width is None else width({**self.defaults, **params})
 
     def detector_needs_model(self, params: dict) -> bool:
         """Whether detecting with these parameters runs the model."""
@@ -161,6 +184,16 @@ def no_context(params: dict) -> int:
     return 0
 
 
+# The keyed draws, as evidence records name them.
+MARKLLM_GREEN_LIST = KeyedDraw("torch.randperm of the vocabulary seeded by hash_key × the previous tokens (rng: a GPU's "
+                               "generator or a CPU's)", "MarkLLM 0.1.5 KGW")
+SHA256_PERMUTATION = KeyedDraw("vocabulary permutation seeded by SHA-256 of the key and the previous tokens",
+                               "DiPmark's reference code")
+VLLM_PHILOX = KeyedDraw("Philox4x32-10 keyed by the last context_width tokens", "vLLM 0.33.0 v1/watermarking/prfs/philox.py",
+                        context=tokens_before("context_width"))
+SEMANTIC_REGIONS = KeyedDraw("valid regions drawn from a generator seeded by key × the previous sentence's region",
+                             "MarkLLM 0.1.5 SemStamp")
+
 # Parameters several methods share.
 RNG_PARAMS = {
     "rng": ("cuda", Param("green-list generator: cuda = MarkLLM on a GPU (the paper), cpu = MarkLLM on a CPU",
@@ -186,6 +219,7 @@ KGW = MethodInfo(
             "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, strength_param="delta",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.kgw:KGW",
+    keyed_draw=MARKLLM_GREEN_LIST,
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
@@ -193,6 +227,7 @@ SWEET = MethodInfo(
             "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
     threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
     strength_param="delta", seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.sweet:SWEET",
+    keyed_draw=MARKLLM_GREEN_LIST,
 )
 DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",
@@ -204,6 +239,7 @@ DIPMARK = MethodInfo(
             "z_threshold": (1.513, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", aliases=("DIP",), sweep_grid={"alpha": [0.4, 0.45, 0.5]}, standard_score=False, strength_param="alpha",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.dipmark:DiPmark",
+    keyed_draw=SHA256_PERMUTATION,
 )
 EXP_EDIT = MethodInfo(
     "EXP-edit", "Kuditipudi et al. (2024): exponential-minimum sampling with a keyed sequence; edit-robust p-values.",
@@ -220,6 +256,8 @@ EXP_EDIT = MethodInfo(
     threshold_param="p_threshold", aliases=("EXPEdit",), score_direction="lower", score_label="p",
     sweep_grid={"pseudo_length": [100, 200, 300]},
     implementation="fwsapp.watermark.exp_edit:ExpEdit", test_params={"n_runs": 20},
+    keyed_draw=KeyedDraw("key sequence ξ of uniforms drawn from the key (pcg64, or MarkLLM's with xi=markllm)",
+                         "Kuditipudi et al.'s reference code"),
 )
 ENTITY_KGW = MethodInfo(
     "EntityKGW", "KGW that spares medical entities: no bias inside a lexicon name or to a token that starts one; "
@@ -232,6 +270,7 @@ ENTITY_KGW = MethodInfo(
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     model_param="entropy_threshold", needs_tokenizer=True, strength_param="delta",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.entity_kgw:EntityKGW",
+    keyed_draw=MARKLLM_GREEN_LIST,
 )
 ENTITY_KGW_PREDICTED = MethodInfo(
     "EntityKGW-Predict", "EntityKGW that also predicts entity starts: no bias at a step where the model is likely to "
@@ -242,12 +281,14 @@ ENTITY_KGW_PREDICTED = MethodInfo(
     threshold_param="z_threshold", aliases=("entity-kgw-predict", "EKGW-P"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     needs_model=True, needs_tokenizer=True, strength_param="delta", seeding_context=tokens_before("prefix_length"),
     implementation="fwsapp.watermark.entity_kgw_predicted:EntityKGWPredicted",
+    keyed_draw=MARKLLM_GREEN_LIST,
 )
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",
     params={"gamma": (0.5, GAMMA), "delta": (2.0, DELTA), "hash_key": (15485863, KEY), "z_threshold": (4.0, Z_THRESHOLD)},
     threshold_param="z_threshold", strength_param="delta",
     seeding_context=no_context, implementation="fwsapp.watermark.unigram:Unigram",
+    keyed_draw=KeyedDraw("one green list drawn once from SHA-256 of hash_key", "Zhao et al.'s reference code"),
 )
 SYNTHID = MethodInfo(
     "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
@@ -257,12 +298,15 @@ SYNTHID = MethodInfo(
             "mean_threshold": (0.52, Param("mean g-value above which a text is called watermarked", low=0, high=1))},
     threshold_param="mean_threshold", score_label="mean g", standard_score=False,
     strength_param="depth", seeding_context=tokens_before("ngram_len", less=1), implementation="fwsapp.watermark.synthid:SynthID",
+    keyed_draw=KeyedDraw("keyed hash of the last ngram_len − 1 tokens into depth g-values",
+                         "transformers' SynthIDTextWatermarkLogitsProcessor"),
 )
 EWD = MethodInfo(
     "EWD", "Lu et al. (2024): KGW's green lists, detected with each token weighted by the spike entropy of its "
            "distribution, so low-entropy tokens count less.",
     params=KGW.params, threshold_param="z_threshold", needs_model=True, strength_param="delta",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.ewd:EWD",
+    keyed_draw=MARKLLM_GREEN_LIST,
 )
 P_THRESHOLD = Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)
 EXP = MethodInfo(
@@ -274,6 +318,8 @@ EXP = MethodInfo(
             "p_threshold": (1e-4, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.exp:EXP",
+    keyed_draw=KeyedDraw("torch.rand of the vocabulary on a CPU generator seeded by hash_key × the product of the "
+                         "previous tokens", "MarkLLM 0.1.5 EXP"),
 )
 ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
@@ -285,6 +331,7 @@ ITS_EDIT = MethodInfo(
             "p_threshold": (0.1, Param("p-value at or below which a text is called watermarked", low=0, high=1))},
     threshold_param="p_threshold", aliases=("ITSEdit", "ITS"), score_direction="lower", score_label="p",
     implementation="fwsapp.watermark.its_edit:ITSEdit", test_params={"n_runs": 10, "pseudo_length": 32},
+    keyed_draw=KeyedDraw("a keyed permutation and sequence of uniforms from torch's CPU generator", "MarkLLM 0.1.5 ITS-edit"),
 )
 UNBIASED = MethodInfo(
     "Unbiased", "Hu et al. (2024): γ-reweighting of the distribution along a permutation keyed by SHA-256 of the "
@@ -296,6 +343,7 @@ UNBIASED = MethodInfo(
             "p_threshold": (5e-4, P_THRESHOLD), **RNG_PARAMS},
     threshold_param="p_threshold", score_direction="lower", score_label="p", needs_model=True,
     implementation="fwsapp.watermark.unbiased:Unbiased", test_params={"rng": "cpu", "n_grid": 1},
+    keyed_draw=KeyedDraw(SHA256_PERMUTATION.name, "Hu et al.'s reference code", context=tokens_before("prefix_length")),
 )
 MORPHMARK = MethodInfo(
     "MorphMark", "Wang et al. (2025): KGW's green lists with an adaptive strength: no bias while the green mass is "
@@ -311,6 +359,7 @@ MORPHMARK = MethodInfo(
             "z_threshold": (2.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.morphmark:MorphMark",
+    keyed_draw=MARKLLM_GREEN_LIST,
 )
 VLLM_PARAMS = {
     "key": (42, Param("the secret key of vLLM's --watermark-config", low=0, high=2**64 - 1, secret=True)),
@@ -326,6 +375,7 @@ VLLM_GUMBEL = MethodInfo(
                    "with Philox noise keyed by the last tokens; gamma-distribution p-value, as vLLM's detector.",
     params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
     served_by=("vLLM",), deduplication_param="deduplicate_contexts", implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
+    keyed_draw=VLLM_PHILOX,
 )
 VLLM_GUMBEL_DUALKEY = MethodInfo(
     "vLLM-Gumbel-DualKey", "vLLM's dual-key Gumbel watermark (algorithm dual_key_gumbel, the one its speculative "
@@ -334,6 +384,8 @@ VLLM_GUMBEL_DUALKEY = MethodInfo(
     threshold_param="p_threshold", aliases=("dual_key_gumbel",), score_direction="lower", score_label="p",
     served_by=("vLLM",), deduplication_param="deduplicate_contexts",
     implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
+    keyed_draw=KeyedDraw("two Philox4x32-10 keys derived from key, each keyed by the last context_width tokens",
+                         VLLM_PHILOX.reference, context=VLLM_PHILOX.context),
 )
 SEMANTIC_PARAMS = {
     "key": (15485863, Param("secret key: the prime that, times a sentence's region, seeds the next valid regions "
@@ -354,6 +406,7 @@ SEMSTAMP = MethodInfo(
                                    low=0, high=1))},
     threshold_param="z_threshold", aliases=("SEMSTAMP",), needs_tokenizer=True, unit="sentence",
     implementation="fwsapp.watermark.semstamp:SemStamp", test_params={"max_rejections": 0},
+    keyed_draw=SEMANTIC_REGIONS,
 )
 K_SEMSTAMP = MethodInfo(
     "k-SemStamp", "Hou et al. (ACL Findings 2024): SemStamp with k-means clusters of a task's reference sentences as "
@@ -368,6 +421,7 @@ K_SEMSTAMP = MethodInfo(
     threshold_param="z_threshold", aliases=("KSEMSTAMP", "k-semstamp"), needs_tokenizer=True, unit="sentence",
     fitted_on_references=True,
     implementation="fwsapp.watermark.k_semstamp:KSemStamp", test_params={"max_rejections": 0},
+    keyed_draw=SEMANTIC_REGIONS,
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
              "standard_score": False}

@@ -19,6 +19,7 @@ That leaves the answer exactly vLLM's, at a small share of the vocabulary's Phil
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -176,6 +177,21 @@ class WeightedExponentialSum(ExponentialSum):
         return {**arrays, "evidence": evidence * arrays["scored"]}
 
 
+def gamma_survival(total: float, shape: int) -> float:
+    """P(Gamma(shape, 1) > total) for a whole shape: e^(−total) Σ_(k<shape) total^k / k!, its terms summed in log space
+    from the largest. Written out, not scipy's gammaincc (which agrees to about 1e-13), because vLLM's detector sums
+    this series so, and a client that compares this service's p-values with vLLM's server gets the same digits."""
+    if shape <= 0 or total <= 0:
+        return 1.0
+    log_total, log_term, log_terms = math.log(total), 0.0, [0.0]
+    for k in range(1, shape):
+        log_term += log_total - math.log(k)
+        log_terms.append(log_term)
+    largest = max(log_terms)
+    log_sum = largest + math.log(sum(math.exp(term - largest) for term in log_terms))
+    return min(1.0, math.exp(min(0.0, log_sum - total)))
+
+
 class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
     evidence = ExponentialSum()
     key_domains: tuple[bytes, ...] = ()  # the single key is used as given
@@ -196,31 +212,36 @@ class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
     def logits_processor(self) -> LogitsProcessor:
         return self.generation_kwargs(GenerationBatch(1, 0))["logits_processor"][0]
 
+    def key_evidence(self, key: PhiloxPRF, contexts: np.ndarray, tokens: np.ndarray) -> torch.Tensor:
+        """e = −log(1 − u) of each token after its context under one key, in float64 and with torch's log1p, as vLLM's
+        detector computes it (numpy's log1p differs in the last bit now and then)."""
+        return -torch.log1p(-torch.from_numpy(key.uniform(contexts, tokens[:, None])[:, 0]).to(torch.float64))
+
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """e = −log(1 − u) of each token after its context, in float64 as vLLM sums it."""
-        return -np.log1p(-self.keys[0].uniform(contexts, tokens[:, None])[:, 0].astype(np.float64))
+        return self.key_evidence(self.keys[0], contexts, tokens).numpy()
 
     def p_value(self, total: float, scored: int) -> float:
-        return float(gammaincc(scored, total)) if scored else 1.0
+        return gamma_survival(total, scored)
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         """The generated tokens alone are scored, from −1 padding as vLLM's detector does; the prompt is not read."""
         width = self.params["context_width"]
         tokens = np.asarray([int(token) for token in token_ids], dtype=np.int64)
         if tokens.size == 0:
-            return Detection(score=1.0, p=1.0, num_tokens_scored=0)
+            return Detection(score=1.0, p=1.0, statistic=0.0, num_tokens_scored=0)
         contexts = sliding_window_view(np.concatenate([np.full(width, -1, np.int64), tokens]), width)[:tokens.size]
         kept = np.ones(tokens.size, dtype=bool)
         if self.params["deduplicate_contexts"] != "none":  # a repeated context reuses its noise: counted once
             kept[:] = False
             kept[np.unique(contexts, axis=0, return_index=True)[1]] = True
         evidence = self.token_evidence(contexts[kept], tokens[kept])
-        p_value = self.p_value(float(evidence.sum()), int(kept.sum()))
+        total = torch.from_numpy(evidence).sum().item()  # torch's order of summation, as vLLM's detector adds
+        p_value = self.p_value(total, int(kept.sum()))
         flags = np.full(tokens.size, -1)
         flags[kept] = (evidence > np.log(2)).astype(int)  # above Exp(1)'s median: half of unwatermarked tokens are
         values = np.full(tokens.size, 0.5)
         values[kept] = evidence / (evidence + 1)
-        return Detection(score=p_value, p=p_value, num_tokens_scored=int(kept.sum()), token_flags=flags.tolist(),
+        return Detection(score=p_value, p=p_value, statistic=total, num_tokens_scored=int(kept.sum()), token_flags=flags.tolist(),
                          token_values=values.tolist())
 
 
@@ -229,8 +250,8 @@ class VLLMGumbelDualKey(VLLMGumbel, info=methods.VLLM_GUMBEL_DUALKEY):
     key_domains = (b"key_a", b"key_b")
 
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        each = [-np.log1p(-key.uniform(contexts, tokens[:, None])[:, 0].astype(np.float64)) for key in self.keys]
-        return each[0] * (1 - self.alpha) + each[1] * self.alpha
+        each = torch.stack([self.key_evidence(key, contexts, tokens) for key in self.keys], dim=-1)
+        return (each @ each.new_tensor([1 - self.alpha, self.alpha])).numpy()
 
     def p_value(self, total: float, scored: int) -> float:
         """vLLM's: the Gamma(N/v) tail at Σ/v, with N/v rounded where it is whole (α of 0, ½ or 1), else torch's
@@ -239,6 +260,6 @@ class VLLMGumbelDualKey(VLLMGumbel, info=methods.VLLM_GUMBEL_DUALKEY):
             return 1.0
         variance = (1 - self.alpha) ** 2 + self.alpha ** 2
         if self.alpha in (0, 0.5, 1):
-            return float(gammaincc(round(scored / variance), total / variance))
+            return gamma_survival(total / variance, round(scored / variance))
         return torch.special.gammaincc(torch.tensor(scored / variance, dtype=torch.float64),
                                        torch.tensor(total / variance, dtype=torch.float64)).item()

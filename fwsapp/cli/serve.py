@@ -1,0 +1,105 @@
+"""`serve-detection`: a watermark's detection served over HTTP, as vLLM's reference detection server answers it."""
+from __future__ import annotations
+
+import sys
+
+from fwsapp.cli.options import command
+
+
+def register(commands) -> None:
+    from fwsapp.service.detection import DEFAULT_RATE_LIMIT
+    from fwsapp.watermark.methods import watermark_names
+
+    serve = command(commands, cmd_serve_detection, "serve-detection", models=True,
+        help="serve a watermark's detection over HTTP (POST /detect as vLLM's reference server, /detect/batch)",
+        description="An HTTP detection service (FastAPI, uvicorn) for one method and key: POST /detect with "
+                    "{\"text\": ...} or {\"token_ids\": [...]} answers score, p_value, num_scored_tokens and "
+                    "is_watermarked as vLLM's reference detection server does, plus a three-state verdict and an "
+                    "evidence record. The key comes from the environment only: --param key=$VAR. Off loopback it "
+                    "needs FWSAPP_ADMIN_TOKEN, which every request then presents as a bearer token.")
+    serve.lists_params = True
+    serve.add_argument("--method", required=True, help=f"one of {', '.join(watermark_names())}")
+    serve.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="the deployment's parameters; its key as key=$VAR, read from that environment variable")
+    serve.add_argument("--model", help="the model whose tokenizer detects (and which detects, for a method that reads "
+                       "the model), default the embedded one")
+    serve.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder (default: the model's)")
+    lengths = serve.add_mutually_exclusive_group()
+    lengths.add_argument("--lengths-from", metavar="RUN", help="a run of this method with scores by length: a text "
+                         "scored on fewer tokens than its answers' median tokens to detect is `too_short`")
+    lengths.add_argument("--min-tokens", type=int, help="or that many scored tokens, given")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="(default %(default)s, as vLLM's server)")
+    serve.add_argument("--rate-limit", default=DEFAULT_RATE_LIMIT,
+                       help="requests each client may send, e.g. 120/second or 1000/minute (default %(default)s)")
+
+
+def cmd_serve_detection(args) -> int:
+    """Everything is checked before the port opens: the key's variable, the token off loopback, the parameters, the
+    run the lengths come from."""
+    from limits import parse
+
+    from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength
+    from fwsapp.human.access import admin_token, serving_problem
+    from fwsapp.watermark.methods import info, parse_params
+
+    declared = info(args.method)
+    params = parse_params(declared.name, args.param)
+    for name, spec in declared.param_specs.items():
+        if spec is not None and spec.secret and not spec.names_a_variable(params.get(name)):
+            raise ValueError(f"serve-detection takes {declared.name}'s {name} from the environment only: set a variable "
+                             f"to the deployment's key and give --param {name}=$VARIABLE.")
+    token = admin_token()
+    problem = serving_problem(args.host, token)
+    if problem:
+        raise ValueError(problem.replace("This app is served", "This detection service would be served"))
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be between 1 and 65535, not {args.port}.")
+    try:
+        parse(args.rate_limit)
+    except ValueError:
+        raise ValueError(f"--rate-limit {args.rate_limit!r} is not a rate: write it as 120/second or 1000/minute.") \
+            from None
+    if args.min_tokens is not None and args.min_tokens < 0:
+        raise ValueError(f"--min-tokens must be 0 or more, not {args.min_tokens}.")
+    checked = declared.checked_params(params)
+    minimum = UNCALIBRATED
+    if args.min_tokens is not None:
+        minimum = MinimumLength(args.min_tokens, "given (--min-tokens)")
+    elif args.lengths_from:
+        from fwsapp.store import Store
+
+        minimum = MinimumLength.from_run(Store(args.db), args.lengths_from, declared.name, checked)
+    return serve(build_detector(args, declared, params, minimum), token, args)
+
+
+def build_detector(args, declared, params: dict, minimum):
+    """The detector: the model loaded only for a method that reads it, else its tokenizer alone."""
+    from fwsapp.detection.verdicts import TextDetector
+    from fwsapp.models import EMBEDDED_MODEL, load_model
+    from fwsapp.models.tokenizers import from_huggingface, load_tokenizer
+
+    model = args.model or EMBEDDED_MODEL
+    lm = load_model(model, device=args.device, dtype=args.dtype) if declared.detector_needs_model(params) else None
+    if args.tokenizer:
+        tokenizer = load_tokenizer(args.tokenizer)
+    elif lm is not None:
+        tokenizer = from_huggingface(lm.name, lm.tokenizer)
+    else:
+        tokenizer = load_tokenizer(model)
+    return TextDetector(declared.name, params, tokenizer, lm=lm, minimum=minimum)
+
+
+def serve(detector, token: str | None, args) -> int:
+    import uvicorn
+
+    from fwsapp.service.detection import create_app
+
+    app = create_app(detector, token, args.rate_limit)
+    shown = ", ".join(f"{key}={value}" for key, value in sorted(detector.watermark.recorded_params.items()))
+    print(f"Detecting {detector.info.name} ({shown}) with the {detector.tokenizer.name} tokenizer at "
+          f"http://{args.host}:{args.port}/detect; too short under {detector.minimum.tokens} scored tokens "
+          f"({detector.minimum.basis}); " + ("bearer token required." if token else "no token asked (loopback)."),
+          file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

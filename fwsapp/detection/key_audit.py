@@ -1,0 +1,133 @@
+"""False positives under the deployer's key: human text detected under many keys.
+
+A watermark's nominal false-positive rate holds over keys on average; a deployer runs one key, on its own traffic.
+vLLM's documentation asks operators to measure the rate on representative unwatermarked text under the deployed key,
+and warns that repetitive text (templates, lists, notes) inflates it unless repeated contexts are scored once. The audit
+detects a corpus of human text (a run's references, or the hospital's own notes) under the deployed key and K − 1 keys
+drawn from a seeded generator, with and without deduplication, and reports per key:
+- the empirical FPR at p < 1 %, 0.1 % and 0.01 %, each with its exact (Clopper–Pearson) 95 % interval;
+- a Kolmogorov–Smirnov test of the p-values against the uniform distribution they follow without a watermark;
+- the worst key, and the Bonferroni threshold that holds each level over every configuration audited.
+
+The p-value is the method's own, or the one its statistic implies (a z, or the score standardised from its per-token
+evidence, as the length curves hold it). A method with neither has no false-positive rate to audit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fwsapp.detection.calibration import achieved_fpr
+from fwsapp.detection.deduplication import deduplicated, deduplication_problem
+from fwsapp.detection.length import statistic
+from fwsapp.secret_keys import fingerprint
+from fwsapp.watermark import methods
+
+AUDIT_LEVELS = (0.01, 0.001, 0.0001)
+MAX_AUDIT_KEYS = 1000
+
+
+def secret_param(info: methods.MethodInfo) -> str:
+    names = [name for name, spec in info.param_specs.items() if spec is not None and spec.secret]
+    if len(names) != 1:
+        raise ValueError(f"{info.name} has {len(names)} keys: the audit varies one.")
+    return names[0]
+
+
+def audit_problem(method: str) -> str | None:
+    """Why a method's keys cannot be audited, or None."""
+    info = methods.info(method)
+    if info.post_hoc:
+        return f"{info.name} is a post-hoc detector with no key to audit."
+    if not info.standard_score and info.evidence is None:
+        return f"{info.name}'s score has no nominal p-value (neither a z nor a sum of per-token evidence) to audit."
+    return None
+
+
+def audit_keys_drawn(info: methods.MethodInfo, deployed: int, count: int, seed: int) -> list[int]:
+    """The deployed key, then `count` − 1 others drawn within the key's range from a generator seeded with `seed`."""
+    if not 1 <= count <= MAX_AUDIT_KEYS:
+        raise ValueError(f"--audit-keys must be between 1 and {MAX_AUDIT_KEYS}, not {count}.")
+    spec = info.param_specs[secret_param(info)]
+    low, high = int(spec.low if spec.low is not None else 0), int(min(spec.high if spec.high is not None else 2**63,
+                                                                       2**63 - 1))
+    drawn = np.random.default_rng(seed).integers(low, high, size=count, endpoint=True).tolist()
+    return [deployed, *[int(key) for key in drawn if key != deployed][:count - 1]]
+
+
+def p_values(watermark, texts: Sequence[tuple[Sequence[int], Sequence[int]]], deduplicate: bool) -> np.ndarray:
+    """Each text's p-value under `watermark` (every repeated (context, token) pair scored once with `deduplicate`)."""
+    info, params = watermark.info, watermark.params
+    found = []
+    for (token_ids, context_ids), detection in zip(texts, watermark.detect_many(texts)):
+        if deduplicate:
+            detection = deduplicated(watermark, detection, token_ids, context_ids)
+        if detection.num_tokens_scored == 0:
+            continue
+        if info.score_label == "p":
+            found.append(detection.p if detection.p is not None else detection.score)
+        else:
+            found.append(float(stats.norm.sf(statistic(info.name, params, detection))))
+    return np.asarray(found, dtype=float)
+
+
+@dataclass(frozen=True)
+class KeyAudit:
+    method: str
+    texts: int
+    table: pd.DataFrame  # one row per key and deduplication setting
+    worst: pd.DataFrame  # per deduplication setting, the key with the most false positives at 1 %
+    bonferroni: dict[float, float]  # level -> per-configuration threshold over every configuration audited
+
+
+def deduplication_settings(info: methods.MethodInfo, params: dict) -> list[tuple[str, dict, bool]]:
+    """(label, parameters, generic deduplication) for each setting audited: without, then with where the method can."""
+    if info.deduplication_param:
+        choices = info.param_specs[info.deduplication_param].choices
+        default = {**info.defaults, **params}[info.deduplication_param]
+        return [(f"{info.deduplication_param}={choices[0]}", {**params, info.deduplication_param: choices[0]}, False),
+                *([(f"{info.deduplication_param}={default}", params, False)] if default != choices[0] else [])]
+    settings = [("each repeat scored", params, False)]
+    if deduplication_problem(info.name) is None:
+        settings.append(("each (context, token) pair once", params, True))
+    return settings
+
+
+def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequence[int]]], vocab_size: int,
+          keys: int, seed: int = 0, lm=None, tokenizer=None) -> KeyAudit:
+    """Detect `texts` (human token ids, with their context ids) under the deployed key of `params` and keys − 1 drawn
+    ones, with and without deduplication."""
+    from fwsapp.watermark.factory import create
+
+    problem = audit_problem(method)
+    if problem:
+        raise ValueError(problem)
+    if not texts:
+        raise ValueError("The corpus has no text to audit: give a run with references, or a file of texts.")
+    info = methods.info(method)
+    key_name = secret_param(info)
+    deployed = info.with_keys(info.checked_params(params))[key_name]
+    rows = []
+    for setting, setting_params, generic in deduplication_settings(info, params):
+        for index, key in enumerate(audit_keys_drawn(info, deployed, keys, seed)):
+            watermark = create(info.name, vocab_size, {**setting_params, key_name: key}, lm=lm, tokenizer=tokenizer)
+            values = p_values(watermark, texts, generic)
+            row = {"key": f"deployed ({fingerprint(key)})" if index == 0 else f"drawn #{index} (seed {seed})",
+                   "deduplication": setting, "texts": int(values.size)}
+            for level in AUDIT_LEVELS:
+                achieved = achieved_fpr(values, level, "lower")
+                row[f"fpr_{level:g}"] = achieved.rate if achieved else None
+                row[f"fpr_{level:g}_interval"] = achieved.interval if achieved else None
+                row[f"false_{level:g}"] = achieved.false if achieved else 0
+            test = stats.kstest(values, "uniform") if values.size else None
+            row["ks_statistic"] = float(test.statistic) if test else None
+            row["ks_p"] = float(test.pvalue) if test else None
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    first = f"false_{AUDIT_LEVELS[0]:g}"
+    worst = table.loc[table.groupby("deduplication", sort=False)[first].idxmax()].reset_index(drop=True)
+    return KeyAudit(info.name, len(texts), table, worst, {level: level / len(table) for level in AUDIT_LEVELS})

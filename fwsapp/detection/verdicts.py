@@ -1,0 +1,161 @@
+"""One text's verdict as a detection service answers it: vLLM's four fields, a verdict in three states, and an
+evidence record.
+
+vLLM's reference detection server (vLLM 0.33, `examples/basic/online_serving/watermark_detection_server.py`) tokenises
+a text without special tokens and answers `score`, `p_value`, `num_scored_tokens` and `is_watermarked`. Here every
+watermark that detects from text answers the same fields with the same meanings, so a client written for vLLM reads
+them unchanged:
+- `score`: the test statistic, larger when watermarked: the sum of the tokens' evidence where the p-value comes from
+  one (vLLM's Gumbel watermarks, EXP), else the z, else the method's own score (SynthID's mean g-value);
+- `p_value`: the method's p-value, or the one its z implies; None for a score with no nominal distribution;
+- `is_watermarked`: the method's own threshold (vLLM-Gumbel's p_threshold, 0.01 as vLLM's server).
+
+The verdict adds a third state, `too_short`: a text not called watermarked whose scored tokens are fewer than the
+method needs to detect a watermarked answer at that threshold, as the length curves of a run measured it (the median
+tokens to detect of its watermarked answers). Such a "not watermarked" means nothing, and says so.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from scipy.stats import norm
+
+import fwsapp
+from fwsapp.detection.length import DEFAULT_FPR, MIN_TOKENS, length_threshold, run_curves, tokens_summary
+from fwsapp.secret_keys import fingerprint, is_recorded
+from fwsapp.watermark import methods
+
+VERDICTS = ("watermarked", "not_watermarked", "too_short")
+EVIDENCE_SCHEMA = "https://fwsapp.org/schemas/evidence-record/1"  # the `$id` of docs/evidence-record.schema.json
+
+
+@dataclass(frozen=True)
+class MinimumLength:
+    """How many scored tokens a "not watermarked" needs before it means anything, and where the figure comes from."""
+
+    tokens: int
+    basis: str
+
+    @classmethod
+    def from_run(cls, store, run_id: str, method: str, params: dict) -> MinimumLength:
+        """The median tokens to detect of the run's watermarked answers at its method's threshold for a 1 % FPR; the run
+        must be of this method with scores by length (`detect --by-length`)."""
+        run = store.run(run_id)
+        if run["method"] != method:
+            raise ValueError(f"Run {run_id} is a {run['method']} run: its lengths say nothing of {method}; give a "
+                             f"{method} run, or --min-tokens.")
+        curves = run_curves(store, run_id)
+        if curves is None:
+            raise ValueError(f"Run {run_id} has no scores by length: run `python -m fwsapp detect --by-length --run "
+                             f"{run_id}` first, or give --min-tokens.")
+        summary = tokens_summary(curves.positives, length_threshold(method, params, DEFAULT_FPR))
+        if not isinstance(summary["median"], int):
+            raise ValueError(f"Run {run_id}: most of its watermarked answers are never detected, so no length is "
+                             "enough; give --min-tokens.")
+        return cls(summary["median"], f"median tokens to detect of run {run_id}'s {summary['n']} watermarked answers")
+
+
+UNCALIBRATED = MinimumLength(MIN_TOKENS, "not calibrated: only texts of fewer than 2 tokens are too short")
+
+
+@dataclass(frozen=True)
+class TextVerdict:
+    score: float
+    p_value: float | None
+    num_scored_tokens: int
+    is_watermarked: bool
+    verdict: str
+    evidence: dict
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def key_fingerprints(info: methods.MethodInfo, recorded_params: dict) -> dict[str, str]:
+    """Each secret parameter's fingerprint (never the key): the one recorded with a key kept in a variable, else one
+    made now."""
+    found = {}
+    for name, spec in info.param_specs.items():
+        if spec is not None and spec.secret:
+            value = recorded_params[name]
+            found[name] = value.split(" ", 1)[1] if is_recorded(str(value)) else fingerprint(value)
+    return found
+
+
+def evidence_record(info: methods.MethodInfo, recorded_params: dict, tokenizer: str, token_ids: Sequence[int],
+                    verdict: dict, minimum: MinimumLength) -> dict:
+    """What a regulator needs to check one verdict again, holding neither the text nor the key: the algorithm, its
+    parameters, the key's fingerprint, the keyed draw, the tokenizer, the context and deduplication, the statistic,
+    the verdict and fwsapp's version (docs/evidence-record.schema.json)."""
+    secret = key_fingerprints(info, recorded_params)
+    params = {**info.defaults, **recorded_params}
+    return {
+        "schema": EVIDENCE_SCHEMA,
+        "fwsapp_version": fwsapp.__version__,
+        "algorithm": info.name,
+        "parameters": {name: value for name, value in sorted(params.items()) if name not in secret},
+        "key_fingerprints": secret,
+        "keyed_draw": {"name": info.keyed_draw.name, "reference": info.keyed_draw.reference},
+        "tokenizer": tokenizer,
+        "context_width": info.context_width(params),
+        "deduplication": params[info.deduplication_param] if info.deduplication_param else "none",
+        "token_ids_sha256": hashlib.sha256(json.dumps([int(token) for token in token_ids]).encode()).hexdigest(),
+        "num_scored_tokens": verdict["num_scored_tokens"],
+        "score": verdict["score"],
+        "p_value": verdict["p_value"],
+        "threshold": {info.threshold_param: params[info.threshold_param]},
+        "is_watermarked": verdict["is_watermarked"],
+        "verdict": verdict["verdict"],
+        "min_tokens": {"tokens": minimum.tokens, "basis": minimum.basis},
+    }
+
+
+class TextDetector:
+    """A method's detector for texts or token ids under one key and tokenizer. Detection runs under a lock, so one
+    detector answers correctly from many threads (a watermark's caches are not written for concurrent use)."""
+
+    def __init__(self, method: str, params: dict, tokenizer, lm=None, minimum: MinimumLength = UNCALIBRATED):
+        from fwsapp.watermark.factory import create
+
+        self.info = methods.info(method)
+        if self.info.post_hoc:
+            raise ValueError(f"{self.info.name} is a post-hoc detector with no key: it gives no watermark verdict. "
+                             f"Choose one of {', '.join(methods.watermark_names())}.")
+        self.tokenizer = tokenizer
+        self.watermark = create(self.info.name, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)
+        self.minimum = minimum
+        self._lock = threading.Lock()
+
+    def check_ids(self, token_ids: Sequence[int]) -> list[int]:
+        bad = [token for token in token_ids if not 0 <= int(token) < self.tokenizer.vocab_size]
+        if bad:
+            raise ValueError(f"Token id {bad[0]} is outside {self.tokenizer.name}'s vocabulary (0 to "
+                             f"{self.tokenizer.vocab_size - 1}): send ids of the tokenizer the service detects with.")
+        return [int(token) for token in token_ids]
+
+    def verdict_of_text(self, text: str) -> TextVerdict:
+        return self.verdict_of_ids(self.tokenizer.encode(text))
+
+    def verdict_of_ids(self, token_ids: Sequence[int]) -> TextVerdict:
+        token_ids = self.check_ids(token_ids)
+        with self._lock:
+            detection = self.watermark.detect(token_ids)
+        watermarked = bool(self.watermark.is_watermarked(detection)) if detection.num_tokens_scored else False
+        statistic = next((value for value in (detection.statistic, detection.z) if value is not None), None)
+        p_value = detection.p if detection.p is not None else (
+            float(norm.sf(detection.z)) if detection.z is not None and self.info.standard_score else None)
+        verdict = {
+            "score": float(statistic if statistic is not None else detection.score),
+            "p_value": None if p_value is None else float(p_value),
+            "num_scored_tokens": int(detection.num_tokens_scored),
+            "is_watermarked": watermarked,
+            "verdict": "watermarked" if watermarked else "too_short"
+            if detection.num_tokens_scored < self.minimum.tokens else "not_watermarked",
+        }
+        record = evidence_record(self.info, self.watermark.recorded_params, self.tokenizer.name, token_ids, verdict,
+                                 self.minimum)
+        return TextVerdict(**verdict, evidence=record)

@@ -1,0 +1,1 @@
+"""Services over HTTP: detection anyone may query (`python -m fwsapp serve-detection`)."""

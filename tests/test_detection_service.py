@@ -1,0 +1,232 @@
+"""Issue 60, items 1 and 2: the detection service answers as vLLM's reference detection server does, for every
+watermark, with a three-state verdict and an evidence record that validates against its published schema, and never
+shows the key.
+
+vLLM's reference server (vLLM 0.33, examples/basic/online_serving/watermark_detection_server.py) is not in the vllm
+wheel: `reference_server` below is its contract, a FastAPI app whose POST /detect encodes the text without special
+tokens and answers the four fields of `GumbelWatermarkDetector.detect`, here vLLM's own detector (tests/vllm_oracle.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import jsonschema
+import numpy as np
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from pydantic import BaseModel
+
+from fwsapp.detection.verdicts import MinimumLength, TextDetector
+from fwsapp.models.tokenizers import load_tokenizer
+from fwsapp.service.detection import MAX_BATCH, MAX_BODY_BYTES, create_app
+from fwsapp.watermark import methods
+from tests.conftest import PROJECT, free_port
+from tests.vllm_oracle import vllm_watermarking
+
+KEY = "987654321987"  # the deployment's key: it must appear in no response and no log
+KEY_VARIABLE = "FWSAPP_TEST_DEPLOYED_KEY"
+SCHEMA = json.loads((PROJECT / "docs" / "evidence-record.schema.json").read_text())
+WORDS = ("the patient should take the dose with food and water each day to reduce pain fever and swelling while "
+         "blood pressure and heart rate are checked by a doctor or nurse at home or in the clinic after surgery for "
+         "infection diabetes asthma cancer stroke kidney liver lung skin bone muscle joint eye ear nose throat").split()
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    return load_tokenizer("llama-3")
+
+
+@pytest.fixture
+def deployed_key(monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    return f"${KEY_VARIABLE}"
+
+
+def gumbel_watermarked_ids(tokenizer, key: int, length: int = 60, width: int = 4) -> list[int]:
+    """Token ids a Gumbel watermark under `key` would pick where the model is indifferent among common words: at each
+    position the candidate whose keyed uniform is largest (Gumbel-max sampling of a uniform distribution)."""
+    prf = vllm_watermarking().PhiloxPRF(key)
+    import torch
+
+    candidates = sorted({ids[0] for ids in (tokenizer.encode(" " + word) for word in WORDS) if len(ids) == 1})
+    chosen: list[int] = []
+    for _ in range(length):
+        context = ([-1] * width + chosen)[-width:]
+        uniforms = prf.uniform(torch.tensor([context]), torch.tensor([candidates]))[0]
+        chosen.append(candidates[int(uniforms.argmax())])
+    return chosen
+
+
+def human_ids(tokenizer, seed: int, length: int = 60) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return tokenizer.encode(" ".join(rng.choice(WORDS, length)))
+
+
+class ReferenceRequest(BaseModel):
+    text: str
+
+
+def reference_server(tokenizer, key: int) -> FastAPI:
+    """vLLM's reference detection server's contract over vLLM's own Gumbel detector (its defaults: context width 4,
+    p-value threshold 0.01, Philox, repeated contexts scored once)."""
+    detector = vllm_watermarking().GumbelWatermarkDetector(key=key, context_width=4, p_value_threshold=0.01)
+    app = FastAPI()
+
+    @app.post("/detect")
+    def detect(request: ReferenceRequest) -> dict:
+        result = detector.detect(tokenizer.encode(request.text, add_special_tokens=False))
+        return {"score": result.score, "p_value": result.p_value, "num_scored_tokens": result.num_scored_tokens,
+                "is_watermarked": result.is_watermarked}
+
+    return app
+
+
+def test_a_client_of_vllms_reference_server_gets_the_same_four_fields_from_fwsapps(llama3, deployed_key):
+    from transformers import PreTrainedTokenizerFast
+
+    from fwsapp.paths import CACHE_DIR
+
+    vllm_tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(CACHE_DIR / "tokenizers" / "llama-3" / "tokenizer.json"))
+    theirs = TestClient(reference_server(vllm_tokenizer, int(KEY)))
+    ours = TestClient(create_app(TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3)))
+    texts = [llama3.decode(gumbel_watermarked_ids(llama3, int(KEY))), llama3.decode(human_ids(llama3, 1)),
+             llama3.decode(gumbel_watermarked_ids(llama3, int(KEY) + 1)), "Take 500 mg twice daily.", "", "   "]
+    watermarked = []
+    for text in texts:
+        expected = theirs.post("/detect", json={"text": text}).json()
+        answer = ours.post("/detect", json={"text": text}).json()
+        assert {field: answer[field] for field in expected} == expected, text
+        watermarked.append(answer["is_watermarked"])
+    assert watermarked == [True, False, False, False, False, False]
+
+
+def test_token_ids_a_batch_and_three_verdicts_with_evidence_that_validates_and_holds_no_key(llama3, deployed_key):
+    detector = TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3, minimum=MinimumLength(40, "given"))
+    client = TestClient(create_app(detector))
+    marked, human = gumbel_watermarked_ids(llama3, int(KEY)), human_ids(llama3, 2)
+    items = [{"token_ids": marked}, {"token_ids": human}, {"token_ids": human[:10]}, {"token_ids": marked[:12]}]
+    response = client.post("/detect/batch", json={"items": items})
+    assert response.status_code == 200 and KEY not in response.text
+    results = response.json()["results"]
+    assert [result["verdict"] for result in results] == ["watermarked", "not_watermarked", "too_short", "watermarked"]
+    single = client.post("/detect", json={"token_ids": marked}).json()
+    assert single == results[0]  # one text alone or in a batch: the same answer
+    for result in results:
+        jsonschema.validate(result["evidence"], SCHEMA)
+    evidence = results[0]["evidence"]
+    assert evidence["algorithm"] == "vLLM-Gumbel" and evidence["context_width"] == 4
+    assert evidence["deduplication"] == "single_turn" and evidence["tokenizer"] == "llama-3"
+    assert set(evidence["key_fingerprints"]) == {"key"} and "key" not in evidence["parameters"]
+    assert evidence["keyed_draw"]["reference"].startswith("vLLM 0.33.0")
+    assert evidence["min_tokens"] == {"tokens": 40, "basis": "given"}
+
+
+@pytest.mark.parametrize("method", ["KGW", "SynthID", "EXP", "Unigram"])
+def test_every_watermark_that_detects_from_text_answers_with_a_valid_record(llama3, deployed_key, method):
+    key_param = next(name for name, spec in methods.info(method).param_specs.items() if spec is not None and spec.secret)
+    client = TestClient(create_app(TextDetector(method, {key_param: deployed_key}, llama3)))
+    answer = client.post("/detect", json={"text": "Metformin lowers blood sugar in type 2 diabetes."}).json()
+    assert {"score", "p_value", "num_scored_tokens", "is_watermarked"} <= set(answer) and KEY not in json.dumps(answer)
+    jsonschema.validate(answer["evidence"], SCHEMA)
+    assert answer["evidence"]["algorithm"] == method and answer["verdict"] == "not_watermarked"
+
+
+def test_refusals_are_clear_4xx_never_5xx(llama3, deployed_key):
+    detector = TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3)
+    client = TestClient(create_app(detector, token="t" * 8 + "Q7pX2mZk9vR4wL6sN1bJ3hF8dG5cT0yA"))
+    authorised = {"Authorization": "Bearer " + "t" * 8 + "Q7pX2mZk9vR4wL6sN1bJ3hF8dG5cT0yA"}
+    assert client.post("/detect", json={"text": "x"}).status_code == 401
+    assert client.post("/detect", json={"text": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.post("/detect", json={"text": "x"}, headers=authorised).status_code == 200
+    cases = [
+        ({"text": "x", "token_ids": [1]}, 422, "either text or token_ids"),
+        ({}, 422, "either text or token_ids"),
+        ({"token_ids": [llama3.vocab_size]}, 422, "outside llama-3's vocabulary"),
+        ({"text": 5}, 422, "string"),
+        ({"text": "x", "extra": 1}, 422, "Extra inputs"),
+    ]
+    for body, status, message in cases:
+        response = client.post("/detect", json=body, headers=authorised)
+        assert response.status_code == status and message in response.text, body
+    assert client.post("/detect/batch", json={"items": [{"text": "x"}] * (MAX_BATCH + 1)},
+                       headers=authorised).status_code == 422
+    oversized = client.post("/detect", content=b"{" + b" " * MAX_BODY_BYTES + b"}", headers=authorised)
+    assert oversized.status_code == 413 and "over" in oversized.json()["detail"]
+    assert client.post("/detect", content=b"not json", headers=authorised).status_code == 422
+
+
+def test_a_client_over_its_rate_is_refused_with_429(llama3, deployed_key):
+    client = TestClient(create_app(TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3), rate_limit="3/minute"))
+    statuses = [client.post("/detect", json={"text": "x"}).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    assert "slow down" in client.post("/detect", json={"text": "x"}).json()["detail"]
+
+
+def test_the_openapi_schema_declares_vllms_fields():
+    from fwsapp.service.detection import DetectionResponse
+
+    required = DetectionResponse.model_json_schema()["required"]
+    assert required[:4] == ["score", "p_value", "num_scored_tokens", "is_watermarked"]
+
+
+@pytest.mark.model  # starts the service as users do: a process on a port
+def test_serve_detection_serves_on_loopback_refuses_off_it_without_a_token_and_never_logs_the_key(tmp_path, llama3):
+    environment = {**os.environ, KEY_VARIABLE: KEY, "PYTHONPATH": str(PROJECT)}
+    environment.pop("FWSAPP_ADMIN_TOKEN", None)
+    command = [sys.executable, "-m", "fwsapp", "serve-detection", "--method", "vLLM-Gumbel",
+               "--param", f"key=${KEY_VARIABLE}", "--tokenizer", "llama-3", "--db", str(tmp_path / "db.duckdb")]
+    refused = subprocess.run([*command, "--host", "0.0.0.0"], env=environment, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode == 2 and "FWSAPP_ADMIN_TOKEN" in refused.stderr
+    literal = subprocess.run([*command[:7], "key=12345", "--tokenizer", "llama-3"], env=environment,
+                             capture_output=True, text=True, timeout=120)
+    assert literal.returncode == 2 and "from the environment only" in literal.stderr
+
+    port = free_port()
+    log = tmp_path / "service.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen([*command, "--port", str(port)], env=environment, stdout=output,
+                                   stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        marked = llama3.decode(gumbel_watermarked_ids(llama3, int(KEY)))
+        answer = httpx.post(f"{url}/detect", json={"text": marked}, timeout=30).json()
+        assert answer["is_watermarked"] and answer["verdict"] == "watermarked"
+        assert "/detect" in httpx.get(f"{url}/openapi.json", timeout=10).json()["paths"]
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    assert KEY not in log.read_text() and "vLLM-Gumbel" in log.read_text()
+
+
+@pytest.mark.parametrize("method", ["KGW", "SynthID", "vLLM-Gumbel"])
+def test_answers_the_embedded_model_wrote_are_detected_through_the_service(lm, deployed_key, method):
+    """The watermarked answer and its unwatermarked twin, as the model wrote them under the deployed key, sent as text."""
+    from fwsapp.generation.playground import try_prompt
+    from fwsapp.models.tokenizers import from_huggingface
+
+    key_param = next(name for name, spec in methods.info(method).param_specs.items() if spec is not None and spec.secret)
+    params = {key_param: deployed_key}
+    trial = try_prompt(lm, "What are the symptoms of type 2 diabetes, and how is it treated?", method, params,
+                       max_new_tokens=96, seed=3)
+    client = TestClient(create_app(TextDetector(method, params, from_huggingface(lm.name, lm.tokenizer))))
+    answers = {kind: client.post("/detect", json={"text": trial.text(kind)}).json()
+               for kind in ("watermarked", "unwatermarked")}
+    assert answers["watermarked"]["verdict"] == "watermarked", answers["watermarked"]
+    assert answers["unwatermarked"]["verdict"] == "not_watermarked", answers["unwatermarked"]
+    for answer in answers.values():
+        jsonschema.validate(answer["evidence"], SCHEMA)
+        assert KEY not in json.dumps(answer)

@@ -1,0 +1,92 @@
+"""Issue 60, item 4: false positives under the deployer's key, audited on human text under many keys."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fwsapp.detection.key_audit import AUDIT_LEVELS, audit, audit_keys_drawn, audit_problem
+from fwsapp.watermark import methods
+
+VOCABULARY = 5000
+
+
+def human_texts(count: int, length: int = 120, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, VOCABULARY, length).tolist(), []) for _ in range(count)]
+
+
+def repetitive_texts(count: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """A 12-token sentence said ten times over, as a template or a list repeats itself."""
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, VOCABULARY, 12).tolist() * 10, []) for _ in range(count)]
+
+
+def test_human_text_keeps_to_the_nominal_rate_under_every_key_and_its_p_values_are_uniform():
+    found = audit("KGW", {"rng": "cpu", "hash_key": 123}, human_texts(200), VOCABULARY, keys=4, seed=1)
+    assert list(found.table.deduplication.unique()) == ["each repeat scored", "each (context, token) pair once"]
+    assert len(found.table) == 8 and (found.table.texts == 200).all()
+    assert found.table.key.iloc[0].startswith("deployed (scrypt:") and "123" not in found.table.key.iloc[0]
+    for row in found.table.to_dict("records"):
+        low, high = row["fpr_0.01_interval"]
+        assert low <= 0.01 <= high  # the nominal 1 % inside each key's exact interval
+        assert row["ks_p"] > 0.001  # uniform p-values
+    assert found.bonferroni[0.01] == pytest.approx(0.01 / 8)
+    assert set(found.worst.deduplication) == set(found.table.deduplication)
+
+
+def test_repetitive_text_is_flagged_under_a_key_unless_each_pair_is_scored_once():
+    found = audit("KGW", {"rng": "cpu"}, repetitive_texts(200), VOCABULARY, keys=3, seed=2)
+    by_setting = found.table.groupby("deduplication")["fpr_0.01"].mean()
+    assert by_setting["each repeat scored"] > 0.05  # many times the nominal rate
+    assert by_setting["each (context, token) pair once"] < 0.03
+    assert found.table.groupby("deduplication").ks_p.max()["each repeat scored"] < 1e-6
+
+
+def test_vllm_gumbel_is_audited_with_its_own_deduplication_and_a_key_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FWSAPP_AUDITED_KEY", "2718281828")
+    found = audit("vLLM-Gumbel", {"key": "$FWSAPP_AUDITED_KEY"}, repetitive_texts(120), VOCABULARY, keys=2)
+    settings = list(found.table.deduplication.unique())
+    assert settings == ["deduplicate_contexts=none", "deduplicate_contexts=single_turn"]
+    rates = found.table.groupby("deduplication", sort=False)["fpr_0.01"].mean()
+    assert rates.iloc[0] > 0.05 and rates.iloc[1] < 0.05
+    assert "2718281828" not in json.dumps(found.table.key.tolist())
+
+
+def test_the_keys_the_levels_and_what_cannot_be_audited():
+    keys = audit_keys_drawn(methods.info("KGW"), 7, 5, seed=3)
+    assert keys[0] == 7 and len(set(keys)) == 5 and keys == audit_keys_drawn(methods.info("KGW"), 7, 5, seed=3)
+    with pytest.raises(ValueError, match="between 1 and 1000"):
+        audit_keys_drawn(methods.info("KGW"), 7, 0, seed=3)
+    assert "post-hoc" in audit_problem("LogRank")
+    assert audit_problem("SynthID") is None  # standardised from its per-token evidence
+    assert AUDIT_LEVELS == (0.01, 0.001, 0.0001)
+    with pytest.raises(ValueError, match="no text to audit"):
+        audit("KGW", {}, [], VOCABULARY, keys=2)
+
+
+def test_detect_audit_keys_on_a_runs_references_and_on_a_hospitals_own_notes(tmp_path, capsys):
+    from fwsapp.cli import main
+    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.store import Store
+
+    db = tmp_path / "audit.duckdb"
+    store = Store(db)
+    load_examples(store)
+    runs = store.runs()
+    run_id = runs[runs.model == "biomistral"].run_id.iloc[0]  # Meditron's tokenizer is not shipped
+    store.close()
+    assert main(["detect", "--run", run_id, "--audit-keys", "2", "--db", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert f"200 human texts (the references of {run_id}, mistral-v1) under 2 keys" in shown
+    assert "deployed (scrypt:" in shown and "15485863" not in shown and "Bonferroni over the 4 configurations" in shown
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(json.dumps({"text": f"Patient {i} reports no chest pain; continue metformin 500 mg."}) + "\n"
+                             for i in range(30)))
+    assert main(["detect", "--run", run_id, "--audit-keys", "2", "--corpus", str(notes), "--db", str(db)]) == 0
+    assert f"30 human texts ({notes}, mistral-v1)" in capsys.readouterr().out
+    assert main(["detect", "--run", run_id, "--corpus", str(notes), "--db", str(db)]) == 2
+    assert "--corpus is the human text of --audit-keys" in capsys.readouterr().err
+    assert main(["detect", "--run", run_id, "--audit-keys", "5000", "--db", str(db)]) == 2
+    assert "between 1 and 1000" in capsys.readouterr().err
