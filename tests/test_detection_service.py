@@ -48,14 +48,15 @@ def deployed_key(monkeypatch):
     return f"${KEY_VARIABLE}"
 
 
-def gumbel_watermarked_ids(tokenizer, key: int, length: int = 60, width: int = 4) -> list[int]:
-    """Token ids a Gumbel watermark under `key` would pick where the model is indifferent among common words: at each
-    position the candidate whose keyed uniform is largest (Gumbel-max sampling of a uniform distribution)."""
+def gumbel_watermarked_ids(tokenizer, key: int, length: int = 60, width: int = 4, prefix: list[int] = ()) -> list[int]:
+    """`prefix`, then the token ids a Gumbel watermark under `key` would pick where the model is indifferent among
+    common words: at each position the candidate whose keyed uniform is largest (Gumbel-max sampling of a uniform
+    distribution)."""
     prf = vllm_watermarking().PhiloxPRF(key)
     import torch
 
     candidates = sorted({ids[0] for ids in (tokenizer.encode(" " + word) for word in WORDS) if len(ids) == 1})
-    chosen: list[int] = []
+    chosen = list(prefix)
     for _ in range(length):
         context = ([-1] * width + chosen)[-width:]
         uniforms = prf.uniform(torch.tensor([context]), torch.tensor([candidates]))[0]
@@ -230,3 +231,31 @@ def test_answers_the_embedded_model_wrote_are_detected_through_the_service(lm, d
     for answer in answers.values():
         jsonschema.validate(answer["evidence"], SCHEMA)
         assert KEY not in json.dumps(answer)
+
+
+def test_schema_driven_fuzzing_finds_no_server_error(llama3, deployed_key):
+    """schemathesis draws requests from the served OpenAPI schema, valid and not: none may end in a 5xx."""
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis.checks import not_a_server_error
+
+    app = create_app(TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3), rate_limit="100000/second")
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    failures, statuses = [], []
+    for operation in schema.get_all_operations():
+        # A GET has nothing to send wrong: only its valid request.
+        modes = schemathesis.GenerationMode if operation.ok().method.upper() == "POST" else [schemathesis.GenerationMode.POSITIVE]
+        for mode in modes:
+            @settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+            @given(operation.ok().as_strategy(mode))
+            def check(case):
+                response = case.call()
+                statuses.append(response.status_code)
+                try:
+                    case.validate_response(response, checks=(not_a_server_error,))
+                except Exception as error:  # noqa: BLE001  (collected: every operation is fuzzed before failing)
+                    failures.append((case.path, response.status_code, str(error)[:200]))
+
+            check()
+    assert failures == []
+    assert len(statuses) >= 150 and {200, 422} <= set(statuses)  # both valid and invalid requests were sent

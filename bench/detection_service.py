@@ -1,0 +1,165 @@
+"""The detection service under load and hostile input, and its speed against the detector and vLLM's reference server
+(issue 60, items 6 and 7).
+
+Run: .venv/bin/python -m bench.detection_service [--texts 64] [--requests 256] [--fuzz-examples 300]
+
+Texts: 200-token texts under the llama-3 tokenizer, half vLLM-Gumbel-watermarked under the key (the Gumbel-max choice
+among common words, tests/test_detection_service.py) and half human (the paper's references). Both servers run as
+processes on loopback, as deployed (`python -m fwsapp serve-detection`, and bench/reference_detection_server.py):
+- per text at batch 1: the service's round trip against calling fwsapp's detector in process (target ≤ 1.5×), beside
+  the round trip of a request that detects nothing (GET /health), which is HTTP's own cost;
+- 32 texts: one /detect/batch of fwsapp's service against 32 concurrent requests to vLLM's reference server, which has
+  no batch endpoint (target: faster);
+- load: `--requests` requests from 1, 8 and 32 concurrent clients: texts/s, p50 and p99 latency, every answer checked
+  against the detector's own (nothing dropped, nothing wrong);
+- fuzz: schemathesis draws valid and invalid requests from the served OpenAPI schema, `--fuzz-examples` per operation
+  and mode, sent over HTTP; every status is counted, and none may be a 5xx.
+Figures go to bench/results/detection_service.json and docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from bench.common import ROOT, median_seconds
+from fwsapp.detection.verdicts import TextDetector
+from fwsapp.models.tokenizers import load_tokenizer
+from tests.conftest import free_port
+from tests.test_detection_service import gumbel_watermarked_ids
+
+KEY = 20260227
+KEY_VARIABLE = "FWSAPP_BENCH_KEY"
+TOKENS = 200
+HUMAN = ROOT.parent / "shared" / "data" / "healthqa_qa.json"  # the references of HealthQA
+
+
+def texts(tokenizer, count: int) -> list[str]:
+    """`count` // 2 watermarked texts, each after the first 8 tokens of a human one, then human texts."""
+    human = [tokenizer.encode(record["natural"]) for record in json.loads(HUMAN.read_text())]
+    human = [ids[:TOKENS] for ids in human if len(ids) >= TOKENS]
+    marked = [gumbel_watermarked_ids(tokenizer, KEY, TOKENS - 8, prefix=ids[:8]) for ids in human[-(count // 2):]]
+    return [tokenizer.decode(ids) for ids in marked + human[:count - len(marked)]]
+
+
+def started(command: list[str], url: str, log) -> subprocess.Popen:
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, KEY_VARIABLE: str(KEY), "PYTHONPATH": str(ROOT)},
+                               stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            httpx.post(f"{url}/detect", json={"text": "x"}, timeout=2)
+            return process
+        except httpx.TransportError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError(f"{' '.join(command)} did not answer in 120 s")
+
+
+def latencies(url: str, bodies: list[dict], clients: int) -> tuple[float, list[float], list[dict]]:
+    """Every body posted to /detect by `clients` concurrent clients: seconds in all, each request's, each answer."""
+    with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=clients)) as client:
+        def one(body):
+            began = time.perf_counter()
+            response = client.post(f"{url}/detect", json=body)
+            return time.perf_counter() - began, response.status_code, response.json()
+
+        began = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            results = list(pool.map(one, bodies))
+        return time.perf_counter() - began, [result[0] for result in results], \
+            [{"status": result[1], **result[2]} for result in results]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def fuzz(url: str, examples: int) -> dict:
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    statuses: dict[int, int] = {}
+    for operation in schema.get_all_operations():
+        operation = operation.ok()
+        modes = list(schemathesis.GenerationMode) if operation.method.upper() == "POST" else \
+            [schemathesis.GenerationMode.POSITIVE]
+        for mode in modes:
+            @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+            @given(operation.as_strategy(mode))
+            def send(case):
+                status = case.call(base_url=url, timeout=60).status_code
+                statuses[status] = statuses.get(status, 0) + 1
+
+            send()
+    return {"requests": sum(statuses.values()), "statuses": dict(sorted(statuses.items())),
+            "server_errors": sum(count for status, count in statuses.items() if status >= 500)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--texts", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--fuzz-examples", type=int, default=300)
+    args = parser.parse_args(argv)
+    tokenizer = load_tokenizer("llama-3")
+    corpus = texts(tokenizer, args.texts)
+    os.environ[KEY_VARIABLE] = str(KEY)
+    detector = TextDetector("vLLM-Gumbel", {"key": f"${KEY_VARIABLE}"}, tokenizer)
+    expected = {text: detector.verdict_of_text(text) for text in corpus}
+    direct = median_seconds(lambda: [detector.verdict_of_text(text) for text in corpus], 5) / len(corpus)
+
+    ours_port, theirs_port = free_port(), free_port()
+    ours_url, theirs_url = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{theirs_port}"
+    log = open(ROOT / "cache" / "bench_detection_service.log", "w")
+    ours = started([sys.executable, "-m", "fwsapp", "serve-detection", "--method", "vLLM-Gumbel", "--param",
+                    f"key=${KEY_VARIABLE}", "--tokenizer", "llama-3", "--port", str(ours_port),
+                    "--rate-limit", "1000000/second"], ours_url, log)
+    theirs = started([sys.executable, "-m", "bench.reference_detection_server", str(KEY), str(theirs_port)],
+                     theirs_url, log)
+    record: dict = {"texts": len(corpus), "tokens_per_text": TOKENS, "direct_seconds_per_text": direct}
+    try:
+        bodies = [{"text": corpus[index % len(corpus)]} for index in range(args.requests)]
+        for clients in (1, 8, 32):
+            seconds, each, answers = latencies(ours_url, bodies, clients)
+            wrong = sum(answer["status"] != 200 or answer["score"] != expected[body["text"]].score
+                        or answer["p_value"] != expected[body["text"]].p_value for body, answer in zip(bodies, answers))
+            record[f"clients_{clients}"] = {"texts_per_second": len(bodies) / seconds, "p50_ms": 1000 * statistics.median(each),
+                                            "p99_ms": 1000 * percentile(each, 0.99), "requests": len(bodies),
+                                            "answered": len(answers), "wrong_or_refused": wrong}
+        record["service_seconds_per_text_batch_1"] = statistics.median(
+            latencies(ours_url, bodies[:len(corpus)], 1)[1])
+        record["service_over_direct"] = record["service_seconds_per_text_batch_1"] / direct
+        with httpx.Client(timeout=60) as client:  # the round trip of a request that detects nothing: HTTP's own cost
+            record["http_round_trip_seconds"] = median_seconds(lambda: client.get(f"{ours_url}/health"), 200)
+        batch = {"items": [{"text": text} for text in corpus[:32]]}
+        with httpx.Client(timeout=60) as client:
+            record["fwsapp_batch_32_seconds"] = median_seconds(
+                lambda: client.post(f"{ours_url}/detect/batch", json=batch).raise_for_status(), 5)
+        record["reference_32_concurrent_seconds"] = median_seconds(
+            lambda: latencies(theirs_url, [{"text": text} for text in corpus[:32]], 32), 5)
+        theirs_answers = latencies(theirs_url, [{"text": text} for text in corpus], 8)[2]
+        record["reference_agrees"] = all(
+            answer["score"] == expected[text].score and answer["p_value"] == expected[text].p_value
+            and answer["is_watermarked"] == expected[text].is_watermarked for text, answer in zip(corpus, theirs_answers))
+        record["fuzz"] = fuzz(ours_url, args.fuzz_examples)
+    finally:
+        ours.terminate()
+        theirs.terminate()
+    record["key_in_log"] = str(KEY) in (ROOT / "cache" / "bench_detection_service.log").read_text()
+    print(json.dumps(record, indent=1))
+    (ROOT / "bench" / "results" / "detection_service.json").write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
