@@ -112,9 +112,15 @@ def render() -> None:
                 rates = {column: st.column_config.NumberColumn(format="%.3f") for column in redetected.columns
                          if column.startswith(("AUROC", "TPR"))}  # 1.000 beside 0.997; max |Δ| keeps its digits
                 st.dataframe(redetected.round(6), hide_index=True, width="stretch", column_config=rates)
-            length_tab, calibration_tab = st.tabs(["Length", "Calibration"])
+            coverage = queries.watermark_coverage(resources.revision(), tuple(chosen))
+            for flagged in coverage[coverage["flags"] != ""].itertuples() if not coverage.empty else ():
+                st.warning(markup.message(f"{flagged.method} run {flagged.run} carries no watermark as asked: "
+                                          f"{flagged.flags}. A detector can only find what the watermark put there "
+                                          "(Coverage tab)."))
+            length_tab, calibration_tab, coverage_tab = st.tabs(["Length", "Calibration", "Coverage"])
             with length_tab:
                 length_view(chosen, labels)
+            coverage_view(coverage_tab, coverage)
             calibration_tab.subheader("Calibration: what the threshold costs on the run's own negatives")
             calibration = queries.calibration(resources.revision(), tuple(chosen))
             calibration_tab.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
@@ -168,6 +174,18 @@ def render() -> None:
     st.subheader("Detect a watermark in any text")
     with widgets.section("The detector for any text"):
         detector_for_any_text()
+
+
+def coverage_view(tab, coverage) -> None:
+    tab.subheader("Coverage: how much of the output carries the watermark")
+    if coverage.empty:
+        tab.info("No run generated here is selected: imported runs keep no decoding to replay.")
+        return
+    tab.dataframe(coverage, hide_index=True, width="stretch",
+                  column_config={"watermarked share": st.column_config.NumberColumn(format="%.3f")})
+    tab.caption("Each generated token is watermarked, or left alone for the reason its method's processor has: greedy "
+                "decoding (vLLM's Gumbel samples it plainly), a repeated context, a context reaching into the prompt. "
+                "Same without the watermark: answers identical to the run's unwatermarked ones.")
 
 
 def token_level_view(selected, labels: dict[str, str]) -> None:

@@ -27,6 +27,11 @@ def latest_samples(job) -> None:
     shown = table.tail(LATEST)
     st.caption(markup.message(f"{'Latest ' + str(len(shown)) + ' of ' + str(len(table)) if len(table) > LATEST else 'All'} "
                               f"samples of {job.label}: the same prompt, without and with the watermark"))
+    coverage = queries.watermark_coverage(resources.revision(), (job.key.removeprefix("generate:"),))
+    if not coverage.empty and coverage["flags"].iloc[0]:
+        flags, share = coverage["flags"].iloc[0], coverage["watermarked share"].iloc[0]
+        st.warning(markup.message(f"This run carries no watermark as asked: {flags}. {share:.0%} of "
+                                  "its tokens are watermarked; the Detect page's Coverage tab says why."))
     if fitted := queries.run_fit(resources.revision(), job.key.removeprefix("generate:")):
         st.caption(markup.message(f"Part of {table.method.iloc[0]}'s key was fitted on {fitted['references']} references "
                                   "of this dataset before the run began, and is kept with the run, so its texts are "

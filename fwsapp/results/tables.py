@@ -232,6 +232,21 @@ def failure_modes_table(report: dict) -> pd.DataFrame:
     return _ordered(rows) if rows else pd.DataFrame()
 
 
+def coverage_table(report: dict) -> pd.DataFrame:
+    """Each generated run's coverage: the share of its tokens the watermark acted on, the reasons for the rest, and
+    the flags of a run that carries no mark as asked (`fwsapp.detection.coverage`)."""
+    rows = []
+    for run in report["runs"]:
+        found = run.get("coverage")
+        if found is None:
+            continue
+        rows.append({**_named(run), "Tokens": found["tokens"], "Watermarked share": found["share"],
+                     "Not watermarked": "; ".join(f"{reason} {count}" for reason, count in found["not_watermarked"].items())
+                     or "–", "Same without the watermark": f"{found['identical_answers']} of {found['answers']}",
+                     "Flags": "; ".join(found["flags"]) or "–"})
+    return _ordered(rows) if rows else pd.DataFrame()
+
+
 TABLES = {
     "Runs: source, n, intervals, judge and oracle": runs_table,
     "Table 1: detection and quality": table1,
@@ -239,6 +254,7 @@ TABLES = {
     "Clinical failure modes": failure_modes_table,
     "Table 4: FWS (Auto and judge)": table4,
     "Judge drop %": judge_drop_table,
+    "Coverage: tokens the watermark acted on": coverage_table,
     "Detection by length": length_table,
     "Calibration of the theoretical threshold": calibration_table,
     "Robustness: detection after each attack": robustness_table,

@@ -204,6 +204,13 @@ def calibration(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
+def watermark_coverage(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    from fwsapp.detection.coverage import coverage_frame
+
+    return coverage_frame(store(), list(run_ids))
+
+
+@st.cache_data(show_spinner=False)
 def lengths(revision_key: str, run_ids: tuple[str, ...], fpr: float) -> dict:
     db = store()
     runs_frame = db.runs()

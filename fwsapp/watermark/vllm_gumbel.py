@@ -30,7 +30,7 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
                           TopPLogitsWarper)
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
+from fwsapp.watermark.base import GREEDY, WATERMARKED, Detection, GenerationBatch, Watermark
 from fwsapp.watermark.evidence import ExponentialSum
 from fwsapp.watermark.philox import LARGEST_UNIFORM, PhiloxPRF, derive_key
 
@@ -103,6 +103,20 @@ class ContextHistory:
         self.tokens.append(int(token))
 
 
+def is_greedy(sampling: dict) -> bool:
+    return not sampling.get("do_sample", True) or float(sampling.get("temperature", 1.0)) == 0
+
+
+def skip_reason(deduplicate: str, width: int, history: ContextHistory, generated: int, context: tuple[int, ...]
+                ) -> str | None:
+    """Why vLLM samples the next token plainly, without the watermark, or None where it watermarks it."""
+    if deduplicate == "none":
+        return None
+    if deduplicate == "all" and generated < width:
+        return "context reaches into the prompt"
+    return "repeated context" if history.repeated(context) else None
+
+
 class GumbelLogitsProcessor(LogitsProcessor):
     """vLLM's watermarked sampling step inside transformers' `generate`: a watermarked row keeps only the chosen
     token (every other logit −inf, so the sampler after it returns that token); a row whose context repeats, or
@@ -129,23 +143,17 @@ class GumbelLogitsProcessor(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         self._follow(input_ids)
-        if not self.sampling.get("do_sample", True) or float(self.sampling.get("temperature", 1.0)) == 0:
+        if is_greedy(self.sampling):
             return scores  # greedy decoding cannot be watermarked: vLLM samples it plainly too
         contexts = np.array([([-1] * self.width + generated)[-self.width:] for generated in self.generated],
                             dtype=np.int64).reshape(len(self.generated), self.width)
-        skipped = torch.tensor([self._skipped(history, generated, tuple(context))
-                                for history, generated, context in zip(self.histories, self.generated, contexts.tolist())])
+        skipped = torch.tensor([skip_reason(self.deduplicate, self.width, history, len(generated), tuple(context))
+                                is not None for history, generated, context
+                                in zip(self.histories, self.generated, contexts.tolist())])
         logits = processed_logits(scores, self.sampling).cpu()
         chosen = self._choice(logits, contexts)
         marked = torch.full_like(scores, float("-inf")).scatter(1, chosen.to(scores.device)[:, None], 0.0)
         return torch.where(skipped.to(scores.device)[:, None], scores, marked)
-
-    def _skipped(self, history: ContextHistory, generated: list[int], context: tuple[int, ...]) -> bool:
-        if self.deduplicate == "none":
-            return False
-        if self.deduplicate == "all" and len(generated) < self.width:
-            return True  # a context reaching into the prompt is sampled plainly
-        return history.repeated(context)
 
     def _choice(self, logits: torch.Tensor, contexts: np.ndarray) -> torch.Tensor:
         if len(self.keys) == 1 or self.alpha == 0:
@@ -219,6 +227,20 @@ class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
 
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         return self.key_evidence(self.keys[0], contexts, tokens).numpy()
+
+    @classmethod
+    def coverage(cls, params: dict, token_ids: Sequence[int], sampling: dict) -> list[str]:
+        """The processor's own rule, replayed: nothing under greedy decoding, and no repeated context (nor, with `all`,
+        a context reaching into the prompt). The prompt's tokens are not stored, so with `all` a generated context that
+        repeats one of the prompt's own counts as watermarked here."""
+        if is_greedy(sampling):
+            return [GREEDY] * len(token_ids)
+        width, deduplicate = params["context_width"], params["deduplicate_contexts"]
+        history, reasons = ContextHistory(width), []
+        for generated, token in enumerate(token_ids):
+            reasons.append(skip_reason(deduplicate, width, history, generated, history.context()) or WATERMARKED)
+            history.append(token)
+        return reasons
 
     def p_value(self, total: float, scored: int) -> float:
         return gamma_survival(total, scored)

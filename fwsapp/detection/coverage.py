@@ -1,0 +1,82 @@
+"""Coverage: how much of a run's output carries the watermark.
+
+A detector can only find what the watermark put there. vLLM's documentation warns that greedy decoding, beam search and
+repeated contexts are left unwatermarked without a word: a served run at temperature 0 carries no mark at all, and a
+templated answer carries it only where its contexts are new. Per text, each generated token is WATERMARKED or has the
+reason its method's processor left it alone (`Watermark.coverage`, replaying the processor's rule on the stored tokens
+and the run's decoding settings); per run, the share of tokens watermarked and the reasons for the rest.
+
+A run is flagged when it cannot carry the mark as asked: decoding that leaves every token unwatermarked, or a served
+run whose watermarked answers are the very answers it gave with the watermark opted out (the engine did not apply it).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.watermark import methods
+from fwsapp.watermark.base import WATERMARKED
+from fwsapp.watermark.factory import method_class
+
+# A run is flagged when at least this share of its answers are the same with and without the watermark.
+IDENTICAL_SHARE_FLAGGED = 0.5
+
+
+def _ids(value) -> list[int]:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    return [int(token) for token in (json.loads(value) if isinstance(value, str) else value)]
+
+
+def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
+    """A generated run's coverage: tokens, those watermarked, their share, the reasons for the rest (counts), how many
+    answers are the same with the watermark opted out, and the flags; None for an imported run or a post-hoc method
+    (no decoding to replay)."""
+    info = methods.info(run["method"])
+    if run.get("imported") or info.post_hoc:
+        return None
+    config = json.loads(run["config"]) if isinstance(run["config"], str) else run["config"]
+    sampling = config.get("sampling", {})
+    params = info.checked_params(run["params"] if isinstance(run["params"], dict) else json.loads(run["params"]))
+    coverage = method_class(info.name).coverage
+    reasons: Counter = Counter()
+    identical = answered = 0
+    for row in generations.itertuples():
+        marked, plain = _ids(row.watermarked_ids), _ids(row.unwatermarked_ids)
+        if not marked:
+            continue
+        answered += 1
+        identical += marked == plain
+        reasons.update(coverage(params, marked, sampling))
+    tokens = sum(reasons.values())
+    if not tokens:
+        return None
+    watermarked = reasons.pop(WATERMARKED, 0)
+    flags = []
+    if watermarked == 0:
+        flags.append(f"no token watermarked ({', '.join(reasons)})")
+    if identical and identical >= IDENTICAL_SHARE_FLAGGED * answered:
+        flags.append(f"{identical} of {answered} watermarked answers are the same as without the watermark")
+    return {"tokens": tokens, "watermarked": watermarked, "share": watermarked / tokens, "not_watermarked": dict(reasons),
+            "identical_answers": identical, "answers": answered, "flags": flags}
+
+
+def coverage_frame(store, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """Per generated run: method, task, share of tokens watermarked, the reasons for the rest, and its flags."""
+    runs = store.runs()
+    rows = []
+    for run_id in runs.run_id if run_ids is None else run_ids:
+        run = store.run(run_id)
+        found = run_coverage(run, store.generations(run_id))
+        if found is None:
+            continue
+        rows.append({"run": run_id, "method": run["method"], "task": run["task"], "tokens": found["tokens"],
+                     "watermarked share": found["share"],
+                     "not watermarked": "; ".join(f"{reason} {count}" for reason, count in
+                                                  found["not_watermarked"].items()) or "–",
+                     "same without the watermark": f"{found['identical_answers']} of {found['answers']}",
+                     "flags": "; ".join(found["flags"])})
+    return pd.DataFrame(rows)

@@ -1,0 +1,56 @@
+"""Issue 60, item 3: how much of a run's output carries the watermark, and the runs that carry none."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.detection.coverage import run_coverage
+from fwsapp.watermark import methods
+from fwsapp.watermark.base import GREEDY, WATERMARKED
+from fwsapp.watermark.factory import create, method_class
+
+VOCABULARY = 1000
+
+
+def repetitive(seed: int = 0) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, VOCABULARY, 30).tolist() + rng.integers(0, VOCABULARY, 6).tolist() * 4
+
+
+def test_vllm_gumbel_leaves_exactly_the_tokens_its_detector_does_not_score():
+    tokens = repetitive()
+    for deduplicate in ("single_turn", "none"):
+        params = methods.info("vLLM-Gumbel").checked_params({"deduplicate_contexts": deduplicate})
+        reasons = method_class("vLLM-Gumbel").coverage(params, tokens, {"do_sample": True, "temperature": 0.7})
+        flags = create("vLLM-Gumbel", VOCABULARY, params).detect(tokens).token_flags
+        assert [reason == WATERMARKED for reason in reasons] == [flag >= 0 for flag in flags]
+        assert ("repeated context" in reasons) == (deduplicate == "single_turn")
+    params = methods.info("vLLM-Gumbel").checked_params({"deduplicate_contexts": "all"})
+    reasons = method_class("vLLM-Gumbel").coverage(params, tokens, {"temperature": 1.0})
+    assert reasons[:4] == ["context reaches into the prompt"] * 4 and reasons[4] == WATERMARKED
+    assert method_class("vLLM-Gumbel").coverage(params, tokens, {"temperature": 0}) == [GREEDY] * len(tokens)
+    assert set(method_class("KGW").coverage(methods.info("KGW").checked_params({}), tokens, {"temperature": 0})) == {
+        WATERMARKED}  # a bias decides even a greedy choice
+
+
+def run(method: str, sampling: dict, imported: bool = False) -> dict:
+    return {"run_id": "r", "method": method, "params": {}, "imported": imported,
+            "config": json.dumps({"sampling": sampling, "server": {"base_url": "http://x"}})}
+
+
+def generations(marked: list[list[int]], plain: list[list[int]]) -> pd.DataFrame:
+    return pd.DataFrame({"sample_idx": range(len(marked)), "watermarked_ids": marked, "unwatermarked_ids": plain})
+
+
+def test_a_greedy_served_run_and_one_whose_answers_did_not_change_are_flagged():
+    texts = [repetitive(seed) for seed in range(4)]
+    greedy = run_coverage(run("vLLM-Gumbel", {"temperature": 0}), generations(texts, [t[::-1] for t in texts]))
+    assert greedy["share"] == 0 and greedy["flags"] == ["no token watermarked (greedy decoding)"]
+    same = run_coverage(run("vLLM-Gumbel", {"temperature": 0.7}), generations(texts, texts))
+    assert same["flags"] == ["4 of 4 watermarked answers are the same as without the watermark"]
+    assert 0.5 < same["share"] < 1 and same["not_watermarked"]["repeated context"] == same["tokens"] - same["watermarked"]
+    sampled = run_coverage(run("KGW", {"temperature": 0.7}), generations(texts, [t[::-1] for t in texts]))
+    assert sampled["share"] == 1 and sampled["flags"] == [] and sampled["tokens"] == sum(map(len, texts))
+    assert run_coverage(run("KGW", {}, imported=True), generations(texts, texts)) is None
