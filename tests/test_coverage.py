@@ -1,6 +1,7 @@
 """Issue 60, item 3: how much of a run's output carries the watermark, and the runs that carry none."""
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
@@ -54,3 +55,33 @@ def test_a_greedy_served_run_and_one_whose_answers_did_not_change_are_flagged():
     sampled = run_coverage(run("KGW", {"temperature": 0.7}), generations(texts, [t[::-1] for t in texts]))
     assert sampled["share"] == 1 and sampled["flags"] == [] and sampled["tokens"] == sum(map(len, texts))
     assert run_coverage(run("KGW", {}, imported=True), generations(texts, texts)) is None
+
+
+def test_the_detect_page_warns_of_a_served_run_that_carries_no_mark_and_tabulates_its_coverage(app_db):
+    """A served vLLM-Gumbel run at temperature 0: the engine sampled every answer plainly, so each watermarked answer
+    is its opted-out twin."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.store import Store
+    from tests.conftest import PROJECT
+
+    texts = [repetitive(seed) for seed in range(12)]
+    store = Store(app_db)
+    store.ensure_run("served-greedy", {"sampling": {"temperature": 0.0}, "server": {"base_url": "http://x"}},
+                     model="smollm2-135m-instruct", task="qa", method="vLLM-Gumbel", params={}, seed=1, n=12)
+    store.write_batch("served-greedy", [
+        {"sample_idx": index, "prompt": f"q{index}", "reference": "r", "watermarked_text": "t", "unwatermarked_text": "t",
+         "watermarked_ids": ids, "unwatermarked_ids": ids} for index, ids in enumerate(texts)], [
+        {"sample_idx": index, "text_kind": kind, "detector": "vLLM-Gumbel", "score": 0.3 + index / 100, "p": 0.3,
+         "num_tokens_scored": 40} for index in range(12) for kind in ("watermarked", "unwatermarked")])
+    store.close()
+    app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception
+    shown = [html.unescape(warning.value).replace("\u2060", "") for warning in app.warning]  # as the page reads
+    warnings = [text for text in shown if "carries no watermark as asked" in text]
+    assert len(warnings) == 1 and "no token watermarked (greedy decoding)" in warnings[0]
+    assert "12 of 12 watermarked answers are the same" in warnings[0]
+    coverage = next(frame.value for frame in app.dataframe if "watermarked share" in frame.value.columns)
+    assert coverage.loc[0, "watermarked share"] == 0 and coverage.loc[0, "tokens"] == sum(map(len, texts))
