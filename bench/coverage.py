@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         config = RunConfig(task="qa", method=method, params=params, sampling=sampling, n=args.n,
                            max_new_tokens=args.tokens, batch_size=args.n, seed=7)
         run_id = pipeline.generate(store, [config], lambda name: lm)[0]
-        found = run_coverage(store.run(run_id), store.generations(run_id))
+        found = run_coverage(store.run(run_id), store.generation_ids(run_id))
         scores = store.detections([run_id])
         marked = scores[scores.text_kind == "watermarked"].score
         detected = sum(methods.info(method).is_watermarked(score, params) for score in marked)

@@ -26,15 +26,17 @@ IDENTICAL_SHARE_FLAGGED = 0.5
 
 
 def _ids(value) -> list[int]:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
+    if isinstance(value, str):
+        value = json.loads(value)
+    if value is None or np.ndim(value) == 0:  # no answer: None, NaN or pd.NA
         return []
-    return [int(token) for token in (json.loads(value) if isinstance(value, str) else value)]
+    return [int(token) for token in value]
 
 
 def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
-    """A generated run's coverage: tokens, those watermarked, their share, the reasons for the rest (counts), how many
-    answers are the same with the watermark opted out, and the flags; None for an imported run or a post-hoc method
-    (no decoding to replay)."""
+    """A generated run's coverage (`generations`: its token ids, `Store.generation_ids`): tokens, those watermarked,
+    their share, the reasons for the rest (counts), how many answers are the same with the watermark opted out, and
+    the flags; None for an imported run or a post-hoc method (no decoding to replay)."""
     info = methods.info(run["method"])
     if run.get("imported") or info.post_hoc:
         return None
@@ -70,7 +72,7 @@ def coverage_frame(store, run_ids: list[str] | None = None) -> pd.DataFrame:
     rows = []
     for run_id in runs.run_id if run_ids is None else run_ids:
         run = store.run(run_id)
-        found = run_coverage(run, store.generations(run_id))
+        found = run_coverage(run, store.generation_ids(run_id))
         if found is None:
             continue
         rows.append({"run": run_id, "method": run["method"], "task": run["task"], "tokens": found["tokens"],

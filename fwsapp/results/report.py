@@ -89,7 +89,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "redetections": redetections.get(run.run_id, []),
             "robustness": robustness.get(run.run_id, []),
             "calibration": _calibration(run, run_scores, names[run.run_id]),
-            "coverage": None if run.imported else run_coverage(store.run(run.run_id), store.generations(run.run_id)),
+            "coverage": None if run.imported else run_coverage(store.run(run.run_id), store.generation_ids(run.run_id)),
         })
     return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out,
             "database": str(store.path)}

@@ -166,6 +166,11 @@ class RunTables(StoreCore):
     def generations(self, run_id: str) -> pd.DataFrame:
         return self.frame("SELECT * FROM generations WHERE run_id = ? ORDER BY sample_idx", [run_id])
 
+    def generation_ids(self, run_id: str) -> pd.DataFrame:
+        """The token ids of the run's two texts per prompt, without the texts."""
+        return self.frame("SELECT sample_idx, watermarked_ids, unwatermarked_ids FROM generations WHERE run_id = ? "
+                          "ORDER BY sample_idx", [run_id])
+
     def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         """Scores, without the statistics after every token (`prefix_curves`), which few readers need."""
         return self._per_run("detections", run_ids, exclude=("prefix_statistics",))
