@@ -74,7 +74,9 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert calibration.loc[0, "tokens scored"] == "all" and calibration.loc[0, "theoretical threshold"] == "z > 4"
     assert calibration.loc[0, "false positives"] == "0 of 4" and calibration.loc[0, "achieved FPR"] == 0
     assert calibration.loc[0, "threshold at 1% FPR"] == "not enough data (n = 4)"
-    per_text = app.dataframe[4].value
+    coverage = app.dataframe[4].value  # KGW acts on every token it generated: nothing flagged
+    assert coverage.loc[0, "watermarked share"] == 1.0 and coverage.loc[0, "flags"] == ""
+    per_text = app.dataframe[5].value
     assert len(per_text) == 8
     assert per_text.score.str.fullmatch(r"-?\d+\.\d{3}").all()  # KGW's z, three decimals, as everywhere
     assert len(app.get("plotly_chart")) == 3  # tokens to detect, the ROC overlay, the score distributions
