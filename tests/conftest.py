@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, mark))
         if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
-            # The suite runs on two workers (`--dist loadgroup`, the Makefile). Two groups stay whole, each on one
+            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile). Two groups stay whole, each on one
             # worker: the tests that load a model in this process, so that each model loads once, and the Ray tests,
             # whatever they load, since two Ray clusters started at once on one machine collide. Every other test
             # goes to whichever worker is free.
