@@ -9,8 +9,9 @@ import pandas as pd
 
 from fwsapp.detection.coverage import run_coverage
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import GREEDY, WATERMARKED
-from fwsapp.watermark.factory import create, method_class
+from fwsapp.watermark.factory import create
+from fwsapp.watermark.methods import WATERMARKED
+from fwsapp.watermark.vllm_contexts import GREEDY
 
 VOCABULARY = 1000
 
@@ -24,15 +25,15 @@ def test_vllm_gumbel_leaves_exactly_the_tokens_its_detector_does_not_score():
     tokens = repetitive()
     for deduplicate in ("single_turn", "none"):
         params = methods.info("vLLM-Gumbel").checked_params({"deduplicate_contexts": deduplicate})
-        reasons = method_class("vLLM-Gumbel").coverage(params, tokens, {"do_sample": True, "temperature": 0.7})
+        reasons = methods.info("vLLM-Gumbel").token_coverage(params, tokens, {"do_sample": True, "temperature": 0.7})
         flags = create("vLLM-Gumbel", VOCABULARY, params).detect(tokens).token_flags
         assert [reason == WATERMARKED for reason in reasons] == [flag >= 0 for flag in flags]
         assert ("repeated context" in reasons) == (deduplicate == "single_turn")
     params = methods.info("vLLM-Gumbel").checked_params({"deduplicate_contexts": "all"})
-    reasons = method_class("vLLM-Gumbel").coverage(params, tokens, {"temperature": 1.0})
+    reasons = methods.info("vLLM-Gumbel").token_coverage(params, tokens, {"temperature": 1.0})
     assert reasons[:4] == ["context reaches into the prompt"] * 4 and reasons[4] == WATERMARKED
-    assert method_class("vLLM-Gumbel").coverage(params, tokens, {"temperature": 0}) == [GREEDY] * len(tokens)
-    assert set(method_class("KGW").coverage(methods.info("KGW").checked_params({}), tokens, {"temperature": 0})) == {
+    assert methods.info("vLLM-Gumbel").token_coverage(params, tokens, {"temperature": 0}) == [GREEDY] * len(tokens)
+    assert set(methods.info("KGW").token_coverage(methods.info("KGW").checked_params({}), tokens, {"temperature": 0})) == {
         WATERMARKED}  # a bias decides even a greedy choice
 
 

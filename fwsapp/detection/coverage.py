@@ -3,7 +3,7 @@
 A detector can only find what the watermark put there. vLLM's documentation warns that greedy decoding, beam search and
 repeated contexts are left unwatermarked without a word: a served run at temperature 0 carries no mark at all, and a
 templated answer carries it only where its contexts are new. Per text, each generated token is WATERMARKED or has the
-reason its method's processor left it alone (`Watermark.coverage`, replaying the processor's rule on the stored tokens
+reason its method's processor left it alone (`MethodInfo.token_coverage`, replaying the processor's rule on the stored tokens
 and the run's decoding settings); per run, the share of tokens watermarked and the reasons for the rest.
 
 A run is flagged when it cannot carry the mark as asked: decoding that leaves every token unwatermarked, or a served
@@ -18,8 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import WATERMARKED
-from fwsapp.watermark.factory import method_class
+from fwsapp.watermark.methods import WATERMARKED
 
 # A run is flagged when at least this share of its answers are the same with and without the watermark.
 IDENTICAL_SHARE_FLAGGED = 0.5
@@ -43,7 +42,6 @@ def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
     config = json.loads(run["config"]) if isinstance(run["config"], str) else run["config"]
     sampling = config.get("sampling", {})
     params = info.checked_params(run["params"] if isinstance(run["params"], dict) else json.loads(run["params"]))
-    coverage = method_class(info.name).coverage
     reasons: Counter = Counter()
     identical = answered = 0
     for row in generations.itertuples():
@@ -52,7 +50,7 @@ def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
             continue
         answered += 1
         identical += marked == plain
-        reasons.update(coverage(params, marked, sampling))
+        reasons.update(info.token_coverage(params, marked, sampling))
     tokens = sum(reasons.values())
     if not tokens:
         return None

@@ -17,9 +17,6 @@ from fwsapp.watermark.methods import MethodInfo
 
 # The texts a detector scores in one call: (token ids, context ids) pairs.
 Texts = Sequence[tuple[Sequence[int], Sequence[int]]]
-# A generated token's coverage (`Watermark.coverage`): the watermark acted on it, or the reason it did not.
-WATERMARKED = "watermarked"
-GREEDY = "greedy decoding"
 
 
 @dataclass
@@ -118,13 +115,6 @@ class Watermark(ABC):
 
     def is_watermarked(self, detection: Detection) -> bool:
         return self.info.is_watermarked(detection.score, self.params)
-
-    @classmethod
-    def coverage(cls, params: dict, token_ids: Sequence[int], sampling: dict) -> list[str]:
-        """Per generated token, WATERMARKED where this method's processor acted on it, else the reason it did not, from
-        the tokens and the decoding settings (`params`: checked). By default it acts on every token, greedy decoding
-        included (a bias or a keyed choice still decides it)."""
-        return [WATERMARKED] * len(token_ids)
 
 
 class BatchedDetector(Watermark):

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from fwsapp.data.tasks import TASKS
-from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
+from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params, load_implementation
 from fwsapp.secret_keys import fingerprint, is_recorded, resolved, variable
+
+
+# A generated token the watermark acted on (`MethodInfo.token_coverage`); any other value is why it did not.
+WATERMARKED = "watermarked"
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     fitted_on_references: bool = False
     # The keyed draw its detector redraws; every watermark declares one (post-hoc detectors have none).
     keyed_draw: KeyedDraw | None = None
+    # "module:function", torch-free: (params, generated token ids, decoding settings) -> per token WATERMARKED or why
+    # its processor left the token alone (fwsapp.detection.coverage); None: it acts on every token, greedy or not.
+    coverage: str | None = None
 
     def __post_init__(self):
         if not self.post_hoc and self.keyed_draw is None:
@@ -82,6 +89,12 @@ class MethodInfo(PlugIn, DeclaredParams):
         None when the score is no such sum (an alignment, a maximin), so the score at a length needs the prefix
         detected again. Loads the class."""
         return self.load().evidence
+
+    def token_coverage(self, params: dict, token_ids: Sequence[int], sampling: dict) -> list[str]:
+        """Per generated token, WATERMARKED or the reason this method's processor left it alone (`params`: checked)."""
+        if self.coverage is None:
+            return [WATERMARKED] * len(token_ids)
+        return load_implementation(self.coverage)(params, token_ids, sampling)
 
     def context_width(self, params: dict) -> int | None:
         """How many tokens before a position seed its keyed draw (None: no context seeds it)."""
@@ -376,6 +389,7 @@ VLLM_GUMBEL = MethodInfo(
     params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
     served_by=("vLLM",), deduplication_param="deduplicate_contexts", implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
     keyed_draw=VLLM_PHILOX,
+    coverage="fwsapp.watermark.vllm_contexts:coverage",
 )
 VLLM_GUMBEL_DUALKEY = MethodInfo(
     "vLLM-Gumbel-DualKey", "vLLM's dual-key Gumbel watermark (algorithm dual_key_gumbel, the one its speculative "
@@ -386,6 +400,7 @@ VLLM_GUMBEL_DUALKEY = MethodInfo(
     implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
     keyed_draw=KeyedDraw("two Philox4x32-10 keys derived from key, each keyed by the last context_width tokens",
                          VLLM_PHILOX.reference, context=VLLM_PHILOX.context),
+    coverage="fwsapp.watermark.vllm_contexts:coverage",
 )
 SEMANTIC_PARAMS = {
     "key": (15485863, Param("secret key: the prime that, times a sentence's region, seeds the next valid regions "

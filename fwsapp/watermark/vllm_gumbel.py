@@ -30,12 +30,11 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
                           TopPLogitsWarper)
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import GREEDY, WATERMARKED, Detection, GenerationBatch, Watermark
+from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
 from fwsapp.watermark.evidence import ExponentialSum
 from fwsapp.watermark.philox import LARGEST_UNIFORM, PhiloxPRF, derive_key
+from fwsapp.watermark.vllm_contexts import ContextHistory, is_greedy, skip_reason
 
-# vLLM's default: how many most recent positions are searched for a repeated context.
-DEDUPLICATION_HISTORY = 8192
 FIRST_CANDIDATES = 64
 _NOISE_MAX = -torch.log(-torch.log(torch.tensor(LARGEST_UNIFORM)))  # float32, as vLLM computes every noise
 
@@ -80,41 +79,6 @@ def gumbel_choice(logits: torch.Tensor, contexts: np.ndarray, prf: PhiloxPRF) ->
     row_best = torch.full((batch,), float("-inf")).scatter_reduce(0, rows, values, "amax")
     winners = values == row_best[rows]
     return torch.full((batch,), vocabulary, dtype=torch.long).scatter_reduce(0, rows[winners], tokens[winners], "amin")
-
-
-class ContextHistory:
-    """One text's contexts so far, to tell a repeated one (vLLM's `repeated_context_mask`): the context before each
-    position of the history searched (this answer's tokens; with `all`, the prompt's first), its latest position."""
-
-    def __init__(self, width: int, prompt: Sequence[int] = ()):
-        self.width, self.tokens, self.latest = width, [-1] * width, {}
-        for token in prompt:
-            self.append(token)
-
-    def context(self) -> tuple[int, ...]:
-        return tuple(self.tokens[-self.width:])
-
-    def repeated(self, context: tuple[int, ...]) -> bool:
-        """Whether `context` came before one of the most recent DEDUPLICATION_HISTORY positions."""
-        return context in self.latest and self.latest[context] >= len(self.tokens) - self.width - DEDUPLICATION_HISTORY
-
-    def append(self, token: int) -> None:
-        self.latest[self.context()] = len(self.tokens) - self.width
-        self.tokens.append(int(token))
-
-
-def is_greedy(sampling: dict) -> bool:
-    return not sampling.get("do_sample", True) or float(sampling.get("temperature", 1.0)) == 0
-
-
-def skip_reason(deduplicate: str, width: int, history: ContextHistory, generated: int, context: tuple[int, ...]
-                ) -> str | None:
-    """Why vLLM samples the next token plainly, without the watermark, or None where it watermarks it."""
-    if deduplicate == "none":
-        return None
-    if deduplicate == "all" and generated < width:
-        return "context reaches into the prompt"
-    return "repeated context" if history.repeated(context) else None
 
 
 class GumbelLogitsProcessor(LogitsProcessor):
@@ -227,20 +191,6 @@ class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
 
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         return self.key_evidence(self.keys[0], contexts, tokens).numpy()
-
-    @classmethod
-    def coverage(cls, params: dict, token_ids: Sequence[int], sampling: dict) -> list[str]:
-        """The processor's own rule, replayed: nothing under greedy decoding, and no repeated context (nor, with `all`,
-        a context reaching into the prompt). The prompt's tokens are not stored, so with `all` a generated context that
-        repeats one of the prompt's own counts as watermarked here."""
-        if is_greedy(sampling):
-            return [GREEDY] * len(token_ids)
-        width, deduplicate = params["context_width"], params["deduplicate_contexts"]
-        history, reasons = ContextHistory(width), []
-        for generated, token in enumerate(token_ids):
-            reasons.append(skip_reason(deduplicate, width, history, generated, history.context()) or WATERMARKED)
-            history.append(token)
-        return reasons
 
     def p_value(self, total: float, scored: int) -> float:
         return gamma_survival(total, scored)
