@@ -55,10 +55,9 @@ run: install
 	$(PY) -m fwsapp.ui.serve --server.port $(PORT)
 
 # ruff first (seconds), then every test: the model-free tier on both cores (pytest-xdist), then the slow tier on two
-# workers (`--dist loadgroup`, tests/conftest.py): the tests that load models here stay together on one worker, so that
-# each model loads once, and the Ray tests on one worker; every other slow test goes to whichever worker is free. Mixing
-# the two tiers in one pytest was slower (20 min against 17): the browser tests wait on pages that CPU-bound tests slow.
-# Both tiers run whatever the first gives.
+# workers by group (tests/conftest.py): the tests that load models here in one process, so that each model loads once,
+# and the browsers, clusters and processes in the other. Mixing the two tiers in one pytest was slower (20 min against
+# 17): the browser tests wait on pages that CPU-bound tests slow. Both tiers run whatever the first gives.
 test: install-test browser
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -m "not slow" -n 2; fast=$$?; $(PY) -m pytest -m slow -n 2 --dist loadgroup; slow=$$?; \

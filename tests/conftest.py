@@ -47,14 +47,14 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, mark))
         if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
-            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile). Two groups stay whole, each on one
-            # worker: the tests that load a model in this process, so that each model loads once, and the Ray tests,
-            # whatever they load, since two Ray clusters started at once on one machine collide. Every other test
-            # goes to whichever worker is free.
-            ray = item.get_closest_marker("ray") is not None
+            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile): every test that loads a model in
+            # this process on one, so each model loads once; the browsers, clusters and processes on the other. Every
+            # Ray test is on the second, whatever it loads: two Ray clusters started at once on one machine collide.
+            # Letting the second group's tests run on either worker was slower (slow tier 1,015 s against 877 s): two
+            # browser tests at once, each with its app and Chromium, took twice as long.
             loads_here = IN_PROCESS_MODELS & set(getattr(item, "fixturenames", ())) or module == "test_paper_shapes"
-            if ray or loads_here:
-                item.add_marker(pytest.mark.xdist_group("ray" if ray else "models"))
+            ray = item.get_closest_marker("ray") is not None
+            item.add_marker(pytest.mark.xdist_group("models" if loads_here and not ray else "processes"))
 
 
 @pytest.fixture(scope="session")
