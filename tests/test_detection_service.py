@@ -130,7 +130,7 @@ def test_token_ids_a_batch_and_three_verdicts_with_evidence_that_validates_and_h
 
 @pytest.mark.parametrize("method", ["KGW", "SynthID", "EXP", "Unigram"])
 def test_every_watermark_that_detects_from_text_answers_with_a_valid_record(llama3, deployed_key, method):
-    key_param = next(name for name, spec in methods.info(method).param_specs.items() if spec is not None and spec.secret)
+    key_param = methods.info(method).secret_params[0]
     client = TestClient(create_app(TextDetector(method, {key_param: deployed_key}, llama3)))
     answer = client.post("/detect", json={"text": "Metformin lowers blood sugar in type 2 diabetes."}).json()
     assert {"score", "p_value", "num_scored_tokens", "is_watermarked"} <= set(answer) and KEY not in json.dumps(answer)
@@ -219,7 +219,7 @@ def test_answers_the_embedded_model_wrote_are_detected_through_the_service(lm, d
     from fwsapp.generation.playground import try_prompt
     from fwsapp.models.tokenizers import from_huggingface
 
-    key_param = next(name for name, spec in methods.info(method).param_specs.items() if spec is not None and spec.secret)
+    key_param = methods.info(method).secret_params[0]
     params = {key_param: deployed_key}
     trial = try_prompt(lm, "What are the symptoms of type 2 diabetes, and how is it treated?", method, params,
                        max_new_tokens=96, seed=3)

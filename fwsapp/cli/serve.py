@@ -45,8 +45,8 @@ def cmd_serve_detection(args) -> int:
 
     declared = info(args.method)
     params = parse_params(declared.name, args.param)
-    for name, spec in declared.param_specs.items():
-        if spec is not None and spec.secret and not spec.names_a_variable(params.get(name)):
+    for name in declared.secret_params:
+        if not declared.param_specs[name].names_a_variable(params.get(name)):
             raise ValueError(f"serve-detection takes {declared.name}'s {name} from the environment only: set a variable "
                              f"to the deployment's key and give --param {name}=$VARIABLE.")
     token = admin_token()

@@ -32,7 +32,7 @@ MAX_AUDIT_KEYS = 1000
 
 
 def secret_param(info: methods.MethodInfo) -> str:
-    names = [name for name, spec in info.param_specs.items() if spec is not None and spec.secret]
+    names = info.secret_params
     if len(names) != 1:
         raise ValueError(f"{info.name} has {len(names)} keys: the audit varies one.")
     return names[0]

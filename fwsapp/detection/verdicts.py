@@ -79,10 +79,9 @@ def key_fingerprints(info: methods.MethodInfo, recorded_params: dict) -> dict[st
     """Each secret parameter's fingerprint (never the key): the one recorded with a key kept in a variable, else one
     made now."""
     found = {}
-    for name, spec in info.param_specs.items():
-        if spec is not None and spec.secret:
-            value = recorded_params[name]
-            found[name] = value.split(" ", 1)[1] if is_recorded(str(value)) else fingerprint(value)
+    for name in info.secret_params:
+        value = recorded_params[name]
+        found[name] = value.split(" ", 1)[1] if is_recorded(str(value)) else fingerprint(value)
     return found
 
 

@@ -96,6 +96,11 @@ class MethodInfo(PlugIn, DeclaredParams):
             return [WATERMARKED] * len(token_ids)
         return load_implementation(self.coverage)(params, token_ids, sampling)
 
+    @property
+    def secret_params(self) -> tuple[str, ...]:
+        """Its keys: the parameters declared secret."""
+        return tuple(name for name, spec in self.param_specs.items() if spec is not None and spec.secret)
+
     def context_width(self, params: dict) -> int | None:
         """How many tokens before a position seed its keyed draw (None: no context seeds it)."""
         width = (self.keyed_draw and self.keyed_draw.context) or self.seeding_context
