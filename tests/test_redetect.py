@@ -19,7 +19,7 @@ from fwsapp.models.tokenizers import load_tokenizer
 from fwsapp.watermark import cuda_rng
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.rng import VocabularyShuffle
-from tests.conftest import SHARED_DATA
+from tests.conftest import PROJECT, SHARED_DATA
 
 PAPER = SHARED_DATA / "paper"
 needs_paper_logs = pytest.mark.skipif(not PAPER.exists(), reason="../shared/data/paper is not beside the project")
@@ -220,6 +220,49 @@ def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_
     assert cuda["agreement"] is None  # a generated run: nothing imported to agree with
     assert main(["detect", "--run", run_id, "--param", "gamma=2", "--db", db]) == 2
     assert "gamma" in capsys.readouterr().err
+
+
+def test_detect_evidence_gives_every_text_a_valid_record_kept_for_the_export_and_fills_an_older_sets(qa_run, tmp_path,
+                                                                                                         capsys):
+    import shutil
+
+    import jsonschema
+
+    from fwsapp.results.export import run_table
+    from fwsapp.watermark.methods import info
+
+    store, _, run_id = qa_run
+    store.row("CHECKPOINT")
+    db = str(tmp_path / "copy.duckdb")
+    shutil.copy(store.path, db)
+    copy = Store(db)
+    set_id = redetect(copy, run_id, "KGW", {}, load_tokenizer("smollm2-135m-instruct"))
+    scores = copy.redetections([set_id])
+    copy.row("UPDATE redetections SET evidence = NULL")  # a set scored before evidence records were kept
+    assert run_table(copy, run_id).evidence_watermarked.isna().all()
+    out = tmp_path / "evidence.jsonl"
+    assert main(["detect", "--run", run_id, "--evidence", "--out", str(out), "--db", db]) == 0
+    assert "reference: 4 not_watermarked; unwatermarked: 4 not_watermarked" in capsys.readouterr().out
+    lines = out.read_text().splitlines()
+    assert len(lines) == 12
+    schema = json.loads((PROJECT / "docs" / "evidence-record.schema.json").read_text())
+    key = str(info("KGW").defaults["hash_key"])
+    for line in lines:
+        assert key not in line
+        record = json.loads(line)
+        jsonschema.validate(record["evidence"], schema)
+        evidence = record["evidence"]
+        assert evidence["is_watermarked"] == (evidence["verdict"] == "watermarked")
+    verdicts = [(json.loads(line)["text_kind"], json.loads(line)["evidence"]["verdict"]) for line in lines]
+    assert verdicts.count(("watermarked", "watermarked")) >= 3 and \
+        sum(verdict == "watermarked" for kind, verdict in verdicts if kind != "watermarked") == 0
+    after = Store(db).redetections([set_id])
+    assert after.drop(columns="evidence").equals(scores.drop(columns="evidence"))  # completed, not scored again
+    exported = run_table(Store(db), run_id)
+    assert [json.loads(value) for value in exported.evidence_watermarked] == \
+        [json.loads(line)["evidence"] for line in lines if json.loads(line)["text_kind"] == "watermarked"]
+    assert main(["detect", "--run", run_id, "--evidence", "--window", "16", "--db", db]) == 2
+    assert "drop --window" in capsys.readouterr().err
 
 
 def test_a_one_token_text_gets_no_score_and_every_other_score_stays_with_its_own_text(qa_run, tmp_path):

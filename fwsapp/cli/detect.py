@@ -2,6 +2,7 @@
 methods compared text by text."""
 from __future__ import annotations
 
+import json
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
@@ -40,6 +41,9 @@ def register(commands) -> None:
                         help="score each repeated (context, token) pair once, as lm-watermarking's "
                              "ignore_repeated_ngrams: repetitive human text then keeps to the nominal false-positive rate")
 
+    detect.add_argument("--evidence", action="store_true",
+                        help="an evidence record per verdict (docs/evidence-record.schema.json): --out gets them as "
+                             "JSONL, one per text, instead of the CSV of scores; the terminal gets the verdicts counted")
     detect.add_argument("--audit-keys", type=int, metavar="K",
                         help="false positives under the deployer's key: human texts (the run's references, or "
                              "--corpus) detected under the run's key and K − 1 drawn ones, with and without "
@@ -82,7 +86,8 @@ def register(commands) -> None:
 def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
-    from fwsapp.detection.redetect import set_scores
+    from fwsapp.detection.redetect import set_evidence, set_scores
+    from fwsapp.paths import write_output
 
     store, targets = opened_targets(args)
     if args.all:
@@ -95,6 +100,9 @@ def cmd_detect(args) -> int:
         return print_key_audit(store, targets, args)
     if args.corpus:
         raise ValueError("--corpus is the human text of --audit-keys: add --audit-keys K, or drop it.")
+    if args.evidence and (args.window or args.by_length):
+        raise ValueError("--evidence records whole texts' verdicts: drop --window (WinMax's verdict has no evidence "
+                         "record) and --by-length.")
     if args.by_length:
         if args.method or args.param or args.normalize or args.window or args.out or args.deduplicate:
             raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
@@ -110,10 +118,30 @@ def cmd_detect(args) -> int:
               + (", each (context, token) pair once)" if args.deduplicate else ")"))
         if args.window:
             print("  " + windowed_rates(store, entry.set_id, entry.method, args.window, args.fpr))
-    if args.out:
+        if args.evidence:
+            print("  " + verdict_counts(set_evidence(store, entry.set_id)))
+    if args.out and args.evidence:
+        write_output(args.out, "".join(json.dumps(record) + "\n" for record in set_evidence(store, sets[0].set_id))
+                     .encode(), args.force)
+        print(args.out)
+    elif args.out:
         write_csv(args, set_scores(store, sets[0].set_id))
         print(args.out)
     return 0
+
+
+def verdict_counts(records: list[dict]) -> str:
+    """How many texts of each kind got each verdict, and the minimum length they were read against."""
+    import pandas as pd
+
+    if not records:
+        return "no text scored"
+    counts = pd.DataFrame([{"kind": record["text_kind"], "verdict": record["evidence"]["verdict"]} for record in records])
+    table = counts.value_counts().unstack(fill_value=0)
+    minimum = records[0]["evidence"]["min_tokens"]
+    return ("; ".join(f"{kind}: " + ", ".join(f"{count} {verdict}" for verdict, count in row.items() if count)
+                      for kind, row in table.iterrows())
+            + f" (too short: under {minimum['tokens']} scored tokens, {minimum['basis']})")
 
 
 def print_key_audit(store, targets: list[str], args) -> int:

@@ -19,6 +19,8 @@ from scipy.stats import norm
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import REPEATED
 
+DEDUPLICATED = "each (context, token) pair once"  # how an evidence record names `detect --deduplicate`
+
 
 def deduplication_problem(method: str) -> str | None:
     """Why a method's detection cannot be deduplicated here, or None."""

@@ -16,13 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from fwsapp.detection import roc, length
-from fwsapp.detection.deduplication import deduplicated, deduplication_problem
+from fwsapp.detection.deduplication import DEDUPLICATED, deduplicated, deduplication_problem
+from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength, evidence_of
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import canonical_name
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
@@ -95,14 +97,18 @@ def redetect(
                                attack_set, normalize, window, deduplicate)
     stored = store.redetections([set_id], curves=True)
     done = {(row.sample_idx, row.text_kind) for row in stored.itertuples()}
-    # Scored before curves were kept, or by a method whose curve needs its prefixes detected again (NULL reads as
-    # None or NA).
+    # Scored before curves (or evidence records) were kept, or by a method whose curve needs its prefixes detected
+    # again (NULL reads as None or NA).
     curveless = {(row.sample_idx, row.text_kind) for row in stored.itertuples()
                  if not hasattr(row.prefix_statistics, "__len__") and pd.notna(row.score)} if by_length and window is None else set()
+    evidenceless = {(row.sample_idx, row.text_kind) for row in stored.itertuples()
+                    if not isinstance(row.evidence, str) and pd.notna(row.score)} if window is None else set()
+    again = curveless | evidenceless
     source = attacked_texts(store, attack_set) if attack_set else scored_texts(store.generations(run_id))
     texts = [(sample_idx, kind, prepare(text)) for sample_idx, kind, text in source
-             if (sample_idx, kind) not in done or (sample_idx, kind) in curveless]
-    total = len(done) - len(curveless) + len(texts)
+             if (sample_idx, kind) not in done or (sample_idx, kind) in again]
+    total = len(done) - len(again) + len(texts)
+    evidence = Evidence(tokenizer.name, MinimumLength.of_run(store, run_id, method, watermark.recorded_params))
     if progress:
         progress(total - len(texts), total)
     for start in range(0, len(texts), WRITE_EVERY):
@@ -110,24 +116,36 @@ def redetect(
             break
         chunk = [(sample_idx, kind, tokenizer.encode(text)) for sample_idx, kind, text in texts[start:start + WRITE_EVERY]]
         scorable = [token_ids for _, _, token_ids in chunk if len(token_ids) >= length.MIN_TOKENS]
-        found = iter(_scored(watermark, scorable, by_length, window, deduplicate))
+        found = iter(_scored(watermark, scorable, by_length, window, deduplicate, evidence))
         rows = [next(found) | {"sample_idx": sample_idx, "text_kind": kind} if len(token_ids) >= length.MIN_TOKENS
                 else length.unscorable_record(sample_idx, kind, method)
                 for sample_idx, kind, token_ids in chunk]
         new = [row for row in rows if (row["sample_idx"], row["text_kind"]) not in done]
         if new:
             store.write_redetections(set_id, run_id, new)
-        store.write_prefix_curves(set_id, [row for row in rows if (row["sample_idx"], row["text_kind"]) in curveless])
+        for column, missing in (("prefix_statistics", curveless), ("evidence", evidenceless)):
+            store.complete_redetections(set_id, [row for row in rows if (row["sample_idx"], row["text_kind"]) in missing],
+                                        column)
         if progress:
             progress(total - len(texts) + start + len(chunk), total)
     return set_id
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What an evidence record needs beside the detection: the tokenizer's name and the minimum length its verdict
+    is read against."""
+
+    tokenizer: str
+    minimum: MinimumLength = UNCALIBRATED
+
+
 def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None,
-            deduplicate: bool = False) -> list[dict]:
+            deduplicate: bool = False, evidence: Evidence | None = None) -> list[dict]:
     """Detection records (sample and kind left to fill) of texts scored alone: whole, by window, or with the statistics
     of their LENGTH_GRID prefixes (a p for these methods) where the method has no per-token evidence and `by_length`
-    asks for them; with `deduplicate`, each (context, token) pair once."""
+    asks for them; with `deduplicate`, each (context, token) pair once. A whole text's record carries its evidence
+    record (JSON) where `evidence` is given; a window's verdict is WinMax's, which no evidence record describes."""
     method, params = watermark.name, watermark.params
     found = watermark.detect_many([(token_ids, ()) for token_ids in texts])
     if deduplicate:
@@ -137,6 +155,11 @@ def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | No
         return [detection_record(0, "", method, wm.score, z=wm.score if watermark.info.score_label == "z" else None,
                                  p=wm.p, num_tokens_scored=result.num_tokens_scored) for wm, result in zip(best, found)]
     records = [length.detected_record(0, "", method, result, params) for result in found]
+    if evidence is not None:
+        applied = DEDUPLICATED if deduplicate else None
+        for record, result, token_ids in zip(records, found, texts):
+            record["evidence"] = json.dumps(evidence_of(watermark, evidence.tokenizer, token_ids, result,
+                                                        evidence.minimum, applied))
     if by_length and not watermark.info.evidence:
         prefixes = [(token_ids, size) for token_ids in texts for size in length.grid_lengths(len(token_ids))]
         scores = iter(result.score for result in watermark.detect_many([(token_ids[:size], ()) for token_ids, size in prefixes]))
@@ -150,6 +173,30 @@ def set_scores(store: Store, set_id: str) -> pd.DataFrame:
     """A set's scores as the CSV export has them: sample_idx, text, score, num_tokens_scored."""
     scores = store.redetections([set_id]).rename(columns={"text_kind": "text"})
     return scores[CSV_COLUMNS]
+
+
+def set_evidence(store: Store, set_id: str) -> list[dict]:
+    """A set's evidence records, one per scored text: run, sample, kind and the record (`detect --evidence`)."""
+    scores = store.redetections([set_id])
+    return [{"run_id": row.run_id, "sample_idx": int(row.sample_idx), "text_kind": row.text_kind,
+             "evidence": json.loads(row.evidence)} for row in scores.itertuples() if isinstance(row.evidence, str)]
+
+
+def run_evidence(store: Store, run_id: str) -> pd.DataFrame:
+    """Per sample, each text's evidence record (JSON) under the run's own method and parameters (`evidence_<kind>`
+    columns), from its newest plain detection set: no attack, normaliser, window or deduplication. None where the run
+    has no such set yet (`detect --evidence` makes one)."""
+    run = store.run(run_id)
+    sets = store.detection_sets([run_id])
+    plain = sets[(sets.method == run["method"]) & sets.normalize.isna() & sets.window_tokens.isna()
+                 & ~sets.deduplicate.astype(bool) & sets.params.map(lambda params: json.loads(params) == run["params"])]
+    columns = [f"evidence_{kind}" for kind in TEXT_COLUMNS]
+    if plain.empty:
+        return pd.DataFrame(columns=["sample_idx", *columns])
+    records = store.redetections([plain.set_id.iloc[-1]])
+    wide = records.pivot(index="sample_idx", columns="text_kind", values="evidence")
+    wide.columns = [f"evidence_{kind}" for kind in wide.columns]
+    return wide.reindex(columns=columns).reset_index()
 
 
 def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, list[dict]]:

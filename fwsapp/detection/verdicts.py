@@ -26,7 +26,7 @@ from scipy.stats import norm
 
 import fwsapp
 from fwsapp.detection.length import DEFAULT_FPR, MIN_TOKENS, length_threshold, run_curves, tokens_summary
-from fwsapp.secret_keys import fingerprint, is_recorded
+from fwsapp.secret_keys import fingerprint, is_recorded, is_reference
 from fwsapp.watermark import methods
 
 VERDICTS = ("watermarked", "not_watermarked", "too_short")
@@ -58,6 +58,18 @@ class MinimumLength:
                              "enough; give --min-tokens.")
         return cls(summary["median"], f"median tokens to detect of run {run_id}'s {summary['n']} watermarked answers")
 
+    @classmethod
+    def of_run(cls, store, run_id: str, method: str, recorded_params: dict) -> MinimumLength:
+        """The run's own minimum for texts re-detected under exactly its method and parameters, where its lengths give
+        one; else UNCALIBRATED, which claims nothing (other parameters need other lengths)."""
+        run = store.run(run_id)
+        if run["method"] != method or run["params"] != recorded_params:
+            return UNCALIBRATED
+        try:
+            return cls.from_run(store, run_id, method, recorded_params)
+        except ValueError:  # no scores by length, or most answers never detected: no calibration to claim
+            return UNCALIBRATED
+
 
 UNCALIBRATED = MinimumLength(MIN_TOKENS, "not calibrated: only texts of fewer than 2 tokens are too short")
 
@@ -81,15 +93,16 @@ def key_fingerprints(info: methods.MethodInfo, recorded_params: dict) -> dict[st
     found = {}
     for name in info.secret_params:
         value = recorded_params[name]
-        found[name] = value.split(" ", 1)[1] if is_recorded(str(value)) else fingerprint(value)
+        found[name] = value.split(" ", 1)[1] if is_reference(value) and is_recorded(value) else fingerprint(value)
     return found
 
 
 def evidence_record(info: methods.MethodInfo, recorded_params: dict, tokenizer: str, token_ids: Sequence[int],
-                    verdict: dict, minimum: MinimumLength) -> dict:
+                    verdict: dict, minimum: MinimumLength, deduplication: str | None = None) -> dict:
     """What a regulator needs to check one verdict again, holding neither the text nor the key: the algorithm, its
     parameters, the key's fingerprint, the keyed draw, the tokenizer, the context and deduplication, the statistic,
-    the verdict and fwsapp's version (docs/evidence-record.schema.json)."""
+    the verdict and fwsapp's version (docs/evidence-record.schema.json). `deduplication` names a deduplication
+    applied after the method's own detector (`detect --deduplicate`)."""
     secret = key_fingerprints(info, recorded_params)
     params = {**info.defaults, **recorded_params}
     return {
@@ -101,7 +114,7 @@ def evidence_record(info: methods.MethodInfo, recorded_params: dict, tokenizer: 
         "keyed_draw": {"name": info.keyed_draw.name, "reference": info.keyed_draw.reference},
         "tokenizer": tokenizer,
         "context_width": info.context_width(params),
-        "deduplication": params[info.deduplication_param] if info.deduplication_param else "none",
+        "deduplication": deduplication or (params[info.deduplication_param] if info.deduplication_param else "none"),
         "token_ids_sha256": hashlib.sha256(json.dumps([int(token) for token in token_ids]).encode()).hexdigest(),
         "num_scored_tokens": verdict["num_scored_tokens"],
         "score": verdict["score"],
@@ -143,18 +156,31 @@ class TextDetector:
         token_ids = self.check_ids(token_ids)
         with self._lock:
             detection = self.watermark.detect(token_ids)
-        watermarked = bool(self.watermark.is_watermarked(detection)) if detection.num_tokens_scored else False
-        statistic = next((value for value in (detection.statistic, detection.z) if value is not None), None)
-        p_value = detection.p if detection.p is not None else (
-            float(norm.sf(detection.z)) if detection.z is not None and self.info.standard_score else None)
-        verdict = {
-            "score": float(statistic if statistic is not None else detection.score),
-            "p_value": None if p_value is None else float(p_value),
-            "num_scored_tokens": int(detection.num_tokens_scored),
-            "is_watermarked": watermarked,
-            "verdict": "watermarked" if watermarked else "too_short"
-            if detection.num_tokens_scored < self.minimum.tokens else "not_watermarked",
-        }
+        verdict = verdict_fields(self.watermark, detection, self.minimum)
         record = evidence_record(self.info, self.watermark.recorded_params, self.tokenizer.name, token_ids, verdict,
                                  self.minimum)
         return TextVerdict(**verdict, evidence=record)
+
+
+def verdict_fields(watermark, detection, minimum: MinimumLength) -> dict:
+    """vLLM's four fields and the three-state verdict of a watermark's `Detection` of one text."""
+    info = watermark.info
+    watermarked = bool(watermark.is_watermarked(detection)) if detection.num_tokens_scored else False
+    statistic = next((value for value in (detection.statistic, detection.z) if value is not None), None)
+    p_value = detection.p if detection.p is not None else (
+        float(norm.sf(detection.z)) if detection.z is not None and info.standard_score else None)
+    return {
+        "score": float(statistic if statistic is not None else detection.score),
+        "p_value": None if p_value is None else float(p_value),
+        "num_scored_tokens": int(detection.num_tokens_scored),
+        "is_watermarked": watermarked,
+        "verdict": "watermarked" if watermarked else "too_short"
+        if detection.num_tokens_scored < minimum.tokens else "not_watermarked",
+    }
+
+
+def evidence_of(watermark, tokenizer: str, token_ids: Sequence[int], detection, minimum: MinimumLength,
+                deduplication: str | None = None) -> dict:
+    """The evidence record of a watermark's `Detection` of one text's token ids."""
+    return evidence_record(watermark.info, watermark.recorded_params, tokenizer, token_ids,
+                           verdict_fields(watermark, detection, minimum), minimum, deduplication)

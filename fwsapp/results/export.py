@@ -1,4 +1,5 @@
-"""Export one run: a row per sample with both texts, the reference and the detection scores."""
+"""Export one run: a row per sample with both texts, the reference, the detection scores and each text's evidence
+record (where `detect --evidence` has kept them)."""
 from __future__ import annotations
 
 import io
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fwsapp.detection.redetect import run_evidence
 from fwsapp.paths import replaceable_output, write_output
 from fwsapp.store import Store
 
@@ -41,7 +43,8 @@ def run_table(store: Store, run_id: str) -> pd.DataFrame:
     scores = scores[scores.detector == run["method"]]
     wide = scores.pivot_table(index="sample_idx", columns="text_kind", values=["score", "num_tokens_scored"])
     wide.columns = [f"{value}_{kind}" for value, kind in wide.columns]
-    table = samples.merge(wide.reset_index(), on="sample_idx", how="left")
+    table = samples.merge(wide.reset_index(), on="sample_idx", how="left").merge(
+        run_evidence(store, run_id), on="sample_idx", how="left")
     table.insert(1, "method", run["method"])
     table.insert(2, "model", run["model"])
     table.insert(3, "task", run["task"])

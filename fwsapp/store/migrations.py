@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -371,5 +371,10 @@ MIGRATIONS = [
         PRIMARY KEY (run_id, sample_idx, config)
     );
     ALTER TABLE attacked_texts ADD COLUMN fact_survival JSON;
+    """,
+    # 19: a re-detected text's evidence record (fwsapp.detection.verdicts): what a regulator needs to check its
+    # verdict again, holding neither the text nor the key.
+    """
+    ALTER TABLE redetections ADD COLUMN evidence JSON;
     """,
 ]

@@ -84,12 +84,14 @@ class DetectionSets(StoreCore):
             [set_ids],
         )
 
-    def write_prefix_curves(self, set_id: str, rows: list[dict]) -> None:
-        """Curves for texts a set scored before it kept them (rows of sample_idx, text_kind, prefix_statistics); their
-        scores stay as they are."""
+    def complete_redetections(self, set_id: str, rows: list[dict], column: str) -> None:
+        """What a set kept only later (`prefix_statistics`, `evidence`) for texts it scored before: rows of sample_idx,
+        text_kind and the column; their scores stay as they are."""
+        if column not in ("prefix_statistics", "evidence"):
+            raise ValueError(f"{column} is not completed later: only prefix_statistics and evidence are.")
         if not rows:
             return
         with self.transaction() as cursor:
             cursor.executemany(
-                "UPDATE redetections SET prefix_statistics = ? WHERE set_id = ? AND sample_idx = ? AND text_kind = ?",
-                [[row["prefix_statistics"], set_id, row["sample_idx"], row["text_kind"]] for row in rows])
+                f"UPDATE redetections SET {column} = ? WHERE set_id = ? AND sample_idx = ? AND text_kind = ?",
+                [[row[column], set_id, row["sample_idx"], row["text_kind"]] for row in rows])
