@@ -7,6 +7,9 @@ import streamlit as st
 
 from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
+from fwsapp.detection.key_audit import audit_problem
+from fwsapp.entities.recognizers.base import parse_records_jsonl
+from fwsapp.orchestration import pipeline
 from fwsapp.ui import render as markup
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
@@ -117,10 +120,13 @@ def render() -> None:
                 st.warning(markup.message(f"{flagged.method} run {flagged.run} carries no watermark as asked: "
                                           f"{flagged.flags}. A detector can only find what the watermark put there "
                                           "(Coverage tab)."))
-            length_tab, calibration_tab, coverage_tab = st.tabs(["Length", "Calibration", "Coverage"])
+            length_tab, calibration_tab, coverage_tab, audit_tab = st.tabs(
+                ["Length", "Calibration", "Coverage", "Key audit"])
             with length_tab:
                 length_view(chosen, labels)
             coverage_view(coverage_tab, coverage)
+            with audit_tab, widgets.section("The key audit"):
+                key_audit_view(selected, labels)
             calibration_tab.subheader("Calibration: what the threshold costs on the run's own negatives")
             calibration = queries.calibration(resources.revision(), tuple(chosen))
             calibration_tab.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
@@ -186,6 +192,44 @@ def coverage_view(tab, coverage) -> None:
     tab.caption("Each generated token is watermarked, or left alone for the reason its method's processor has: greedy "
                 "decoding (vLLM's Gumbel samples it plainly), a repeated context, a context reaching into the prompt. "
                 "Same without the watermark: answers identical to the run's unwatermarked ones.")
+
+
+def key_audit_view(selected, labels: dict[str, str]) -> None:
+    """False positives under the deployer's key: a run's method and key over human text, against drawn keys."""
+    st.subheader("Key audit: false positives under your key")
+    auditable = [row.run_id for row in selected.itertuples() if audit_problem(row.method) is None]
+    if not auditable:
+        st.info("No selected run has a keyed watermark to audit: choose a run of "
+                f"{', '.join(name for name in watermark_names() if audit_problem(name) is None)}.")
+        return
+    columns = st.columns([3, 1, 1])
+    run_id = columns[0].selectbox("Run", auditable, format_func=labels.get, key="audit-run")
+    keys = columns[1].number_input("Keys", min_value=2, max_value=50, value=10, key="audit-keys",
+                                   help="the run's key and this many − 1 drawn ones")
+    seed = columns[2].number_input("Seed", min_value=0, value=0, key="audit-seed", help="seeds the drawn keys")
+    upload = st.file_uploader('Human texts (JSONL of {"text": ...}, e.g. your own notes); default: the run\'s '
+                              "references", type=["jsonl"], key="audit-corpus")
+    if st.button("Audit", key="audit-start"):
+        with st.spinner("Detecting the human texts under every key"):
+            try:
+                corpus = None if upload is None else [
+                    record["text"] for record in parse_records_jsonl(upload.getvalue(), upload.name)]
+                st.session_state["audit-result"] = (run_id, None if upload is None else upload.name, pipeline.audit_keys(
+                    resources.store(), run_id, resources.model, int(keys), int(seed), corpus=corpus))
+            except ValueError as error:
+                st.error(markup.message(str(error)))
+    shown = st.session_state.get("audit-result")
+    if shown is None or shown[0] != run_id:
+        st.caption("The run's method detects human text under the run's key and drawn ones, with and without "
+                   "deduplication; nothing is stored.")
+        return
+    _, corpus_name, found = shown
+    st.caption(markup.message(f"{found.method}: {found.texts} human texts ({corpus_name or 'the run’s references'}, "
+                              f"{found.tokenizer}) under {len(found.table) // max(1, found.table.deduplication.nunique())}"
+                              " keys. Each FPR with its exact 95 % interval; KS p tests the p-values for uniformity."))
+    st.dataframe(found.written(), hide_index=True, width="stretch")
+    for line in found.summary():
+        st.markdown(markup.message(line))
 
 
 def token_level_view(selected, labels: dict[str, str]) -> None:

@@ -90,3 +90,35 @@ def test_detect_audit_keys_on_a_runs_references_and_on_a_hospitals_own_notes(tmp
     assert "--corpus is the human text of --audit-keys" in capsys.readouterr().err
     assert main(["detect", "--run", run_id, "--audit-keys", "5000", "--db", str(db)]) == 2
     assert "between 1 and 1000" in capsys.readouterr().err
+
+
+def test_the_detect_pages_key_audit_tab_audits_a_runs_key_on_its_references(app_db):
+    """A KGW run whose references are human text: the tab's audit is the CLI's table, each FPR with its interval."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.store import Store
+    from tests.conftest import PROJECT
+
+    rng = np.random.default_rng(3)
+    words = "the patient was given aspirin for pain and fever after surgery with no further".split()
+    references = [" ".join(rng.choice(words, 60)) for _ in range(30)]
+    store = Store(app_db)
+    store.ensure_run("kgw-audit", {}, model="smollm2-135m-instruct", task="qa", method="KGW",
+                     params={"rng": "cpu", "hash_key": 99}, seed=1, n=30)
+    store.write_batch("kgw-audit", [
+        {"sample_idx": index, "prompt": f"q{index}", "reference": text, "watermarked_text": "w", "unwatermarked_text": "u"}
+        for index, text in enumerate(references)], [
+        {"sample_idx": index, "text_kind": kind, "detector": "KGW", "score": score, "num_tokens_scored": 40}
+        for index in range(30) for kind, score in (("watermarked", 5.0 + index / 10), ("unwatermarked", index / 30))])
+    store.close()
+    app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    app.number_input(key="audit-keys").set_value(3)
+    app.button(key="audit-start").click().run()
+    assert not app.exception and not app.error
+    table = next(frame.value for frame in app.dataframe if "FPR@0.01" in frame.value.columns)
+    assert len(table) == 6 and set(table.deduplication) == {"each repeat scored", "each (context, token) pair once"}
+    assert table.key.iloc[0].startswith("deployed (scrypt:") and (table.texts == 30).all()
+    assert all(value.endswith("]") for value in table["FPR@0.01"])  # a rate and its exact interval
+    assert any("Bonferroni over the 6 configurations" in text.value for text in app.markdown)

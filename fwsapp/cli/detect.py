@@ -146,47 +146,26 @@ def verdict_counts(records: list[dict]) -> str:
 
 def print_key_audit(store, targets: list[str], args) -> int:
     """`detect --audit-keys K`: one run's method and key over human text (its references, or --corpus)."""
-    from fwsapp.detection.key_audit import AUDIT_LEVELS, audit, audit_keys_drawn, audit_problem
     from fwsapp.entities.recognizers.base import read_records_jsonl
-    from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
-    from fwsapp.watermark.methods import info, parse_params
+    from fwsapp.orchestration import pipeline
+    from fwsapp.watermark.methods import parse_params
 
-    if len(targets) != 1 or args.window or args.by_length or args.normalize or args.out or args.deduplicate:
+    if len(targets) != 1 or args.window or args.by_length or args.normalize or args.out or args.deduplicate \
+            or args.evidence:
         raise ValueError("--audit-keys audits one run's method and key (with and without deduplication): give a single "
-                         "--run, and drop --window, --by-length, --normalize, --deduplicate and --out.")
-    run = store.run(targets[0])
-    method = args.method or run["method"]
-    problem = audit_problem(method)
-    if problem:
-        raise ValueError(problem)
-    params = parse_params(method, args.param) if args.param else (run["params"] if method == run["method"] else {})
-    audit_keys_drawn(info(method), 0, args.audit_keys, args.seed)  # the count checked before any work
-    texts = [line["text"] for line in read_records_jsonl(args.corpus)] if args.corpus else \
-        [text for text in store.generations(run["run_id"]).reference if isinstance(text, str) and text.strip()]
-    tokenizer = load_tokenizer(args.tokenizer or run_tokenizer(run["model"], run.get("tokenizer")))
-    lm = model_loader(args)(run["model"]) if info(method).detector_needs_model(params) else None
-    ids = [(token_ids, []) for token_ids in tokenizer.encode_many(texts) if len(token_ids) >= 2]
-    found = audit(method, params, ids, tokenizer.vocab_size, args.audit_keys, args.seed, lm=lm, tokenizer=tokenizer)
-    source = args.corpus or f"the references of {run['run_id']}"
-    print(f"{found.method}: {found.texts} human texts ({source}, {tokenizer.name}) under {args.audit_keys} keys")
-    shown = found.table.copy()
-    for level in AUDIT_LEVELS:
-        shown[f"FPR@{level:g}"] = [_audited(row, level) for row in found.table.to_dict("records")]
-    shown["KS p"] = found.table.ks_p.map(lambda value: "–" if value is None else f"{value:.3g}")
-    print(shown[["key", "deduplication", "texts", *[f"FPR@{level:g}" for level in AUDIT_LEVELS], "KS p"]]
-          .to_string(index=False))
-    for row in found.worst.to_dict("records"):
-        print(f"worst key ({row['deduplication']}): {row['key']}, {_audited(row, AUDIT_LEVELS[0])} at p < 1 %")
-    print("Bonferroni over the " + str(len(found.table)) + " configurations audited: call a text watermarked at "
-          + ", ".join(f"p < {threshold:.3g} for {level:g}" for level, threshold in found.bonferroni.items()))
+                         "--run, and drop --window, --by-length, --normalize, --deduplicate, --evidence and --out.")
+    run_id = targets[0]
+    method = args.method or store.run(run_id)["method"]
+    params = parse_params(method, args.param) if args.param else None
+    corpus = [line["text"] for line in read_records_jsonl(args.corpus)] if args.corpus else None
+    found = pipeline.audit_keys(store, run_id, model_loader(args), args.audit_keys, args.seed, method=method,
+                                params=params, tokenizer=args.tokenizer, corpus=corpus)
+    print(f"{found.method}: {found.texts} human texts ({args.corpus or f'the references of {run_id}'}, "
+          f"{found.tokenizer}) under "
+          f"{args.audit_keys} keys")
+    print(found.written().to_string(index=False))
+    print("\n".join(found.summary()))
     return 0
-
-
-def _audited(row: dict, level: float) -> str:
-    rate, interval = row[f"fpr_{level:g}"], row[f"fpr_{level:g}_interval"]
-    if rate is None:
-        return "–"
-    return f"{rate:.2%} [{interval[0]:.2%}, {interval[1]:.2%}]"
 
 
 def print_lengths(store, targets: list[str], args) -> int:

@@ -82,6 +82,30 @@ class KeyAudit:
     table: pd.DataFrame  # one row per key and deduplication setting
     worst: pd.DataFrame  # per deduplication setting, the key with the most false positives at 1 %
     bonferroni: dict[float, float]  # level -> per-configuration threshold over every configuration audited
+    tokenizer: str | None = None  # the name of the tokenizer the texts were detected with
+
+    def written(self) -> pd.DataFrame:
+        """The table as a reader sees it: per key and setting, each FPR with its exact 95 % interval, and the KS p."""
+        shown = self.table[["key", "deduplication", "texts"]].copy()
+        for level in AUDIT_LEVELS:
+            shown[f"FPR@{level:g}"] = [written_rate(row, level) for row in self.table.to_dict("records")]
+        shown["KS p"] = self.table.ks_p.map(lambda value: "–" if value is None else f"{value:.3g}")
+        return shown
+
+    def summary(self) -> list[str]:
+        """The worst key per setting and the Bonferroni thresholds, one sentence each."""
+        lines = [f"Worst key ({row['deduplication']}): {row['key']}, {written_rate(row, AUDIT_LEVELS[0])} at p < 1 %"
+                 for row in self.worst.to_dict("records")]
+        return lines + [f"Bonferroni over the {len(self.table)} configurations audited: call a text watermarked at "
+                        + ", ".join(f"p < {threshold:.3g} for {level:g}" for level, threshold in self.bonferroni.items())]
+
+
+def written_rate(row: dict, level: float) -> str:
+    """An audited FPR and its exact interval, or – where no text was scored."""
+    rate, interval = row[f"fpr_{level:g}"], row[f"fpr_{level:g}_interval"]
+    if rate is None:
+        return "–"
+    return f"{rate:.2%} [{interval[0]:.2%}, {interval[1]:.2%}]"
 
 
 def deduplication_settings(info: methods.MethodInfo, params: dict) -> list[tuple[str, dict, bool]]:
@@ -130,4 +154,5 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
     table = pd.DataFrame(rows)
     first = f"false_{AUDIT_LEVELS[0]:g}"
     worst = table.loc[table.groupby("deduplication", sort=False)[first].idxmax()].reset_index(drop=True)
-    return KeyAudit(info.name, len(texts), table, worst, {level: level / len(table) for level in AUDIT_LEVELS})
+    return KeyAudit(info.name, len(texts), table, worst, {level: level / len(table) for level in AUDIT_LEVELS},
+                    getattr(tokenizer, "name", None))

@@ -106,6 +106,32 @@ def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     return detect(store, missing, model_loader, progress, cancel, tokenizer=tokenizer, by_length=True) if missing else []
 
 
+def audit_keys(store: Store, run_id: str, model_loader: ModelLoader, keys: int, seed: int = 0, *,
+               method: str | None = None, params: dict | None = None, tokenizer: str | None = None,
+               corpus: list[str] | None = None):
+    """False positives under the deployer's key: human text (the run's references, or `corpus`: the hospital's own
+    notes) detected under the run's method and key and keys − 1 drawn ones, with and without deduplication
+    (fwsapp.detection.key_audit). Everything is checked before the tokenizer or a model loads."""
+    from fwsapp.detection.key_audit import audit, audit_keys_drawn, audit_problem
+    from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
+    from fwsapp.watermark.methods import info
+
+    run = store.run(run_id)
+    method = method or run["method"]
+    if problem := audit_problem(method):
+        raise ValueError(problem)
+    params = params if params else (run["params"] if method == run["method"] else {})
+    audit_keys_drawn(info(method), 0, keys, seed)  # the count
+    texts = corpus if corpus is not None else [
+        text for text in store.generations(run_id).reference if isinstance(text, str) and text.strip()]
+    if not texts:
+        raise ValueError(f"Run {run_id} has no references to audit with: give a file of human texts instead.")
+    loaded = load_tokenizer(tokenizer or run_tokenizer(run["model"], run.get("tokenizer")))
+    lm = model_loader(run["model"]) if info(method).detector_needs_model(params) else None
+    ids = [(token_ids, []) for token_ids in loaded.encode_many(texts) if len(token_ids) >= length.MIN_TOKENS]
+    return audit(method, params, ids, loaded.vocab_size, keys, seed, lm=lm, tokenizer=loaded)
+
+
 def undetectable(store: Store, run_ids: list[str], tokenizer: str | None = None) -> dict[str, str]:
     """The runs whose texts cannot be detected again here, each with why: no texts (scores imported alone), or a
     tokenizer this machine lacks. A command over every run skips and names them; the others go on."""

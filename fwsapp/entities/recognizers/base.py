@@ -197,14 +197,19 @@ def read_records_jsonl(path: str | Path, fields: tuple[str, ...] = ("text",), op
     them, or whose strings are longer than MAX_TEXT_CHARACTERS, is refused with its number. Lines end at '\\n' only:
     U+2028 and U+0085 are characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD,
     and `warn` is told the line."""
+    return parse_records_jsonl(Path(path).read_bytes(), str(path), fields, optional, warn)
+
+
+def parse_records_jsonl(data: bytes, path: str, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = (),
+                        warn=None) -> list[dict[str, str]]:
+    """read_records_jsonl of a file's bytes (an upload), `path` its name in messages."""
     import json
 
     from fwsapp.data.values import without_lone_surrogates
 
-    path = Path(path)
     shape = "{" + ", ".join(f'"{field}": "..."' for field in fields) + "}"
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not UTF-8 text ({error.reason}).") from None
     if lines and not lines[-1].strip():
