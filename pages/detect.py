@@ -77,6 +77,32 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
                "texts at least T tokens long, and FPR the negatives that long under the same threshold: nominal for "
                "z and p (SynthID's and DiPmark's scores standardised to z). A rate from fewer than "
                f"{MINIMUM['rate']} texts is left empty.")
+    predicted_view(chosen, fpr)
+
+
+def predicted_view(chosen: list[str], fpr: float) -> None:
+    """Tokens to detect predicted from the model's entropy, against the measured ones."""
+    st.markdown("**Predicted from entropy**: how long an answer must be, from the model's next-token distributions")
+    table = queries.length_predictions(resources.revision(), tuple(chosen), fpr)
+    predictable = queries.unpredicted_runs(resources.revision(), tuple(chosen))
+    manager = resources.jobs()
+    if predictable and st.button(f"Predict {len(predictable)} run(s) from entropy", key="predict-start",
+                                 disabled=bool(manager.active("predict"))):
+        manager.start_length_predictions(predictable)
+        st.rerun()
+    widgets.job_status("predict", "answers")
+    if table.empty:
+        st.caption("No selected run has predictions yet. The run's model reads each watermarked answer and gives, per "
+                   "token, the spike entropy (green lists) or the chosen token's probability (Gumbel sampling).")
+        return
+    st.dataframe(widgets.uniform(table), hide_index=True, width="stretch",
+                 column_config={column: st.column_config.NumberColumn(format="%.2f")
+                                for column in ("Spearman ρ", "detectable (predicted)", "detectable (measured)")})
+    st.caption("Predicted: the first T from which the statistic the answer's entropy leads one to expect passes the "
+               "same threshold as the measured curves (green lists: Kirchenbauer et al.'s spike-entropy bound, so an "
+               "upper bound on the length; Gumbel: ψ(1 + 1/p) + γ per token). Spearman ρ ranks answers both ways. "
+               "Detectable: the share of answers under 200 tokens (the EU Code of Practice's line for marking) "
+               "detected by their end, predicted and measured.")
 
 
 def render() -> None:

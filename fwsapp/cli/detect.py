@@ -35,6 +35,10 @@ def register(commands) -> None:
     detect.add_argument("--window", type=int, metavar="TOKENS",
                         help="score each text's best window of this many tokens (WinMax), with a threshold calibrated "
                              "for its length: finds a watermarked span pasted into a longer human text")
+    detect.add_argument("--predict", action="store_true",
+                        help="with --by-length: also predict each watermarked answer's tokens to detect from the run's "
+                             "model's next-token distributions (spike entropy, or the chosen token's probability), "
+                             "against the measured ones, and the share of answers under 200 tokens detectable")
     detect.add_argument("--fpr", type=float, default=0.01, help="false-positive rate of --by-length's and --window's "
                         "verdicts (default %(default)s)")
     detect.add_argument("--deduplicate", action="store_true",
@@ -103,6 +107,8 @@ def cmd_detect(args) -> int:
     if args.evidence and (args.window or args.by_length):
         raise ValueError("--evidence records whole texts' verdicts: drop --window (WinMax's verdict has no evidence "
                          "record) and --by-length.")
+    if args.predict and not args.by_length:
+        raise ValueError("--predict compares predicted with measured tokens to detect: add --by-length.")
     if args.by_length:
         if args.method or args.param or args.normalize or args.window or args.out or args.deduplicate:
             raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
@@ -172,6 +178,13 @@ def print_lengths(store, targets: list[str], args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.detection.length import length_summary, run_curves
 
+    if args.predict:  # checked before any scoring
+        from fwsapp.detection.predicted_length import prediction_problem
+
+        for run_id in targets:
+            run = store.run(run_id)
+            if problem := prediction_problem(run["method"], run["config"].get("sampling", {})):
+                raise ValueError(f"Run {run_id}: {problem}")
     with progress_bar("detect by length", "text") as progress:
         pipeline.lengths(store, targets, model_loader(args), progress, tokenizer=args.tokenizer)
     for run_id in targets:
@@ -189,7 +202,21 @@ def print_lengths(store, targets: list[str], args) -> int:
         for size, row in summary["tpr_at_length"].items():
             print(f"  {size:>6} {row['n']:>6} {_rate(row['tpr'], row['n']):>6} {row['negatives']:>14} "
                   f"{_rate(row['fpr'], row['negatives']):>6}")
+    if args.predict:
+        print_predictions(store, targets, args)
     return 0
+
+
+def print_predictions(store, targets: list[str], args) -> None:
+    from fwsapp.detection.predicted_length import prediction_table
+    from fwsapp.orchestration import pipeline
+
+    with progress_bar("predict from entropy", "answer") as progress:
+        pipeline.predict_lengths(store, targets, model_loader(args), progress)
+    table = prediction_table(store, targets, args.fpr)
+    print(f"\nTokens to detect predicted from entropy against measured (verdicts at {args.fpr:.0%} FPR; medians over "
+          "each run's watermarked answers; detectable: the share of answers under 200 tokens detected by their end)")
+    print(table.to_string(index=False, float_format=lambda value: f"{value:.2f}"))
 
 
 def _tokens(value) -> str:

@@ -259,6 +259,7 @@ class RunCurves:
     negatives: list
     negative_kind: str
     source: str  # "generation", or the detection set that detected the texts again
+    positive_samples: tuple[int, ...] = ()  # the sample index of each positive curve
 
 
 def _complete(rows, method: str, params: dict, source: str) -> RunCurves | None:
@@ -271,7 +272,8 @@ def _complete(rows, method: str, params: dict, source: str) -> RunCurves | None:
         return None
     negatives = rows[(rows.text_kind == negative) & rows.prefix_statistics.notna()]
     return RunCurves(method, params, [np.asarray(curve, dtype=float) for curve in positives.prefix_statistics],
-                     [np.asarray(curve, dtype=float) for curve in negatives.prefix_statistics], negative, source)
+                     [np.asarray(curve, dtype=float) for curve in negatives.prefix_statistics], negative, source,
+                     tuple(int(sample) for sample in positives.sample_idx))
 
 
 def run_curves(store, run_id: str) -> RunCurves | None:

@@ -60,10 +60,33 @@ STATISTICS: dict[str, Statistic] = {statistic.name: statistic for statistic in (
 )}
 
 
-def spike_entropy(modulus: float) -> Statistic:
+def tempered(rows: "torch.Tensor", temperature: float) -> "torch.Tensor":
+    """Log-softmax rows of the distribution sampled at `temperature` (the rows themselves at 1)."""
+    import torch
+
+    return rows if temperature == 1 else torch.log_softmax(rows / temperature, dim=1)
+
+
+def spike_entropy(modulus: float, temperature: float = 1.0) -> Statistic:
     """Spike entropy Σ_v p_v / (1 + z p_v) (Kirchenbauer et al. 2023, EWD): near 1 for a flat distribution, near
-    1/(1 + z) for a spike. Its modulus z comes from the watermark's γ and δ."""
-    return Statistic(f"spike_entropy({modulus:.12g})", lambda rows, chosen: (rows.exp() / (1 + modulus * rows.exp())).sum(1))
+    1/(1 + z) for a spike. Its modulus z comes from the watermark's γ and δ; p is sampled at `temperature`."""
+    def compute(rows, chosen):
+        probabilities = tempered(rows, temperature).exp()
+        return (probabilities / (1 + modulus * probabilities)).sum(1)
+
+    return Statistic(f"spike_entropy({modulus:.12g}, T={temperature:g})", compute)
+
+
+def chosen_probability(temperature: float = 1.0) -> Statistic:
+    """The probability of the token actually there, in the distribution sampled at `temperature`."""
+    import torch
+
+    def compute(rows, chosen):
+        if temperature == 1:
+            return chosen.squeeze(1).exp()
+        return (chosen.squeeze(1) / temperature - torch.logsumexp(rows / temperature, dim=1)).exp()
+
+    return Statistic(f"chosen_probability(T={temperature:g})", compute)
 
 
 class TokenStats:

@@ -163,6 +163,15 @@ class JobManager:
 
         return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {len(run_ids)} run(s) by length", work)
 
+    def start_length_predictions(self, run_ids: list[str]) -> Job:
+        """Predict runs' tokens to detect from their models' entropy (see predicted_length.py)."""
+        def work(progress, cancel):
+            done = pipeline.predict_lengths(self.store, run_ids, self.model_loader, progress, cancel)
+            return f"Tokens to detect predicted for {done} answer(s) of {len(run_ids)} run(s)."
+
+        return self.start("predict", f"predict:{','.join(run_ids)}", f"Predicting {len(run_ids)} run(s) from entropy",
+                          work)
+
     def start_attack(self, run_ids: list[str], attack: str, params: dict, seed: int,
                      normalize: str | None = None, tokenizer: str | None = None) -> Job:
         """Attack runs' watermarked texts and detect them again (see robustness.py)."""

@@ -106,6 +106,24 @@ def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     return detect(store, missing, model_loader, progress, cancel, tokenizer=tokenizer, by_length=True) if missing else []
 
 
+def predict_lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
+                    cancel: threading.Event | None = None) -> int:
+    """Tokens to detect predicted from entropy (fwsapp.detection.predicted_length): each run's watermarked answers
+    read under its own model; every run is checked before a model loads. Returns the answers predicted now."""
+    from fwsapp.detection.predicted_length import predict_run, prediction_problem
+
+    runs = [store.run(run_id) for run_id in run_ids]
+    for run in runs:
+        if problem := prediction_problem(run["method"], run["config"].get("sampling", {})):
+            raise ValueError(f"Run {run['run_id']}: {problem}")
+    done = 0
+    for run, step in zip(runs, _per_run(progress, [store.count("generations", run["run_id"]) for run in runs])):
+        if _cancelled(cancel):
+            break
+        done += predict_run(store, run["run_id"], model_loader(run["model"]), step, cancel)
+    return done
+
+
 def audit_keys(store: Store, run_id: str, model_loader: ModelLoader, keys: int, seed: int = 0, *,
                method: str | None = None, params: dict | None = None, tokenizer: str | None = None,
                corpus: list[str] | None = None):

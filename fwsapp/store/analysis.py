@@ -13,6 +13,19 @@ class AnalysisTables(StoreCore):
     def entity_analyses(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("entity_analyses", run_ids)
 
+    # -- tokens to detect predicted from entropy (fwsapp.detection.predicted_length) ----------------------------
+    def predicted_samples(self, run_id: str, model: str) -> set[int]:
+        return {row[0] for row in self.rows("SELECT sample_idx FROM length_predictions WHERE run_id = ? AND model = ?",
+                                            [run_id, model])}
+
+    def write_length_predictions(self, run_id: str, model: str, rows: list[dict]) -> None:
+        with self.transaction() as cursor:
+            insert_rows(cursor, "length_predictions", run_id, [{"model": model, **row} for row in rows])
+
+    def length_predictions(self, run_id: str) -> pd.DataFrame:
+        """A run's predicted curves, under every model that predicted them."""
+        return self.frame("SELECT * FROM length_predictions WHERE run_id = ? ORDER BY model, sample_idx", [run_id])
+
     # -- entropies and entities -------------------------------------------------------------------
     def entropy_keys(self, run_id: str, model: str) -> set[tuple[int, str]]:
         """(sample, text kind) whose teacher-forced entropies under `model` are stored."""

@@ -20,7 +20,8 @@ from fwsapp.store.migrations import MIGRATIONS, SCHEMA_VERSION
 # Each text kind and the generations column that holds it.
 TEXT_COLUMNS = {"watermarked": "watermarked_text", "unwatermarked": "unwatermarked_text", "reference": "reference"}
 PER_RUN_TABLES = ("generations", "detections", "metrics", "judgments", "entropies", "entities", "entity_analyses",
-                  "redetections", "attacked_texts", "run_fits", "facts", "fact_changes", "fact_analyses")
+                  "redetections", "attacked_texts", "run_fits", "facts", "fact_changes", "fact_analyses",
+                  "length_predictions")
 
 
 class StoreError(RuntimeError):

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -376,5 +376,17 @@ MIGRATIONS = [
     # verdict again, holding neither the text nor the key.
     """
     ALTER TABLE redetections ADD COLUMN evidence JSON;
+    """,
+    # 20: each watermarked answer's statistic after every token as its entropy predicts it, under a model
+    # (fwsapp.detection.predicted_length).
+    """
+    CREATE TABLE length_predictions (
+        run_id VARCHAR NOT NULL,
+        sample_idx INTEGER NOT NULL,
+        model VARCHAR NOT NULL,
+        tokens INTEGER NOT NULL,
+        predicted_statistics DOUBLE[] NOT NULL,
+        PRIMARY KEY (run_id, sample_idx, model)
+    );
     """,
 ]

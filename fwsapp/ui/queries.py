@@ -218,6 +218,20 @@ def lengths(revision_key: str, run_ids: tuple[str, ...], fpr: float) -> dict:
 
 
 @st.cache_data(show_spinner=False)
+def length_predictions(revision_key: str, run_ids: tuple[str, ...], fpr: float) -> pd.DataFrame:
+    from fwsapp.detection.predicted_length import prediction_table
+
+    return prediction_table(store(), list(run_ids), fpr)
+
+
+@st.cache_data(show_spinner=False)
+def unpredicted_runs(revision_key: str, run_ids: tuple[str, ...]) -> list[str]:
+    from fwsapp.detection.predicted_length import unpredicted_runs
+
+    return unpredicted_runs(store(), list(run_ids))
+
+
+@st.cache_data(show_spinner=False)
 def strength_tprs(revision_key: str, fpr: float, tokens: int) -> pd.DataFrame:
     return sweep_tprs(store(), fpr, tokens)
 

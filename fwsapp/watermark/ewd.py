@@ -18,14 +18,9 @@ import numpy as np
 from fwsapp.watermark import methods
 from fwsapp.models.teacher_forcing import spike_entropy, teacher_force
 from fwsapp.watermark.evidence import WeightedGreenCount
+from fwsapp.watermark.expected_evidence import spike_modulus
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW
-
-
-def spike_modulus(gamma: float, delta: float) -> float:
-    """z of the spike entropy for a green list of share γ biased by δ."""
-    alpha = math.exp(delta)
-    return (1 - gamma) * (alpha - 1) / (1 - gamma + alpha * gamma)
 
 
 def weighted_detection(flags: list[int], spikes, gamma: float) -> Detection:

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from fwsapp.data.tasks import TASKS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params, load_implementation
 from fwsapp.secret_keys import fingerprint, is_recorded, resolved, variable
+from fwsapp.watermark.expected_evidence import GREEN_LIST, GUMBEL, ExpectedEvidence
 
 
 # A generated token the watermark acted on (`MethodInfo.token_coverage`); any other value is why it did not.
@@ -77,6 +78,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     # "module:function", torch-free: (params, generated token ids, decoding settings) -> per token WATERMARKED or why
     # its processor left the token alone (fwsapp.detection.coverage); None: it acts on every token, greedy or not.
     coverage: str | None = None
+    # The closed form of its expected statistic from the model's next-token distributions (predicted tokens to
+    # detect, fwsapp.detection.predicted_length); None where there is none here.
+    expected_evidence: ExpectedEvidence | None = None
 
     def __post_init__(self):
         if not self.post_hoc and self.keyed_draw is None:
@@ -237,7 +241,7 @@ KGW = MethodInfo(
             "z_threshold": (4.0, Z_THRESHOLD), **RNG_PARAMS},
     threshold_param="z_threshold", sweep_grid=GREEN_LIST_GRID, strength_param="delta",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.kgw:KGW",
-    keyed_draw=MARKLLM_GREEN_LIST,
+    keyed_draw=MARKLLM_GREEN_LIST, expected_evidence=GREEN_LIST,
 )
 SWEET = MethodInfo(
     "SWEET", "Lee et al. (2024): KGW applied and detected only where the next-token entropy exceeds a threshold.",
@@ -307,6 +311,7 @@ UNIGRAM = MethodInfo(
     threshold_param="z_threshold", strength_param="delta",
     seeding_context=no_context, implementation="fwsapp.watermark.unigram:Unigram",
     keyed_draw=KeyedDraw("one green list drawn once from SHA-256 of hash_key", "Zhao et al.'s reference code"),
+    expected_evidence=GREEN_LIST,
 )
 SYNTHID = MethodInfo(
     "SynthID", f"Dathathri et al. (2024): tournament sampling with keyed g-functions; {SYNTHID_DETECTOR}.",
@@ -338,6 +343,7 @@ EXP = MethodInfo(
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.exp:EXP",
     keyed_draw=KeyedDraw("torch.rand of the vocabulary on a CPU generator seeded by hash_key × the product of the "
                          "previous tokens", "MarkLLM 0.1.5 EXP"),
+    expected_evidence=GUMBEL,
 )
 ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
@@ -394,7 +400,7 @@ VLLM_GUMBEL = MethodInfo(
     params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
     served_by=("vLLM",), deduplication_param="deduplicate_contexts", implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
     keyed_draw=VLLM_PHILOX,
-    coverage="fwsapp.watermark.vllm_contexts:coverage",
+    coverage="fwsapp.watermark.vllm_contexts:coverage", expected_evidence=GUMBEL,
 )
 VLLM_GUMBEL_DUALKEY = MethodInfo(
     "vLLM-Gumbel-DualKey", "vLLM's dual-key Gumbel watermark (algorithm dual_key_gumbel, the one its speculative "

@@ -1,0 +1,159 @@
+"""How long must an answer be: tokens to detect predicted from the model's entropy, against those measured.
+
+Teacher forcing reads each watermarked answer under the run's model and gives, per token, what the method's closed
+form needs (`MethodInfo.expected_evidence`, fwsapp.watermark.expected_evidence): the spike entropy for a green list,
+the chosen token's probability for Gumbel sampling. Summed, they make the statistic the detector is expected to reach
+after each token, in the scale of the measured length curves, so predicted and measured tokens to detect are read at
+the same threshold (`length.tokens_to_detect`). Where the two disagree, the answer's entropy alone does not explain its
+detectability: a bound that is loose (the green-list one is a lower bound), repeats the detector skips, or a text the
+model found less predictable than it wrote it.
+
+The EU Code of Practice on marking AI-generated content asks providers to mark text of over 200 tokens; an answer
+shorter than that may still be detectable, and the share that is, per task, is the figure that says what marking
+short clinical answers buys.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fwsapp.detection.length import DEFAULT_FPR, length_threshold, run_curves, tokens_to_detect
+from fwsapp.watermark import methods
+from fwsapp.watermark.expected_evidence import SPIKE_ENTROPY
+
+CODE_OF_PRACTICE_TOKENS = 200  # the Code of Practice's line: free text over this many tokens is to be marked
+CHUNK = 16  # answers per transaction: a killed job keeps what it predicted
+
+
+def prediction_problem(method: str, sampling: dict) -> str | None:
+    """Why a run's tokens to detect cannot be predicted here, or None."""
+    from fwsapp.watermark.vllm_contexts import is_greedy
+
+    info = methods.info(method)
+    if info.expected_evidence is None:
+        return (f"{info.name} has no closed form of its expected statistic here; "
+                f"{', '.join(entry.name for entry in methods.METHODS if entry.expected_evidence)} have one.")
+    if is_greedy(sampling):
+        return "it was decoded greedily: the watermark moved no choice, and no length is enough."
+    return None
+
+
+def unpredicted_runs(store, run_ids: list[str]) -> list[str]:
+    """The runs among `run_ids` that can be predicted and have no predictions yet."""
+    runs = [store.run(run_id) for run_id in run_ids]
+    return [run["run_id"] for run in runs if store.length_predictions(run["run_id"]).empty
+            and prediction_problem(run["method"], run["config"].get("sampling", {})) is None
+            and store.count("generations", run["run_id"])]
+
+
+def teacher_statistic(info: methods.MethodInfo, params: dict, temperature: float):
+    """The teacher-forcing statistic a method's closed form needs, at the run's temperature."""
+    from fwsapp.models.teacher_forcing import chosen_probability, spike_entropy
+
+    expected = info.expected_evidence
+    if expected.statistic == SPIKE_ENTROPY:
+        return spike_entropy(expected.modulus(params), temperature)
+    return chosen_probability(temperature)
+
+
+def predicted_curves(lm, method: str, params: dict, pairs: list[tuple[list[int], list[int]]],
+                     temperature: float = 1.0) -> list[np.ndarray]:
+    """The expected statistic after each token of each (context ids, answer ids) pair, in the length curves' scale."""
+    from fwsapp.models.teacher_forcing import teacher_force
+
+    info = methods.info(method)
+    params = info.checked_params(params)
+    statistic = teacher_statistic(info, params, temperature)
+    found = teacher_force(lm, pairs, (statistic,))
+    return [info.expected_evidence.curve(params, np.nan_to_num(values[statistic.name], nan=1.0)) for values in found]
+
+
+def predict_run(store, run_id: str, lm, progress: Callable[[int, int], None] | None = None,
+                cancel: threading.Event | None = None) -> int:
+    """Predict the curve of each watermarked answer of a run not yet predicted under `lm`; returns how many were.
+    Answers are read after their prompts, as they were generated."""
+    run = store.run(run_id)
+    sampling = run["config"].get("sampling", {})
+    if problem := prediction_problem(run["method"], sampling):
+        raise ValueError(f"Run {run_id}: {problem}")
+    done = store.predicted_samples(run_id, lm.name)
+    rows = [row for row in store.generations(run_id).itertuples()
+            if row.sample_idx not in done and isinstance(row.watermarked_text, str)]
+    temperature = float(sampling.get("temperature", 1.0))
+    if progress:
+        progress(0, len(rows))
+    for start in range(0, len(rows), CHUNK):
+        if cancel is not None and cancel.is_set():
+            break
+        chunk = rows[start:start + CHUNK]
+        pairs = [(lm.tokenizer(row.prompt)["input_ids"] if isinstance(row.prompt, str) else [],
+                  list(row.watermarked_ids) if hasattr(row.watermarked_ids, "__len__") and len(row.watermarked_ids)
+                  else lm.tokenizer(row.watermarked_text, add_special_tokens=False)["input_ids"]) for row in chunk]
+        curves = predicted_curves(lm, run["method"], run["params"], pairs, temperature)
+        store.write_length_predictions(run_id, lm.name, [
+            {"sample_idx": int(row.sample_idx), "tokens": len(answer), "predicted_statistics": curve.tolist()}
+            for row, (_, answer), curve in zip(chunk, pairs, curves)])
+        if progress:
+            progress(start + len(chunk), len(rows))
+    return len(rows)
+
+
+def predicted_against_measured(store, run_id: str, fpr: float = DEFAULT_FPR) -> dict | None:
+    """A run's tokens to detect, predicted and measured, per answer and summarised; None before its predictions."""
+    run = store.run(run_id)
+    predicted = store.length_predictions(run_id)
+    if predicted.empty:
+        return None
+    model = run["model"] if (predicted.model == run["model"]).any() else predicted.model.iloc[0]
+    predicted = predicted[predicted.model == model]
+    threshold = length_threshold(run["method"], run["params"], fpr)
+    frame = pd.DataFrame({
+        "sample_idx": predicted.sample_idx.astype(int), "tokens": predicted.tokens.astype(int),
+        "predicted": [tokens_to_detect(curve, threshold) for curve in predicted.predicted_statistics]})
+    curves = run_curves(store, run_id)
+    measured = {} if curves is None else {
+        sample: tokens_to_detect(curve, threshold) for sample, curve in zip(curves.positive_samples, curves.positives)}
+    frame["measured"] = frame.sample_idx.map(measured)
+    both = frame.dropna(subset=["measured"])
+    finite = both[np.isfinite(both.predicted) & np.isfinite(both.measured)]
+    short = frame[frame.tokens < CODE_OF_PRACTICE_TOKENS]
+    return {
+        "run_id": run_id, "method": run["method"], "task": run["task"], "model": model,
+        "threshold": threshold.label, "answers": len(frame),
+        "predicted_median": _median(frame.predicted), "measured_median": _median(both.measured) if len(both) else None,
+        "spearman": float(stats.spearmanr(finite.predicted, finite.measured).statistic) if len(finite) >= 3 else None,
+        "short_answers": len(short),
+        "short_predicted_detectable": _share(short.predicted <= short.tokens) if len(short) else None,
+        "short_measured_detectable": _share(np.isfinite(short.measured.dropna()))
+        if short.measured.notna().any() else None,
+        "per_answer": frame,
+    }
+
+
+def _median(values: pd.Series):
+    """The median tokens to detect, an observed count, or "never" where most answers never get there."""
+    found = float(np.quantile(values.to_numpy(dtype=float), 0.5, method="inverted_cdf"))
+    return "never" if math.isinf(found) else int(found)
+
+
+def _share(flags) -> float:
+    flags = np.asarray(flags, dtype=bool)
+    return float(flags.mean()) if flags.size else math.nan
+
+
+def prediction_table(store, run_ids: list[str], fpr: float = DEFAULT_FPR) -> pd.DataFrame:
+    """Per run with predictions: method, task, tokens to detect predicted and measured (medians), their rank
+    correlation over answers, and the share of answers under CODE_OF_PRACTICE_TOKENS detectable, each way."""
+    rows = [found for run_id in run_ids if (found := predicted_against_measured(store, run_id, fpr)) is not None]
+    under = f"under {CODE_OF_PRACTICE_TOKENS} tokens"
+    return pd.DataFrame([{
+        "run": row["run_id"], "method": row["method"], "task": row["task"], "answers": row["answers"],
+        "predicted median": row["predicted_median"], "measured median": row["measured_median"],
+        "Spearman ρ": row["spearman"], f"answers {under}": row["short_answers"],
+        "detectable (predicted)": row["short_predicted_detectable"],
+        "detectable (measured)": row["short_measured_detectable"]} for row in rows])
