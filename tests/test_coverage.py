@@ -5,6 +5,7 @@ import html
 import json
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from fwsapp.detection.coverage import run_coverage
@@ -86,3 +87,24 @@ def test_the_detect_page_warns_of_a_served_run_that_carries_no_mark_and_tabulate
     assert "12 of 12 watermarked answers are the same" in warnings[0]
     coverage = next(frame.value for frame in app.dataframe if "watermarked share" in frame.value.columns)
     assert coverage.loc[0, "watermarked share"] == 0 and coverage.loc[0, "tokens"] == sum(map(len, texts))
+
+
+@pytest.mark.model
+def test_sweets_gate_leaves_the_low_entropy_tokens_its_detector_does_not_score(lm, tmp_path):
+    """A SWEET run of the embedded model: the replay of its entropy gate on the entropies stored at generation marks
+    as watermarked the tokens the detector scores, reading the entropies again by teacher forcing."""
+    from fwsapp.detection.coverage import run_coverage
+    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.store import Store
+    from fwsapp.watermark.entropy_gate import LOW_ENTROPY
+
+    store = Store(tmp_path / "sweet.duckdb")
+    run_id = run_generation(RunConfig(task="qa", method="SWEET", n=4, max_new_tokens=32, batch_size=4, seed=3), store, lm)
+    found = run_coverage(store.run(run_id), store.generation_ids(run_id))
+    assert found["tokens"] == 4 * 32 and 0 < found["watermarked"] < found["tokens"]
+    assert set(found["not_watermarked"]) == {LOW_ENTROPY}
+    scores = store.detections([run_id])
+    scored = int(scores[scores.text_kind == "watermarked"].num_tokens_scored.sum())
+    assert abs(found["watermarked"] - scored) <= 2  # float32 entropies at the threshold may fall either side
+    with pytest.raises(ValueError, match="entropies stored"):
+        methods.info("SWEET").token_coverage(methods.info("SWEET").checked_params({}), [1, 2], {}, None)

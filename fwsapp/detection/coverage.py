@@ -3,8 +3,8 @@
 A detector can only find what the watermark put there. vLLM's documentation warns that greedy decoding, beam search and
 repeated contexts are left unwatermarked without a word: a served run at temperature 0 carries no mark at all, and a
 templated answer carries it only where its contexts are new. Per text, each generated token is WATERMARKED or has the
-reason its method's processor left it alone (`MethodInfo.token_coverage`, replaying the processor's rule on the stored tokens
-and the run's decoding settings); per run, the share of tokens watermarked and the reasons for the rest.
+reason its method's processor left it alone (`MethodInfo.token_coverage`, replaying the processor's rule on the stored tokens,
+their entropies and the run's decoding settings: vLLM's context rules, SWEET's entropy gate); per run, the share of tokens watermarked and the reasons for the rest.
 
 A run is flagged when it cannot carry the mark as asked: decoding that leaves every token unwatermarked, or a served
 run whose watermarked answers are the very answers it gave with the watermark opted out (the engine did not apply it).
@@ -50,7 +50,9 @@ def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
             continue
         answered += 1
         identical += marked == plain
-        reasons.update(info.token_coverage(params, marked, sampling))
+        entropies = getattr(row, "watermarked_entropy", None)
+        reasons.update(info.token_coverage(params, marked, sampling,
+                                           None if entropies is None or np.ndim(entropies) == 0 else list(entropies)))
     tokens = sum(reasons.values())
     if not tokens:
         return None

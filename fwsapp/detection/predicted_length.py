@@ -104,50 +104,59 @@ def predict_run(store, run_id: str, lm, progress: Callable[[int, int], None] | N
 
 
 def predicted_against_measured(store, run_id: str, fpr: float = DEFAULT_FPR) -> dict | None:
-    """A run's tokens to detect, predicted and measured, per answer and summarised; None before its predictions."""
+    """A run's tokens to detect per watermarked answer, measured (from its scores by length) and predicted (where
+    `predict_run` has read it), and their summary; None where it has neither."""
     run = store.run(run_id)
-    predicted = store.length_predictions(run_id)
-    if predicted.empty:
-        return None
-    model = run["model"] if (predicted.model == run["model"]).any() else predicted.model.iloc[0]
-    predicted = predicted[predicted.model == model]
     threshold = length_threshold(run["method"], run["params"], fpr)
-    frame = pd.DataFrame({
-        "sample_idx": predicted.sample_idx.astype(int), "tokens": predicted.tokens.astype(int),
-        "predicted": [tokens_to_detect(curve, threshold) for curve in predicted.predicted_statistics]})
     curves = run_curves(store, run_id)
-    measured = {} if curves is None else {
-        sample: tokens_to_detect(curve, threshold) for sample, curve in zip(curves.positive_samples, curves.positives)}
-    frame["measured"] = frame.sample_idx.map(measured)
-    both = frame.dropna(subset=["measured"])
-    finite = both[np.isfinite(both.predicted) & np.isfinite(both.measured)]
+    measured = pd.DataFrame({"sample_idx": list(curves.positive_samples) if curves else [],
+                             "tokens": [len(curve) for curve in curves.positives] if curves else [],
+                             "measured": [tokens_to_detect(curve, threshold) for curve in curves.positives]
+                             if curves else []}, dtype=float)
+    predicted = store.length_predictions(run_id)
+    model = None
+    if not predicted.empty:
+        model = run["model"] if (predicted.model == run["model"]).any() else predicted.model.iloc[0]
+        predicted = predicted[predicted.model == model]
+    predicted = pd.DataFrame({"sample_idx": predicted.sample_idx.astype(float),
+                              "predicted_tokens": predicted.tokens.astype(float),
+                              "predicted": [tokens_to_detect(curve, threshold)
+                                            for curve in predicted.predicted_statistics]})
+    if measured.empty and predicted.empty:
+        return None
+    frame = measured.merge(predicted, on="sample_idx", how="outer")
+    frame["tokens"] = frame.tokens.fillna(frame.predicted_tokens)  # the scored length where it was measured
+    frame = frame.drop(columns="predicted_tokens").astype({"sample_idx": int, "tokens": int})
+    finite = frame[np.isfinite(frame.predicted) & np.isfinite(frame.measured)]
     short = frame[frame.tokens < CODE_OF_PRACTICE_TOKENS]
     return {
-        "run_id": run_id, "method": run["method"], "task": run["task"], "model": model,
+        "run_id": run_id, "method": run["method"], "task": run["task"], "model": model or run["model"],
         "threshold": threshold.label, "answers": len(frame),
-        "predicted_median": _median(frame.predicted), "measured_median": _median(both.measured) if len(both) else None,
+        "predicted_median": _median(frame.predicted), "measured_median": _median(frame.measured),
         "spearman": float(stats.spearmanr(finite.predicted, finite.measured).statistic) if len(finite) >= 3 else None,
         "short_answers": len(short),
-        "short_predicted_detectable": _share(short.predicted <= short.tokens) if len(short) else None,
-        "short_measured_detectable": _share(np.isfinite(short.measured.dropna()))
-        if short.measured.notna().any() else None,
+        "short_predicted_detectable": _share(short.predicted.dropna() <= short.tokens[short.predicted.notna()]),
+        "short_measured_detectable": _share(np.isfinite(short.measured.dropna())),
         "per_answer": frame,
     }
 
 
 def _median(values: pd.Series):
-    """The median tokens to detect, an observed count, or "never" where most answers never get there."""
-    found = float(np.quantile(values.to_numpy(dtype=float), 0.5, method="inverted_cdf"))
+    """The median tokens to detect, an observed count; "never" where most answers never get there; None without any."""
+    values = values.dropna().to_numpy(dtype=float)
+    if values.size == 0:
+        return None
+    found = float(np.quantile(values, 0.5, method="inverted_cdf"))
     return "never" if math.isinf(found) else int(found)
 
 
-def _share(flags) -> float:
+def _share(flags) -> float | None:
     flags = np.asarray(flags, dtype=bool)
-    return float(flags.mean()) if flags.size else math.nan
+    return float(flags.mean()) if flags.size else None
 
 
 def prediction_table(store, run_ids: list[str], fpr: float = DEFAULT_FPR) -> pd.DataFrame:
-    """Per run with predictions: method, task, tokens to detect predicted and measured (medians), their rank
+    """Per run with scores by length or predictions: method, task, tokens to detect predicted and measured (medians), their rank
     correlation over answers, and the share of answers under CODE_OF_PRACTICE_TOKENS detectable, each way."""
     rows = [found for run_id in run_ids if (found := predicted_against_measured(store, run_id, fpr)) is not None]
     under = f"under {CODE_OF_PRACTICE_TOKENS} tokens"

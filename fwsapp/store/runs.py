@@ -167,8 +167,10 @@ class RunTables(StoreCore):
         return self.frame("SELECT * FROM generations WHERE run_id = ? ORDER BY sample_idx", [run_id])
 
     def generation_ids(self, run_id: str) -> pd.DataFrame:
-        """The token ids of the run's two texts per prompt, without the texts."""
-        return self.frame("SELECT sample_idx, watermarked_ids, unwatermarked_ids FROM generations WHERE run_id = ? "
+        """The token ids of the run's two texts per prompt, and the watermarked answer's next-token entropies, without
+        the texts."""
+        return self.frame("SELECT sample_idx, watermarked_ids, unwatermarked_ids, watermarked_entropy FROM generations "
+                          "WHERE run_id = ? "
                           "ORDER BY sample_idx", [run_id])
 
     def detections(self, run_ids: list[str] | None = None) -> pd.DataFrame:

@@ -75,8 +75,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     fitted_on_references: bool = False
     # The keyed draw its detector redraws; every watermark declares one (post-hoc detectors have none).
     keyed_draw: KeyedDraw | None = None
-    # "module:function", torch-free: (params, generated token ids, decoding settings) -> per token WATERMARKED or why
-    # its processor left the token alone (fwsapp.detection.coverage); None: it acts on every token, greedy or not.
+    # "module:function", torch-free: (params, generated token ids, decoding settings, next-token entropies) -> per
+    # token WATERMARKED or why its processor left the token alone (fwsapp.detection.coverage); None: it acts on every
+    # token, greedy or not.
     coverage: str | None = None
     # The closed form of its expected statistic from the model's next-token distributions (predicted tokens to
     # detect, fwsapp.detection.predicted_length); None where there is none here.
@@ -94,11 +95,13 @@ class MethodInfo(PlugIn, DeclaredParams):
         detected again. Loads the class."""
         return self.load().evidence
 
-    def token_coverage(self, params: dict, token_ids: Sequence[int], sampling: dict) -> list[str]:
-        """Per generated token, WATERMARKED or the reason this method's processor left it alone (`params`: checked)."""
+    def token_coverage(self, params: dict, token_ids: Sequence[int], sampling: dict,
+                       entropies: Sequence[float] | None = None) -> list[str]:
+        """Per generated token, WATERMARKED or the reason this method's processor left it alone (`params`: checked;
+        `entropies`: each token's next-token entropy, as a run generated here stores it)."""
         if self.coverage is None:
             return [WATERMARKED] * len(token_ids)
-        return load_implementation(self.coverage)(params, token_ids, sampling)
+        return load_implementation(self.coverage)(params, token_ids, sampling, entropies)
 
     @property
     def secret_params(self) -> tuple[str, ...]:
@@ -249,7 +252,7 @@ SWEET = MethodInfo(
             "entropy_threshold": (0.9, Param("watermark only where the next-token entropy exceeds this (nats)", low=0))},
     threshold_param="z_threshold", needs_model=True, sweep_grid=GREEN_LIST_GRID,
     strength_param="delta", seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.sweet:SWEET",
-    keyed_draw=MARKLLM_GREEN_LIST,
+    keyed_draw=MARKLLM_GREEN_LIST, coverage="fwsapp.watermark.entropy_gate:coverage",
 )
 DIPMARK = MethodInfo(
     "DiPmark", "Wu et al. (2024): distribution-preserving reweighting along a keyed permutation (unbiased).",

@@ -49,10 +49,10 @@ def skip_reason(deduplicate: str, width: int, history: ContextHistory, generated
 
 
 
-def coverage(params: dict, token_ids: Sequence[int], sampling: dict) -> list[str]:
+def coverage(params: dict, token_ids: Sequence[int], sampling: dict, entropies: Sequence[float] | None = None) -> list[str]:
     """Per generated token, WATERMARKED or why vLLM left it alone: nothing under greedy decoding, and no repeated
     context (nor, with `all`, a context reaching into the prompt). The prompt's tokens are not stored, so with `all` a
-    generated context that repeats one of the prompt's own counts as watermarked here."""
+    generated context that repeats one of the prompt's own counts as watermarked here. Entropy plays no part."""
     if is_greedy(sampling):
         return [GREEDY] * len(token_ids)
     width, deduplicate = params["context_width"], params["deduplicate_contexts"]
