@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python -m bench.coverage [--n 16] [--tokens 96]
 QA runs of the embedded model, generated in process, for vLLM's Gumbel watermark under each of its deduplication
-settings and under greedy decoding, beside KGW and SynthID; each run's coverage (`fwsapp.detection.coverage`), its
+settings and under greedy decoding, beside KGW, SynthID, SWEET (whose entropy gate leaves the near-certain
+tokens alone) and EntityKGW (which leaves lexicon names alone); each run's coverage (`fwsapp.detection.coverage`), its
 flags, and the detection rate of its watermarked answers at the method's threshold, in a Markdown table for
 docs/benchmarks.md.
 """
@@ -13,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import bench.common  # noqa: F401  (puts the project on the path)
-from fwsapp.detection.coverage import run_coverage
+from fwsapp.detection.coverage import stored_coverage
 from fwsapp.generation.generate import RunConfig
 from fwsapp.models import load_model
 from fwsapp.orchestration import pipeline
@@ -27,6 +28,8 @@ SETTINGS = [
     ("vLLM-Gumbel", {"deduplicate_contexts": "single_turn"}, {"temperature": 0.0, "do_sample": False}),
     ("KGW", {}, {}),
     ("SynthID", {}, {}),
+    ("SWEET", {}, {}),
+    ("EntityKGW", {}, {}),
 ]
 
 
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         config = RunConfig(task="qa", method=method, params=params, sampling=sampling, n=args.n,
                            max_new_tokens=args.tokens, batch_size=args.n, seed=7)
         run_id = pipeline.generate(store, [config], lambda name: lm)[0]
-        found = run_coverage(store.run(run_id), store.generation_ids(run_id))
+        found = stored_coverage(store, run_id)
         scores = store.detections([run_id])
         marked = scores[scores.text_kind == "watermarked"].score
         detected = sum(methods.info(method).is_watermarked(score, params) for score in marked)

@@ -11,7 +11,7 @@ import pandas as pd
 from fwsapp.detection.coverage import run_coverage
 from fwsapp.watermark import methods
 from fwsapp.watermark.factory import create
-from fwsapp.watermark.methods import WATERMARKED
+from fwsapp.watermark.methods import WATERMARKED, GeneratedAnswer
 from fwsapp.watermark.vllm_contexts import GREEDY
 
 VOCABULARY = 1000
@@ -26,16 +26,22 @@ def test_vllm_gumbel_leaves_exactly_the_tokens_its_detector_does_not_score():
     tokens = repetitive()
     for deduplicate in ("single_turn", "none"):
         params = methods.info("vLLM-Gumbel").checked_params({"deduplicate_contexts": deduplicate})
-        reasons = methods.info("vLLM-Gumbel").token_coverage(params, tokens, {"do_sample": True, "temperature": 0.7})
+        reasons = methods.info("vLLM-Gumbel").token_coverage(params, GeneratedAnswer(tokens),
+                                                             {"do_sample": True, "temperature": 0.7})
         flags = create("vLLM-Gumbel", VOCABULARY, params).detect(tokens).token_flags
         assert [reason == WATERMARKED for reason in reasons] == [flag >= 0 for flag in flags]
         assert ("repeated context" in reasons) == (deduplicate == "single_turn")
     params = methods.info("vLLM-Gumbel").checked_params({"deduplicate_contexts": "all"})
-    reasons = methods.info("vLLM-Gumbel").token_coverage(params, tokens, {"temperature": 1.0})
+    reasons = methods.info("vLLM-Gumbel").token_coverage(params, GeneratedAnswer(tokens), {"temperature": 1.0})
     assert reasons[:4] == ["context reaches into the prompt"] * 4 and reasons[4] == WATERMARKED
-    assert methods.info("vLLM-Gumbel").token_coverage(params, tokens, {"temperature": 0}) == [GREEDY] * len(tokens)
-    assert set(methods.info("KGW").token_coverage(methods.info("KGW").checked_params({}), tokens, {"temperature": 0})) == {
+    greedy = {"temperature": 0}
+    assert methods.info("vLLM-Gumbel").token_coverage(params, GeneratedAnswer(tokens), greedy) == [GREEDY] * len(tokens)
+    kgw = methods.info("KGW")
+    assert set(kgw.token_coverage(kgw.checked_params({}), GeneratedAnswer(tokens), greedy)) == {
         WATERMARKED}  # a bias decides even a greedy choice
+    entity = methods.info("EntityKGW")  # a gate that needs the lexicon's tokens: its detector's count is the coverage
+    assert entity.token_coverage(entity.checked_params({}), GeneratedAnswer(tokens, scored_tokens=40), {}) == \
+        [WATERMARKED] * 40 + [methods.GATED] * (len(tokens) - 40)
 
 
 def run(method: str, sampling: dict, imported: bool = False) -> dict:
@@ -93,18 +99,18 @@ def test_the_detect_page_warns_of_a_served_run_that_carries_no_mark_and_tabulate
 def test_sweets_gate_leaves_the_low_entropy_tokens_its_detector_does_not_score(lm, tmp_path):
     """A SWEET run of the embedded model: the replay of its entropy gate on the entropies stored at generation marks
     as watermarked the tokens the detector scores, reading the entropies again by teacher forcing."""
-    from fwsapp.detection.coverage import run_coverage
+    from fwsapp.detection.coverage import stored_coverage
     from fwsapp.generation.generate import RunConfig, run_generation
     from fwsapp.store import Store
     from fwsapp.watermark.entropy_gate import LOW_ENTROPY
 
     store = Store(tmp_path / "sweet.duckdb")
     run_id = run_generation(RunConfig(task="qa", method="SWEET", n=4, max_new_tokens=32, batch_size=4, seed=3), store, lm)
-    found = run_coverage(store.run(run_id), store.generation_ids(run_id))
+    found = stored_coverage(store, run_id)
     assert found["tokens"] == 4 * 32 and 0 < found["watermarked"] < found["tokens"]
     assert set(found["not_watermarked"]) == {LOW_ENTROPY}
     scores = store.detections([run_id])
     scored = int(scores[scores.text_kind == "watermarked"].num_tokens_scored.sum())
     assert abs(found["watermarked"] - scored) <= 2  # float32 entropies at the threshold may fall either side
     with pytest.raises(ValueError, match="entropies stored"):
-        methods.info("SWEET").token_coverage(methods.info("SWEET").checked_params({}), [1, 2], {}, None)
+        methods.info("SWEET").token_coverage(methods.info("SWEET").checked_params({}), GeneratedAnswer([1, 2]), {})

@@ -4,7 +4,8 @@ A detector can only find what the watermark put there. vLLM's documentation warn
 repeated contexts are left unwatermarked without a word: a served run at temperature 0 carries no mark at all, and a
 templated answer carries it only where its contexts are new. Per text, each generated token is WATERMARKED or has the
 reason its method's processor left it alone (`MethodInfo.token_coverage`, replaying the processor's rule on the stored tokens,
-their entropies and the run's decoding settings: vLLM's context rules, SWEET's entropy gate); per run, the share of tokens watermarked and the reasons for the rest.
+their entropies and the run's decoding settings: vLLM's context rules, SWEET's entropy gate; or, for a gate that needs
+the model or the lexicon's tokens, the tokens its own detection scored, which are exactly those); per run, the share of tokens watermarked and the reasons for the rest.
 
 A run is flagged when it cannot carry the mark as asked: decoding that leaves every token unwatermarked, or a served
 run whose watermarked answers are the very answers it gave with the watermark opted out (the engine did not apply it).
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.methods import WATERMARKED
+from fwsapp.watermark.methods import WATERMARKED, GeneratedAnswer
 
 # A run is flagged when at least this share of its answers are the same with and without the watermark.
 IDENTICAL_SHARE_FLAGGED = 0.5
@@ -32,10 +33,11 @@ def _ids(value) -> list[int]:
     return [int(token) for token in value]
 
 
-def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
-    """A generated run's coverage (`generations`: its token ids, `Store.generation_ids`): tokens, those watermarked,
-    their share, the reasons for the rest (counts), how many answers are the same with the watermark opted out, and
-    the flags; None for an imported run or a post-hoc method (no decoding to replay)."""
+def run_coverage(run: dict, generations: pd.DataFrame, scored: dict[int, int] | None = None) -> dict | None:
+    """A generated run's coverage (`generations`: its token ids and entropies, `Store.generation_ids`; `scored`: the
+    tokens its own detection scored per watermarked answer, for a method whose coverage is its detector's): tokens,
+    those watermarked, their share, the reasons for the rest (counts), how many answers are the same with the
+    watermark opted out, and the flags; None for an imported run or a post-hoc method (no decoding to replay)."""
     info = methods.info(run["method"])
     if run.get("imported") or info.post_hoc:
         return None
@@ -51,8 +53,9 @@ def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
         answered += 1
         identical += marked == plain
         entropies = getattr(row, "watermarked_entropy", None)
-        reasons.update(info.token_coverage(params, marked, sampling,
-                                           None if entropies is None or np.ndim(entropies) == 0 else list(entropies)))
+        answer = GeneratedAnswer(marked, None if entropies is None or np.ndim(entropies) == 0 else list(entropies),
+                                 (scored or {}).get(int(row.sample_idx)))
+        reasons.update(info.token_coverage(params, answer, sampling))
     tokens = sum(reasons.values())
     if not tokens:
         return None
@@ -66,13 +69,25 @@ def run_coverage(run: dict, generations: pd.DataFrame) -> dict | None:
             "identical_answers": identical, "answers": answered, "flags": flags}
 
 
+def stored_coverage(store, run_id: str) -> dict | None:
+    """`run_coverage` of a stored run: its answers, and the tokens its own detection scored in each."""
+    run = store.run(run_id)
+    if run.get("imported"):
+        return None
+    scores = store.detections([run_id])
+    own = scores[(scores.detector == run["method"]) & (scores.text_kind == "watermarked")].dropna(
+        subset=["num_tokens_scored"])
+    return run_coverage(run, store.generation_ids(run_id), dict(zip(own.sample_idx.astype(int),
+                                                                    own.num_tokens_scored.astype(int))))
+
+
 def coverage_frame(store, run_ids: list[str] | None = None) -> pd.DataFrame:
     """Per generated run: method, task, share of tokens watermarked, the reasons for the rest, and its flags."""
     runs = store.runs()
     rows = []
     for run_id in runs.run_id if run_ids is None else run_ids:
         run = store.run(run_id)
-        found = run_coverage(run, store.generation_ids(run_id))
+        found = stored_coverage(store, run_id)
         if found is None:
             continue
         rows.append({"run": run_id, "method": run["method"], "task": run["task"], "tokens": found["tokens"],

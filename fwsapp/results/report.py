@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from fwsapp.detection.coverage import run_coverage
+from fwsapp.detection.coverage import stored_coverage
 from fwsapp.detection import roc
 from fwsapp.watermark import methods
 from fwsapp.results.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
@@ -89,7 +89,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "redetections": redetections.get(run.run_id, []),
             "robustness": robustness.get(run.run_id, []),
             "calibration": _calibration(run, run_scores, names[run.run_id]),
-            "coverage": None if run.imported else run_coverage(store.run(run.run_id), store.generation_ids(run.run_id)),
+            "coverage": stored_coverage(store, run.run_id),
         })
     return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out,
             "database": str(store.path)}

@@ -124,7 +124,8 @@ def create_app(detector: TextDetector, token: str | None = None, rate_limit: str
         return JSONResponse({"detail": f"Too many requests ({error.detail}): slow down, or send texts in batches to "
                                        "/detect/batch."}, status_code=429)
 
-    def authorised(credentials: HTTPAuthorizationCredentials | None = bearer) -> None:
+    # A coroutine, as /health is: a plain function would cost each request a second hop through the thread pool.
+    async def authorised(credentials: HTTPAuthorizationCredentials | None = bearer) -> None:
         if token is None:
             return
         if credentials is None or not is_admin_token(credentials.credentials, token):
@@ -150,7 +151,7 @@ def create_app(detector: TextDetector, token: str | None = None, rate_limit: str
         return JSONResponse({"results": [answer(item) for item in request.items]})
 
     @app.get("/health")
-    def health() -> dict:
+    async def health() -> dict:
         return {"status": "ok", "method": detector.info.name, "tokenizer": detector.tokenizer.name,
                 "fwsapp_version": fwsapp.__version__}
 

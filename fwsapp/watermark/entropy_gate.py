@@ -4,16 +4,15 @@ free: the coverage replay reads the entropies a run generated here stored with e
 in nats, as SWEET's processor computes it)."""
 from __future__ import annotations
 
-from typing import Sequence
-
-from fwsapp.watermark.methods import WATERMARKED
+from fwsapp.watermark.methods import WATERMARKED, GeneratedAnswer
 
 LOW_ENTROPY = "next-token entropy at or below the threshold"
 
 
-def coverage(params: dict, token_ids: Sequence[int], sampling: dict, entropies: Sequence[float] | None) -> list[str]:
+def coverage(params: dict, answer: GeneratedAnswer, sampling: dict) -> list[str]:
     """Per generated token, WATERMARKED where its next-token entropy exceeded `entropy_threshold`, else LOW_ENTROPY."""
-    if entropies is None or len(entropies) != len(token_ids):
+    entropies = answer.entropies
+    if entropies is None or len(entropies) != len(answer.token_ids):
         raise ValueError("SWEET's coverage replays its entropy gate on the entropies stored with each answer, and this "
                          "run has none for some answers: generate it here again to see its coverage.")
     threshold = params["entropy_threshold"]

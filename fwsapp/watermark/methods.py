@@ -21,6 +21,19 @@ from fwsapp.watermark.expected_evidence import GREEN_LIST, GUMBEL, ExpectedEvide
 
 # A generated token the watermark acted on (`MethodInfo.token_coverage`); any other value is why it did not.
 WATERMARKED = "watermarked"
+# Why a token of a method whose detector scores exactly the tokens its processor acted on (`coverage=SCORED`) was not.
+GATED = "left alone by its gate (unscored by its detector)"
+SCORED = "the tokens its own detector scored"  # a `coverage` declaration: no replay, the generation's detection counts
+
+
+@dataclass(frozen=True)
+class GeneratedAnswer:
+    """A watermarked answer as a run generated here stores it: its token ids, the next-token entropy before each (raw
+    logits, nats), and how many tokens the run's own detection scored."""
+
+    token_ids: Sequence[int]
+    entropies: Sequence[float] | None = None
+    scored_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,9 +88,10 @@ class MethodInfo(PlugIn, DeclaredParams):
     fitted_on_references: bool = False
     # The keyed draw its detector redraws; every watermark declares one (post-hoc detectors have none).
     keyed_draw: KeyedDraw | None = None
-    # "module:function", torch-free: (params, generated token ids, decoding settings, next-token entropies) -> per
-    # token WATERMARKED or why its processor left the token alone (fwsapp.detection.coverage); None: it acts on every
-    # token, greedy or not.
+    # "module:function", torch-free: (params, GeneratedAnswer, decoding settings) -> per token WATERMARKED or why its
+    # processor left the token alone (fwsapp.detection.coverage); SCORED where its detector scores exactly the tokens
+    # its processor acted on (a gate that needs the model or the tokenizer to replay); None: it acts on every token,
+    # greedy or not.
     coverage: str | None = None
     # The closed form of its expected statistic from the model's next-token distributions (predicted tokens to
     # detect, fwsapp.detection.predicted_length); None where there is none here.
@@ -95,13 +109,17 @@ class MethodInfo(PlugIn, DeclaredParams):
         detected again. Loads the class."""
         return self.load().evidence
 
-    def token_coverage(self, params: dict, token_ids: Sequence[int], sampling: dict,
-                       entropies: Sequence[float] | None = None) -> list[str]:
-        """Per generated token, WATERMARKED or the reason this method's processor left it alone (`params`: checked;
-        `entropies`: each token's next-token entropy, as a run generated here stores it)."""
+    def token_coverage(self, params: dict, answer: GeneratedAnswer, sampling: dict) -> list[str]:
+        """Per generated token, WATERMARKED or the reason this method's processor left it alone (`params`: checked)."""
         if self.coverage is None:
-            return [WATERMARKED] * len(token_ids)
-        return load_implementation(self.coverage)(params, token_ids, sampling, entropies)
+            return [WATERMARKED] * len(answer.token_ids)
+        if self.coverage == SCORED:
+            if answer.scored_tokens is None:
+                raise ValueError(f"{self.name}'s coverage is the tokens its detector scored at generation, and this "
+                                 "answer has no such count: detect the run again.")
+            acted = min(answer.scored_tokens, len(answer.token_ids))
+            return [WATERMARKED] * acted + [GATED] * (len(answer.token_ids) - acted)
+        return load_implementation(self.coverage)(params, answer, sampling)
 
     @property
     def secret_params(self) -> tuple[str, ...]:
@@ -295,7 +313,7 @@ ENTITY_KGW = MethodInfo(
     threshold_param="z_threshold", aliases=("entity-kgw", "EKGW"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     model_param="entropy_threshold", needs_tokenizer=True, strength_param="delta",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.entity_kgw:EntityKGW",
-    keyed_draw=MARKLLM_GREEN_LIST,
+    keyed_draw=MARKLLM_GREEN_LIST, coverage=SCORED,
 )
 ENTITY_KGW_PREDICTED = MethodInfo(
     "EntityKGW-Predict", "EntityKGW that also predicts entity starts: no bias at a step where the model is likely to "
@@ -306,7 +324,7 @@ ENTITY_KGW_PREDICTED = MethodInfo(
     threshold_param="z_threshold", aliases=("entity-kgw-predict", "EKGW-P"), sweep_grid={"delta": [0.5, 1.0, 2.0, 4.0]},
     needs_model=True, needs_tokenizer=True, strength_param="delta", seeding_context=tokens_before("prefix_length"),
     implementation="fwsapp.watermark.entity_kgw_predicted:EntityKGWPredicted",
-    keyed_draw=MARKLLM_GREEN_LIST,
+    keyed_draw=MARKLLM_GREEN_LIST, coverage=SCORED,
 )
 UNIGRAM = MethodInfo(
     "Unigram", "Zhao et al. (2024): one fixed green list for all positions, robust to edits.",

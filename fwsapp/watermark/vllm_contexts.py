@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fwsapp.watermark.methods import WATERMARKED
+from fwsapp.watermark.methods import WATERMARKED, GeneratedAnswer
 
 # vLLM's default: how many most recent positions are searched for a repeated context.
 DEDUPLICATION_HISTORY = 8192
@@ -49,10 +49,11 @@ def skip_reason(deduplicate: str, width: int, history: ContextHistory, generated
 
 
 
-def coverage(params: dict, token_ids: Sequence[int], sampling: dict, entropies: Sequence[float] | None = None) -> list[str]:
+def coverage(params: dict, answer: GeneratedAnswer, sampling: dict) -> list[str]:
     """Per generated token, WATERMARKED or why vLLM left it alone: nothing under greedy decoding, and no repeated
     context (nor, with `all`, a context reaching into the prompt). The prompt's tokens are not stored, so with `all` a
-    generated context that repeats one of the prompt's own counts as watermarked here. Entropy plays no part."""
+    generated context that repeats one of the prompt's own counts as watermarked here."""
+    token_ids = answer.token_ids
     if is_greedy(sampling):
         return [GREEDY] * len(token_ids)
     width, deduplicate = params["context_width"], params["deduplicate_contexts"]
