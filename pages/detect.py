@@ -105,6 +105,52 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
                "detected by their end, predicted and measured.")
 
 
+def calibration_view(tab, chosen: list[str]) -> None:
+    """What each run's threshold costs on its own negatives."""
+    tab.subheader("Calibration: what the threshold costs on the run's own negatives")
+    calibration = queries.calibration(resources.revision(), tuple(chosen))
+    tab.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
+    tab.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
+                "the p-value uniform. Achieved FPR: the share of the run's negatives it calls watermarked, with "
+                "its exact 95 % interval. The thresholds that hold 1 % and 5 % on those negatives (bootstrap 95 % "
+                "interval) need 100 and 20 negatives in their row; tokens scored splits the negatives by length. "
+                "Repeated pairs: whether a (context, token) pair that came before in a text was scored again "
+                "(each scored) or once, in a detection set made with Re-detect's deduplication "
+                "(`detect --deduplicate`); repetitive text breaks the nominal rate unless it is scored once.")
+
+
+def score_views(chosen: list[str], scores) -> None:
+    """ROC curves, score distributions and every text's scores, for the chosen runs."""
+    st.subheader("ROC curves")
+    curves = queries.roc_curves(resources.revision(), tuple(chosen))
+    figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
+                     "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
+    figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
+    figure.update_layout(legend={"orientation": "h", "y": -0.25})
+    st.plotly_chart(figure, width="stretch")
+    st.subheader("Score distributions")
+    st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")
+    shown = scores.assign(run=scores.method + " (" + scores.method.map(score_label) + ") · " + scores.run_id)
+    panels = shown.run.nunique()
+    figure = px.histogram(
+        shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
+        opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
+        facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
+        color_discrete_map=widgets.BASELINE_COLOURS,
+    )
+    figure.update_xaxes(matches=None, showticklabels=True)
+    figure.update_yaxes(matches=None, title_text="texts")
+    figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
+    st.plotly_chart(figure, width="stretch")
+    st.subheader("Scores per text")
+    per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
+    per_text = markup.scores_written(
+        per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]],
+        {"score": per_text.method.map(score_label), "z": "z", "p": "p"})  # a p of 1e-30 is not "0"
+    st.dataframe(per_text.dropna(axis=1, how="all")
+                 .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
+
+
 def render() -> None:
     """The page, drawn top to bottom."""
     st.title("Detect")
@@ -153,44 +199,8 @@ def render() -> None:
             coverage_view(coverage_tab, coverage)
             with audit_tab, widgets.section("The key audit"):
                 key_audit_view(selected, labels)
-            calibration_tab.subheader("Calibration: what the threshold costs on the run's own negatives")
-            calibration = queries.calibration(resources.revision(), tuple(chosen))
-            calibration_tab.dataframe(widgets.uniform(calibration), hide_index=True, width="stretch")
-            calibration_tab.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
-                       "the p-value uniform. Achieved FPR: the share of the run's negatives it calls watermarked, with "
-                       "its exact 95 % interval. The thresholds that hold 1 % and 5 % on those negatives (bootstrap 95 % "
-                       "interval) need 100 and 20 negatives in their row; tokens scored splits the negatives by length. "
-                       "Repeated pairs: whether a (context, token) pair that came before in a text was scored again "
-                       "(each scored) or once, in a detection set made with Re-detect's deduplication "
-                       "(`detect --deduplicate`); repetitive text breaks the nominal rate unless it is scored once.")
-            st.subheader("ROC curves")
-            curves = queries.roc_curves(resources.revision(), tuple(chosen))
-            figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
-                             "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
-            figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
-            figure.update_layout(legend={"orientation": "h", "y": -0.25})
-            st.plotly_chart(figure, width="stretch")
-            st.subheader("Score distributions")
-            st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")
-            shown = scores.assign(run=scores.method + " (" + scores.method.map(score_label) + ") · " + scores.run_id)
-            panels = shown.run.nunique()
-            figure = px.histogram(
-                shown, x="score", color="text_kind", facet_col="run", facet_col_wrap=2, barmode="overlay", nbins=30,
-                opacity=0.65, labels={"score": "score", "text_kind": "text"}, height=max(320, 280 * -(-panels // 2)),
-                facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
-                color_discrete_map=widgets.BASELINE_COLOURS,
-            )
-            figure.update_xaxes(matches=None, showticklabels=True)
-            figure.update_yaxes(matches=None, title_text="texts")
-            figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
-            st.plotly_chart(figure, width="stretch")
-            st.subheader("Scores per text")
-            per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
-            per_text = markup.scores_written(
-                per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]],
-                {"score": per_text.method.map(score_label), "z": "z", "p": "p"})  # a p of 1e-30 is not "0"
-            st.dataframe(per_text.dropna(axis=1, how="all")
-                         .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
+            calibration_view(calibration_tab, chosen)
+            score_views(chosen, scores)
 
             st.subheader("Token-level view")
             with widgets.section("The token-level view"):
