@@ -53,6 +53,56 @@ def show_answer(container, trial, kind: str, figures: dict, title: str) -> None:
         container.text(trial.text(kind))
 
 
+def single_try_view() -> None:
+    """The latest try: both answers side by side, and keeping it as a run."""
+    trial = st.session_state.get("playground_trial")
+    if trial is not None:
+        st.subheader("Result", anchor="playground-result")
+        figures = answer_figures(trial)
+        for column, kind in zip(st.columns(2), KINDS):
+            show_answer(column, trial, kind, figures[kind], kind.capitalize())
+        # The colours are said once, under each answer, in the method's own terms (a Gumbel answer has no green list).
+        st.caption("Each method is held to its own threshold, shown beside its verdict. Prompt: "
+                   + markup.message(trial.prompt[:120]))
+        if st.button("Keep as a run", disabled=not trial.reference,
+                     help="Stores this try as a one-sample run, as the Generate page would, for the other pages."):
+            run_id = keep(resources.store(), trial)
+            st.success(f"Kept as run {run_id}: open it on the Detect, Quality or Judge page.")
+        if not trial.reference:
+            st.caption("Add a reference answer above and generate again to keep a try: the quality metrics compare with it.")
+
+
+def compare_view(prompt: str, model_name: str, max_new_tokens: int, seed: int, task: str, reference: str) -> None:
+    """One prompt under several watermarks at their defaults, side by side."""
+    st.subheader("Compare watermarks on this prompt")
+    compared = st.multiselect("Watermarks, each at its defaults (same model, seed and length)", watermark_names(),
+                              key="playground-compare")
+    if st.button("Compare", disabled=not compared):
+        status = st.empty()
+        try:
+            lm = resources.model(model_name)
+            trials = compare_methods(lm, prompt, compared, int(max_new_tokens), int(seed), task=task, reference=reference,
+                                     on_step=lambda step: status.caption(comparison_progress(step)))
+        except (ValueError, ModelLoadError) as error:
+            status.error(markup.message(str(error)))
+            st.stop()
+        status.empty()
+        st.session_state["playground_comparison"] = trials
+        st.session_state["playground_scroll"] = "playground-comparison"
+        st.session_state.setdefault(HISTORY, []).extend(history_row(each) for each in trials)
+    trials = st.session_state.get("playground_comparison")
+    if trials:
+        st.subheader("Side by side", anchor="playground-comparison")
+        table = markup.tries_table([history_row(each) for each in trials]).drop(columns=["new tokens", "seed", "params"])
+        st.dataframe(table, hide_index=True, width="stretch")
+        per_row = 3
+        for start in range(0, len(trials), per_row):
+            for column, each in zip(st.columns(per_row), trials[start:start + per_row]):
+                show_answer(column, each, "watermarked", answer_figures(each)["watermarked"], each.config.method)
+        st.caption("Each watermarked answer beside the others; the unwatermarked answer is the same for all of them "
+                   "(same model and seed): the single try above shows it.")
+
+
 def render() -> None:
     """The page, drawn top to bottom."""
     st.title("Playground")
@@ -97,51 +147,8 @@ def render() -> None:
         st.session_state["playground_trial"] = trial
         st.session_state["playground_scroll"] = "playground-result"
         st.session_state.setdefault(HISTORY, []).append(history_row(trial))
-
-
-    trial = st.session_state.get("playground_trial")
-    if trial is not None:
-        st.subheader("Result", anchor="playground-result")
-        figures = answer_figures(trial)
-        for column, kind in zip(st.columns(2), KINDS):
-            show_answer(column, trial, kind, figures[kind], kind.capitalize())
-        # The colours are said once, under each answer, in the method's own terms (a Gumbel answer has no green list).
-        st.caption("Each method is held to its own threshold, shown beside its verdict. Prompt: "
-                   + markup.message(trial.prompt[:120]))
-        if st.button("Keep as a run", disabled=not trial.reference,
-                     help="Stores this try as a one-sample run, as the Generate page would, for the other pages."):
-            run_id = keep(resources.store(), trial)
-            st.success(f"Kept as run {run_id}: open it on the Detect, Quality or Judge page.")
-        if not trial.reference:
-            st.caption("Add a reference answer above and generate again to keep a try: the quality metrics compare with it.")
-
-    st.subheader("Compare watermarks on this prompt")
-    compared = st.multiselect("Watermarks, each at its defaults (same model, seed and length)", watermark_names(),
-                              key="playground-compare")
-    if st.button("Compare", disabled=not compared):
-        status = st.empty()
-        try:
-            lm = resources.model(model_name)
-            trials = compare_methods(lm, prompt, compared, int(max_new_tokens), int(seed), task=task, reference=reference,
-                                     on_step=lambda step: status.caption(comparison_progress(step)))
-        except (ValueError, ModelLoadError) as error:
-            status.error(markup.message(str(error)))
-            st.stop()
-        status.empty()
-        st.session_state["playground_comparison"] = trials
-        st.session_state["playground_scroll"] = "playground-comparison"
-        st.session_state.setdefault(HISTORY, []).extend(history_row(each) for each in trials)
-    trials = st.session_state.get("playground_comparison")
-    if trials:
-        st.subheader("Side by side", anchor="playground-comparison")
-        table = markup.tries_table([history_row(each) for each in trials]).drop(columns=["new tokens", "seed", "params"])
-        st.dataframe(table, hide_index=True, width="stretch")
-        per_row = 3
-        for start in range(0, len(trials), per_row):
-            for column, each in zip(st.columns(per_row), trials[start:start + per_row]):
-                show_answer(column, each, "watermarked", answer_figures(each)["watermarked"], each.config.method)
-        st.caption("Each watermarked answer beside the others; the unwatermarked answer is the same for all of them "
-                   "(same model and seed): the single try above shows it.")
+    single_try_view()
+    compare_view(prompt, model_name, int(max_new_tokens), int(seed), task, reference)
 
     if target := st.session_state.pop("playground_scroll", None):
         widgets.scroll_to(target)  # the new result at the top of the viewport, not below the fold

@@ -16,20 +16,8 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
-def render() -> None:
-    """The page, drawn top to bottom."""
-    st.title("Quality")
-    st.caption(
-        f"Perplexity under an oracle model (the run's own model by default), SimCSE-style similarity of the "
-        f"watermarked to the unwatermarked output with **{DEFAULT_ENCODER}** (numbers depend on the encoder), "
-        "ROUGE-2/L or token F1 against the reference, and factual consistency: AlignScore when a checkpoint is "
-        "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
-        "mentions that the reference supports)."
-    )
-    runs = widgets.runs_or_stop()
-    widgets.model_free_metrics(list(runs.run_id), automatic=True)
-    widgets.job_status("score", "sample × metric values")
-
+def model_metrics_form(runs) -> None:
+    """Metrics that need a model, computed as a job, with perplexity's plan shown before it starts."""
     with st.expander("Perplexity, BERTScore, AlignScore: metrics that need a model", expanded=False):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
@@ -65,6 +53,9 @@ def render() -> None:
             manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
             st.rerun()
 
+
+def task_tables(runs) -> None:
+    """Per task, one row per run, the best cells in bold, the differences from unwatermarked and downloads."""
     report = queries.report(resources.revision(), DEFAULT_ALPHA, DEFAULT_BETA)
     for task in [name for name in TASKS if name in set(runs.task)]:
         table = quality_table(report, task)
@@ -88,6 +79,9 @@ def render() -> None:
         downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
                                      "text/x-tex", key=f"tex-{task}")
 
+
+def distributions(runs) -> None:
+    """Per-sample values of a metric, one box per run."""
     values = queries.metric_values(resources.revision())
     if not values.empty:
         st.subheader("Per-sample distributions")
@@ -101,5 +95,23 @@ def render() -> None:
         figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
         st.plotly_chart(figure, width="stretch")
 
+
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Quality")
+    st.caption(
+        f"Perplexity under an oracle model (the run's own model by default), SimCSE-style similarity of the "
+        f"watermarked to the unwatermarked output with **{DEFAULT_ENCODER}** (numbers depend on the encoder), "
+        "ROUGE-2/L or token F1 against the reference, and factual consistency: AlignScore when a checkpoint is "
+        "given, otherwise the offline stand-in *disease-entity support* (the share of the output's disease "
+        "mentions that the reference supports)."
+    )
+    runs = widgets.runs_or_stop()
+    widgets.model_free_metrics(list(runs.run_id), automatic=True)
+    widgets.job_status("score", "sample × metric values")
+
+    model_metrics_form(runs)
+    task_tables(runs)
+    distributions(runs)
 
 render()
