@@ -1,4 +1,6 @@
 """Judge: a pairwise LLM judge scores unwatermarked vs watermarked outputs on the paper's three criteria."""
+from typing import NamedTuple
+
 import plotly.express as px
 import streamlit as st
 
@@ -17,21 +19,20 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
-def render() -> None:
-    """The page, drawn top to bottom."""
-    st.title("Judge")
-    st.caption(
-        "For every sample an LLM judge sees the prompt and both outputs as answers A and B (in a stored random "
-        "order) and scores each 1–5 for coherence, relevance (completeness for summaries) and factual accuracy. "
-        "The paper used gpt-4o-2024-08-06."
-    )
+class BackendChoice(NamedTuple):
+    """The judge as the Backend section sets it up."""
 
-    runs = widgets.runs_or_stop()
+    kind: str
+    base_url: str | None
+    judge_model: str | None
+    local: bool
+    timeout: float
+    api_key: str | None
+    settings: JudgeSettings
 
-    with st.expander(f"Judge prompt templates (version {PROMPT_VERSION})"):
-        shown = st.radio("Task", list(TASKS), horizontal=True, format_func=lambda name: TASKS[name].label, key="template-task")
-        st.code(template_text(shown), language=None, wrap_lines=True)
 
+def backend_section() -> BackendChoice:
+    """Which judge, where, and how hard to push it; with a connection test."""
     st.subheader("Backend")
     backend_kind = st.radio("Backend", JUDGE_BACKENDS.names(), horizontal=True,
                             format_func=lambda name: JUDGE_BACKENDS[name].menu_label, key="judge-backend")
@@ -83,7 +84,13 @@ def render() -> None:
             st.success(resources.judge_backend_check(backend_kind, judge_model, base_url, float(timeout), api_key))
         except (JudgeError, ValueError, OSError) as error:
             st.error(markup.message(f"The backend did not answer: {error}"))
+    return BackendChoice(backend_kind, base_url, judge_model or default_model, local, float(timeout), api_key,
+                         JudgeSettings(concurrency=int(concurrency), swap=swap,
+                                       budget_usd=budget if use_budget else None, retry_failed=retry_failed))
 
+
+def run_section(runs, choice: BackendChoice) -> None:
+    """Which runs to judge, what it will cost, and the job."""
     st.subheader("Run")
     labels = widgets.job_inputs(runs)
     # The last selection survives a visit to another page; the first choice is a run with no verdicts yet, never a run
@@ -95,11 +102,10 @@ def render() -> None:
     st.session_state["judge_selection"] = chosen
     if not default and not chosen:
         st.caption("Every run has verdicts already; choose one to judge it again with another judge model.")
-    settings = JudgeSettings(concurrency=int(concurrency), swap=swap, budget_usd=budget if use_budget else None,
-                             retry_failed=retry_failed)
     if chosen:
-        plan = queries.judge_plan(resources.revision(), tuple(chosen), judge_model or default_model, swap, retry_failed)
-        cost = (f"about {local_duration(plan['pairs'])} here, no cost" if local
+        plan = queries.judge_plan(resources.revision(), tuple(chosen), choice.judge_model, choice.settings.swap,
+                                  choice.settings.retry_failed)
+        cost = (f"about {local_duration(plan['pairs'])} here, no cost" if choice.local
                 else f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model")
         st.write(
             f"{plan['pairs']} {'pair' if plan['pairs'] == 1 else 'pairs'} to judge ({plan['skipped']} already judged): "
@@ -110,39 +116,34 @@ def render() -> None:
     nothing_to_judge = not chosen or plan["pairs"] == 0
     if st.button("Judge", type="primary", disabled=nothing_to_judge or bool(manager.active("judge")),
                  help="Every chosen pair is judged already by this judge model." if chosen and nothing_to_judge else None):
-        manager.start_judge(chosen, backend_kind, judge_model, base_url, settings, timeout=float(timeout), api_key=api_key)
+        manager.start_judge(chosen, choice.kind, choice.judge_model, choice.base_url, choice.settings,
+                            timeout=choice.timeout, api_key=choice.api_key)
         st.rerun()
-
-
     widgets.job_status("judge", "pairs")
 
-    judgments = queries.judgments(resources.revision())
-    if judgments.empty:
-        st.stop()
 
-    for warning in indiscriminate_judges(judgments):
-        st.warning(warning)
-    smoke = smoke_test_judges(judgments)
-    if smoke:
-        st.info(f"The verdicts of {', '.join(smoke)} are a smoke test: the embedded 135M model is forced into the verdict "
-                "format, so they test the plumbing, not the texts. They are marked so below, and the FWS and Report pages "
-                "leave them out of FWS and the rankings unless you count them there.")
+def means_section() -> None:
+    """Mean scores with and without the watermark, and the drop per aspect."""
     means = queries.judge_means(resources.revision())
-    if not means.empty:  # none while every verdict failed
-        st.subheader("Mean scores, unwatermarked vs watermarked")
-        figure = px.bar(
-            means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
-            category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
-            color_discrete_map=widgets.BASELINE_COLOURS,
-            labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
-            height=220 * means.task.nunique() + 160,
-        )
-        figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1].replace("_", " ")))
-        st.plotly_chart(figure, width="stretch")
-        drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
-        st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
-        st.dataframe(drops[list(ASPECTS)].round(1).rename(columns=lambda aspect: aspect.replace("_", " ")), width="stretch")
+    if means.empty:  # none while every verdict failed
+        return
+    st.subheader("Mean scores, unwatermarked vs watermarked")
+    figure = px.bar(
+        means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
+        category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
+        color_discrete_map=widgets.BASELINE_COLOURS,
+        labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
+        height=220 * means.task.nunique() + 160,
+    )
+    figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1].replace("_", " ")))
+    st.plotly_chart(figure, width="stretch")
+    drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
+    st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
+    st.dataframe(drops[list(ASPECTS)].round(1).rename(columns=lambda aspect: aspect.replace("_", " ")), width="stretch")
 
+
+def verdicts_section(judgments) -> None:
+    """The verdicts, filtered, and one opened beside its texts."""
     st.subheader("Verdicts")
     filters = st.columns(4)
     method = filters[0].selectbox("Method", ["all"] + sorted(judgments.method.unique()))
@@ -154,7 +155,7 @@ def render() -> None:
     view = verdicts.filter_verdicts(judgments, method, task, status, max_fact)
     st.caption(f"{len(view)} verdicts")
     if view.empty:
-        st.stop()
+        return
     st.dataframe(verdicts.verdict_table(view), hide_index=True, width="stretch")
     picked = st.selectbox("Open a verdict", range(len(view)), format_func=lambda i: verdicts.verdict_label(view.iloc[i]))
     verdict = view.iloc[picked]
@@ -171,6 +172,38 @@ def render() -> None:
                 unsafe_allow_html=True)
     st.markdown("**Judge's reasoning**")
     st.markdown(markup.inert(verdict.raw_output), unsafe_allow_html=True)
+
+
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Judge")
+    st.caption(
+        "For every sample an LLM judge sees the prompt and both outputs as answers A and B (in a stored random "
+        "order) and scores each 1–5 for coherence, relevance (completeness for summaries) and factual accuracy. "
+        "The paper used gpt-4o-2024-08-06."
+    )
+
+    runs = widgets.runs_or_stop()
+
+    with st.expander(f"Judge prompt templates (version {PROMPT_VERSION})"):
+        shown = st.radio("Task", list(TASKS), horizontal=True, format_func=lambda name: TASKS[name].label, key="template-task")
+        st.code(template_text(shown), language=None, wrap_lines=True)
+
+    choice = backend_section()
+    run_section(runs, choice)
+    judgments = queries.judgments(resources.revision())
+    if judgments.empty:
+        st.stop()
+
+    for warning in indiscriminate_judges(judgments):
+        st.warning(warning)
+    smoke = smoke_test_judges(judgments)
+    if smoke:
+        st.info(f"The verdicts of {', '.join(smoke)} are a smoke test: the embedded 135M model is forced into the verdict "
+                "format, so they test the plumbing, not the texts. They are marked so below, and the FWS and Report pages "
+                "leave them out of FWS and the rankings unless you count them there.")
+    means_section()
+    verdicts_section(judgments)
 
 
 render()
