@@ -174,23 +174,8 @@ def fact_verdicts(found, kind: str, rater: str, run_id: str, sample_idx: int) ->
                 st.rerun()
 
 
-def disease_entities() -> None:
-    """The disease entities a watermark introduced (the paper's Table 7), and the clinicians' verdicts on them."""
-    st.caption(
-        "Introduced: a disease in a generated text that its reference does not name (synonyms count as named: names "
-        "are compared by their MeSH heading). Unsupported by the reference (the paper's \"hallucinated\"): an introduced "
-        f"entity whose contextual embedding is less than {HALLUCINATION_THRESHOLD} cosine-similar to every reference "
-        "entity. It is far from everything the reference says, which is not the same as wrong: your verdicts below "
-        "tell the two apart. Hover over a highlight for the closest reference entity."
-    )
-    with st.expander("Recognizers, and the MeSH matcher's stoplist"):
-        st.write("Entities are found by the recognizer named in the table's recognizer column: the trained tagger "
-                 "(BIO tagging fine-tuned on the BC5CDR and NCBI Disease corpora) unless a run was analysed only with "
-                 "another. No recognizer counts an outcome (" + ", ".join(sorted(OUTCOMES)) + "), nor a disease word that "
-                 "names part of a drug or a signalling molecule, within two words before " + ", ".join(sorted(NON_DISEASE_HEADS))
-                 + " ('tumour necrosis factor', 'TNF inhibitors'). The MeSH matcher (recognizer 'mesh') never counts these "
-                 "generic words either: " + ", ".join(sorted(STOPLIST)) + ".")
-
+def analysed_entities_or_stop():
+    """The runs, their entities and analyses; where none is analysed yet, the button that analyses them, and a stop."""
     runs = queries.runs(resources.revision())
     entities, analyses = queries.entity_rows(resources.revision())
     if analyses.empty:
@@ -207,7 +192,11 @@ def disease_entities() -> None:
         st.stop()
     if resources.jobs().active("analyze"):  # samples are still arriving: say how far the analysis is
         widgets.job_status("analyze", "samples")
+    return runs, entities, analyses
 
+
+def table7(entities, analyses, runs):
+    """The paper's Table 7 per method, over the kind of entity counted; returns the entities counted."""
     counted = st.radio("Count", ["all", *BRANCHES], horizontal=True, key="entity-branch",
                        format_func={"all": "diseases and signs or symptoms", BRANCHES[0]: "diseases only",
                                     BRANCHES[1]: "signs and symptoms only (MeSH C23.888: cough, fever, weight loss…)"}.get)
@@ -222,7 +211,12 @@ def disease_entities() -> None:
     st.dataframe(summary.style.format(precision=3), hide_index=True, width="stretch", column_config=short)
     st.caption("Unsupported: unsupported by the reference. None: not measured (no mentions of that kind). Rates count the "
                "entities selected above.")
+    return entities
 
+
+def browser_filters(entities, analyses, runs):
+    """The runs, name and similarity filters of the browser: the entities shown and their samples, most unsupported
+    first; a stop where none matches."""
     st.subheader("Browser")
     analysed = runs[runs.run_id.isin(set(analyses.run_id))]
     labels = {row.run_id: run_label(row._asdict()) for row in analysed.itertuples()}
@@ -244,18 +238,19 @@ def disease_entities() -> None:
     if ranking.empty:
         st.info("No sample matches these filters.")
         st.stop()
+    return view, ranking
 
 
+def sample_navigation(ranking, view):
+    """The rater's name and the sample shown, with previous and next; returns (rater, the sample's ranking row)."""
     # Options are the samples themselves, not positions: with other runs chosen, a position would keep the last list's label.
     samples = {f"{row.run_id}:{int(row.sample_idx)}": entity_sample_label(row) for row in ranking.itertuples()}
     order = list(samples)
-
 
     def step(by: int) -> None:
         current = st.session_state.get("entity-sample")
         position = order.index(current) if current in samples else 0
         st.session_state["entity-sample"] = order[min(max(position + by, 0), len(order) - 1)]
-
 
     rater = st.text_input("Your name (verdicts are filed under it)", key="entity-rater")
     navigation = st.columns([6, 1, 1])
@@ -267,7 +262,11 @@ def disease_entities() -> None:
         reviewed, to_review = reviewed_samples(resources.store(), rater, view)
         st.caption(f"Reviewed by {rater.strip()}: {reviewed} of the {to_review} samples listed that have an introduced "
                    "entity (every name in them has your verdict).")
-    current = ranking.iloc[picked]
+    return rater, ranking.iloc[picked]
+
+
+def sample_texts(current, view):
+    """The sample's prompt and its three texts with their entities highlighted; returns its entities and texts."""
     sample = queries.sample_row(resources.revision(), current.run_id, int(current.sample_idx))
     mine = view[(view.run_id == current.run_id) & (view.sample_idx == current.sample_idx)]
     st.markdown(f"**Prompt:** {markup.inert(sample['prompt'])}", unsafe_allow_html=True)
@@ -280,22 +279,23 @@ def disease_entities() -> None:
         for column, kind in zip(st.columns(3), texts):
             column.markdown(f"**{kind.capitalize()}**")
             column.markdown(markup.highlight_entities(texts[kind], mine[mine.text_kind == kind]), unsafe_allow_html=True)
+    return mine, texts
 
+
+def verdict_form(rater: str, current, mine, texts: dict) -> None:
+    """The rater's verdict on each introduced name of the sample, filed and undone as it changes."""
     st.subheader("Your verdicts")
     st.caption("One verdict per name: it is filed for every mention of that name (its MeSH heading) in the text.")
     recorded = rater_verdicts(resources.store(), rater, current.run_id, int(current.sample_idx))
-
 
     def save(name, key: str) -> None:
         label = st.session_state[key]
         verdict = next(code for code, text in VERDICTS.items() if text == label)
         record_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name, verdict)
 
-
     def undo(name, key: str) -> None:
         undo_verdict(resources.store(), rater, current.run_id, int(current.sample_idx), name)
         st.session_state[key] = None
-
 
     if not rater.strip():
         st.info("Enter your name above to record verdicts.")
@@ -323,16 +323,45 @@ def disease_entities() -> None:
                                help=f"Remove your verdict: {VERDICTS[stored]}")
                 line[0].caption(f"Recorded for {rater.strip()}: {VERDICTS[stored]}")
 
-    counts, stats = verdict_agreement(resources.store())
-    if stats:
-        st.subheader("Clinicians against the automatic rule")
-        precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else not_enough(stats["flagged"])
-        recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else not_enough(stats["clinician_wrong"])
-        st.write(f"{stats['verdicts']} verdicts, one per name. Of the names the {HALLUCINATION_THRESHOLD} rule calls "
-                 "unsupported (any of its mentions), "
-                 f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
-                 f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")
-        st.dataframe(counts, width="stretch")
 
+def agreement_section() -> None:
+    """Clinicians' verdicts against the automatic unsupported rule."""
+    counts, stats = verdict_agreement(resources.store())
+    if not stats:
+        return
+    st.subheader("Clinicians against the automatic rule")
+    precision = f"{stats['precision']:.2f}" if stats["precision"] is not None else not_enough(stats["flagged"])
+    recall = f"{stats['recall']:.2f}" if stats["recall"] is not None else not_enough(stats["clinician_wrong"])
+    st.write(f"{stats['verdicts']} verdicts, one per name. Of the names the {HALLUCINATION_THRESHOLD} rule calls "
+             "unsupported (any of its mentions), "
+             f"the share clinicians called wrong (precision): {precision}; of those clinicians called wrong, the share "
+             f"the rule caught (recall): {recall}. 'Not a disease' is left out of both.")
+    st.dataframe(counts, width="stretch")
+
+
+def disease_entities() -> None:
+    """The disease entities a watermark introduced (the paper's Table 7), and the clinicians' verdicts on them."""
+    st.caption(
+        "Introduced: a disease in a generated text that its reference does not name (synonyms count as named: names "
+        "are compared by their MeSH heading). Unsupported by the reference (the paper's \"hallucinated\"): an introduced "
+        f"entity whose contextual embedding is less than {HALLUCINATION_THRESHOLD} cosine-similar to every reference "
+        "entity. It is far from everything the reference says, which is not the same as wrong: your verdicts below "
+        "tell the two apart. Hover over a highlight for the closest reference entity."
+    )
+    with st.expander("Recognizers, and the MeSH matcher's stoplist"):
+        st.write("Entities are found by the recognizer named in the table's recognizer column: the trained tagger "
+                 "(BIO tagging fine-tuned on the BC5CDR and NCBI Disease corpora) unless a run was analysed only with "
+                 "another. No recognizer counts an outcome (" + ", ".join(sorted(OUTCOMES)) + "), nor a disease word that "
+                 "names part of a drug or a signalling molecule, within two words before " + ", ".join(sorted(NON_DISEASE_HEADS))
+                 + " ('tumour necrosis factor', 'TNF inhibitors'). The MeSH matcher (recognizer 'mesh') never counts these "
+                 "generic words either: " + ", ".join(sorted(STOPLIST)) + ".")
+
+    runs, entities, analyses = analysed_entities_or_stop()
+    entities = table7(entities, analyses, runs)
+    view, ranking = browser_filters(entities, analyses, runs)
+    rater, current = sample_navigation(ranking, view)
+    mine, texts = sample_texts(current, view)
+    verdict_form(rater, current, mine, texts)
+    agreement_section()
 
 render()
