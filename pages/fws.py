@@ -1,5 +1,7 @@
 """FWS: the Factuality-Weighted Score, live under α and β, with where method rankings flip, the
 detectability trade-off, and agreement with clinicians' ratings."""
+from typing import NamedTuple
+
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
@@ -15,6 +17,7 @@ from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_duration
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
 from fwsapp.detection.strength import on_tradeoff
@@ -24,15 +27,25 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
-def render() -> None:
-    """The page, drawn top to bottom."""
-    st.title("Factuality-Weighted Score")
-    st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
-    st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. The judge's FWS (the paper's GPTJ, named "
-               "below by the judge that gave it) uses an LLM judge's verdicts; Auto uses automatic metrics.")
+class Weighting(NamedTuple):
+    """What every section reads: the weights, the Auto mapping, whether smoke-test verdicts count, and the judges."""
 
-    runs = widgets.runs_or_stop()
+    alpha: float
+    beta: float
+    mapping_key: tuple
+    include_smoke: bool
+    judges: str
+    source_names: dict
 
+
+class StrengthTarget(NamedTuple):
+    tpr: float
+    fpr: float
+    tokens: int
+
+
+def weights_section() -> tuple[float, float]:
+    """α and β: a paper preset, a factuality : coherence ratio, or free; shared with the Report page."""
     # The weights are the session's, shared with the Report page: a preset when they are one, else free.
     shared = widgets.fws_weights()
     shared_preset = next((name for name, weights in PRESETS.items() if weights == shared), None)
@@ -55,7 +68,11 @@ def render() -> None:
         st.warning(f"2α + β = {2 * alpha + beta:.3f}, not 1: FWS is then off the 0–1 scale of the presets and the ratio "
                    "mode, so its values do not compare with theirs. The flip chart keeps 2α + β = 1 and marks your weights "
                    "by their ratio α/β only.")
+    return alpha, beta
 
+
+def auto_mapping() -> dict:
+    """Which metric stands for each aspect in Auto-FWS."""
     with st.expander("Auto-FWS mapping: which metric stands for each aspect"):
         mapping = {}
         for aspect, options in aspect_choices().items():
@@ -67,76 +84,59 @@ def render() -> None:
             )
         metric_names = queries.metric_names(resources.revision())
         st.caption(f"Metrics stored so far: {', '.join(metric_names) or 'none'}.")
-
-    mapping_key = tuple(sorted(mapping.items()))
-    all_verdicts = queries.judgments(resources.revision())
-    include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
-    for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
-        st.warning(warning)
-    judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
-    detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY),
-                                 format_func=DETECTABILITY.get, key="fws-detect")
-    source_names = {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"}
-    tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source",
-                               format_func=source_names.get)
-    views = fws_views(queries.fws_prepared(resources.revision(), mapping_key, include_smoke), alpha, beta, detect_column,
-                      tradeoff_source)
+    return mapping
 
 
-    def show_table(title: str, table, empty: str, source: str) -> None:
-        st.subheader(title)
-        if table.empty:
-            st.info(empty)
-            return
-        st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
-        pooled = pooled_reference(queries.fws_means(resources.revision(), mapping_key, include_smoke)[source])
-        several = pooled[pooled.run_id.str.contains(",")]
-        st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
-                   "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
-                   f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
-                       f"{row.model}, {TASKS[row.task].label if row.task in TASKS else row.task}: {row.run_id}"
-                       for row in several.itertuples()) + "."))
+def show_table(title: str, table, empty: str, source: str, weighting: Weighting) -> None:
+    """One FWS table, with which runs its pooled unwatermarked row averages."""
+    st.subheader(title)
+    if table.empty:
+        st.info(empty)
+        return
+    st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
+    pooled = pooled_reference(queries.fws_means(resources.revision(), weighting.mapping_key,
+                                                weighting.include_smoke)[source])
+    several = pooled[pooled.run_id.str.contains(",")]
+    st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
+               "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
+               f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
+                   f"{row.model}, {TASKS[row.task].label if row.task in TASKS else row.task}: {row.run_id}"
+                   for row in several.itertuples()) + "."))
 
 
-    def judge_in_place() -> None:
-        """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
-        judged = queries.judged_run_ids(resources.revision())
-        unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
-        plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
-        manager = resources.jobs()
-        about = local_duration(plan["pairs"])
-        if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {about})",
-                                       disabled=bool(manager.active("judge")), key="fws-judge-local"):
-            manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
-            st.rerun()
-        st.caption(f"The embedded model's verdicts are a smoke test ({LOCAL_DEMO_NOTE}). For GPT-4o or your own "
-                   "server, the Judge page has the settings.")
-        widgets.job_status("judge", "pairs")
+def judge_in_place(runs) -> None:
+    """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
+    judged = queries.judged_run_ids(resources.revision())
+    unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
+    plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
+    manager = resources.jobs()
+    about = local_duration(plan["pairs"])
+    if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {about})",
+                                   disabled=bool(manager.active("judge")), key="fws-judge-local"):
+        manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
+        st.rerun()
+    st.caption(f"The embedded model's verdicts are a smoke test ({LOCAL_DEMO_NOTE}). For GPT-4o or your own "
+               "server, the Judge page has the settings.")
+    widgets.job_status("judge", "pairs")
 
 
-    show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
-                                                   "import a judged log.", "judge")
-    if views["gptj"].empty:
-        judge_in_place()
-    show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.", "auto")
-    if views["auto"].empty:
-        widgets.model_free_metrics(list(runs.run_id), automatic=False)
-        widgets.job_status("score", "sample × metric values")
-
+def ranking_and_flips(views: dict, weighting: Weighting) -> None:
+    """The ranking of methods, where rankings flip along α/β, and the judge's drop per aspect."""
     if not views["ranking"].empty:
         st.subheader("Ranking of methods")
-        st.caption(f"Ranked by the judge's FWS ({judges}), since some runs are judged; runs without verdicts are not in it."
+        st.caption(f"Ranked by the judge's FWS ({weighting.judges}), since some runs are judged; runs without verdicts are not in it."
                    if views["ranking_source"] == "GPTJ" else
                    "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
                    "ranking uses the judge's FWS.")
         st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
 
     # Both sources, each in its own line style: judge data must not hide the metric-based curve.
-    sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), mapping_key, source, include_smoke).assign(
-        source=source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
+    sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), weighting.mapping_key, source,
+                                         weighting.include_smoke).assign(
+        source=weighting.source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
     if not sweep.empty:
         st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
-        st.caption(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({judges}), dashed ones the metrics (Auto). "
+        st.caption(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({weighting.judges}), dashed ones the metrics (Auto). "
                    "The dotted line marks the current weights.")
         # One line per model and run: with several models the model is part of the trace, never averaged in.
         several_models = sweep.model.nunique() > 1
@@ -144,22 +144,26 @@ def render() -> None:
         runs_named = runs_named.str.removesuffix(" · ")
         sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named)
         figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
-                         line_dash_map={source_names["GPTJ"]: "solid", source_names["Auto"]: "dash"}, facet_col_spacing=0.06,
+                         line_dash_map={weighting.source_names["GPTJ"]: "solid", weighting.source_names["Auto"]: "dash"}, facet_col_spacing=0.06,
                          labels={"ratio": "α/β", "fws": "FWS",
                                  "line": "model · method · settings" if several_models else "method · settings"},
                          color_discrete_map=None if several_models else widgets.series_colours(sweep.line.unique()))
         ticks = [0.25, 0.5, 1, 2, 4, 8]
         figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
         figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
-        if beta > 0:
-            figure.add_vline(x=alpha / beta, line_dash="dot", line_color="grey")
+        if weighting.beta > 0:
+            figure.add_vline(x=weighting.alpha / weighting.beta, line_dash="dot", line_color="grey")
         st.plotly_chart(figure, width="stretch")
 
-    drops = queries.judge_drops(resources.revision(), include_smoke)
+    drops = queries.judge_drops(resources.revision(), weighting.include_smoke)
     if not drops.empty:
-        st.subheader(f"Judge drop % per aspect ({judges})")
+        st.subheader(f"Judge drop % per aspect ({weighting.judges})")
         st.dataframe(drops.round(1), hide_index=True, width="stretch")
 
+
+def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.DataFrame, pd.DataFrame]:
+    """Each sweep set to the same TPR after T tokens, and quality read there; returns the target, the swept runs and
+    the settings matched."""
     st.subheader("Methods at equal strength")
     st.caption("At default settings a weaker watermark can look kinder to the facts only because it is weaker. Each "
                "sweep of a method's strength (runs that differ only in δ, DiPmark's α or SynthID's depth) is set to reach "
@@ -170,7 +174,7 @@ def render() -> None:
     target_fpr = columns[1].selectbox("at FPR", (0.01, 0.05), format_func="{:.0%}".format, key="strength-fpr")
     target_tokens = columns[2].number_input("after T tokens", 8, 1024, 64, 8, key="strength-tokens")
     swept, matched = queries.equal_strength(resources.revision(), float(target_tpr), target_fpr, int(target_tokens),
-                                            alpha, beta, include_smoke)
+                                            weighting.alpha, weighting.beta, weighting.include_smoke)
     if swept.empty:
         st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
                 "with scores by length (Detect page, Length tab).")
@@ -183,7 +187,11 @@ def render() -> None:
                      hide_index=True, width="stretch")
         with st.expander("The swept runs"):
             st.dataframe(widgets.uniform(swept.drop(columns="sweep").round(3)), hide_index=True, width="stretch")
+    return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
 
+
+def paired_section(runs, target: StrengthTarget, weighting: Weighting) -> None:
+    """Two methods text by text, at equal δ and at equal strength."""
     st.subheader("Two methods text by text")
     st.caption("Whether one method leaves fewer unsupported disease names than another, beyond the noise: runs of the "
                "two that differ only in the method pair seed by seed, and their texts prompt by prompt. Each row is the "
@@ -200,16 +208,20 @@ def render() -> None:
         candidate = columns[0].selectbox("Candidate", comparable, key="paired-candidate", index=1)
         others = [name for name in comparable if name != candidate]
         baseline = columns[1].selectbox("Baseline", others, key="paired-baseline")
-        differences = queries.paired_comparison(resources.revision(), candidate, baseline, float(target_tpr),
-                                                target_fpr, int(target_tokens), alpha, beta, mapping_key)
+        differences = queries.paired_comparison(resources.revision(), candidate, baseline, target.tpr,
+                                                target.fpr, target.tokens, weighting.alpha, weighting.beta, weighting.mapping_key)
         if differences.empty:
             st.info(markup.message(queries.unpaired_reason(resources.revision(), candidate, baseline,
-                                                           float(target_tpr), target_fpr, int(target_tokens))))
+                                                           target.tpr, target.fpr, target.tokens)))
         else:
             st.dataframe(written(differences), hide_index=True, width="stretch")
             if EQUAL_STRENGTH not in set(differences.setting):
-                st.caption(no_equal_strength(int(target_tokens)))
+                st.caption(no_equal_strength(target.tokens))
 
+
+def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weighting: Weighting, target: StrengthTarget,
+                     swept: pd.DataFrame, matched: pd.DataFrame) -> None:
+    """Detectability against FWS: each method's settings joined, the equal-strength points, the Pareto front."""
     st.subheader("Trade-off: detectability against FWS")
     points, front, reference = views["tradeoff"], views["front"], views["reference"]
     if points.empty:
@@ -217,7 +229,7 @@ def render() -> None:
     else:
         points = points.assign(run=points.method + " · " + points.settings)
         figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
-                            labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {source_names[tradeoff_source]}",
+                            labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {weighting.source_names[tradeoff_source]}",
                                     "run": "method · settings"})
         strengths = dict(zip(swept.run_id, swept.value))
         for (method, model, task), sweep_points in points.groupby(["method", "model", "task"]):
@@ -229,7 +241,7 @@ def render() -> None:
         placed = on_tradeoff(matched, points, detect_column, "fws")
         if not placed.empty:
             figure.add_trace(go.Scatter(x=placed[detect_column], y=placed.fws, mode="markers", text=placed.setting,
-                                        name=f"equal strength: TPR {target_tpr:g} after {int(target_tokens)} tokens",
+                                        name=f"equal strength: TPR {target.tpr:g} after {target.tokens} tokens",
                                         marker={"symbol": "star", "size": 16, "color": "black"}))
         for task, task_front in front.groupby("task"):
             figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
@@ -243,6 +255,9 @@ def render() -> None:
         figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
         st.plotly_chart(figure, width="stretch")
 
+
+def clinician_agreement(runs, weighting: Weighting) -> None:
+    """Items for clinicians to rate, and how each weighting of FWS agrees with their ratings."""
     st.header("Agreement with clinicians")
     with st.expander("Choose items for human rating"):
         labels = widgets.job_inputs(runs)
@@ -255,9 +270,10 @@ def render() -> None:
     rated = queries.human_ratings(resources.revision())
     if rated.empty:
         st.info("No human ratings yet. Raters use the Rate page.")
-        st.stop()
-    samples = queries.fws_samples(resources.revision(), mapping_key, include_smoke)
-    humans = widgets.human_agreement(rated, samples, alpha, beta, f"judge ({judges})")
+        return
+    samples = queries.fws_samples(resources.revision(), weighting.mapping_key, weighting.include_smoke)
+    humans = widgets.human_agreement(rated, samples, weighting.alpha, weighting.beta,
+                                     f"judge ({weighting.judges})")
     st.subheader("Sensitivity of each weighting (FWS-to-human r)")
     st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"])), hide_index=True, width="stretch")
     statistic, p_value, nemenyi = friedman_nemenyi(rated)
@@ -267,7 +283,44 @@ def render() -> None:
     else:
         st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
         st.dataframe(nemenyi.round(4), width="stretch")
-    st.download_button("Download ratings (CSV)", rated.to_csv(index=False), "human-ratings.csv", "text/csv")
+    st.download_button("Download ratings (CSV)", csv_bytes(rated), "human-ratings.csv", "text/csv")
+
+
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Factuality-Weighted Score")
+    st.latex(r"\mathrm{FWS} = \alpha\,(\mathrm{Rel} + \mathrm{FactAcc}) + \beta\,\mathrm{Coh}")
+    st.caption("Every aspect is scaled to [0, 1]: judge scores are divided by 5. The judge's FWS (the paper's GPTJ, named "
+               "below by the judge that gave it) uses an LLM judge's verdicts; Auto uses automatic metrics.")
+    runs = widgets.runs_or_stop()
+    alpha, beta = weights_section()
+    mapping_key = tuple(sorted(auto_mapping().items()))
+    all_verdicts = queries.judgments(resources.revision())
+    include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
+    for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
+        st.warning(warning)
+    judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
+    weighting = Weighting(alpha, beta, mapping_key, include_smoke, judges,
+                          {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"})
+    detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY),
+                                 format_func=DETECTABILITY.get, key="fws-detect")
+    tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source",
+                               format_func=weighting.source_names.get)
+    views = fws_views(queries.fws_prepared(resources.revision(), mapping_key, include_smoke), alpha, beta, detect_column,
+                      tradeoff_source)
+    show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
+                                                   "import a judged log.", "judge", weighting)
+    if views["gptj"].empty:
+        judge_in_place(runs)
+    show_table("FWS, Auto (metrics)", views["auto"], "No run has all three mapped metrics yet.", "auto", weighting)
+    if views["auto"].empty:
+        widgets.model_free_metrics(list(runs.run_id), automatic=False)
+        widgets.job_status("score", "sample × metric values")
+    ranking_and_flips(views, weighting)
+    target, swept, matched = equal_strength_section(weighting)
+    paired_section(runs, target, weighting)
+    tradeoff_section(views, detect_column, tradeoff_source, weighting, target, swept, matched)
+    clinician_agreement(runs, weighting)
 
 
 render()

@@ -11,6 +11,7 @@ from fwsapp.quality.scoring import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity
 from fwsapp.quality.registry import METRICS, default_metrics
 from fwsapp.results.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
 from fwsapp import duration
+from fwsapp.results.export import csv_bytes
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -75,7 +76,7 @@ def task_tables(runs) -> None:
                    "the unwatermarked one). Difference from unwatermarked:")
         st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
         downloads = st.columns(2)
-        downloads[0].download_button("CSV", table.to_csv(index=False), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
+        downloads[0].download_button("CSV", csv_bytes(table), f"quality-{task}.csv", "text/csv", key=f"csv-{task}")
         downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
                                      "text/x-tex", key=f"tex-{task}")
 
