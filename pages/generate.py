@@ -21,6 +21,7 @@ GENERATORS = {"This app (transformers)": "the model loaded in this app's process
 
 
 def latest_samples(job) -> None:
+    """The running or finished job's latest samples side by side, with its coverage warning and fitted key."""
     table = queries.samples(resources.revision(), job.key.removeprefix("generate:"))
     if table.empty:
         return

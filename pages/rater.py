@@ -13,6 +13,7 @@ through_router()
 
 
 def render() -> None:
+    """A rater's own items, one at a time, blinded to which answer is watermarked."""
     rater_id = st.session_state[gate.RATER_ID]
     store = resources.store()
     st.title("Rate answers")

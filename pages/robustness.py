@@ -59,6 +59,7 @@ def launch(runs) -> None:
 
 
 def overview(frame) -> None:
+    """Method × attack: the chosen removal measure per cell, and the texts behind a cell."""
     st.subheader("Method × attack: removal")
     measure = st.radio("Show", list(MEASURES), horizontal=True, key="robustness-measure",
                        index=list(MEASURES).index(default_measure(frame)),
@@ -128,6 +129,7 @@ def forgery(frame) -> None:
 
 
 def per_text(frame) -> None:
+    """An attack set's texts beside their clean ones, with what the attack changed."""
     st.subheader("Clean and attacked, text by text")
     sets = frame[frame.attack_set_id.notna()].drop_duplicates("attack_set_id")
     labels = {row.attack_set_id: f"{row.run} · {row.attack_label} · seed {int(row.seed)}" for row in sets.itertuples()}

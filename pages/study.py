@@ -30,6 +30,7 @@ def remember_links(invites: list[study.Invite]) -> None:
 
 
 def show_new_links() -> None:
+    """The raters' links just made, shown this once."""
     links = st.session_state.get(NEW_LINKS)
     if not links:
         return
@@ -44,6 +45,7 @@ def show_new_links() -> None:
 
 
 def create_form(runs: pd.DataFrame) -> None:
+    """A new study: its runs, raters and items, made in one go."""
     with st.expander("Create a study", expanded=queries.studies(resources.revision()).empty):
         with st.form("study-create"):
             name = st.text_input("Name", placeholder="e.g. QA pilot, November")

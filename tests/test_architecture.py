@@ -86,3 +86,19 @@ def test_the_readme_architecture_names_every_package_and_module_of_the_tree():
                                                                                               "fwsapp/__main__.py"}
     assert packages | top_level <= named
     assert [name for name in named if not PROJECT.joinpath(name).exists()] == []
+
+
+PAGE_FUNCTION_LINES = 80
+
+
+@pytest.mark.parametrize("path", sorted((PROJECT / "pages").glob("*.py")) + [PROJECT / "app.py"],
+                         ids=lambda path: path.name)
+def test_a_page_is_sections_no_function_over_80_lines_and_each_says_what_it_draws(path):
+    """A reader finds a page's parts by name: each function is short and its docstring says what it draws."""
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            assert lines <= PAGE_FUNCTION_LINES, f"{path.name}: {node.name}() is {lines} lines; split it into sections"
+            if lines > 10:
+                assert ast.get_docstring(node), f"{path.name}: {node.name}() needs a docstring saying what it draws"
