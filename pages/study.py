@@ -72,6 +72,7 @@ def create_form(runs: pd.DataFrame) -> None:
 
 
 def links_panel(chosen: study.Study) -> None:
+    """Each rater's link, made anew on request (a link is shown once, only its hash is kept)."""
     store = resources.store()
     raters = store.raters(chosen.study_id)
     with st.form("study-invite", clear_on_submit=True):
