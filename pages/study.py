@@ -101,6 +101,7 @@ def links_panel(chosen: study.Study) -> None:
 
 
 def render() -> None:
+    """The study the admin runs: create it, invite raters, watch their progress, close it."""
     st.title("Study")
     st.caption("A clinician study served to a team: each rater opens their own link, sees only their own items in their "
                "own order, and never learns which answer carries the watermark.")
