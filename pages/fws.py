@@ -144,7 +144,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
         runs_named = runs_named.str.removesuffix(" · ")
         sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named)
         figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
-                         line_dash_map={weighting.source_names["GPTJ"]: "solid", weighting.source_names["Auto"]: "dash"}, facet_col_spacing=0.06,
+                         line_dash_map={weighting.source_names["GPTJ"]: "solid", weighting.source_names["Auto"]: "dash"},
+                         facet_col_spacing=0.06,
                          labels={"ratio": "α/β", "fws": "FWS",
                                  "line": "model · method · settings" if several_models else "method · settings"},
                          color_discrete_map=None if several_models else widgets.series_colours(sweep.line.unique()))

@@ -1,11 +1,12 @@
 """Coverage: how much of a run's output carries the watermark.
 
-A detector can only find what the watermark put there. vLLM's documentation warns that greedy decoding, beam search and
-repeated contexts are left unwatermarked without a word: a served run at temperature 0 carries no mark at all, and a
-templated answer carries it only where its contexts are new. Per text, each generated token is WATERMARKED or has the
-reason its method's processor left it alone (`MethodInfo.token_coverage`, replaying the processor's rule on the stored tokens,
-their entropies and the run's decoding settings: vLLM's context rules, SWEET's entropy gate; or, for a gate that needs
-the model or the lexicon's tokens, the tokens its own detection scored, which are exactly those); per run, the share of tokens watermarked and the reasons for the rest.
+A detector can only find what the watermark put there. vLLM's documentation warns that greedy decoding, beam search
+and repeated contexts are left unwatermarked without a word: a served run at temperature 0 carries no mark at all, and
+a templated answer carries it only where its contexts are new. Per text, each generated token is WATERMARKED or has
+the reason its method's processor left it alone (`MethodInfo.token_coverage`, replaying the processor's rule on the
+stored tokens, their entropies and the run's decoding settings: vLLM's context rules, SWEET's entropy gate; or, for a
+gate that needs the model or the lexicon's tokens, the tokens its own detection scored, which are exactly those); per
+run, the share of tokens watermarked and the reasons for the rest.
 
 A run is flagged when it cannot carry the mark as asked: decoding that leaves every token unwatermarked, or a served
 run whose watermarked answers are the very answers it gave with the watermark opted out (the engine did not apply it).
