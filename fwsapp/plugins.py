@@ -119,6 +119,44 @@ def checked_params(owner: str, declared: dict[str, tuple[object, Param | None]],
     return merged
 
 
+def typed_value(owner: str, key: str, default, spec: Param | None, value):
+    """`value` in the type its `default` declares, so one setting has one identity (2 is 2.0 where a number is
+    declared, "true" is True where a switch is): from the command line's text, or from TOML, JSON and forms alike. A
+    secret given as `$VAR` stays as it is (read where it is used). What cannot be that type is refused, naming the
+    parameter; a secret's value is never in the message."""
+    if spec is not None and spec.names_a_variable(value):
+        return value
+    shown = f"{key} (a key, not shown)" if spec is not None and spec.secret else f"{key}={value!r}"
+
+    def refused(wanted: str):
+        return ValueError(f"{owner}: {shown} must be {wanted}.")
+
+    if isinstance(default, bool):
+        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.strip().lower() in ("true", "1", "yes")
+        if isinstance(value, (bool, int)) and value in (0, 1):
+            return bool(value)
+        raise refused("true or false")
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool):
+            raise refused("a number, not true or false")
+        if isinstance(value, str):
+            try:
+                value = int(value.strip()) if value.strip().lstrip("+-").isdigit() else float(value)
+            except ValueError:
+                raise refused("a whole number" if isinstance(default, int) else "a number") from None
+        if not isinstance(value, (int, float)):  # a list or a table: the spec says what it must be instead
+            (spec or Param(key)).check(owner, key, value)
+        if isinstance(default, int):
+            if isinstance(value, float) and not value.is_integer():
+                raise refused("a whole number")
+            return int(value)
+        return float(value)
+    if not isinstance(value, str):
+        raise refused("one of " + ", ".join(spec.choices) if spec is not None and spec.choices else "text")
+    return value
+
+
 class DeclaredParams:
     """What an entry whose `params` map each parameter to (default, spec or None) offers."""
 
@@ -127,6 +165,11 @@ class DeclaredParams:
     @property
     def defaults(self) -> dict:
         return {key: default for key, (default, _) in self.params.items()}
+
+    def typed_params(self, params: dict) -> dict:
+        """`params` each in its declared type (`typed_value`); an unknown name is left for `checked_params` to name."""
+        return {key: typed_value(self.name, key, *self.params[key], value) if key in self.params else value
+                for key, value in params.items()}
 
     @property
     def param_specs(self) -> dict[str, Param]:

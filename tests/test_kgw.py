@@ -84,7 +84,8 @@ def test_params_parse_from_cli_strings():
     assert parse_params("kgw", ["delta=1.5", "gamma=0.25", "hash_key=7"]) == {"delta": 1.5, "gamma": 0.25, "hash_key": 7}
     with pytest.raises(ValueError, match="no parameter 'alpha'"):
         parse_params("KGW", ["alpha=1"])
-    with pytest.raises(ValueError, match="must be a float"):
+    with pytest.raises(ValueError, match="KGW: delta='big' must be a number"):
         parse_params("KGW", ["delta=big"])
+    assert parse_params("KGW", {"prefix_length": "2.0", "rng": "cpu"}) == {"prefix_length": 2, "rng": "cpu"}
     with pytest.raises(ValueError, match="Unknown watermark method"):
         parse_params("nope", [])

@@ -70,13 +70,16 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert lengths.loc[0, "scores from"] == "generation" and lengths.loc[0, "never detected"] < 4
     rates = app.dataframe[2].value  # 4 texts: too few for a rate (sample_size), so no TPR and no curve of it
     assert list(rates["T"]) == ["16", "32", "64", "full"] and (rates.texts == 4).all() and rates.TPR.isna().all()
-    calibration = app.dataframe[3].value  # 4 negatives: the rates are stated, the empirical thresholds are not
+    lengths_by_answer = app.dataframe[3].value  # measured, and predicted once `detect --predict` has read them
+    assert lengths_by_answer.loc[0, "answers"] == 4 and lengths_by_answer.loc[0, "answers under 200 tokens"] == 4
+    assert lengths_by_answer.loc[0, "predicted median"] is None and lengths_by_answer.loc[0, "measured median"] is not None
+    calibration = app.dataframe[4].value  # 4 negatives: the rates are stated, the empirical thresholds are not
     assert calibration.loc[0, "tokens scored"] == "all" and calibration.loc[0, "theoretical threshold"] == "z > 4"
     assert calibration.loc[0, "false positives"] == "0 of 4" and calibration.loc[0, "achieved FPR"] == 0
     assert calibration.loc[0, "threshold at 1% FPR"] == "not enough data (n = 4)"
-    coverage = app.dataframe[4].value  # KGW acts on every token it generated: nothing flagged
+    coverage = app.dataframe[5].value  # KGW acts on every token it generated: nothing flagged
     assert coverage.loc[0, "watermarked share"] == 1.0 and coverage.loc[0, "flags"] == ""
-    per_text = app.dataframe[5].value
+    per_text = app.dataframe[6].value
     assert len(per_text) == 8
     assert per_text.score.str.fullmatch(r"-?\d+\.\d{3}").all()  # KGW's z, three decimals, as everywhere
     assert len(app.get("plotly_chart")) == 3  # tokens to detect, the ROC overlay, the score distributions

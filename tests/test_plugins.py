@@ -342,3 +342,22 @@ def test_toys_registered_at_collection_are_cases_of_every_generic_test_their_sib
         assert {case.replace(toy.name, sibling) for case in own} <= plain, axis
         added -= own
     assert added == set()  # every new case is a toy's
+
+
+DECLARED = [(axis, entry.name, key) for axis, registry in AXES.items() for entry in registry
+            if hasattr(entry, "typed_params") for key in entry.params]
+
+
+@pytest.mark.parametrize("axis, name, key", DECLARED, ids=["/".join(case) for case in DECLARED])
+def test_every_parameter_is_typed_one_way_from_text_and_from_values(axis, name, key):
+    """One path for parameters (plugins.typed_value): a default written as the command line writes it, or given as
+    TOML and JSON give it, is the same typed value; a value of another kind is refused naming the entry and the key."""
+    entry = AXES[axis][name]
+    default = entry.params[key][0]
+    written = str(default).lower() if isinstance(default, bool) else str(default)
+    typed = entry.typed_params({key: written})[key]
+    assert typed == default and type(typed) is type(default)
+    assert entry.typed_params({key: default})[key] == default
+    wrong = [1, 2] if isinstance(default, (bool, int, float, str)) else None
+    with pytest.raises(ValueError, match=re.escape(f"{entry.name}: ") + r".* must be "):
+        entry.typed_params({key: wrong})

@@ -141,29 +141,12 @@ class MethodInfo(PlugIn, DeclaredParams):
         return ("unwatermarked", "reference") if self.post_hoc else ("watermarked", "unwatermarked")
 
     def typed_params(self, params: dict) -> dict:
-        """`params` in their declared types, so one setting has one run id: a whole number where a float is declared
-        becomes that float (2 is 2.0), a whole float where an integer is declared that integer. A bool, a list or a
-        table, a fraction for an integer, or a number for a named choice is refused, naming the parameter."""
-        typed = {}
-        for key, value in params.items():
-            if key not in self.params:
-                typed[key] = value  # checked_params names it
-                continue
-            default, spec = self.params[key]
-            if spec is not None and spec.names_a_variable(value):
-                # the variable's name and the key's fingerprint, once the key it holds is checked as a literal one is
-                typed[key] = f"${variable(value)} {fingerprint(self.key_from(key, value))}"
-                continue
-            if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool) \
-                    and value.strip().isdigit():
-                value = int(value)  # TOML's integers stop at 2^63 − 1: a 64-bit key is written as a string there
-            wanted = "a number" if isinstance(default, float) else "a whole number" if isinstance(default, int) \
-                else "one of " + ", ".join(self.params[key][1].choices) if self.params[key][1] else "text"
-            if isinstance(value, bool) or not isinstance(value, (int, float, str)) or isinstance(value, str) != isinstance(
-                    default, str) or (isinstance(default, int) and isinstance(value, float) and not value.is_integer()):
-                raise ValueError(f"Parameter {key} = {value!r}: {self.name}'s {key} must be {wanted}.")
-            typed[key] = float(value) if isinstance(default, float) else int(value) if isinstance(default, int) else value
-        return typed
+        """`params` in their declared types (`plugins.typed_value`), so one setting has one run id, with each key given
+        as `$VAR` recorded as the variable's name and the fingerprint of the key it holds now (checked first as a key
+        written out is)."""
+        return {key: f"${variable(value)} {fingerprint(self.key_from(key, value))}"
+                if key in self.param_specs and self.param_specs[key].names_a_variable(value) else value
+                for key, value in DeclaredParams.typed_params(self, params).items()}
 
     def with_keys(self, params: dict) -> dict:
         """`params` with each key kept in an environment variable read from it (a watermark's own parameters)."""
@@ -558,24 +541,14 @@ def sweep_grids() -> dict[str, dict[str, list]]:
 
 
 def parse_params(method: str, pairs: list[str] | dict) -> dict:
-    """Turn `key=value` strings (or a dict of strings) into typed parameters, using the defaults' types."""
-    defaults = info(method).defaults
-    items = pairs.items() if isinstance(pairs, dict) else (split_pair(pair) for pair in pairs)
-    params = {}
-    for key, value in items:
-        if key not in defaults:
-            raise ValueError(f"{canonical_name(method)} has no parameter '{key}'; it has {', '.join(defaults)}.")
-        kind = type(defaults[key])
-        spec = info(method).param_specs.get(key)
-        if spec is not None and spec.names_a_variable(value):
-            params[key] = value  # read from its variable when the run is made
-            continue
-        try:
-            params[key] = kind(value) if not isinstance(value, kind) else value
-        except ValueError:
-            shown = f"{key} (a key, not shown)" if spec is not None and spec.secret else f"{key}={value!r}"
-            raise ValueError(f"Parameter {shown} must be a {kind.__name__}.") from None
-    return params
+    """`key=value` strings (or a dict of strings) as typed parameters (`plugins.typed_value`); a key given as `$VAR`
+    stays a reference, read from its variable when the run is made."""
+    entry = info(method)
+    items = dict(pairs.items() if isinstance(pairs, dict) else (split_pair(pair) for pair in pairs))
+    unknown = [key for key in items if key not in entry.params]
+    if unknown:
+        raise ValueError(f"{entry.name} has no parameter '{unknown[0]}'; it has {', '.join(entry.params)}.")
+    return DeclaredParams.typed_params(entry, items)
 
 
 def split_pair(pair: str) -> tuple[str, str]:

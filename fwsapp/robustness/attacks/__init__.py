@@ -136,7 +136,7 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params` (strings from the command line typed as the defaults are), checked; an
         LLM attack's backend has what it needs (a server's URL and model), in the attack's own parameter names."""
-        checked = checked_params(self.name, self.params, {key: self._typed(key, value) for key, value in params.items()})
+        checked = checked_params(self.name, self.params, self.typed_params(params))
         if "backend" in self.needs:
             from fwsapp.judge.registry import JUDGE_BACKENDS
 
@@ -148,40 +148,6 @@ class AttackPlugIn(PlugIn, DeclaredParams):
                                  "server's base URL (e.g. base_url=http://localhost:8000/v1) and the model it serves "
                                  "(model=NAME).")
         return checked
-
-    def _typed(self, key: str, value):
-        """`value` in its declared type, so one setting has one attack set: 2 is 2.0 where a share is declared."""
-        if key not in self.params:
-            return value
-        default = self.params[key][0]
-        if not isinstance(value, str):
-            if isinstance(default, bool):  # a switch: true or false, and 1 or 0 are the same setting as those
-                if value in (0, 1) and isinstance(value, (bool, int)):
-                    return bool(value)
-                raise ValueError(f"{self.name}: {key}={value!r} must be true or false.")
-            if isinstance(value, bool) and isinstance(default, (int, float)):
-                raise ValueError(f"{self.name}: {key}={value!r} must be a number, not true or false.")
-            if isinstance(default, int) and not isinstance(default, bool) and isinstance(value, float) \
-                    and not value.is_integer():
-                raise ValueError(f"{self.name}: {key}={value!r} must be a whole number.")
-            whole = isinstance(value, float) and value.is_integer() and isinstance(default, int)
-            numeric = isinstance(value, (int, float)) and not isinstance(value, bool) and not isinstance(default, bool)
-            return int(value) if whole else float(value) if numeric and isinstance(default, float) else value
-        if isinstance(default, bool):
-            if value.lower() in ("true", "1", "yes"):
-                return True
-            if value.lower() in ("false", "0", "no"):
-                return False
-            raise ValueError(f"{self.name}: {key}={value!r} must be true or false.")
-        if isinstance(default, (int, float)):
-            try:
-                number = float(value)
-            except ValueError:
-                raise ValueError(f"{self.name}: {key}={value!r} must be a number.") from None
-            if isinstance(default, int) and not number.is_integer():
-                raise ValueError(f"{self.name}: {key}={value!r} must be a whole number.")
-            return type(default)(number)
-        return value
 
     def label(self, params: dict) -> str:
         """'synonym (ratio=0.25, keep_entities)': the attack, its strength always, and what else sets it apart from
