@@ -60,7 +60,7 @@ def test_a_written_key_out_of_range_is_not_echoed_either(db, capsys):
     assert_refused(["generate", "--task", "qa", "--method", "KGW", "--param", "hash_key=12345678901234567", "--db",
                     str(db)], ["hash_key: the key is out of range"], db, capsys)
     assert_refused(["generate", "--task", "qa", "--method", "KGW", "--param", "hash_key=secret12", "--db", str(db)],
-                   ["Parameter hash_key (a key, not shown) must be a int"], db, capsys)
+                   ["KGW: hash_key (a key, not shown) must be a whole number"], db, capsys)
 
 
 # -- item 22: the fingerprint does not give the key away --------------------------------------------------------------
