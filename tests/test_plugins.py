@@ -348,7 +348,7 @@ DECLARED = [(axis, entry.name, key) for axis, registry in AXES.items() for entry
             if hasattr(entry, "typed_params") for key in entry.params]
 
 
-@pytest.mark.parametrize("axis, name, key", DECLARED, ids=["/".join(case) for case in DECLARED])
+@pytest.mark.parametrize("axis, name, key", DECLARED, ids=["-".join(case) for case in DECLARED])
 def test_every_parameter_is_typed_one_way_from_text_and_from_values(axis, name, key):
     """One path for parameters (plugins.typed_value): a default written as the command line writes it, or given as
     TOML and JSON give it, is the same typed value; a value of another kind is refused naming the entry and the key."""
