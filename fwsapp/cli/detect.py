@@ -179,11 +179,11 @@ def print_lengths(store, targets: list[str], args) -> int:
     from fwsapp.detection.length import length_summary, run_curves
 
     if args.predict:  # checked before any scoring
-        from fwsapp.detection.predicted_length import prediction_problem
+        from fwsapp.detection.predicted_length import run_prediction_problem
 
         for run_id in targets:
             run = store.run(run_id)
-            if problem := prediction_problem(run["method"], run["config"].get("sampling", {})):
+            if problem := run_prediction_problem(run):
                 raise ValueError(f"Run {run_id}: {problem}")
     with progress_bar("detect by length", "text") as progress:
         pipeline.lengths(store, targets, model_loader(args), progress, tokenizer=args.tokenizer)

@@ -148,18 +148,23 @@ def score_at(curve, length: int) -> float:
     return float(curve[length - 1]) if len(curve) >= length else math.nan
 
 
+def tokens_quantile(values, q: float):
+    """A quantile of tokens-to-detect values (NaN left out): an observed count, "never" where it falls among the texts
+    never detected, None without any."""
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None
+    found = float(np.quantile(values, q, method="inverted_cdf"))  # an observed value: a count of tokens
+    return "never" if math.isinf(found) else int(found)
+
+
 def tokens_summary(curves: list, threshold: LengthThreshold) -> dict:
     """Tokens to detect over a run's watermarked texts: median and quartiles (a quantile past the detected share is
     "never"), how many are never detected, and every text's value for a histogram."""
     values = np.array([tokens_to_detect(curve, threshold) for curve in curves], dtype=float)
-
-    def quantile(q: float):
-        if values.size == 0:
-            return None
-        found = float(np.quantile(values, q, method="inverted_cdf"))  # an observed value: a count of tokens
-        return "never" if math.isinf(found) else int(found)
-
-    return {"n": int(values.size), "median": quantile(0.5), "iqr": [quantile(0.25), quantile(0.75)],
+    return {"n": int(values.size), "median": tokens_quantile(values, 0.5),
+            "iqr": [tokens_quantile(values, 0.25), tokens_quantile(values, 0.75)],
             "never_detected": int(np.isinf(values).sum()),
             "values": [None if math.isinf(value) else int(value) for value in values.tolist()]}
 

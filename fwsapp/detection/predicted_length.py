@@ -14,7 +14,6 @@ short clinical answers buys.
 """
 from __future__ import annotations
 
-import math
 import threading
 from typing import Callable
 
@@ -22,12 +21,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from fwsapp.detection.length import DEFAULT_FPR, length_threshold, run_curves, tokens_to_detect
+from fwsapp.detection.length import DEFAULT_FPR, length_threshold, run_curves, tokens_quantile, tokens_to_detect
 from fwsapp.watermark import methods
 from fwsapp.watermark.expected_evidence import SPIKE_ENTROPY
 
 CODE_OF_PRACTICE_TOKENS = 200  # the Code of Practice's line: free text over this many tokens is to be marked
 CHUNK = 16  # answers per transaction: a killed job keeps what it predicted
+
+
+def run_prediction_problem(run: dict) -> str | None:
+    """`prediction_problem` of a stored run (`Store.run`): its method and its decoding settings."""
+    return prediction_problem(run["method"], run["config"].get("sampling", {}))
 
 
 def prediction_problem(method: str, sampling: dict) -> str | None:
@@ -47,7 +51,7 @@ def unpredicted_runs(store, run_ids: list[str]) -> list[str]:
     """The runs among `run_ids` that can be predicted and have no predictions yet."""
     runs = [store.run(run_id) for run_id in run_ids]
     return [run["run_id"] for run in runs if store.length_predictions(run["run_id"]).empty
-            and prediction_problem(run["method"], run["config"].get("sampling", {})) is None
+            and run_prediction_problem(run) is None
             and store.count("generations", run["run_id"])]
 
 
@@ -78,9 +82,9 @@ def predict_run(store, run_id: str, lm, progress: Callable[[int, int], None] | N
     """Predict the curve of each watermarked answer of a run not yet predicted under `lm`; returns how many were.
     Answers are read after their prompts, as they were generated."""
     run = store.run(run_id)
-    sampling = run["config"].get("sampling", {})
-    if problem := prediction_problem(run["method"], sampling):
+    if problem := run_prediction_problem(run):
         raise ValueError(f"Run {run_id}: {problem}")
+    sampling = run["config"].get("sampling", {})
     done = store.predicted_samples(run_id, lm.name)
     rows = [row for row in store.generations(run_id).itertuples()
             if row.sample_idx not in done and isinstance(row.watermarked_text, str)]
@@ -132,22 +136,13 @@ def predicted_against_measured(store, run_id: str, fpr: float = DEFAULT_FPR) -> 
     return {
         "run_id": run_id, "method": run["method"], "task": run["task"], "model": model or run["model"],
         "threshold": threshold.label, "answers": len(frame),
-        "predicted_median": _median(frame.predicted), "measured_median": _median(frame.measured),
+        "predicted_median": tokens_quantile(frame.predicted, 0.5), "measured_median": tokens_quantile(frame.measured, 0.5),
         "spearman": float(stats.spearmanr(finite.predicted, finite.measured).statistic) if len(finite) >= 3 else None,
         "short_answers": len(short),
         "short_predicted_detectable": _share(short.predicted.dropna() <= short.tokens[short.predicted.notna()]),
         "short_measured_detectable": _share(np.isfinite(short.measured.dropna())),
         "per_answer": frame,
     }
-
-
-def _median(values: pd.Series):
-    """The median tokens to detect, an observed count; "never" where most answers never get there; None without any."""
-    values = values.dropna().to_numpy(dtype=float)
-    if values.size == 0:
-        return None
-    found = float(np.quantile(values, 0.5, method="inverted_cdf"))
-    return "never" if math.isinf(found) else int(found)
 
 
 def _share(flags) -> float | None:

@@ -110,11 +110,11 @@ def predict_lengths(store: Store, run_ids: list[str], model_loader: ModelLoader,
                     cancel: threading.Event | None = None) -> int:
     """Tokens to detect predicted from entropy (fwsapp.detection.predicted_length): each run's watermarked answers
     read under its own model; every run is checked before a model loads. Returns the answers predicted now."""
-    from fwsapp.detection.predicted_length import predict_run, prediction_problem
+    from fwsapp.detection.predicted_length import predict_run, run_prediction_problem
 
     runs = [store.run(run_id) for run_id in run_ids]
     for run in runs:
-        if problem := prediction_problem(run["method"], run["config"].get("sampling", {})):
+        if problem := run_prediction_problem(run):
             raise ValueError(f"Run {run['run_id']}: {problem}")
     done = 0
     for run, step in zip(runs, _per_run(progress, [store.count("generations", run["run_id"]) for run in runs])):
