@@ -24,7 +24,7 @@ def median_seconds(function, repeats: int) -> float:
 
 def paper_qa_run(store, samples: int) -> str:
     """Import the first `samples` of the paper's meditron QA generations; returns the run id."""
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
 
     records = json.loads(PAPER_QA.read_text())[:samples]
     return import_logs(store, method="KGW", model="meditron", task_name="qa",

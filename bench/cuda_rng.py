@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.common import ROOT, median_seconds
 from fwsapp.data.loaders import load_dataset
 from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.models import load_model
 from fwsapp.detection.redetect import redetect
 from fwsapp.store import Store

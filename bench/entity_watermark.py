@@ -102,7 +102,8 @@ def cell(values: list, digits: int = 3) -> str:
 
 
 def measures(store, run_ids: list[str], recognizer: str = "trained") -> dict[str, dict]:
-    from fwsapp.entities.introduced import entity_summary, one_recognizer, with_mesh_headings
+    from fwsapp.entities.introduced import one_recognizer, with_mesh_headings
+    from fwsapp.results.entity_table import entity_summary
     from fwsapp.entities.recognizers import recognizer_label
     from fwsapp.results.report import build_report
 

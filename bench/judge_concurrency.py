@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import bench.common  # noqa: F401  (puts the project on the path)
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.judge.backends import OpenAIBackend
 from fwsapp.judge.runner import JudgeSettings, run_judge
 from fwsapp.store import Store

@@ -63,7 +63,8 @@ def paper_runs(store) -> list[str]:
 
 
 def table(store, run_ids: list[str], measure: str) -> str:
-    from fwsapp.robustness.attack_sets import labelled, method_by_attack, summary_frame
+    from fwsapp.robustness.attack_sets import method_by_attack, summary_frame
+    from fwsapp.results.robustness_table import labelled
 
     frame = summary_frame(store, run_ids)
     runs = store.runs()

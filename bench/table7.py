@@ -25,8 +25,9 @@ import numpy as np
 
 from bench.common import ROOT
 from fwsapp.models.encoder import load_encoder
-from fwsapp.entities.introduced import analyze_run, entity_summary, with_mesh_headings
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.entities.introduced import analyze_run, with_mesh_headings
+from fwsapp.results.entity_table import entity_summary
+from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.entities.ner.pubtator import corpus
 from fwsapp.entities.recognizers import load_recognizer
 from fwsapp.store import Store

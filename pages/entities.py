@@ -11,7 +11,6 @@ from fwsapp.entities.introduced import (
     HALLUCINATION_THRESHOLD,
     VERDICTS,
     entity_sample_label,
-    entity_summary,
     name_verdict,
     names_to_judge,
     rater_verdicts,
@@ -21,6 +20,7 @@ from fwsapp.entities.introduced import (
     undo_verdict,
     verdict_agreement,
 )
+from fwsapp.results.entity_table import entity_summary
 from fwsapp.entities.recognizers import KINDS
 from fwsapp.entities.recognizers.base import BRANCHES, NON_DISEASE_HEADS, OUTCOMES, STOPLIST
 from fwsapp.sample_size import not_enough

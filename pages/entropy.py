@@ -4,7 +4,8 @@ import streamlit as st
 
 from fwsapp.data.tasks import TASKS
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
-from fwsapp.entities.entropy import HIGH, LOW, bin_table, density_frame
+from fwsapp.entities.entropy import HIGH, LOW
+from fwsapp.results.entropy_shift import bin_table, density_frame
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import with_settings

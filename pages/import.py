@@ -4,7 +4,7 @@ import streamlit as st
 from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources
 from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
-from fwsapp.data.importer import ImportProblem, LogFile, import_logs, model_from_file_name
+from fwsapp.orchestration.importer import ImportProblem, LogFile, import_logs, model_from_file_name
 from fwsapp.judge.records import PAPER_JUDGE
 from fwsapp.watermark.methods import METHODS
 from fwsapp.ui.router import through_router

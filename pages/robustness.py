@@ -12,13 +12,13 @@ from fwsapp.robustness.attack_sets import (
     MEASURES,
     default_measure,
     forged,
-    labelled,
     method_by_attack,
     thresholds,
     shown_table,
     strength_curves,
     unresolved_note,
 )
+from fwsapp.results.robustness_table import labelled
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 

@@ -166,7 +166,7 @@ def imported_qa_db(path, n):
     """An imported meditron KGW qa run of n short samples ("What is condition i?") at path; returns the run id."""
     import json
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     rows = [{"prompt": f"What is condition {i}?", "watermarked_text": f"It is w{i}.", "unwatermarked_text": f"It is u{i}.",
@@ -197,7 +197,7 @@ def judged_rating_db(path, n=3):
     import json
 
     from fwsapp.human.ratings import sample_items
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     rows = [{"prompt": f"Is condition {i} serious?", "watermarked_text": f"Watermarked answer {i} <b>bold</b>.",
@@ -229,7 +229,7 @@ def hostile_entity_db(path):
     from fwsapp.models.encoder import load_encoder
     from fwsapp.entities.introduced import analyze_run
     from fwsapp.entities.recognizers import load_recognizer
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     rows = [{"prompt": "What is <b>gout</b>? ![p](http://evil.example/prompt.png)",

@@ -1,8 +1,11 @@
-"""The package's layout: the folder tree is the pipeline, and layers only import downward.
+"""The package's layout: the folder tree is the pipeline, and every import goes down the stage order.
 
-pages → interfaces (cli, ui) → orchestration (the pipeline and its runners) → the domain stages → store → the
-foundation (paths, plug-in declarations, the sample-size rule). A stage may use another stage; nothing below imports
-anything above it, and the store imports nothing but the foundation.
+`STAGE_ORDER` is that order, declared once, lowest first: the foundation modules, the store, the models, the datasets,
+the clinical language (recognizers and facts, which a method like EntityKGW needs), the watermarks, their detection,
+the quality metrics, generation, the judge, the attacks (which may rewrite through a judge backend and score with a
+metric), the results that set runs side by side, the clinicians' study, the orchestration that runs the steps, and the
+interfaces. A module may import its own stage and any stage before it, never one after: function-level imports are
+held to it too, and no module imports itself back through another (no loop). There is no exception list.
 """
 import ast
 import re
@@ -11,16 +14,17 @@ import pytest
 
 from tests.conftest import PROJECT
 
-FOUNDATION = {"fwsapp", "fwsapp.paths", "fwsapp.plugins", "fwsapp.sample_size", "fwsapp.secret_keys"}
-STAGES = ("models", "data", "watermark", "generation", "detection", "robustness", "quality", "judge", "entities",
-          "human", "results")
-LAYERS = {  # subpackage (or foundation module) -> rank; higher ranks may import lower ones
-    **{module: 0 for module in FOUNDATION},
-    "fwsapp.store": 1,
-    **{f"fwsapp.{stage}": 2 for stage in STAGES},
-    "fwsapp.orchestration": 3,
-    "fwsapp.cli": 4, "fwsapp.ui": 4, "fwsapp.service": 4, "fwsapp.__main__": 4,
-}
+STAGE_ORDER = (
+    # the foundation: modules at the package's top level, each its own stage
+    "fwsapp.paths", "fwsapp.network", "fwsapp.secret_keys", "fwsapp.plugins", "fwsapp.sample_size", "fwsapp",
+    "fwsapp.store", "fwsapp.models", "fwsapp.data", "fwsapp.entities", "fwsapp.watermark", "fwsapp.detection",
+    "fwsapp.quality", "fwsapp.generation", "fwsapp.judge", "fwsapp.robustness", "fwsapp.results", "fwsapp.human",
+    "fwsapp.orchestration",
+    # the interfaces
+    "fwsapp.service", "fwsapp.ui", "fwsapp.cli", "fwsapp.__main__",
+)
+RANK = {stage: rank for rank, stage in enumerate(STAGE_ORDER)}
+FOUNDATION = set(STAGE_ORDER[:STAGE_ORDER.index("fwsapp") + 1])
 
 
 def module_name(path) -> str:
@@ -29,6 +33,7 @@ def module_name(path) -> str:
 
 
 def layer_of(module: str) -> str:
+    """The stage a module belongs to: a foundation module is its own, any other is its subpackage."""
     if module in FOUNDATION:
         return module
     parts = module.split(".")
@@ -49,24 +54,60 @@ def imported_modules(path) -> set[str]:
 MODULES = sorted(PROJECT.joinpath("fwsapp").rglob("*.py"))
 
 
-def test_every_module_belongs_to_a_layer_and_the_top_level_holds_only_the_foundation():
-    unplaced = [module_name(path) for path in MODULES if layer_of(module_name(path)) not in LAYERS]
+def test_every_module_belongs_to_a_stage_and_the_top_level_holds_only_the_foundation():
+    unplaced = [module_name(path) for path in MODULES if layer_of(module_name(path)) not in RANK]
     assert unplaced == []
     top_level = {module_name(path) for path in PROJECT.joinpath("fwsapp").glob("*.py")}
     assert top_level == FOUNDATION | {"fwsapp.__main__"}
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
-def test_layers_only_import_downward(path):
+def test_every_import_goes_down_the_stage_order(path):
     source = module_name(path)
-    upward = [target for target in imported_modules(path)
-              if LAYERS[layer_of(target)] > LAYERS[layer_of(source)]]
-    assert upward == [], f"{source} imports a layer above it"
+    upward = [target for target in imported_modules(path) if RANK[layer_of(target)] > RANK[layer_of(source)]]
+    assert upward == [], f"{source} ({layer_of(source)}) imports a later stage: move the concept to its stage"
 
 
-def test_the_store_imports_nothing_above_the_foundation():
-    for path in PROJECT.joinpath("fwsapp", "store").rglob("*.py"):
-        assert {layer_of(target) for target in imported_modules(path)} <= FOUNDATION | {"fwsapp.store"}, path
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the fwsapp modules it imports (a name imported from a package that is a module counts as that module)."""
+    names = {module_name(path) for path in MODULES}
+    graph = {}
+    for path in MODULES:
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "fwsapp":
+                targets |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in names else node.module
+                            for alias in node.names}
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names if alias.name in names}
+        graph[module_name(path)] = targets & names
+    return graph
+
+
+def test_no_import_loop_among_modules():
+    """No import loop among modules, function-level imports included (Tarjan's strongly connected components)."""
+    graph, index, low, stack, loops = module_graph(), {}, {}, [], []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert loops == []
 
 
 def test_pages_hold_no_sql_and_nothing_imports_a_page():

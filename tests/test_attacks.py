@@ -601,7 +601,7 @@ def test_a_rewrite_through_a_hostile_server_ends_within_its_deadline_and_stores_
 def test_a_run_with_a_text_too_long_to_measure_is_refused_before_any_work(tmp_path):
     import json
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.robustness.attack_sets import MAX_ATTACKED_CHARACTERS
     from fwsapp.store import Store
 

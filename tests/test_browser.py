@@ -478,7 +478,7 @@ def test_no_list_of_page_files_is_painted_before_the_router_runs(streamlit_serve
 def test_the_facts_browser_on_the_paper_biomistral_answers(tmp_path, browser_page):
     """The Entities page's facts tab in Chromium on the paper's BioMistral QA answers: a changed drug is outlined, a
     negated fact is marked, and a verdict on a drug is saved under the rater's name."""
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.conftest import start_streamlit
 

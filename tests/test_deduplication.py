@@ -71,7 +71,7 @@ def test_kgw_deduplicated_is_the_z_of_the_first_occurrence_of_each_pair(tokenize
 
 def test_a_deduplicated_detection_set_is_kept_beside_the_plain_one_and_the_calibration_says_which(tmp_path, capsys):
     from fwsapp.cli import main
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.results.report import calibration_frame
     from fwsapp.store import Store
 

@@ -4,7 +4,6 @@ import pytest
 
 from fwsapp.entities.introduced import (
     analyze_run,
-    entity_summary,
     introduced_entities,
     judge_introduced,
     names_to_judge,
@@ -13,6 +12,7 @@ from fwsapp.entities.introduced import (
     verdict_agreement,
     with_mesh_headings,
 )
+from fwsapp.results.entity_table import entity_summary
 from fwsapp.entities.recognizers.base import STOPLIST, Entity
 from fwsapp.entities.recognizers import load_recognizer
 from fwsapp.entities.entropy import bin_shares, token_spans
@@ -79,7 +79,7 @@ def test_bin_shares_and_token_spans(lm):
 def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder):
     import json
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
 
     rows = [{"prompt": "What causes gout?", "natural_text": "Gout is caused by uric acid; obesity raises the risk.",
              "unwatermarked_text": "Gout comes from uric acid crystals, and obesity raises the risk.",
@@ -108,7 +108,7 @@ def test_verdicts_are_counted_per_name_as_clinicians_give_them(lm, store, mesh, 
     """A name with three mentions is one verdict, and one undo removes one, not three."""
     import json
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
 
     rows = [{"prompt": "What causes gout?", "natural_text": "Gout is caused by uric acid.",
              "unwatermarked_text": "Gout comes from uric acid.",
@@ -131,7 +131,7 @@ def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
     import json
     import time
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.orchestration.jobs import JobManager
 
     rows = [{"prompt": f"Q{i}?", "natural_text": "Gout is caused by uric acid.",

@@ -152,7 +152,7 @@ def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_
     not; a rater's verdict on a fact is stored under the rater's name."""
     from streamlit.testing.v1 import AppTest
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.test_pages import APP, PROJECT
 
@@ -215,7 +215,7 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
     4, and the stored rows equal an uninterrupted analysis's; a repeat analyses nothing."""
     import threading
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.entities.fact_analysis import analyze_run_facts
     from fwsapp.store import Store
     from tests.conftest import PROJECT
@@ -258,7 +258,7 @@ def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_asserti
 
 
 def test_paired_reads_the_clinical_facts_metric_per_watermarked_text(tmp_path):
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.quality.base import metric_row
     from fwsapp.results.paired import text_measures
     from fwsapp.store import Store
@@ -280,7 +280,7 @@ def test_paired_reads_the_clinical_facts_metric_per_watermarked_text(tmp_path):
 def test_verdicts_on_facts_are_held_against_the_comparison_per_kind(tmp_path):
     """12 drug verdicts: 10 flagged by the comparison (8 called wrong), 2 not flagged (1 called wrong); 2 dose
     verdicts, too few for a rate; 'not a drug' counted but left out of the rates."""
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.entities.fact_review import fact_verdict_agreement, record_fact_verdict
     from fwsapp.entities.facts import Fact
     from fwsapp.store import Store

@@ -15,7 +15,7 @@ from fwsapp.human.agreement import (
 )
 from fwsapp.human.ratings import RATERS_PER_ITEM, OpenRater, sample_items
 from fwsapp.human.workflow import RatingError
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.orchestration.importer import LogFile, import_logs
 
 
 def test_fws_from_likert_divides_by_five():

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from fwsapp.data.importer import ImportProblem, LogFile, import_logs
+from fwsapp.orchestration.importer import ImportProblem, LogFile, import_logs
 from fwsapp.results.report import build_report
 from fwsapp.results.tables import render
 from tests.conftest import SHARED_DATA
@@ -227,7 +227,7 @@ def test_the_runs_table_counts_in_whole_numbers_and_marks_what_is_missing(tmp_pa
 
 
 def test_the_paper_file_names_say_the_model():
-    from fwsapp.data.importer import model_from_file_name
+    from fwsapp.orchestration.importer import model_from_file_name
 
     assert model_from_file_name("KGW-g0.5-d2-biomistral-MEQS.detection.json") == "biomistral"
     assert model_from_file_name("KGW-g0.5-d2-jsl-HQA.judged.json") == "jsl"

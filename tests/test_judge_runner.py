@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from fwsapp.results.export import run_table
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.judge.backends import OpenAIBackend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
 from fwsapp.judge.summary import aspect_means, judge_block
@@ -220,7 +220,7 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
 
 def judged_by(store, judge_model: str, same: bool, statuses=("ok",) * 4):
     """A run of 4 samples judged by `judge_model`: the same scores for A and B where `same`."""
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
 
     rows = [{"prompt": f"Q{i}?", "natural_text": f"r{i}", "unwatermarked_text": f"u{i}", "watermarked_text": f"w{i}"}
             for i in range(4)]

@@ -76,3 +76,33 @@ def test_the_readme_method_table_names_every_registered_method_and_no_other():
     named = {name for row in table.splitlines()[2:] for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
     spellings = {spelling for info in methods.METHODS for spelling in (info.name, *info.aliases)}
     assert set(methods.METHODS.names()) <= named and named <= spellings
+
+
+@pytest.mark.parametrize("method, change, named", [
+    ("KGW", {"score_direction": "lower"}, "score_label='z' needs score_direction='higher'"),  # a z read the wrong way
+    ("EXP", {"score_direction": "higher"}, "score_label='p' needs score_direction='lower'"),
+    ("KGW", {"score_direction": "up"}, "score_direction='up'"),
+    ("KGW", {"threshold_param": "p_threshold"}, "threshold_param='p_threshold' is not one of its params"),
+    ("EXP", {"params": {**methods.EXP.params, "p_threshold": (4.0, None)}}, "p_threshold's default 4.0 is no p-value"),
+    ("SynthID", {"standard_score": True}, "standard_score=True promises a z or a p-value"),
+    ("KGW", {"strength_param": "alpha"}, "strength_param='alpha'"),
+    ("vLLM-Gumbel", {"deduplication_param": "dedup"}, "deduplication_param='dedup'"),
+    ("vLLM-Gumbel", {"seeding_context": methods.tokens_before("context_width")}, "seeding_context and keyed_draw.context"),
+    ("KGW", {"keyed_draw": None}, "declares its keyed_draw"),
+    ("LogRank", {"strength_param": "threshold"}, "strength_param is declared, and a post-hoc detector"),
+    ("EXP", {"expected_evidence": methods.GREEN_LIST}, "expected_evidence predicts a z"),
+    ("MorphMark", {"expected_evidence": methods.GREEN_LIST}, "expected_evidence reads delta"),
+])
+def test_a_declaration_whose_fields_disagree_is_refused_naming_the_field(method, change, named):
+    """Direction, threshold, strength, seeding context, keyed draw and expected evidence are one story: an entry that
+    tells two is refused when it is declared (a frozen entry's `replace` declares it again), the field named."""
+    import dataclasses
+    import re
+
+    with pytest.raises(ValueError, match=re.escape(named)):
+        dataclasses.replace(methods.info(method), **change)
+
+
+def test_every_registered_declaration_is_consistent():
+    assert {name: methods.info(name).declaration_problems() for name in methods.METHODS.names()} == {
+        name: [] for name in methods.METHODS.names()}

@@ -175,7 +175,8 @@ def test_recognize_keeps_the_input_and_an_earlier_output(tmp_path, capsys):
 
 
 def test_figures_never_pool_two_recognizers():
-    from fwsapp.entities.introduced import entity_summary, one_recognizer
+    from fwsapp.entities.introduced import one_recognizer
+    from fwsapp.results.entity_table import entity_summary
 
     runs = pd.DataFrame([{"run_id": "r", "method": "KGW", "task": "qa", "model": "m", "params": "{}", "imported": False}])
     analyses = pd.DataFrame([{"run_id": "r", "sample_idx": 0, "config": config, "unwatermarked_tokens": 10,

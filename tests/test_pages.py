@@ -350,7 +350,7 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
 def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
     """Imported scores have no token counts (the page used to crash on them); a re-detection job scores the
     texts again with the paper's tokenizer and agrees with the published scores."""
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     paper = PROJECT.parent / "shared" / "data" / "paper"
@@ -391,7 +391,7 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
     from fwsapp.entities.introduced import analyze_run
     from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.human.ratings import sample_items
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.conftest import HOSTILE
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fwsapp.cli import main
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.detection.redetect import redetect, set_summaries
 from fwsapp.store import Store
 from fwsapp.models.tokenizers import load_tokenizer

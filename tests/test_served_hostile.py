@@ -285,7 +285,8 @@ def test_answers_whose_text_is_not_what_their_ids_decode_to_are_counted_per_run(
 # -- item 4: the removal baseline of a served run says it was read again from text, and how many ids changed -----------
 def test_the_removal_baseline_of_a_served_run_says_how_many_texts_get_other_ids_from_text(tmp_path):
     from fwsapp.orchestration import pipeline
-    from fwsapp.robustness.attack_sets import CLEAN, labelled, summary_frame
+    from fwsapp.robustness.attack_sets import CLEAN, summary_frame
+    from fwsapp.results.robustness_table import labelled
 
     import sentencepiece
 

@@ -140,7 +140,7 @@ def test_two_threads_writing_at_once_both_finish(store):
     'TransactionException: Conflict on update!' on the revision row every write bumps."""
     import threading
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
 
     rows = [{"prompt": "Q?", "natural_text": "r", "unwatermarked_text": "u", "watermarked_text": "w"}]
     run_id = import_logs(store, method="KGW", model="m", task_name="qa",

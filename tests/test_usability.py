@@ -303,7 +303,7 @@ def entity_app(app_db):
 
     from fwsapp.models.encoder import load_encoder
     from fwsapp.entities.introduced import analyze_run
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.store import Store
 
@@ -368,7 +368,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
 
     from fwsapp.models.encoder import load_encoder
     from fwsapp.entities.introduced import analyze_run
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.store import Store
 
@@ -404,7 +404,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
 def test_shared_unwatermarked_and_reference_texts_are_counted_once():
     import pandas as pd
 
-    from fwsapp.entities.entropy import series_values
+    from fwsapp.results.entropy_shift import series_values
 
     runs = pd.DataFrame({"run_id": ["a", "b"], "method": ["KGW", "SWEET"], "task": "qa", "model": "m",
                          "params": ['{"delta": 1.0}', "{}"], "imported": False})
@@ -419,7 +419,7 @@ def test_shared_unwatermarked_and_reference_texts_are_counted_once():
 def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_results(app_db, qa_run):
     import json
 
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.orchestration.pipeline import analyze
     from fwsapp.store import Store
     from fwsapp.ui.widgets import series_colours

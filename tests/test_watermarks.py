@@ -1,5 +1,6 @@
 """Every method behind the shared interface: oracle equivalence with markllm 0.1.5 where it has the
 method, the fast EXP-edit statistic against a plain reference, and DiPmark's unbiasedness."""
+import dataclasses
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 from fwsapp.generation.generate import RunConfig, run_generation
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import post_hoc_names, watermark_names
-from fwsapp.watermark.factory import create
+from fwsapp.watermark.factory import create, explain
 from fwsapp.watermark.dipmark import dip_reweight
 from fwsapp.watermark.exp_edit import alignment_costs
 from fwsapp.watermark.posthoc import DetectGPT, mask_spans, refill
@@ -289,19 +290,48 @@ def test_dipmark_green_test_is_markllms_quantile_rule():
 
 
 def check_method(method: str, lm, store) -> None:
-    """What every watermark does: it generates two samples of 8 tokens in a run, and both texts get a score."""
-    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=8, batch_size=2, seed=5,
-                       params=methods.info(method).test_params)
+    """What every watermark does, checked from its entry alone: it generates two answers in a run (of its entry's
+    `science_tokens`, under its `science_params`) and each text gets a score; its watermarked answers out-score its
+    unwatermarked ones in its declared direction (a detector whose score has the wrong sign fails here:
+    `test_a_detector_whose_score_sign_is_inverted_fails_the_generic_check`); and detecting a text again gives the same
+    detection, to the last digit."""
+    info = methods.info(method)
+    config = RunConfig(task="qa", method=method, n=2, max_new_tokens=info.science_tokens, batch_size=2, seed=5,
+                       params={**info.test_params, **info.science_params})
     run_id = run_generation(config, store, lm)
     rows = store.generations(run_id)
-    assert len(rows) == 2 and all(len(ids) == 8 for ids in rows.watermarked_ids)
+    assert len(rows) == 2 and all(len(ids) == info.science_tokens for ids in rows.watermarked_ids)
     scores = store.detections([run_id])
     assert set(scores.text_kind) == {"watermarked", "unwatermarked"} and scores.score.notna().all()
+    means = scores.groupby("text_kind").score.mean()
+    sign = -1 if info.score_direction == "lower" else 1
+    assert sign * means["watermarked"] > sign * means["unwatermarked"], (
+        f"{method}'s watermarked answers do not out-score its unwatermarked ones ({info.score_direction} is "
+        f"watermarked): {means.to_dict()}")
+    run = store.run(run_id)
+    twice = [explain(method, run["params"], lm, rows.watermarked_ids.iloc[0], fitted=store.run_fit(run_id))[0]
+             for _ in range(2)]
+    assert repr(twice[0]) == repr(twice[1]), f"{method}'s detector gave two detections of one text"
 
 
 @pytest.mark.parametrize("method", watermark_names())
 def test_each_method_generates_and_detects_in_a_run(lm, store, method):
     check_method(method, lm, store)
+
+
+def test_a_detector_whose_score_sign_is_inverted_fails_the_generic_check(lm, store, monkeypatch):
+    """The generic check is a check of the science: KGW with its z negated generates and scores as before, and fails."""
+    from fwsapp.watermark.kgw import KGW
+
+    honest = KGW.detect
+
+    def inverted(self, token_ids, context_ids=()):
+        found = honest(self, token_ids, context_ids)
+        return dataclasses.replace(found, score=-found.score, z=-found.z)
+
+    monkeypatch.setattr(KGW, "detect", inverted)
+    with pytest.raises(AssertionError, match="KGW's watermarked answers do not out-score its unwatermarked ones"):
+        check_method("KGW", lm, store)
 
 
 def test_synthid_mean_score_is_a_half_on_unwatermarked_tokens(lm):

@@ -99,7 +99,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from fwsapp.data.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
 
     files = {

@@ -22,6 +22,7 @@ from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.models import EMBEDDED_MODEL, LoadedModel
 from fwsapp.detection.length import MIN_TOKENS, detected_record, unscorable_record
+from fwsapp.generation.batch import GeneratedBatch
 from fwsapp.plugins import checked_seed
 from fwsapp.models import threads
 from fwsapp.store import Store
@@ -160,23 +161,6 @@ class EntropyRecorder(LogitsProcessor):
         if self.on_step is not None:
             self.on_step(len(self.steps))
         return scores
-
-
-@dataclass
-class GeneratedBatch:
-    texts: list[str]
-    token_ids: list[list[int]]
-    entropies: list[list[float]]
-    seconds: float
-    # Per text, where it was generated on its own (sentence-level rejection sampling): the candidate sentences
-    # rejected, and its seconds; None where a batch shares its time.
-    rejections: list[int] | None = None
-    text_seconds: list[float] | None = None
-
-    def text_time(self, offset: int, size: int) -> float:
-        """One text's seconds: its own where it was generated alone (a served answer, a semantic watermark's), else
-        its share of the batch's."""
-        return self.text_seconds[offset] if self.text_seconds else self.seconds / size
 
 
 def generate_batch(

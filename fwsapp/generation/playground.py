@@ -15,7 +15,6 @@ from typing import Callable
 from fwsapp.data.loaders import save_upload
 from fwsapp.data.tasks import Sample
 from fwsapp.generation.generate import (
-    GeneratedBatch,
     RunConfig,
     Unit,
     UnitResult,
@@ -24,6 +23,7 @@ from fwsapp.generation.generate import (
     generate_runs,
     run_watermark,
 )
+from fwsapp.generation.batch import GeneratedBatch
 from fwsapp.watermark.methods import info
 from fwsapp.store import Store
 from fwsapp.watermark.base import Detection
@@ -143,10 +143,8 @@ def history_row(trial: Trial) -> dict:
     """One try for the history table: every method's score in the same columns, named by what it is."""
     figures = answer_figures(trial)
     marked, plain = figures["watermarked"], figures["unwatermarked"]
-    from fwsapp.results.run_names import settings
-
     return {
-        "method": trial.config.method, "settings": settings(trial.config.method, trial.config.params, False),
+        "method": trial.config.method, "settings": info(trial.config.method).settings(trial.config.params),
         "prompt": trial.prompt if len(trial.prompt) <= 60 else trial.prompt[:59] + "…",
         "score is": marked["score label"], "threshold": marked["threshold"],
         "score watermarked": marked["score"], "score unwatermarked": plain["score"],

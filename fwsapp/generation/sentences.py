@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+from fwsapp.generation.batch import GeneratedBatch
 from fwsapp.watermark.semantic import SemanticWatermark, sentence_spans
 
 CANDIDATES = 8
@@ -71,8 +72,6 @@ def generate_sentences(lm, watermark: SemanticWatermark, prompts: list[str], max
                        on_step: Callable[[int], None] | None = None):
     """Watermarked answers to `prompts`, each by sentence-level rejection sampling; a GeneratedBatch with each answer's
     rejections and seconds. `recorder_factory()` gives the entropy recorder of one generate."""
-    from fwsapp.generation.generate import GeneratedBatch
-
     tokenizer = lm.tokenizer
     least = sampling.get("min_new_tokens") or 0
     options = {key: value for key, value in sampling.items() if key != "min_new_tokens"}

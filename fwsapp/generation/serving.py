@@ -16,7 +16,8 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from fwsapp.generation.generate import Cancelled, GeneratedBatch, UnitResult, UnitWork, batch_seed, detected_unit
+from fwsapp.generation.generate import Cancelled, UnitResult, UnitWork, batch_seed, detected_unit
+from fwsapp.generation.batch import GeneratedBatch
 from fwsapp.models.server import (ATTEMPTS, REQUEST_TIMEOUT_SECONDS, ServerError, TransientServerError,
                                   bounded_http_client, faults_sorted, short, with_retries)
 

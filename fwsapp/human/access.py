@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import math
 import os
 import secrets
 import threading
 import time
 from collections import Counter, deque
+
+from fwsapp.network import is_loopback
 
 ADMIN_TOKEN_VARIABLE = "FWSAPP_ADMIN_TOKEN"
 ADMIN_TOKEN_SECRET = "admin_token"
@@ -36,7 +37,6 @@ MAX_FAILURE_DELAY = 30.0
 # token is checked until the window has room.
 MAX_FAILURES_PER_WINDOW = 5
 FAILURE_WINDOW_SECONDS = 60.0
-LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 INVALID_LINK = "This link does not open anything: it is unknown or was revoked. Ask the study's organiser for a new one."
 
 
@@ -76,19 +76,6 @@ def admin_token() -> str | None:
 
 def is_admin_token(presented: str, expected: str) -> bool:
     return hmac.compare_digest(token_hash(presented or ""), token_hash(expected))
-
-
-def is_loopback(address: str | None) -> bool:
-    """Whether a server bound to `address` can be reached from this machine only. Streamlit binds every interface
-    when the address is unset, so None and "" are not loopback."""
-    if not address:
-        return False
-    if address.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(address.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def serving_problem(address: str | None, admin: str | None) -> str | None:

@@ -42,6 +42,6 @@ def loopback(url: str) -> bool:
     """Whether a URL's host is this machine (localhost or a loopback address)."""
     from urllib.parse import urlsplit
 
-    from fwsapp.human.access import is_loopback
+    from fwsapp.network import is_loopback
 
     return is_loopback(urlsplit(url).hostname)

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from fwsapp.data.tasks import PAPER_FILE_CODES
-from fwsapp.data.importer import LogFile, import_logs
+from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.paths import DEMO_DATA_DIR
 from fwsapp.store import Store
 

@@ -13,7 +13,8 @@ from fwsapp.detection.coverage import stored_coverage
 from fwsapp.detection import roc
 from fwsapp.watermark import methods
 from fwsapp.results.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
-from fwsapp.entities.introduced import analysed_entities, entity_summary
+from fwsapp.entities.introduced import analysed_entities
+from fwsapp.results.entity_table import entity_summary
 from fwsapp.entities.entropy import bin_shares, token_values
 from fwsapp.detection.length import DEFAULT_FPR as LENGTH_FPR, length_summary, run_curves
 from fwsapp.judge.summary import counted_judgments, judge_block, judges_label, smoke_test_judges

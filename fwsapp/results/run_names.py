@@ -22,14 +22,7 @@ def settings(method: str, params, imported: bool) -> str:
     params = json.loads(params) if isinstance(params, str) else (params or {})
     if imported:
         return ", ".join([IMPORTED, *(f"{key}={value:g}" for key, value in sorted(params.items()))])
-    info = methods.info(method)
-    changed = info.changed_params(params)
-    strength = info.strength_param
-    if not strength or f"{strength}=" in changed:
-        return changed
-    value = {**info.defaults, **params}[strength]
-    named = f"{strength}={value:g}" if isinstance(value, float) else f"{strength}={value}"
-    return f"{named} (defaults)" if changed == "defaults" else f"{named}, {changed}"
+    return methods.info(method).settings(params)
 
 
 def run_settings(runs: pd.DataFrame) -> pd.Series:

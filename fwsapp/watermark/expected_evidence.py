@@ -62,9 +62,13 @@ class ExpectedEvidence:
     name: str
     statistic: str
     curve: Callable[[dict, np.ndarray], np.ndarray]
+    # The score it predicts ("z" or "p") and the parameters its curve reads: a method declaring it must have both.
+    score_label: str
+    needs_params: tuple[str, ...] = ()
     modulus: Callable[[dict], float] | None = None
 
 
 GREEN_LIST = ExpectedEvidence("green-list spike-entropy bound (Kirchenbauer et al. 2023, Thm 4.2)", SPIKE_ENTROPY,
-                              green_list_curve, lambda params: spike_modulus(params["gamma"], params["delta"]))
-GUMBEL = ExpectedEvidence("Gumbel expectation ψ(1 + 1/p) + γ_E per token", CHOSEN_PROBABILITY, gumbel_curve)
+                              green_list_curve, "z", ("gamma", "delta"),
+                              lambda params: spike_modulus(params["gamma"], params["delta"]))
+GUMBEL = ExpectedEvidence("Gumbel expectation ψ(1 + 1/p) + γ_E per token", CHOSEN_PROBABILITY, gumbel_curve, "p")

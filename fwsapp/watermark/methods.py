@@ -96,11 +96,57 @@ class MethodInfo(PlugIn, DeclaredParams):
     # The closed form of its expected statistic from the model's next-token distributions (predicted tokens to
     # detect, fwsapp.detection.predicted_length); None where there is none here.
     expected_evidence: ExpectedEvidence | None = None
+    # The generic check of the science (a small run of the embedded model must show the watermark): tokens per answer,
+    # and parameters over `test_params` where those, set for speed, leave too little of the watermark to see.
+    science_tokens: int = 16
+    science_params: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not self.post_hoc and self.keyed_draw is None:
-            raise ValueError(f"Method {self.name}: a watermark declares its keyed_draw (the PRF its detector redraws, "
-                             "for evidence records), e.g. keyed_draw=MARKLLM_GREEN_LIST.")
+        problems = self.declaration_problems()
+        if problems:
+            raise ValueError(f"Method {self.name}: " + "; ".join(problems) + ".")
+
+    def declaration_problems(self) -> list[str]:
+        """Where the entry's fields disagree, each problem naming its field: what detection, thresholds, evidence
+        records and the length prediction read from the entry must be one consistent story, learnt from the entry
+        and not from examples."""
+        problems = []
+        names = set(self.params)
+        if self.score_direction not in ("higher", "lower"):
+            problems.append(f"score_direction={self.score_direction!r} must be 'higher' (a z) or 'lower' (a p-value)")
+        if self.threshold_param not in names:
+            problems.append(f"threshold_param={self.threshold_param!r} is not one of its params")
+        if self.score_label == "p" and self.score_direction != "lower":
+            problems.append("score_label='p' needs score_direction='lower': a small p-value is the evidence")
+        if self.score_label == "z" and self.score_direction != "higher":
+            problems.append("score_label='z' needs score_direction='higher': a large z is the evidence")
+        if self.standard_score and self.score_label not in ("z", "p"):
+            problems.append(f"standard_score=True promises a z or a p-value, and score_label is {self.score_label!r}")
+        threshold = self.defaults.get(self.threshold_param)
+        if self.score_label == "p" and isinstance(threshold, (int, float)) and not 0 < threshold < 1:
+            problems.append(f"threshold_param {self.threshold_param}'s default {threshold} is no p-value in (0, 1)")
+        for field_name in ("strength_param", "model_param", "deduplication_param"):
+            value = getattr(self, field_name)
+            if value is not None and value not in names:
+                problems.append(f"{field_name}={value!r} is not one of its params")
+        if self.keyed_draw is not None and self.keyed_draw.context is not None and self.seeding_context is not None:
+            problems.append("seeding_context and keyed_draw.context both say how many tokens seed the draw: keep one")
+        if self.post_hoc:
+            problems += [f"{field_name} is declared, and a post-hoc detector has no watermark to draw, seed or strengthen"
+                         for field_name in ("keyed_draw", "seeding_context", "strength_param", "expected_evidence")
+                         if getattr(self, field_name) is not None]
+        elif self.keyed_draw is None:
+            problems.append("a watermark declares its keyed_draw (the PRF its detector redraws, for evidence records), "
+                            "e.g. keyed_draw=MARKLLM_GREEN_LIST")
+        expected = self.expected_evidence
+        if expected is not None:
+            if expected.score_label != self.score_label:
+                problems.append(f"expected_evidence predicts a {expected.score_label}, and score_label is "
+                                f"{self.score_label!r}")
+            missing = [name for name in expected.needs_params if name not in names]
+            if missing:
+                problems.append(f"expected_evidence reads {', '.join(missing)}, which it does not declare in params")
+        return problems
 
     @property
     def evidence(self):
@@ -189,6 +235,17 @@ class MethodInfo(PlugIn, DeclaredParams):
                    for key, value in sorted(params.items()) if self.defaults.get(key, value) != value
                    or key not in self.defaults]  # a key kept in a variable by the variable's name, not its record
         return ", ".join(changed) or "defaults"
+
+    def settings(self, params: dict) -> str:
+        """'delta=1', 'delta=2 (defaults)', 'delta=2, gamma=0.25' or 'defaults': the changed parameters, with the
+        method's strength always named, so two runs that differ in strength read apart wherever they sit together."""
+        changed = self.changed_params(params)
+        strength = self.strength_param
+        if not strength or f"{strength}=" in changed:
+            return changed
+        value = {**self.defaults, **params}[strength]
+        named = f"{strength}={value:g}" if isinstance(value, float) else f"{strength}={value}"
+        return f"{named} (defaults)" if changed == "defaults" else f"{named}, {changed}"
 
     def verdict_rule(self, params: dict) -> str:
         """'score > 4.0' or 'p < 0.2': what a text's score must pass to be called watermarked."""
@@ -359,6 +416,7 @@ ITS_EDIT = MethodInfo(
             "p_threshold": (0.1, Param("p-value at or below which a text is called watermarked", low=0, high=1))},
     threshold_param="p_threshold", aliases=("ITSEdit", "ITS"), score_direction="lower", score_label="p",
     implementation="fwsapp.watermark.its_edit:ITSEdit", test_params={"n_runs": 10, "pseudo_length": 32},
+    science_params={"n_runs": 20},
     keyed_draw=KeyedDraw("a keyed permutation and sequence of uniforms from torch's CPU generator", "MarkLLM 0.1.5 ITS-edit"),
 )
 UNBIASED = MethodInfo(
@@ -436,6 +494,7 @@ SEMSTAMP = MethodInfo(
                                    low=0, high=1))},
     threshold_param="z_threshold", aliases=("SEMSTAMP",), needs_tokenizer=True, unit="sentence",
     implementation="fwsapp.watermark.semstamp:SemStamp", test_params={"max_rejections": 0},
+    science_tokens=48, science_params={"max_rejections": 8},  # a few sentences, each chosen from candidates
     keyed_draw=SEMANTIC_REGIONS,
 )
 K_SEMSTAMP = MethodInfo(
@@ -451,6 +510,7 @@ K_SEMSTAMP = MethodInfo(
     threshold_param="z_threshold", aliases=("KSEMSTAMP", "k-semstamp"), needs_tokenizer=True, unit="sentence",
     fitted_on_references=True,
     implementation="fwsapp.watermark.k_semstamp:KSemStamp", test_params={"max_rejections": 0},
+    science_tokens=48, science_params={"max_rejections": 8},  # a few sentences, each chosen from candidates
     keyed_draw=SEMANTIC_REGIONS,
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",

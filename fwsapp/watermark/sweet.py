@@ -12,8 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.entities.entropy import sequence_entropies
-from fwsapp.models.teacher_forcing import token_entropy
+from fwsapp.models.teacher_forcing import teacher_force, token_entropy
 from fwsapp.watermark import methods
 from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
@@ -37,8 +36,11 @@ class SWEET(BatchedDetector, KGW, info=methods.SWEET):
 
     def detect_many(self, texts: Texts) -> list[Detection]:
         threshold = self.params["entropy_threshold"]
+        # Each token's entropy is that of the distribution it was drawn from, given everything before it.
+        statistics = teacher_force(self.lm, [(context_ids, token_ids) for token_ids, context_ids in texts], ("entropy",), 16)
         detections = []
-        for (token_ids, context_ids), entropies in zip(texts, sequence_entropies(self.lm, texts)):
+        for (token_ids, context_ids), stats in zip(texts, statistics):
+            entropies = stats["entropy"].tolist()
             flags = self.green_lists.flags(token_ids, context_ids)
             detections.append(count_detection([flag if entropy > threshold else -1
                                                for flag, entropy in zip(flags, entropies)], self.params["gamma"]))

@@ -1,24 +1,11 @@
 """Homoglyphs: a share of the letters that have a Unicode look-alike (Cyrillic, Greek) replaced by it, so the text reads
 the same and tokenises differently. The defence is `normalize`: look-alikes mapped back before tokenising (the
-`homoglyphs` normaliser of lm-watermarking), offered by re-detection."""
+`homoglyphs` normaliser of lm-watermarking, `fwsapp.detection.normalizers`, which holds the look-alikes), offered by
+re-detection."""
 from __future__ import annotations
 
-import unicodedata
-
+from fwsapp.detection.normalizers import LOOK_ALIKES
 from fwsapp.robustness.attacks.base import Attack, Attacked, edit_outside
-
-# Latin letter -> its look-alike: Cyrillic, and Greek where Cyrillic has none.
-LOOK_ALIKES = {
-    "a": "а", "c": "с", "e": "е", "i": "і", "j": "ј", "o": "о", "p": "р", "s": "ѕ", "x": "х", "y": "у",
-    "A": "А", "B": "В", "C": "С", "E": "Е", "H": "Н", "I": "І", "J": "Ј", "K": "К", "M": "М", "N": "Ν",
-    "O": "О", "P": "Р", "S": "Ѕ", "T": "Т", "X": "Х", "Y": "Υ", "Z": "Ζ",
-}
-BACK = str.maketrans({look: latin for latin, look in LOOK_ALIKES.items()})
-
-
-def normalize_homoglyphs(text: str) -> str:
-    """Look-alikes back to the Latin letters they imitate, after Unicode's own compatibility folding (NFKC)."""
-    return unicodedata.normalize("NFKC", text).translate(BACK)
 
 
 class Homoglyph(Attack):

@@ -1,0 +1,61 @@
+"""The paper's entropy-shift analysis per task: the per-token entropies (`fwsapp.entities.entropy`) of the references,
+the unwatermarked texts and each watermarked run, as density curves and shares per bin, each run a series named as
+every page names it (`run_names`)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fwsapp.entities.entropy import BINS, bin_shares
+from fwsapp.results.run_names import run_settings
+
+
+def density(values, grid) -> np.ndarray:
+    """Gaussian KDE (scipy) of the values on the grid."""
+    from scipy.stats import gaussian_kde
+
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 or np.ptp(values) == 0:
+        return np.zeros(len(grid))
+    return gaussian_kde(values)(grid)
+
+
+def series_values(values, runs, task: str):
+    """Per-token entropies of one task labelled by series: 'reference', 'unwatermarked', or the watermarked run
+    (its method and settings, `run_names`: two KGW runs that differ in δ are two series).
+
+    Runs of several methods over the same prompts share their references, and their unwatermarked texts
+    (generation reuses them): each such text is counted once per model, not once per run."""
+    named = runs[["run_id", "method", "task", "model"]].assign(settings=run_settings(runs).to_numpy())
+    own = values.merge(named, on="run_id")
+    own = own[own.task == task]
+    shared = own[own.text_kind != "watermarked"]
+    texts = shared.groupby(["run_id", "sample_idx", "text_kind", "model"], sort=False).entropy.agg(tuple).reset_index()
+    distinct = texts.drop_duplicates(["model", "sample_idx", "text_kind", "entropy"])[["run_id", "sample_idx", "text_kind"]]
+    own = pd.concat([own[own.text_kind == "watermarked"], shared.merge(distinct, on=["run_id", "sample_idx", "text_kind"])],
+                    ignore_index=True)
+    return own.assign(series=own.text_kind.where(own.text_kind != "watermarked", own.method + " · " + own.settings))
+
+
+def density_frame(values, runs, task: str, grid=None):
+    """KDE curves per series for a task: columns series, entropy, density."""
+    grid = np.linspace(0, 10, 201) if grid is None else grid
+    labelled = series_values(values, runs, task)
+    frames = [pd.DataFrame({"series": series, "entropy": grid, "density": density(group.entropy, grid)})
+              for series, group in labelled.groupby("series")]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["series", "entropy", "density"])
+
+
+def bin_table(values, runs, task: str):
+    """Percent of tokens per entropy bin and series, with the shift from unwatermarked and from the
+    reference in percentage points (the paper's entropy-shift analysis)."""
+    labelled = series_values(values, runs, task)
+    rows = [{"series": series, "tokens": len(group), **bin_shares(group.entropy)} for series, group in labelled.groupby("series")]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    for baseline in ("unwatermarked", "reference"):
+        base = table[table.series == baseline]
+        for name in BINS:
+            table[f"{name} shift vs {baseline} (pp)"] = table[name] - base[name].iloc[0] if not base.empty else None
+    return table

@@ -1,0 +1,34 @@
+"""The Robustness page's rows: each method × attack summary (`fwsapp.robustness.attack_sets.summary_frame`) with its run
+named as every page names it (`run_names`), its clean baseline and the negatives it was read against."""
+from __future__ import annotations
+
+import pandas as pd
+
+from fwsapp.results.run_names import run_settings
+from fwsapp.robustness.attack_sets import CLEAN
+
+
+def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`summary_frame` with each row's run called as the other pages call it (method, settings with its strength,
+    then id where needed) and the number of its watermarked texts detected clean."""
+    named = run_settings(runs)
+    clean = frame[frame.attack_label == CLEAN].set_index("set_id").texts
+    # The negatives are named in the row: an imported run's Detect figures read its reference, these its clean texts.
+    baseline = frame[frame.attack_label == CLEAN].set_index("set_id")
+    negatives = baseline.negatives
+    notes = baseline.retokenised if "retokenised" in baseline else pd.Series(dtype=object)
+    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model} · n={clean.get(set_id, '?')}"
+                             + f" · against its {negatives.get(set_id, 'clean')} texts"
+                             + (f" · {notes[set_id]}" if isinstance(notes.get(set_id), str) else "")
+                             + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
+                             for run_id, method, task, model, normalize, set_id
+                             in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize,
+                                    _clean_set(frame))])
+
+
+def _clean_set(frame: pd.DataFrame) -> list[str]:
+    """Each row's clean detection set: its own for a clean row, else the clean row's of the same run and detector."""
+    clean = frame[frame.attack_label == CLEAN]
+    key = dict(zip(zip(clean.run_id, clean.method, clean.tokenizer, clean.normalize.fillna("")), clean.set_id))
+    return [key.get((row.run_id, row.method, row.tokenizer, row.normalize if isinstance(row.normalize, str) else ""),
+                    row.set_id) for row in frame.itertuples()]
