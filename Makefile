@@ -17,7 +17,7 @@ NO_DEPS_LIBS := scispacy==0.6.2
 PORT ?= 8501
 VLLM_VERSION := 0.33.0
 
-.PHONY: run test install install-test browser
+.PHONY: run test docs install install-test browser
 
 $(VENV)/.installed: requirements.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,7 +54,12 @@ browser:
 run: install
 	$(PY) -m fwsapp.ui.serve --server.port $(PORT)
 
-# ruff first (seconds), then every test: the model-free tier on both cores (pytest-xdist), then the slow tier on two
+# The reference site on http://localhost:8000, its tables and CLI reference generated from the registries and the parser
+# as it builds (mkdocs.yml, docs/hooks.py). `make test` builds it strictly (tests/test_docs.py).
+docs: install-test
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
+# ruff first (seconds), then every test (the documentation site's strict build among them): the model-free tier on both cores (pytest-xdist), then the slow tier on two
 # workers by group (tests/conftest.py): the tests that load models here in one process, so that each model loads once,
 # and the browsers, clusters and processes in the other. Mixing the two tiers in one pytest was slower (20 min against
 # 17): the browser tests wait on pages that CPU-bound tests slow. Both tiers run whatever the first gives.

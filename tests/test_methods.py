@@ -69,15 +69,6 @@ def test_no_module_outside_the_registry_special_cases_a_method_by_name():
     assert offenders == []
 
 
-def test_the_readme_method_table_names_every_registered_method_and_no_other():
-    import re
-
-    table = ROOT.joinpath("README.md").read_text().split("## Methods", 1)[1].split("\n\n", 2)[1]
-    named = {name for row in table.splitlines()[2:] for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
-    spellings = {spelling for info in methods.METHODS for spelling in (info.name, *info.aliases)}
-    assert set(methods.METHODS.names()) <= named and named <= spellings
-
-
 @pytest.mark.parametrize("method, change, named", [
     ("KGW", {"score_direction": "lower"}, "score_label='z' needs score_direction='higher'"),  # a z read the wrong way
     ("EXP", {"score_direction": "higher"}, "score_label='p' needs score_direction='lower'"),

@@ -147,5 +147,5 @@ def _raw(task_name: str, name: str, rows: list[dict], columns: tuple[str, ...]) 
         if sample is not None:
             samples.append(sample)
     if not samples:
-        raise DatasetError(name, f"no row passes the {task_name} rules (see README: Tasks).")
+        raise DatasetError(name, f"no row passes the {task_name} rules (see docs/data.md: Tasks and data).")
     return samples

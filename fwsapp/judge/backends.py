@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fwsapp.models.server import ServerError, TransientServerError, bounded_http_client, faults_sorted, short
 
 from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE, REQUEST_TIMEOUT_SECONDS
-# Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (README, The judge).
+# Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (docs/judge.md).
 LOCAL_SECONDS_PER_PAIR = 7
 
 

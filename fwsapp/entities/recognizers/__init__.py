@@ -67,7 +67,7 @@ def _scispacy_unavailable() -> str | None:
     import spacy.util
 
     return None if spacy.util.is_package(SCISPACY_MODEL) else (
-        f"it needs {SCISPACY_MODEL}, which is not installed (see the README, 'Disease recognition')")
+        f"it needs {SCISPACY_MODEL}, which is not installed (see docs/entities.md, 'Disease recognition')")
 
 
 # The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule.
