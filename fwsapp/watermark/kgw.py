@@ -21,25 +21,14 @@ from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import GreenCount
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.base import Detection
+from fwsapp.watermark.detector import TokenDetector
+from fwsapp.watermark.keyed_uniforms import multiplied_seed, prefix_product
 from fwsapp.watermark.rng import VocabularyShuffle
 
 
 # Packed green lists kept per detector: a Llama 3 run meets tens of thousands of seeds (16 KiB each).
 GREEN_CACHE_BYTES = 256 * 2**20
-
-
-def prefix_product(prefix: Sequence[int], prefix_length: int) -> int:
-    """The product of the last `prefix_length` tokens: MarkLLM's "time" hash of a context."""
-    product = 1
-    for token in prefix[-prefix_length:]:
-        product *= int(token)
-    return product
-
-
-def multiplied_seed(prefix: Sequence[int], prefix_length: int, hash_key: int, vocab_size: int) -> int:
-    """hash key × (prefix product mod V): how MarkLLM's SWEET, EWD and EXP seed their generators."""
-    return hash_key * (prefix_product(prefix, prefix_length) % vocab_size)
 
 
 class GreenLists:
@@ -153,6 +142,19 @@ def count_detection(flags: list[int], gamma: float) -> Detection:
                      token_flags=flags)
 
 
+class GreenCountDetector(TokenDetector):
+    """A green-list detector on the skeleton: a token's evidence is 1 where it is green, the score the z of their
+    count, its p-value the exact or normal tail (`green_p_value`)."""
+
+    evidence = GreenCount()
+
+    def z(self, statistic: float, scored: int) -> float:
+        return z_score(statistic, scored, self.params["gamma"])
+
+    def p_value(self, statistic: float, scored: int) -> float:
+        return green_p_value(int(statistic), scored, self.params["gamma"])
+
+
 class KGWLogitsProcessor(LogitsProcessor):
     def __init__(self, green_lists: GreenLists, delta: float):
         self.green_lists = green_lists
@@ -168,8 +170,7 @@ class KGWLogitsProcessor(LogitsProcessor):
         return self.green_lists.batch_mask(input_ids)
 
 
-class KGW(Watermark, info=methods.KGW):
-    evidence = GreenCount()
+class KGW(GreenCountDetector, info=methods.KGW):
     seeding = "kgw"
 
     def __init__(self, vocab_size: int, **params):
@@ -181,5 +182,7 @@ class KGW(Watermark, info=methods.KGW):
     def logits_processor(self) -> LogitsProcessor:
         return KGWLogitsProcessor(self.green_lists, self.params["delta"])
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        return count_detection(self.green_lists.flags(token_ids, context_ids), self.params["gamma"])
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """1 where the token is in the green list its context seeds, else 0."""
+        return np.asarray([self.green_lists.is_green(self.green_lists.seed(context.tolist()), token)
+                           for context, token in zip(contexts, tokens.tolist())], dtype=float)

@@ -393,6 +393,8 @@ EWD = MethodInfo(
     keyed_draw=MARKLLM_GREEN_LIST,
 )
 P_THRESHOLD = Param("p-value below which a text is called watermarked", low=0, high=1, open_low=True)
+MARKLLM_EXP_UNIFORMS = KeyedDraw("torch.rand of the vocabulary on a CPU generator seeded by hash_key × the product of "
+                                 "the previous tokens", "MarkLLM 0.1.5 EXP")
 EXP = MethodInfo(
     "EXP", "Aaronson (2023): exponential (Gumbel) sampling, token = argmax r^(1/p) with r keyed by the previous "
            "tokens; distortion-free per step; gamma-distribution p-value.",
@@ -402,9 +404,14 @@ EXP = MethodInfo(
             "p_threshold": (1e-4, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("Aaronson", "EXP-Gumbel"), score_direction="lower", score_label="p",
     seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.exp:EXP",
-    keyed_draw=KeyedDraw("torch.rand of the vocabulary on a CPU generator seeded by hash_key × the product of the "
-                         "previous tokens", "MarkLLM 0.1.5 EXP"),
-    expected_evidence=GUMBEL,
+    keyed_draw=MARKLLM_EXP_UNIFORMS, expected_evidence=GUMBEL,
+)
+PF = MethodInfo(
+    "PF", "Zhao et al. (2025): Permute-and-Flip decoding, token = argmax p / r with r keyed by the previous tokens; "
+          "gamma-distribution p-value of the summed −log r.",
+    params=dict(EXP.params), threshold_param="p_threshold", aliases=("Permute-and-Flip",), score_direction="lower",
+    score_label="p", seeding_context=tokens_before("prefix_length"), implementation="fwsapp.watermark.pf:PF",
+    keyed_draw=MARKLLM_EXP_UNIFORMS,
 )
 ITS_EDIT = MethodInfo(
     "ITS-Edit", "Kuditipudi et al. (2024): inverse-transform sampling along a keyed permutation and sequence of "
@@ -545,7 +552,7 @@ DETECTGPT = MethodInfo(
 )
 
 METHODS = Registry("watermark method", [KGW, SWEET, DIPMARK, EXP_EDIT, ENTITY_KGW, ENTITY_KGW_PREDICTED, UNIGRAM,
-                                        SYNTHID, EWD, EXP, ITS_EDIT, UNBIASED, MORPHMARK, VLLM_GUMBEL,
+                                        SYNTHID, EWD, EXP, PF, ITS_EDIT, UNBIASED, MORPHMARK, VLLM_GUMBEL,
                                         VLLM_GUMBEL_DUALKEY, SEMSTAMP, K_SEMSTAMP, LOGRANK, DETECTGPT, FAST_DETECTGPT])
 
 

@@ -7,16 +7,13 @@ seeded from sha256 of the hash key. Every token is scored; there is no context.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
 
 import numpy as np
 import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.evidence import GreenCount
-from fwsapp.watermark.base import Detection, Watermark
-from fwsapp.watermark.kgw import bias_green, count_detection
+from fwsapp.watermark.kgw import GreenCountDetector, bias_green
 
 
 def unigram_mask(vocab_size: int, gamma: float, hash_key: int) -> np.ndarray:
@@ -36,8 +33,7 @@ class UnigramLogitsProcessor(LogitsProcessor):
         return bias_green(scores, self.mask.expand(scores.shape[0], -1), self.delta)
 
 
-class Unigram(Watermark, info=methods.UNIGRAM):
-    evidence = GreenCount()
+class Unigram(GreenCountDetector, info=methods.UNIGRAM):
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
@@ -46,6 +42,6 @@ class Unigram(Watermark, info=methods.UNIGRAM):
     def logits_processor(self) -> LogitsProcessor:
         return UnigramLogitsProcessor(self.mask, self.params["delta"])
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        flags = [int(token < self.vocab_size and bool(self.mask[token])) for token in token_ids]
-        return count_detection(flags, self.params["gamma"])
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """1 where the token is in the one green list, else 0."""
+        return np.asarray([token < self.vocab_size and bool(self.mask[token]) for token in tokens.tolist()], dtype=float)

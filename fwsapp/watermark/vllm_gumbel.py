@@ -20,17 +20,16 @@ That leaves the answer exactly vLLM's, at a small share of the vocabulary's Phil
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import numpy as np
 import torch
-from numpy.lib.stride_tricks import sliding_window_view
 from scipy.special import gammaincc
 from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper,
                           TopPLogitsWarper)
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
+from fwsapp.watermark.base import GenerationBatch
+from fwsapp.watermark.detector import TokenDetector
 from fwsapp.watermark.evidence import ExponentialSum
 from fwsapp.watermark.philox import LARGEST_UNIFORM, PhiloxPRF, derive_key
 from fwsapp.watermark.vllm_contexts import ContextHistory, is_greedy, skip_reason
@@ -164,8 +163,13 @@ def gamma_survival(total: float, shape: int) -> float:
     return min(1.0, math.exp(min(0.0, log_sum - total)))
 
 
-class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
+class VLLMGumbel(TokenDetector, info=methods.VLLM_GUMBEL):
+    """The generated tokens alone are scored, from −1 padding as vLLM's detector does; the prompt is not read."""
+
     evidence = ExponentialSum()
+    padded_context = True
+    flag_above = float(np.log(2))  # above Exp(1)'s median: half of unwatermarked tokens are
+    continuous = True
     key_domains: tuple[bytes, ...] = ()  # the single key is used as given
 
     def __init__(self, vocab_size: int, lm=None, **params):
@@ -195,26 +199,11 @@ class VLLMGumbel(Watermark, info=methods.VLLM_GUMBEL):
     def p_value(self, total: float, scored: int) -> float:
         return gamma_survival(total, scored)
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        """The generated tokens alone are scored, from −1 padding as vLLM's detector does; the prompt is not read."""
-        width = self.params["context_width"]
-        tokens = np.asarray([int(token) for token in token_ids], dtype=np.int64)
-        if tokens.size == 0:
-            return Detection(score=1.0, p=1.0, statistic=0.0, num_tokens_scored=0)
-        contexts = sliding_window_view(np.concatenate([np.full(width, -1, np.int64), tokens]), width)[:tokens.size]
-        kept = np.ones(tokens.size, dtype=bool)
-        if self.params["deduplicate_contexts"] != "none":  # a repeated context reuses its noise: counted once
-            kept[:] = False
-            kept[np.unique(contexts, axis=0, return_index=True)[1]] = True
-        evidence = self.token_evidence(contexts[kept], tokens[kept])
-        total = torch.from_numpy(evidence).sum().item()  # torch's order of summation, as vLLM's detector adds
-        p_value = self.p_value(total, int(kept.sum()))
-        flags = np.full(tokens.size, -1)
-        flags[kept] = (evidence > np.log(2)).astype(int)  # above Exp(1)'s median: half of unwatermarked tokens are
-        values = np.full(tokens.size, 0.5)
-        values[kept] = evidence / (evidence + 1)
-        return Detection(score=p_value, p=p_value, statistic=total, num_tokens_scored=int(kept.sum()), token_flags=flags.tolist(),
-                         token_values=values.tolist())
+    def scores_repeated_contexts(self) -> bool:
+        return self.params["deduplicate_contexts"] == "none"  # else a repeated context reuses its noise: scored once
+
+    def statistic(self, evidence: np.ndarray) -> float:
+        return torch.from_numpy(evidence).sum().item()  # torch's order of summation, as vLLM's detector adds
 
 
 class VLLMGumbelDualKey(VLLMGumbel, info=methods.VLLM_GUMBEL_DUALKEY):

@@ -1,0 +1,104 @@
+"""The detector skeleton of the methods whose evidence is one value per token, read from a keyed draw seeded by the
+tokens before it (vLLM's v1/watermarking/detector.py is the model: a base that prepares the contexts, and a method that
+writes three hooks).
+
+The base owns what these detectors share:
+- the context window: which tokens seed each position's draw (the entry's `context_width`). Either the prompt's last
+  tokens seed the first positions, and a position with fewer tokens before it is not scored (MarkLLM's detectors), or,
+  as vLLM's, the text is padded with −1 and the prompt is not read (`padded_context`);
+- repeated contexts: where the method's own parameter says so (`scores_repeated_contexts`), a context that came before
+  is scored once, its first time, as vLLM's `deduplicate_contexts` does;
+- the per-token loop and the Detection: per-token flags (and values, for continuous evidence), from which the length
+  curves and WinMax follow through the method's declared `Evidence`.
+
+A method supplies:
+- `token_evidence(contexts, tokens)`: each scored token's evidence given its context, its keyed draw read;
+- `p_value(statistic, scored)`: how likely the statistic is without the watermark;
+- and, where the score is a z, `z(statistic, scored)`; `statistic(evidence)` is their sum unless it says otherwise.
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import ClassVar, Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from fwsapp.watermark.base import Detection, Watermark
+
+
+class TokenDetector(Watermark):
+    # vLLM's windows: the generated tokens after −1 padding, the prompt unread.
+    padded_context: ClassVar[bool] = False
+    # A token whose evidence exceeds this is flagged as the watermark's (green; above Exp(1)'s median, log 2, for the
+    # exponential evidence of the Gumbel family, so half of unwatermarked tokens are).
+    flag_above: ClassVar[float] = 0.5
+    # Continuous evidence e is shown per token as e / (e + 1): 0.5 at Exp(1)'s mean, as MarkLLM's view shows it.
+    continuous: ClassVar[bool] = False
+
+    def context_width(self) -> int:
+        return self.info.context_width(self.params) or 0
+
+    def scores_token(self, token: int) -> bool:
+        """Whether a token can be scored at all (EXP leaves a token outside the vocabulary unscored)."""
+        return True
+
+    def scores_repeated_contexts(self) -> bool:
+        """Whether a context that came before is scored again (vLLM's `deduplicate_contexts` says not)."""
+        return True
+
+    def windows(self, token_ids: Sequence[int], context_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(contexts [n, width], tokens [n], positions [n]): each scored token, the tokens that seed its draw, and where
+        it stands among `token_ids`."""
+        width = self.context_width()
+        tokens = np.asarray([int(token) for token in token_ids], dtype=np.int64)
+        if self.padded_context:
+            seeds = np.full(width, -1, dtype=np.int64)
+        else:
+            seeds = np.asarray([int(token) for token in context_ids][-width:] if width else [], dtype=np.int64)
+        full = np.concatenate([seeds, tokens])
+        ends = np.arange(len(seeds), len(full))
+        ends = ends[ends >= width]
+        ends = np.asarray([end for end in ends if self.scores_token(int(full[end]))], dtype=np.int64)
+        contexts = (sliding_window_view(full, width)[ends - width] if width and len(ends)
+                    else np.zeros((len(ends), width), dtype=np.int64))
+        if len(ends) and not self.scores_repeated_contexts():
+            first = np.sort(np.unique(contexts, axis=0, return_index=True)[1])
+            contexts, ends = contexts[first], ends[first]
+        return contexts, full[ends], ends - len(seeds)
+
+    @abstractmethod
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Each token's evidence after its context."""
+
+    def statistic(self, evidence: np.ndarray) -> float:
+        """The evidence added up, token after token (the order MarkLLM's detectors add in)."""
+        total = 0.0
+        for value in evidence.tolist():
+            total += value
+        return total
+
+    @abstractmethod
+    def p_value(self, statistic: float, scored: int) -> float:
+        """P(statistic at least this large | no watermark) over `scored` tokens."""
+
+    def z(self, statistic: float, scored: int) -> float:
+        raise NotImplementedError(f"{self.name} scores a p-value, not a z.")
+
+    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
+        contexts, tokens, positions = self.windows(token_ids, context_ids)
+        evidence = np.asarray(self.token_evidence(contexts, tokens), dtype=float) if len(tokens) else np.zeros(0)
+        statistic, scored = self.statistic(evidence), len(tokens)
+        p = self.p_value(statistic, scored)
+        flags = np.full(len(token_ids), -1)
+        flags[positions] = evidence > self.flag_above
+        values = []
+        if self.continuous:
+            values = np.full(len(token_ids), 0.5)
+            values[positions] = evidence / (evidence + 1)
+            values = values.tolist()
+        if self.info.score_label == "p":
+            return Detection(score=p, p=p, statistic=statistic, num_tokens_scored=scored, token_flags=flags.tolist(),
+                             token_values=values)
+        z = self.z(statistic, scored)
+        return Detection(score=z, z=z, p=p, num_tokens_scored=scored, token_flags=flags.tolist(), token_values=values)
