@@ -8,6 +8,9 @@ The base owns what these detectors share:
   as vLLM's, the text is padded with −1 and the prompt is not read (`padded_context`);
 - repeated contexts: where the method's own parameter says so (`scores_repeated_contexts`), a context that came before
   is scored once, its first time, as vLLM's `deduplicate_contexts` does;
+- gates: the tokens a method's processor left alone are not scored, known from the text (`text_spares`: EntityKGW's
+  lexicon names) or from the model's next-token distributions (`model_statistics` and `model_spares`: SWEET's and
+  EntityKGW's entropy gates), read in one teacher-forced pass over a batch of texts;
 - the per-token loop and the Detection: per-token flags (and values, for continuous evidence), from which the length
   curves and WinMax follow through the method's declared `Evidence`.
 
@@ -24,7 +27,8 @@ from typing import ClassVar, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.models.teacher_forcing import teacher_force
+from fwsapp.watermark.base import Detection, Texts, Watermark
 
 
 class TokenDetector(Watermark):
@@ -47,9 +51,23 @@ class TokenDetector(Watermark):
         """Whether a context that came before is scored again (vLLM's `deduplicate_contexts` says not)."""
         return True
 
-    def windows(self, token_ids: Sequence[int], context_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def text_spares(self, token_ids: list[int]) -> list[bool] | None:
+        """Per token, whether the processor left it alone, read from the text itself; None: it spares none."""
+        return None
+
+    def model_statistics(self) -> list:
+        """The teacher-forced statistics (`fwsapp.models.teacher_forcing`) its model gate reads; none without a gate,
+        so detection is then the text's alone."""
+        return []
+
+    def model_spares(self, stats) -> np.ndarray:
+        """Per token, whether the distribution it was drawn from kept the watermark away (read from `stats`)."""
+        raise NotImplementedError(f"{self.name} has no model gate.")
+
+    def windows(self, token_ids: Sequence[int], context_ids: Sequence[int], spared=None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(contexts [n, width], tokens [n], positions [n]): each scored token, the tokens that seed its draw, and where
-        it stands among `token_ids`."""
+        it stands among `token_ids`; a token `spared` (per token, where given) is not scored."""
         width = self.context_width()
         tokens = np.asarray([int(token) for token in token_ids], dtype=np.int64)
         if self.padded_context:
@@ -59,7 +77,8 @@ class TokenDetector(Watermark):
         full = np.concatenate([seeds, tokens])
         ends = np.arange(len(seeds), len(full))
         ends = ends[ends >= width]
-        ends = np.asarray([end for end in ends if self.scores_token(int(full[end]))], dtype=np.int64)
+        ends = np.asarray([end for end in ends if self.scores_token(int(full[end]))
+                           and not (spared is not None and spared[end - len(seeds)])], dtype=np.int64)
         contexts = (sliding_window_view(full, width)[ends - width] if width and len(ends)
                     else np.zeros((len(ends), width), dtype=np.int64))
         if len(ends) and not self.scores_repeated_contexts():
@@ -86,7 +105,23 @@ class TokenDetector(Watermark):
         raise NotImplementedError(f"{self.name} scores a p-value, not a z.")
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        contexts, tokens, positions = self.windows(token_ids, context_ids)
+        return self.detect_many([(token_ids, context_ids)])[0]
+
+    def detect_many(self, texts: Texts) -> list[Detection]:
+        """Each text detected on its own; a model gate's statistics read for all of them in one teacher-forced pass."""
+        texts = [([int(token) for token in token_ids], context_ids) for token_ids, context_ids in texts]
+        wanted = self.model_statistics()
+        stats = (teacher_force(self.lm, [(context_ids, tokens) for tokens, context_ids in texts], wanted, batch_size=16)
+                 if wanted else [None] * len(texts))
+        return [self.detect_text(tokens, context_ids, found) for (tokens, context_ids), found in zip(texts, stats)]
+
+    def detect_text(self, token_ids: list[int], context_ids: Sequence[int], stats=None) -> Detection:
+        """One text's detection, its gates applied (`stats`: the model's statistics where its gate reads them)."""
+        spared = self.text_spares(token_ids)
+        if stats is not None:
+            gated = self.model_spares(stats)
+            spared = gated if spared is None else [skip or bool(model_skip) for skip, model_skip in zip(spared, gated)]
+        contexts, tokens, positions = self.windows(token_ids, context_ids, spared)
         evidence = np.asarray(self.token_evidence(contexts, tokens), dtype=float) if len(tokens) else np.zeros(0)
         statistic, scored = self.statistic(evidence), len(tokens)
         p = self.p_value(statistic, scored)

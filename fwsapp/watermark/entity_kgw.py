@@ -27,9 +27,8 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.models.teacher_forcing import teacher_force, token_entropy
-from fwsapp.watermark.base import BatchedDetector, Detection, Texts
-from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
+from fwsapp.models.teacher_forcing import token_entropy
+from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ class EntityKGWLogitsProcessor(KGWLogitsProcessor):
         return mask & biased
 
 
-class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
+class EntityKGW(KGW, info=methods.ENTITY_KGW):
     def __init__(self, vocab_size: int, lm=None, tokenizer=None, **params):
         """`tokenizer` (a tokenizers.TextTokenizer) finds the lexicon's names in token ids (`factory.create` gives the
         model's own where none is named)."""
@@ -168,19 +167,6 @@ class EntityKGW(BatchedDetector, KGW, info=methods.ENTITY_KGW):
             return np.zeros(len(stats), dtype=bool)
         return ~(stats["entropy"] > self.params["entropy_threshold"])
 
-    def detect_many(self, texts: Texts) -> list[Detection]:
-        texts = [([int(token) for token in token_ids], context_ids) for token_ids, context_ids in texts]
-        wanted = self.model_statistics()
-        gates = ([self.model_spares(stats) for stats in teacher_force(
-            self.lm, [(context_ids, tokens) for tokens, context_ids in texts], wanted, batch_size=16)]
-                 if wanted else [None] * len(texts))
-        detections = []
-        for (tokens, context_ids), gate in zip(texts, gates):
-            spared = self.trie.spared(tokens)
-            if gate is not None:
-                spared = [skip or bool(model_skip) for skip, model_skip in zip(spared, gate)]
-            flags = self.green_lists.flags(tokens, context_ids)
-            detections.append(count_detection([-1 if skip else flag for flag, skip in zip(flags, spared)],
-                                              self.params["gamma"]))
-        return detections
-
+    def text_spares(self, token_ids: list[int]) -> list[bool]:
+        """The tokens inside a lexicon name, or that start one: the processor left them alone."""
+        return self.trie.spared(token_ids)

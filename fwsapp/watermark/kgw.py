@@ -21,7 +21,6 @@ from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import GreenCount
-from fwsapp.watermark.base import Detection
 from fwsapp.watermark.detector import TokenDetector
 from fwsapp.watermark.keyed_uniforms import multiplied_seed, prefix_product
 from fwsapp.watermark.rng import VocabularyShuffle
@@ -132,14 +131,6 @@ def green_p_value(green_count: int, scored: int, gamma: float) -> float:
     if scored < EXACT_BELOW:
         return float(binom.sf(green_count - 1, scored, gamma))
     return float(norm.sf(z_score(green_count, scored, gamma)))
-
-
-def count_detection(flags: list[int], gamma: float) -> Detection:
-    """z-score and p-value over the scored tokens (flags 0 or 1; -1 is not scored)."""
-    scored = [flag for flag in flags if flag >= 0]
-    z = z_score(sum(scored), len(scored), gamma)
-    return Detection(score=z, z=z, p=green_p_value(sum(scored), len(scored), gamma), num_tokens_scored=len(scored),
-                     token_flags=flags)
 
 
 class GreenCountDetector(TokenDetector):

@@ -9,13 +9,13 @@ Green lists use SWEET's seeding in MarkLLM 0.1.5 (hash key × previous token), s
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from fwsapp.models.teacher_forcing import teacher_force, token_entropy
+from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import BatchedDetector, Detection, Texts
-from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor, count_detection
+from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor
 
 
 class SWEETLogitsProcessor(KGWLogitsProcessor):
@@ -28,20 +28,16 @@ class SWEETLogitsProcessor(KGWLogitsProcessor):
         return self.green_lists.batch_mask(input_ids) & high_entropy
 
 
-class SWEET(BatchedDetector, KGW, info=methods.SWEET):
+class SWEET(KGW, info=methods.SWEET):
     seeding = "sweet"
 
     def logits_processor(self) -> LogitsProcessor:
         return SWEETLogitsProcessor(self.green_lists, self.params["delta"], self.params["entropy_threshold"])
 
-    def detect_many(self, texts: Texts) -> list[Detection]:
-        threshold = self.params["entropy_threshold"]
-        # Each token's entropy is that of the distribution it was drawn from, given everything before it.
-        statistics = teacher_force(self.lm, [(context_ids, token_ids) for token_ids, context_ids in texts], ("entropy",), 16)
-        detections = []
-        for (token_ids, context_ids), stats in zip(texts, statistics):
-            entropies = stats["entropy"].tolist()
-            flags = self.green_lists.flags(token_ids, context_ids)
-            detections.append(count_detection([flag if entropy > threshold else -1
-                                               for flag, entropy in zip(flags, entropies)], self.params["gamma"]))
-        return detections
+    def model_statistics(self) -> list:
+        return ["entropy"]
+
+    def model_spares(self, stats) -> np.ndarray:
+        """A token drawn where the entropy was at or below τ carries no bias, and is not scored (nor is the first token
+        of a text with no context, whose entropy is unknown, −inf)."""
+        return ~(stats["entropy"] > self.params["entropy_threshold"])
