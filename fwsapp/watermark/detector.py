@@ -26,9 +26,11 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+from scipy.stats import gamma as gamma_distribution
 
 from fwsapp.models.teacher_forcing import teacher_force
 from fwsapp.watermark.base import Detection, Texts, Watermark
+from fwsapp.watermark.evidence import ExponentialSum
 
 
 class TokenDetector(Watermark):
@@ -137,3 +139,15 @@ class TokenDetector(Watermark):
                              token_values=values)
         z = self.z(statistic, scored)
         return Detection(score=z, z=z, p=p, num_tokens_scored=scored, token_flags=flags.tolist(), token_values=values)
+
+
+class ExponentialDetector(TokenDetector):
+    """The Gumbel family's detector (EXP, PF, vLLM's): a token's evidence is Exp(1) without the key, flagged above its
+    median (log 2), shown as e / (e + 1), and the p-value of n tokens is the Gamma(n, 1) tail of their sum."""
+
+    evidence = ExponentialSum()
+    flag_above = float(np.log(2))
+    continuous = True
+
+    def p_value(self, statistic: float, scored: int) -> float:
+        return float(gamma_distribution.sf(statistic, scored)) if scored else 1.0

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.stats import gamma as gamma_distribution
-from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.evidence import ExponentialSum
-from fwsapp.watermark.detector import TokenDetector
-from fwsapp.watermark.keyed_uniforms import KeyedChoiceProcessor, KeyedUniforms
+from fwsapp.watermark.keyed_uniforms import UniformsDetector
 
 
 def exponential_keys(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -27,25 +23,9 @@ def exponential_keys(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
     return torch.log(uniforms) / probs
 
 
-class EXP(TokenDetector, info=methods.EXP):
-    evidence = ExponentialSum()
-    flag_above = float(np.log(2))  # above Exp(1)'s median: half of unwatermarked tokens are
-    continuous = True
-
-    def __init__(self, vocab_size: int, lm=None, **params):
-        super().__init__(vocab_size, lm, **params)
-        self.uniforms = KeyedUniforms(vocab_size, self.params["hash_key"], self.params["prefix_length"])
-
-    def logits_processor(self) -> LogitsProcessor:
-        return KeyedChoiceProcessor(self.uniforms, self.params["top_k"], exponential_keys)
-
-    def scores_token(self, token: int) -> bool:
-        return 0 <= token < self.vocab_size
+class EXP(UniformsDetector, info=methods.EXP):
+    keys = staticmethod(exponential_keys)
 
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """e = −log(1 − r): Exp(1) for a token the key did not choose, large for one it did."""
         return np.asarray([-float(np.log1p(-r)) for r in self.uniforms.drawn(contexts, tokens)])
-
-    def p_value(self, statistic: float, scored: int) -> float:
-        """The Gamma(n, 1) tail of the summed evidence."""
-        return float(gamma_distribution.sf(statistic, scored)) if scored else 1.0

@@ -1,12 +1,15 @@
 """A keyed draw (PRF) shared by methods: r ~ U(0, 1)^V for the token after a context, from a CPU generator seeded as
 MarkLLM 0.1.5 seeds its EXP, SWEET and EWD generators, hash key × (the product of the last tokens mod V). EXP reads
-r^(1/p), PF p / r; the green lists of SWEET's seeding (`kgw.GreenLists`) take the same seed."""
+r^(1/p), PF p / r; the green lists of SWEET's seeding (`kgw.GreenLists`) take the same seed. `UniformsDetector` is what
+the methods that choose their token from these uniforms share."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import torch
 from transformers import LogitsProcessor
+
+from fwsapp.watermark.detector import ExponentialDetector
 
 
 def prefix_product(prefix: Sequence[int], prefix_length: int) -> int:
@@ -65,3 +68,20 @@ class KeyedChoiceProcessor(LogitsProcessor):
         draws = torch.stack([self.uniforms.draw(row)[:width] for row in input_ids.tolist()])
         chosen = self.choose(probs, draws).to(scores.device)
         return torch.full_like(scores, float("-inf")).scatter(1, chosen.unsqueeze(1), 0.0)
+
+
+class UniformsDetector(ExponentialDetector):
+    """A method that takes the token of largest `keys(p, r)` over these uniforms (its choice rule) and scores each
+    token's Exp(1) evidence from its r (`token_evidence`); a token outside the vocabulary is not scored."""
+
+    keys: ClassVar[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
+
+    def __init__(self, vocab_size: int, lm=None, **params):
+        super().__init__(vocab_size, lm, **params)
+        self.uniforms = KeyedUniforms(vocab_size, self.params["hash_key"], self.params["prefix_length"])
+
+    def logits_processor(self) -> LogitsProcessor:
+        return KeyedChoiceProcessor(self.uniforms, self.params["top_k"], type(self).keys)
+
+    def scores_token(self, token: int) -> bool:
+        return 0 <= token < self.vocab_size

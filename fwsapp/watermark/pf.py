@@ -5,20 +5,16 @@ At each step the last `prefix_length` tokens seed r_v ~ U(0, 1) for every token 
 −log r. Detection sums −log r_t over the scored tokens: for text the key did not choose, each term is Exp(1), so the sum
 over n tokens is Gamma(n, 1) and its survival function is the p-value (lower = watermarked).
 
-A method on the detector skeleton (`detector.py`) is this module: its choice at generation, its per-token evidence
-and its p-value.
+A method on the detector skeleton (`detector.py`) is this module: its choice at generation and its per-token
+evidence; the draw is `keyed_uniforms.py`'s, the Gamma p-value the exponential family's (`ExponentialDetector`).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.stats import gamma as gamma_distribution
-from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.detector import TokenDetector
-from fwsapp.watermark.evidence import ExponentialSum
-from fwsapp.watermark.keyed_uniforms import KeyedChoiceProcessor, KeyedUniforms
+from fwsapp.watermark.keyed_uniforms import UniformsDetector
 
 
 # A draw of exactly 0 (torch.rand can give one) is read as this, at generation and detection alike, as MarkLLM's PF
@@ -31,25 +27,9 @@ def permute_and_flip_keys(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.
     return torch.log(probs) - torch.log(torch.where(uniforms == 0, ZERO_DRAW, uniforms))
 
 
-class PF(TokenDetector, info=methods.PF):
-    evidence = ExponentialSum()
-    flag_above = float(np.log(2))  # above Exp(1)'s median: half of unwatermarked tokens are
-    continuous = True
-
-    def __init__(self, vocab_size: int, lm=None, **params):
-        super().__init__(vocab_size, lm, **params)
-        self.uniforms = KeyedUniforms(vocab_size, self.params["hash_key"], self.params["prefix_length"])
-
-    def logits_processor(self) -> LogitsProcessor:
-        return KeyedChoiceProcessor(self.uniforms, self.params["top_k"], permute_and_flip_keys)
-
-    def scores_token(self, token: int) -> bool:
-        return 0 <= token < self.vocab_size
+class PF(UniformsDetector, info=methods.PF):
+    keys = staticmethod(permute_and_flip_keys)
 
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """e = −log r: Exp(1) for a token the key did not choose, large for one whose r was small."""
         return np.asarray([-float(np.log(r or ZERO_DRAW)) for r in self.uniforms.drawn(contexts, tokens)])
-
-    def p_value(self, statistic: float, scored: int) -> float:
-        """The Gamma(n, 1) tail of the summed evidence."""
-        return float(gamma_distribution.sf(statistic, scored)) if scored else 1.0

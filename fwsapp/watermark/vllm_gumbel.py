@@ -29,7 +29,7 @@ from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogit
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.base import GenerationBatch
-from fwsapp.watermark.detector import TokenDetector
+from fwsapp.watermark.detector import ExponentialDetector
 from fwsapp.watermark.evidence import ExponentialSum
 from fwsapp.watermark.philox import LARGEST_UNIFORM, PhiloxPRF, derive_key
 from fwsapp.watermark.vllm_contexts import ContextHistory, is_greedy, skip_reason
@@ -163,13 +163,10 @@ def gamma_survival(total: float, shape: int) -> float:
     return min(1.0, math.exp(min(0.0, log_sum - total)))
 
 
-class VLLMGumbel(TokenDetector, info=methods.VLLM_GUMBEL):
+class VLLMGumbel(ExponentialDetector, info=methods.VLLM_GUMBEL):
     """The generated tokens alone are scored, from −1 padding as vLLM's detector does; the prompt is not read."""
 
-    evidence = ExponentialSum()
     padded_context = True
-    flag_above = float(np.log(2))  # above Exp(1)'s median: half of unwatermarked tokens are
-    continuous = True
     key_domains: tuple[bytes, ...] = ()  # the single key is used as given
 
     def __init__(self, vocab_size: int, lm=None, **params):
