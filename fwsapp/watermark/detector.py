@@ -10,7 +10,8 @@ The base owns what these detectors share:
   is scored once, its first time, as vLLM's `deduplicate_contexts` does;
 - gates: the tokens a method's processor left alone are not scored, known from the text (`text_spares`: EntityKGW's
   lexicon names) or from the model's next-token distributions (`model_statistics` and `model_spares`: SWEET's and
-  EntityKGW's entropy gates), read in one teacher-forced pass over a batch of texts;
+  EntityKGW's entropy gates), read in one teacher-forced pass over a batch of texts, and weights (`token_weights`:
+  EWD's entropy weights) from the same pass;
 - the per-token loop and the Detection: per-token flags (and values, for continuous evidence), from which the length
   curves and WinMax follow through the method's declared `Evidence`.
 
@@ -41,6 +42,8 @@ class TokenDetector(Watermark):
     flag_above: ClassVar[float] = 0.5
     # Continuous evidence e is shown per token as e / (e + 1): 0.5 at Exp(1)'s mean, as MarkLLM's view shows it.
     continuous: ClassVar[bool] = False
+    # Texts teacher-forced together for the model's statistics (a method that needs each alone says 1).
+    statistics_batch_size: ClassVar[int] = 16
 
     def context_width(self) -> int:
         return self.info.context_width(self.params) or 0
@@ -58,13 +61,19 @@ class TokenDetector(Watermark):
         return None
 
     def model_statistics(self) -> list:
-        """The teacher-forced statistics (`fwsapp.models.teacher_forcing`) its model gate reads; none without a gate,
-        so detection is then the text's alone."""
+        """The teacher-forced statistics (`fwsapp.models.teacher_forcing`) its gate or its weights read; none, and
+        detection is the text's alone."""
         return []
 
-    def model_spares(self, stats) -> np.ndarray:
-        """Per token, whether the distribution it was drawn from kept the watermark away (read from `stats`)."""
-        raise NotImplementedError(f"{self.name} has no model gate.")
+    def model_spares(self, stats) -> np.ndarray | None:
+        """Per token, whether the distribution it was drawn from kept the watermark away (read from `stats`); None:
+        the statistics gate nothing."""
+        return None
+
+    def token_weights(self, stats, positions: np.ndarray) -> np.ndarray | None:
+        """How much each scored token counts (EWD's entropy weights), from the model's statistics; None: each counts
+        one."""
+        return None
 
     def windows(self, token_ids: Sequence[int], context_ids: Sequence[int], spared=None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -92,8 +101,9 @@ class TokenDetector(Watermark):
     def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Each token's evidence after its context."""
 
-    def statistic(self, evidence: np.ndarray) -> float:
-        """The evidence added up, token after token (the order MarkLLM's detectors add in)."""
+    def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
+        """The evidence added up, token after token (the order MarkLLM's detectors add in); `weights`: where the method
+        weighs its tokens, which only such a method reads."""
         total = 0.0
         for value in evidence.tolist():
             total += value
@@ -113,19 +123,21 @@ class TokenDetector(Watermark):
         """Each text detected on its own; a model gate's statistics read for all of them in one teacher-forced pass."""
         texts = [([int(token) for token in token_ids], context_ids) for token_ids, context_ids in texts]
         wanted = self.model_statistics()
-        stats = (teacher_force(self.lm, [(context_ids, tokens) for tokens, context_ids in texts], wanted, batch_size=16)
+        stats = (teacher_force(self.lm, [(context_ids, tokens) for tokens, context_ids in texts], wanted,
+                               batch_size=self.statistics_batch_size)
                  if wanted else [None] * len(texts))
         return [self.detect_text(tokens, context_ids, found) for (tokens, context_ids), found in zip(texts, stats)]
 
     def detect_text(self, token_ids: list[int], context_ids: Sequence[int], stats=None) -> Detection:
         """One text's detection, its gates applied (`stats`: the model's statistics where its gate reads them)."""
         spared = self.text_spares(token_ids)
-        if stats is not None:
-            gated = self.model_spares(stats)
+        gated = self.model_spares(stats) if stats is not None else None
+        if gated is not None:
             spared = gated if spared is None else [skip or bool(model_skip) for skip, model_skip in zip(spared, gated)]
         contexts, tokens, positions = self.windows(token_ids, context_ids, spared)
         evidence = np.asarray(self.token_evidence(contexts, tokens), dtype=float) if len(tokens) else np.zeros(0)
-        statistic, scored = self.statistic(evidence), len(tokens)
+        weights = self.token_weights(stats, positions) if stats is not None else None
+        statistic, scored = self.statistic(evidence, weights), len(tokens)
         p = self.p_value(statistic, scored)
         flags = np.full(len(token_ids), -1)
         flags[positions] = evidence > self.flag_above
@@ -137,8 +149,14 @@ class TokenDetector(Watermark):
         if self.info.score_label == "p":
             return Detection(score=p, p=p, statistic=statistic, num_tokens_scored=scored, token_flags=flags.tolist(),
                              token_values=values)
+        token_weights = []
+        if weights is not None:
+            token_weights = np.zeros(len(token_ids))
+            token_weights[positions] = weights
+            token_weights = token_weights.tolist()
         z = self.z(statistic, scored)
-        return Detection(score=z, z=z, p=p, num_tokens_scored=scored, token_flags=flags.tolist(), token_values=values)
+        return Detection(score=z, z=z, p=p, num_tokens_scored=scored, token_flags=flags.tolist(), token_values=values,
+                         token_weights=token_weights)
 
 
 class ExponentialDetector(TokenDetector):

@@ -16,37 +16,41 @@ import math
 import numpy as np
 
 from fwsapp.watermark import methods
-from fwsapp.models.teacher_forcing import spike_entropy, teacher_force
+from fwsapp.models.teacher_forcing import spike_entropy
 from fwsapp.watermark.evidence import WeightedGreenCount
 from fwsapp.watermark.expected_evidence import spike_modulus
-from fwsapp.watermark.base import BatchedDetector, Detection, Texts
 from fwsapp.watermark.kgw import KGW
 
 
-def weighted_detection(flags: list[int], spikes, gamma: float) -> Detection:
-    """The weighted z-score of one text from its green flags and the spike entropies of its tokens."""
-    scored = np.array([flag >= 0 for flag in flags], dtype=bool)
-    spikes = np.asarray(spikes, dtype=float)
-    weights = np.zeros(len(flags))
-    if scored.any():
-        weights[scored] = spikes[scored] - spikes[scored].min()
-    green = np.array([flag == 1 for flag in flags], dtype=bool)
-    spread = math.sqrt(gamma * (1 - gamma) * float(np.square(weights[scored]).sum()))
-    z = (float(weights[green].sum()) - gamma * float(weights[scored].sum())) / spread if spread > 0 else 0.0
-    return Detection(score=z, z=z, num_tokens_scored=int(scored.sum()), token_flags=flags,
-                     token_weights=weights.tolist())
-
-
-class EWD(BatchedDetector, KGW, info=methods.EWD):
+class EWD(KGW, info=methods.EWD):
     evidence = WeightedGreenCount()
     seeding = "sweet"
+    # Each text is read alone: the weights are differences of spike entropies, and where those are close (a flat
+    # distribution) the last bits that padding in a batch moves would move the z-score, so a text's score would depend
+    # on the texts beside it.
+    statistics_batch_size = 1
 
-    def detect_many(self, texts: Texts) -> list[Detection]:
-        """Each text is read alone (batch_size=1): the weights are differences of spike entropies, and where those are
-        close (a flat distribution) the last bits that padding in a batch moves would move the z-score, so a text's
-        score would depend on the texts beside it."""
-        spike = spike_entropy(spike_modulus(self.params["gamma"], self.params["delta"]))
-        stats = teacher_force(self.lm, [(context_ids, token_ids) for token_ids, context_ids in texts], [spike],
-                              batch_size=1)
-        return [weighted_detection(self.green_lists.flags(token_ids, context_ids), found[spike.name], self.params["gamma"])
-                for (token_ids, context_ids), found in zip(texts, stats)]
+    @property
+    def spike(self):
+        return spike_entropy(spike_modulus(self.params["gamma"], self.params["delta"]))
+
+    def model_statistics(self) -> list:
+        return [self.spike]
+
+    def token_weights(self, stats, positions: np.ndarray) -> np.ndarray:
+        """w_t = S_t − min_s S_s over the scored tokens."""
+        spikes = np.asarray(stats[self.spike.name], dtype=float)[positions]
+        return spikes - spikes.min() if len(spikes) else spikes
+
+    def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
+        """The weighted z itself: (Σ w g − γ Σ w) / sqrt(γ (1 − γ) Σ w²), 0 where the weights are all equal."""
+        gamma = self.params["gamma"]
+        spread = math.sqrt(gamma * (1 - gamma) * float(np.square(weights).sum()))
+        return (float(weights[evidence == 1].sum()) - gamma * float(weights.sum())) / spread if spread > 0 else 0.0
+
+    def z(self, statistic: float, scored: int) -> float:
+        return statistic
+
+    def p_value(self, statistic: float, scored: int) -> None:
+        """None: EWD scores the weighted z alone, as Lu et al. and MarkLLM do."""
+        return None

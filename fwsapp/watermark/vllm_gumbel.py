@@ -199,7 +199,7 @@ class VLLMGumbel(ExponentialDetector, info=methods.VLLM_GUMBEL):
     def scores_repeated_contexts(self) -> bool:
         return self.params["deduplicate_contexts"] == "none"  # else a repeated context reuses its noise: scored once
 
-    def statistic(self, evidence: np.ndarray) -> float:
+    def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
         return torch.from_numpy(evidence).sum().item()  # torch's order of summation, as vLLM's detector adds
 
 
