@@ -55,3 +55,17 @@ def test_a_method_on_the_skeleton_writes_only_its_choice_and_its_evidence():
     assert issubclass(PF, TokenDetector) and methods.info("PF").implementation == "fwsapp.watermark.pf:PF"
     own = {name for name, member in vars(PF).items() if inspect.isfunction(member) or isinstance(member, staticmethod)}
     assert own == {"keys", "token_evidence"}
+
+
+def test_a_class_on_the_skeleton_is_refused_when_its_entry_declares_no_seeding_context():
+    """The skeleton reads the context width from the entry, as deduplication and evidence records do: an entry that
+    forgets it is refused when a class binds to it, naming the field, instead of seeding every draw with no context."""
+    import dataclasses
+
+    import pytest
+
+    from fwsapp.watermark.kgw import KGW
+
+    forgetful = dataclasses.replace(methods.KGW, name="Forgetful", seeding_context=None)
+    with pytest.raises(TypeError, match="Forgetful: a detector on the skeleton .* declare seeding_context"):
+        type("Forgetful", (KGW,), {}, info=forgetful)

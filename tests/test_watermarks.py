@@ -323,13 +323,12 @@ def test_a_detector_whose_score_sign_is_inverted_fails_the_generic_check(lm, sto
     """The generic check is a check of the science: KGW with its z negated generates and scores as before, and fails."""
     from fwsapp.watermark.kgw import KGW
 
-    honest = KGW.detect
+    honest = KGW.detect_many
 
-    def inverted(self, token_ids, context_ids=()):
-        found = honest(self, token_ids, context_ids)
-        return dataclasses.replace(found, score=-found.score, z=-found.z)
+    def inverted(self, texts):
+        return [dataclasses.replace(found, score=-found.score, z=-found.z) for found in honest(self, texts)]
 
-    monkeypatch.setattr(KGW, "detect", inverted)
+    monkeypatch.setattr(KGW, "detect_many", inverted)
     with pytest.raises(AssertionError, match="KGW's watermarked answers do not out-score its unwatermarked ones"):
         check_method("KGW", lm, store)
 

@@ -20,7 +20,8 @@ from fwsapp.watermark.kgw import KGW
 TOY_METHOD = methods.MethodInfo(
     "QuarterGreen", "KGW with a quarter of the vocabulary green (a test's plug-in)",
     params={**methods.KGW.params, "gamma": (0.25, methods.GAMMA)}, threshold_param="z_threshold",
-    implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"}, keyed_draw=methods.MARKLLM_GREEN_LIST)
+    implementation=f"{__name__}:QuarterGreen", test_params={"rng": "cpu"}, keyed_draw=methods.MARKLLM_GREEN_LIST,
+    seeding_context=methods.tokens_before("prefix_length"))
 
 
 class QuarterGreen(KGW, info=TOY_METHOD):

@@ -45,8 +45,16 @@ class TokenDetector(Watermark):
     # Texts teacher-forced together for the model's statistics (a method that needs each alone says 1).
     statistics_batch_size: ClassVar[int] = 16
 
+    def __init_subclass__(cls, info=None, **kwargs):
+        super().__init_subclass__(info=info, **kwargs)
+        if info is not None and info.context_width(info.defaults) is None:
+            raise TypeError(f"{info.name}: a detector on the skeleton seeds each token's draw with as many tokens as its "
+                            "entry declares: declare seeding_context (tokens_before('prefix_length'), or no_context).")
+
     def context_width(self) -> int:
-        return self.info.context_width(self.params) or 0
+        """How many tokens before a position seed its draw: the entry's declaration, which deduplication and evidence
+        records read too, so the three cannot disagree."""
+        return self.info.context_width(self.params)
 
     def scores_token(self, token: int) -> bool:
         """Whether a token can be scored at all (EXP leaves a token outside the vocabulary unscored)."""
