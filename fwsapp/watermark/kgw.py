@@ -91,19 +91,6 @@ class GreenLists:
         rows = input_ids[:, -self.prefix_length:].tolist()
         return torch.stack([self.mask(self.seed(row)) for row in rows])
 
-    def flags(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> list[int]:
-        """1/0 per token for green/red; -1 where fewer than `prefix_length` tokens precede it."""
-        context = list(context_ids)[-self.prefix_length:] if self.prefix_length else []
-        full = context + [int(token) for token in token_ids]
-        offset = len(context)
-        flags = []
-        for end in range(offset, len(full)):
-            if end < self.prefix_length:
-                flags.append(-1)
-                continue
-            flags.append(int(self.is_green(self.seed(full[end - self.prefix_length:end]), full[end])))
-        return flags
-
 
 def bias_green(scores: torch.Tensor, green: torch.Tensor, delta: float) -> torch.Tensor:
     """Add δ to green logits; logits wider than the vocabulary (padding rows) are left as they are."""
