@@ -38,6 +38,9 @@ def pytest_configure(config):
         config._toy_plugins.__enter__()
 
 
+# First among the collection hooks: pytest-xdist's own (`--dist loadgroup`) reads the groups set here to name each test's
+# worker, and without `tryfirst` it ran before them, so every slow test went to whichever worker was free.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     for item in items:
         module = item.module.__name__.split(".")[-1]

@@ -273,9 +273,9 @@ def test_dipmark_detects_its_own_tokens(lm):
         prefix.append(token)
     detection = watermark.detect(tokens, context)
     assert detection.num_tokens_scored == 30 and detection.score == pytest.approx(15 / math.sqrt(30))
-    # Scored alone, as MarkLLM scores a text: the first token has no prefix, yet counts in N.
+    # Scored alone, as MarkLLM scores a text: the first token has no prefix, yet counts in N, as a red token.
     alone = watermark.detect(tokens)
-    assert alone.token_flags[0] == -1 and alone.num_tokens_scored == 30
+    assert alone.token_flags[0] == 0 and alone.num_tokens_scored == 30
     assert alone.score == pytest.approx((sum(alone.token_flags[1:]) - 0.5 * 30) / math.sqrt(30))
 
 

@@ -44,6 +44,9 @@ class TokenDetector(Watermark):
     continuous: ClassVar[bool] = False
     # Texts teacher-forced together for the model's statistics (a method that needs each alone says 1).
     statistics_batch_size: ClassVar[int] = 16
+    # A position with fewer tokens before it than the width is scored on those it has (DiPmark hashes what there is:
+    # nothing, for the first token of a text that comes without its prompt); otherwise it is not scored.
+    scores_short_contexts: ClassVar[bool] = False
 
     def __init_subclass__(cls, info=None, **kwargs):
         super().__init_subclass__(info=info, **kwargs)
@@ -85,8 +88,9 @@ class TokenDetector(Watermark):
 
     def windows(self, token_ids: Sequence[int], context_ids: Sequence[int], spared=None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(contexts [n, width], tokens [n], positions [n]): each scored token, the tokens that seed its draw, and where
-        it stands among `token_ids`; a token `spared` (per token, where given) is not scored."""
+        """(contexts, tokens [n], positions [n]): each scored token, the tokens that seed its draw, and where it stands
+        among `token_ids`; a token `spared` (per token, where given) is not scored. The contexts are an [n, width]
+        array, or, where short contexts are scored, a list of n arrays of at most `width` tokens."""
         width = self.context_width()
         tokens = np.asarray([int(token) for token in token_ids], dtype=np.int64)
         if self.padded_context:
@@ -95,19 +99,29 @@ class TokenDetector(Watermark):
             seeds = np.asarray([int(token) for token in context_ids][-width:] if width else [], dtype=np.int64)
         full = np.concatenate([seeds, tokens])
         ends = np.arange(len(seeds), len(full))
-        ends = ends[ends >= width]
+        if not self.scores_short_contexts:
+            ends = ends[ends >= width]
         ends = np.asarray([end for end in ends if self.scores_token(int(full[end]))
                            and not (spared is not None and spared[end - len(seeds)])], dtype=np.int64)
-        contexts = (sliding_window_view(full, width)[ends - width] if width and len(ends)
-                    else np.zeros((len(ends), width), dtype=np.int64))
+        if self.scores_short_contexts:
+            contexts = [full[max(0, end - width):end] for end in ends.tolist()]
+        else:
+            contexts = (sliding_window_view(full, width)[ends - width] if width and len(ends)
+                        else np.zeros((len(ends), width), dtype=np.int64))
         if len(ends) and not self.scores_repeated_contexts():
-            first = np.sort(np.unique(contexts, axis=0, return_index=True)[1])
-            contexts, ends = contexts[first], ends[first]
+            if self.scores_short_contexts:
+                first = sorted({tuple(context.tolist()): index for index, context in reversed(list(enumerate(contexts)))
+                                }.values())
+                contexts = [contexts[index] for index in first]
+            else:
+                first = np.sort(np.unique(contexts, axis=0, return_index=True)[1])
+                contexts = contexts[first]
+            ends = ends[first]
         return contexts, full[ends], ends - len(seeds)
 
     @abstractmethod
-    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """Each token's evidence after its context."""
+    def token_evidence(self, contexts, tokens: np.ndarray) -> np.ndarray:
+        """Each token's evidence after its context (`windows` says what the contexts are)."""
 
     def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
         """The evidence added up, token after token (the order MarkLLM's detectors add in); `weights`: where the method

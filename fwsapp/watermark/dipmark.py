@@ -24,7 +24,7 @@ from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import PermutationGreenCount
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.kgw import GreenCountDetector, green_p_value
 from fwsapp.watermark.rng import VocabularyShuffle
 
 
@@ -91,8 +91,12 @@ class DiPLogitsProcessor(LogitsProcessor):
         return reweighted
 
 
-class DiPmark(Watermark, info=methods.DIPMARK):
+class DiPmark(GreenCountDetector, info=methods.DIPMARK):
+    """On the skeleton with MarkLLM's score, z = (G − (1 − γ)·N) / √N over all N tokens: a short context is hashed as it
+    is, and a token with none (the first of a text scored alone) counts in N but cannot be green."""
+
     evidence = PermutationGreenCount()
+    scores_short_contexts = True
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
@@ -102,19 +106,14 @@ class DiPmark(Watermark, info=methods.DIPMARK):
     def logits_processor(self) -> LogitsProcessor:
         return DiPLogitsProcessor(self.key, self.params["alpha"])
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        """MarkLLM's score: z = (G − (1 − γ)·N) / √N over all N tokens; a token with no prefix (the first of a
-        text scored alone) counts in N but cannot be green."""
-        context = list(context_ids)
+    def token_evidence(self, contexts: list[np.ndarray], tokens: np.ndarray) -> np.ndarray:
         gamma = self.params["gamma"]
-        flags = []
-        for position, token in enumerate(token_ids):
-            prefix = context + list(token_ids[:position])
-            if not prefix:
-                flags.append(-1)
-            else:
-                flags.append(int(token < self.vocab_size and self.key.is_green(prefix, int(token), gamma)))
-        count = len(flags)
-        green = sum(flag == 1 for flag in flags)
-        score = (green - (1 - gamma) * count) / sqrt(count) if count else 0.0
-        return Detection(score=score, z=score, num_tokens_scored=count, token_flags=flags)
+        return np.asarray([len(context) > 0 and token < self.vocab_size and self.key.is_green(context.tolist(), token, gamma)
+                           for context, token in zip(contexts, tokens.tolist())], dtype=float)
+
+    def z(self, statistic: float, scored: int) -> float:
+        return (statistic - (1 - self.params["gamma"]) * scored) / sqrt(scored) if scored else 0.0
+
+    def p_value(self, statistic: float, scored: int) -> float:
+        """A token is green by chance with probability 1 − γ."""
+        return green_p_value(int(statistic), scored, 1 - self.params["gamma"])
