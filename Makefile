@@ -59,10 +59,10 @@ run: install
 docs: install-test
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
 
-# ruff first (seconds), then every test (the documentation site's strict build among them): the model-free tier on both cores (pytest-xdist), then the slow tier on two
-# workers by group (tests/conftest.py): the tests that load models here in one process, so that each model loads once,
-# and the browsers, clusters and processes in the other. Mixing the two tiers in one pytest was slower (20 min against
-# 17): the browser tests wait on pages that CPU-bound tests slow. Both tiers run whatever the first gives.
+# ruff first (seconds), then every test (the documentation site's strict build among them): the model-free tier on both
+# cores (pytest-xdist), then the slow tier on two workers, the Ray tests all on one (tests/conftest.py). Mixing the two
+# tiers in one pytest was slower (20 min against 17): the browser tests wait on pages that CPU-bound tests slow. Both
+# tiers run whatever the first gives.
 test: install-test browser
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -m "not slow" -n 2; fast=$$?; $(PY) -m pytest -m slow -n 2 --dist loadgroup; slow=$$?; \

@@ -25,7 +25,6 @@ MARKS_BY_MODULE = {"test_browser": "browser", "test_paper_shapes": "model", "tes
                    "test_shared_database": "model"}
 SLOW_MODULES = {"test_grid", "test_shared_database"}
 TIERS = ("model", "browser", "ray")
-IN_PROCESS_MODELS = {"lm", "qa_run", "shape_folders"}
 
 
 def pytest_configure(config):
@@ -38,8 +37,8 @@ def pytest_configure(config):
         config._toy_plugins.__enter__()
 
 
-# First among the collection hooks: pytest-xdist's own (`--dist loadgroup`) reads the groups set here to name each test's
-# worker, and without `tryfirst` it ran before them, so every slow test went to whichever worker was free.
+# Before pytest-xdist's own collection hook (`--dist loadgroup`), which reads the groups set here to choose each test's
+# worker.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     for item in items:
@@ -50,14 +49,13 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, mark))
         if marks or module in SLOW_MODULES or any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.slow)
-            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile): every test that loads a model in
-            # this process on one, so each model loads once; the browsers, clusters and processes on the other. Every
-            # Ray test is on the second, whatever it loads: two Ray clusters started at once on one machine collide.
-            # Letting the second group's tests run on either worker was slower (slow tier 1,015 s against 877 s): two
-            # browser tests at once, each with its app and Chromium, took twice as long.
-            loads_here = IN_PROCESS_MODELS & set(getattr(item, "fixturenames", ())) or module == "test_paper_shapes"
-            ray = item.get_closest_marker("ray") is not None
-            item.add_marker(pytest.mark.xdist_group("models" if loads_here and not ray else "processes"))
+            # The slow tier runs on two workers (`--dist loadgroup`, the Makefile). Every Ray test is in one group, so on
+            # one worker: two Ray clusters started at once on one machine collide. The rest go to whichever worker is
+            # free, each loading the model it needs once: that was quicker (slow tier 773 s) than keeping every test
+            # that loads a model here on one worker and the browsers and processes on the other (846 s), whose first
+            # worker had 830 s of work to the other's 635.
+            if item.get_closest_marker("ray"):
+                item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,10 @@ The base owns what these detectors share:
 
 A method supplies:
 - `token_evidence(contexts, tokens)`: each scored token's evidence given its context, its keyed draw read;
-- `p_value(statistic, scored)`: how likely the statistic is without the watermark;
-- and, where the score is a z, `z(statistic, scored)`; `statistic(evidence)` is their sum unless it says otherwise.
+- `p_value(statistic, scored)`: how likely the statistic is without the watermark (None where it is no test's);
+- and, where the score is a z, `z(statistic, scored)`; `statistic(evidence)` is their sum unless it says otherwise,
+  `score` the p-value or the z unless it says otherwise, and `token_values` what a token's evidence shows, where it is
+  continuous.
 """
 from __future__ import annotations
 
@@ -40,8 +42,6 @@ class TokenDetector(Watermark):
     # A token whose evidence exceeds this is flagged as the watermark's (green; above Exp(1)'s median, log 2, for the
     # exponential evidence of the Gumbel family, so half of unwatermarked tokens are).
     flag_above: ClassVar[float] = 0.5
-    # Continuous evidence e is shown per token as e / (e + 1): 0.5 at Exp(1)'s mean, as MarkLLM's view shows it.
-    continuous: ClassVar[bool] = False
     # Texts teacher-forced together for the model's statistics (a method that needs each alone says 1).
     statistics_batch_size: ClassVar[int] = 16
     # A position with fewer tokens before it than the width is scored on those it has (DiPmark hashes what there is:
@@ -109,15 +109,22 @@ class TokenDetector(Watermark):
             contexts = (sliding_window_view(full, width)[ends - width] if width and len(ends)
                         else np.zeros((len(ends), width), dtype=np.int64))
         if len(ends) and not self.scores_repeated_contexts():
-            if self.scores_short_contexts:
-                first = sorted({tuple(context.tolist()): index for index, context in reversed(list(enumerate(contexts)))
-                                }.values())
-                contexts = [contexts[index] for index in first]
-            else:
-                first = np.sort(np.unique(contexts, axis=0, return_index=True)[1])
-                contexts = contexts[first]
-            ends = ends[first]
+            kept = ~self.repeated_contexts(contexts, context_ids)
+            contexts = contexts[kept] if isinstance(contexts, np.ndarray) else [c for c, keep in zip(contexts, kept) if keep]
+            ends = ends[kept]
         return contexts, full[ends], ends - len(seeds)
+
+    def repeated_contexts(self, contexts, context_ids: Sequence[int]) -> np.ndarray:
+        """Per scored token, whether its context came before, so that it is not scored again: by default an earlier
+        scored token's, as vLLM's `deduplicate_contexts` has it (SynthID's history reads the prompt too)."""
+        if isinstance(contexts, np.ndarray):
+            first = np.unique(contexts, axis=0, return_index=True)[1]
+        else:
+            first = list({tuple(context.tolist()): index for index, context in reversed(list(enumerate(contexts)))
+                          }.values())
+        repeated = np.ones(len(contexts), dtype=bool)
+        repeated[first] = False
+        return repeated
 
     @abstractmethod
     def token_evidence(self, contexts, tokens: np.ndarray) -> np.ndarray:
@@ -132,11 +139,21 @@ class TokenDetector(Watermark):
         return total
 
     @abstractmethod
-    def p_value(self, statistic: float, scored: int) -> float:
+    def p_value(self, statistic: float, scored: int) -> float | None:
         """P(statistic at least this large | no watermark) over `scored` tokens."""
 
     def z(self, statistic: float, scored: int) -> float:
         raise NotImplementedError(f"{self.name} scores a p-value, not a z.")
+
+    def score(self, statistic: float, scored: int, z: float | None, p: float | None) -> float:
+        """What thresholds and curves read: the p-value or the z, as the entry's score label says (SynthID's is its
+        statistic, the mean g-value)."""
+        return p if self.info.score_label == "p" else z
+
+    def token_values(self, evidence: np.ndarray) -> np.ndarray | None:
+        """Continuous evidence per scored token in [0, 1], 0.5 where an unwatermarked token averages; None: the method
+        shows flags alone."""
+        return None
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         return self.detect_many([(token_ids, context_ids)])[0]
@@ -163,21 +180,19 @@ class TokenDetector(Watermark):
         p = self.p_value(statistic, scored)
         flags = np.full(len(token_ids), -1)
         flags[positions] = evidence > self.flag_above
-        values = []
-        if self.continuous:
+        values, shown = [], self.token_values(evidence)
+        if shown is not None:
             values = np.full(len(token_ids), 0.5)
-            values[positions] = evidence / (evidence + 1)
+            values[positions] = shown
             values = values.tolist()
-        if self.info.score_label == "p":
-            return Detection(score=p, p=p, statistic=statistic, num_tokens_scored=scored, token_flags=flags.tolist(),
-                             token_values=values)
         token_weights = []
         if weights is not None:
             token_weights = np.zeros(len(token_ids))
             token_weights[positions] = weights
             token_weights = token_weights.tolist()
-        z = self.z(statistic, scored)
-        return Detection(score=z, z=z, p=p, num_tokens_scored=scored, token_flags=flags.tolist(), token_values=values,
+        z = None if self.info.score_label == "p" else self.z(statistic, scored)
+        return Detection(score=self.score(statistic, scored, z, p), z=z, p=p, statistic=statistic if z is None else None,
+                         num_tokens_scored=scored, token_flags=flags.tolist(), token_values=values,
                          token_weights=token_weights)
 
 
@@ -187,7 +202,10 @@ class ExponentialDetector(TokenDetector):
 
     evidence = ExponentialSum()
     flag_above = float(np.log(2))
-    continuous = True
+
+    def token_values(self, evidence: np.ndarray) -> np.ndarray:
+        """e / (e + 1): 0.5 at Exp(1)'s mean, as MarkLLM's view shows it."""
+        return evidence / (evidence + 1)
 
     def p_value(self, statistic: float, scored: int) -> float:
         return float(gamma_distribution.sf(statistic, scored)) if scored else 1.0

@@ -13,16 +13,23 @@ the g-values as independent fair coins.
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from math import sqrt
 from typing import Sequence
 
+import numpy as np
 import torch
+from numpy.lib.stride_tricks import sliding_window_view
 from transformers import LogitsProcessor
 from transformers.generation.logits_process import SynthIDTextWatermarkLogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import MeanG
-from fwsapp.watermark.base import Detection, Watermark
+from fwsapp.watermark.detector import TokenDetector
+
+
+# Contexts the processor remembers to mask a repeated one (transformers' context_history_size).
+CONTEXT_HISTORY = 1024
 
 
 class TopKSynthIDProcessor(SynthIDTextWatermarkLogitsProcessor):
@@ -44,7 +51,10 @@ class TopKSynthIDProcessor(SynthIDTextWatermarkLogitsProcessor):
         return super()._compute_keys(n_minus_1_grams, candidates)
 
 
-class SynthID(Watermark, info=methods.SYNTHID):
+class SynthID(TokenDetector, info=methods.SYNTHID):
+    """On the skeleton: a token's evidence is its n-gram's g-values averaged over the layers, its context the n − 1
+    tokens before it, a repeated context not scored (transformers' rule); the score is their mean."""
+
     evidence = MeanG()
 
     def keys(self) -> list[int]:
@@ -54,7 +64,7 @@ class SynthID(Watermark, info=methods.SYNTHID):
 
     def _processor_arguments(self) -> dict:
         return dict(ngram_len=self.params["ngram_len"], keys=self.keys(), sampling_table_size=2**16,
-                    sampling_table_seed=0, context_history_size=1024,
+                    sampling_table_seed=0, context_history_size=CONTEXT_HISTORY,
                     device=torch.device("cpu") if self.lm is None else self.lm.device)
 
     def logits_processor(self) -> LogitsProcessor:
@@ -63,30 +73,48 @@ class SynthID(Watermark, info=methods.SYNTHID):
             return TopKSynthIDProcessor(self.params["top_k"], **self._processor_arguments())
         return SynthIDTextWatermarkLogitsProcessor(**self._processor_arguments())
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        processor = SynthIDTextWatermarkLogitsProcessor(**self._processor_arguments())  # g-values for any token
-        context = list(context_ids)
-        ids = torch.tensor([context + list(token_ids)], device=processor.device)
-        ngram = self.params["ngram_len"]
-        # A text too short to hold an n-gram, or all of whose n-grams repeat, scores nothing: every token a half, as
-        # the length view's evidence reads it.
-        nothing = Detection(score=0.5, z=0.0, num_tokens_scored=0, token_flags=[-1] * len(token_ids),
-                            token_values=[0.5] * len(token_ids))
-        if ids.shape[1] < ngram:
-            return nothing
-        g_values = processor.compute_g_values(ids)[0].float()  # (positions, depth); position p ends at token p + ngram − 1
-        mask = processor.compute_context_repetition_mask(ids)[0].bool()
-        ends = torch.arange(ngram - 1, ids.shape[1], device=ids.device)
-        mask &= ends >= len(context)  # only n-grams that end in a generated token
-        scored = g_values[mask]
-        count = int(mask.sum())
-        if count == 0:
-            return nothing
-        mean = float(scored.mean())
-        z = (mean - 0.5) / (0.5 / sqrt(scored.numel()))
-        flags, values = [-1] * len(token_ids), [0.5] * len(token_ids)
-        for position, end in enumerate(ends.tolist()):
-            if mask[position]:
-                values[end - len(context)] = float(g_values[position].mean())  # the score is the mean of these
-                flags[end - len(context)] = int(values[end - len(context)] > 0.5)
-        return Detection(score=mean, z=z, num_tokens_scored=count, token_flags=flags, token_values=values)
+    @cached_property
+    def g_values(self) -> SynthIDTextWatermarkLogitsProcessor:
+        """transformers' processor, for the g-values of any n-gram (stateless there)."""
+        return SynthIDTextWatermarkLogitsProcessor(**{**self._processor_arguments(), "device": torch.device("cpu")})
+
+    def scores_repeated_contexts(self) -> bool:
+        return False
+
+    def repeated_contexts(self, contexts: np.ndarray, context_ids: Sequence[int]) -> np.ndarray:
+        """transformers' rule (`compute_context_repetition_mask`): a context is repeated when it is among the
+        CONTEXT_HISTORY contexts before it, the prompt's own included."""
+        width = self.context_width()
+        prompt = np.asarray(list(context_ids), dtype=np.int64)
+        history = sliding_window_view(prompt[:-1], width).tolist() if len(prompt) > width else []
+        last_seen, repeated = {}, []
+        for index, context in enumerate(history + contexts.tolist()):
+            key = tuple(context)
+            if index >= len(history):
+                repeated.append(key in last_seen and index - last_seen[key] <= CONTEXT_HISTORY)
+            last_seen[key] = index
+        return np.asarray(repeated, dtype=bool)
+
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """The token's n-gram's g-values, averaged over the layers."""
+        ngrams = torch.from_numpy(np.concatenate([contexts, tokens[:, None]], axis=1))[None]
+        g_values = self.g_values.sample_g_values(self.g_values.compute_ngram_keys(ngrams))[0]
+        return g_values.double().mean(-1).numpy()
+
+    def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
+        """The mean g-value; a half (what unwatermarked text averages) where nothing is scored."""
+        return float(evidence.mean()) if len(evidence) else 0.5
+
+    def z(self, statistic: float, scored: int) -> float:
+        """The g-values taken as independent fair coins."""
+        return (statistic - 0.5) / (0.5 / sqrt(scored * self.params["depth"])) if scored else 0.0
+
+    def p_value(self, statistic: float, scored: int) -> None:
+        """None: the mean g-value is no test's statistic (its g-values are not independent)."""
+        return None
+
+    def score(self, statistic: float, scored: int, z: float | None, p: float | None) -> float:
+        return statistic
+
+    def token_values(self, evidence: np.ndarray) -> np.ndarray:
+        return evidence
