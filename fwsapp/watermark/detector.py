@@ -31,7 +31,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.stats import gamma as gamma_distribution
 
-from fwsapp.models.teacher_forcing import teacher_force
+from fwsapp.models.teacher_forcing import next_token_log_probs, teacher_force
 from fwsapp.watermark.base import Detection, Texts, Watermark
 from fwsapp.watermark.evidence import ExponentialSum
 
@@ -47,6 +47,9 @@ class TokenDetector(Watermark):
     # A position with fewer tokens before it than the width is scored on those it has (DiPmark hashes what there is:
     # nothing, for the first token of a text that comes without its prompt); otherwise it is not scored.
     scores_short_contexts: ClassVar[bool] = False
+    # Evidence that reads the model's whole next-token distribution before each scored token (Unbiased's likelihood
+    # ratios): `token_evidence` gets those log-probability rows as a third argument.
+    reads_model_rows: ClassVar[bool] = False
 
     def __init_subclass__(cls, info=None, **kwargs):
         super().__init_subclass__(info=info, **kwargs)
@@ -130,6 +133,11 @@ class TokenDetector(Watermark):
     def token_evidence(self, contexts, tokens: np.ndarray) -> np.ndarray:
         """Each token's evidence after its context (`windows` says what the contexts are)."""
 
+    def per_token(self, evidence: np.ndarray) -> np.ndarray:
+        """The one value per token that is flagged and shown: the evidence itself, unless it holds several per token
+        (Unbiased's, one per point of the grid its test maximises over)."""
+        return evidence
+
     def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
         """The evidence added up, token after token (the order MarkLLM's detectors add in); `weights`: where the method
         weighs its tokens, which only such a method reads."""
@@ -174,11 +182,18 @@ class TokenDetector(Watermark):
         if gated is not None:
             spared = gated if spared is None else [skip or bool(model_skip) for skip, model_skip in zip(spared, gated)]
         contexts, tokens, positions = self.windows(token_ids, context_ids, spared)
-        evidence = np.asarray(self.token_evidence(contexts, tokens), dtype=float) if len(tokens) else np.zeros(0)
+        if not len(tokens):
+            evidence = np.zeros(0)
+        elif self.reads_model_rows:
+            rows = next_token_log_probs(self.lm, context_ids, token_ids)[positions]
+            evidence = np.asarray(self.token_evidence(contexts, tokens, rows), dtype=float)
+        else:
+            evidence = np.asarray(self.token_evidence(contexts, tokens), dtype=float)
         weights = self.token_weights(stats, positions) if stats is not None else None
         statistic, scored = self.statistic(evidence, weights), len(tokens)
         p = self.p_value(statistic, scored)
         flags = np.full(len(token_ids), -1)
+        evidence = self.per_token(evidence)
         flags[positions] = evidence > self.flag_above
         values, shown = [], self.token_values(evidence)
         if shown is not None:

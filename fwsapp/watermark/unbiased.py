@@ -14,7 +14,6 @@ sum S bounds the p-value by n_grid · e^(−S) (their Theorem 9). The clipping f
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -22,8 +21,7 @@ import torch.nn.functional as F
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.models.teacher_forcing import next_token_log_probs
-from fwsapp.watermark.base import BatchedDetector, Detection, Texts
+from fwsapp.watermark.detector import TokenDetector
 from fwsapp.watermark.dipmark import DiPKey, DiPLogitsProcessor, reweighted_probs
 
 GAMMA_REWEIGHT = 0.5  # DiPmark's α at which its reweighting is Hu et al.'s γ-reweight
@@ -70,7 +68,12 @@ def maximin_scores(p_logs: torch.Tensor, q_logs: torch.Tensor, tokens: torch.Ten
     return torch.maximum(torch.minimum(observed, upper), lower)
 
 
-class Unbiased(BatchedDetector, info=methods.UNBIASED):
+class Unbiased(TokenDetector, info=methods.UNBIASED):
+    """On the skeleton: a token's evidence is its log-likelihood ratio clipped at each grid point, read from the model's
+    distribution before it and the key's reweighting of it; the test takes the grid point whose sum is largest."""
+
+    reads_model_rows = True
+    flag_above = 0.0  # a token the watermark made likelier
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
@@ -85,26 +88,31 @@ class Unbiased(BatchedDetector, info=methods.UNBIASED):
         """The γ-reweighted log-probabilities of each row along its permutation (−inf where no mass is left)."""
         return torch.log(reweighted_probs(logits, permutations, GAMMA_REWEIGHT))
 
-    def detect_many(self, texts: Texts) -> list[Detection]:
-        return [self.detect_one(token_ids, context_ids) for token_ids, context_ids in texts]
+    def scores_token(self, token: int) -> bool:
+        return 0 <= token < self.vocab_size
 
-    def detect_one(self, token_ids: Sequence[int], context_ids: Sequence[int]) -> Detection:
-        context, tokens = list(context_ids), [int(token) for token in token_ids]
-        prefix_length = self.params["prefix_length"]
-        scored = [position for position, token in enumerate(tokens)
-                  if len(context) + position >= prefix_length and 0 <= token < self.vocab_size]
-        if not scored:
-            return Detection(score=1.0, p=1.0, num_tokens_scored=0, token_flags=[-1] * len(tokens))
-        p_logs = next_token_log_probs(self.lm, context, tokens)[scored, :self.vocab_size]
-        p_logs = torch.log_softmax(p_logs, dim=-1)
-        permutations = torch.stack([self.key.permutation(context + tokens[:position]) for position in scored])
+    def token_evidence(self, contexts: np.ndarray, tokens: np.ndarray, rows: torch.Tensor) -> np.ndarray:
+        """Per token and grid point (tokens × grid), the clipped log-likelihood ratio of the reweighted distribution to
+        the model's."""
+        p_logs = torch.log_softmax(rows[:, :self.vocab_size], dim=-1)
+        permutations = torch.stack([self.key.permutation(context.tolist()) for context in contexts])
         q_logs = self.reweight(p_logs, permutations)
-        clipped = maximin_scores(p_logs, q_logs, torch.tensor([tokens[position] for position in scored]),
-                                 self.params["n_grid"])
-        totals = clipped.sum(0)
-        best = int(totals.argmax())
-        p_value = min(1.0, self.params["n_grid"] * math.exp(-float(totals[best])))
-        flags, values = [-1] * len(tokens), [0.5] * len(tokens)
-        for position, ratio in zip(scored, clipped[:, best].tolist()):
-            flags[position], values[position] = int(ratio > 0), 1 / (1 + math.exp(-ratio))
-        return Detection(score=p_value, p=p_value, num_tokens_scored=len(scored), token_flags=flags, token_values=values)
+        return maximin_scores(p_logs, q_logs, torch.from_numpy(tokens), self.params["n_grid"]).numpy()
+
+    def best_grid_point(self, evidence: np.ndarray) -> int:
+        return int(np.argmax(evidence.sum(0))) if len(evidence) else 0
+
+    def per_token(self, evidence: np.ndarray) -> np.ndarray:
+        return evidence[:, self.best_grid_point(evidence)] if len(evidence) else evidence
+
+    def statistic(self, evidence: np.ndarray, weights: np.ndarray | None = None) -> float:
+        """The largest sum over the grid points."""
+        return float(evidence.sum(0)[self.best_grid_point(evidence)]) if len(evidence) else 0.0
+
+    def p_value(self, statistic: float, scored: int) -> float:
+        """Hu et al.'s Theorem 9: n_grid · e^(−S), at most 1."""
+        return min(1.0, self.params["n_grid"] * math.exp(-statistic)) if scored else 1.0
+
+    def token_values(self, evidence: np.ndarray) -> np.ndarray:
+        """The ratio's logistic: 0.5 where the watermark left the token's probability as it was."""
+        return 1 / (1 + np.exp(-evidence))
