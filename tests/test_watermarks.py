@@ -12,7 +12,8 @@ from fwsapp.watermark import methods
 from fwsapp.watermark.methods import post_hoc_names, watermark_names
 from fwsapp.watermark.factory import create, explain
 from fwsapp.watermark.dipmark import dip_reweight
-from fwsapp.watermark.exp_edit import alignment_costs
+from fwsapp.watermark.edit_alignment import alignment_costs
+from fwsapp.watermark.exp_edit import log_complement
 from fwsapp.watermark.posthoc import DetectGPT, mask_spans, refill
 from tests.paper_shapes import stand_in_filler
 
@@ -222,7 +223,7 @@ def test_fast_exp_edit_statistic_equals_the_plain_reference(gamma):
     rng = np.random.default_rng(1)
     xi = rng.random((13, 30), dtype=np.float32)
     tokens = rng.integers(0, 30, 9)
-    fast = alignment_costs(xi[:, tokens], gamma)
+    fast = alignment_costs(log_complement(xi[:, tokens]), gamma)
     plain = [plain_levenshtein(tokens, [xi[(j + offset) % 13] for offset in range(9)], gamma) for j in range(13)]
     # The same recurrence: equal but for log1p's last bit against math.log (relative 1e-15).
     assert fast == pytest.approx(plain, rel=1e-15, abs=0)

@@ -10,9 +10,8 @@ MarkLLM). A permutation test against `n_runs` other keys, each seeded, gives the
 (1 + #{null ≤ observed}) / (1 + n_runs): the same text always gets the same p-value. Lower means
 watermarked.
 
-Speed: only the columns of ξ for the text's tokens matter, and their log(1 − ξ) is computed once. The
-recurrence is compiled with numba and runs its shifts in parallel; it equals the plain recurrence
-exactly (tests/test_watermarks.py keeps the reference). MarkLLM's Cython loop takes ~30 s per text.
+Speed: only the columns of ξ for the text's tokens matter, and their log(1 − ξ) is computed once; the alignment is
+the compiled one of `edit_alignment.py`.
 
 ξ is drawn with numpy's PCG64 from the key by default. `xi="markllm"` draws MarkLLM's own ξ: its pure-Python
 Mersenne twister is MT19937 seeded as `init_genrand(key)`, with rand() = 32-bit output / 2³², which numpy's
@@ -23,15 +22,15 @@ unseeded, so its p-values cannot be reproduced draw for draw; the test statistic
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Sequence
+from typing import Iterator, Sequence
 
-import numba
 import numpy as np
 import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
+from fwsapp.watermark.base import GenerationBatch
+from fwsapp.watermark.edit_alignment import AlignmentDetector, alignment_costs
 
 
 
@@ -45,44 +44,6 @@ def key_sequence(key: int, pseudo_length: int, vocab_size: int, source: str = "p
         raw = generator.random_raw(pseudo_length * vocab_size)
         return (raw * (1.0 / 2**32)).astype(np.float32).reshape(pseudo_length, vocab_size)
     return np.random.default_rng(key).random((pseudo_length, vocab_size), dtype=np.float32)
-
-
-@numba.njit(parallel=True, cache=True)
-def _alignment_costs(logs: np.ndarray, gamma: float) -> np.ndarray:
-    n, k = logs.shape
-    costs = np.empty(n)
-    for shift in numba.prange(n):  # shifts are independent: one per core
-        previous = np.empty(k + 1)
-        current = np.empty(k + 1)
-        for column in range(k + 1):
-            previous[column] = column * gamma
-        for i in range(1, k + 1):
-            current[0] = i * gamma
-            for j in range(1, k + 1):
-                best = previous[j] + gamma
-                if current[j - 1] + gamma < best:
-                    best = current[j - 1] + gamma
-                substitution = previous[j - 1] + logs[(shift + j - 1) % n, i - 1]
-                if substitution < best:
-                    best = substitution
-                current[j] = best
-            previous, current = current, previous
-        costs[shift] = previous[k]
-    return costs
-
-
-def alignment_costs(columns: np.ndarray, gamma: float = 0.0) -> np.ndarray:
-    """Levenshtein alignment cost for every shift at once.
-
-    `columns[r, i]` is ξ[r][token_i] (r over the pseudo length n, i over the k tokens). For each shift j
-    the text is aligned to rows j, j+1, …, j+k−1 (mod n). The recurrence is MarkLLM's, compiled with numba
-    and run in parallel over shifts, with log(1 − ξ) computed once per (row, token). Returns the n costs.
-    """
-    return _alignment_costs(np.log1p(-columns.astype(np.float64)), float(gamma))
-
-
-def test_statistic(columns: np.ndarray, gamma: float = 0.0) -> float:
-    return float(alignment_costs(columns, gamma).min())
 
 
 class ExpEditLogitsProcessor(LogitsProcessor):
@@ -109,7 +70,9 @@ class ExpEditLogitsProcessor(LogitsProcessor):
         return forced
 
 
-class ExpEdit(Watermark, info=methods.EXP_EDIT):
+class ExpEdit(AlignmentDetector, info=methods.EXP_EDIT):
+    """On the edit-robust skeleton: a token costs log(1 − ξ[r][token]) against row r, and the null keys are fresh
+    uniforms, each seeded, for the text's distinct tokens (only those columns matter)."""
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
@@ -124,20 +87,34 @@ class ExpEdit(Watermark, info=methods.EXP_EDIT):
         shifts = np.random.default_rng(batch.seed).integers(0, self.params["pseudo_length"], batch.size)
         return {"logits_processor": [self.logits_processor(shifts)]}
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        tokens = [token for token in token_ids if token < self.vocab_size]
-        tokens = np.asarray(tokens if self.params["align"] == "all" else tokens[: self.params["sequence_length"]])
-        if len(tokens) == 0:
-            return Detection(score=1.0, p=1.0, num_tokens_scored=0)
-        gamma = self.params["gamma"]
-        observed = test_statistic(self.xi[:, tokens], gamma)
+    def aligned_tokens(self, token_ids: Sequence[int]) -> np.ndarray:
+        """The first `sequence_length` tokens in the vocabulary, or every one with align="all"."""
+        tokens = super().aligned_tokens(token_ids)
+        return tokens if self.params["align"] == "all" else tokens[: self.params["sequence_length"]]
+
+    def substitution_costs(self, tokens: np.ndarray) -> np.ndarray:
+        return log_complement(self.xi[:, tokens])
+
+    def null_costs(self, tokens: np.ndarray) -> Iterator[np.ndarray]:
         unique, inverse = np.unique(tokens, return_inverse=True)
-        at_least_as_extreme = 0
         for run in range(self.params["n_runs"]):
-            # Null keys: fresh uniforms for the text's distinct tokens (only those columns matter).
             null = np.random.default_rng([self.params["key"], run + 1]).random(
                 (self.params["pseudo_length"], len(unique)), dtype=np.float32)
-            at_least_as_extreme += test_statistic(null[:, inverse], gamma) <= observed
-        p_value = (at_least_as_extreme + 1.0) / (self.params["n_runs"] + 1.0)
-        return Detection(score=p_value, p=p_value, num_tokens_scored=len(tokens))
+            yield log_complement(null[:, inverse])
 
+    def gap_cost(self) -> float:
+        return self.params["gamma"]
+
+    def p_value(self, at_least_as_extreme: int, runs: int) -> float:
+        """(1 + #{null ≤ observed}) / (1 + n_runs): the same text always gets the same p-value."""
+        return (at_least_as_extreme + 1.0) / (runs + 1.0)
+
+
+def log_complement(columns: np.ndarray) -> np.ndarray:
+    """log(1 − ξ), in float64: EXP-edit's substitution cost."""
+    return np.log1p(-columns.astype(np.float64))
+
+
+def test_statistic(columns: np.ndarray, gamma: float = 0.0) -> float:
+    """The smallest alignment cost of ξ's columns for a text's tokens (bench/watermarks.py times it)."""
+    return float(alignment_costs(log_complement(columns), gamma).min())

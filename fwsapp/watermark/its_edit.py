@@ -9,21 +9,21 @@ cost, and compares it with `n_runs` null keys: p = #{null ≤ observed} / n_runs
 
 Keys and p-values are MarkLLM 0.1.5's ITSEdit, draw for draw: its key comes from the first of
 `sequence_length` seeds drawn after `torch.manual_seed(key)`, and its null keys from the same global draws,
-replayed here on a generator of their own (tests/test_watermarks.py checks both). The alignment is EXP-edit's
-compiled recurrence with this cost.
+replayed here on a generator of their own (tests/test_watermarks.py checks both). The alignment and the test are
+`edit_alignment.py`'s, with this cost.
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
-from fwsapp.watermark.exp_edit import _alignment_costs
+from fwsapp.watermark.base import GenerationBatch
+from fwsapp.watermark.edit_alignment import AlignmentDetector
 
 EDIT_COST = 1.0  # MarkLLM's insertion/deletion cost for ITS-Edit
 NULL_SEEDS = 100000  # MarkLLM draws each null key's seed below this
@@ -44,10 +44,9 @@ def text_key(key: int, sequence_length: int, pseudo_length: int, vocab_size: int
     return transform_key(generator, pseudo_length, vocab_size)
 
 
-def edit_statistic(positions: np.ndarray, uniforms: np.ndarray) -> float:
-    """The smallest alignment cost of normalised positions u against every shift of ξ."""
-    costs = np.abs(uniforms.astype(np.float64)[:, None] - positions.astype(np.float64)[None, :])
-    return float(_alignment_costs(costs, EDIT_COST).min())
+def edit_costs(positions: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """|ξ_r − u_i|: what normalised position u_i costs against row r."""
+    return np.abs(uniforms.astype(np.float64)[:, None] - positions.astype(np.float64)[None, :])
 
 
 def normalised_positions(tokens: np.ndarray, permutation: np.ndarray) -> np.ndarray:
@@ -78,7 +77,9 @@ class ITSLogitsProcessor(LogitsProcessor):
         return torch.full_like(scores, float("-inf")).scatter(1, chosen.unsqueeze(1), 0.0)
 
 
-class ITSEdit(Watermark, info=methods.ITS_EDIT):
+class ITSEdit(AlignmentDetector, info=methods.ITS_EDIT):
+    """On the edit-robust skeleton: a token costs |ξ_r − u| against row r, u its normalised position in π, and the null
+    keys are MarkLLM's."""
 
     def __init__(self, vocab_size: int, lm=None, **params):
         super().__init__(vocab_size, lm, **params)
@@ -93,19 +94,23 @@ class ITSEdit(Watermark, info=methods.ITS_EDIT):
         shifts = np.random.default_rng(batch.seed).integers(0, self.params["pseudo_length"], batch.size)
         return {"logits_processor": [self.logits_processor(shifts)]}
 
-    def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
-        tokens = np.asarray([token for token in token_ids if 0 <= token < self.vocab_size], dtype=np.int64)
-        if len(tokens) == 0:
-            return Detection(score=1.0, p=1.0, num_tokens_scored=0)
-        observed = edit_statistic(normalised_positions(tokens, self.permutation), self.uniforms)
-        # MarkLLM's null: each run permutes the (already permuted) tokens again and draws a fresh key, all from
-        # the global generator after torch.manual_seed(key); replayed on a generator of its own.
+    def substitution_costs(self, tokens: np.ndarray) -> np.ndarray:
+        return edit_costs(normalised_positions(tokens, self.permutation), self.uniforms)
+
+    def null_costs(self, tokens: np.ndarray) -> Iterator[np.ndarray]:
+        """MarkLLM's null: each run permutes the (already permuted) tokens again and draws a fresh key, all from the
+        global generator after torch.manual_seed(key); replayed on a generator of its own."""
         draws, key_generator = torch.Generator().manual_seed(self.params["key"]), torch.Generator()
-        permuted, at_least_as_extreme = torch.from_numpy(tokens), 0
+        permuted = torch.from_numpy(tokens)
         for _ in range(self.params["n_runs"]):
             permuted = torch.argsort(torch.randperm(self.vocab_size, generator=draws))[permuted]
             key_generator.manual_seed(int(torch.randint(high=NULL_SEEDS, size=(1,), generator=draws)))
             uniforms, permutation = transform_key(key_generator, self.params["pseudo_length"], self.vocab_size)
-            at_least_as_extreme += edit_statistic(normalised_positions(permuted.numpy(), permutation), uniforms) <= observed
-        p_value = at_least_as_extreme / self.params["n_runs"]
-        return Detection(score=p_value, p=p_value, num_tokens_scored=len(tokens))
+            yield edit_costs(normalised_positions(permuted.numpy(), permutation), uniforms)
+
+    def gap_cost(self) -> float:
+        return EDIT_COST
+
+    def p_value(self, at_least_as_extreme: int, runs: int) -> float:
+        """#{null ≤ observed} / n_runs, as MarkLLM's."""
+        return at_least_as_extreme / runs
