@@ -165,10 +165,12 @@ def test_redetecting_the_paper_logs_reproduces_every_published_z_score(tmp_path,
     assert np.max(np.abs(merged.score - merged.score_published)) < 1e-6
     summary = set_summaries(store, [run_id])[run_id][0]
     assert summary["agreement"]["n"] == len(published) and summary["agreement"]["max_abs_diff"] < 1e-6
-    # The CPU generator, today's MarkLLM on a CPU, does not read these GPU watermarks.
-    cpu = redetect(store, run_id, "KGW", {"rng": "cpu"}, tokenizer)
-    assert set_summaries(store, [run_id])[run_id][1]["agreement"]["max_abs_diff"] > 1
-    assert cpu != set_id
+    if task == "qa":
+        # The CPU generator, today's MarkLLM on a CPU, does not read these GPU watermarks (checked on one task per
+        # model: each of its 128,256-entry permutations costs Llama 3's run a millisecond).
+        cpu = redetect(store, run_id, "KGW", {"rng": "cpu"}, tokenizer)
+        assert set_summaries(store, [run_id])[run_id][1]["agreement"]["max_abs_diff"] > 1
+        assert cpu != set_id
 
 
 @needs_paper_logs
