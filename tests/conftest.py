@@ -51,7 +51,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
             # The slow tier runs on two workers (`--dist loadgroup`, the Makefile). Every Ray test is in one group, so on
             # one worker: two Ray clusters started at once on one machine collide. The rest go to whichever worker is
-            # free, each loading the model it needs once: that was quicker (slow tier 773 s) than keeping every test
+            # free (but a module whose tests share a costly fixture, which names its own group: tests/test_paired.py),
+            # each loading the model it needs once: that was quicker (slow tier 773 s) than keeping every test
             # that loads a model here on one worker and the browsers and processes on the other (846 s), whose first
             # worker had 830 s of work to the other's 635.
             if item.get_closest_marker("ray"):

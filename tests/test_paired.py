@@ -11,6 +11,10 @@ from fwsapp.results import paired
 
 from tests.test_pages import APP
 
+# One worker for this module's tests in the slow tier (`--dist loadgroup`): the runs they share (`paired_runs`) take
+# 36 s to generate, score, analyse and attack, and were built once on each worker.
+pytestmark = pytest.mark.xdist_group("paired_runs")
+
 
 def sums(candidate_sum, candidate_count, baseline_sum, baseline_count, task="qa", setting=paired.EQUAL_DELTA):
     frame = pd.DataFrame({"candidate_sum": candidate_sum, "candidate_count": candidate_count,
