@@ -24,7 +24,8 @@ from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import PermutationGreenCount
-from fwsapp.watermark.kgw import GreenCountDetector, green_p_value
+from fwsapp.watermark.detector import TokenDetector
+from fwsapp.watermark.kgw import green_p_value
 from fwsapp.watermark.rng import VocabularyShuffle
 
 
@@ -91,7 +92,7 @@ class DiPLogitsProcessor(LogitsProcessor):
         return reweighted
 
 
-class DiPmark(GreenCountDetector, info=methods.DIPMARK):
+class DiPmark(TokenDetector, info=methods.DIPMARK):
     """On the skeleton with MarkLLM's score, z = (G − (1 − γ)·N) / √N over all N tokens: a short context is hashed as it
     is, and a token with none (the first of a text scored alone) counts in N but cannot be green."""
 

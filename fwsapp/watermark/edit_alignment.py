@@ -57,6 +57,11 @@ def alignment_costs(costs: np.ndarray, gap: float = 0.0) -> np.ndarray:
     return _alignment_costs(np.ascontiguousarray(costs, dtype=np.float64), float(gap))
 
 
+def smallest_alignment_cost(costs: np.ndarray, gap: float = 0.0) -> float:
+    """The test statistic: the smallest alignment cost over the shifts."""
+    return float(alignment_costs(costs, gap).min())
+
+
 class AlignmentDetector(Watermark):
     """The edit-robust test's detector: the smallest alignment cost of the text against the key, and its p-value against
     null keys."""
@@ -82,8 +87,7 @@ class AlignmentDetector(Watermark):
         """The permutation test's p-value from the null keys whose statistic came out at least as small."""
 
     def statistic(self, costs: np.ndarray) -> float:
-        """The smallest alignment cost over the shifts."""
-        return float(alignment_costs(costs, self.gap_cost()).min())
+        return smallest_alignment_cost(costs, self.gap_cost())
 
     def detect(self, token_ids: Sequence[int], context_ids: Sequence[int] = ()) -> Detection:
         tokens = self.aligned_tokens(token_ids)

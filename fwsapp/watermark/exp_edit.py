@@ -30,7 +30,7 @@ from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.base import GenerationBatch
-from fwsapp.watermark.edit_alignment import AlignmentDetector, alignment_costs
+from fwsapp.watermark.edit_alignment import AlignmentDetector, smallest_alignment_cost
 
 
 
@@ -117,4 +117,4 @@ def log_complement(columns: np.ndarray) -> np.ndarray:
 
 def test_statistic(columns: np.ndarray, gamma: float = 0.0) -> float:
     """The smallest alignment cost of ξ's columns for a text's tokens (bench/watermarks.py times it)."""
-    return float(alignment_costs(log_complement(columns), gamma).min())
+    return smallest_alignment_cost(log_complement(columns), gamma)
