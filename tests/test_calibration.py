@@ -15,7 +15,8 @@ from fwsapp.detection.calibration import (
     nominal_threshold,
     run_calibration,
 )
-from fwsapp.watermark.kgw import EXACT_BELOW, green_p_value, z_score
+from fwsapp.watermark.evidence import green_z
+from fwsapp.watermark.kgw import EXACT_BELOW, green_p_value
 
 
 def test_the_nominal_fpr_is_the_normal_tail_of_z_and_the_alpha_of_p():
@@ -32,7 +33,7 @@ def test_a_green_count_has_an_exact_p_value_when_few_tokens_are_scored():
     assert green_p_value(8, 10, 0.5) == pytest.approx(56 / 1024)
     assert green_p_value(0, 0, 0.5) == 1.0
     many = EXACT_BELOW + 100
-    assert green_p_value(180, many, 0.5) == pytest.approx(stats.norm.sf(z_score(180, many, 0.5)))
+    assert green_p_value(180, many, 0.5) == pytest.approx(stats.norm.sf(green_z(180, many, 0.5)))
 
 
 @pytest.mark.parametrize("direction", ["higher", "lower"])

@@ -4,7 +4,8 @@ import torch
 
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.methods import parse_params
-from fwsapp.watermark.kgw import bias_green, z_score
+from fwsapp.watermark.evidence import green_z
+from fwsapp.watermark.kgw import bias_green
 
 markllm_kgw = pytest.importorskip("markllm.watermark.kgw.kgw", reason="markllm==0.1.5 is the test oracle")
 
@@ -43,8 +44,9 @@ def test_z_scores_equal_markllm_on_text(lm, oracle):
 
 
 def test_known_z_score():
-    assert z_score(48, 64, 0.5) == pytest.approx(4.0)
-    assert z_score(16, 64, 0.25) == pytest.approx(0.0)
+    assert green_z(48, 64, 0.5) == pytest.approx(4.0)
+    assert green_z(16, 64, 0.25) == pytest.approx(0.0)
+    assert green_z(0, 0, 0.5) == 0.0
 
 
 def test_detection_scores_generated_tokens_only_with_prompt_as_context(lm):

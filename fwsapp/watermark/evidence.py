@@ -42,6 +42,14 @@ def _divided(numerator: np.ndarray, denominator: np.ndarray, empty: float) -> np
         return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), empty)
 
 
+def green_z(green, scored, gamma: float) -> np.ndarray:
+    """The one-proportion z of `green` green units among `scored`, each green by chance with probability γ
+    (Kirchenbauer et al. 2023): tokens for the green lists, sentences for SemStamp; 0 where none was scored. Counts or
+    arrays of counts."""
+    green, scored = np.asarray(green), np.asarray(scored)
+    return _divided(green - gamma * scored, np.sqrt(scored * gamma * (1 - gamma)), 0.0)
+
+
 class Evidence:
     """One form of per-token evidence: taken from a detection as arrays over the text's tokens, turned into a score
     over any prefix or window, and drawn as unwatermarked text would show it (WinMax's null)."""
@@ -70,9 +78,7 @@ class GreenCount(Evidence):
     green_list = True
 
     def scores(self, arrays, params, window=None):
-        gamma = params["gamma"]
-        green, scored = sums(arrays["green"], window), sums(arrays["scored"], window)
-        return _divided(green - gamma * scored, np.sqrt(scored * gamma * (1 - gamma)), 0.0)
+        return green_z(sums(arrays["green"], window), sums(arrays["scored"], window), params["gamma"])
 
 
 class WeightedGreenCount(Evidence):

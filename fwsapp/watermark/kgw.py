@@ -11,7 +11,6 @@ reproduces its published z-scores; `rng="cpu"` is MarkLLM on a CPU.
 from __future__ import annotations
 
 from collections import OrderedDict
-from math import sqrt
 from typing import Sequence
 
 import numpy as np
@@ -20,7 +19,7 @@ from scipy.stats import binom, norm
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.evidence import GreenCount
+from fwsapp.watermark.evidence import GreenCount, green_z
 from fwsapp.watermark.detector import TokenDetector
 from fwsapp.watermark.keyed_uniforms import multiplied_seed, prefix_product
 from fwsapp.watermark.rng import VocabularyShuffle
@@ -100,12 +99,6 @@ def bias_green(scores: torch.Tensor, green: torch.Tensor, delta: float) -> torch
     return scores
 
 
-def z_score(green_count: int, scored: int, gamma: float) -> float:
-    if scored < 1:
-        return 0.0
-    return (green_count - gamma * scored) / sqrt(scored * gamma * (1 - gamma))
-
-
 EXACT_BELOW = 200  # scored tokens under which the p-value is the exact binomial tail, not the normal one
 
 
@@ -117,7 +110,7 @@ def green_p_value(green_count: int, scored: int, gamma: float) -> float:
         return 1.0
     if scored < EXACT_BELOW:
         return float(binom.sf(green_count - 1, scored, gamma))
-    return float(norm.sf(z_score(green_count, scored, gamma)))
+    return float(norm.sf(green_z(green_count, scored, gamma)))
 
 
 class GreenCountDetector(TokenDetector):
@@ -127,7 +120,7 @@ class GreenCountDetector(TokenDetector):
     evidence = GreenCount()
 
     def z(self, statistic: float, scored: int) -> float:
-        return z_score(statistic, scored, self.params["gamma"])
+        return float(green_z(statistic, scored, self.params["gamma"]))
 
     def p_value(self, statistic: float, scored: int) -> float:
         return green_p_value(int(statistic), scored, self.params["gamma"])

@@ -22,7 +22,7 @@ import torch
 from scipy.stats import norm
 
 from fwsapp.watermark.base import BatchedDetector, Detection, GenerationBatch, Texts
-from fwsapp.watermark.evidence import GreenCount
+from fwsapp.watermark.evidence import GreenCount, green_z
 
 # Abbreviations after which a full stop ends no sentence, for the untrained Punkt splitter (nltk's trained English model
 # is a download, which this machine cannot make).
@@ -119,6 +119,5 @@ class SemanticWatermark(BatchedDetector):
         valid = [int(region in self.valid_regions(previous)) for previous, region in zip(regions, regions[1:])]
         for green, (_, end) in zip(valid, spans[1:]):
             flags[self.last_token(token_ids, end)] = green
-        scored, gamma = len(valid), self.params["gamma"]
-        z = (sum(valid) - gamma * scored) / np.sqrt(scored * gamma * (1 - gamma)) if scored else 0.0
-        return Detection(score=float(z), num_tokens_scored=scored, z=float(z), p=float(norm.sf(z)), token_flags=flags)
+        z = float(green_z(sum(valid), len(valid), self.params["gamma"]))
+        return Detection(score=z, num_tokens_scored=len(valid), z=z, p=float(norm.sf(z)), token_flags=flags)
