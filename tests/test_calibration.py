@@ -15,8 +15,7 @@ from fwsapp.detection.calibration import (
     nominal_threshold,
     run_calibration,
 )
-from fwsapp.watermark.evidence import green_z
-from fwsapp.watermark.kgw import EXACT_BELOW, green_p_value
+from fwsapp.watermark.evidence import EXACT_BELOW, green_p_value, green_z
 
 
 def test_the_nominal_fpr_is_the_normal_tail_of_z_and_the_alpha_of_p():

@@ -11,7 +11,7 @@ far from the nominal one. Here, for each run:
   interval, overall and per length bucket (tokens scored). A 1 % threshold needs 100 negatives in its bucket
   (`sample_size`); below that it is "not enough data (n = …)".
 
-A green-list method's p-value (`kgw.green_p_value`) is the exact binomial tail where few tokens are scored, so every
+A green-list method's p-value (`evidence.green_p_value`) is the exact binomial tail where few tokens are scored, so every
 method can be held to the same α.
 """
 from __future__ import annotations

@@ -23,9 +23,8 @@ import torch
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.evidence import PermutationGreenCount
+from fwsapp.watermark.evidence import PermutationGreenCount, green_p_value
 from fwsapp.watermark.detector import TokenDetector
-from fwsapp.watermark.kgw import green_p_value
 from fwsapp.watermark.rng import VocabularyShuffle
 
 

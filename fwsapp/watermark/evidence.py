@@ -5,7 +5,8 @@ A method declares its form through its detector class (`KGW.evidence = GreenCoun
 such sum (an alignment, a maximin over the whole text) declares none. The forms here are those of the registered
 methods; a new method with another form subclasses `Evidence` in its own module.
 
-- GreenCount: green/red flags (KGW, SWEET, EntityKGW, Unigram, MorphMark): z = (G − γN) / √(Nγ(1 − γ)) over N scored;
+- GreenCount: green/red flags (KGW, SWEET, EntityKGW, Unigram, MorphMark): z = (G − γN) / √(Nγ(1 − γ)) over N scored
+  (`green_z`, SemStamp's sentences too), p the exact binomial tail below EXACT_BELOW tokens (`green_p_value`);
 - WeightedGreenCount: EWD's flags with entropy weights, each weight taken against the lowest one so far;
 - PermutationGreenCount: DiPmark, (G − (1 − γ)N) / √N with N counting every token (but a deduplicated repeat);
 - MeanG: SynthID's mean g-value over scored tokens;
@@ -14,6 +15,7 @@ methods; a new method with another form subclasses `Evidence` in its own module.
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import binom, norm
 from scipy.stats import gamma as gamma_distribution
 
 # A token's flag when a deduplicated detection leaves it out because its (context, token) pair came before
@@ -48,6 +50,20 @@ def green_z(green, scored, gamma: float) -> np.ndarray:
     arrays of counts."""
     green, scored = np.asarray(green), np.asarray(scored)
     return _divided(green - gamma * scored, np.sqrt(scored * gamma * (1 - gamma)), 0.0)
+
+
+EXACT_BELOW = 200  # scored tokens under which the p-value is the exact binomial tail, not the normal one
+
+
+def green_p_value(green_count: int, scored: int, gamma: float) -> float:
+    """One-sided p-value of `green_count` green tokens among `scored`, each green with probability γ by chance: the
+    exact binomial tail P(X ≥ green) below EXACT_BELOW tokens, where the normal approximation behind z misstates it
+    (10 green of 10 at γ 0.5: z 3.16, normal p 0.0008, exact 0.001), the normal tail above."""
+    if scored < 1:
+        return 1.0
+    if scored < EXACT_BELOW:
+        return float(binom.sf(green_count - 1, scored, gamma))
+    return float(norm.sf(green_z(green_count, scored, gamma)))
 
 
 class Evidence:

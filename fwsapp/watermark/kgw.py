@@ -15,11 +15,10 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from scipy.stats import binom, norm
 from transformers import LogitsProcessor
 
 from fwsapp.watermark import methods
-from fwsapp.watermark.evidence import GreenCount, green_z
+from fwsapp.watermark.evidence import GreenCount, green_p_value, green_z
 from fwsapp.watermark.detector import TokenDetector
 from fwsapp.watermark.keyed_uniforms import multiplied_seed, prefix_product
 from fwsapp.watermark.rng import VocabularyShuffle
@@ -97,20 +96,6 @@ def bias_green(scores: torch.Tensor, green: torch.Tensor, delta: float) -> torch
     scores = scores.clone()
     scores[:, :width] += delta * green[:, :width].to(scores.device, scores.dtype)
     return scores
-
-
-EXACT_BELOW = 200  # scored tokens under which the p-value is the exact binomial tail, not the normal one
-
-
-def green_p_value(green_count: int, scored: int, gamma: float) -> float:
-    """One-sided p-value of `green_count` green tokens among `scored`, each green with probability γ by chance: the
-    exact binomial tail P(X ≥ green) below EXACT_BELOW tokens, where the normal approximation behind z misstates it
-    (10 green of 10 at γ 0.5: z 3.16, normal p 0.0008, exact 0.001), the normal tail above."""
-    if scored < 1:
-        return 1.0
-    if scored < EXACT_BELOW:
-        return float(binom.sf(green_count - 1, scored, gamma))
-    return float(norm.sf(green_z(green_count, scored, gamma)))
 
 
 class GreenCountDetector(TokenDetector):
