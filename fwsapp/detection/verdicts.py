@@ -162,16 +162,23 @@ class TextDetector:
         return TextVerdict(**verdict, evidence=record)
 
 
+def nominal_p_value(info: methods.MethodInfo, detection) -> float | None:
+    """The detector's p-value, or the normal tail of its z where the method's z is standard normal without the
+    watermark; None for a score with no nominal distribution (DiPmark's, the post-hoc detectors')."""
+    if detection.p is not None:
+        return float(detection.p)
+    return float(norm.sf(detection.z)) if detection.z is not None and info.standard_score else None
+
+
 def verdict_fields(watermark, detection, minimum: MinimumLength) -> dict:
     """vLLM's four fields and the three-state verdict of a watermark's `Detection` of one text."""
     info = watermark.info
     watermarked = bool(watermark.is_watermarked(detection)) if detection.num_tokens_scored else False
     statistic = next((value for value in (detection.statistic, detection.z) if value is not None), None)
-    p_value = detection.p if detection.p is not None else (
-        float(norm.sf(detection.z)) if detection.z is not None and info.standard_score else None)
+    p_value = nominal_p_value(info, detection)
     return {
         "score": float(statistic if statistic is not None else detection.score),
-        "p_value": None if p_value is None else float(p_value),
+        "p_value": p_value,
         "num_scored_tokens": int(detection.num_tokens_scored),
         "is_watermarked": watermarked,
         "verdict": "watermarked" if watermarked else "too_short"

@@ -100,10 +100,9 @@ def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, 
 def answer_figures(trial: Trial) -> dict[str, dict]:
     """Per text kind, what the lm-watermarking demo shows and a cheap quality figure: the method's own score under its
     own label, the threshold it is held to and the verdict, the tokens scored, the green ones and their share, a
-    one-sided p-value (the method's own, else from z under the normal approximation), and ROUGE-L to the unwatermarked
+    one-sided p-value (`nominal_p_value`), and ROUGE-L to the unwatermarked
     answer and to the reference (when one is given)."""
-    from scipy.stats import norm
-
+    from fwsapp.detection.verdicts import nominal_p_value
     from fwsapp.quality.rouge import rouge
 
     method = info(trial.config.method)
@@ -114,14 +113,13 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
         found = trial.detections[kind]
         flags = [flag for flag in found.token_flags if flag != -1]
         green = sum(flag == 1 for flag in flags)
-        p_value = found.p if found.p is not None else (float(norm.sf(found.z)) if found.z is not None else None)
         text = trial.text(kind)
         figures[kind] = {
             "score": found.score, "score label": method.score_label, "threshold": method.verdict_rule(trial.config.params),
             "detected": trial.verdict(kind), "tokens scored": found.num_tokens_scored,
             # A green count only where the method draws green lists (a Gumbel or SynthID flag is no green token).
             "green": green if flags and counts_green else None,
-            "green share": green / len(flags) if flags and counts_green else None, "p": p_value,
+            "green share": green / len(flags) if flags and counts_green else None, "p": nominal_p_value(method, found),
             "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0],
             "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
             "tokens needed": tokens_needed(method, trial.config.params, found) if kind == "watermarked" else None,

@@ -164,10 +164,21 @@ def loading_phase(name: str, cache_dir: Path = CACHE_DIR) -> str:
 
 
 def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
-    """Convert the embedded GGUF to safetensors once; return the converted folder."""
+    """Convert the embedded GGUF to safetensors once; return the converted folder. Processes that start at once (the
+    app and a command-line job, test workers) convert it one at a time: the first converts, the others then find it."""
+    from filelock import FileLock
+
     target = cache_dir / "models" / EMBEDDED_MODEL
     if embedded_is_converted(cache_dir):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(target.with_name(target.name + ".lock")):
+        if not embedded_is_converted(cache_dir):
+            _convert_embedded(target)
+    return target
+
+
+def _convert_embedded(target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -178,14 +189,15 @@ def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    # Write to a temporary folder and rename, so a killed conversion never leaves a half model behind.
+    # Write to a temporary folder and rename, so a killed conversion never leaves a half model behind (a partial
+    # folder found here, under the lock, is such a killed conversion's).
     partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial, safe_serialization=True)
     tokenizer.save_pretrained(partial)
     if target.exists():  # an incomplete folder from an older, interrupted layout
         shutil.rmtree(target)
     partial.replace(target)
-    return target
 
 
 _lock = threading.Lock()

@@ -19,10 +19,9 @@ from functools import cached_property
 
 import numpy as np
 import torch
-from scipy.stats import norm
 
 from fwsapp.watermark.base import BatchedDetector, Detection, GenerationBatch, Texts
-from fwsapp.watermark.evidence import GreenCount, green_z
+from fwsapp.watermark.evidence import GreenCount, green_p_value, green_z
 
 # Abbreviations after which a full stop ends no sentence, for the untrained Punkt splitter (nltk's trained English model
 # is a download, which this machine cannot make).
@@ -114,10 +113,13 @@ class SemanticWatermark(BatchedDetector):
 
     def _detection(self, token_ids: list[int], regions: list[int], spans: list[tuple[int, int]]) -> Detection:
         """The z over sentences 2.. of a text, each scored against the regions its predecessor keys (MarkLLM's
-        detector), its verdict flagged on the sentence's last token."""
+        detector), its verdict flagged on the sentence's last token; p the exact binomial tail, as a text holds few
+        sentences (3 of 3 valid at γ 0.25: z 3.0, normal p 0.0013, exact 0.016)."""
         flags = [-1] * len(token_ids)
         valid = [int(region in self.valid_regions(previous)) for previous, region in zip(regions, regions[1:])]
         for green, (_, end) in zip(valid, spans[1:]):
             flags[self.last_token(token_ids, end)] = green
-        z = float(green_z(sum(valid), len(valid), self.params["gamma"]))
-        return Detection(score=z, num_tokens_scored=len(valid), z=z, p=float(norm.sf(z)), token_flags=flags)
+        green, gamma = sum(valid), self.params["gamma"]
+        z = float(green_z(green, len(valid), gamma))
+        return Detection(score=z, num_tokens_scored=len(valid), z=z, p=green_p_value(green, len(valid), gamma),
+                         token_flags=flags)
