@@ -118,19 +118,10 @@ def rate_items_as(page, base_url, rater, count, offset):
     page.get_by_label("Your name").press("Enter")
     for item in range(count):
         page.get_by_text(f"{item + 1} of {count}").wait_for(timeout=30_000)
-        settled(page)  # a click on the form while it is still being drawn would be lost
-        groups = page.get_by_role("radiogroup")
-        groups.nth(5).wait_for(timeout=30_000)
-        assert groups.count() == 6
-        for index in range(6):
-            value = (index + item + offset) % 5 + 1  # ratings that vary across items and raters
-            groups.nth(index).get_by_text(str(value), exact=True).click()
-        page.get_by_role("button", name="Submit").click()
+        following = f"{item + 2} of {count}" if item + 1 < count else "Nothing left to rate"
+        rate_current(page, [(index + item + offset) % 5 + 1 for index in range(6)], following)  # ratings that vary
         if item + 1 < count:  # the next item's place in view, not below the last one's buttons
-            position = page.get_by_text(f"{item + 2} of {count}")
-            position.wait_for(timeout=30_000)
-            assert comes_into_view(page, position), f"item {item + 2} is off screen"
-    page.get_by_text("Nothing left to rate").wait_for(timeout=30_000)
+            assert comes_into_view(page, page.get_by_text(following)), f"item {item + 2} is off screen"
 
 
 def in_view(page, locator) -> bool:
@@ -354,6 +345,7 @@ def rate_current(page, values, then: str) -> None:
         settled(page)
         groups = page.get_by_role("radiogroup")
         groups.nth(5).wait_for(timeout=30_000)
+        assert groups.count() == len(values)
         if attempt == 0:  # no rating of anyone's in view; a refused submit keeps the answers given
             assert page.locator("input[type=radio]:checked").count() == 0
         for index, value in enumerate(values):
