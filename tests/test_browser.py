@@ -347,7 +347,8 @@ def rate_current(page, values, then: str) -> None:
         groups.nth(5).wait_for(timeout=30_000)
         assert groups.count() == len(values)
         if attempt == 0:  # no rating of anyone's in view; a refused submit keeps the answers given
-            assert page.locator("input[type=radio]:checked").count() == 0
+            # Once drawn: under load, the item's number can be new while the form below is still the last item's.
+            page.wait_for_function("() => !document.querySelector('input[type=radio]:checked')", timeout=15_000)
         for index, value in enumerate(values):
             groups.nth(index).get_by_text(str(value), exact=True).click()
         page.get_by_role("button", name="Submit").click()
