@@ -175,10 +175,9 @@ def verdict_fields(watermark, detection, minimum: MinimumLength) -> dict:
     info = watermark.info
     watermarked = bool(watermark.is_watermarked(detection)) if detection.num_tokens_scored else False
     statistic = next((value for value in (detection.statistic, detection.z) if value is not None), None)
-    p_value = nominal_p_value(info, detection)
     return {
         "score": float(statistic if statistic is not None else detection.score),
-        "p_value": p_value,
+        "p_value": nominal_p_value(info, detection),
         "num_scored_tokens": int(detection.num_tokens_scored),
         "is_watermarked": watermarked,
         "verdict": "watermarked" if watermarked else "too_short"

@@ -100,8 +100,8 @@ def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, 
 def answer_figures(trial: Trial) -> dict[str, dict]:
     """Per text kind, what the lm-watermarking demo shows and a cheap quality figure: the method's own score under its
     own label, the threshold it is held to and the verdict, the tokens scored, the green ones and their share, a
-    one-sided p-value (`nominal_p_value`), and ROUGE-L to the unwatermarked
-    answer and to the reference (when one is given)."""
+    one-sided p-value (`nominal_p_value`), and ROUGE-L to the unwatermarked answer and to the reference (when one is
+    given)."""
     from fwsapp.detection.verdicts import nominal_p_value
     from fwsapp.quality.rouge import rouge
 

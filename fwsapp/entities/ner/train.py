@@ -189,21 +189,26 @@ def cross_fitted_development(kind: str, folds: int, work: Path, **settings) -> d
     (tagger and abbreviation pass) of a model trained with `settings` on the training split and the other folds: the
     held-out estimate for the same recipe on both splits, which has more to learn from than any fold's model. A fold
     already trained under `work` with the same settings (an interrupted run's) is scored, not trained again."""
-    predicted = {name: [] for name in kind_corpora(kind)}
+    development = {name: corpus(name, "dev", kind) for name in kind_corpora(kind)}
+    predicted = {name: [] for name in development}
     for fold in range(folds):
         folder = work / f"fold-{fold + 1}-of-{folds}"
         if not trained_as(folder, kind, [fold, folds], settings):
             train(out=folder, kind=kind, held_out_fold=(fold, folds), **settings)
         recognizer = TrainedRecognizer(folder)
-        for name, spans in predicted.items():
-            documents = corpus(name, "dev", kind)
-            spans += [[(e.start, e.end) for e in found] for found in
-                      recognizer.find_many([document.text for document in documents[fold_block(documents, fold, folds)]])]
+        for name, documents in development.items():
+            predicted[name] += recognized_spans(recognizer, [document.text for document in
+                                                             documents[fold_block(documents, fold, folds)]])
     scores = {}
-    for name, spans in predicted.items():
-        found = score_spans(spans, [list(document.mentions) for document in corpus(name, "dev", kind)])
+    for name, documents in development.items():
+        found = score_spans(predicted[name], [list(document.mentions) for document in documents])
         scores[name] = {measure: value.as_dict() for measure, value in found.items()}
     return {"folds": folds, **settings, **scores}
+
+
+def recognized_spans(recognizer: TrainedRecognizer, texts: list[str]) -> list[list[tuple[int, int]]]:
+    """The character spans a recognizer (tagger and abbreviation pass) finds in each text."""
+    return [[(entity.start, entity.end) for entity in found] for found in recognizer.find_many(texts)]
 
 
 def record_development(folder: Path) -> dict:
@@ -214,8 +219,9 @@ def record_development(folder: Path) -> dict:
     kind = metadata.get("kind", "disease")
     recognizer = TrainedRecognizer(folder)
     metadata["development"] = development_scores(recognizer.tagger.predict, kind)
+
     def recognize(texts):
-        return [[(e.start, e.end) for e in found] for found in recognizer.find_many(texts)]
+        return recognized_spans(recognizer, texts)
 
     metadata["recognizer_development"] = development_scores(recognize, kind)
     metadata["recognizer_development_sample"] = {"documents": SAMPLE_DOCUMENTS,
