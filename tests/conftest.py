@@ -25,6 +25,7 @@ MARKS_BY_MODULE = {"test_browser": "browser", "test_paper_shapes": "model", "tes
                    "test_shared_database": "model"}
 SLOW_MODULES = {"test_grid", "test_shared_database"}
 TIERS = ("model", "browser", "ray")
+COLLECTED = pytest.StashKey[set]()
 
 
 def pytest_configure(config):
@@ -40,7 +41,10 @@ def pytest_configure(config):
 # Before pytest-xdist's own collection hook (`--dist loadgroup`), which reads the groups set here to choose each test's
 # worker.
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    # Every test collected, before `-m` or `-k` deselects any: a session run on the whole suite knows it in full
+    # (tests/test_plugins.py compares it with a collection that has the toy plug-ins).
+    config.stash[COLLECTED] = {item.nodeid for item in items}
     for item in items:
         module = item.module.__name__.split(".")[-1]
         marks = {MARKS_BY_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in MARKS_BY_FIXTURE}

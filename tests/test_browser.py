@@ -1,6 +1,8 @@
 """The main path in a real browser: Debian's Chromium driven by Playwright against `streamlit run`."""
 import re
 
+import pytest
+
 from tests.conftest import PROJECT
 
 ARTIFACTS = PROJECT / "test-artifacts"
@@ -159,40 +161,46 @@ def test_two_raters_rate_three_items_and_see_the_correlation_table(tmp_path, bro
         page.screenshot(path=str(ARTIFACTS / "fws-agreement.png"), full_page=True)
 
 
-def test_model_text_is_escaped_in_the_entity_browser(tmp_path, browser_page):
+@pytest.fixture(scope="module")
+def hostile_app(tmp_path_factory):
+    """One served app on the analysed run whose texts carry HTML, script and Markdown, for the tests that only read it
+    (their group keeps them on one worker under the slow tier's `--dist loadgroup`)."""
     from tests.conftest import hostile_entity_db, start_streamlit
 
-    db = tmp_path / "hostile.duckdb"
-    hostile_entity_db(db)
-    with start_streamlit(tmp_path, db) as url:
-        page = browser_page
-        outgoing = []
-        page.on("request", lambda request: outgoing.append(request.url))
-        page.goto(url)
-        page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
-        page.get_by_role("link", name="Entities", exact=True).click()
-        page.get_by_text("<script>window.__pwned = 1</script>", exact=False).first.wait_for(timeout=60_000)
-        assert page.get_by_text('<img src=x onerror="window.__pwned = 2">', exact=False).count() >= 1
-        assert page.evaluate("window.__pwned") is None  # neither the script nor the onerror ran
-        assert page.locator("main img[src='x']").count() == 0
-        assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
-        # Shown literally; an empty span after each ':' keeps the URLs from being linkified.
-        assert page.get_by_text("![pixel](http:", exact=False).count() >= 1
-        assert page.get_by_text("//evil.example/pixel.png) [click](http:", exact=False).count() >= 1
-        assert page.get_by_text("red[alarm] $x^2$", exact=False).count() >= 1  # shown, not coloured or typeset
-        assert page.locator("main a[href*='evil.example']").count() == 0
-        page.get_by_role("link", name="Judge", exact=True).click()
-        page.get_by_text("[3, 3, 3] Diabetes mellitus <script>", exact=False).first.wait_for(timeout=60_000)
-        assert page.locator("main a[href*='evil.example']").count() == 0 and page.evaluate("window.__pwned") is None
-        page.wait_for_timeout(1000)
-        assert not [request for request in outgoing if "evil.example" in request]  # nothing was fetched
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "entities-escaping.png"), full_page=True)
+    folder = tmp_path_factory.mktemp("hostile")
+    hostile_entity_db(folder / "hostile.duckdb")
+    with start_streamlit(folder, folder / "hostile.duckdb") as url:
+        yield url
+
+
+@pytest.mark.xdist_group("hostile_app")
+def test_model_text_is_escaped_in_the_entity_browser(hostile_app, browser_page):
+    page, url = browser_page, hostile_app
+    outgoing = []
+    page.on("request", lambda request: outgoing.append(request.url))
+    page.goto(url)
+    page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
+    page.get_by_role("link", name="Entities", exact=True).click()
+    page.get_by_text("<script>window.__pwned = 1</script>", exact=False).first.wait_for(timeout=60_000)
+    assert page.get_by_text('<img src=x onerror="window.__pwned = 2">', exact=False).count() >= 1
+    assert page.evaluate("window.__pwned") is None  # neither the script nor the onerror ran
+    assert page.locator("main img[src='x']").count() == 0
+    assert page.get_by_text("**asthma**", exact=False).count() >= 1  # no markdown either
+    # Shown literally; an empty span after each ':' keeps the URLs from being linkified.
+    assert page.get_by_text("![pixel](http:", exact=False).count() >= 1
+    assert page.get_by_text("//evil.example/pixel.png) [click](http:", exact=False).count() >= 1
+    assert page.get_by_text("red[alarm] $x^2$", exact=False).count() >= 1  # shown, not coloured or typeset
+    assert page.locator("main a[href*='evil.example']").count() == 0
+    page.get_by_role("link", name="Judge", exact=True).click()
+    page.get_by_text("[3, 3, 3] Diabetes mellitus <script>", exact=False).first.wait_for(timeout=60_000)
+    assert page.locator("main a[href*='evil.example']").count() == 0 and page.evaluate("window.__pwned") is None
+    page.wait_for_timeout(1000)
+    assert not [request for request in outgoing if "evil.example" in request]  # nothing was fetched
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "entities-escaping.png"), full_page=True)
 
 
 def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_path, browser_page):
-    import pytest
-
     from tests.conftest import SHARED_DATA, start_streamlit
 
     paper = SHARED_DATA / "paper"
@@ -246,27 +254,23 @@ OVERFLOW = """() => [...document.querySelectorAll('[data-testid="stMain"], [data
     .some(element => element.scrollWidth > element.clientWidth + 1)"""
 
 
-def test_tables_and_charts_fit_the_page_or_scroll_inside_it(tmp_path, browser_page):
+@pytest.mark.xdist_group("hostile_app")
+def test_tables_and_charts_fit_the_page_or_scroll_inside_it(hostile_app, browser_page):
     """Wide tables (Table 7, the Report's, Detect's comparison) scroll inside their own frame, never the page."""
-    from tests.conftest import hostile_entity_db, start_streamlit
-
-    db = tmp_path / "layout.duckdb"
-    hostile_entity_db(db)
-    page = browser_page
+    page, url = browser_page, hostile_app
     page.set_viewport_size({"width": 1100, "height": 1400})
-    with start_streamlit(tmp_path, db) as url:
-        page.goto(url)
-        page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
-        ARTIFACTS.mkdir(exist_ok=True)
-        for name, heading in (("entities", "Clinical facts and disease entities"), ("report", "Report"), ("quality", "Quality"),
-                              ("judge", "Judge"), ("fws", "Factuality-Weighted Score")):
-            page.goto(f"{url}/{name}")
-            page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
-            page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(ARTIFACTS / f"layout-{name}.png"), full_page=True)
-            assert not page.evaluate(OVERFLOW), f"the {name} page scrolls sideways"
-            assert page.get_by_test_id("stException").count() == 0
+    page.goto(url)
+    page.get_by_role("heading", name="fwsapp", exact=True).wait_for(timeout=90_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    for name, heading in (("entities", "Clinical facts and disease entities"), ("report", "Report"), ("quality", "Quality"),
+                          ("judge", "Judge"), ("fws", "Factuality-Weighted Score")):
+        page.goto(f"{url}/{name}")
+        page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
+        page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(ARTIFACTS / f"layout-{name}.png"), full_page=True)
+        assert not page.evaluate(OVERFLOW), f"the {name} page scrolls sideways"
+        assert page.get_by_test_id("stException").count() == 0
 
 
 def test_playground_result_comes_into_view_with_its_threshold_and_copies_clean(streamlit_server, browser_page):

@@ -304,3 +304,28 @@ def test_verdicts_on_facts_are_held_against_the_comparison_per_kind(tmp_path):
     assert pd.isna(rates.set_index("kind").loc["dose"].precision)  # one flagged dose: no rate
     assert counts.loc[("chemical", "flagged"), "Not a …"] == 1
     assert set(store.fact_verdicts().rater) == {"Dr A"}
+
+
+
+def test_the_drug_matcher_read_back_from_the_cache_finds_what_a_built_one_finds_and_a_damaged_file_is_rebuilt(
+        tmp_path, monkeypatch):
+    from fwsapp.entities.recognizers import drugs
+
+    lexicon = {"metformin": "metformin", "tylenol": "acetaminophen", "acetaminophen": "acetaminophen"}
+    monkeypatch.setattr(drugs, "drug_variants", lambda: lexicon)  # a small lexicon: the same steps, in milliseconds
+    text = "On metformin, TYLENOL (acetaminophen) and aspirin."
+
+    def drugs_found() -> list[str]:
+        nlp, matcher = drugs.lexicon_matcher(tmp_path)
+        doc = nlp(text)
+        return [doc[start:end].text for _, start, end in matcher(doc)]
+
+    assert drugs_found() == ["metformin", "TYLENOL", "acetaminophen"]
+    [cached] = (tmp_path / "lexicons").iterdir()
+    modified = cached.stat().st_mtime_ns  # read back, not built: a matcher built again would replace the file
+    assert drugs_found() == ["metformin", "TYLENOL", "acetaminophen"] and cached.stat().st_mtime_ns == modified
+    cached.write_bytes(b"not a pickle")
+    assert drugs_found() == ["metformin", "TYLENOL", "acetaminophen"] and cached.read_bytes() != b"not a pickle"
+    lexicon["aspirin"] = "aspirin"  # other names, another file
+    assert drugs_found() == ["metformin", "TYLENOL", "acetaminophen", "aspirin"]
+    assert len(list((tmp_path / "lexicons").iterdir())) == 2

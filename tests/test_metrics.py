@@ -1,4 +1,5 @@
 """Quality metrics, each against its reference implementation or a hand-checked value."""
+import json
 import math
 
 import pytest
@@ -22,6 +23,19 @@ def test_rouge_matches_rouge_score_without_stemming():
         assert ours["rougeL"][index] == expected["rougeL"].fmeasure
     assert ours["rouge2"][0] == pytest.approx(0.6)  # 3 of 5 bigrams on each side
     assert ours["rougeL"][2] == 0.0  # no stemming: run/runs/runners do not match
+
+
+def test_rouge_l_from_rapidfuzzs_subsequence_is_rouge_scores_to_the_last_digit_on_real_answers():
+    from fwsapp.orchestration.examples import EXAMPLE_SETS
+
+    folder, model, _ = EXAMPLE_SETS[0]
+    rows = json.loads((folder / f"KGW-g0.5-d2-{model}-MEQS.generations.json").read_text())[:150]
+    outputs = [row[side] for row in rows for side in ("watermarked_text", "unwatermarked_text")] + ["", "a b"]
+    references = [row["natural_text"] for row in rows for _ in range(2)] + ["a b", ""]
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+    expected = [scorer.score(reference, output)["rougeL"].fmeasure for output, reference in zip(outputs, references)]
+    assert rouge.rouge(outputs, references)["rougeL"] == expected
+    assert 0 < min(expected[:-2]) and max(expected) < 1  # real answers, none empty or copied
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ Encoding adds no special tokens, as MarkLLM's detection does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -92,7 +93,15 @@ def tokenizer_problem(name: str | None, cache_dir: Path = CACHE_DIR) -> str | No
 
 
 def load_tokenizer(name: str, cache_dir: Path = CACHE_DIR) -> TextTokenizer:
-    """A registered tokenizer, the embedded model's, or any Hugging Face id or local path."""
+    """A registered tokenizer, the embedded model's, or any Hugging Face id or local path: read once per process
+    (Llama 3's 128,256 entries take over a second), and again only when a local folder's listing changes. A loaded
+    tokenizer is only ever read (encoding sets no padding or truncation), so threads share it, as the app's did."""
+    folder = Path(name)
+    return _load_tokenizer(name, cache_dir, folder.stat().st_mtime_ns if folder.is_dir() else None)
+
+
+@lru_cache(maxsize=16)
+def _load_tokenizer(name: str, cache_dir: Path, folder_stamp: int | None) -> TextTokenizer:
     if name == "mistral-v1":
         return _mistral_v1()
     if name == "llama-3":

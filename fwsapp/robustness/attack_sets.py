@@ -236,7 +236,7 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     """What the attack changed in each attacked text that lacks the measurements, against its clean text: ROUGE-L,
     the encoder similarity (cosine, as SimCSE's), and the disease mentions kept and introduced (`mention_survival`,
     with the attack's recognizer). Returns how many were measured. Measured after detection, apart from the attack."""
-    from rouge_score import rouge_scorer
+    from fwsapp.quality.rouge import rouge_l
 
     from fwsapp.quality.simcse import similarity
     from fwsapp.entities.recognizers import load_recognizer
@@ -250,7 +250,6 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     generations = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
     clean = [" ".join(generations[index].split()) for index in todo.sample_idx]
     attacked = list(todo.text)
-    scorer = rouge_scorer.RougeScorer(["rougeL"])
     attack = store.attack_sets().set_index("attack_set_id").loc[attack_set]
     recognizer = load_recognizer(ATTACKS[attack.attack].recognizer(json.loads(attack.params)))
     before, after = recognizer.find_many(clean), recognizer.find_many(attacked)
@@ -260,7 +259,7 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     for index, (sample_idx, old, new, cosine, mentions, now) in enumerate(zip(
             todo.sample_idx, clean, attacked, similarity(encoder, clean, attacked), before, after)):
         kept, introduced = mention_survival(mentions, now, recognizer.concept)
-        rows.append({"sample_idx": int(sample_idx), "rouge_l": scorer.score(old, new)["rougeL"].fmeasure,
+        rows.append({"sample_idx": int(sample_idx), "rouge_l": rouge_l(new, old),
                      "similarity": cosine, "mentions_clean": len(mentions), "mentions_kept": kept,
                      "mentions_introduced": introduced,
                      "fact_survival": json.dumps(fact_survival(facts[index], facts[len(clean) + index]))})
