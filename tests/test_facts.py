@@ -329,3 +329,8 @@ def test_the_drug_matcher_read_back_from_the_cache_finds_what_a_built_one_finds_
     lexicon["aspirin"] = "aspirin"  # other names, another file
     assert drugs_found() == ["metformin", "TYLENOL", "acetaminophen", "aspirin"]
     assert len(list((tmp_path / "lexicons").iterdir())) == 2
+    unwritable = tmp_path / "a-file"  # a cache that cannot be written (even by root): the matcher is still built
+    unwritable.write_text("")
+    nlp, matcher = drugs.lexicon_matcher(unwritable)
+    assert [nlp(text)[start:end].text for _, start, end in matcher(nlp(text))] == drugs_found()
+    assert unwritable.is_file() and len(list(tmp_path.iterdir())) == 2

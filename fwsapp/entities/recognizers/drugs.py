@@ -5,6 +5,7 @@ match, less the package's own stoplist. Each name is normalised to the package's
 from __future__ import annotations
 
 import bz2
+import contextlib
 import hashlib
 import os
 import pickle
@@ -73,10 +74,14 @@ def lexicon_matcher(cache_dir: Path = CACHE_DIR):
     nlp = spacy.blank("en")
     matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
     matcher.add("CHEMICAL", list(nlp.tokenizer.pipe(names, batch_size=2000)))
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")
-    partial.write_bytes(pickle.dumps((nlp.vocab, matcher)))
-    partial.replace(path)  # whole or absent, whichever process writes last
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(pickle.dumps((nlp.vocab, matcher)))
+        partial.replace(path)  # whole or absent, whichever process writes last
+    except OSError:  # a cache that cannot be written (read-only, full) costs the next process the build, nothing else
+        with contextlib.suppress(OSError):
+            partial.unlink()
     return nlp, matcher
 
 
