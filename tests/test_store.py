@@ -7,6 +7,7 @@ import duckdb
 import pytest
 
 from fwsapp.store import SCHEMA_VERSION, Store, StoreError
+from fwsapp.store.database_file import DatabaseFile
 from tests.conftest import PROJECT, database_at_schema
 
 
@@ -133,6 +134,27 @@ def test_the_unwatermarked_self_similarity_is_dropped_and_measured_metrics_stay(
     connection.close()
     rows = Store(path).rows("SELECT text_kind, metric, value FROM metrics ORDER BY metric, text_kind")
     assert rows == [("unwatermarked", "rougeL", 0.3), ("watermarked", "simcse", 0.8)]
+
+
+def test_a_migration_that_fails_leaves_the_file_whole_at_its_old_version(tmp_path, monkeypatch):
+    """All pending steps run in one transaction: a step that fails undoes the steps before it in that run."""
+    from fwsapp.store import core
+
+    path = tmp_path / "old.duckdb"
+    connection = database_at_schema(path, 5)
+    connection.execute("INSERT INTO entity_analyses VALUES ('r', 0, 'c', [40, 31, NULL])")
+    connection.close()
+    monkeypatch.setattr(core, "MIGRATIONS", [*core.MIGRATIONS[:-1], "SELECT * FROM no_such_table"])
+    with pytest.raises(StoreError, match="cannot be opened"):
+        Store(path)
+    DatabaseFile.of(path, False).close()
+    connection = duckdb.connect(str(path))
+    assert connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
+    assert connection.execute("SELECT * FROM entity_analyses").fetchall() == [("r", 0, "c", [40, 31, None])]
+    assert not connection.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'facts'").fetchall()
+    connection.close()
+    monkeypatch.undo()
+    assert Store(path).row("SELECT reference_tokens FROM entity_analyses") == (40,)  # and the real steps still apply
 
 
 def test_two_threads_writing_at_once_both_finish(store):
