@@ -81,7 +81,7 @@ def test_a_different_seed_gives_a_different_run(lm):
 def test_sigkill_mid_run_then_rerun_ends_with_exactly_n_samples(tmp_path):
     db = tmp_path / "killed.duckdb"
     command = [sys.executable, "-m", "fwsapp", "generate", "--task", "qa", "--method", "KGW", "--n", "4",
-               "--max-new-tokens", "24", "--batch-size", "1", "--seed", "11", "--db", str(db)]
+               "--max-new-tokens", "12", "--batch-size", "1", "--seed", "11", "--db", str(db)]
     log_path = tmp_path / "progress.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=log, text=True)

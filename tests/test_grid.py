@@ -29,7 +29,7 @@ models = ["smollm2-135m-instruct"]
 tasks = ["qa"]
 seeds = [7]
 n = 4
-max_new_tokens = 12
+max_new_tokens = 6
 batch_size = 2
 
 [[method]]

@@ -29,9 +29,9 @@ def shape_folders(tmp_path_factory) -> dict[str, str]:
     return {shape: str(build(shape, root / shape)) for shape in SHAPES}
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=None)
 def shape_model(folder: str):
-    """One shape's model, loaded once for its cases (they run shape by shape)."""
+    """Each shape's model, loaded once for its cases: three tiny models, and a worker's cases interleave shapes."""
     return load_model(folder)
 
 
