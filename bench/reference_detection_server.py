@@ -11,15 +11,12 @@ import sys
 import uvicorn
 
 import bench.common  # noqa: F401  (puts the project on the path)
-from fwsapp.paths import CACHE_DIR
+from fwsapp.models.tokenizers import llama_3_huggingface
 from tests.test_detection_service import reference_server
 
 
 def main(key: int, port: int) -> None:
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(CACHE_DIR / "tokenizers" / "llama-3" / "tokenizer.json"))
-    uvicorn.run(reference_server(tokenizer, key), host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(reference_server(llama_3_huggingface(), key), host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -29,17 +29,13 @@ def stand_in_filler(masked: list[str]) -> list[str]:
 
 def tokenizer_for(shape: str, folder: Path):
     """The shape's real tokenizer, as a transformers tokenizer saved the way a model folder holds it."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer
 
     from fwsapp.models import package_folder
-    from fwsapp.paths import CACHE_DIR
-    from fwsapp.models.tokenizers import load_tokenizer
+    from fwsapp.models.tokenizers import llama_3_huggingface
 
     if shape == "jsl":
-        load_tokenizer("llama-3")  # converts the tiktoken file once, into the cache
-        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(CACHE_DIR / "tokenizers" / "llama-3" / "tokenizer.json"),
-                                            bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
-        return tokenizer, "bpe"
+        return llama_3_huggingface(bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>"), "bpe"
     source = folder.with_name(folder.name + ".sentencepiece")
     source.mkdir(parents=True, exist_ok=True)
     shutil.copy(package_folder("mistral_common") / "data" / "tokenizer.model.v1", source / "tokenizer.model")

@@ -89,11 +89,9 @@ def reference_server(tokenizer, key: int) -> FastAPI:
 
 
 def test_a_client_of_vllms_reference_server_gets_the_same_four_fields_from_fwsapps(llama3, deployed_key):
-    from transformers import PreTrainedTokenizerFast
+    from fwsapp.models.tokenizers import llama_3_huggingface
 
-    from fwsapp.paths import CACHE_DIR
-
-    vllm_tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(CACHE_DIR / "tokenizers" / "llama-3" / "tokenizer.json"))
+    vllm_tokenizer = llama_3_huggingface()
     theirs = TestClient(reference_server(vllm_tokenizer, int(KEY)))
     ours = TestClient(create_app(TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3)))
     texts = [llama3.decode(gumbel_watermarked_ids(llama3, int(KEY))), llama3.decode(human_ids(llama3, 1)),

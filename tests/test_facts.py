@@ -306,7 +306,6 @@ def test_verdicts_on_facts_are_held_against_the_comparison_per_kind(tmp_path):
     assert set(store.fact_verdicts().rater) == {"Dr A"}
 
 
-
 def test_the_drug_matcher_read_back_from_the_cache_finds_what_a_built_one_finds_and_a_damaged_file_is_rebuilt(
         tmp_path, monkeypatch):
     from fwsapp.entities.recognizers import drugs

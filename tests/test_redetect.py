@@ -131,15 +131,11 @@ def test_paper_tokenizers_load_offline():
 def test_batched_ids_are_the_tokenizers_own_on_the_papers_answers_even_after_a_padded_call():
     """A fast tokenizer's batch is encoded by its backend directly: the ids must be transformers' own, text by text,
     and a padded call in between (generation's, on a model's tokenizer) must not pad them."""
-    from transformers import PreTrainedTokenizerFast
-
-    from fwsapp.models.tokenizers import from_huggingface
-    from fwsapp.paths import CACHE_DIR
+    from fwsapp.models.tokenizers import from_huggingface, llama_3_huggingface
 
     answers = json.loads((PAPER / "KGW-g0.5-d2-jsl-HQA2.generations.json").read_text())
     texts = [row[kind] for row in answers[:40] for kind in ("watermarked_text", "natural_text")] + ["", " ", "a\n\n b"]
-    load_tokenizer("llama-3")  # converts Llama 3's tiktoken file into the cache, once
-    hugging_face = PreTrainedTokenizerFast(tokenizer_file=str(CACHE_DIR / "tokenizers" / "llama-3" / "tokenizer.json"))
+    hugging_face = llama_3_huggingface()
     hugging_face.pad_token = "<|end_of_text|>"
     tokenizer = from_huggingface("llama-3", hugging_face)
     own = [hugging_face(text, add_special_tokens=False)["input_ids"] for text in texts]

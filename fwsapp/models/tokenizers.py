@@ -125,6 +125,12 @@ def _mistral_v1() -> TextTokenizer:
 
 
 def _llama_3(cache_dir: Path) -> TextTokenizer:
+    return from_huggingface("llama-3", llama_3_huggingface(cache_dir))
+
+
+def llama_3_huggingface(cache_dir: Path = CACHE_DIR, **special_tokens):
+    """Llama 3's tokenizer as a transformers fast tokenizer, from the tiktoken file llama-models ships (converted into
+    cache/tokenizers once); `special_tokens` (bos_token=..., say) name its special tokens' roles."""
     from transformers import PreTrainedTokenizerFast
 
     converted = cache_dir / "tokenizers" / "llama-3" / "tokenizer.json"
@@ -138,8 +144,7 @@ def _llama_3(cache_dir: Path) -> TextTokenizer:
         partial = converted.with_suffix(".partial")
         backend.save(str(partial))
         partial.replace(converted)  # a killed conversion never leaves half a file behind
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(converted))
-    return from_huggingface("llama-3", tokenizer)
+    return PreTrainedTokenizerFast(tokenizer_file=str(converted), **special_tokens)
 
 
 def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
