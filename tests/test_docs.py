@@ -62,3 +62,18 @@ def test_the_site_builds_strictly_offline_with_the_generated_tables(tmp_path):
     methods_page = (site / "methods" / "index.html").read_text()
     assert all(f"<code>{name}</code>" in methods_page for name in reference.AXES["methods"][0].names())
     assert "<!-- reference:" not in (site / "cli" / "index.html").read_text()
+
+
+def test_the_readmes_finding_is_the_benchmarks_recorded_result():
+    """The README's 7B table is `bench.facts_paper`'s pooled result as recorded, every figure to its printed digits."""
+    import json
+
+    readme = (PROJECT / "README.md").read_text()
+    pooled = json.loads((PROJECT / "bench" / "results" / "facts_paper.json").read_text())["pooled"]
+    rows = re.findall(r"^\| [a-z][^|]* \| ([\d.]+) \| ([\d.]+) \| ([−+][\d.]+) \(([−+][\d.]+), ([−+][\d.]+)\) \| ([\d.]+) \|$",
+                      readme, re.MULTILINE)
+    assert len(rows) == len(pooled) == 5
+    for printed, measured in zip(rows, pooled):
+        expected = [measured[name] for name in ("candidate", "baseline", "difference", "low", "high", "p")]
+        assert [float(figure.replace("−", "-")) for figure in printed] == \
+            [round(value, len(figure.partition(".")[2])) for value, figure in zip(expected, printed)], measured["measure"]
