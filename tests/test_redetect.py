@@ -128,9 +128,10 @@ def test_paper_tokenizers_load_offline():
 
 
 @needs_paper_logs
-def test_batched_ids_are_the_tokenizers_own_on_the_papers_answers_even_after_a_padded_call():
-    """A fast tokenizer's batch is encoded by its backend directly: the ids must be transformers' own, text by text,
-    and a padded call in between (generation's, on a model's tokenizer) must not pad them."""
+def test_ids_are_the_tokenizers_own_on_the_papers_answers_even_after_a_padded_call():
+    """A fast tokenizer's texts, one at a time or in a batch, are encoded by its backend directly: the ids must be
+    transformers' own, text by text, and a padded call in between (generation's, on a model's tokenizer) must not pad
+    them."""
     from fwsapp.models.tokenizers import from_huggingface, llama_3_huggingface
 
     answers = json.loads((PAPER / "KGW-g0.5-d2-jsl-HQA2.generations.json").read_text())
@@ -140,6 +141,9 @@ def test_batched_ids_are_the_tokenizers_own_on_the_papers_answers_even_after_a_p
     tokenizer = from_huggingface("llama-3", hugging_face)
     own = [hugging_face(text, add_special_tokens=False)["input_ids"] for text in texts]
     assert tokenizer.encode_many(texts) == own
+    assert [tokenizer.encode(text) for text in texts] == own
+    hugging_face(["a"], padding="max_length", max_length=1024)  # pads one text as it pads a batch
+    assert [tokenizer.encode(text) for text in texts] == own
     hugging_face(["a", "a longer text"], padding=True)
     assert tokenizer.encode_many(texts) == own
     assert tokenizer.encode_many(texts) == own  # and again, once transformers' call has reset the padding

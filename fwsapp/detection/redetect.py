@@ -24,7 +24,13 @@ import pandas as pd
 
 from fwsapp.detection import roc, length
 from fwsapp.detection.deduplication import DEDUPLICATED, deduplicated, deduplication_problem
-from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength, evidence_of
+from fwsapp.detection.verdicts import (
+    UNCALIBRATED,
+    MinimumLength,
+    configuration_evidence,
+    evidence_record,
+    verdict_fields,
+)
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import canonical_name
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
@@ -156,10 +162,11 @@ def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | No
                                  p=wm.p, num_tokens_scored=result.num_tokens_scored) for wm, result in zip(best, found)]
     records = [length.detected_record(0, "", method, result, params) for result in found]
     if evidence is not None:
-        applied = DEDUPLICATED if deduplicate else None
+        configuration = configuration_evidence(watermark.info, watermark.recorded_params, evidence.tokenizer,
+                                               evidence.minimum, DEDUPLICATED if deduplicate else None)
         for record, result, token_ids in zip(records, found, texts):
-            record["evidence"] = json.dumps(evidence_of(watermark, evidence.tokenizer, token_ids, result,
-                                                        evidence.minimum, applied))
+            verdict = verdict_fields(watermark, result, evidence.minimum)
+            record["evidence"] = json.dumps(evidence_record(configuration, token_ids, verdict))
     if by_length and not watermark.info.evidence:
         prefixes = [(token_ids, size) for token_ids in texts for size in length.grid_lengths(len(token_ids))]
         scores = iter(result.score for result in watermark.detect_many([(token_ids[:size], ()) for token_ids, size in prefixes]))

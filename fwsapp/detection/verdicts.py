@@ -97,12 +97,11 @@ def key_fingerprints(info: methods.MethodInfo, recorded_params: dict) -> dict[st
     return found
 
 
-def evidence_record(info: methods.MethodInfo, recorded_params: dict, tokenizer: str, token_ids: Sequence[int],
-                    verdict: dict, minimum: MinimumLength, deduplication: str | None = None) -> dict:
-    """What a regulator needs to check one verdict again, holding neither the text nor the key: the algorithm, its
-    parameters, the key's fingerprint, the keyed draw, the tokenizer, the context and deduplication, the statistic,
-    the verdict and fwsapp's version (docs/evidence-record.schema.json). `deduplication` names a deduplication
-    applied after the method's own detector (`detect --deduplicate`)."""
+def configuration_evidence(info: methods.MethodInfo, recorded_params: dict, tokenizer: str, minimum: MinimumLength,
+                           deduplication: str | None = None) -> dict:
+    """The part of an evidence record one detector's configuration fixes: the algorithm, its parameters, the key's
+    fingerprint, the keyed draw, the tokenizer, the context and deduplication, the threshold and the shortest length
+    that gives a verdict. A detector makes it once: a key's fingerprint is a deliberately slow scrypt."""
     secret = key_fingerprints(info, recorded_params)
     params = {**info.defaults, **recorded_params}
     return {
@@ -115,14 +114,22 @@ def evidence_record(info: methods.MethodInfo, recorded_params: dict, tokenizer: 
         "tokenizer": tokenizer,
         "context_width": info.context_width(params),
         "deduplication": deduplication or (params[info.deduplication_param] if info.deduplication_param else "none"),
+        "threshold": {info.threshold_param: params[info.threshold_param]},
+        "min_tokens": {"tokens": minimum.tokens, "basis": minimum.basis},
+    }
+
+
+def evidence_record(configuration: dict, token_ids: Sequence[int], verdict: dict) -> dict:
+    """What a regulator needs to check one verdict again, holding neither the text nor the key: its detector's
+    `configuration_evidence`, the token ids' digest, the statistic and the verdict (docs/evidence-record.schema.json)."""
+    return {
+        **configuration,
         "token_ids_sha256": hashlib.sha256(json.dumps([int(token) for token in token_ids]).encode()).hexdigest(),
         "num_scored_tokens": verdict["num_scored_tokens"],
         "score": verdict["score"],
         "p_value": verdict["p_value"],
-        "threshold": {info.threshold_param: params[info.threshold_param]},
         "is_watermarked": verdict["is_watermarked"],
         "verdict": verdict["verdict"],
-        "min_tokens": {"tokens": minimum.tokens, "basis": minimum.basis},
     }
 
 
@@ -140,6 +147,7 @@ class TextDetector:
         self.tokenizer = tokenizer
         self.watermark = create(self.info.name, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)
         self.minimum = minimum
+        self.configuration = configuration_evidence(self.info, self.watermark.recorded_params, tokenizer.name, minimum)
         self._lock = threading.Lock()
 
     def check_ids(self, token_ids: Sequence[int]) -> list[int]:
@@ -157,9 +165,7 @@ class TextDetector:
         with self._lock:
             detection = self.watermark.detect(token_ids)
         verdict = verdict_fields(self.watermark, detection, self.minimum)
-        record = evidence_record(self.info, self.watermark.recorded_params, self.tokenizer.name, token_ids, verdict,
-                                 self.minimum)
-        return TextVerdict(**verdict, evidence=record)
+        return TextVerdict(**verdict, evidence=evidence_record(self.configuration, token_ids, verdict))
 
 
 def nominal_p_value(info: methods.MethodInfo, detection) -> float | None:
@@ -183,10 +189,3 @@ def verdict_fields(watermark, detection, minimum: MinimumLength) -> dict:
         "verdict": "watermarked" if watermarked else "too_short"
         if detection.num_tokens_scored < minimum.tokens else "not_watermarked",
     }
-
-
-def evidence_of(watermark, tokenizer: str, token_ids: Sequence[int], detection, minimum: MinimumLength,
-                deduplication: str | None = None) -> dict:
-    """The evidence record of a watermark's `Detection` of one text's token ids."""
-    return evidence_record(watermark.info, watermark.recorded_params, tokenizer, token_ids,
-                           verdict_fields(watermark, detection, minimum), minimum, deduplication)
