@@ -167,25 +167,16 @@ def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
 def from_huggingface(name: str, tokenizer) -> TextTokenizer:
     """A Hugging Face tokenizer (a loaded model's, say) as a TextTokenizer."""
 
-    def plain_backend():
+    def encode_batch(texts: list[str]) -> list[list[int]]:
         # A fast tokenizer's Rust backend, called directly: transformers' call wraps each text in Python objects
-        # (Llama 3 on 75,000 lexicon names: 3.5 s that way, 0.9 s here; a 200-token text: 0.4 ms of a detection's
+        # (Llama 3 on 75,000 lexicon names: 3.5 s that way, 0.9 s here; one 200-token text: 0.4 ms of a detection's
         # 1.4). The ids are the same while the backend pads and truncates nothing; a padded call (generation's)
         # leaves padding set, and transformers' call resets it.
         backend = tokenizer.backend_tokenizer if tokenizer.is_fast else None
-        return None if backend is None or backend.padding is not None or backend.truncation is not None else backend
-
-    def encode(text: str) -> list[int]:
-        backend = plain_backend()
-        if backend is None:
-            return tokenizer(text, add_special_tokens=False)["input_ids"]
-        return backend.encode(text, add_special_tokens=False).ids
-
-    def encode_batch(texts: list[str]) -> list[list[int]]:
-        backend = plain_backend()
-        if backend is None:
+        if backend is None or backend.padding is not None or backend.truncation is not None:
             return tokenizer(texts, add_special_tokens=False)["input_ids"]
         return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
 
-    return TextTokenizer(name, len(tokenizer), encode, lambda token: tokenizer.decode([token]), encode_batch,
+    return TextTokenizer(name, len(tokenizer), lambda text: encode_batch([text])[0], lambda token: tokenizer.decode([token]),
+                         encode_batch,
                          lambda token_ids: tokenizer.decode(token_ids, skip_special_tokens=True))
