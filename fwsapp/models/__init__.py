@@ -254,6 +254,10 @@ def load_model(name: str = EMBEDDED_MODEL, cache_dir: Path = CACHE_DIR, device: 
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"  # decoder-only models generate after the prompt
     model.to(target).eval()
+    if target.type == "cpu":
+        from fwsapp.models.vocabulary_projection import project_few_rows_fast
+
+        project_few_rows_fast(model)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=target, dtype=torch_dtype)
 
 
