@@ -64,10 +64,15 @@ def _tagger_unavailable(kind: str) -> Callable[[], str | None]:
 
 
 def _scispacy_unavailable() -> str | None:
-    import spacy.util
+    # The installed distributions, as spaCy's own `util.is_package` reads them, without importing spaCy (2 s): the app's
+    # setup check and `doctor` ask this before any text is read.
+    from importlib.metadata import PackageNotFoundError, distribution
 
-    return None if spacy.util.is_package(SCISPACY_MODEL) else (
-        f"it needs {SCISPACY_MODEL}, which is not installed (see docs/entities.md, 'Disease recognition')")
+    try:
+        distribution(SCISPACY_MODEL)
+    except PackageNotFoundError:
+        return f"it needs {SCISPACY_MODEL}, which is not installed (see docs/entities.md, 'Disease recognition')"
+    return None
 
 
 # The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule.

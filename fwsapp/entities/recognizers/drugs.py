@@ -5,15 +5,13 @@ match, less the package's own stoplist. Each name is normalised to the package's
 from __future__ import annotations
 
 import bz2
-import contextlib
-import hashlib
-import os
 import pickle
 from functools import lru_cache
 from pathlib import Path
 
 from fwsapp.entities.recognizers import DRUG_PACKAGE, MAX_CHARACTERS
 from fwsapp.entities.recognizers.base import Entity, Recognizer, normalize
+from fwsapp.entities.recognizers.phrase_matcher import cached_phrase_matcher
 from fwsapp.models import package_folder
 from fwsapp.paths import CACHE_DIR
 
@@ -55,34 +53,8 @@ def drug_concept(name: str) -> str:
 
 
 def lexicon_matcher(cache_dir: Path = CACHE_DIR):
-    """(a blank English spaCy pipeline, its PhraseMatcher over every drug name, case-insensitive). Built once per
-    machine and kept in cache/: tokenising the 95,000 names takes 3 s of CPU in every process that finds drugs,
-    reading the built matcher back 0.4 s. The file's name changes with spaCy's version and with the names."""
-    import spacy
-    from spacy.matcher import PhraseMatcher
-
-    names = sorted(drug_variants())
-    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    path = cache_dir / "lexicons" / f"drug-matcher-spacy-{spacy.__version__}-{digest}.pickle"
-    if path.exists():
-        try:
-            with open(path, "rb") as handle:  # written below, by this function, in the app's own cache
-                vocab, matcher = pickle.load(handle)
-            return spacy.blank("en", vocab=vocab), matcher
-        except Exception:  # noqa: BLE001 - a damaged or foreign file is built again and replaced
-            pass
-    nlp = spacy.blank("en")
-    matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
-    matcher.add("CHEMICAL", list(nlp.tokenizer.pipe(names, batch_size=2000)))
-    partial = path.with_suffix(f".{os.getpid()}.partial")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_bytes(pickle.dumps((nlp.vocab, matcher)))
-        partial.replace(path)  # whole or absent, whichever process writes last
-    except OSError:  # a cache that cannot be written (read-only, full) costs the next process the build, nothing else
-        with contextlib.suppress(OSError):
-            partial.unlink()
-    return nlp, matcher
+    """(a blank English spaCy pipeline, its PhraseMatcher over every drug name, case-insensitive), kept in cache/."""
+    return cached_phrase_matcher("drug", "CHEMICAL", sorted(drug_variants()), cache_dir)
 
 
 class DrugLexiconRecognizer(Recognizer):

@@ -4,6 +4,7 @@ small stoplist of generic words."""
 from __future__ import annotations
 
 from fwsapp.entities.recognizers.base import STOPLIST, Entity, Recognizer, mesh_disease_names
+from fwsapp.entities.recognizers.phrase_matcher import cached_phrase_matcher
 from fwsapp.entities.recognizers import MAX_CHARACTERS
 
 
@@ -11,13 +12,8 @@ class MeshRecognizer(Recognizer):
     """MeSH disease names, case-insensitive, longest match, less the stoplist."""
 
     def __init__(self):
-        import spacy
-        from spacy.matcher import PhraseMatcher
-
-        self._nlp = spacy.blank("en")
+        self._nlp, self._matcher = cached_phrase_matcher("mesh", "DISEASE", mesh_disease_names())
         self._nlp.max_length = MAX_CHARACTERS
-        self._matcher = PhraseMatcher(self._nlp.vocab, attr="LOWER")
-        self._matcher.add("DISEASE", list(self._nlp.tokenizer.pipe(mesh_disease_names(), batch_size=2000)))
 
     def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
         """MeSH names found, less the stoplist: the lexicon feature the trained tagger was trained on, kept as it was."""
