@@ -73,7 +73,7 @@ docs: install-test
 # wait on pages that CPU-bound tests slow. Both tiers run whatever the first gives.
 # The suite's processes may write bytecode (PYTHONDONTWRITEBYTECODE emptied): pytest's rewritten test modules and
 # fwsapp's own are compiled once and read after, by each worker and by the servers, commands and Ray workers the tests
-# start. Where the variable is set, every one of them compiled them again: a worker's collection took 12.8 CPU-s, not 8.4.
+# start. Where the variable is set, every one of them compiled them again: a worker's collection took 12.9 CPU-s, not 8.5.
 test: install-test browser
 	$(VENV)/bin/ruff check .
 	export PYTHONDONTWRITEBYTECODE=; \
