@@ -20,10 +20,14 @@ VLLM_VERSION := 0.33.0
 .PHONY: run test docs install install-test browser
 
 # uv installs what pip would, the same versions, in under half pip's time here (a fresh set-up's requirements: 36 s
-# against 77 s), downloading in parallel. It compiles the bytecode up front, as pip does: where PYTHONDONTWRITEBYTECODE
-# is set, nothing is ever compiled later, and every process would compile its imports again. uv reads no pip
-# configuration, so it is handed pip's find-links (where this machine keeps its CPU build of torch).
-UV := $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode
+# against 77 s), downloading in parallel. uv reads no pip configuration, so it is handed pip's find-links (where this
+# machine keeps its CPU build of torch).
+# Bytecode is written as modules are first imported, not compiled up front: compiling every installed module took 28 s
+# of a fresh set-up's 36 (torch's and transformers' thousands of modules, most never imported), and the wheels kept off
+# the import path are never imported at all. So every recipe's processes may write bytecode (PYTHONDONTWRITEBYTECODE
+# unexported): where it is set, nothing would ever be compiled, and every process would compile its imports again.
+UV := $(VENV)/bin/uv pip install -q --python $(PY)
+unexport PYTHONDONTWRITEBYTECODE
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 
 $(VENV)/.installed: requirements.txt Makefile
@@ -71,11 +75,7 @@ docs: install-test
 # tests wait on servers that hang and signals as often as they compute, and two workers left a fifth of both cores idle:
 # a third took it from 241 s to 218. Mixing the two tiers in one pytest was slower (20 min against 17): the browser tests
 # wait on pages that CPU-bound tests slow. Both tiers run whatever the first gives.
-# The suite's processes may write bytecode (PYTHONDONTWRITEBYTECODE emptied): pytest's rewritten test modules and
-# fwsapp's own are compiled once and read after, by each worker and by the servers, commands and Ray workers the tests
-# start. Where the variable is set, every one of them compiled them again: a worker's collection took 12.9 CPU-s, not 8.5.
 test: install-test browser
 	$(VENV)/bin/ruff check .
-	export PYTHONDONTWRITEBYTECODE=; \
-		$(PY) -m pytest -m "not slow" -n 3; fast=$$?; $(PY) -m pytest -m slow -n 2 --dist loadgroup; slow=$$?; \
+	$(PY) -m pytest -m "not slow" -n 3; fast=$$?; $(PY) -m pytest -m slow -n 2 --dist loadgroup; slow=$$?; \
 		test $$fast = 0 && test $$slow = 0
