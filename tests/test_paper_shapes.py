@@ -95,11 +95,13 @@ def test_each_method_generates_and_is_detected_again_from_the_text(shape, method
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_score_analyze_and_the_local_judge_on_each_shape(shape, shape_folders, tmp_path, capsys):
+def test_score_analyze_and_the_local_judge_on_each_shape(shape, shape_folders, tmp_path, capsys, monkeypatch):
     folder, db = shape_folders[shape], str(tmp_path / "shape.duckdb")
     assert main(["generate", "--task", "qa", "--model", folder, "--method", "KGW", "--n", "2",
                  "--max-new-tokens", "12", "--db", db, "--dtype", "fp32", "--device", "cpu"]) == 0
     run_id = last_line(capsys)
+    # The generate above loaded the shape as a command does; the commands after it take the shape's model loaded once.
+    monkeypatch.setattr("fwsapp.models.load_model", lambda name, **placement: shape_model(name))
     assert main(["score", "--run", run_id, "--metrics", "ppl", "--db", db]) == 0
     assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--db", db]) == 0
     assert "entropies of 2 texts stored" in capsys.readouterr().out

@@ -106,13 +106,24 @@ def test_generation_and_detection_share_the_cuda_lists(lm):
     assert flags.token_flags[0] == 1 and flags.token_flags[-1] == 0
 
 
-def test_green_list_cache_is_bounded_by_memory():
-    watermark = create("KGW", 32000, {"rng": "cpu"})
-    lists = watermark.green_lists
-    lists._cache_entries = 3
+def test_green_lists_are_drawn_once_per_process_and_their_cache_is_bounded_by_memory(monkeypatch):
+    from fwsapp.watermark import kgw
+    from fwsapp.watermark.rng import VocabularyShuffle
+
+    cache = kgw.GreenListCache(max_bytes=3 * (32000 // 8))  # three lists of 32,000 bits
+    drawn = []
+    draw = VocabularyShuffle.green_mask
+    monkeypatch.setattr(VocabularyShuffle, "green_mask", lambda self, seed, size: drawn.append(seed) or draw(self, seed, size))
+    lists = kgw.GreenLists(32000, 0.5, 15485863, 1, rng="cpu", cache=cache)
     for seed in range(10):
         lists.packed(seed)
-    assert len(lists._cache) == 3 and list(lists._cache) == [7, 8, 9]
+    assert [key[-1] for key in cache._lists] == [7, 8, 9] and drawn == list(range(10))
+    # Another detector at another δ draws none of the lists the first drew; another γ is another list.
+    again = create("KGW", 32000, {"rng": "cpu", "delta": 4.0}).green_lists
+    again._cache = cache  # the process's cache, as `lists` has it
+    assert np.array_equal(again.packed(9), lists.packed(9)) and drawn == list(range(10))
+    half = kgw.GreenLists(32000, 0.25, 15485863, 1, rng="cpu", cache=cache)
+    assert not np.array_equal(half.packed(9), lists.packed(9)) and drawn == [*range(10), 9]
 
 
 # -- tokenizers ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ reproduces its published z-scores; `rng="cpu"` is MarkLLM on a CPU.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Sequence
 
@@ -24,12 +25,48 @@ from fwsapp.watermark.keyed_uniforms import multiplied_seed, prefix_product
 from fwsapp.watermark.rng import VocabularyShuffle
 
 
-# Packed green lists kept per detector: a Llama 3 run meets tens of thousands of seeds (16 KiB each).
+# Packed green lists kept in a process: a Llama 3 run meets tens of thousands of seeds (16 KiB each).
 GREEN_CACHE_BYTES = 256 * 2**20
 
 
+class GreenListCache:
+    """Packed green lists shared by every detector and processor of the process, least recently used dropped first.
+
+    A list depends on the vocabulary, the generator and its grid cap, the green share and the seed, not on δ or on which
+    detector asked: a δ sweep, a run detected again after an attack and the app's next job under the same key read the
+    lists the last one built (a Llama 3 list costs about 2 ms to draw). App jobs run in threads, hence the lock."""
+
+    def __init__(self, max_bytes: int = GREEN_CACHE_BYTES):
+        self.max_bytes = max_bytes
+        self._lists: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._lists
+
+    def get(self, key: tuple) -> np.ndarray | None:
+        with self._lock:
+            found = self._lists.get(key)
+            if found is not None:
+                self._lists.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, packed: np.ndarray) -> None:
+        with self._lock:
+            if key in self._lists:
+                return
+            self._lists[key] = packed
+            self._bytes += packed.nbytes
+            while self._bytes > self.max_bytes and len(self._lists) > 1:
+                self._bytes -= self._lists.popitem(last=False)[1].nbytes
+
+
+GREEN_LISTS = GreenListCache()
+
+
 class GreenLists:
-    """MarkLLM's left-hash green lists, cached per seed (each list depends only on its seed).
+    """MarkLLM's left-hash green lists, each drawn once per process (`GREEN_LISTS`).
 
     Two seeding schemes, as MarkLLM has them: "kgw" passes the prefix through a keyed pseudo-random
     permutation (KGW's f_time); "sweet" multiplies the hash key by the prefix (SWEET's _seed_rng).
@@ -37,7 +74,7 @@ class GreenLists:
     """
 
     def __init__(self, vocab_size: int, gamma: float, hash_key: int, prefix_length: int, scheme: str = "kgw",
-                 rng: str = "cuda", cuda_blocks: int = 0, cache_bytes: int = GREEN_CACHE_BYTES):
+                 rng: str = "cuda", cuda_blocks: int = 0, cache: GreenListCache = GREEN_LISTS):
         self.vocab_size = vocab_size
         self.gamma = gamma
         self.hash_key = hash_key
@@ -46,8 +83,8 @@ class GreenLists:
         self.scheme = scheme
         self.shuffle = VocabularyShuffle(vocab_size, rng, cuda_blocks)
         self._prf = self.shuffle.permutation(hash_key).tolist() if scheme == "kgw" else None
-        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._cache_entries = max(1, cache_bytes // (vocab_size // 8 + 1))
+        self._cache = cache
+        self._list_key = (vocab_size, rng, cuda_blocks, self.green_size)  # with the seed, what a list depends on
 
     def seed(self, prefix: Sequence[int]) -> int:
         """The generator seed for the token after `prefix`, from the product of its last tokens."""
@@ -57,14 +94,11 @@ class GreenLists:
 
     def packed(self, seed: int) -> np.ndarray:
         """The green list for `seed` as packed bits (np.packbits of the mask)."""
-        cached = self._cache.get(seed)
-        if cached is not None:
-            self._cache.move_to_end(seed)
-            return cached
-        packed = np.packbits(self.shuffle.green_mask(seed, self.green_size))
-        self._cache[seed] = packed
-        if len(self._cache) > self._cache_entries:
-            self._cache.popitem(last=False)
+        key = (*self._list_key, seed)
+        packed = self._cache.get(key)
+        if packed is None:
+            packed = np.packbits(self.shuffle.green_mask(seed, self.green_size))
+            self._cache.put(key, packed)
         return packed
 
     def mask(self, seed: int) -> torch.Tensor:
@@ -75,7 +109,7 @@ class GreenLists:
         """Detection's question. A list not yet cached is built only if the token's own key cannot settle it."""
         if not 0 <= token < self.vocab_size:
             return False
-        if seed not in self._cache:
+        if (*self._list_key, seed) not in self._cache:
             settled = self.shuffle.rank_below(seed, token, self.green_size)
             if settled is not None:
                 return settled
