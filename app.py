@@ -62,8 +62,12 @@ with st.sidebar:
     loaded = resources.loaded_models()
     st.caption("Model in use")
     st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
-    with st.expander("Setup check"):
-        st.text("\n".join(f"{row.status}: {row.topic} {row.item}\n    {row.detail}" for row in queries.setup_checks().itertuples()))
+    # Checked when opened (the app reruns then), not at every first paint: the device check imports torch, about a
+    # second and a half that a page which loads no model need not wait for.
+    with st.expander("Setup check", key="setup-check", on_change="rerun"):
+        if st.session_state.get("setup-check"):
+            st.text("\n".join(f"{row.status}: {row.topic} {row.item}\n    {row.detail}"
+                               for row in queries.setup_checks().itertuples()))
         st.caption("The same as `python -m fwsapp doctor`: what fits in memory, what is available offline.")
 
 pages.run()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import bench.common  # noqa: F401  (puts the project on the path)
 from fwsapp.detection.coverage import stored_coverage
-from fwsapp.generation.generate import RunConfig
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import load_model
 from fwsapp.orchestration import pipeline
 from fwsapp.store import Store

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from bench.common import ROOT, median_seconds
 from fwsapp.data.loaders import load_dataset
-from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
+from fwsapp.generation.generate import generate_batch
+from fwsapp.generation.run_config import DEFAULT_SAMPLING
 from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.models import load_model
 from fwsapp.detection.redetect import redetect

@@ -49,7 +49,7 @@ EARLIER_RECOGNIZER = "mesh"
 
 
 def config(method: str, task: str, n: int, seed: int, new_tokens: int, batch_size: int = 16, **params):
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
 
     return RunConfig(task=task, method=method, dataset=str(DATA / DATASETS[task]), n=n, max_new_tokens=new_tokens,
                      batch_size=batch_size, seed=seed, params=params)

@@ -42,7 +42,7 @@ def measured(store, run_id: str, finder: FactFinder) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.models import load_model
     from fwsapp.orchestration import pipeline
     from fwsapp.store import Store

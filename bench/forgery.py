@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("table", "scale"), help="scale: step 3 alone")
     args = parser.parse_args()
 
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
 
     def config(task: str, label: str, n: int, tokens: int) -> RunConfig:

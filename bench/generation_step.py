@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "generation_step.json"))
     args = parser.parse_args(argv)
 
-    from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
+    from fwsapp.generation.generate import generate_batch
+    from fwsapp.generation.run_config import DEFAULT_SAMPLING
     from fwsapp.models import load_model
     from fwsapp.models.vocabulary_projection import FewRowsProjection
 

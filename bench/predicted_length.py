@@ -35,7 +35,7 @@ def _shown(value) -> str:
 
 def embedded(store, n: int, tokens: int) -> None:
     from fwsapp.detection.predicted_length import predicted_against_measured
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.models import load_model
     from fwsapp.orchestration import pipeline
 

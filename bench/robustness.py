@@ -39,7 +39,7 @@ MEASURES = ("TPR at 1% FPR", "TPR at 5% FPR", "AUROC", "Still detected (share)",
 
 def generate(store, loader, n: int, new_tokens: int) -> list[str]:
     from fwsapp.orchestration import pipeline
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
 
     configs = [RunConfig(task="qa", method=method, dataset=str(DATA / "healthqa_qa.json"), n=n,
                          max_new_tokens=new_tokens, batch_size=16, seed=0) for method in METHODS]

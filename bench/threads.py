@@ -26,7 +26,8 @@ SETTINGS = {
 CHILD = """
 import sys, time
 from fwsapp.models import load_model
-from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
+from fwsapp.generation.generate import generate_batch
+from fwsapp.generation.run_config import DEFAULT_SAMPLING
 texts, batch = int(sys.argv[1]), int(sys.argv[2])
 lm = load_model()
 prompts = [f"What should a patient with condition {i} know?" for i in range(texts)]

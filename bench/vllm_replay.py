@@ -28,7 +28,8 @@ QUESTIONS = ROOT.parent / "shared" / "data" / "healthqa_qa.json"
 def replay(n: int, tokens: int, key: int, db: Path, seed: int = 0) -> list[dict]:
     import torch
 
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.models import load_model
     from fwsapp.quality.perplexity import perplexity
     from fwsapp.store import Store

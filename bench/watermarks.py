@@ -21,7 +21,8 @@ import numpy as np
 
 from bench.common import median_seconds as seconds
 from fwsapp.data.loaders import load_dataset
-from fwsapp.generation.generate import DEFAULT_SAMPLING, generate_batch
+from fwsapp.generation.generate import generate_batch
+from fwsapp.generation.run_config import DEFAULT_SAMPLING
 from fwsapp.models import load_model
 from fwsapp.watermark.methods import watermark_names
 from fwsapp.watermark.factory import create

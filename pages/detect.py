@@ -14,7 +14,7 @@ from fwsapp.ui import render as markup
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.generation.generate import RunConfig
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep_grids, watermark_names
 from fwsapp.models.tokenizers import TOKENIZERS, run_tokenizer

@@ -6,7 +6,7 @@ from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
 from fwsapp.data.tasks import TASKS
-from fwsapp.generation.generate import RunConfig
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
 from fwsapp.watermark.methods import METHODS, score_label, served_names
 from fwsapp.ui.router import through_router

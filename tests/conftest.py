@@ -89,7 +89,8 @@ def app_db(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def qa_run(lm, tmp_path_factory):
     """The done-when run: 4 qa demo samples, KGW δ=2, 64 new tokens; shared by tests that only read it."""
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
 
     db = Store(tmp_path_factory.mktemp("qa") / "run.duckdb")

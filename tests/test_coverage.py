@@ -100,7 +100,8 @@ def test_sweets_gate_leaves_the_low_entropy_tokens_its_detector_does_not_score(l
     """A SWEET run of the embedded model: the replay of its entropy gate on the entropies stored at generation marks
     as watermarked the tokens the detector scores, reading the entropies again by teacher forcing."""
     from fwsapp.detection.coverage import stored_coverage
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
     from fwsapp.watermark.entropy_gate import LOW_ENTROPY
 

@@ -156,7 +156,8 @@ def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
 
 def test_a_run_over_the_same_prompts_reuses_the_stored_reference_entropies(store, lm, monkeypatch):
     from fwsapp.entities import entropy
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
 
     first, second = (run_generation(RunConfig(task="qa", method="KGW", n=2, max_new_tokens=6, batch_size=2,
                                               params=params), store, lm) for params in ({}, {"delta": 1.0}))

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from fwsapp.models.teacher_forcing import token_entropy
-from fwsapp.generation.generate import RunConfig, run_generation
+from fwsapp.generation.generate import run_generation
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.results.report import build_report
 from fwsapp.store import Store
 from tests.conftest import PROJECT
@@ -117,7 +118,8 @@ def test_a_prompt_longer_than_the_context_is_cut_from_the_left_with_a_warning(lm
 
     import pytest
 
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
 
     dataset = tmp_path / "long.json"
     monkeypatch.setattr(lm.model.config, "max_position_embeddings", 256)  # a small context keeps the test fast

@@ -88,7 +88,8 @@ def test_a_run_cannot_be_deleted_under_its_job_and_a_late_error_leaves_no_run_ru
     before a late error (a model that cannot be loaded) stayed 'running' with 0 samples."""
     import pytest
 
-    from fwsapp.generation.generate import InProcess, RunConfig, generate_runs, run_generation
+    from fwsapp.generation.generate import InProcess, generate_runs, run_generation
+    from fwsapp.generation.run_config import RunConfig
 
     config = RunConfig(task="qa", method="KGW", n=4, batch_size=1, max_new_tokens=4)
     manager = JobManager(store, lambda name: lm)

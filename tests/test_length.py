@@ -194,7 +194,8 @@ def test_a_set_scored_before_curves_were_kept_gets_them_without_rescoring(qa_run
 @pytest.fixture(scope="module")
 def kgw_sweep(lm, tmp_path_factory):
     """KGW at δ 0.5 and 4 on the same 10 qa prompts, 24 new tokens: a sweep the weak end cannot reach 0.75 TPR with."""
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
 
     store = Store(tmp_path_factory.mktemp("sweep") / "sweep.duckdb")

@@ -358,7 +358,7 @@ def test_every_spec_value_is_checked_before_any_work(tmp_path, db, capsys, grid,
 def test_one_setting_is_one_run_and_a_byte_order_mark_is_no_error(tmp_path, capsys):
     """`delta = 2`, `2.0` and `--param delta=2` are one run id; [2.0, 2.0, 2] is one run; a spec saved with a BOM
     loads, as dataset files do."""
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.orchestration.grid import load_spec
     from fwsapp.watermark.methods import parse_params
 

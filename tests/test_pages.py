@@ -162,7 +162,8 @@ def wait_for_judge(app: AppTest) -> None:
 
 
 def test_judge_page_runs_the_local_backend_on_a_demo_run(app_db, lm):
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
 
     demo = Store(app_db)
@@ -307,7 +308,8 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     from fwsapp.entities.introduced import analyze_run
     from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.entities.entropy import compute_entropies
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
 
     demo = Store(app_db)
@@ -591,3 +593,30 @@ def test_rate_page_keeps_every_answer_when_one_is_missing_and_numbers_an_item_th
     assert number() == "1 of 3" and [radio.value for radio in app.radio] == [4, 4, 4, 4, 4, 2]
     press("Next")
     assert number() == "2 of 3" and not app.exception
+
+
+def test_the_first_paint_loads_no_model_library_and_the_setup_check_runs_when_opened(tmp_path):
+    """Home's first paint imports neither torch nor transformers (1.2 of its 3.5 CPU-s went to them), in a process of
+    its own as a served app is; the sidebar's setup check, which needs torch for the device, runs once opened."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import json, sys
+from streamlit.testing.v1 import AppTest
+app = AppTest.from_file({APP!r}, default_timeout=60)
+app.run()
+painted = {{"exception": bool(app.exception), "torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
+           "checks": [text.value for text in app.sidebar.text]}}
+app.session_state["setup-check"] = True  # what opening the expander sets
+app.run()
+print(json.dumps({{**painted, "opened": [text.value for text in app.sidebar.text]}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "FWSAPP_DB": str(tmp_path / "paint.duckdb")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["exception"] is False and found["torch"] is False and found["transformers"] is False
+    assert found["checks"] == [] and any(text.startswith("ok: device cpu") for text in found["opened"])

@@ -80,7 +80,7 @@ def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart(
 def paired_runs(lm, tmp_path_factory):
     """KGW and EntityKGW at δ 2 on the same 10 QA prompts (a TPR needs 10 texts) under seeds 7 and 8, scored,
     analysed and attacked; and a KGW run of 6 prompts, which pairs with nothing."""
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
 

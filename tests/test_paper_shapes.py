@@ -147,7 +147,7 @@ def test_a_model_that_would_not_fit_is_refused_before_loading(shape_folders, mon
 def test_the_apps_background_jobs_run_each_shape(shape, shape_folders, tmp_path):
     from functools import lru_cache
 
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.orchestration.jobs import JobManager
     from fwsapp.models import load_model
 

@@ -65,7 +65,7 @@ def test_a_written_key_out_of_range_is_not_echoed_either(db, capsys):
 
 # -- item 22: the fingerprint does not give the key away --------------------------------------------------------------
 def test_the_fingerprint_is_salted_and_slow_and_still_tells_another_key_apart(monkeypatch, tmp_path):
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
 
     monkeypatch.setenv(VARIABLE, "12345")
     recorded = RunConfig(task="qa", method="KGW", params={"hash_key": f"${VARIABLE}"}).params["hash_key"]

@@ -150,7 +150,8 @@ def test_rejection_sampling_keeps_the_first_accepted_candidate_in_draw_order():
 
 @pytest.mark.model
 def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_the_text_again(lm, store):
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.models.tokenizers import from_huggingface
 
     run_id = run_generation(RunConfig(task="qa", method="SemStamp", n=1, max_new_tokens=16, batch_size=1, seed=3,
@@ -166,7 +167,7 @@ def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_
 
 
 def test_semstamps_rejections_are_bounded_before_any_work():
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
 
     with pytest.raises(ValueError, match=r"max_rejections=1000000000000 is out of range; it must be in \[0, 10000\]"):
         RunConfig(task="qa", method="SemStamp", params={"max_rejections": 10**12})
@@ -178,7 +179,8 @@ def test_semstamps_rejections_are_bounded_before_any_work():
 def test_a_semstamp_answer_that_cannot_find_its_regions_ends_at_its_time_bound(lm, store):
     """Issue 58, item 26: 10,000 rejections allowed, one valid region in 65,536 (2^16 × 0.001 rounds to 65): without
     the time bound the answer would draw for hours; with one second it ends, and its time says it ran out."""
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
 
     started = time.perf_counter()
     run_id = run_generation(RunConfig(task="qa", method="SemStamp", n=1, max_new_tokens=8, batch_size=1, seed=3,
@@ -195,7 +197,8 @@ def test_a_k_semstamp_run_fits_its_clusters_on_its_own_references_and_keeps_them
     import json
 
     from fwsapp.detection.redetect import redetect
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.models.tokenizers import from_huggingface
     from fwsapp.watermark.k_semstamp import KSemStamp
 

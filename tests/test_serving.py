@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 
-from fwsapp.generation.generate import RunConfig
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.secret_keys import fingerprint
 from fwsapp.watermark.factory import create

@@ -5,7 +5,8 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fwsapp.generation.generate import RunConfig, run_generation
+from fwsapp.generation.generate import run_generation
+from fwsapp.generation.run_config import RunConfig
 from tests.conftest import PROJECT, copy_store, imported_qa_db
 
 APP = str(PROJECT / "app.py")

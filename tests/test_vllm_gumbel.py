@@ -154,7 +154,8 @@ def test_vllms_own_detector_finds_the_watermark_in_exported_token_ids_with_fwsap
 
     import pandas as pd
 
-    from fwsapp.generation.generate import RunConfig, run_generation
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.results.export import export_run
     from fwsapp.store import Store
 

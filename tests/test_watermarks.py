@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from fwsapp.generation.generate import RunConfig, run_generation
+from fwsapp.generation.generate import run_generation
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import post_hoc_names, watermark_names
 from fwsapp.watermark.factory import create, explain

@@ -45,7 +45,7 @@ def register(commands) -> None:
 
 def cmd_generate(args) -> int:
     from fwsapp.orchestration import pipeline
-    from fwsapp.generation.generate import RunConfig
+    from fwsapp.generation.run_config import RunConfig
     from fwsapp.watermark.methods import parse_params
     from fwsapp.models import EMBEDDED_MODEL
     from fwsapp.models.server import ATTEMPTS, REQUEST_TIMEOUT_SECONDS

@@ -11,138 +11,30 @@ import json
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from fwsapp.data.loaders import DEMO, load_dataset
+from fwsapp.data.loaders import load_dataset
 from fwsapp.models.teacher_forcing import token_entropy
-from fwsapp.models import EMBEDDED_MODEL, LoadedModel
+from fwsapp.models import LoadedModel
 from fwsapp.detection.length import MIN_TOKENS, detected_record, unscorable_record
 from fwsapp.generation.batch import GeneratedBatch
-from fwsapp.plugins import checked_seed
+from fwsapp.generation.run_config import Cancelled, RunConfig, plain_identity
 from fwsapp.models import threads
 from fwsapp.store import Store
 from fwsapp.watermark import methods
 from fwsapp import one_line
 from fwsapp.watermark.base import Detection, GenerationBatch, Watermark
-from fwsapp.watermark.methods import canonical_name
 from fwsapp.watermark.factory import create, method_class
-
-# MarkLLM's generation defaults, as the paper used them: multinomial sampling, no 4-gram repeats,
-# and a minimum length (MarkLLM's min_length) so every output is long enough to score.
-DEFAULT_SAMPLING = {
-    "do_sample": True,
-    "temperature": 1.0,
-    "top_k": 0,
-    "top_p": 1.0,
-    "no_repeat_ngram_size": 4,
-    "min_new_tokens": None,  # None: the same as max_new_tokens
-}
 
 # How many of a dataset's references a method fitted on references (k-SemStamp) fits on: its first, in order.
 FIT_REFERENCES = 1000
 
 # progress(samples done, samples in all, what is under way inside the current batch)
 ProgressCallback = Callable[[int, int, str], None]
-
-
-@dataclass
-class RunConfig:
-    task: str
-    method: str
-    dataset: str = DEMO
-    model: str = EMBEDDED_MODEL
-    params: dict = field(default_factory=dict)
-    n: int = 4
-    max_new_tokens: int = 64
-    batch_size: int = 4
-    seed: int = 42
-    sampling: dict = field(default_factory=dict)
-    # The base URL of the OpenAI-compatible serving engine that generates the run (its `model` is the name the engine
-    # serves it by), or None to generate in this process.
-    server: str | None = None
-    # The served model's tokenizer where it was named (its name implies none): kept with the run, so every later step
-    # reads its ids and texts with it; no part of its identity (the engine's ids are what they are).
-    tokenizer: str | None = field(default=None, compare=False)
-    # What a method fitted on references (k-SemStamp's clusters) fitted for this run, as stored with it; set when the
-    # run's units are planned, and no part of its identity (the fit follows from the identity).
-    fitted: dict | None = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self):
-        self.method = canonical_name(self.method)
-        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
-            raise ValueError("n, max_new_tokens and batch_size must be positive.")
-        checked_seed(self.seed)
-        declared = methods.info(self.method)
-        if self.server is not None:
-            checked_server_url(self.server)
-            if not declared.served_by:
-                raise ValueError(f"{self.method} is not a watermark a serving engine applies. Through a server, the method "
-                                 f"is the one its engine applies: {' or '.join(methods.served_names())}, with the key "
-                                 "and context of the engine's watermark configuration.")
-        self.params = declared.typed_params(self.params)  # one setting, one run id: delta = 2 is delta = 2.0
-        declared.checked_params(self.params)  # before any run is created or model loaded
-        if "rng" in declared.params and "rng" not in self.params:
-            # Recorded explicitly: runs made before the generator became a parameter used the CPU one.
-            self.params = {**self.params, "rng": declared.defaults["rng"]}
-
-    def resolved_sampling(self) -> dict:
-        sampling = {**DEFAULT_SAMPLING, **self.sampling}
-        if sampling["min_new_tokens"] is None:
-            sampling["min_new_tokens"] = self.max_new_tokens
-        if self.server is not None:  # an OpenAI-compatible request has no n-gram ban: the run records what was asked
-            sampling.pop("no_repeat_ngram_size")
-        return sampling
-
-    def samples(self) -> list:
-        """The run's samples; more than the dataset holds is refused, not cut silently."""
-        dataset = load_dataset(self.task, self.dataset)
-        if self.n > len(dataset):
-            raise ValueError(f"n={self.n} is more than the {len(dataset)} samples in {self.dataset}; "
-                             f"ask for {len(dataset)} or fewer.")
-        return dataset[: self.n]
-
-    def identity(self) -> dict:
-        """What determines the outputs; the run id is its hash. The dataset counts by content."""
-        identity = asdict(self)
-        del identity["fitted"], identity["tokenizer"]
-        identity["sampling"] = self.resolved_sampling()
-        if self.server is None:  # the ids of runs generated in-process before servers could generate them
-            del identity["server"]
-        if self.dataset != DEMO:
-            identity["dataset_sha256"] = hashlib.sha256(Path(self.dataset).read_bytes()).hexdigest()
-        return identity
-
-    def run_id(self) -> str:
-        canonical = json.dumps(self.identity(), sort_keys=True)
-        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-    def plain_identity(self) -> dict:
-        """What determines the unwatermarked texts: the identity without the method, its parameters and n
-        (a batch's unwatermarked texts depend on its prompts and seed only)."""
-        return plain_identity(self.identity())
-
-
-def checked_server_url(url: str, option: str = "The server address") -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
-        # A password in the address would be printed in messages and stored with the run: say so without echoing it.
-        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-        raise ValueError(f"{option} {shown} (as given) holds a user name or password: give the address without them; the server's API "
-                         "key is read from an environment variable you name, never from the address.")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{option} {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
-    return url
-
-
-def plain_identity(identity: dict) -> dict:
-    return {key: value for key, value in identity.items() if key not in ("method", "params", "n")}
 
 
 class EntropyRecorder(LogitsProcessor):
@@ -281,10 +173,6 @@ def _capped_prompt(lm: LoadedModel, prompt: str, limit: int, index: int) -> str:
 def batch_seed(seed: int, batch_index: int, kind: str) -> int:
     digest = hashlib.sha256(f"{seed}:{batch_index}:{kind}".encode()).digest()
     return int.from_bytes(digest[:4], "little")
-
-
-class Cancelled(Exception):
-    """The job was cancelled between batches; finished batches are stored."""
 
 
 @dataclass(frozen=True)

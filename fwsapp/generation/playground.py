@@ -14,15 +14,8 @@ from typing import Callable
 
 from fwsapp.data.loaders import save_upload
 from fwsapp.data.tasks import Sample
-from fwsapp.generation.generate import (
-    RunConfig,
-    Unit,
-    UnitResult,
-    UnitWork,
-    compute_unit,
-    generate_runs,
-    run_watermark,
-)
+from fwsapp.generation.generate import Unit, UnitResult, UnitWork, compute_unit, generate_runs, run_watermark
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.generation.batch import GeneratedBatch
 from fwsapp.watermark.methods import info
 from fwsapp.store import Store

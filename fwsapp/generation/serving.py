@@ -16,7 +16,8 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from fwsapp.generation.generate import Cancelled, UnitResult, UnitWork, batch_seed, detected_unit
+from fwsapp.generation.generate import UnitResult, UnitWork, batch_seed, detected_unit
+from fwsapp.generation.run_config import Cancelled
 from fwsapp.generation.batch import GeneratedBatch
 from fwsapp.models.server import (ATTEMPTS, REQUEST_TIMEOUT_SECONDS, ServerError, TransientServerError,
                                   bounded_http_client, faults_sorted, short, with_retries)
@@ -52,7 +53,7 @@ class ServingEngine:
                  timeout: float = REQUEST_TIMEOUT_SECONDS, backoff_base: float = 1.0):
         from openai import OpenAI
 
-        from fwsapp.generation.generate import checked_server_url
+        from fwsapp.generation.run_config import checked_server_url
 
         if concurrency < 1 or attempts < 1 or timeout <= 0:
             raise ValueError("concurrency and attempts must be at least 1, and the timeout positive.")

@@ -27,7 +27,8 @@ from collections import Counter, deque
 from contextlib import contextmanager
 from typing import Callable
 
-from fwsapp.generation.generate import Cancelled, InProcess, UnitResult, UnitWork
+from fwsapp.generation.generate import InProcess, UnitResult, UnitWork
+from fwsapp.generation.run_config import Cancelled
 from fwsapp.paths import CACHE_DIR, PROJECT_DIR
 
 MAX_TRIES = 3

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
-from fwsapp.generation.generate import RunConfig
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.plugins import checked_seed
 from fwsapp.paths import DEMO_DATA_DIR, PROJECT_DIR, UPLOADS_DIR
@@ -180,7 +180,7 @@ def load_spec(source: str | Path, text: str | None = None, allow_large: bool = F
 
 
 def _server(name: str, raw: dict) -> ServerSetting | None:
-    from fwsapp.generation.generate import checked_server_url
+    from fwsapp.generation.run_config import checked_server_url
 
     server = _table(name, raw, "server")
     if not server:

@@ -18,7 +18,7 @@ from typing import Callable
 from fwsapp import EXPECTED_ERRORS, duration
 from fwsapp.orchestration import pipeline
 from fwsapp.data.tasks import TASKS
-from fwsapp.generation.generate import Cancelled, RunConfig
+from fwsapp.generation.run_config import Cancelled, RunConfig
 from fwsapp.judge.backends import JudgeError
 from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.runner import JudgeSettings

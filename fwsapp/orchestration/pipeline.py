@@ -17,7 +17,7 @@ from typing import Callable
 from fwsapp.detection import length
 from fwsapp.watermark import methods
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
-from fwsapp.generation.generate import InProcess, RunConfig, generate_runs
+from fwsapp.generation.run_config import RunConfig
 from fwsapp.judge.registry import REQUEST_TIMEOUT_SECONDS
 from fwsapp.plugins import checked_seed
 from fwsapp.store import Store
@@ -52,6 +52,8 @@ def generate(store: Store, configs: list[RunConfig], model_loader: ModelLoader, 
              cancel: threading.Event | None = None, executor=None) -> list[str]:
     """Generate (or finish) one run per config; returns their ids. Progress counts samples. Units run in this
     process by default, or on `executor` (a `RayExecutor` for a cluster); either way this process writes."""
+    from fwsapp.generation.generate import InProcess, generate_runs
+
     return generate_runs(store, configs, executor or InProcess(model_loader), progress, cancel)
 
 

@@ -26,7 +26,6 @@ from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_qu
 from fwsapp.results.paired import comparison_table
 from fwsapp.results.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
-from fwsapp.watermark.factory import explain
 
 
 # Factuality : coherence ratios for the flip chart, from coherence-heavy 1:4 to factuality-heavy 8:1.
@@ -264,6 +263,8 @@ def roc_curves(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
 def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, overrides: tuple = ()):
     """A stored text's detection with per-token flags, recomputed with the run's method and parameters
     (`overrides`: (name, value) pairs replacing some, such as the green-list generator)."""
+    from fwsapp.watermark.factory import explain  # torch: imported when a text is first explained, not at first paint
+
     run = store().run(run_id)
     run["params"] = {**run["params"], **dict(overrides)}
     row = store().generations(run_id).set_index("sample_idx").loc[sample_idx]

@@ -100,7 +100,7 @@ class Spoofing(Forgery):
     def prepare(cls, run: dict, params: dict, observed, model_loader) -> tuple[dict, str]:
         """The adversary's model (loaded), the observed answers, the width of the method's seeding context, and the run's
         answer length and sampling, so the forged answers are like the run's."""
-        from fwsapp.generation.generate import DEFAULT_SAMPLING
+        from fwsapp.generation.run_config import DEFAULT_SAMPLING
         from fwsapp.models import EMBEDDED_MODEL
         from fwsapp.watermark import methods
 
