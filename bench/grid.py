@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bench.common import ROOT
+from fwsapp.generation.generate import InProcess
 from fwsapp.orchestration import pipeline
 from fwsapp.orchestration.grid import load_spec
 from fwsapp.models import load_model
@@ -39,7 +40,7 @@ def main() -> None:
     spec = load_spec(arguments.spec)
     folder = Path(tempfile.mkdtemp(prefix="bench-grid-"))
 
-    local = pipeline.InProcess(lru_cache(maxsize=None)(load_model))
+    local = InProcess(lru_cache(maxsize=None)(load_model))
     local_seconds, units = timed_generation(spec, local, folder, "local")
 
     import ray

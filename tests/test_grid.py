@@ -18,6 +18,7 @@ import pytest
 
 from fwsapp.orchestration import pipeline
 from fwsapp.cli import main
+from fwsapp.generation.generate import InProcess
 from fwsapp.orchestration.distributed import GenerationWorker, RayExecutor
 from fwsapp.orchestration.grid import SpecError, load_spec, plan
 from fwsapp.store import Store
@@ -211,7 +212,7 @@ def test_a_killed_driver_loses_nothing_and_the_rerun_generates_only_what_is_miss
     assert 0 < missing["units missing"].sum() < 6
     dispatched = []
 
-    class Counting(pipeline.InProcess):
+    class Counting(InProcess):
         def run(self, works, *args):
             dispatched.extend(work.unit for work in works)
             return super().run(works, *args)

@@ -620,3 +620,32 @@ print(json.dumps({{**painted, "opened": [text.value for text in app.sidebar.text
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["exception"] is False and found["torch"] is False and found["transformers"] is False
     assert found["checks"] == [] and any(text.startswith("ok: device cpu") for text in found["opened"])
+
+
+def test_the_served_app_imports_transformers_before_two_script_runs_can_race_on_it():
+    """transformers 5's package is visible to other threads before its import has finished: a second thread importing
+    from it meanwhile fails (without the settling below, one of these two threads did, every time). The served app
+    imports it whole first (`serve.settle_lazy_imports`), so two overlapping script runs that each load a model
+    library do not race (the facts browser's taggers failed so)."""
+    import subprocess
+    import sys
+
+    script = """
+import threading, time
+from fwsapp.ui.serve import settle_lazy_imports
+settle_lazy_imports()
+failures = []
+def load(delay):
+    time.sleep(delay)
+    try:
+        from transformers import AutoTokenizer  # noqa: F401
+    except ImportError as error:
+        failures.append(str(error))
+threads = [threading.Thread(target=load, args=(delay,)) for delay in (0, 0.05)]
+[thread.start() for thread in threads]
+[thread.join() for thread in threads]
+print(len(failures))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "0"

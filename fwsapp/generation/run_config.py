@@ -1,5 +1,6 @@
 """A generation run as asked for: its task, method, model, parameters, size and sampling, checked when it is made, and
-its identity, whose hash is the run's id (the same config is the same run, wherever and whenever it is generated).
+its identity, whose hash is the run's id (the same config is the same run, wherever and whenever it is generated); and
+`Cancelled`, how its generation stops when its job is cancelled between batches.
 
 Torch-free, like the registries it checks against: the app's pages, the grid's specs and the CLI make configs without
 loading a model library.
