@@ -35,6 +35,11 @@ def shape_model(folder: str):
     return load_model(folder)
 
 
+def load_each_shape_once(monkeypatch) -> None:
+    """Every later `load_model` of this test takes the shape's model loaded once (`shape_model`)."""
+    monkeypatch.setattr("fwsapp.models.load_model", lambda name, **placement: shape_model(name))
+
+
 def last_line(capsys) -> str:
     return capsys.readouterr().out.strip().splitlines()[-1]
 
@@ -68,7 +73,7 @@ def agreement(store: Store, run_id: str, set_id: str, lm) -> pd.DataFrame:
 def test_each_method_generates_and_is_detected_again_from_the_text(shape, method, shape_folders, tmp_path, capsys,
                                                                    monkeypatch):
     monkeypatch.setattr("fwsapp.watermark.posthoc.load_t5_filler", lambda: stand_in_filler)
-    monkeypatch.setattr("fwsapp.models.load_model", lambda name, **placement: shape_model(name))  # one load a shape
+    load_each_shape_once(monkeypatch)
     info = methods.info(method)
     folder, db = shape_folders[shape], str(tmp_path / "shape.duckdb")
     test_params = [argument for key, value in info.test_params.items() for argument in ("--param", f"{key}={value}")]
@@ -100,8 +105,7 @@ def test_score_analyze_and_the_local_judge_on_each_shape(shape, shape_folders, t
     assert main(["generate", "--task", "qa", "--model", folder, "--method", "KGW", "--n", "2",
                  "--max-new-tokens", "12", "--db", db, "--dtype", "fp32", "--device", "cpu"]) == 0
     run_id = last_line(capsys)
-    # The generate above loaded the shape as a command does; the commands after it take the shape's model loaded once.
-    monkeypatch.setattr("fwsapp.models.load_model", lambda name, **placement: shape_model(name))
+    load_each_shape_once(monkeypatch)  # the generate above loaded the shape as a command does
     assert main(["score", "--run", run_id, "--metrics", "ppl", "--db", db]) == 0
     assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--db", db]) == 0
     assert "entropies of 2 texts stored" in capsys.readouterr().out
