@@ -48,8 +48,9 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
     frames["missing"] = [run for run in frames["missing"] if run in set(ready(runs).run_id)]
     if frames["missing"]:
         manager = resources.jobs()
-        st.info(f"{len(frames['missing'])} run(s) have no scores by length yet (imported, stored before they were kept, "
-                "or a method that must detect each prefix again): " + ", ".join(labels[run] for run in frames["missing"]))
+        st.info(f"{markup.counted(len(frames['missing']), 'run has', 'runs have')} no scores by length yet (imported, "
+                "stored before they were kept, or a method that must detect each prefix again): "
+                + ", ".join(labels[run] for run in frames["missing"]))
         missing = runs[runs.run_id.isin(frames["missing"])]
         tokenizer, problems = widgets.tokenizer_choice(missing, "length-tokenizer")
         scorable = [run for run in frames["missing"] if run not in problems]
@@ -86,7 +87,7 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
     table = queries.length_predictions(resources.revision(), tuple(chosen), fpr)
     predictable = queries.unpredicted_runs(resources.revision(), tuple(chosen))
     manager = resources.jobs()
-    if predictable and st.button(f"Predict {len(predictable)} run(s) from entropy", key="predict-start",
+    if predictable and st.button(f"Predict {markup.counted(len(predictable), 'run', 'runs')} from entropy", key="predict-start",
                                  disabled=bool(manager.active("predict"))):
         manager.start_length_predictions(predictable)
         st.rerun()

@@ -183,7 +183,8 @@ def analysed_entities_or_stop():
         if runs.empty:
             widgets.no_runs_yet()
             st.stop()
-        st.info(f"No entity analysis yet. Analysing finds the disease names in the {len(runs)} runs' texts with the trained "
+        whose = "the run's" if len(runs) == 1 else f"the {len(runs):,} runs'"
+        st.info(f"No entity analysis yet. Analysing finds the disease names in {whose} texts with the trained "
                 "recognizer (about a minute for 200 samples here); `python -m fwsapp analyze --all` does the same.")
         if st.button("Analyse every run now", type="primary", disabled=bool(manager.active("analyze"))):
             manager.start_analysis(list(runs.run_id), None)

@@ -48,7 +48,7 @@ def render() -> None:
 
     missing, units = int(table["units missing"].sum()), int(table["units"].sum())
     st.subheader("Dry run")
-    st.caption(f"{len(table)} runs; {missing} of {units} units (batches) still to generate"
+    st.caption(f"{markup.counted(len(table), 'run', 'runs')}; {missing} of {units} units (batches) still to generate"
                + (f"; then {', '.join(spec.steps.names())}." if spec.steps.names() else "."))
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"params": st.column_config.TextColumn(width="medium")})

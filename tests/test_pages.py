@@ -461,6 +461,15 @@ def test_home_page_says_the_next_step_and_loads_the_example_data_once(app_db):
     assert [metric.value for metric in app.metric][0] == "6"  # loading again changes nothing
 
 
+def test_the_next_step_counts_runs_in_agreement_with_its_noun_and_verb():
+    from fwsapp.ui.queries import next_step
+
+    state = {"runs": 3, "scored": 2, "analysed": 3, "judged": 3}
+    assert next_step(state)[2] == "1 run has no quality metrics yet."
+    assert next_step({**state, "scored": 3, "analysed": 1})[2] == "2 runs are not analysed yet."
+    assert next_step({**state, "scored": 3, "judged": 2})[2] == "1 run has no verdicts yet."
+
+
 def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_history(app_db):
     app = AppTest.from_file(APP, default_timeout=180)
     app.run()

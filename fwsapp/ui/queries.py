@@ -25,6 +25,7 @@ from fwsapp.results.report import (
 from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_quality
 from fwsapp.results.paired import comparison_table
 from fwsapp.results.tables import judge_drop_table
+from fwsapp.ui.render import counted
 from fwsapp.ui.resources import db_path, model, store
 
 
@@ -353,11 +354,14 @@ def next_step(state: dict[str, int]) -> tuple[str, str, str]:
     if not state["runs"]:
         return "pages/playground.py", "Try a watermark on your own prompt", "The database is empty."
     if state["scored"] < state["runs"]:
-        return "pages/quality.py", "Compute the quality metrics", f"{state['runs'] - state['scored']} runs have no quality metrics yet."
+        return ("pages/quality.py", "Compute the quality metrics",
+                f"{counted(state['runs'] - state['scored'], 'run has', 'runs have')} no quality metrics yet.")
     if state["analysed"] < state["runs"]:
-        return "pages/entropy.py", "Analyse entities and entropy", f"{state['runs'] - state['analysed']} runs are not analysed yet."
+        return ("pages/entropy.py", "Analyse entities and entropy",
+                f"{counted(state['runs'] - state['analysed'], 'run is', 'runs are')} not analysed yet.")
     if state["judged"] < state["runs"]:
-        return "pages/judge.py", "Judge the pairs", f"{state['runs'] - state['judged']} runs have no verdicts yet."
+        return ("pages/judge.py", "Judge the pairs",
+                f"{counted(state['runs'] - state['judged'], 'run has', 'runs have')} no verdicts yet.")
     return "pages/fws.py", "Compare methods by FWS", "Every run is scored, analysed and judged."
 
 
