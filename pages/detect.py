@@ -20,7 +20,6 @@ from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep
 from fwsapp.models.tokenizers import TOKENIZERS, run_tokenizer
 from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
-from fwsapp.watermark.factory import detect_text
 from fwsapp.results.run_names import ready
 from fwsapp.ui.router import through_router
 
@@ -375,6 +374,8 @@ def detector_for_any_text() -> None:
                              help="Also score the best window of this many tokens, against a threshold calibrated for a "
                                   "text of this length: finds a watermarked span pasted into a longer human text.")
     if st.button("Detect"):
+        from fwsapp.watermark.factory import detect_text  # torch: imported when a text is detected, not at first paint
+
         try:
             found, tokens = detect_text(method, params, resources.model(EMBEDDED_MODEL), text)
         except ValueError as error:

@@ -5,7 +5,7 @@ import streamlit as st
 from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS
-from fwsapp.models.encoder import DEFAULT_ENCODER
+from fwsapp.models import DEFAULT_ENCODER
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.quality.scoring import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
 from fwsapp.quality.registry import METRICS, default_metrics

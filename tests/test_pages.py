@@ -606,7 +606,8 @@ def test_rate_page_keeps_every_answer_when_one_is_missing_and_numbers_an_item_th
 
 def test_the_first_paint_loads_no_model_library_and_the_setup_check_runs_when_opened(tmp_path):
     """Home's first paint imports neither torch nor transformers (1.2 of its 3.5 CPU-s went to them), in a process of
-    its own as a served app is; the sidebar's setup check, which needs torch for the device, runs once opened."""
+    its own as a served app is, nor do the Detect and Quality pages to paint (a model library is imported when a text
+    is detected or a metric computed); the sidebar's setup check, which needs torch for the device, runs once opened."""
     import json
     import os
     import subprocess
@@ -618,7 +619,10 @@ from streamlit.testing.v1 import AppTest
 app = AppTest.from_file({APP!r}, default_timeout=60)
 app.run()
 painted = {{"exception": bool(app.exception), "torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
-           "checks": [text.value for text in app.sidebar.text]}}
+           "checks": [text.value for text in app.sidebar.text], "pages": {{}}}}
+for page in ("pages/detect.py", "pages/quality.py"):
+    app.switch_page(page).run()
+    painted["pages"][page] = [bool(app.exception), "torch" in sys.modules or "transformers" in sys.modules]
 app.session_state["setup-check"] = True  # what opening the expander sets
 app.run()
 print(json.dumps({{**painted, "opened": [text.value for text in app.sidebar.text]}}))
@@ -628,6 +632,7 @@ print(json.dumps({{**painted, "opened": [text.value for text in app.sidebar.text
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["exception"] is False and found["torch"] is False and found["transformers"] is False
+    assert found["pages"] == {"pages/detect.py": [False, False], "pages/quality.py": [False, False]}
     assert found["checks"] == [] and any(text.startswith("ok: device cpu") for text in found["opened"])
 
 

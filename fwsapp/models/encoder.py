@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fwsapp.models import best_device, encoder_folder
+from fwsapp.models import DEFAULT_ENCODER, best_device, encoder_folder
 
-DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # the model's training length
 
 

@@ -15,6 +15,7 @@ from fwsapp.quality import main_config
 from fwsapp.quality.perplexity import perplexity_oracle
 from fwsapp.quality.registry import GENERATED_KINDS, METRICS, default_metrics, model_free_metrics
 from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER
+from fwsapp.models import DEFAULT_ENCODER
 
 if TYPE_CHECKING:
     from fwsapp.models import LoadedModel
@@ -35,8 +36,6 @@ class QualityResources:
 
     @property
     def encoder_name(self) -> str:
-        from fwsapp.models.encoder import DEFAULT_ENCODER
-
         return DEFAULT_ENCODER if self._encoder is None else self._encoder.name
 
     @property
