@@ -218,6 +218,33 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
     assert verdicts.completion_tokens.max() <= 30  # the verdict alone, not a justification first
 
 
+def test_the_local_judge_pads_on_the_left_without_touching_the_shared_tokenizer(lm, monkeypatch):
+    """The model's tokenizer is shared with the app's other jobs, in other threads: the judge asks for left padding per
+    call rather than setting the tokenizer's own padding side for the while (another thread's call in that window
+    was padded on the wrong side). Its replies are those of a left-padded batch whatever the tokenizer says."""
+    from fwsapp.judge.backends import LocalBackend
+
+    backend = LocalBackend(loaded=lm)
+    conversations = [[{"role": "user", "content": "Name one symptom of diabetes."}],
+                     [{"role": "user", "content": "What is the usual first treatment of type 2 diabetes in adults?"}]]
+
+    def replies():
+        return [reply.text for reply in backend.rewrite_many(conversations, 0.0, 6, [1, 2])]
+
+    left = replies()
+    seen = []
+    tokenizer_call = type(lm.tokenizer).__call__
+
+    def watched(tokenizer, *args, **kwargs):
+        seen.append(tokenizer.padding_side)
+        return tokenizer_call(tokenizer, *args, **kwargs)
+
+    monkeypatch.setattr(lm.tokenizer, "padding_side", "right")
+    monkeypatch.setattr(type(lm.tokenizer), "__call__", watched)
+    assert replies() == left
+    assert seen == ["right"] and lm.tokenizer.padding_side == "right"
+
+
 def judged_by(store, judge_model: str, same: bool, statuses=("ok",) * 4):
     """A run of 4 samples judged by `judge_model`: the same scores for A and B where `same`."""
     from fwsapp.orchestration.importer import LogFile, import_logs

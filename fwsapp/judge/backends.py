@@ -252,12 +252,10 @@ class LocalBackend:
                        for messages in conversations]
         else:  # a base model (Meditron-7B, BioMistral-7B) has no chat template: the conversation as plain text
             prompts = [plain_prompt(messages) for messages in conversations]
-        side, tokenizer.padding_side = tokenizer.padding_side, "left"  # replies start at one column for every row
-        try:
-            encoded = tokenizer(prompts, return_tensors="pt", padding=True,
-                                add_special_tokens=not tokenizer.chat_template).to(self._lm.device)
-        finally:
-            tokenizer.padding_side = side
+        # Padded on the left, so replies start at one column for every row; asked per call, as the tokenizer is shared
+        # with other threads (the app's jobs) that setting its attribute would race with.
+        encoded = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
+                            add_special_tokens=not tokenizer.chat_template).to(self._lm.device)
         prompt_length = encoded["input_ids"].shape[1]
         with self._lock, torch.inference_mode():
             output = self._lm.model.generate(**encoded, pad_token_id=tokenizer.pad_token_id, **options(prompt_length))
