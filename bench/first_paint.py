@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from bench.common import ROOT
+from tests.conftest import CHROMIUM, free_port
 
-CHROMIUM = "/usr/bin/chromium"
 SERVE = "import sys, runpy; sys.argv = ['serve', *sys.argv[1:]]; runpy.run_module('fwsapp.ui.serve', run_name='__main__')"
 ARMS = {"as served": SERVE, "model libraries first": "import torch, transformers.generation; " + SERVE}
 
@@ -29,12 +29,6 @@ ARMS = {"as served": SERVE, "model libraries first": "import torch, transformers
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def first_paint(browser, code: str) -> dict:
@@ -76,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     measured = {arm: [] for arm in ARMS}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--no-first-run"])
         first_paint(browser, SERVE)  # compiles and caches what both arms import: neither pays for it

@@ -14,15 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, free_port
 
 TOKEN = "f" * 32
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
