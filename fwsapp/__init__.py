@@ -18,6 +18,11 @@ def one_line(error: BaseException, limit: int = 200) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
 
 
+def counted(count: int, singular: str, plural: str) -> str:
+    """A count and its noun (with its verb, where given) in agreement: counted(1, "run has", "runs have")."""
+    return f"{count:,} {singular if count == 1 else plural}"
+
+
 def duration(seconds: float) -> str:
     """A duration as people read it: '45 s', '2 min 10 s', '3 h 5 min' (never '0.0 min')."""
     seconds = int(round(seconds))

@@ -5,6 +5,7 @@ import json
 import plotly.express as px
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.detection.key_audit import audit_problem
@@ -47,7 +48,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
     frames["missing"] = [run for run in frames["missing"] if run in set(ready(runs).run_id)]
     if frames["missing"]:
         manager = resources.jobs()
-        st.info(f"{markup.counted(len(frames['missing']), 'run has', 'runs have')} no scores by length yet (imported, "
+        st.info(f"{counted(len(frames['missing']), 'run has', 'runs have')} no scores by length yet (imported, "
                 "stored before they were kept, or a method that must detect each prefix again): "
                 + ", ".join(labels[run] for run in frames["missing"]))
         missing = runs[runs.run_id.isin(frames["missing"])]
@@ -86,7 +87,7 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
     table = queries.length_predictions(resources.revision(), tuple(chosen), fpr)
     predictable = queries.unpredicted_runs(resources.revision(), tuple(chosen))
     manager = resources.jobs()
-    if predictable and st.button(f"Predict {markup.counted(len(predictable), 'run', 'runs')} from entropy", key="predict-start",
+    if predictable and st.button(f"Predict {counted(len(predictable), 'run', 'runs')} from entropy", key="predict-start",
                                  disabled=bool(manager.active("predict"))):
         manager.start_length_predictions(predictable)
         st.rerun()

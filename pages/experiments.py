@@ -1,6 +1,7 @@
 """Experiments: a spec file's grid of runs, its dry run, and launching it here or on a Ray cluster."""
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.ui import render as markup
 from fwsapp.orchestration.grid import SpecError
 from fwsapp.paths import EXPERIMENTS_DIR
@@ -48,7 +49,7 @@ def render() -> None:
 
     missing, units = int(table["units missing"].sum()), int(table["units"].sum())
     st.subheader("Dry run")
-    st.caption(f"{markup.counted(len(table), 'run', 'runs')}; {missing} of {units} units (batches) still to generate"
+    st.caption(f"{counted(len(table), 'run', 'runs')}; {missing} of {units} units (batches) still to generate"
                + (f"; then {', '.join(spec.steps.names())}." if spec.steps.names() else "."))
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"params": st.column_config.TextColumn(width="medium")})

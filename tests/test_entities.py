@@ -146,6 +146,8 @@ def test_the_apps_analysis_job_takes_the_threshold_the_cli_takes(store):
         time.sleep(0.1)
     assert job.status == "done", job.message
     assert (job.done, job.total) == (3, 3)
+    # one run, said so: the label and the result count it in agreement with its noun
+    assert job.label == "Analysing 1 run" and job.message.startswith("Analysed 1 run with ")
     assert set(store.entities([run_id]).config) == {f"{store.entity_analyses([run_id]).config[0]}"}
     assert store.entity_analyses([run_id]).config[0].endswith("sim<0.35")
     with pytest.raises(ValueError, match="between 0 and 1"):

@@ -68,13 +68,13 @@ def test_every_page_shows_a_running_job_with_its_phase_and_time(app_db):
         return "done"
 
     manager = resources.jobs()
-    job = manager.start("analyze", "sidebar-test", "Analysing 3 run(s)", work)
+    job = manager.start("analyze", "sidebar-test", "Analysing 3 runs", work)
     try:
         while job.done != 2:
             time.sleep(0.05)
         app.switch_page("pages/entropy.py").run()
         lines = [bar.proto.text for bar in app.sidebar.get("progress")]
-        assert any(line.startswith("Analysing 3 run(s): running, 2 of 8 · batch 2 of 8 · ") and "elapsed" in line
+        assert any(line.startswith("Analysing 3 runs: running, 2 of 8 · batch 2 of 8 · ") and "elapsed" in line
                    for line in lines), lines
     finally:
         release.set()

@@ -75,10 +75,10 @@ def test_an_expected_job_failure_is_one_line_in_the_server_log_and_a_bug_keeps_i
     def bug(progress, cancel):
         return {}["missing"]
 
-    expected = wait(manager.start("judge", "judge:x", "Judging 1 run(s)", no_verdict))
+    expected = wait(manager.start("judge", "judge:x", "Judging 1 run", no_verdict))
     log = capsys.readouterr().err
     assert expected.status == "failed" and expected.message == "JudgeError: no verdict came back"
-    assert "Traceback" not in log and "Judging 1 run(s) failed: JudgeError: no verdict came back" in log
+    assert "Traceback" not in log and "Judging 1 run failed: JudgeError: no verdict came back" in log
     assert wait(manager.start("score", "score:x", "Scoring", bug)).status == "failed"
     assert "Traceback" in capsys.readouterr().err
 

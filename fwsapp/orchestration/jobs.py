@@ -15,7 +15,7 @@ from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fwsapp import EXPECTED_ERRORS, duration
+from fwsapp import EXPECTED_ERRORS, counted, duration
 from fwsapp.orchestration import pipeline
 from fwsapp.data.tasks import TASKS
 from fwsapp.generation.run_config import Cancelled, RunConfig
@@ -141,7 +141,7 @@ class JobManager:
             return outcome.describe(backend.model)
 
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
-        return self.start("judge", key, f"Judging {len(run_ids)} run(s) with {judge_model or backend_kind}", work)
+        return self.start("judge", key, f"Judging {counted(len(run_ids), 'run', 'runs')} with {judge_model or backend_kind}", work)
 
     def start_redetect(self, run_id: str, method: str, params: dict, tokenizer_name: str,
                        deduplicate: bool = False) -> Job:
@@ -159,17 +159,17 @@ class JobManager:
         """Give runs their scores at every length (see length.py), detecting again from text where needed."""
         def work(progress, cancel):
             sets = pipeline.lengths(self.store, run_ids, self.model_loader, progress, cancel, tokenizer=tokenizer)
-            return f"Scores by length for {len(run_ids)} run(s); {len(sets)} detected again from their text."
+            return f"Scores by length for {counted(len(run_ids), 'run', 'runs')}; {len(sets)} detected again from their text."
 
-        return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {len(run_ids)} run(s) by length", work)
+        return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {counted(len(run_ids), 'run', 'runs')} by length", work)
 
     def start_length_predictions(self, run_ids: list[str]) -> Job:
         """Predict runs' tokens to detect from their models' entropy (see predicted_length.py)."""
         def work(progress, cancel):
             done = pipeline.predict_lengths(self.store, run_ids, self.model_loader, progress, cancel)
-            return f"Tokens to detect predicted for {done} answer(s) of {len(run_ids)} run(s)."
+            return f"Tokens to detect predicted for {counted(done, 'answer', 'answers')} of {counted(len(run_ids), 'run', 'runs')}."
 
-        return self.start("predict", f"predict:{','.join(run_ids)}", f"Predicting {len(run_ids)} run(s) from entropy",
+        return self.start("predict", f"predict:{','.join(run_ids)}", f"Predicting {counted(len(run_ids), 'run', 'runs')} from entropy",
                           work)
 
     def start_attack(self, run_ids: list[str], attack: str, params: dict, seed: int,
@@ -180,10 +180,10 @@ class JobManager:
                                    params=params, seed=seed, normalize=normalize, tokenizer=tokenizer)
             attacked = [entry for entry in sets if entry.attack_set]
             table = "Forgery" if ATTACKS[attack].forges else "Method × attack"
-            return f"{attack}: {len(attacked)} run(s) attacked and detected again. See the {table} table."
+            return f"{attack}: {counted(len(attacked), 'run', 'runs')} attacked and detected again. See the {table} table."
 
         key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{tokenizer}:{','.join(run_ids)}"
-        return self.start("attack", key, f"Attacking {len(run_ids)} run(s) with {attack}", work)
+        return self.start("attack", key, f"Attacking {counted(len(run_ids), 'run', 'runs')} with {attack}", work)
 
     def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:
         configs = pipeline.sweep_configs(base, grid)
@@ -228,10 +228,10 @@ class JobManager:
                                         entropy_model=entropy_model, threshold=threshold, recognizer=recognizer)
             skipped = analysis.skipped
             note = f" Entropy skipped for imported runs {', '.join(skipped)}: choose a model for them." if skipped else ""
-            return f"Analysed {len(analysis.entities)} run(s) with {analysis.recognizer}.{note}"
+            return f"Analysed {counted(len(analysis.entities), 'run', 'runs')} with {analysis.recognizer}.{note}"
 
         key = f"analyze:{','.join(run_ids)}:{entropy_model}:{threshold}:{recognizer}"
-        return self.start("analyze", key, f"Analysing {len(run_ids)} run(s)", work)
+        return self.start("analyze", key, f"Analysing {counted(len(run_ids), 'run', 'runs')}", work)
 
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:
@@ -252,7 +252,8 @@ class JobManager:
                            for metric, runs in skipped.items())
             return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values." + note
 
-        return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {len(run_ids)} run(s)", work)
+        key = f"score:{','.join(run_ids)}:{','.join(metrics)}"
+        return self.start("score", key, f"Scoring {counted(len(run_ids), 'run', 'runs')}", work)
 
     def model_loader(self, name: str) -> LoadedModel:
         """The app's loader, saying in the running job's progress line that a model is being converted or loaded."""

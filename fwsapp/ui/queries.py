@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.results.export import run_table
 from fwsapp.entities.entropy import token_values
 from fwsapp.results.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
@@ -25,7 +26,6 @@ from fwsapp.results.report import (
 from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_quality
 from fwsapp.results.paired import comparison_table
 from fwsapp.results.tables import judge_drop_table
-from fwsapp.ui.render import counted
 from fwsapp.ui.resources import db_path, model, store
 
 

@@ -53,11 +53,6 @@ ENTITY_MEANINGS = {"hallucinated": "introduced and unsupported by the reference"
                    "introduced": "introduced, close to a reference entity", "entity": "a disease the reference names"}
 
 
-def counted(count: int, singular: str, plural: str) -> str:
-    """A count and its noun (with its verb, where given) in agreement: counted(1, "run has", "runs have")."""
-    return f"{count:,} {singular if count == 1 else plural}"
-
-
 def score_text(score: float, label: str) -> str:
     """A detection score as shown: a p-value in significant digits (a strong watermark's p is 1e-12, not "0.000"),
     and one that underflowed to 0 as below the smallest double; any other score to three decimals."""

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pandas as pd
 import streamlit as st
 
-from fwsapp import duration
+from fwsapp import counted, duration
 from fwsapp.ui import render
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.watermark.methods import MethodInfo
@@ -206,7 +206,7 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
     if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
         start()
     names = ", ".join(METRICS[name].label for name in registered_model_free())
-    st.info(f"{render.counted(len(work.run_ids), 'run lacks', 'runs lack')} {names}: {work.values:,} values, about {about} here. "
+    st.info(f"{counted(len(work.run_ids), 'run lacks', 'runs lack')} {names}: {work.values:,} values, about {about} here. "
             "They need no language model.")
     if st.button(f"Compute them now (about {about})", key="model-free-compute", type="primary"):
         start()
