@@ -29,6 +29,11 @@ from fwsapp.store import Store
 Work = Callable[[Callable[[int, int], None], threading.Event], str | None]
 
 
+def runs_counted(runs) -> str:
+    """'1 run', '4 runs': how a job's label and result line count the runs it works on."""
+    return counted(len(runs), "run", "runs")
+
+
 @dataclass
 class Job:
     kind: str  # "generate" or "judge"
@@ -141,7 +146,7 @@ class JobManager:
             return outcome.describe(backend.model)
 
         key = f"judge:{backend_kind}:{judge_model}:{','.join(run_ids)}"
-        return self.start("judge", key, f"Judging {counted(len(run_ids), 'run', 'runs')} with {judge_model or backend_kind}", work)
+        return self.start("judge", key, f"Judging {runs_counted(run_ids)} with {judge_model or backend_kind}", work)
 
     def start_redetect(self, run_id: str, method: str, params: dict, tokenizer_name: str,
                        deduplicate: bool = False) -> Job:
@@ -159,18 +164,17 @@ class JobManager:
         """Give runs their scores at every length (see length.py), detecting again from text where needed."""
         def work(progress, cancel):
             sets = pipeline.lengths(self.store, run_ids, self.model_loader, progress, cancel, tokenizer=tokenizer)
-            return f"Scores by length for {counted(len(run_ids), 'run', 'runs')}; {len(sets)} detected again from their text."
+            return f"Scores by length for {runs_counted(run_ids)}; {len(sets)} detected again from their text."
 
-        return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {counted(len(run_ids), 'run', 'runs')} by length", work)
+        return self.start("lengths", f"lengths:{','.join(run_ids)}", f"Scoring {runs_counted(run_ids)} by length", work)
 
     def start_length_predictions(self, run_ids: list[str]) -> Job:
         """Predict runs' tokens to detect from their models' entropy (see predicted_length.py)."""
         def work(progress, cancel):
             done = pipeline.predict_lengths(self.store, run_ids, self.model_loader, progress, cancel)
-            return f"Tokens to detect predicted for {counted(done, 'answer', 'answers')} of {counted(len(run_ids), 'run', 'runs')}."
+            return f"Tokens to detect predicted for {counted(done, 'answer', 'answers')} of {runs_counted(run_ids)}."
 
-        return self.start("predict", f"predict:{','.join(run_ids)}", f"Predicting {counted(len(run_ids), 'run', 'runs')} from entropy",
-                          work)
+        return self.start("predict", f"predict:{','.join(run_ids)}", f"Predicting {runs_counted(run_ids)} from entropy", work)
 
     def start_attack(self, run_ids: list[str], attack: str, params: dict, seed: int,
                      normalize: str | None = None, tokenizer: str | None = None) -> Job:
@@ -180,10 +184,10 @@ class JobManager:
                                    params=params, seed=seed, normalize=normalize, tokenizer=tokenizer)
             attacked = [entry for entry in sets if entry.attack_set]
             table = "Forgery" if ATTACKS[attack].forges else "Method × attack"
-            return f"{attack}: {counted(len(attacked), 'run', 'runs')} attacked and detected again. See the {table} table."
+            return f"{attack}: {runs_counted(attacked)} attacked and detected again. See the {table} table."
 
         key = f"attack:{attack}:{sorted(params.items())}:{seed}:{normalize}:{tokenizer}:{','.join(run_ids)}"
-        return self.start("attack", key, f"Attacking {counted(len(run_ids), 'run', 'runs')} with {attack}", work)
+        return self.start("attack", key, f"Attacking {runs_counted(run_ids)} with {attack}", work)
 
     def start_sweep(self, base: RunConfig, grid: dict[str, list]) -> Job:
         configs = pipeline.sweep_configs(base, grid)
@@ -228,10 +232,10 @@ class JobManager:
                                         entropy_model=entropy_model, threshold=threshold, recognizer=recognizer)
             skipped = analysis.skipped
             note = f" Entropy skipped for imported runs {', '.join(skipped)}: choose a model for them." if skipped else ""
-            return f"Analysed {counted(len(analysis.entities), 'run', 'runs')} with {analysis.recognizer}.{note}"
+            return f"Analysed {runs_counted(analysis.entities)} with {analysis.recognizer}.{note}"
 
         key = f"analyze:{','.join(run_ids)}:{entropy_model}:{threshold}:{recognizer}"
-        return self.start("analyze", key, f"Analysing {counted(len(run_ids), 'run', 'runs')}", work)
+        return self.start("analyze", key, f"Analysing {runs_counted(run_ids)}", work)
 
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:
@@ -252,8 +256,7 @@ class JobManager:
                            for metric, runs in skipped.items())
             return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values." + note
 
-        key = f"score:{','.join(run_ids)}:{','.join(metrics)}"
-        return self.start("score", key, f"Scoring {counted(len(run_ids), 'run', 'runs')}", work)
+        return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {runs_counted(run_ids)}", work)
 
     def model_loader(self, name: str) -> LoadedModel:
         """The app's loader, saying in the running job's progress line that a model is being converted or loaded."""
