@@ -58,6 +58,7 @@ with st.sidebar:
         st.error(str(error))
         st.stop()
     st.session_state[widgets.DRAWN_REVISION] = resources.revision()
+    writes_before_page = resources.store().writes_by_this_thread()
     widgets.running_jobs()
     loaded = resources.loaded_models()
     st.caption("Model in use")
@@ -71,3 +72,4 @@ with st.sidebar:
         st.caption("The same as `python -m fwsapp doctor`: what fits in memory, what is available offline.")
 
 pages.run()
+widgets.own_writes_drawn(writes_before_page)

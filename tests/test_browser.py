@@ -224,6 +224,9 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         page.get_by_role("option", name="Question answering").click()
         page.get_by_role("button", name="Import", exact=True).click()
         page.get_by_text("Imported as run").wait_for(timeout=60_000)
+        # The page's own write is no news to the sidebar's watcher (it looks every 2 s): the confirmation stays.
+        page.wait_for_timeout(3000)
+        assert page.get_by_text("Imported as run").count() == 1
         page.get_by_role("link", name="Report", exact=True).click()
         # The import starts the model-free scoring of 200 samples, whose writes the Report page's queries wait for:
         # under the whole suite's load that took over 60 s once.

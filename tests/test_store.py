@@ -125,6 +125,24 @@ def test_old_entity_token_counts_migrate_to_named_columns(tmp_path):
     assert row == (40, 31, None)
 
 
+def test_the_writes_between_two_revisions_tell_this_threads_own_from_the_others(store):
+    """What the app's watcher asks: were the writes since the page's revision the page's own (its thread's)?"""
+    import threading
+
+    make_run(store)
+    metric = {"sample_idx": 0, "text_kind": "watermarked", "metric": "simcse", "config": "c", "value": 0.5}
+    start, own = store.revision(), store.writes_by_this_thread()
+    store.write_rows("metrics", "r1", [metric])
+    assert store.writes_between(start, store.revision()) == store.writes_by_this_thread() - own == 1
+    other = threading.Thread(target=store.write_rows, args=("metrics", "r1", [{**metric, "value": 0.7}]))
+    other.start()
+    other.join()
+    assert store.writes_between(start, store.revision()) == 2 and store.writes_by_this_thread() - own == 1
+    with pytest.raises(duckdb.Error):
+        store.write_batch("r1", [{"sample_idx": 1, "prompt": None}], [])
+    assert store.writes_by_this_thread() - own == 1  # a rolled-back transaction is no write
+
+
 def test_the_unwatermarked_self_similarity_is_dropped_and_measured_metrics_stay(tmp_path):
     path = tmp_path / "old.duckdb"
     connection = database_at_schema(path, 6)

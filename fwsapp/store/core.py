@@ -5,6 +5,7 @@ where it stopped. The file is held only while it is used (`database_file`), so o
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +40,7 @@ class StoreCore:
             raise self._uncreatable(error) from None
         self._file = DatabaseFile.of(self.path, read_only)
         self._read_only = read_only
+        self._thread_writes = threading.local()
         try:
             with self.cursor():
                 self.schema_version() if read_only else self._migrate()
@@ -93,6 +95,12 @@ class StoreCore:
                 cursor.rollback()
                 raise
             cursor.commit()
+        self._thread_writes.count = self.writes_by_this_thread() + 1
+
+    def writes_by_this_thread(self) -> int:
+        """Write transactions the calling thread has committed through this store: the part of a revision change
+        that a thread (a page being drawn, say) made itself."""
+        return getattr(self._thread_writes, "count", 0)
 
     def close(self) -> None:
         """Let go of the file now rather than a moment after the last query."""
@@ -103,6 +111,11 @@ class StoreCore:
         too, so two databases never share cached results."""
         row = self.row("SELECT value FROM meta WHERE key = 'revision'")
         return f"{self.path}|{row[0] if row else 0}"
+
+    @staticmethod
+    def writes_between(earlier: str, later: str) -> int:
+        """Write transactions committed, by any process or thread, between two of this store's `revision()`s."""
+        return int(later.rpartition("|")[2]) - int(earlier.rpartition("|")[2])
 
     # -- schema ------------------------------------------------------------------------------------
     def schema_version(self) -> int:

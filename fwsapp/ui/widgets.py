@@ -164,6 +164,15 @@ def running_jobs() -> None:
 DRAWN_REVISION = "drawn-revision"
 
 
+def own_writes_drawn(writes_before: int) -> None:
+    """Once the page is drawn: if every write since its revision was taken is this run's own (an import, say), the
+    page is marked drawn at the new revision. The sidebar reruns the app for what others write; rerunning it for the
+    page's own write wiped what the page said of it ("Imported as run …") within a second."""
+    database, now = store(), revision()
+    if database.writes_between(st.session_state[DRAWN_REVISION], now) == database.writes_by_this_thread() - writes_before:
+        st.session_state[DRAWN_REVISION] = now
+
+
 def stored_progress_line(run) -> str:
     """A run that is being generated elsewhere, in one line: how many samples it has stored, and for how long none
     has come (as seen from this browser session), so a run whose process was stopped reads as such."""
