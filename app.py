@@ -57,8 +57,7 @@ with st.sidebar:
     except StoreError as error:
         st.error(str(error))
         st.stop()
-    st.session_state[widgets.DRAWN_REVISION] = resources.revision()
-    writes_before_page = resources.store().writes_by_this_thread()
+    writes_before_page = widgets.mark_drawn()
     widgets.running_jobs()
     loaded = resources.loaded_models()
     st.caption("Model in use")

@@ -160,8 +160,15 @@ def running_jobs() -> None:
     panel()
 
 
-# The store revision the page was last drawn at (set by app.py), so the sidebar can tell when another process wrote.
+# The store revision the page was last drawn at (`mark_drawn`), so the sidebar can tell when another process wrote.
 DRAWN_REVISION = "drawn-revision"
+
+
+def mark_drawn() -> int:
+    """Mark the store revision this run draws the page at, before the sidebar's watcher looks; returns how many writes
+    this thread had made by then, for `own_writes_drawn` to tell the page's own writes from others'."""
+    st.session_state[DRAWN_REVISION] = revision()
+    return store().writes_by_this_thread()
 
 
 def own_writes_drawn(writes_before: int) -> None:
