@@ -36,7 +36,7 @@ def runs_counted(runs) -> str:
 
 @dataclass
 class Job:
-    kind: str  # "generate" or "judge"
+    kind: str  # the pipeline step it runs ("generate", "judge", "score", …): the pages find their own jobs by it
     key: str
     label: str
     done: int = 0
