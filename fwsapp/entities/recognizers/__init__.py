@@ -75,8 +75,9 @@ def _scispacy_unavailable() -> str | None:
     return None
 
 
-# The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule.
-TAGGER_VERSIONS = {"disease": 2, "chemical": 1}
+# The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; chemical v2:
+# one sense per discourse.
+TAGGER_VERSIONS = {"disease": 2, "chemical": 2}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
