@@ -44,8 +44,10 @@ def render() -> None:
             st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
             st.rerun()
     downloads = st.columns(2)
-    downloads[0].download_button("Download Markdown", table_html(report, "markdown"), "fwsapp-tables.md", "text/markdown")
-    downloads[1].download_button("Download LaTeX", table_html(report, "latex"), "fwsapp-tables.tex", "text/x-tex")
+    downloads[0].download_button("Download Markdown", table_html(report, "markdown"), "fwsapp-tables.md", "text/markdown",
+                                 on_click="ignore")
+    downloads[1].download_button("Download LaTeX", table_html(report, "latex"), "fwsapp-tables.tex", "text/x-tex",
+                                 on_click="ignore")
 
 
 render()

@@ -27,7 +27,7 @@ def _overlaps(span: Span, spans: set[Span]) -> bool:
 
 
 def one_sense_per_discourse(text: str, spans: list[Span]) -> list[Span]:
-    """The mention spans of `text` after each tagged name's vote: its uses that are not inside another mention (an
+    """The mention spans of `text` after each tagged name's vote: its uses that are not inside another mention (a
     "sodium" within "sodium nitroprusside" is that mention's word, not a use of its own) vote, a tagged use for, an
     untagged one against; with more than half for, every such use is a mention, otherwise none is."""
     tagged = set(spans)
