@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
+from fwsapp.entities.ner.evaluation import overlaps
 from fwsapp.entities.recognizers import MAX_CHARACTERS
 
 Span = tuple[int, int]
@@ -51,10 +52,6 @@ def find_abbreviations(texts: list[str]) -> list[list[Abbreviation]]:
     return found
 
 
-def _overlaps(span: Span, spans: list[Span]) -> bool:
-    return any(span[0] < end and span[1] > start for start, end in spans)
-
-
 def _head(text: str, long_form: Span) -> Span:
     """The long form's last word: the head of an English noun phrase ("infarction" in "acute myocardial
     infarction", "protein" in "Wiskott-Aldrich syndrome protein")."""
@@ -69,8 +66,8 @@ def make_consistent(text: str, spans: list[Span], abbreviations: list[Abbreviati
     form (no disease); left as tagged otherwise ("spontaneously hypertensive rats (SHR)" names rats)."""
     result = set(spans)
     for abbreviation in abbreviations:
-        if _overlaps(_head(text, abbreviation.long_form), spans):
-            result |= {occurrence for occurrence in abbreviation.occurrences if not _overlaps(occurrence, spans)}
-        elif not _overlaps(abbreviation.long_form, spans):
+        if overlaps(_head(text, abbreviation.long_form), spans):
+            result |= {occurrence for occurrence in abbreviation.occurrences if not overlaps(occurrence, spans)}
+        elif not overlaps(abbreviation.long_form, spans):
             result -= set(abbreviation.occurrences)
     return sorted(result)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from fwsapp.entities.ner.evaluation import overlaps
+
 Span = tuple[int, int]
 
 
@@ -22,10 +24,6 @@ def _uses(text: str, name: str) -> list[Span]:
     return [(found.start(), found.end()) for found in re.finditer(pattern, text)]
 
 
-def _overlaps(span: Span, spans: set[Span]) -> bool:
-    return any(span[0] < end and span[1] > start for start, end in spans)
-
-
 def one_sense_per_discourse(text: str, spans: list[Span]) -> list[Span]:
     """The mention spans of `text` after each tagged name's vote: its uses that are not inside another mention (a
     "sodium" within "sodium nitroprusside" is that mention's word, not a use of its own) vote, a tagged use for, an
@@ -34,9 +32,9 @@ def one_sense_per_discourse(text: str, spans: list[Span]) -> list[Span]:
     result = set(spans)
     names = {text[start:end] for start, end in spans}
     for name in sorted(names, key=lambda name: (-len(name), name)):  # a longer name claims its words first
-        uses = [use for use in _uses(text, name) if use in tagged or not _overlaps(use, tagged)]
+        uses = [use for use in _uses(text, name) if use in tagged or not overlaps(use, tagged)]
         if 2 * sum(use in tagged for use in uses) > len(uses):
-            result |= {use for use in uses if not _overlaps(use, result)}
+            result |= {use for use in uses if not overlaps(use, result)}
         else:
             result -= set(uses)
     return sorted(result)

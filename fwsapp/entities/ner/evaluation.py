@@ -27,7 +27,8 @@ def _f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
-def _overlaps(span: Span, others: list[Span]) -> bool:
+def overlaps(span: Span, others) -> bool:
+    """Whether `span` shares a character with any of `others` (character spans, end exclusive)."""
     return any(span[0] < end and span[1] > start for start, end in others)
 
 
@@ -38,8 +39,8 @@ def score_spans(predicted: list[list[Span]], gold: list[list[Span]]) -> dict[str
     n_predicted = sum(map(len, predicted))
     n_gold = sum(map(len, gold))
     exact = sum(len(set(found) & set(truth)) for found, truth in zip(predicted, gold))
-    correct = sum(_overlaps(span, truth) for found, truth in zip(predicted, gold) for span in found)
-    covered = sum(_overlaps(span, found) for found, truth in zip(predicted, gold) for span in truth)
+    correct = sum(overlaps(span, truth) for found, truth in zip(predicted, gold) for span in found)
+    covered = sum(overlaps(span, found) for found, truth in zip(predicted, gold) for span in truth)
 
     def scores(precision_hits: int, recall_hits: int) -> Scores:
         precision = precision_hits / n_predicted if n_predicted else 0.0
