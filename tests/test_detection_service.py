@@ -175,7 +175,7 @@ def test_a_quick_detection_runs_on_the_event_loop_a_slow_one_and_one_behind_a_bu
     so one expected to take under INLINE_SECONDS runs on the loop; anything else, and anything that arrives while
     the thread is busy (so answers keep their order, even when the request that sent that work has gone), runs in the
     detection thread."""
-    # A budget of 100 ms (2 ms served) and a slow detection of 500 ms: a busy machine's pauses change nothing here.
+    # A budget of 100 ms (5 ms served) and a slow detection of 500 ms: a busy machine's pauses change nothing here.
     monkeypatch.setattr("fwsapp.service.detection.INLINE_SECONDS", 0.1)
     runner, finished, running = DetectionRunner(), [], threading.Event()
 
