@@ -284,7 +284,7 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
     else:
         st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
         st.dataframe(nemenyi.round(4), width="stretch")
-    st.download_button("Download ratings (CSV)", csv_bytes(rated), "human-ratings.csv", "text/csv", on_click="ignore")
+    widgets.download("Download ratings (CSV)", csv_bytes(rated), "human-ratings.csv", "text/csv")
 
 
 def render() -> None:

@@ -76,10 +76,9 @@ def task_tables(runs) -> None:
                    "the unwatermarked one). Difference from unwatermarked:")
         st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
         downloads = st.columns(2)
-        downloads[0].download_button("CSV", csv_bytes(table), f"quality-{task}.csv", "text/csv", key=f"csv-{task}",
-                                     on_click="ignore")
-        downloads[1].download_button("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
-                                     "text/x-tex", key=f"tex-{task}", on_click="ignore")
+        widgets.download("CSV", csv_bytes(table), f"quality-{task}.csv", "text/csv", downloads[0], key=f"csv-{task}")
+        widgets.download("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",
+                         "text/x-tex", downloads[1], key=f"tex-{task}")
 
 
 def distributions(runs) -> None:

@@ -44,10 +44,9 @@ def render() -> None:
             st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
             st.rerun()
     downloads = st.columns(2)
-    downloads[0].download_button("Download Markdown", table_html(report, "markdown"), "fwsapp-tables.md", "text/markdown",
-                                 on_click="ignore")
-    downloads[1].download_button("Download LaTeX", table_html(report, "latex"), "fwsapp-tables.tex", "text/x-tex",
-                                 on_click="ignore")
+    widgets.download("Download Markdown", table_html(report, "markdown"), "fwsapp-tables.md", "text/markdown",
+                     downloads[0])
+    widgets.download("Download LaTeX", table_html(report, "latex"), "fwsapp-tables.tex", "text/x-tex", downloads[1])
 
 
 render()

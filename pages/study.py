@@ -154,18 +154,15 @@ def render() -> None:
     with export:
         st.caption("One row per rater × item × text, raters by their ids: no names, no tokens; with the letter each "
                    "text was shown under, the seconds spent, and when a rating was given and last revised.")
-        # Downloads (here and on every page) do not rerun the app: a rerun redraws the page under the reader, and one
-        # that lands as they click another tab can leave them on the tab they left.
         for kind, mime in (("csv", "text/csv"), ("parquet", "application/vnd.apache.parquet")):
-            st.download_button(f"Ratings ({kind})", study.ratings_file(rated, kind), f"{chosen.name}.{kind}", mime,
-                               disabled=rated.empty, on_click="ignore")
+            widgets.download(f"Ratings ({kind})", study.ratings_file(rated, kind), f"{chosen.name}.{kind}", mime,
+                             disabled=rated.empty)
         if chosen.entity_task:
             verdicts = study.entity_verdicts(resources.store(), chosen)
             st.caption("The Entities task: each rater's verdict on each disease name an answer introduced.")
             for kind, mime in (("csv", "text/csv"), ("parquet", "application/vnd.apache.parquet")):
-                st.download_button(f"Entity verdicts ({kind})", study.ratings_file(verdicts, kind),
-                                   f"{chosen.name}.entities.{kind}", mime, disabled=verdicts.empty,
-                                   on_click="ignore")
+                widgets.download(f"Entity verdicts ({kind})", study.ratings_file(verdicts, kind),
+                                 f"{chosen.name}.entities.{kind}", mime, disabled=verdicts.empty)
 
 
 render()

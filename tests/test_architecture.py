@@ -117,6 +117,12 @@ def test_pages_hold_no_sql_and_nothing_imports_a_page():
         assert not re.search(r"\b(SELECT|INSERT|DELETE FROM|UPDATE)\b .* (FROM|INTO|SET|WHERE)\b", path.read_text()), path
 
 
+def test_every_download_on_a_page_goes_through_the_widget_that_does_not_rerun_the_app():
+    direct = [path.name for path in [*PROJECT.joinpath("pages").glob("*.py"), PROJECT / "app.py"]
+              if "download_button(" in path.read_text()]
+    assert direct == []
+
+
 def test_the_architecture_page_names_every_package_and_module_of_the_tree():
     architecture = PROJECT.joinpath("docs", "architecture.md").read_text()
     first_cells = [line.split("|")[1] for line in architecture.splitlines() if line.startswith("| `")]

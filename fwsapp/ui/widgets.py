@@ -1,5 +1,5 @@
 """Inputs and panels several pages share: the run picker's labels, method parameter inputs, and the
-progress panel of a background job."""
+progress panel of a background job, and download buttons."""
 from __future__ import annotations
 
 import logging
@@ -295,6 +295,12 @@ def _bound(spec, side: str, kind: type):
     if spec is None or getattr(spec, side) is None or getattr(spec, f"open_{side}"):
         return None
     return kind(getattr(spec, side))
+
+
+def download(label: str, data, file_name: str, mime: str, container=st, **options) -> None:
+    """A download button that does not rerun the app: a rerun redraws the page under the reader, and one that lands
+    as they click another tab can leave them on the tab they left."""
+    container.download_button(label, data, file_name, mime, on_click="ignore", **options)
 
 
 def scroll_to(anchor: str) -> None:
