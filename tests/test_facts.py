@@ -94,6 +94,29 @@ def test_a_corruption_is_a_near_name_that_is_no_word_and_not_in_the_other_text()
     assert corruptions("Take metfromin.", against_words={"metfromin"}) == []
 
 
+def test_the_nearest_medical_word_is_the_full_scans_answer_for_every_kind_of_edit():
+    """The indexed search measures only the words its length and letter-pair bounds let through: a bound too tight
+    would miss a name the scan of the whole vocabulary finds, or break a tie the other way."""
+    import random
+
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    from fwsapp.entities.changes import _tolerated_edits, medical_vocabulary, nearest_medical_word
+
+    vocabulary, draw = medical_vocabulary(), random.Random(7)
+    edited = []
+    for word in vocabulary[::1500]:  # 35 words of every length and letter
+        letters, at = list(word), draw.randrange(len(word) - 1)
+        swapped = letters[:at] + [letters[at + 1], letters[at]] + letters[at + 2:]
+        for edits in (swapped, letters[:at] + letters[at + 1:], letters[:at] + ["q"] + letters[at + 1:],
+                      letters[:at] + ["e"] + letters[at:], swapped[:-1] + ["x"]):
+            edited.append("".join(edits))
+    for word in edited + ["ibuprofin", "paracetomol", "metfromin", "zzzzzz"]:
+        full_scan = process.extractOne(word, vocabulary, scorer=OSA.distance, score_cutoff=_tolerated_edits(word))
+        assert nearest_medical_word(word) == (full_scan[0] if full_scan else None), word
+
+
 def test_the_facts_command_writes_one_line_per_input_line_in_order(tmp_path):
     from fwsapp.cli import main
 

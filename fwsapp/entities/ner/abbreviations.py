@@ -40,7 +40,14 @@ def _pipeline():
     return nlp
 
 
-def find_abbreviations(texts: list[str]) -> list[list[Abbreviation]]:
+def find_abbreviations(texts: list[str]) -> tuple[tuple[Abbreviation, ...], ...]:
+    """The abbreviations each text defines. The last batch's answer is kept: the disease and the chemical tagger
+    settle the same texts one after the other."""
+    return _abbreviations(tuple(texts))
+
+
+@lru_cache(maxsize=1)
+def _abbreviations(texts: tuple[str, ...]) -> tuple[tuple[Abbreviation, ...], ...]:
     found = []
     for doc in _pipeline().pipe(texts, batch_size=64):
         grouped: dict[tuple[str, Span], set[Span]] = {}
@@ -48,8 +55,9 @@ def find_abbreviations(texts: list[str]) -> list[list[Abbreviation]]:
             long_form = short._.long_form
             grouped.setdefault((short.text, (long_form.start_char, long_form.end_char)), set()).add(
                 (short.start_char, short.end_char))
-        found.append([Abbreviation(short, long_form, tuple(sorted(spans))) for (short, long_form), spans in grouped.items()])
-    return found
+        found.append(tuple(Abbreviation(short, long_form, tuple(sorted(spans)))
+                           for (short, long_form), spans in grouped.items()))
+    return tuple(found)
 
 
 def _head(text: str, long_form: Span) -> Span:
