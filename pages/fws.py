@@ -93,7 +93,8 @@ def show_table(title: str, table, empty: str, source: str, weighting: Weighting)
     if table.empty:
         st.info(empty)
         return
-    st.dataframe(table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3), hide_index=True, width="stretch")
+    shown = table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3)
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
     pooled = pooled_reference(queries.fws_means(resources.revision(), weighting.mapping_key,
                                                 weighting.include_smoke)[source])
     several = pooled[pooled.run_id.str.contains(",")]
@@ -128,7 +129,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
                    if views["ranking_source"] == "GPTJ" else
                    "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
                    "ranking uses the judge's FWS.")
-        st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch")
+        st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch",
+                     column_config=widgets.worded_columns(views["ranking"]))
 
     # Both sources, each in its own line style: judge data must not hide the metric-based curve.
     sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), weighting.mapping_key, source,

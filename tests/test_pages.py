@@ -1,5 +1,6 @@
 """The pages in streamlit's AppTest: the Generate page runs a job, the Detect page shows its scores."""
 import html
+import json
 import re
 import time
 
@@ -281,6 +282,8 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     assert not app.exception
     table = app.dataframe[0].value.set_index("method")
     assert table.loc["KGW", "Question answering"] == pytest.approx((0.56 + 0.40) / 2, abs=5e-4)
+    columns = json.loads(app.dataframe[0].proto.columns)  # 0.540 beside 0.595, not 0.54
+    assert columns["Question answering"]["type_config"]["format"] == "%.3f"
     assert table.loc["Unwatermarked", "Question answering"] == pytest.approx((1.0 + 0.6) / 2, abs=5e-4)
     app.radio(key="fws-mode").set_value("Free α and β").run()
     app.slider(key="fws-alpha").set_value(0.3).run()
