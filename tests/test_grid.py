@@ -63,6 +63,14 @@ class FailsOnSweet(GenerationWorker):
         return super().compute(work)
 
 
+class SlowToStart(GenerationWorker):
+    """A worker whose process takes longer to start than the cluster may take to find room for it."""
+
+    def __init__(self, *options):
+        time.sleep(4)
+        super().__init__(*options)
+
+
 @pytest.fixture(scope="module")
 def spec_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("spec") / "three.toml"
@@ -175,6 +183,23 @@ def test_a_unit_that_fails_for_good_fails_its_run_and_the_others_finish(cluster,
     assert "SWEET's entropy gate could not be computed" in runs.loc["SWEET", "status_reason"]
     assert (runs.loc["KGW", "status"] == "done").all()
     store.close()
+
+
+def test_a_worker_slow_to_start_is_waited_for_and_a_full_cluster_is_not(cluster, monkeypatch):
+    """Room and start are two waits: a worker placed but slow to start (a loaded node importing torch) is not taken for
+    a cluster with no room, and when every CPU is held the next worker is refused after READY_SECONDS."""
+    test_cluster, _ = cluster
+    monkeypatch.setattr("fwsapp.orchestration.distributed.READY_SECONDS", 2)
+    executor = RayExecutor(test_cluster.address, worker_class=SlowToStart)
+    workers = [executor._new_worker(), executor._new_worker()]  # one on each node's CPU, each 4 s to start
+    try:
+        assert all(worker is not None for worker in workers)
+        assert executor._new_worker() is None  # no third CPU
+    finally:
+        for worker in workers:
+            if worker is not None:
+                executor._release(worker)
+    assert executor.rooms == {}
 
 
 def test_a_node_removed_mid_grid_leaves_the_grid_complete(cluster, spec_file, local_texts, tmp_path, monkeypatch):

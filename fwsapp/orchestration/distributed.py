@@ -33,7 +33,10 @@ from fwsapp.paths import CACHE_DIR, PROJECT_DIR
 
 MAX_TRIES = 3
 IN_FLIGHT = 2  # units queued per worker: the next is ready the moment one finishes
-READY_SECONDS = 30  # how long a replacement worker may take to be placed before the grid goes on without it
+READY_SECONDS = 30  # how long the cluster may take to find room for a worker before the grid goes on without it
+# How long a worker that has room may take to start (its process importing torch, on a loaded node) before it is taken
+# for broken: slow is not full, so this is not READY_SECONDS.
+STARTUP_SECONDS = 600
 
 
 class GenerationWorker:
@@ -170,27 +173,44 @@ class RayExecutor:
         resources = ray.cluster_resources()
         self.gpus = int(resources.get("GPU", 0))
         self.count = workers or self.gpus or int(resources.get("CPU", 1))
+        self.bundle = {"GPU": 1} if self.gpus else {"CPU": 1}  # what one worker holds
         self.actor = ray.remote(num_gpus=1 if self.gpus else 0, num_cpus=0 if self.gpus else 1)(worker_class)
         self.options = (device, dtype)
         self.max_tries = max_tries
         self.retries = 0  # units tried again after a worker died: for the progress line and the tests
         self.workers: list = []
+        self.rooms: dict[int, object] = {}  # each worker's placement group, by id(worker)
 
     def _new_worker(self):
-        """A placed, started worker, or None when the cluster has no room for one within READY_SECONDS."""
+        """A started worker, or None when the cluster has no room for one within READY_SECONDS. Room is reserved
+        first (a placement group of one worker's resources), so that a worker slow to start on a loaded node is waited
+        for (STARTUP_SECONDS), not taken for a full cluster."""
         import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        worker = self.actor.remote(*self.options)
-        ready, _ = ray.wait([worker.ready.remote()], timeout=READY_SECONDS)
-        if ready:
-            return worker
-        ray.kill(worker)
+        room = placement_group([self.bundle])
+        reserved, _ = ray.wait([room.ready()], timeout=READY_SECONDS)
+        if reserved:
+            worker = self.actor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(room)).remote(*self.options)
+            started, _ = ray.wait([worker.ready.remote()], timeout=STARTUP_SECONDS)
+            if started:
+                self.rooms[id(worker)] = room
+                return worker
+            ray.kill(worker)
+        remove_placement_group(room)
         return None
+
+    def _release(self, worker) -> None:
+        """End a worker and free the room it held."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        ray.kill(worker)
+        remove_placement_group(self.rooms.pop(id(worker)))
 
     def run(self, works: list[UnitWork], prepare: Callable[[UnitWork], UnitWork], record: Callable[[UnitResult], None],
             progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
-        import ray
-
         if not works:
             return {}
         self.workers = [worker for worker in (self._new_worker() for _ in range(min(self.count, len(works)))) if worker]
@@ -198,7 +218,7 @@ class RayExecutor:
             return self._dispatch(works, prepare, record, progress, cancel)
         finally:  # the workers hold their GPU or CPU while alive: free them for the next grid
             for worker in self.workers:
-                ray.kill(worker)
+                self._release(worker)
             self.workers = []
 
     def _dispatch(self, works, prepare, record, progress, cancel) -> dict[str, str]:
@@ -274,6 +294,7 @@ class RayExecutor:
             return
         self.workers.remove(dead)
         holding.pop(id(dead), None)
+        self._release(dead)  # its room too: a node with room for one worker has room for its replacement
         replacement = self._new_worker()
         if replacement is not None:
             self.workers.append(replacement)
