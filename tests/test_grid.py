@@ -186,19 +186,18 @@ def test_a_unit_that_fails_for_good_fails_its_run_and_the_others_finish(cluster,
 
 
 def test_a_worker_slow_to_start_is_waited_for_and_a_full_cluster_is_not(cluster, monkeypatch):
-    """Room and start are two waits: a worker placed but slow to start (a loaded node importing torch) is not taken for
+    """Room and start are two waits: workers placed but slow to start (a loaded node importing torch) are not taken for
     a cluster with no room, and when every CPU is held the next worker is refused after READY_SECONDS."""
     test_cluster, _ = cluster
     monkeypatch.setattr("fwsapp.orchestration.distributed.READY_SECONDS", 2)
     executor = RayExecutor(test_cluster.address, worker_class=SlowToStart)
-    workers = [executor._new_worker(), executor._new_worker()]  # one on each node's CPU, each 4 s to start
+    workers = executor._new_workers(3)  # one on each node's CPU, each 4 s to start; no room for a third
     try:
-        assert all(worker is not None for worker in workers)
-        assert executor._new_worker() is None  # no third CPU
+        assert len(workers) == 2
+        assert executor._new_workers(1) == []
     finally:
         for worker in workers:
-            if worker is not None:
-                executor._release(worker)
+            executor._release(worker)
     assert executor.rooms == {}
 
 

@@ -181,25 +181,34 @@ class RayExecutor:
         self.workers: list = []
         self.rooms: dict[int, object] = {}  # each worker's placement group, by id(worker)
 
-    def _new_worker(self):
-        """A started worker, or None when the cluster has no room for one within READY_SECONDS. Room is reserved
-        first (a placement group of one worker's resources), so that a worker slow to start on a loaded node is waited
-        for (STARTUP_SECONDS), not taken for a full cluster."""
+    def _new_workers(self, count: int) -> list:
+        """Up to `count` started workers: as many as the cluster finds room for within READY_SECONDS. Room is reserved
+        first (a placement group of one worker's resources each), then every worker that has room starts at once, so
+        that a worker slow to start on a loaded node is waited for (STARTUP_SECONDS), not taken for a full cluster."""
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        room = placement_group([self.bundle])
-        reserved, _ = ray.wait([room.ready()], timeout=READY_SECONDS)
-        if reserved:
-            worker = self.actor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(room)).remote(*self.options)
-            started, _ = ray.wait([worker.ready.remote()], timeout=STARTUP_SECONDS)
-            if started:
+        waiting = {room.ready(): room for room in (placement_group([self.bundle]) for _ in range(count))}
+        reserved, _ = ray.wait(list(waiting), num_returns=count, timeout=READY_SECONDS)
+        unused = [room for ref, room in waiting.items() if ref not in set(reserved)]
+        starting = {}
+        for ref in reserved:
+            worker = self.actor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(waiting[ref])).remote(
+                *self.options)
+            starting[worker.ready.remote()] = (worker, waiting[ref])
+        started = set(ray.wait(list(starting), num_returns=len(starting), timeout=STARTUP_SECONDS)[0]) if starting else set()
+        workers = []
+        for ref, (worker, room) in starting.items():
+            if ref in started:
                 self.rooms[id(worker)] = room
-                return worker
-            ray.kill(worker)
-        remove_placement_group(room)
-        return None
+                workers.append(worker)
+            else:  # placed, but not started in time: broken, not slow
+                ray.kill(worker)
+                unused.append(room)
+        for room in unused:
+            remove_placement_group(room)
+        return workers
 
     def _release(self, worker) -> None:
         """End a worker and free the room it held."""
@@ -213,7 +222,7 @@ class RayExecutor:
             progress: Callable[[str], None], cancel: threading.Event | None = None) -> dict[str, str]:
         if not works:
             return {}
-        self.workers = [worker for worker in (self._new_worker() for _ in range(min(self.count, len(works)))) if worker]
+        self.workers = self._new_workers(min(self.count, len(works)))
         try:
             return self._dispatch(works, prepare, record, progress, cancel)
         finally:  # the workers hold their GPU or CPU while alive: free them for the next grid
@@ -295,8 +304,7 @@ class RayExecutor:
         self.workers.remove(dead)
         holding.pop(id(dead), None)
         self._release(dead)  # its room too: a node with room for one worker has room for its replacement
-        replacement = self._new_worker()
-        if replacement is not None:
+        for replacement in self._new_workers(1):
             self.workers.append(replacement)
             holding[id(replacement)] = None
 
