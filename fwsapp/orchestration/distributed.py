@@ -190,8 +190,8 @@ class RayExecutor:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         waiting = {room.ready(): room for room in (placement_group([self.bundle]) for _ in range(count))}
-        reserved, _ = ray.wait(list(waiting), num_returns=count, timeout=READY_SECONDS)
-        unused = [room for ref, room in waiting.items() if ref not in set(reserved)]
+        reserved = set(ray.wait(list(waiting), num_returns=count, timeout=READY_SECONDS)[0])
+        unused = [room for ref, room in waiting.items() if ref not in reserved]
         starting = {}
         for ref in reserved:
             worker = self.actor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(waiting[ref])).remote(
