@@ -50,7 +50,9 @@ def test_repeats_after_the_first_add_nothing_to_a_deduplicated_score(method, tok
     # Scored as it is, every repeat counts again (SynthID masks repeated contexts itself, as its paper does).
     assert plain[1].num_tokens_scored > plain[0].num_tokens_scored or method == "SynthID"
     assert once[1].num_tokens_scored == once[0].num_tokens_scored <= plain[0].num_tokens_scored
-    assert once[1].score == pytest.approx(once[0].score, rel=1e-9, abs=1e-12)
+    # A detector that reads the model's entropies gets them in float32 from passes over texts of different lengths, which
+    # two threads split differently: equal to about 1e-7 (EWD differed by 2.4e-7 on two threads, by nothing on one).
+    assert once[1].score == pytest.approx(once[0].score, rel=1e-9 if lm is None else 1e-6, abs=1e-12)
 
 
 def test_kgw_deduplicated_is_the_z_of_the_first_occurrence_of_each_pair(tokenizer):

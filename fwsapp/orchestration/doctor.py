@@ -17,6 +17,7 @@ from fwsapp.models import (
     ENCODER_PACKAGE,
     PRESETS,
     ModelLoadError,
+    embedded_is_converted,
     memory_needed,
     package_folder,
 )
@@ -78,7 +79,7 @@ def model_checks(dtype: str, free: float, cache_dir: Path = CACHE_DIR) -> list[C
         need = memory_needed(PARAMETERS[name], dtype)
         fit = "fits" if fits(PARAMETERS[name], dtype, free) else "does NOT fit"
         if name == EMBEDDED_MODEL:
-            converted = (cache_dir / "models" / EMBEDDED_MODEL / "model.safetensors").exists()
+            converted = embedded_is_converted(cache_dir)
             available = _installed(EMBEDDED_PACKAGE)
             where = ("converted in cache/models" if converted else f"in the {EMBEDDED_PACKAGE} wheel ({EMBEDDED_GGUF}), "
                      "converted on first use") if available else "its wheel is missing: run `make run`"
