@@ -247,9 +247,12 @@ def test_a_web_page_for_an_answer_is_named_as_such_and_a_huge_reply_is_not_retri
     assert "not JSON but text beginning '<!DOCTYPE html>" in capsys.readouterr().err
     with hostile(lambda number, body: b"x" * (5 * 1024 * 1024)) as server:
         assert main(generate_args(server.url, tmp_path / "o.duckdb", n=1)) == 2
-        asked = len(server.requests)
+        asked = [json.dumps(body, sort_keys=True) for body in server.requests]
     error = capsys.readouterr().err
-    assert "a reply of more than 4,194,304 bytes" in error and "gave up after" not in error and asked == 2
+    assert "a reply of more than 4,194,304 bytes" in error and "gave up after" not in error
+    # Not retried: no request sent twice. The answer's two requests (with and without the watermark) both reach the
+    # server, or on a loaded machine the second is aborted before it does, by the first reply's final fault.
+    assert 1 <= len(asked) <= 2 and len(set(asked)) == len(asked)
 
 
 # -- item 9: a forgery of a method that cannot be stolen is refused on the form, before the click -----------------------
