@@ -8,8 +8,8 @@ among common words, tests/test_detection_service.py) and half human (the paper's
 processes on loopback, as deployed (`python -m fwsapp serve-detection`, and bench/reference_detection_server.py):
 - per text at batch 1: the service's round trip against calling fwsapp's detector in process (target ≤ 1.5×), in
   chunks of a few texts that alternate the detector and each client over the same texts, so a change in the machine's
-  speed falls on both sides of a ratio: from curl (a C client, one kept-alive connection, each transfer timed by curl itself), from
-  the standard library's kept-alive client and from httpx; beside the round trip of a request that detects nothing
+  speed falls on both sides of a ratio: from curl (a C client, one kept-alive connection, each transfer timed by curl
+  itself), from the standard library's kept-alive client and from httpx; beside the round trip of a request that detects nothing
   (GET /health), which is HTTP's own cost;
 - 32 texts: one /detect/batch of fwsapp's service against 32 concurrent requests to vLLM's reference server, which has
   no batch endpoint (target: faster);
@@ -138,8 +138,7 @@ def batch_one_rounds(detector, corpus: list[str], url: str, rounds: int, chunk: 
     clients = {"curl": lambda bodies: curl_round_trips(url, bodies), "stdlib": lambda bodies: lean_round_trips(url, bodies),
                "httpx": lambda bodies: latencies(url, bodies, 1)[1]}
     direct: list[float] = []
-    found: dict[str, list[float]] = {name: [] for name in clients}
-    ratios: dict[str, list[float]] = {name: [] for name in clients}
+    found: dict[str, list[float]] = {name: [] for name in clients}  # per chunk, for every chunk or none (no curl)
     for _ in range(rounds):
         for start in range(0, len(corpus), chunk):
             texts_of_chunk = corpus[start:start + chunk]
@@ -153,14 +152,13 @@ def batch_one_rounds(detector, corpus: list[str], url: str, rounds: int, chunk: 
                 seconds = client([{"text": text} for text in texts_of_chunk])
                 if seconds is not None:
                     found[name].append(statistics.median(seconds))
-                    ratios[name].append(found[name][-1] / direct[-1])
     record = {"rounds": rounds, "chunks": len(direct), "texts_per_chunk": chunk,
               "direct_seconds_per_text": statistics.median(direct)}
     for name in clients:
-        if ratios[name]:
-            record[name] = {"seconds_per_text": statistics.median(found[name]),
-                            "over_direct": statistics.median(ratios[name]),
-                            "over_direct_p90": percentile(ratios[name], 0.9)}
+        if found[name]:
+            ratios = [client / detector for client, detector in zip(found[name], direct)]
+            record[name] = {"seconds_per_text": statistics.median(found[name]), "over_direct": statistics.median(ratios),
+                            "over_direct_p90": percentile(ratios, 0.9)}
     return record
 
 

@@ -174,7 +174,7 @@ class RayExecutor:
         self.gpus = int(resources.get("GPU", 0))
         self.count = workers or self.gpus or int(resources.get("CPU", 1))
         self.bundle = {"GPU": 1} if self.gpus else {"CPU": 1}  # what one worker holds
-        self.actor = ray.remote(num_gpus=1 if self.gpus else 0, num_cpus=0 if self.gpus else 1)(worker_class)
+        self.actor = ray.remote(num_gpus=self.bundle.get("GPU", 0), num_cpus=self.bundle.get("CPU", 0))(worker_class)
         self.options = (device, dtype)
         self.max_tries = max_tries
         self.retries = 0  # units tried again after a worker died: for the progress line and the tests
