@@ -8,6 +8,8 @@ Run: .venv/bin/python -m bench.facts_speed [--pairs 300]
 2. `analyze` on an imported run: every kind's facts and changes against today's disease analysis, the ratio.
 3. The clinical_facts metric's cost in seconds per 1,000 characters of a sample's texts (its registry entry).
 4. Each chemical recognizer's words per second on BC5CDR's development abstracts.
+5. The taggers' floor: the arithmetic their encoder does per word, the rate it does it at, and this CPU's own
+   matrix-multiply rate, so the least time any engineering of today's taggers could take on this machine.
 Each recognizer is loaded and warmed before it is timed.
 """
 from __future__ import annotations
@@ -85,6 +87,41 @@ def recognition_speed() -> None:
         print(f"{name}: {words / seconds:,.0f} words/s on BC5CDR dev ({words:,} words)")
 
 
+def encoder_floor(pairs: list[tuple[str, str, str]]) -> None:
+    """FLOPs of a tagger's encoder over the answers' windows (as `MentionTagger.predict` batches them, padding
+    included), the rate it runs them at, and torch's rate on one large matrix product (best of 3): both taggers'
+    encoder time for 1,000 pairs of WORDS-word answers, as measured and at the machine's own peak."""
+    import torch
+
+    from fwsapp.entities.ner.tagger import batch_tensors, tokenize, windows
+
+    tagger = load_recognizer("chemical-tagger").tagger
+    texts = [text for w, u, _ in pairs for text in (w, u)]
+    pieces = tokenize(tagger.tokenizer, texts, tagger.lexicon)
+    jobs = sorted(((index, start, end) for index, (text, text_pieces) in enumerate(zip(texts, pieces))
+                   for start, end in windows(text_pieces.ends_sentence(text))), key=lambda job: job[2] - job[1])
+    batches = [batch_tensors(tagger.tokenizer, [pieces[index].window(start, end) for index, start, end in
+                                                jobs[first:first + 32]])[0] for first in range(0, len(jobs), 32)]
+    config = tagger.model.encoder.config
+    dense = sum(module.weight.numel() for module in tagger.model.modules() if isinstance(module, torch.nn.Linear))
+    flops = 0.0
+    for batch in batches:  # 2 per linear weight and position, and attention's two products (scores, then values)
+        rows, length = batch["input_ids"].shape
+        flops += rows * length * (2 * dense + 4 * config.num_hidden_layers * length * config.hidden_size)
+    with torch.inference_mode():
+        tagger.model(**batches[0])
+        seconds = min(timed(lambda: [tagger.model(**batch) for batch in batches]) for _ in range(3))
+    square = torch.randn(4096, 4096)
+    torch.mm(square, square)
+    peak = 2 * 4096 ** 3 / min(timed(lambda: torch.mm(square, square)) for _ in range(3))
+    words = sum(len(text.split()) for text in texts)
+    needed = 2 * flops / words * 1000 * 2 * WORDS  # two taggers, each over both answers of 1,000 pairs
+    print(f"taggers' floor: {flops / words / 1e6:.1f} MFLOP per word per tagger ({len(batches)} batches), the encoder "
+          f"at {flops / seconds / 1e9:.0f} GFLOP/s, torch's 4096x4096 product at {peak / 1e9:.0f} GFLOP/s "
+          f"({torch.get_num_threads()} threads): both taggers on 1,000 pairs of {WORDS}-word answers "
+          f"{needed / 1e12:.1f} TFLOP, {needed / (flops / seconds):.0f} s as measured, {needed / peak:.0f} s at that peak")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=300)
@@ -119,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = timed(score)
     print(f"clinical_facts: {seconds:.1f} s for {len(sample)} samples, {1000 * seconds / characters:.3f} s per 1,000 "
           "characters of a sample's texts")
+    encoder_floor(pairs)
     return 0
 
 
