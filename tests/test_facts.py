@@ -123,7 +123,8 @@ def test_the_facts_command_writes_one_line_per_input_line_in_order(tmp_path):
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     rows = [{"text": "Take 5000 mg of ibuprofen.", "against": "Take 500 mg of ibuprofen."},
             {"text": "No fever."}, {"text": "", "against": "Take aspirin."}]
-    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    # As an editor on Windows saves it: a byte-order mark, then lines ending in CR LF.
+    source.write_text("\ufeff" + "".join(json.dumps(row) + "\r\n" for row in rows), encoding="utf-8")
     assert main(["facts", "--in", str(source), "--out", str(target), "--disease-recognizer", "mesh",
                  "--chemical-recognizer", "drug-lexicon"]) == 0
     lines = [json.loads(line) for line in target.read_text().splitlines()]
@@ -141,6 +142,7 @@ def test_the_facts_command_writes_one_line_per_input_line_in_order(tmp_path):
     ('{"text": "fine", "against": null}\n', 'line 1: each line must be an object with a string "text" and "against"'),
     ('{"text": "fine"}\n{"txt": "a"}\n', "line 2"),
     ('{"text": "fine"}\nnot json\n', "line 2: not JSON"),
+    ('{"text": "fine"}\r\n\r\n{"text": "fine"}\r\n', "line 2 is empty"),
     ('{"text": "' + "a" * 100_001 + '"}\n', "line 1: its text has 100,001 characters"),
 ])
 def test_bad_input_names_its_line_and_writes_nothing(tmp_path, capsys, line, problem):

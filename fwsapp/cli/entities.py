@@ -1,5 +1,5 @@
-"""`analyze`, `recognize`, `facts`: entropies and disease entities of runs; mentions, clinical facts and their
-changes in any texts."""
+"""`analyze`, `recognize`, `facts`: entropies, disease entities and clinical facts of runs; mentions, clinical facts
+and their changes in any texts."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +13,7 @@ def register(commands) -> None:
     from fwsapp.entities.recognizers import KINDS, default_recognizer, recognizers_of
 
     analyze = command(commands, cmd_analyze, "analyze", models=True,
-        help="entropy and disease-entity analyses a run lacks")
+        help="the entropy, disease-entity and clinical-fact analyses a run lacks")
     target_options(analyze)
     analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
                          "default: skip entropy for imported runs")

@@ -194,7 +194,8 @@ MAX_TEXT_CHARACTERS = 100_000
 def read_records_jsonl(path: str | Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = (),
                        warn=None) -> list[dict[str, str]]:
     """The string `fields` (and any `optional` ones) of each line of a JSONL file; a line that is not an object with
-    them, or whose strings are longer than MAX_TEXT_CHARACTERS, is refused with its number. Lines end at '\\n' only:
+    them (an empty line too), or whose strings are longer than MAX_TEXT_CHARACTERS, is refused with its number; a
+    byte-order mark before the first line is read past. Lines end at '\\n' only:
     U+2028 and U+0085 are characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD,
     and `warn` is told the line."""
     return parse_records_jsonl(Path(path).read_bytes(), str(path), fields, optional, warn)
@@ -209,13 +210,15 @@ def parse_records_jsonl(data: bytes, path: str, fields: tuple[str, ...] = ("text
 
     shape = "{" + ", ".join(f'"{field}": "..."' for field in fields) + "}"
     try:
-        lines = data.decode("utf-8").split("\n")
+        lines = data.decode("utf-8-sig").split("\n")  # a byte-order mark first, as editors on Windows write it
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not UTF-8 text ({error.reason}).") from None
     if lines and not lines[-1].strip():
         lines.pop()  # the newline that ends the last line
     records = []
     for number, line in enumerate(lines, start=1):
+        if not line.strip():  # not skipped: each output line answers the input line of its number
+            raise ValueError(f"{path}, line {number} is empty; each line must be {shape}: remove it.")
         try:
             record = json.loads(line.removesuffix("\r"))
         except json.JSONDecodeError as error:
