@@ -273,6 +273,7 @@ def test_serve_detection_serves_on_loopback_refuses_off_it_without_a_token_and_n
     refused = subprocess.run([*command, "--host", "0.0.0.0"], env=environment, capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode == 2 and "FWSAPP_ADMIN_TOKEN" in refused.stderr
+    assert "could detect with the deployment's key" in refused.stderr and "leave --host out" in refused.stderr
     literal = subprocess.run([*command[:7], "key=12345", "--tokenizer", "llama-3"], env=environment,
                              capture_output=True, text=True, timeout=120)
     assert literal.returncode == 2 and "from the environment only" in literal.stderr

@@ -50,9 +50,11 @@ def cmd_serve_detection(args) -> int:
             raise ValueError(f"serve-detection takes {declared.name}'s {name} from the environment only: set a variable "
                              f"to the deployment's key and give --param {name}=$VARIABLE.")
     token = admin_token()
-    problem = serving_problem(args.host, token)
+    problem = serving_problem(args.host, token, "This detection service would be served",
+                              "detect with the deployment's key, as often as the rate limit allows",
+                              "leave --host out to serve it on 127.0.0.1 only")
     if problem:
-        raise ValueError(problem.replace("This app is served", "This detection service would be served"))
+        raise ValueError(problem)
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be between 1 and 65535, not {args.port}.")
     try:

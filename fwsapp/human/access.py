@@ -78,25 +78,28 @@ def is_admin_token(presented: str, expected: str) -> bool:
     return hmac.compare_digest(token_hash(presented or ""), token_hash(expected))
 
 
-def serving_problem(address: str | None, admin: str | None) -> str | None:
-    """Why the app must not serve its pages on `address` with this admin token, or None when it may: off loopback it
-    needs a token, and one long enough not to be guessed."""
+def serving_problem(address: str | None, admin: str | None, served: str = "This app is served",
+                    exposed: str = "read and delete its data",
+                    local: str = "serve it on localhost only (`make run` does)") -> str | None:
+    """Why a server must not listen on `address` with this admin token, or None when it may: off loopback it needs a
+    token, and one long enough not to be guessed. `served` names the server, `exposed` what anyone could do without
+    the token, `local` how to keep it on loopback: the app's by default."""
     if is_loopback(address):
         return None
     where = address or "every network interface"
-    new = "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))') and restart it."
+    new = "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))') and start it again."
     if admin and len(admin) < MIN_ADMIN_TOKEN_CHARACTERS:
-        return (f"This app is served on {where} with an admin token of {len(admin)} characters, which can be guessed. "
+        return (f"{served} on {where} with an admin token of {len(admin)} characters, which can be guessed. "
                 f"Set {ADMIN_TOKEN_VARIABLE} to at least {MIN_ADMIN_TOKEN_CHARACTERS} random characters {new}")
     if admin and token_bits(admin) < MIN_ADMIN_TOKEN_BITS:
-        return (f"This app is served on {where} with an admin token that does not look random (a word, a pattern or "
+        return (f"{served} on {where} with an admin token that does not look random (a word, a pattern or "
                 f"few distinct characters: about {token_bits(admin):.0f} bits, fewer than {MIN_ADMIN_TOKEN_BITS}). "
                 f"Set {ADMIN_TOKEN_VARIABLE} to a random token {new}")
     if admin:
         return None
-    return (f"This app is served on {where} and no admin token is set, so anyone who can reach it could read and "
-            f"delete its data. Set {ADMIN_TOKEN_VARIABLE} (or {ADMIN_TOKEN_SECRET} in .streamlit/secrets.toml) to a "
-            "long random string and restart it, or serve it on localhost only (`make run` does).")
+    return (f"{served} on {where} and no admin token is set, so anyone who can reach it could {exposed}. Set "
+            f"{ADMIN_TOKEN_VARIABLE} (or {ADMIN_TOKEN_SECRET} in .streamlit/secrets.toml) to a long random string and "
+            f"start it again, or {local}.")
 
 
 def token_bits(token: str) -> float:
