@@ -160,6 +160,12 @@ def test_refusals_are_clear_4xx_never_5xx(llama3, deployed_key):
     oversized = client.post("/detect", content=b"{" + b" " * MAX_BODY_BYTES + b"}", headers=authorised)
     assert oversized.status_code == 413 and "over" in oversized.json()["detail"]
     assert client.post("/detect", content=b"not json", headers=authorised).status_code == 422
+    # A lone surrogate is valid JSON but no character: refused as a string that is not one, and the refusal, which
+    # echoes the input, is still written (as UTF-8 it could not be: a 500 before).
+    for body in (b'{"text": "\\ud800 fever"}', b'{"items": [{"text": "ok"}, {"text": "\\udfff"}]}'):
+        refused = client.post("/detect/batch" if b"items" in body else "/detect", content=body,
+                              headers={**authorised, "Content-Type": "application/json"})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["type"] == "string_unicode", refused.text
 
 
 def test_a_client_over_its_rate_is_refused_with_429(llama3, deployed_key):

@@ -16,6 +16,7 @@ refusal is a 4xx with a `detail` saying what to change.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import statistics
 import time
@@ -26,6 +27,8 @@ from typing import Literal
 
 import limits
 from fastapi import Depends, FastAPI, HTTPException
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from limits.aio.storage import MemoryStorage
@@ -122,6 +125,15 @@ class _TooLarge(Exception):
     pass
 
 
+class EscapedJSONResponse(JSONResponse):
+    """JSON with every character past ASCII escaped. A refused request's input is echoed in the refusal, and an input
+    may hold a lone surrogate (valid JSON, but no character), which UTF-8 cannot encode: FastAPI's own refusal then
+    failed with a 500."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 class RateLimit:
     """Refuses a client address over `rate` requests (`120/second`, `limits`'s notation) with 429 and a Retry-After.
     A pure ASGI middleware over `limits`, the library slowapi wraps: slowapi's own middleware inspects the route's
@@ -204,6 +216,12 @@ def create_app(detector: TextDetector, token: str | None = None, rate_limit: str
     # Pure ASGI middleware: Starlette's BaseHTTPMiddleware costs a millisecond a request.
     app.add_middleware(RateLimit, rate=rate_limit)
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request, error: RequestValidationError) -> EscapedJSONResponse:
+        """FastAPI's own 422, written escaped (EscapedJSONResponse)."""
+        return EscapedJSONResponse({"detail": jsonable_encoder(error.errors())}, status_code=422)
+
     bearer = Depends(HTTPBearer(auto_error=False))
 
     # A coroutine, as /health is: a plain function would cost each request a second hop through the thread pool.
