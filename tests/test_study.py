@@ -393,6 +393,24 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     assert "No study 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "not a url", "localhost:8501", "https://study.example/?a=1",
+                                 "http://:8501", "http://host:99999"])
+def test_an_address_raters_cannot_open_is_refused_before_a_study_or_an_invite_is_made(tmp_path, capsys, url):
+    """The links are shown once: one made on a wrong address would be lost with its study's invites."""
+    from fwsapp.cli import main
+
+    db = tmp_path / "cli.duckdb"
+    run_id = imported_qa_db(db, 8)
+    assert main(["study", "create", "--name", "pilot", "--runs", run_id, "--items-per-run", "4", "--rater", "Dr A",
+                 "--url", url, "--db", str(db)]) == 2
+    assert f"--url {url!r} is not an address raters can open" in capsys.readouterr().err
+    assert main(["study", "create", "--name", "pilot", "--runs", run_id, "--items-per-run", "4", "--db", str(db)]) == 0
+    assert main(["study", "invite", "--study", "pilot", "--rater", "Dr B", "--url", url, "--db", str(db)]) == 2
+    store = Store(db)
+    assert store.studies().name.tolist() == ["pilot"] and store.raters().empty
+    store.close()
+
+
 # -- the app: who gets which page ---------------------------------------------------------------------------------------
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = sorted(str(page.relative_to(Path(APP).parent)) for page in (Path(APP).parent / "pages").glob("*.py"))

@@ -42,9 +42,14 @@ def register(commands) -> None:
 
 def cmd_study(args) -> int:
     from fwsapp.human import study
-    from fwsapp.human.access import invite_link
+    from fwsapp.human.access import app_address, invite_link
     from fwsapp.store import Store
 
+    if args.action in ("create", "invite"):
+        try:
+            app_address(args.url)
+        except ValueError as error:
+            raise ValueError(f"--url {error}") from None
     store = Store(args.db)
     if args.action == "create":
         created, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,

@@ -118,8 +118,24 @@ def token_bits(token: str) -> float:
     return len(token) * min(math.log2(alphabet), shannon)
 
 
+def app_address(url: str) -> str:
+    """Where raters reach the app, checked before a study or an invite is made (its links are shown only once): an
+    http or https address with a host and no query or fragment, which the invite link's own query would follow."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or parts.query or parts.fragment:
+        raise ValueError(f"{url!r} is not an address raters can open: give the app's own, such as "
+                         "http://localhost:8501 or https://study.example.org/fwsapp (no query or fragment).")
+    return url.strip().rstrip("/")
+
+
 def invite_link(base_url: str, token: str) -> str:
-    return f"{base_url.rstrip('/')}/?{INVITE_PARAMETER}={token}"
+    return f"{app_address(base_url)}/?{INVITE_PARAMETER}={token}"
 
 
 class Throttle:
