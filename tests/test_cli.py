@@ -26,7 +26,8 @@ def test_runs_report_and_export(qa_run, tmp_path, capsys):
 
     for fmt in ("csv", "parquet"):
         out = tmp_path / f"run.{fmt}"
-        assert main(["export", "--run", run_id, "--format", fmt, "--out", str(out), "--db", db]) == 0
+        named = ["--format", fmt] if fmt == "csv" else []  # else by --out's suffix
+        assert main(["export", "--run", run_id, *named, "--out", str(out), "--db", db]) == 0
         table = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
         assert len(table) == 4
         assert {"prompt", "reference", "watermarked_text", "score_watermarked", "score_unwatermarked"} <= set(table.columns)
@@ -45,6 +46,8 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert main(["export", "--run", "missing", "--format", "csv", "--out", str(tmp_path / "o.csv"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "No run 'missing'" in capsys.readouterr().err
+    assert main(["export", "--run", "missing", "--out", str(tmp_path / "o.xlsx"), "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "Export to .csv or .parquet, not .xlsx" in capsys.readouterr().err and not (tmp_path / "o.xlsx").exists()
 
 
 def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsys, monkeypatch):

@@ -11,6 +11,7 @@ from fwsapp.cli.options import command, output_file
 def register(commands) -> None:
     from fwsapp.data.tasks import TASKS
     from fwsapp.judge.records import PAPER_JUDGE
+    from fwsapp.results.export import EXPORT_FORMATS
     from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 
     runs = command(commands, cmd_runs, "runs", help="list runs, or delete one with all its rows")
@@ -20,7 +21,7 @@ def register(commands) -> None:
 
     export = command(commands, cmd_export, "export", help="export one run's samples and scores")
     export.add_argument("--run", required=True)
-    export.add_argument("--format", choices=["csv", "parquet"], required=True)
+    export.add_argument("--format", choices=EXPORT_FORMATS, help="(default: by --out's suffix)")
     output_file(export, "the file to write", required=True)
 
     report = command(commands, cmd_report, "report", help="report every run, or the paper's tables")

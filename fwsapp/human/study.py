@@ -347,8 +347,6 @@ def ratings_file(rated: pd.DataFrame, kind: str) -> bytes:
     a Parquet file."""
     from fwsapp.results.export import table_bytes
 
-    if kind not in ("csv", "parquet"):
-        raise StudyError(f"Export to .csv or .parquet, not .{kind or '(no suffix)'}.")
     return table_bytes(rated, kind)
 
 
@@ -363,9 +361,13 @@ def export(store: Store, chosen: Study, path, file_format: str | None = None, fo
     Entities task its raters' verdicts beside them (`entities_path`); returns the ratings' rows. An existing file is
     replaced only with `force`, and only a regular file."""
     from fwsapp.paths import replaceable_output, write_output
+    from fwsapp.results.export import export_format
 
     path = Path(path)
-    kind = file_format or path.suffix.lstrip(".").lower()
+    try:
+        kind = export_format(path, file_format)
+    except ValueError as error:
+        raise StudyError(str(error)) from None
     data = ratings_file(rated := ratings(store, chosen), kind)
     verdicts = entity_verdicts(store, chosen) if chosen.entity_task else None
     for target in (path, *([entities_path(path)] if verdicts is not None else [])):

@@ -62,6 +62,18 @@ def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
                            if frame[column].map(lambda value: isinstance(value, (list, tuple, np.ndarray))).any()})
 
 
+EXPORT_FORMATS = ("csv", "parquet")
+
+
+def export_format(path: Path, fmt: str | None = None) -> str:
+    """The format asked for, else the one `path`'s suffix names; refused, before anything is read, when neither
+    names one of EXPORT_FORMATS."""
+    chosen = (fmt or Path(path).suffix.lstrip(".")).lower()
+    if chosen not in EXPORT_FORMATS:
+        raise ValueError(f"Export to .csv or .parquet, not .{chosen or '(no suffix)'}: end the file's name so.")
+    return chosen
+
+
 def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     """A table as the bytes of a CSV file (`csv_bytes`) or a Parquet file (list columns as lists)."""
     if fmt == "csv":
@@ -73,10 +85,11 @@ def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     raise ValueError(f"Unknown export format '{fmt}': use csv or parquet.")
 
 
-def export_run(store: Store, run_id: str, fmt: str, out: Path, force: bool = False) -> Path:
-    """A run's samples to CSV (list columns as JSON arrays) or Parquet, written as every output file is
-    (`paths.write_output`: a new file, or with `force` a regular one replaced)."""
+def export_run(store: Store, run_id: str, fmt: str | None, out: Path, force: bool = False) -> Path:
+    """A run's samples to CSV (list columns as JSON arrays) or Parquet (`fmt`, else by `out`'s suffix), written as
+    every output file is (`paths.write_output`: a new file, or with `force` a regular one replaced)."""
     out = Path(out)
+    fmt = export_format(out, fmt)
     replaceable_output(out, force)  # before the table is read
     write_output(out, table_bytes(run_table(store, run_id), fmt), force)
     return out
