@@ -1,5 +1,6 @@
-"""Whether an address is this machine's alone: a server bound there is reached from here only, and a key sent there
-stays here. The app and the detection service need a token off loopback; a judge's key sent off it is announced."""
+"""Addresses: whether one is this machine's alone (a server bound there is reached from here only, and a key sent there
+stays here: the app and the detection service need a token off loopback; a judge's key sent off it is announced), and
+whether a server's address a user gave is one (a serving engine's, a judge's)."""
 from __future__ import annotations
 
 import ipaddress
@@ -18,3 +19,17 @@ def is_loopback(address: str | None) -> bool:
         return ipaddress.ip_address(address.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def checked_server_url(url: str, option: str = "The server address") -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        # A password in the address would be printed in messages and stored with the run: say so without echoing it.
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        raise ValueError(f"{option} {shown} (as given) holds a user name or password: give the address without them; the server's API "
+                         "key is read from an environment variable you name, never from the address.")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{option} {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
+    return url

@@ -1,6 +1,7 @@
 """The judge runner against a real HTTP stub on 127.0.0.1: every fault ends judged or failed, never lost."""
 import json
 import logging
+import re
 import time
 
 import pandas as pd
@@ -161,6 +162,25 @@ def test_an_unreachable_judge_exits_non_zero_with_grouped_reasons_and_is_retried
     assert "could not be reached for any of the 3 pairs" in err and "3 × connection failed" in err
     assert main(args) == 1  # nothing was recorded as final: all 3 are asked for again
     assert "any of the 3 pairs" in capsys.readouterr().err
+
+
+def test_a_judge_that_is_never_reached_stops_the_run_after_a_few_pairs_in_a_row(store, capsys):
+    """Each pair waits out its retries: at a refused address the run stops sending once UNREACHABLE_IN_A_ROW pairs in
+    a row got nowhere, says how many were not sent, and a bad address is refused before any is sent."""
+    from fwsapp.cli import main
+    from fwsapp.judge.runner import UNREACHABLE_IN_A_ROW
+
+    run_id = make_run(store, n=30)
+    store.close()
+    args = ["judge", "--run", run_id, "--backend", "compatible", "--judge-model", "m", "--timeout", "0.5",
+            "--max-attempts", "1", "--concurrency", "2", "--db", str(store.path)]
+    assert main(args + ["--base-url", "http://127.0.0.1:9/v1"]) == 1
+    printed = capsys.readouterr()
+    sent = int(re.search(r"could not be reached for the first (\d+) of the 30 pairs", printed.err).group(1))
+    assert UNREACHABLE_IN_A_ROW <= sent < UNREACHABLE_IN_A_ROW + 2 and f"the other {30 - sent} were not sent" in printed.err
+    assert f"Stopped after {UNREACHABLE_IN_A_ROW} pairs in a row could not reach the judge" in printed.out
+    assert main(args + ["--base-url", "ftp://127.0.0.1/v1"]) == 2
+    assert "The judge's base URL 'ftp://127.0.0.1/v1' is not a server's address" in capsys.readouterr().err
 
 
 def test_mean_scores_keep_generators_and_judges_apart():

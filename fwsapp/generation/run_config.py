@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.network import checked_server_url
 from fwsapp.plugins import checked_seed
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import canonical_name
@@ -105,20 +106,6 @@ class RunConfig:
         """What determines the unwatermarked texts: the identity without the method, its parameters and n
         (a batch's unwatermarked texts depend on its prompts and seed only)."""
         return plain_identity(self.identity())
-
-
-def checked_server_url(url: str, option: str = "The server address") -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
-        # A password in the address would be printed in messages and stored with the run: say so without echoing it.
-        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-        raise ValueError(f"{option} {shown} (as given) holds a user name or password: give the address without them; the server's API "
-                         "key is read from an environment variable you name, never from the address.")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{option} {url!r} is not a server's address: give its base URL, e.g. http://localhost:8000/v1.")
-    return url
 
 
 def plain_identity(identity: dict) -> dict:

@@ -53,7 +53,7 @@ class ServingEngine:
                  timeout: float = REQUEST_TIMEOUT_SECONDS, backoff_base: float = 1.0):
         from openai import OpenAI
 
-        from fwsapp.generation.run_config import checked_server_url
+        from fwsapp.network import checked_server_url
 
         if concurrency < 1 or attempts < 1 or timeout <= 0:
             raise ValueError("concurrency and attempts must be at least 1, and the timeout positive.")

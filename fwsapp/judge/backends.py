@@ -179,9 +179,15 @@ class CompatibleBackend(OpenAIBackend):
     @classmethod
     def from_settings(cls, judge_model: str | None, base_url: str | None, timeout: float, api_key: str | None,
                       loaded=None) -> CompatibleBackend:
+        from fwsapp.network import checked_server_url
+
         if not base_url:
             raise JudgeError("The compatible backend needs a base URL (--base-url, or the Base URL field), e.g. "
                              "http://localhost:8000/v1 for vLLM.")
+        try:
+            checked_server_url(base_url, "The judge's base URL")
+        except ValueError as error:
+            raise JudgeError(str(error)) from None
         if not judge_model:
             raise JudgeError("The compatible backend needs a judge model (--judge-model, or the Judge model field): the "
                              "model name the server serves.")

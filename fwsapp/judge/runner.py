@@ -7,6 +7,8 @@
 - A pair whose requests never got through (connection, timeouts, 5xx after every retry, a refused
   request) is recorded as unreachable with its reason, and a re-run asks for it again: only a verdict
   that was received and could not be parsed is a final failure.
+- Once UNREACHABLE_IN_A_ROW pairs in a row have ended unreachable, no new pair is sent: the judge is down or its
+  address is wrong, and the run says so at once instead of after every pair's retries.
 - Every verdict is written as it arrives, keyed by (run, sample, texts hash, judge model, prompt
   version, order); a re-run skips the keys already stored, so only missing pairs are requested.
 - A budget cap stops submitting new requests once the spend reaches it; requests in flight finish and
@@ -37,6 +39,12 @@ UNREACHABLE = "unreachable"  # the request never got a verdict back; retried on 
 # Rough planning figures: about 4 characters per token, and a verdict with justifications.
 CHARS_PER_TOKEN = 4
 EXPECTED_COMPLETION_TOKENS = 350
+
+
+# Pairs in a row whose requests never got through, each after all its retries, before no new pair is sent: the judge
+# is down or its address is wrong, and every further pair would wait out its own retries (half a minute at the
+# defaults) for nothing; 200 pairs at a refused address took 10 minutes to say so.
+UNREACHABLE_IN_A_ROW = 8
 
 
 @dataclass
@@ -90,7 +98,7 @@ class Outcome:
     unreachable: int = 0
     skipped: int = 0
     reasons: Counter = field(default_factory=Counter)  # why pairs were unreachable, grouped
-    stopped: str | None = None  # "budget" or "cancelled" when the run ended early
+    stopped: str | None = None  # "budget", "cancelled" or "unreachable" when the run ended early
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
 
@@ -98,7 +106,10 @@ class Outcome:
         cost = self.usage.cost(model)
         spent = f", ${cost:.4f}" if cost is not None else ""
         ending = {"budget": " Stopped at the budget cap; run again to continue.",
-                  "cancelled": " Cancelled; run again to continue."}.get(self.stopped, "")
+                  "cancelled": " Cancelled; run again to continue.",
+                  "unreachable": f" Stopped after {UNREACHABLE_IN_A_ROW} pairs in a row could not reach the judge: "
+                                 f"{self.not_sent} not sent; check the server, then run again to continue.",
+                  }.get(self.stopped, "")
         unreachable = ""
         if self.unreachable:
             grouped = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
@@ -108,19 +119,21 @@ class Outcome:
                 f"{self.usage.completion_tokens:,} completion tokens{spent}.{ending}{unreachable}")
 
     @property
-    def all_unreachable(self) -> bool:
-        """Every pair asked for failed in transport: the judge could not be reached at all."""
-        return self.requested > 0 and self.unreachable == self.requested
+    def not_sent(self) -> int:
+        return self.requested - self.judged - self.failed - self.unreachable
 
     def problem(self) -> str | None:
-        """Why a run that was not stopped gave no verdict at all, in one message the CLI (exit 1) and the app's job
-        (failed) both show; None when some verdict parsed, nothing was asked, or the run was stopped."""
-        if not self.requested or self.judged or self.stopped:
+        """Why a run that was not stopped by its budget or by the user gave no verdict at all, in one message the CLI
+        (exit 1) and the app's job (failed) both show; None when some verdict parsed, nothing was asked, or the run
+        was stopped so."""
+        if not self.requested or self.judged or self.stopped in ("budget", "cancelled"):
             return None
-        if self.all_unreachable:
+        if self.unreachable and not self.failed:  # every pair sent failed in transport
             reasons = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
-            return (f"the judge could not be reached for any of the {self.requested} pairs ({reasons}). Check the "
-                    "base URL, the server and the key; the next run asks for these pairs again.")
+            which = (f"any of the {self.requested} pairs" if not self.not_sent else
+                     f"the first {self.unreachable} of the {self.requested} pairs, so the other {self.not_sent} were not sent")
+            return (f"the judge could not be reached for {which} ({reasons}). Check the base URL, the server and the "
+                    "key; the next run asks for these pairs again.")
         return (f"no verdict of the {self.requested} pairs could be read ({self.failed} unparsable, {self.unreachable} "
                 "unreachable): the judge model does not write the verdict format. Use a stronger judge, or a server "
                 "that honours structured output; --retry-failed asks for the unparsable ones again.")
@@ -260,7 +273,7 @@ def run_judge(
 def _collect(in_flight: dict, submit_next, store: Store, outcome: Outcome, workers: int, total: int, backend,
              settings: JudgeSettings, progress, cancel) -> None:
     """Store each verdict as it arrives and send the next request, until none is in flight."""
-    finished = 0
+    finished = unreachable_in_a_row = 0
     while in_flight:
             done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             for future in done:
@@ -274,6 +287,7 @@ def _collect(in_flight: dict, submit_next, store: Store, outcome: Outcome, worke
                 if row["status"] == UNREACHABLE:
                     outcome.unreachable += 1
                     outcome.reasons[reason_group(row["reason"])] += 1
+                unreachable_in_a_row = unreachable_in_a_row + 1 if row["status"] == UNREACHABLE else 0
                 finished += 1
                 if progress:
                     progress(finished, total)
@@ -282,6 +296,8 @@ def _collect(in_flight: dict, submit_next, store: Store, outcome: Outcome, worke
                 outcome.stopped = "budget"
             elif cancel is not None and cancel.is_set():
                 outcome.stopped = "cancelled"
+            elif unreachable_in_a_row >= UNREACHABLE_IN_A_ROW:
+                outcome.stopped = "unreachable"
             if outcome.stopped is None:
                 while len(in_flight) < workers and submit_next():
                     pass

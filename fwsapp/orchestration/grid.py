@@ -180,7 +180,7 @@ def load_spec(source: str | Path, text: str | None = None, allow_large: bool = F
 
 
 def _server(name: str, raw: dict) -> ServerSetting | None:
-    from fwsapp.generation.run_config import checked_server_url
+    from fwsapp.network import checked_server_url
 
     server = _table(name, raw, "server")
     if not server:
