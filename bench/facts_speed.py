@@ -93,15 +93,9 @@ def encoder_floor(pairs: list[tuple[str, str, str]]) -> None:
     encoder time for 1,000 pairs of WORDS-word answers, as measured and at the machine's own peak."""
     import torch
 
-    from fwsapp.entities.ner.tagger import batch_tensors, tokenize, windows
-
     tagger = load_recognizer("chemical-tagger").tagger
     texts = [text for w, u, _ in pairs for text in (w, u)]
-    pieces = tokenize(tagger.tokenizer, texts, tagger.lexicon)
-    jobs = sorted(((index, start, end) for index, (text, text_pieces) in enumerate(zip(texts, pieces))
-                   for start, end in windows(text_pieces.ends_sentence(text))), key=lambda job: job[2] - job[1])
-    batches = [batch_tensors(tagger.tokenizer, [pieces[index].window(start, end) for index, start, end in
-                                                jobs[first:first + 32]])[0] for first in range(0, len(jobs), 32)]
+    batches = [inputs for _, inputs in tagger.batches(texts)[1]]
     config = tagger.model.encoder.config
     dense = sum(module.weight.numel() for module in tagger.model.modules() if isinstance(module, torch.nn.Linear))
     flops = 0.0

@@ -403,7 +403,7 @@ def test_an_address_raters_cannot_open_is_refused_before_a_study_or_an_invite_is
     run_id = imported_qa_db(db, 8)
     assert main(["study", "create", "--name", "pilot", "--runs", run_id, "--items-per-run", "4", "--rater", "Dr A",
                  "--url", url, "--db", str(db)]) == 2
-    assert f"--url {url!r} is not an address raters can open" in capsys.readouterr().err
+    assert f"--url: The app's address {url!r}" in capsys.readouterr().err
     assert main(["study", "create", "--name", "pilot", "--runs", run_id, "--items-per-run", "4", "--db", str(db)]) == 0
     assert main(["study", "invite", "--study", "pilot", "--rater", "Dr B", "--url", url, "--db", str(db)]) == 2
     store = Store(db)

@@ -49,7 +49,7 @@ def cmd_study(args) -> int:
         try:
             app_address(args.url)
         except ValueError as error:
-            raise ValueError(f"--url {error}") from None
+            raise ValueError(f"--url: {error}") from None
     store = Store(args.db)
     if args.action == "create":
         created, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter, deque
 
-from fwsapp.network import is_loopback
+from fwsapp.network import checked_server_url, is_loopback
 
 ADMIN_TOKEN_VARIABLE = "FWSAPP_ADMIN_TOKEN"
 ADMIN_TOKEN_SECRET = "admin_token"
@@ -119,19 +119,16 @@ def token_bits(token: str) -> float:
 
 
 def app_address(url: str) -> str:
-    """Where raters reach the app, checked before a study or an invite is made (its links are shown only once): an
-    http or https address with a host and no query or fragment, which the invite link's own query would follow."""
+    """Where raters reach the app, checked before a study or an invite is made (its links are shown only once): a
+    server's address (`checked_server_url`) with no query or fragment, which the invite link's own query would follow."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url.strip())
-    try:
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or parts.query or parts.fragment:
-        raise ValueError(f"{url!r} is not an address raters can open: give the app's own, such as "
-                         "http://localhost:8501 or https://study.example.org/fwsapp (no query or fragment).")
-    return url.strip().rstrip("/")
+    address = checked_server_url(url.strip(), "The app's address", "http://localhost:8501")
+    parts = urlsplit(address)
+    if parts.query or parts.fragment:
+        raise ValueError(f"The app's address {url!r} has a query or a fragment: give it without them (an invite link "
+                         "adds its own).")
+    return address.rstrip("/")
 
 
 def invite_link(base_url: str, token: str) -> str:

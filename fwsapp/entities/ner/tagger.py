@@ -246,17 +246,26 @@ class MentionTagger:
         device, _ = best_device()
         return cls(model.to(device), AutoTokenizer.from_pretrained(encoder_folder()), device, metadata)
 
-    def predict(self, texts: list[str], batch_size: int = 32) -> list[list[Span]]:
-        """Mention spans of each text, in order, from windows batched by length."""
+    def batches(self, texts: list[str], batch_size: int = 32):
+        """The texts' word pieces, and their windows batched by length, made as they are read: (the batch's (text
+        index, start, end) windows, its input tensors)."""
         pieces = tokenize(self.tokenizer, texts, self.lexicon)
-        jobs = [(text_index, start, end) for text_index, (text, text_pieces) in enumerate(zip(texts, pieces))
-                for start, end in windows(text_pieces.ends_sentence(text))]
-        jobs.sort(key=lambda job: job[2] - job[1])
-        labels = [[OUTSIDE] * len(text_pieces.ids) for text_pieces in pieces]
-        with torch.inference_mode(), inference_autocast(self.device):
+        jobs = sorted(((text_index, start, end) for text_index, (text, text_pieces) in enumerate(zip(texts, pieces))
+                       for start, end in windows(text_pieces.ends_sentence(text))), key=lambda job: job[2] - job[1])
+
+        def batched():
             for first in range(0, len(jobs), batch_size):
                 chunk = jobs[first:first + batch_size]
-                inputs, _ = batch_tensors(self.tokenizer, [pieces[index].window(start, end) for index, start, end in chunk])
+                yield chunk, batch_tensors(self.tokenizer, [pieces[index].window(start, end)
+                                                            for index, start, end in chunk])[0]
+        return pieces, batched()
+
+    def predict(self, texts: list[str], batch_size: int = 32) -> list[list[Span]]:
+        """Mention spans of each text, in order, from windows batched by length."""
+        pieces, batches = self.batches(texts, batch_size)
+        labels = [[OUTSIDE] * len(text_pieces.ids) for text_pieces in pieces]
+        with torch.inference_mode(), inference_autocast(self.device):
+            for chunk, inputs in batches:
                 logits = self.model(**{name: tensor.to(self.device) for name, tensor in inputs.items()}).logits
                 logits[..., OUTSIDE] += self.outside_bias
                 predicted = logits.argmax(-1).cpu()
