@@ -13,6 +13,7 @@ from fwsapp.judge.backends import OpenAIBackend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
 from fwsapp.judge.summary import aspect_means, judge_block
 from fwsapp.results.report import build_report
+from fwsapp.store import Store
 from tests.openai_stub import StubServer
 
 FAST = dict(backoff_base=0.01, backoff_cap=0.05, max_attempts=4)
@@ -183,6 +184,31 @@ def test_a_judge_that_is_never_reached_stops_the_run_after_a_few_pairs_in_a_row(
     assert "The judge's base URL 'ftp://127.0.0.1/v1' is not a server's address" in capsys.readouterr().err
 
 
+def test_a_judge_lost_mid_run_fails_the_run_and_keeps_the_verdicts_read(store, capsys):
+    """A judge that answers three pairs and then fails: the run stops sending, stores the three verdicts, and exits 1,
+    so a script does not go on to report three pairs of thirty as the run's verdicts; the next run judges the rest."""
+    from fwsapp.cli import main
+    from fwsapp.judge.runner import UNREACHABLE_IN_A_ROW
+
+    run_id = make_run(store, n=30)
+    store.close()
+    with StubServer() as stub:
+        stub.plan = {marker(i): ["500"] for i in range(3, 30)}
+        args = ["judge", "--run", run_id, "--backend", "compatible", "--base-url", stub.base_url, "--judge-model", "m",
+                "--max-attempts", "1", "--concurrency", "1", "--db", str(store.path)]
+        assert main(args) == 1
+        printed = capsys.readouterr()
+        assert (f"the judge stopped answering after 3 verdicts: {UNREACHABLE_IN_A_ROW} pairs in a row could not reach "
+                f"it ({UNREACHABLE_IN_A_ROW} × 500 server error), so {27 - UNREACHABLE_IN_A_ROW} of the 30 pairs were "
+                "not sent") in printed.err
+        stub.plan = {}
+        assert main(args) == 0
+    reopened = Store(store.path)
+    rows = reopened.judgments([run_id])
+    reopened.close()
+    assert len(rows) == 30 and (rows.status == "ok").all()
+
+
 def test_mean_scores_keep_generators_and_judges_apart():
     def verdict(run_id, model, judge, sample, watermarked, unwatermarked):
         return {"run_id": run_id, "model": model, "method": "KGW", "task": "qa", "judge_model": judge,
@@ -223,7 +249,6 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
     from fwsapp.orchestration import pipeline
     from fwsapp.judge.parser import parse_verdict
     from fwsapp.judge.runner import JudgeSettings
-    from fwsapp.store import Store
 
     store, config, run_id = qa_run
     store.row("CHECKPOINT")
@@ -349,7 +374,6 @@ def test_ctrl_c_keeps_every_answer_in_flight_sends_nothing_new_and_says_so_in_on
     import subprocess
     import sys
 
-    from fwsapp.store import Store
     from tests.conftest import PROJECT
 
     run_id = make_run(store, n=6)

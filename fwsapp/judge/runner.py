@@ -123,13 +123,18 @@ class Outcome:
         return self.requested - self.judged - self.failed - self.unreachable
 
     def problem(self) -> str | None:
-        """Why a run that was not stopped by its budget or by the user gave no verdict at all, in one message the CLI
-        (exit 1) and the app's job (failed) both show; None when some verdict parsed, nothing was asked, or the run
-        was stopped so."""
-        if not self.requested or self.judged or self.stopped in ("budget", "cancelled"):
+        """Why a run failed, in one message the CLI (exit 1) and the app's job (failed) both show: no verdict at all,
+        or the judge lost mid-run (some verdicts stored, the rest not sent: a script that went on to the report would
+        report a part as the whole). None when the run finished with some verdict, nothing was asked, or its budget
+        or its user stopped it."""
+        if not self.requested or self.stopped in ("budget", "cancelled") or (self.judged and not self.stopped):
             return None
+        reasons = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
+        if self.judged:  # stopped unreachable after some verdicts
+            return (f"the judge stopped answering after {self.judged} verdicts: {UNREACHABLE_IN_A_ROW} pairs in a row "
+                    f"could not reach it ({reasons}), so {self.not_sent} of the {self.requested} pairs were not sent. "
+                    "The verdicts read are stored; check the server, then run again to judge the rest.")
         if self.unreachable and not self.failed:  # every pair sent failed in transport
-            reasons = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
             which = (f"any of the {self.requested} pairs" if not self.not_sent else
                      f"the first {self.unreachable} of the {self.requested} pairs, so the other {self.not_sent} were not sent")
             return (f"the judge could not be reached for {which} ({reasons}). Check the base URL, the server and the "
@@ -275,29 +280,29 @@ def _collect(in_flight: dict, submit_next, store: Store, outcome: Outcome, worke
     """Store each verdict as it arrives and send the next request, until none is in flight."""
     finished = unreachable_in_a_row = 0
     while in_flight:
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            for future in done:
-                pair = in_flight.pop(future)
-                row, usage = future.result()
-                store.write_rows("judgments", pair.run_id, [row])
-                outcome.usage.prompt_tokens += usage.prompt_tokens
-                outcome.usage.completion_tokens += usage.completion_tokens
-                outcome.judged += row["status"] == "ok"
-                outcome.failed += row["status"] == "failed"
-                if row["status"] == UNREACHABLE:
-                    outcome.unreachable += 1
-                    outcome.reasons[reason_group(row["reason"])] += 1
-                unreachable_in_a_row = unreachable_in_a_row + 1 if row["status"] == UNREACHABLE else 0
-                finished += 1
-                if progress:
-                    progress(finished, total)
-            spent = outcome.usage.cost(backend.model)
-            if settings.budget_usd is not None and spent is not None and spent >= settings.budget_usd:
-                outcome.stopped = "budget"
-            elif cancel is not None and cancel.is_set():
-                outcome.stopped = "cancelled"
-            elif unreachable_in_a_row >= UNREACHABLE_IN_A_ROW:
-                outcome.stopped = "unreachable"
-            if outcome.stopped is None:
-                while len(in_flight) < workers and submit_next():
-                    pass
+        done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+        for future in done:
+            pair = in_flight.pop(future)
+            row, usage = future.result()
+            store.write_rows("judgments", pair.run_id, [row])
+            outcome.usage.prompt_tokens += usage.prompt_tokens
+            outcome.usage.completion_tokens += usage.completion_tokens
+            outcome.judged += row["status"] == "ok"
+            outcome.failed += row["status"] == "failed"
+            if row["status"] == UNREACHABLE:
+                outcome.unreachable += 1
+                outcome.reasons[reason_group(row["reason"])] += 1
+            unreachable_in_a_row = unreachable_in_a_row + 1 if row["status"] == UNREACHABLE else 0
+            finished += 1
+            if progress:
+                progress(finished, total)
+        spent = outcome.usage.cost(backend.model)
+        if settings.budget_usd is not None and spent is not None and spent >= settings.budget_usd:
+            outcome.stopped = "budget"
+        elif cancel is not None and cancel.is_set():
+            outcome.stopped = "cancelled"
+        elif unreachable_in_a_row >= UNREACHABLE_IN_A_ROW:
+            outcome.stopped = "unreachable"
+        if outcome.stopped is None:
+            while len(in_flight) < workers and submit_next():
+                pass

@@ -210,7 +210,7 @@ class JobManager:
             executor = pipeline.spec_executor(spec, address)
             outcome = pipeline.grid(self.store, spec, self.model_loader, progress, cancel, executor=executor)
             if outcome.judged is not None and outcome.judged.problem():
-                raise JudgeError(f"The runs are done; the judge step gave no verdict: {outcome.judged.problem()}")
+                raise JudgeError(f"The runs are done; the judge step failed: {outcome.judged.problem()}")
             failed = "; ".join(f"{run_id} failed: {reason}" for run_id, reason in outcome.failed.items())
             return (f"{len(outcome.run_ids) - len(outcome.failed)} of {len(outcome.run_ids)} runs done"
                     + (f", then {', '.join(spec.steps.names())}" if spec.steps.names() else "") + "."
