@@ -6,7 +6,7 @@ import streamlit as st
 
 from fwsapp.ui import render as markup
 from fwsapp.human import study
-from fwsapp.human.access import invite_link
+from fwsapp.human.access import app_address_of_page, invite_link
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, default_mapping
 from fwsapp.human.ratings import RATERS_PER_ITEM
 from fwsapp.ui import queries, resources, widgets
@@ -18,15 +18,10 @@ NEW_LINKS = "study-new-links"  # links just made, shown until the admin leaves t
 REVOKED = "study-revoked"  # whose link was just revoked, said once after the rerun
 
 
-def base_url() -> str:
-    """Where raters reach this app: the address the admin's browser used."""
-    url = st.context.url or "http://localhost:8501"
-    return url.split("?")[0].rsplit("/", 1)[0] if url.count("/") > 2 else url
-
-
 def remember_links(invites: list[study.Invite]) -> None:
     """Keep the new links for `show_new_links`, the only time they can be shown."""
-    st.session_state[NEW_LINKS] = [(invite.name, invite_link(base_url(), invite.token)) for invite in invites]
+    address = app_address_of_page(st.context.url)
+    st.session_state[NEW_LINKS] = [(invite.name, invite_link(address, invite.token)) for invite in invites]
 
 
 def show_new_links() -> None:

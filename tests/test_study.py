@@ -411,6 +411,19 @@ def test_an_address_raters_cannot_open_is_refused_before_a_study_or_an_invite_is
     store.close()
 
 
+@pytest.mark.parametrize("page_url, address", [
+    ("http://10.0.0.5:8501/study", "http://10.0.0.5:8501"),
+    ("https://wards.example/fwsapp/study?tab=raters#links", "https://wards.example/fwsapp"),  # served under a path
+    ("http://localhost:8501/", "http://localhost:8501"),
+    (None, "http://localhost:8501"),
+])
+def test_the_raters_address_is_the_admins_page_address_less_the_page(page_url, address):
+    from fwsapp.human.access import app_address_of_page, invite_link
+
+    assert app_address_of_page(page_url) == address
+    assert invite_link(app_address_of_page(page_url), "t0k") == f"{address}/?invite=t0k"
+
+
 # -- the app: who gets which page ---------------------------------------------------------------------------------------
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = sorted(str(page.relative_to(Path(APP).parent)) for page in (Path(APP).parent / "pages").glob("*.py"))

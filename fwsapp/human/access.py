@@ -131,6 +131,18 @@ def app_address(url: str) -> str:
     return address.rstrip("/")
 
 
+def app_address_of_page(page_url: str | None) -> str:
+    """Where raters reach the app, from the address of the page the admin has open: the app's address (its base path
+    included) is the page's less the page's own name, query and fragment. The default port's loopback address when
+    the page's address is unknown (a session with no browser)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not page_url:
+        return "http://localhost:8501"
+    parts = urlsplit(page_url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rsplit("/", 1)[0], "", ""))
+
+
 def invite_link(base_url: str, token: str) -> str:
     return f"{app_address(base_url)}/?{INVITE_PARAMETER}={token}"
 
