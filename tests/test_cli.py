@@ -50,6 +50,20 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert "Export to .csv or .parquet, not .xlsx" in capsys.readouterr().err and not (tmp_path / "o.xlsx").exists()
 
 
+@pytest.mark.parametrize("command, bad, message", [
+    (["report", "--format", "json"], ["--alpha", "nan"], "The FWS weight α (--alpha) must be in [0, 1], not nan."),
+    (["report"], ["--beta", "-0.2"], "The FWS weight β (--beta) must be in [0, 1], not -0.2."),
+    (["paired", "--method", "SWEET", "--against", "KGW"], ["--alpha", "-1"], "α (--alpha) must be in [0, 1], not -1.0."),
+    (["compare"], ["--target-tpr", "2"], "The target TPR must be in (0, 1], not 2.0."),
+])
+def test_a_weight_or_target_out_of_range_is_refused_before_anything_is_read(tmp_path, capsys, command, bad, message):
+    """`report --alpha nan` printed a report with NaN in every FWS, as JSON no parser reads; a negative weight
+    rewarded what it weighs."""
+    assert main([*command, *bad, "--db", str(tmp_path / "x.duckdb")]) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err and not printed.out
+
+
 def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsys, monkeypatch):
     from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store

@@ -25,6 +25,14 @@ PRESETS = {
 }
 
 
+def check_weights(alpha: float, beta: float) -> None:
+    """The weights the pages' sliders allow, [0, 1] each: a negative one would reward what it weighs against, and a
+    NaN would write an FWS of NaN into every table and a report JSON cannot parse."""
+    for name, weight in (("α (--alpha)", alpha), ("β (--beta)", beta)):
+        if not 0 <= weight <= 1:
+            raise ValueError(f"The FWS weight {name} must be in [0, 1], not {weight}.")
+
+
 def fws(coherence, relevance, factual_accuracy, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA):
     """Per-sample FWS from aspects already in [0, 1]; works on scalars, arrays and Series."""
     return alpha * (np.asarray(relevance, float) + np.asarray(factual_accuracy, float)) + beta * np.asarray(

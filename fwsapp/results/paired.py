@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, fws, metric_aspects
+from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, check_weights, fws, metric_aspects
 from fwsapp.watermark import methods
 
 EQUAL_DELTA, EQUAL_STRENGTH = "equal δ", "equal strength"
@@ -333,6 +333,7 @@ def comparison_table(store, candidate: str, baseline: str, target_tpr: float = 0
                      beta: float = DEFAULT_BETA, mapping: dict[str, str] | None = None,
                      resamples: int = RESAMPLES) -> pd.DataFrame:
     """`difference_table` of the stored runs: what the CLI and the FWS page show."""
+    check_weights(alpha, beta)
     return difference_table(prompt_sums(store, candidate, baseline, target_tpr, fpr, tokens, recognizer, alpha, beta,
                                         mapping), resamples)
 

@@ -12,7 +12,7 @@ import pandas as pd
 from fwsapp.detection.coverage import stored_coverage
 from fwsapp.detection import roc
 from fwsapp.watermark import methods
-from fwsapp.results.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, fws, fws_from_likert, metric_aspects, run_means
+from fwsapp.results.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, check_weights, fws, fws_from_likert, metric_aspects, run_means
 from fwsapp.entities.introduced import analysed_entities
 from fwsapp.results.entity_table import entity_summary
 from fwsapp.entities.entropy import bin_shares, token_values
@@ -130,6 +130,7 @@ def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA)
 
 def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA,
                  include_smoke_tests: bool = False) -> dict:
+    check_weights(alpha, beta)
     return weigh(collect(store, include_smoke_tests), alpha, beta)
 
 
