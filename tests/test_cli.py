@@ -64,6 +64,17 @@ def test_a_weight_or_target_out_of_range_is_refused_before_anything_is_read(tmp_
     assert message in printed.err and not printed.out
 
 
+def test_a_progress_bar_is_first_drawn_with_its_total(capsys):
+    """It was first drawn with none, "detect: 0text [00:00, ?text/s]", before the bar of 400 texts."""
+    from fwsapp.cli.terminal import progress_bar
+
+    with progress_bar("detect", "text") as progress:
+        progress(0, 400)
+        progress(400, 400)
+    drawn = capsys.readouterr().err
+    assert "detect: 0text" not in drawn and "0/400" in drawn and "400/400" in drawn
+
+
 def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsys, monkeypatch):
     from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store

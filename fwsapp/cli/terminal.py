@@ -55,7 +55,7 @@ def progress_bar(description: str, unit: str):
     def update(done: int, total: int, note: str = "") -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(desc=description, unit=unit, file=sys.stderr)
+            bar = tqdm(desc=description, unit=unit, total=total, file=sys.stderr)  # drawn once made: with its total
         bar.total = total
         bar.n = done
         bar.set_postfix_str(note, refresh=False)
