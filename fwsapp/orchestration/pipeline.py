@@ -241,12 +241,10 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
         return []
     found = _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets)
     if measure and not _cancelled(cancel):
-        from fwsapp.models.encoder import load_encoder
         from fwsapp.robustness.attack_sets import measure_changes
 
-        encoder = load_encoder()
         for attack_set in attack_sets.values():
-            measure_changes(store, attack_set, encoder)
+            measure_changes(store, attack_set)
     return found
 
 

@@ -232,10 +232,11 @@ def fact_survival(clean: list, attacked: list) -> dict[str, list[int]]:
             for kind in sorted(kinds)}
 
 
-def measure_changes(store: Store, attack_set: str, encoder) -> int:
+def measure_changes(store: Store, attack_set: str, encoder=None) -> int:
     """What the attack changed in each attacked text that lacks the measurements, against its clean text: ROUGE-L,
-    the encoder similarity (cosine, as SimCSE's), and the disease mentions kept and introduced (`mention_survival`,
-    with the attack's recognizer). Returns how many were measured. Measured after detection, apart from the attack."""
+    the encoder similarity (cosine, as SimCSE's; the default encoder, loaded only when a text lacks them), and the
+    disease mentions kept and introduced (`mention_survival`, with the attack's recognizer). Returns how many were
+    measured. Measured after detection, apart from the attack."""
     from fwsapp.quality.rouge import rouge_l
 
     from fwsapp.quality.simcse import similarity
@@ -247,6 +248,10 @@ def measure_changes(store: Store, attack_set: str, encoder) -> int:
     todo = texts[texts.similarity.isna() | texts.mentions_kept.isna() | texts.fact_survival.isna()]
     if todo.empty:
         return 0
+    if encoder is None:
+        from fwsapp.models.encoder import load_encoder
+
+        encoder = load_encoder()
     generations = store.generations(todo.run_id.iloc[0]).set_index("sample_idx").watermarked_text
     clean = [" ".join(generations[index].split()) for index in todo.sample_idx]
     attacked = list(todo.text)
