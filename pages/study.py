@@ -116,9 +116,7 @@ def render() -> None:
     name = st.selectbox("Study", names, index=names.index(current) if current in names else len(names) - 1,
                         key="study-chosen")
     chosen = study.study(resources.store(), name)
-    st.caption(f"{len(chosen.runs)} run{'s' if len(chosen.runs) > 1 else ''}, {chosen.raters_per_item} raters per item, "
-               f"{chosen.attention_share:.0%} of each rater's items shown twice as attention checks"
-               + (", with the disease-name verdicts." if chosen.entity_task else "."))
+    st.caption(chosen.describe())
     progress, agreement, adjudication, links, export = st.tabs(
         ["Progress", "Agreement", "Disagreements", "Links", "Export"])
     revision = resources.revision()

@@ -384,7 +384,8 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     rate_all(store, links[0][0])
     store.close()
     assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
-    assert "Dr A" in capsys.readouterr().out
+    status = capsys.readouterr().out
+    assert status.startswith("pilot: 1 run, 2 raters per item, 10% of each rater's items shown twice") and "Dr A" in status
     assert main(["study", "export", "--study", "pilot", "--out", str(tmp_path / "r.csv"), "--db", str(db)]) == 0
     assert token not in (tmp_path / "r.csv").read_text() and links[0][0] in (tmp_path / "r.csv").read_text()
     assert main(["study", "revoke", "--rater", links[0][0], "--db", str(db)]) == 0
@@ -422,6 +423,12 @@ def test_the_raters_address_is_the_admins_page_address_less_the_page(page_url, a
 
     assert app_address_of_page(page_url) == address
     assert invite_link(app_address_of_page(page_url), "t0k") == f"{address}/?invite=t0k"
+
+
+def test_a_study_of_one_rater_per_item_says_so_in_the_singular():
+    one = study.Study("s", "pilot", ("run-a",), 1, 0.25, True)
+    assert one.describe() == ("1 run, 1 rater per item, 25% of each rater's items shown twice as attention checks, with "
+                              "the disease-name verdicts.")  # the page said "1 raters per item"
 
 
 # -- the app: who gets which page ---------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ def cmd_study(args) -> int:
         return 0
     elif args.action == "status":
         chosen = study.study(store, args.study)
+        print(f"{chosen.name}: {chosen.describe()}\n")
         print(study.rater_progress(store, chosen).to_string(index=False))
         disagreements = study.disagreements(study.ratings(store, chosen))
         print(f"\n{len(disagreements)} aspects of texts whose raters are {study.DISAGREEMENT}+ points apart")

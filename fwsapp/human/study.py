@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fwsapp import counted
 from fwsapp.human import access
 from fwsapp.results.fws import ASPECTS
 from fwsapp.human.ratings import RATERS_PER_ITEM
@@ -52,6 +53,12 @@ class Study:
     raters_per_item: int
     attention_share: float
     entity_task: bool
+
+    def describe(self) -> str:
+        """The study's design in a sentence, as the Study page and `study status` say it."""
+        return (f"{counted(len(self.runs), 'run', 'runs')}, {counted(self.raters_per_item, 'rater', 'raters')} per item, "
+                f"{self.attention_share:.0%} of each rater's items shown twice as attention checks"
+                + (", with the disease-name verdicts." if self.entity_task else "."))
 
 
 @dataclass(frozen=True)
