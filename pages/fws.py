@@ -7,6 +7,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS
@@ -268,7 +269,7 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
         fraction = st.slider("Share of each run's samples", 0.01, 1.0, DEFAULT_FRACTION, 0.01, key="human-fraction")
         if st.button("Add items to rate", disabled=not chosen):
             added = sum(sample_items(resources.store(), run_id, fraction) for run_id in chosen)
-            st.success(f"Added {added} items. Each goes to 3 different raters on the Rate page.")
+            st.success(f"Added {counted(added, 'item', 'items')}. Each goes to 3 different raters on the Rate page.")
 
     rated = queries.human_ratings(resources.revision())
     if rated.empty:

@@ -1,6 +1,7 @@
 """Rate: clinicians score two answers to the same prompt, blind to which one carries the watermark."""
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.human.ratings import DEFAULT_FRACTION, RATERS_PER_ITEM, OpenRater, sample_items
@@ -39,7 +40,7 @@ def render() -> None:
             st.stop()
         if st.button(f"Add {int(DEFAULT_FRACTION * 100)} % of every run's samples to rate", type="primary"):
             added = sum(sample_items(store, run_id, DEFAULT_FRACTION) for run_id in runs.run_id)
-            st.success(f"Added {added} items.")
+            st.success(f"Added {counted(added, 'item', 'items')}.")
             st.rerun()
         st.caption("The FWS page (Choose items for human rating) picks runs and shares one by one.")
     elif not queue.done:

@@ -162,6 +162,7 @@ def test_recognize_finds_the_kind_asked_for_and_refuses_a_recognizer_of_another(
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text('{"text": "Take 1 g of Tylenol for the gout."}\n')
     assert main(["recognize", "--kind", "dose", "--in", str(source), "--out", str(target)]) == 0
+    assert f"{target}: dose mentions of 1 text (doses)" in capsys.readouterr().out  # it said "of 1 texts"
     assert json.loads(target.read_text()) == {"entities": [[5, 8, "1 g", "1000 mg"]]}
     assert main(["recognize", "--kind", "chemical", "--recognizer", "drug-lexicon", "--in", str(source), "--out",
                  str(target), "--force"]) == 0

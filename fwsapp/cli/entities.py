@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from fwsapp import counted
 from fwsapp.cli.options import command, output_file, recognizer, target_options
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
@@ -56,9 +57,10 @@ def cmd_analyze(args) -> int:
         if computed is None:
             print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
         else:
-            print(f"{run_id}: entropies of {computed} texts stored")
-        print(f"{run_id}: disease entities of {analysis.entities[run_id]} samples analysed ({analysis.recognizer})")
-        print(f"{run_id}: clinical facts of {analysis.facts.get(run_id, 0)} samples stored")
+            print(f"{run_id}: entropies of {counted(computed, 'text', 'texts')} stored")
+        print(f"{run_id}: disease entities of {counted(analysis.entities[run_id], 'sample', 'samples')} analysed "
+              f"({analysis.recognizer})")
+        print(f"{run_id}: clinical facts of {counted(analysis.facts.get(run_id, 0), 'sample', 'samples')} stored")
     return 0
 
 
@@ -73,7 +75,7 @@ def cmd_recognize(args) -> int:
     with progress_bar("recognize", "text") as progress:
         count = recognize_jsonl(args.source, args.out, name, progress, force=args.force,
                                 warn=lambda line: print(f"warning: {line}", file=sys.stderr))
-    print(f"{args.out}: {args.kind} mentions of {count} texts ({name})")
+    print(f"{args.out}: {args.kind} mentions of {counted(count, 'text', 'texts')} ({name})")
     return 0
 
 
@@ -86,5 +88,5 @@ def cmd_facts(args) -> int:
     with progress_bar("facts", "text") as progress:
         count = facts_jsonl(args.source, args.out, finder, progress, force=args.force,
                             warn=lambda line: print(f"warning: {line}", file=sys.stderr))
-    print(f"{args.out}: facts of {count} texts ({', '.join(f'{k}: {n}' for k, n in finder.names.items())})")
+    print(f"{args.out}: facts of {counted(count, 'text', 'texts')} ({', '.join(f'{k}: {n}' for k, n in finder.names.items())})")
     return 0

@@ -5,6 +5,7 @@ import os
 import sys
 from pathlib import Path
 
+from fwsapp import counted
 from fwsapp.cli.options import command
 from fwsapp.judge.keys import confirmed_judge_key
 from fwsapp.cli.terminal import model_loader, progress_bar
@@ -44,7 +45,7 @@ def cmd_grid(args) -> int:
         store = Store(args.db, read_only=True) if Path(args.db).exists() else None
         table = plan(spec, store)
         print(table.to_string(index=False))
-        print(f"{len(table)} runs; {int(table['units missing'].sum())} of {int(table['units'].sum())} units to generate"
+        print(f"{counted(len(table), 'run', 'runs')}; {int(table['units missing'].sum())} of {int(table['units'].sum())} units to generate"
               + (f"; then {', '.join(spec.steps.names())}" if spec.steps.names() else ""))
         return 0
     executor = pipeline.spec_executor(spec, args.ray, args.server_key_env, args.device, args.dtype)

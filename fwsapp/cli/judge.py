@@ -5,6 +5,7 @@ import os
 import sys
 import threading
 
+from fwsapp import counted
 from fwsapp.cli.options import command, target_options
 from fwsapp.cli.terminal import opened_targets, INTERRUPTED, first_interrupt_stops, model_loader, progress_bar
 
@@ -55,7 +56,7 @@ def cmd_judge(args) -> int:
     judge_model = backend.model
     pairs, skipped = plan_pairs(store, targets, judge_model, settings)
     usage, cost = estimate(pairs, judge_model)
-    print(f"{len(pairs)} pairs to judge with {judge_model} ({skipped} already judged): about "
+    print(f"{counted(len(pairs), 'pair', 'pairs')} to judge with {judge_model} ({skipped} already judged): about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
           + (f", no cost, about {local_duration(len(pairs))} here" if JUDGE_BACKENDS[args.backend].in_process
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from fwsapp import counted
 from fwsapp.cli.options import command, db, output_file
 
 
@@ -54,7 +55,7 @@ def cmd_study(args) -> int:
     if args.action == "create":
         created, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,
                                         args.raters_per_item, args.attention, args.entities, args.seed, args.rater)
-        print(f"{created.study_id}: {len(store.study_items(created.study_id))} items")
+        print(f"{created.study_id}: {counted(len(store.study_items(created.study_id)), 'item', 'items')}")
     elif args.action == "invite":
         invites = study.invite(store, study.study(store, args.study), args.rater)
     elif args.action == "revoke":
@@ -66,11 +67,11 @@ def cmd_study(args) -> int:
         print(f"{chosen.name}: {chosen.describe()}\n")
         print(study.rater_progress(store, chosen).to_string(index=False))
         disagreements = study.disagreements(study.ratings(store, chosen))
-        print(f"\n{len(disagreements)} aspects of texts whose raters are {study.DISAGREEMENT}+ points apart")
+        print(f"\n{counted(len(disagreements), 'aspect', 'aspects')} of texts whose raters are {study.DISAGREEMENT}+ points apart")
         return 0
     else:
         rows = study.export(store, study.study(store, args.study), args.out, force=args.force)
-        print(f"{rows} rows written to {args.out}")
+        print(f"{counted(rows, 'row', 'rows')} written to {args.out}")
         return 0
     if invites:
         print("Send each rater their link; it is shown only now (only its hash is stored):", file=sys.stderr)

@@ -10,6 +10,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwsapp import counted
 from fwsapp.models import (
     EMBEDDED_GGUF,
     EMBEDDED_MODEL,
@@ -166,7 +167,7 @@ def database_check(path: Path, store=None) -> Check:
     except StoreError as error:
         return Check("database", str(path), "warning", str(error))
     try:
-        return Check("database", str(path), "ok", f"{_gib(path.stat().st_size)}; {len(reader.runs())} runs")
+        return Check("database", str(path), "ok", f"{_gib(path.stat().st_size)}; {counted(len(reader.runs()), 'run', 'runs')}")
     finally:
         if store is None:
             reader.close()

@@ -90,7 +90,7 @@ class Job:
 
 
 def generation_label(config: RunConfig) -> str:
-    return (f"{config.method} on {TASKS[config.task].label}, {config.model}, {config.n} samples × "
+    return (f"{config.method} on {TASKS[config.task].label}, {config.model}, {counted(config.n, 'sample', 'samples')} × "
             f"{config.max_new_tokens} tokens, seed {config.seed} (run {config.run_id()})")
 
 
@@ -125,7 +125,7 @@ class JobManager:
 
                 executor = ServingEngine(config.server, api_key_env, config.tokenizer)
             [run_id] = pipeline.generate(self.store, [config], self.model_loader, progress, cancel, executor=executor)
-            return " ".join([f"Run {run_id}: {config.n} samples generated and scored. See them on the Detect page.",
+            return " ".join([f"Run {run_id}: {counted(config.n, 'sample', 'samples')} generated and scored. See them on the Detect page.",
                              *(executor.notes if executor else [])])
 
         run_id = config.run_id()
@@ -195,7 +195,7 @@ class JobManager:
         def work(progress, cancel):
             run_ids = pipeline.generate(self.store, configs, self.model_loader, progress, cancel)
             self.sweeps[key] = run_ids
-            return f"Sweep finished: {len(run_ids)} runs."
+            return f"Sweep finished: {runs_counted(run_ids)}."
 
         key = f"sweep:{base.run_id()}:{sorted(grid.items())}"
         job = self.start("sweep", key, f"{base.method} sweep over {', '.join(grid)}", work)
@@ -219,7 +219,7 @@ class JobManager:
 
         where = (f"through {spec.server.url}" if spec.server else f"on Ray at {address}" if address
                  else "in this process")
-        job = self.start("grid", f"grid:{spec.name}", f"{spec.name}: {len(spec.runs)} runs {where}", work)
+        job = self.start("grid", f"grid:{spec.name}", f"{spec.name}: {runs_counted(spec.runs)} {where}", work)
         job.run_ids = tuple(config.run_id() for config in spec.runs)
         return job
 
