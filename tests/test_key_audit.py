@@ -90,6 +90,14 @@ def test_detect_audit_keys_on_a_runs_references_and_on_a_hospitals_own_notes(tmp
     assert "--corpus is the human text of --audit-keys" in capsys.readouterr().err
     assert main(["detect", "--run", run_id, "--audit-keys", "5000", "--db", str(db)]) == 2
     assert "between 1 and 1000" in capsys.readouterr().err
+    assert main(["detect", "--run", run_id, "--audit-keys", "2", "--seed", "-1", "--db", str(db)]) == 2
+    assert "--seed must be a whole number from 0" in capsys.readouterr().err  # numpy's "expected non-negative integer"
+    for named, evidence, problem in (("records.csv", ["--evidence"], "names CSV, but --evidence writes JSONL evidence "
+                                      "records: name it ….jsonl"),
+                                     ("scores.jsonl", [], "names JSONL, but detect writes the scores as CSV: name it …"
+                                      ".csv")):
+        assert main(["detect", "--run", run_id, *evidence, "--out", str(tmp_path / named), "--db", str(db)]) == 2
+        assert problem in capsys.readouterr().err and not (tmp_path / named).exists()
 
 
 def test_the_detect_pages_key_audit_tab_audits_a_runs_key_on_its_references(app_db):

@@ -3,6 +3,7 @@ methods compared text by text."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
@@ -87,6 +88,19 @@ def register(commands) -> None:
     output_file(paired, "also write the table (every digit) to this CSV file")
 
 
+# Suffixes that name a format: an --out named for another format than the one written is refused (a spreadsheet program
+# would open evidence records named .csv as broken rows). Any other suffix is the user's choice.
+FORMAT_SUFFIXES = {".csv": "CSV", ".jsonl": "JSONL", ".json": "JSON", ".parquet": "Parquet"}
+
+
+def check_out_suffix(out: str | None, evidence: bool) -> None:
+    suffix = Path(out).suffix.lower() if out else ""
+    written, expected = ("JSONL evidence records", ".jsonl") if evidence else ("the scores as CSV", ".csv")
+    if suffix in FORMAT_SUFFIXES and suffix != expected:
+        raise ValueError(f"--out {out} names {FORMAT_SUFFIXES[suffix]}, but {'--evidence' if evidence else 'detect'} "
+                         f"writes {written}: name it …{expected}.")
+
+
 def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
@@ -98,6 +112,7 @@ def cmd_detect(args) -> int:
         targets = detectable(store, targets, args.tokenizer)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
+    check_out_suffix(args.out, args.evidence)
     if not 0 < args.fpr < 1:
         raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
     if args.audit_keys is not None:

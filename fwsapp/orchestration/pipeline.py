@@ -136,6 +136,7 @@ def audit_keys(store: Store, run_id: str, model_loader: ModelLoader, keys: int, 
     from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
     from fwsapp.watermark.methods import info
 
+    checked_seed(seed)
     run = store.run(run_id)
     method = method or run["method"]
     if problem := audit_problem(method):
