@@ -163,6 +163,8 @@ def test_recognize_finds_the_kind_asked_for_and_refuses_a_recognizer_of_another(
     source.write_text('{"text": "Take 1 g of Tylenol for the gout."}\n')
     assert main(["recognize", "--kind", "dose", "--in", str(source), "--out", str(target)]) == 0
     assert f"{target}: dose mentions of 1 text (doses)" in capsys.readouterr().out  # it said "of 1 texts"
+    assert main(["recognize", "--kind", "dose", "--in", str(source), "--out", str(tmp_path / "doses.csv")]) == 2
+    assert "names CSV, but recognize writes JSONL: name it ….jsonl" in capsys.readouterr().err
     assert json.loads(target.read_text()) == {"entities": [[5, 8, "1 g", "1000 mg"]]}
     assert main(["recognize", "--kind", "chemical", "--recognizer", "drug-lexicon", "--in", str(source), "--out",
                  str(target), "--force"]) == 0

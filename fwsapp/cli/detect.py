@@ -3,7 +3,6 @@ methods compared text by text."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
@@ -27,7 +26,9 @@ def register(commands) -> None:
                         help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")
     detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
                         "(default: the one the run's model implies)")
-    output_file(detect, "write sample_idx,text,score,num_tokens_scored to this CSV file")
+    output_file(detect, "write sample_idx,text,score,num_tokens_scored to this CSV file",
+                writes=lambda args: ("--evidence writes JSONL evidence records", ".jsonl") if args.evidence
+                else ("detect writes the scores as CSV", ".csv"))
     detect.add_argument("--normalize", choices=NORMALIZERS,
                         help="map each text before tokenising: unicode (NFKC), homoglyphs (look-alikes back to Latin)")
     detect.add_argument("--by-length", action="store_true",
@@ -85,20 +86,7 @@ def register(commands) -> None:
     paired.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
     paired.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     recognizer(paired, "whose entity analysis the mention counts read")
-    output_file(paired, "also write the table (every digit) to this CSV file")
-
-
-# Suffixes that name a format: an --out named for another format than the one written is refused (a spreadsheet program
-# would open evidence records named .csv as broken rows). Any other suffix is the user's choice.
-FORMAT_SUFFIXES = {".csv": "CSV", ".jsonl": "JSONL", ".json": "JSON", ".parquet": "Parquet"}
-
-
-def check_out_suffix(out: str | None, evidence: bool) -> None:
-    suffix = Path(out).suffix.lower() if out else ""
-    written, expected = ("JSONL evidence records", ".jsonl") if evidence else ("the scores as CSV", ".csv")
-    if suffix in FORMAT_SUFFIXES and suffix != expected:
-        raise ValueError(f"--out {out} names {FORMAT_SUFFIXES[suffix]}, but {'--evidence' if evidence else 'detect'} "
-                         f"writes {written}: name it …{expected}.")
+    output_file(paired, "also write the table (every digit) to this CSV file", writes=("paired writes its table as CSV", ".csv"))
 
 
 def cmd_detect(args) -> int:
@@ -112,7 +100,6 @@ def cmd_detect(args) -> int:
         targets = detectable(store, targets, args.tokenizer)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
-    check_out_suffix(args.out, args.evidence)
     if not 0 < args.fpr < 1:
         raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
     if args.audit_keys is not None:

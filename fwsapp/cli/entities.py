@@ -27,7 +27,8 @@ def register(commands) -> None:
         description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text, value], '
                     '...]} (character offsets; value: the concept the mention is normalised to), in input order.')
     recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
-    output_file(recognize, "JSONL file to write (only once every line is done)", required=True)
+    output_file(recognize, "JSONL file to write (only once every line is done)", required=True,
+                writes=("recognize writes JSONL", ".jsonl"))
     recognize.add_argument("--kind", choices=list(KINDS), default="disease",
                            help="the kind of mention: " + "; ".join(f"{k.name}: {k.help}" for k in KINDS.values()))
     recognizer(recognize, "the recognizer (default: the kind's first available one)", kind=None, default="")
@@ -40,7 +41,8 @@ def register(commands) -> None:
                     "negated or uncertain). A change's kind: drug, disease, dose, negation or corruption.")
     facts.add_argument("--in", dest="source", required=True,
                        help='JSONL file, one {"text": ...} or {"text": ..., "against": ...} object a line')
-    output_file(facts, "JSONL file to write (only once every line is done)", required=True)
+    output_file(facts, "JSONL file to write (only once every line is done)", required=True,
+                writes=("facts writes JSONL", ".jsonl"))
     for kind in KINDS:
         facts.add_argument(f"--{kind}-recognizer", choices=recognizers_of(kind), default=default_recognizer(kind),
                            help=f"the recognizer of {kind} facts")

@@ -51,21 +51,38 @@ def loading(parser: argparse.ArgumentParser) -> None:
                         "else fp16; fp32 on cpu)")
 
 
-def output_file(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+# Suffixes that name a format: an --out named for another format than its command writes is refused (a spreadsheet
+# program opens JSONL named .csv as broken rows). Any other suffix is the user's choice.
+FORMAT_SUFFIXES = {".csv": "CSV", ".jsonl": "JSONL", ".json": "JSON", ".parquet": "Parquet"}
+
+
+def output_file(parser: argparse.ArgumentParser, help: str, required: bool = False, writes=None) -> None:
     """--out and --force, as every command that writes a file the user names has them: a new file, or with --force a
-    regular file replaced whole (`paths.write_output`), checked before any work."""
+    regular file replaced whole (`paths.write_output`), checked before any work. `writes`: what the command writes, in
+    words, and its suffix ("facts writes JSONL", ".jsonl"), or a function of the arguments giving them; None where the
+    suffix chooses the format (export)."""
     parser.add_argument("--out", required=required, help=help)
     parser.add_argument("--force", action="store_true", help="replace --out if it is an existing file")
+    parser.set_defaults(out_writes=writes)
 
 
 def checked_output(args) -> None:
-    """Refuse --out at once where writing it later would fail or replace a file without --force."""
+    """Refuse --out at once where writing it later would fail, would replace a file without --force, or where its
+    name says another format than the one written."""
     from pathlib import Path
 
     from fwsapp.paths import replaceable_output
 
-    if getattr(args, "out", None):
-        replaceable_output(Path(args.out), getattr(args, "force", False))
+    out = getattr(args, "out", None)
+    if not out:
+        return
+    writes = getattr(args, "out_writes", None)
+    if callable(writes):
+        writes = writes(args)
+    suffix = Path(out).suffix.lower()
+    if writes and suffix in FORMAT_SUFFIXES and suffix != writes[1]:
+        raise ValueError(f"--out {out} names {FORMAT_SUFFIXES[suffix]}, but {writes[0]}: name it …{writes[1]}.")
+    replaceable_output(Path(out), getattr(args, "force", False))
 
 
 def write_csv(args, frame) -> None:
