@@ -43,6 +43,9 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
     assert main(["generate", "--task", "qa", "--method", "nope", "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "Unknown watermark method" in capsys.readouterr().err
+    assert main(["generate", "--task", "qa", "--method", "KGW", "--max-new-tokens", "0",
+                 "--db", str(tmp_path / "x.duckdb")]) == 2  # it said "n, max_new_tokens and batch_size must be positive"
+    assert "max_new_tokens must be at least 1, not 0 (--max-new-tokens on the command line)" in capsys.readouterr().err
     assert main(["export", "--run", "missing", "--format", "csv", "--out", str(tmp_path / "o.csv"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "No run 'missing'" in capsys.readouterr().err

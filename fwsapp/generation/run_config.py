@@ -55,8 +55,10 @@ class RunConfig:
 
     def __post_init__(self):
         self.method = canonical_name(self.method)
-        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
-            raise ValueError("n, max_new_tokens and batch_size must be positive.")
+        for name in ("n", "max_new_tokens", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)} (--{name.replace('_', '-')} "
+                                 "on the command line).")
         checked_seed(self.seed)
         declared = methods.info(self.method)
         if self.server is not None:
