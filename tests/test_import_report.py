@@ -140,7 +140,7 @@ GOOD_GENERATIONS = [
         ("detection", "d.json", json.dumps({"watermarked_scores": [1.0, 2.0, 3.0], "unwatermarked_scores": [0.1, 0.2]}),
          "has 3 scores but g.json has 2 generations"),
         ("detection", "d.json", json.dumps({"watermarked_scores": ["4.2", "5.0"], "unwatermarked_scores": [0.1, 0.2]}),
-         "item 1 is '4.2', not a number"),
+         "item 1 is '4.2', not a finite number"),
         ("detection", "d.json", "", "the file is empty"),
         ("judged", "j.json", json.dumps([{"sample_id": "0", "w_output": "a", "uw_output": "b"}]), "row 1: missing judge_output"),
         ("detection", "d.pkl", pickle.dumps({"watermarked_scores": [1.0]}), "is a pickle"),

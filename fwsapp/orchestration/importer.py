@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwsapp import counted
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import strip_prompt, task
 from fwsapp.data.values import finite_number, lone_surrogate, shown
@@ -138,7 +139,8 @@ def _scores(log: LogFile) -> dict[str, list[float]]:
             raise ImportProblem(f"{log.name}: '{key}' must be a non-empty list of numbers.")
         for position, value in enumerate(values, start=1):
             if finite_number(value) is None:
-                raise ImportProblem(f"{log.name}: '{key}' item {position} is {shown(value)}, not a number that fits a float.")
+                raise ImportProblem(f"{log.name}: '{key}' item {position} is {shown(value)}, not a finite number that fits "
+                                   "a float.")
     return {key: [float(value) for value in data[key]] for key in DETECTION_KEYS}
 
 
@@ -265,8 +267,9 @@ def _score_rows(rows: list[dict], kind: str, values: list[float], generations: L
         other = "unwatermarked" if kind == "reference" else "reference"
         hint = f" If they scored the {other} texts, pass --negatives {other}."
     raise ImportProblem(
-        f"{detection.name}: '{key}' has {len(values)} scores but {generations.name} has {len(rows)} generations "
-        f"({len(non_empty)} with {kind} text), so the scores cannot be paired with these texts.{hint}"
+        f"{detection.name}: '{key}' has {counted(len(values), 'score', 'scores')} but {generations.name} has "
+        f"{counted(len(rows), 'generation', 'generations')} ({len(non_empty)} with {kind} text), so the scores cannot be "
+        f"paired with these texts.{hint}"
     )
 
 
