@@ -4,6 +4,7 @@ from typing import NamedTuple
 import plotly.express as px
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
 from fwsapp.ui import queries, resources, widgets
@@ -153,7 +154,7 @@ def verdicts_section(judgments) -> None:
                                        "back (asked again on the next run)")
     max_fact = filters[3].slider("Watermarked factual accuracy at most", 1.0, 5.0, 5.0, 0.5)
     view = verdicts.filter_verdicts(judgments, method, task, status, max_fact)
-    st.caption(f"{len(view)} verdicts")
+    st.caption(counted(len(view), "verdict", "verdicts"))
     if view.empty:
         return
     st.dataframe(verdicts.verdict_table(view), hide_index=True, width="stretch")
