@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
+from fwsapp import counted
 from fwsapp.judge import prompts
 from fwsapp.judge.backends import Completion, JudgeError, price, requests_abandoned_on_interrupt
 from fwsapp.models.server import with_retries
@@ -131,9 +132,10 @@ class Outcome:
             return None
         reasons = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
         if self.judged:  # stopped unreachable after some verdicts
-            return (f"the judge stopped answering after {self.judged} verdicts: {UNREACHABLE_IN_A_ROW} pairs in a row "
-                    f"could not reach it ({reasons}), so {self.not_sent} of the {self.requested} pairs were not sent. "
-                    "The verdicts read are stored; check the server, then run again to judge the rest.")
+            return (f"the judge stopped answering after {counted(self.judged, 'verdict', 'verdicts')}: "
+                    f"{UNREACHABLE_IN_A_ROW} pairs in a row could not reach it ({reasons}), so {self.not_sent} of the "
+                    f"{self.requested} pairs were not sent. The verdicts read are stored; check the server, then run "
+                    "again to judge the rest.")
         if self.unreachable and not self.failed:  # every pair sent failed in transport
             which = (f"any of the {self.requested} pairs" if not self.not_sent else
                      f"the first {self.unreachable} of the {self.requested} pairs, so the other {self.not_sent} were not sent")
