@@ -394,6 +394,19 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     assert "No study 'nope'" in capsys.readouterr().err
 
 
+def test_the_status_of_a_study_with_no_rater_says_how_to_invite_one(tmp_path, capsys):
+    from fwsapp.cli import main
+
+    db = tmp_path / "cli.duckdb"
+    run_id = imported_qa_db(db, 8)
+    assert main(["study", "create", "--name", "QA pilot", "--runs", run_id, "--items-per-run", "4", "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["study", "status", "--study", "QA pilot", "--db", str(db)]) == 0
+    status = capsys.readouterr().out
+    assert "No rater yet: `python -m fwsapp study invite --study 'QA pilot' --rater NAME`" in status
+    assert "Empty DataFrame" not in status  # pandas' repr of the empty table, as it was printed
+
+
 @pytest.mark.parametrize("url", ["javascript:alert(1)", "not a url", "localhost:8501", "https://study.example/?a=1",
                                  "http://:8501", "http://host:99999"])
 def test_an_address_raters_cannot_open_is_refused_before_a_study_or_an_invite_is_made(tmp_path, capsys, url):

@@ -1,6 +1,7 @@
 """`study`: a clinician study served to a team."""
 from __future__ import annotations
 
+import shlex
 import sys
 
 from fwsapp import counted
@@ -65,7 +66,10 @@ def cmd_study(args) -> int:
     elif args.action == "status":
         chosen = study.study(store, args.study)
         print(f"{chosen.name}: {chosen.describe()}\n")
-        print(study.rater_progress(store, chosen).to_string(index=False))
+        progress = study.rater_progress(store, chosen)
+        print(progress.to_string(index=False) if not progress.empty else
+              f"No rater yet: `python -m fwsapp study invite --study {shlex.quote(chosen.name)} --rater NAME` makes "
+              "their links.")
         disagreements = study.disagreements(study.ratings(store, chosen))
         print(f"\n{counted(len(disagreements), 'aspect', 'aspects')} of texts whose raters are {study.DISAGREEMENT}+ points apart")
         return 0
