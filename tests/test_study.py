@@ -614,3 +614,6 @@ def test_a_run_a_study_uses_is_not_deleted_and_nothing_is_lost(study_db):
     with pytest.raises(StoreError, match=f"Run {run_id} is in the study 'pilot'"):
         store.delete_run(run_id)
     assert store.run(run_id) and {table: store.row(f"SELECT count(*) FROM {table}")[0] for table in before} == before
+    study.create(store, "audit", [run_id], items_per_run=2)
+    with pytest.raises(StoreError, match=f"Run {run_id} is in the studies 'audit' and 'pilot': "):  # "the study 'pilot', 'audit'"
+        store.delete_run(run_id)

@@ -74,12 +74,14 @@ class RunTables(StoreCore):
                   "detection_sets", "attack_sets", "runs")
         deleted = {}
         with self.transaction() as cursor:
-            studies = [row[0] for row in cursor.execute(
-                "SELECT DISTINCT s.name FROM study_items t JOIN studies s USING (study_id) WHERE t.run_id = ?",
-                [run_id]).fetchall()]
+            studies = [repr(row[0]) for row in cursor.execute(
+                "SELECT DISTINCT s.name FROM study_items t JOIN studies s USING (study_id) WHERE t.run_id = ? "
+                "ORDER BY s.name", [run_id]).fetchall()]
             if studies:  # its raters' items, assignments and pending work would be left pointing at nothing
-                raise StoreError(f"Run {run_id} is in the study {', '.join(map(repr, studies))}: its raters' items "
-                                 "would be lost. Nothing was deleted; a run a study uses stays while the study does.")
+                named = studies[0] if len(studies) == 1 else f"{', '.join(studies[:-1])} and {studies[-1]}"
+                raise StoreError(f"Run {run_id} is in the {'study' if len(studies) == 1 else 'studies'} {named}: its "
+                                 "raters' items would be lost. Nothing was deleted; a run a study uses stays while the "
+                                 "study does.")
             for table in tables:
                 deleted[table] = cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         return deleted
