@@ -64,6 +64,14 @@ def test_negation_has_a_scope(finder):
     assert assertions == {"fever": "negated", "cough": "affirmed", "rash": "uncertain"}
 
 
+def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_the_condition(finder):
+    """As the paper's answers say it: NegEx's clinical terms negated kidney failure and the syndrome here."""
+    facts = finder.find_many(["There is no cure for kidney failure and no specific treatment for cri du chat syndrome, "
+                              "though the child has no fever."])[0]
+    assert {fact.text: fact.assertion for fact in facts} == {
+        "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated"}
+
+
 def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("1 g") == dose_value("1000 mg") == dose_value("1000mg") == "1000 mg"
     assert dose_value("5–10 mg") == dose_value("5-10 mg") == dose_value("5 to 10 mg") == "5-10 mg"

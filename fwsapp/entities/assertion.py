@@ -35,13 +35,22 @@ FACTS_KEY = "facts"
 # NegEx's clinical set calls "not cause" a pseudo-negation (a radiology idiom); in text about drugs, "does not cause
 # weight gain" negates the effect, which is the fact a watermark can flip.
 NOT_PSEUDO = frozenset({"not cause"})
+# Patient-facing answers say what a condition lacks: "there is no cure for kidney failure", "no specific treatment for
+# cri du chat syndrome", "no proven vaccine to prevent Ebola". The intervention is negated, the condition is not; NegEx's
+# clinical set, written for notes ("no pneumonia"), negated all 12 such conditions in the paper's 5,400 answers.
+INTERVENTION_PSEUDO_NEGATIONS = tuple(
+    f"no {qualifier}{intervention}"
+    for qualifier in ("", "known ", "specific ", "effective ", "proven ", "approved ", "definitive ", "particular ")
+    for intervention in ("cure", "cures", "treatment", "treatments", "therapy", "therapies", "vaccine", "vaccines",
+                         "medication", "medications", "medicine", "medicines", "way to prevent", "way to cure"))
 
 
 def negation_termset() -> dict[str, list[str]]:
     from negspacy.termsets import termset
 
     patterns = termset("en_clinical").get_patterns()
-    return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]}
+    return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]
+            + list(INTERVENTION_PSEUDO_NEGATIONS)}
 
 
 @lru_cache(maxsize=1)

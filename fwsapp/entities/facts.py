@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+# The version of how facts are found beyond their recognizers (assertions, concepts): stored facts of another version
+# are not pooled with these. 2: NegEx's "no cure for X" and its kin no longer negate X.
+FACTS_VERSION = 2
+
 
 @dataclass(frozen=True)
 class Fact:
@@ -51,7 +55,7 @@ class FactFinder:
     def config(self) -> str:
         """What stored facts and the values computed from them depend on: every kind's recognizer label, so that
         facts found by two recognizers, or two versions of one, are never pooled."""
-        return "clinical-facts v1;" + ";".join(f"{kind}={label}" for kind, label in self.labels.items())
+        return f"clinical-facts v{FACTS_VERSION};" + ";".join(f"{kind}={label}" for kind, label in self.labels.items())
 
     def find_many(self, texts: list[str]) -> list[list[Fact]]:
         """Each text's facts, ordered by position (and kind, for facts of two kinds on one span)."""
