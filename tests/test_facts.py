@@ -67,9 +67,9 @@ def test_negation_has_a_scope(finder):
 def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_the_condition(finder):
     """As the paper's answers say it: NegEx's clinical terms negated kidney failure and the syndrome here."""
     facts = finder.find_many(["There is no cure for kidney failure and no specific treatment for cri du chat syndrome, "
-                              "though the child has no fever."])[0]
+                              "though the child has no fever. There is no specific test for fibromyalgia."])[0]
     assert {fact.text: fact.assertion for fact in facts} == {
-        "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated"}
+        "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated", "fibromyalgia": "affirmed"}
 
 
 def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):

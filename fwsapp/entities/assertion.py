@@ -36,13 +36,15 @@ FACTS_KEY = "facts"
 # weight gain" negates the effect, which is the fact a watermark can flip.
 NOT_PSEUDO = frozenset({"not cause"})
 # Patient-facing answers say what a condition lacks: "there is no cure for kidney failure", "no specific treatment for
-# cri du chat syndrome", "no proven vaccine to prevent Ebola". The intervention is negated, the condition is not; NegEx's
-# clinical set, written for notes ("no pneumonia"), negated all 12 such conditions in the paper's 5,400 answers.
+# cri du chat syndrome", "no proven vaccine to prevent Ebola", "no specific test for fibromyalgia". The intervention is
+# negated, the condition is not; NegEx's clinical set, written for notes ("no pneumonia"), negated all 12 conditions
+# after a cure, treatment or vaccine in the paper's 5,400 answers.
 INTERVENTION_PSEUDO_NEGATIONS = tuple(
     f"no {qualifier}{intervention}"
     for qualifier in ("", "known ", "specific ", "effective ", "proven ", "approved ", "definitive ", "particular ")
     for intervention in ("cure", "cures", "treatment", "treatments", "therapy", "therapies", "vaccine", "vaccines",
-                         "medication", "medications", "medicine", "medicines", "way to prevent", "way to cure"))
+                         "medication", "medications", "medicine", "medicines", "test", "tests", "diet",
+                         "way to prevent", "way to cure"))
 
 
 def negation_termset() -> dict[str, list[str]]:
