@@ -182,20 +182,26 @@ def test_recognize_finds_the_kind_asked_for_and_refuses_a_recognizer_of_another(
     assert "--recognizer mesh finds disease mentions, not chemical ones" in capsys.readouterr().err
 
 
-@pytest.mark.model  # the facts browser finds facts with the trained taggers
-def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_verdict(app_db):
+@pytest.mark.model  # the run's facts are found with the trained taggers
+def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_verdict(app_db, tmp_path, monkeypatch):
     """On the paper's BioMistral QA answers: sample 5 ("Who can not take DMARDs?") names drugs the other answer does
-    not; a rater's verdict on a fact is stored under the rater's name."""
+    not; a rater's verdict on a fact is stored under the rater's name. The run analysed, the browser reads its stored
+    facts and loads no recognizer."""
     from streamlit.testing.v1 import AppTest
 
+    from fwsapp.entities.fact_analysis import analyze_run_facts
     from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.test_pages import APP, PROJECT
 
+    source = tmp_path / "g.json"
+    source.write_text(json.dumps(json.loads((PROJECT.parent / "shared" / "data" / "paper" /
+                                             "KGW-g0.5-d2-biomistral-HQA2.generations.json").read_text())[:6]))
     store = Store(app_db)
-    run_id = import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(
-        PROJECT.parent / "shared" / "data" / "paper" / "KGW-g0.5-d2-biomistral-HQA2.generations.json"))
+    run_id = import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(source))
+    assert analyze_run_facts(store, run_id) == 6
     store.close()
+    monkeypatch.setattr(FactFinder, "find_many", lambda self, texts: pytest.fail("the browser found facts again"))
     app = AppTest.from_file(APP, default_timeout=180)
     app.run()
     app.switch_page("pages/entities.py").run()
@@ -277,6 +283,13 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
     assert set(facts.kind) >= {"disease", "chemical"} and set(facts.config) == {finder.config}
     assert {"watermarked", "unwatermarked", "reference"} == set(facts.text_kind)
     assert set(whole.fact_changes().against) == {"unwatermarked", "reference"}
+    # What the facts view reads back is what it would find again: every fact and change, in order.
+    from fwsapp.entities.fact_review import sample_facts, stored_sample_facts
+
+    for row in whole.generations(ids[1]).itertuples():
+        texts = {"watermarked": row.watermarked_text, "unwatermarked": row.unwatermarked_text, "reference": row.reference}
+        assert stored_sample_facts(whole, ids[1], row.sample_idx, texts, finder.config) == sample_facts(texts, finder)
+    assert stored_sample_facts(whole, ids[1], 0, texts, "clinical-facts v1;another") is None
 
 
 def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_assertion(finder):

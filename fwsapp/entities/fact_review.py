@@ -53,6 +53,24 @@ def sample_facts(texts: dict[str, str | None], finder: FactFinder | None = None)
     return samples_facts([texts], finder)[0]
 
 
+def stored_sample_facts(store, run_id: str, sample_idx: int, texts: dict[str, str | None],
+                        config: str) -> SampleFacts | None:
+    """One sample's `sample_facts` as `analyze` stored them under `config` (`fact_analysis`): read, not found again
+    (no recognizer loads), and the very facts the run's analysis holds. None where the sample was not analysed so."""
+    rows = store.sample_fact_rows(run_id, sample_idx, config)
+    if rows is None:
+        return None
+    fact_rows, change_rows = rows
+    texts = {kind: text if isinstance(text, str) else "" for kind, text in texts.items()}
+    facts = {kind: [Fact(row.kind, int(row.start_char), int(row.end_char), row.text, row.value, row.assertion)
+                    for row in fact_rows[fact_rows.text_kind == kind].itertuples()] for kind in texts}
+    changed = {(text, against): [] for text, against in COMPARISONS if texts.get(text)}
+    for row in change_rows.itertuples():
+        changed[(row.text_kind, row.against)].append(Change(row.kind, int(row.start_char), int(row.end_char), row.was,
+                                                            row.now))
+    return SampleFacts(texts, facts, changed)
+
+
 def _compared(texts: dict[str, str], found: dict[str, list[Fact]]) -> SampleFacts:
     changed = {}
     for text, against in COMPARISONS:

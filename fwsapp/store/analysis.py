@@ -105,6 +105,19 @@ class AnalysisTables(StoreCore):
     def facts(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("facts", run_ids)
 
+    def sample_fact_rows(self, run_id: str, sample_idx: int, config: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """One sample's stored facts (by text, in position order) and changes (by comparison, in their order) under
+        `config`; None where the sample was not analysed under it."""
+        keys = [run_id, int(sample_idx), config]
+        if not self.rows("SELECT 1 FROM fact_analyses WHERE run_id = ? AND sample_idx = ? AND config = ?", keys):
+            return None
+        facts = self.frame("SELECT text_kind, kind, start_char, end_char, text, value, assertion FROM facts WHERE "
+                           "run_id = ? AND sample_idx = ? AND config = ? ORDER BY text_kind, start_char, end_char, kind",
+                           keys)
+        changes = self.frame("SELECT text_kind, against, kind, start_char, end_char, was, now FROM fact_changes WHERE "
+                             "run_id = ? AND sample_idx = ? AND config = ? ORDER BY text_kind, against, position", keys)
+        return facts, changes
+
     def fact_changes(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("fact_changes", run_ids)
 

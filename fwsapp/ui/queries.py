@@ -408,9 +408,13 @@ def tokenizer_problem(name: str | None) -> str | None:
 
 @st.cache_data(show_spinner="Finding the clinical facts…", max_entries=64)
 def sample_facts(revision_key: str, run_id: str, sample_idx: int):
-    """One sample's clinical facts and their changes (`fwsapp.entities.fact_review`), computed once per sample."""
-    from fwsapp.entities.fact_review import sample_facts as found
+    """One sample's clinical facts and their changes (`fwsapp.entities.fact_review`): those the run's analysis stored
+    with the default recognizers, else found once per sample."""
+    from fwsapp.entities.fact_review import sample_facts as found, stored_sample_facts
+    from fwsapp.entities.facts import FactFinder
 
     row = sample_row(revision_key, run_id, sample_idx)
-    return found({"watermarked": row.get("watermarked_text"), "unwatermarked": row.get("unwatermarked_text"),
-                  "reference": row.get("reference")})
+    texts = {"watermarked": row.get("watermarked_text"), "unwatermarked": row.get("unwatermarked_text"),
+             "reference": row.get("reference")}
+    finder = FactFinder()
+    return stored_sample_facts(store(), run_id, sample_idx, texts, finder.config) or found(texts, finder)
