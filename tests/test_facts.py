@@ -72,6 +72,15 @@ def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_th
         "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated", "fibromyalgia": "affirmed"}
 
 
+def test_a_negation_ends_with_its_list_item_or_line(finder):
+    """As a 7B answer of the paper writes a list: the bullet glued to the full stop before it ("analgesics.•"), which
+    spaCy kept as one token, so "not" negated every disease of the next item; and items on lines of their own."""
+    text = ("Patients not responding to analgesics.• In systemic lupus erythematosus, steroids are used.\n- No fever\n"
+            "- Rash is common • asthma")
+    assert {fact.text: fact.assertion for fact in finder.find_many([text])[0]} == {
+        "systemic lupus erythematosus": "affirmed", "fever": "negated", "Rash": "affirmed", "asthma": "affirmed"}
+
+
 def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("1 g") == dose_value("1000 mg") == dose_value("1000mg") == "1000 mg"
     assert dose_value("5–10 mg") == dose_value("5-10 mg") == dose_value("5 to 10 mg") == "5-10 mg"

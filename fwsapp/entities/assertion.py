@@ -32,6 +32,7 @@ UNCERTAINTY_TERMSET = {
                     "nevertheless", "still", "then", "which", "because"],
 }
 FACTS_KEY = "facts"
+ASSERTION_PASSES = ("negation", "uncertainty")  # run on a text's facts once they are its spans
 # NegEx's clinical set calls "not cause" a pseudo-negation (a radiology idiom); in text about drugs, "does not cause
 # weight gain" negates the effect, which is the fact a watermark can flip.
 NOT_PSEUDO = frozenset({"not cause"})
@@ -55,17 +56,42 @@ def negation_termset() -> dict[str, list[str]]:
             + list(INTERVENTION_PSEUDO_NEGATIONS)}
 
 
+# Bullets that begin a list item. Models write lists with them, often glued to the end of the item before
+# ("analgesics.• In the cases of lupus ..."), which spaCy keeps as one token, so no sentence would end there.
+BULLETS = "•◦▪‣●"
+
+
+def _item_boundaries(doc):
+    """A sentence also ends at a line break and before a bullet: list items and paragraphs of model output often end
+    with no full stop, and a negation's scope (up to the sentence's end) would run on into the next item."""
+    for token in doc[1:]:
+        previous = doc[token.i - 1]
+        if token.text[0] in BULLETS or (previous.is_space and "\n" in previous.text):
+            token.is_sent_start = True
+    return doc
+
+
 @lru_cache(maxsize=1)
 def _pipeline():
-    """A blank English pipeline with a sentence splitter and the two NegEx passes, built once per process."""
+    """A blank English pipeline with a sentence splitter (bullets split off as tokens, items and lines ended) and the
+    two NegEx passes, built once per process."""
     import spacy
     from negspacy.negation import Negex  # noqa: F401  (registers the "negex" factory)
+    from spacy.language import Language
+    from spacy.util import compile_infix_regex, compile_prefix_regex, compile_suffix_regex
 
     from fwsapp.entities.recognizers import MAX_CHARACTERS
 
     nlp = spacy.blank("en")
     nlp.max_length = MAX_CHARACTERS
+    bullet = f"[{BULLETS}]"
+    nlp.tokenizer.prefix_search = compile_prefix_regex([*nlp.Defaults.prefixes, bullet]).search
+    nlp.tokenizer.suffix_search = compile_suffix_regex([*nlp.Defaults.suffixes, bullet]).search
+    nlp.tokenizer.infix_finditer = compile_infix_regex([*nlp.Defaults.infixes, bullet]).finditer
+    if not Language.has_factory("item_boundaries"):
+        Language.component("item_boundaries", func=_item_boundaries)
     nlp.add_pipe("sentencizer")
+    nlp.add_pipe("item_boundaries")
     nlp.add_pipe("negex", name="negation", config={
         "neg_termset": negation_termset(), "extension_name": "negated", "span_keys": [FACTS_KEY]})
     nlp.add_pipe("negex", name="uncertainty", config={
@@ -77,11 +103,11 @@ def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[lis
     """The assertion of each span (character offsets) of each text, in the order given."""
     nlp = _pipeline()
     found = []
-    for doc, text_spans in zip(nlp.pipe(texts, disable=["negation", "uncertainty"]), spans):
+    for doc, text_spans in zip(nlp.pipe(texts, disable=list(ASSERTION_PASSES)), spans):
         group = [doc.char_span(start, end, alignment_mode="expand") for start, end in text_spans]
         doc.spans[FACTS_KEY] = [span for span in group if span is not None]
-        for _, component in nlp.pipeline[1:]:
-            doc = component(doc)
+        for name in ASSERTION_PASSES:
+            doc = nlp.get_pipe(name)(doc)
         found.append([AFFIRMED if span is None else NEGATED if span._.negated else
                       UNCERTAIN if span._.uncertain else AFFIRMED for span in group])
     return found

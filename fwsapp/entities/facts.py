@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 # The version of how facts are found beyond their recognizers (assertions, concepts): stored facts of another version
-# are not pooled with these. 2: NegEx's "no cure for X" and its kin no longer negate X.
+# are not pooled with these. 2: NegEx's "no cure for X" and its kin no longer negate X, and a negation's scope ends with
+# its list item or line.
 FACTS_VERSION = 2
 
 
