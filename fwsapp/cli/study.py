@@ -9,6 +9,8 @@ from fwsapp.cli.options import command, db, output_file
 
 
 def register(commands) -> None:
+    from fwsapp.human.access import DEFAULT_APP_ADDRESS
+
     study_command = command(commands, cmd_study, "study", database=False,
         help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
     actions = study_command.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -29,7 +31,7 @@ def register(commands) -> None:
     invite.add_argument("--study", required=True, help="its name or id")
     invite.add_argument("--rater", action="append", required=True, metavar="NAME")
     for action in (create, invite):
-        action.add_argument("--url", default="http://localhost:8501", help="where raters reach the app")
+        action.add_argument("--url", default=DEFAULT_APP_ADDRESS, help="where raters reach the app")
     revoke = actions.add_parser("revoke", help="revoke a rater's link at once; their ratings stay")
     revoke.add_argument("--rater", required=True, metavar="RATER_ID")
     status = actions.add_parser("status", help="progress per rater, attention consistency, disagreements")

@@ -26,6 +26,7 @@ from fwsapp.network import checked_server_url, is_loopback
 ADMIN_TOKEN_VARIABLE = "FWSAPP_ADMIN_TOKEN"
 ADMIN_TOKEN_SECRET = "admin_token"
 INVITE_PARAMETER = "invite"
+DEFAULT_APP_ADDRESS = "http://localhost:8501"  # `make run`'s, seen from the machine it serves on
 TOKEN_BYTES = 32  # 256 bits; the issue asks for at least 128
 # Off loopback an admin token must be at least this long (32 URL-safe characters carry 192 bits when random) ...
 MIN_ADMIN_TOKEN_CHARACTERS = 32
@@ -123,7 +124,7 @@ def app_address(url: str) -> str:
     server's address (`checked_server_url`) with no query or fragment, which the invite link's own query would follow."""
     from urllib.parse import urlsplit
 
-    address = checked_server_url(url.strip(), "The app's address", "http://localhost:8501")
+    address = checked_server_url(url.strip(), "The app's address", DEFAULT_APP_ADDRESS)
     parts = urlsplit(address)
     if parts.query or parts.fragment:
         raise ValueError(f"The app's address {url!r} has a query or a fragment: give it without them (an invite link "
@@ -138,7 +139,7 @@ def app_address_of_page(page_url: str | None) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     if not page_url:
-        return "http://localhost:8501"
+        return DEFAULT_APP_ADDRESS
     parts = urlsplit(page_url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rsplit("/", 1)[0], "", ""))
 

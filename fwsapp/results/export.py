@@ -70,7 +70,8 @@ def export_format(path: Path, fmt: str | None = None) -> str:
     names one of EXPORT_FORMATS."""
     chosen = (fmt or Path(path).suffix.lstrip(".")).lower()
     if chosen not in EXPORT_FORMATS:
-        raise ValueError(f"Export to .csv or .parquet, not .{chosen or '(no suffix)'}: end the file's name so.")
+        raise ValueError(f"Export to {' or '.join(f'.{known}' for known in EXPORT_FORMATS)}, not "
+                         f".{chosen or '(no suffix)'}: end the file's name so.")
     return chosen
 
 
