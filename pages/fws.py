@@ -117,7 +117,7 @@ def judge_in_place(runs) -> None:
                                    disabled=bool(manager.active("judge")), key="fws-judge-local"):
         manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
         st.rerun()
-    st.caption(f"The embedded model's verdicts are a smoke test ({LOCAL_DEMO_NOTE}). For GPT-4o or your own "
+    st.caption(f"The embedded model as a judge: {LOCAL_DEMO_NOTE}. For GPT-4o or your own "
                "server, the Judge page has the settings.")
     widgets.job_status("judge", "pairs")
 

@@ -78,8 +78,8 @@ def test_inviting_a_rater_to_a_full_study_is_refused_and_no_link_is_printed(tmp_
                  "1", "--rater", "Dr A", "--db", str(db)]) == 0
     capsys.readouterr()
     assert_refused(["study", "invite", "--study", "full", "--rater", "Dr B", "--db", str(db)],
-                   ["Dr B would get no item to rate", "each already with its 1 rater(s)"], db, capsys)
+                   ["Dr B would get no item to rate", "each already with its 1 rater."], db, capsys)
     assert "invite=" not in capsys.readouterr().out
     assert_refused(["study", "create", "--name", "crowded", "--runs", run_id, "--items-per-run", "1",
                     "--raters-per-item", "1", "--rater", "Dr C", "--rater", "Dr D", "--db", str(db)],
-                   ["2 raters for 1 items rated 1 time(s) each"], db, capsys)
+                   ["2 raters for 1 item rated 1 time each"], db, capsys)

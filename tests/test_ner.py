@@ -297,7 +297,7 @@ def test_recognize_takes_any_valid_json_string_and_refuses_what_it_cannot_read_i
     source.write_text('{"text": "gout\\ud800 and asthma"}\n' + json.dumps({"text": "gout\u2028asthma\x85fever"}) + "\n",
                       encoding="utf-8")
     assert cli(["recognize", "--in", str(source), "--out", str(target), "--recognizer", "mesh"]) == 0
-    assert "line 1: 1 lone surrogate(s) (no character) read as U+FFFD." in capsys.readouterr().err
+    assert "line 1: 1 lone surrogate (no character) read as U+FFFD." in capsys.readouterr().err
     first, second = [json.loads(line) for line in target.read_text().splitlines()]
     assert [name for _, _, name, _ in first["entities"]] == ["gout", "asthma"]
     assert [name for _, _, name, _ in second["entities"]] == ["gout", "asthma", "fever"]  # one line, as written

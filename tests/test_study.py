@@ -342,7 +342,9 @@ def test_a_bad_study_is_one_line_and_nothing_is_written(tmp_path):
     for arguments, message in (({"name": ""}, "Name the study"), ({"run_ids": []}, "Name the runs"),
                                ({"share": 0}, "share"), ({"raters_per_item": 0}, "Raters per item"),
                                ({"attention_share": 0.9}, "attention"), ({"raters": ["Dr A", ""]}, "name of 1 to 80"),
-                               ({"raters": ["Dr A", "Dr A"]}, "already has a rater named Dr A")):
+                               ({"raters": ["Dr A", "Dr A"]}, "already has a rater named Dr A"),
+                               ({"items_per_run": 4, "share": None}, "has 3 pairs of watermarked and unwatermarked "
+                                "texts to rate, not 4: ask for at most 3 items per run, or --share 1")):
         with pytest.raises(study.StudyError, match=message):
             study.create(store, **{"name": "s", "run_ids": [run_id], **arguments})
     with pytest.raises(Exception, match="nope"):

@@ -123,13 +123,19 @@ def create(store: Store, name: str, run_ids: list[str], share: float | None = DE
             # Its questions are the disease names the analysis found: without it the task would ask nothing.
             raise StudyError(f"Run {run_id} has no entity analysis, so the Entities task would ask nothing: run "
                              f"`python -m fwsapp analyze --run {run_id}` (or Analyze on the Entities page) first.")
+        if items_per_run is not None and items_per_run > len(samples):
+            # Fewer items than asked, drawn silently, would be a smaller study than its design says.
+            raise StudyError(f"Run {run_id} has {counted(len(samples), 'pair', 'pairs')} of watermarked and "
+                             f"unwatermarked texts to rate, not {items_per_run}: ask for at most {len(samples)} items "
+                             "per run, or --share 1 for every pair of each run.")
         rng = _seeded(seed, run_id)
-        count = min(len(samples), items_per_run or max(1, math.ceil(share * len(samples))))
+        count = items_per_run or max(1, math.ceil(share * len(samples)))
         for sample_idx in sorted(rng.sample(samples, count)):
             order = stored.get((run_id, sample_idx))
             items.append((run_id, sample_idx, order if order is not None else rng.random() < 0.5))
     if len(raters) > len(items) * raters_per_item:  # some would get nothing to rate (see `invite`), before any write
-        raise StudyError(f"{len(raters)} raters for {len(items)} items rated {raters_per_item} time(s) each: some would "
+        raise StudyError(f"{len(raters)} raters for {counted(len(items), 'item', 'items')} rated "
+                         f"{counted(raters_per_item, 'time', 'times')} each: some would "
                          "get no item. Invite fewer raters, or draw more items or raters per item.")
     study_id = "study-" + secrets.token_hex(4)
     store.add_study({"study_id": study_id, "name": name, "runs": list(dict.fromkeys(run_ids)),
@@ -167,7 +173,8 @@ def invite(store: Store, chosen: Study, names: list[str]) -> list[Invite]:
     idle = [names[index] for index, count in load.items() if not count]
     if idle:  # a link that opens nothing to rate, and a rater no status would show: refused, nothing written
         raise StudyError(f"{', '.join(idle)} would get no item to rate: the study {chosen.name!r} has "
-                         f"{len(items)} items, each already with its {chosen.raters_per_item} rater(s). Revoke a rater "
+                         f"{counted(len(items), 'item', 'items')}, each already with its "
+                         f"{counted(chosen.raters_per_item, 'rater', 'raters')}. Revoke a rater "
                          "first (their unrated items go to the next one invited), or invite fewer raters at once.")
     invites = []
     for index, name in enumerate(names):

@@ -261,7 +261,7 @@ def _score_rows(rows: list[dict], kind: str, values: list[float], generations: L
         return list(range(len(rows))), "one score per generation"
     non_empty = [row["sample_idx"] for row in rows if row[TEXT_COLUMNS[kind]].split()]
     if len(values) == len(non_empty):
-        return non_empty, f"skips the {len(rows) - len(non_empty)} empty {kind} text(s), as MarkLLM does"
+        return non_empty, f"skips the {counted(len(rows) - len(non_empty), f'empty {kind} text', f'empty {kind} texts')}, as MarkLLM does"
     hint = ""
     if key == "unwatermarked_scores":
         other = "unwatermarked" if kind == "reference" else "reference"

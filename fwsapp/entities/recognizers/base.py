@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from fwsapp import counted
 from fwsapp.paths import replaceable_output
 
 from fwsapp.models import package_folder
@@ -236,7 +237,7 @@ def parse_records_jsonl(data: bytes, path: str, fields: tuple[str, ...] = ("text
                                  f"{MAX_TEXT_CHARACTERS:,}: split it into several lines.")
             kept[field], replaced = without_lone_surrogates(record[field])
             if replaced and warn:
-                warn(f"{path}, line {number}: {replaced} lone surrogate(s) (no character) read as U+FFFD.")
+                warn(f"{path}, line {number}: {counted(replaced, 'lone surrogate', 'lone surrogates')} (no character) read as U+FFFD.")
         records.append(kept)
     return records
 
