@@ -501,7 +501,7 @@ SEMSTAMP = MethodInfo(
                                    low=0, high=1))},
     threshold_param="z_threshold", aliases=("SEMSTAMP",), needs_tokenizer=True, unit="sentence",
     implementation="fwsapp.watermark.semstamp:SemStamp", test_params={"max_rejections": 0},
-    science_tokens=48, science_params={"max_rejections": 8},  # a few sentences, each chosen from candidates
+    science_tokens=48, science_params={"max_rejections": 4},  # a few sentences, each chosen from candidates
     keyed_draw=SEMANTIC_REGIONS,
 )
 K_SEMSTAMP = MethodInfo(
@@ -517,7 +517,7 @@ K_SEMSTAMP = MethodInfo(
     threshold_param="z_threshold", aliases=("KSEMSTAMP", "k-semstamp"), needs_tokenizer=True, unit="sentence",
     fitted_on_references=True,
     implementation="fwsapp.watermark.k_semstamp:KSemStamp", test_params={"max_rejections": 0},
-    science_tokens=48, science_params={"max_rejections": 8},  # a few sentences, each chosen from candidates
+    science_tokens=48, science_params={"max_rejections": 4},  # a few sentences, each chosen from candidates
     keyed_draw=SEMANTIC_REGIONS,
 )
 _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "threshold_param": "threshold",
