@@ -318,7 +318,7 @@ def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(sto
     run_id = judged_by(store, EMBEDDED_MODEL, same=True)
     report = build_report(store)
     assert report["runs"][0]["judge"] is None and report["smoke_tests_left_out"] == [EMBEDDED_MODEL]
-    assert report["judges"] == "no judge"
+    assert report["judges"] == "no verdicts yet"
     counted = build_report(store, include_smoke_tests=True)
     assert counted["runs"][0]["judge"]["n_judged"] == 4 and counted["smoke_tests_left_out"] == []
     titles = [title for title, _ in report_tables(counted)]

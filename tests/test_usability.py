@@ -685,7 +685,7 @@ def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
     assert any("gave both texts the same scores on 100% of its 4 verdicts" in warning.value for warning in judge.warning)
     fws = open_page("fws")
     assert not any(header.value.startswith(f"FWS, judge ({EMBEDDED_MODEL}") for header in fws.subheader)
-    assert "FWS, judge (no judge)" in [header.value for header in fws.subheader]
+    assert "FWS, judge (no verdicts yet)" in [header.value for header in fws.subheader]
     fws.checkbox(key="fws-smoke").check().run()
     assert f"FWS, judge ({EMBEDDED_MODEL} (smoke test))" in [header.value for header in fws.subheader]
 
