@@ -6,7 +6,6 @@ import json
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.detection.length import windowed_rates
 from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar
 
 
@@ -92,6 +91,7 @@ def register(commands) -> None:
 def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
+    from fwsapp.detection.length import windowed_rates
     from fwsapp.detection.redetect import set_evidence, set_scores
     from fwsapp.paths import write_output
 

@@ -7,7 +7,7 @@ from fwsapp.cli.options import command
 
 
 def register(commands) -> None:
-    from fwsapp.service.detection import DEFAULT_RATE_LIMIT
+    from fwsapp.service.limits import DEFAULT_RATE_LIMIT
     from fwsapp.watermark.methods import watermark_names
 
     serve = command(commands, cmd_serve_detection, "serve-detection", models=True,

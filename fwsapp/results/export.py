@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fwsapp.detection.redetect import run_evidence
 from fwsapp.paths import replaceable_output, write_output
 from fwsapp.store import Store
 
@@ -37,6 +36,9 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def run_table(store: Store, run_id: str) -> pd.DataFrame:
+    # Imported here: the detectors import scikit-learn, which the CLI's parser (it reads EXPORT_FORMATS) need not load.
+    from fwsapp.detection.redetect import run_evidence
+
     run = store.run(run_id)
     samples = store.generations(run_id)
     scores = store.detections([run_id])

@@ -10,8 +10,8 @@ Detection is CPU-bound, so a detection that takes time runs in the service's one
 keeps answering (`DetectionRunner`): one thread, because the detector answers one text at a time under its lock, so
 requests queue there in order rather than in a pool of threads waiting on the lock. With a bearer token set (the app's
 admin token, `FWSAPP_ADMIN_TOKEN`) every detection asks for it; off loopback one is required. Requests are limited in
-size (MAX_BODY_BYTES, MAX_TEXT_CHARACTERS, MAX_TOKEN_IDS, MAX_BATCH) and rate (`limits`, per client address); each
-refusal is a 4xx with a `detail` saying what to change.
+size (fwsapp/service/limits.py) and rate (the `limits` library, per client address); each refusal is a 4xx with a
+`detail` saying what to change.
 """
 from __future__ import annotations
 
@@ -38,12 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 import fwsapp
 from fwsapp.detection.verdicts import VERDICTS, TextDetector
 from fwsapp.human.access import is_admin_token
+from fwsapp.service.limits import DEFAULT_RATE_LIMIT, MAX_BATCH, MAX_BODY_BYTES, MAX_TEXT_CHARACTERS, MAX_TOKEN_IDS
 
-MAX_TEXT_CHARACTERS = 200_000
-MAX_TOKEN_IDS = 100_000
-MAX_BATCH = 256
-MAX_BODY_BYTES = 8 * 2**20
-DEFAULT_RATE_LIMIT = "120/second"
 # A detection expected to take less runs on the event loop (DetectionRunner): a 200-token text's Gumbel detection is
 # 1 ms here quiet and 3.5 ms with the host busy, when the hop to the thread grows too; detections are serialised
 # anyway, so holding the loop this long delays only requests that detect nothing (asyncio warns of a callback at 100 ms).
