@@ -304,7 +304,7 @@ def report_tables(report: dict) -> list[tuple[str, pd.DataFrame]]:
         frame = build(report)
         if not frame.empty:
             if build is table4:  # names its weights and its judge: no figure says 'GPT' of another judge
-                title = (f"Table 4: FWS (Auto and judge: {report.get('judges', 'no verdicts yet')}), α = {report['alpha']:g}, "
+                title = (f"Table 4: FWS (Auto and judge: {report['judges']}), α = {report['alpha']:g}, "
                          f"β = {report['beta']:g}")
             tables.append((title, frame))
     return tables
