@@ -11,7 +11,8 @@ from fwsapp import counted
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS
-from fwsapp.results.fws import POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights
+from fwsapp.results.fws import (POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights,
+                                shown_source)
 from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
 from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_duration
@@ -308,10 +309,11 @@ def render() -> None:
                           {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"})
     detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY),
                                  format_func=DETECTABILITY.get, key="fws-detect")
-    tradeoff_source = st.radio("FWS for the trade-off chart", ["GPTJ", "Auto"], horizontal=True, key="fws-source",
-                               format_func=weighting.source_names.get)
-    views = fws_views(queries.fws_prepared(resources.revision(), mapping_key, include_smoke), alpha, beta, detect_column,
-                      tradeoff_source)
+    prepared = queries.fws_prepared(resources.revision(), mapping_key, include_smoke)
+    sources = list(prepared)  # GPTJ and Auto
+    tradeoff_source = st.radio("FWS for the trade-off chart", sources, index=sources.index(shown_source(prepared)),
+                               horizontal=True, key="fws-source", format_func=weighting.source_names.get)
+    views = fws_views(prepared, alpha, beta, detect_column, tradeoff_source)
     show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
                                                    "import a judged log.", "judge", weighting)
     if views["gptj"].empty:

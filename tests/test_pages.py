@@ -306,6 +306,38 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     assert shown == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals
 
 
+def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
+    """With no verdict, the trade-off chart plots Auto's FWS (as the ranking does), not the judge's, which has no point;
+    once a run is judged, the judge's."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+    from tests.conftest import judged_rating_db
+
+    rows = [{"prompt": f"What treats condition {i}?", "watermarked_text": f"Rest and fluids treat condition {i}, often.",
+             "unwatermarked_text": f"Rest and fluids treat condition {i}.", "natural_text": f"Fluids treat condition {i}."}
+            for i in range(4)]
+    scores = {"watermarked_scores": [4.1, 3.5, 5.0, 2.2], "unwatermarked_scores": [0.3, -0.8, 2.5, 1.0]}
+    store = Store(app_db)
+    import_logs(store, method="KGW", model="meditron", task_name="qa",
+                generations=LogFile("g.json", json.dumps(rows).encode()),
+                detection=LogFile("d.json", json.dumps(scores).encode()))
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/fws.py").run()
+    # Auto from the metrics an import computes (no model): ROUGE-L, token F1 and ROUGE-2.
+    app.selectbox(key="map-coherence").select("rougeL").run()
+    app.selectbox(key="map-factual_accuracy").select("rouge2").run()
+    assert not app.exception
+    assert app.radio(key="fws-source").value == "Auto"
+    assert not any("Needs runs with both" in info.value for info in app.info)
+    assert any('"FWS, Auto (metrics)"' in chart.proto.spec for chart in app.get("plotly_chart"))  # its y axis
+    judged_rating_db(app_db, n=2)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    assert app.switch_page("pages/fws.py").run().radio(key="fws-source").value == "GPTJ"
+
+
 def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     from fwsapp.models.encoder import load_encoder
     from fwsapp.entities.introduced import analyze_run

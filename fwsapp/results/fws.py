@@ -241,6 +241,12 @@ def tradeoff_points(prepared: dict, detect_column: str, alpha: float, beta: floa
     return points, front, reference
 
 
+def shown_source(prepared: dict) -> str:
+    """The FWS a view shows unless told otherwise: the judge's where a run has verdicts (by a judge that counts), else
+    Auto, which needs no judge."""
+    return "GPTJ" if prepared["GPTJ"]["layout"] is not None else "Auto"
+
+
 def fws_views(prepared: dict, alpha: float, beta: float, detect_column: str = "auroc",
               tradeoff_source: str = "GPTJ") -> dict:
     """Every table and chart input of the FWS page that depends on α and β, from `prepare_views`' α-free
@@ -248,10 +254,11 @@ def fws_views(prepared: dict, alpha: float, beta: float, detect_column: str = "a
     gptj_table = weigh_layout(prepared["GPTJ"]["layout"], alpha, beta)
     auto_table = weigh_layout(prepared["Auto"]["layout"], alpha, beta)
     points, front, reference = tradeoff_points(prepared[tradeoff_source], detect_column, alpha, beta)
+    ranking_source = shown_source(prepared)
     return {
         "gptj": gptj_table, "auto": auto_table,
-        "ranking": ranking(gptj_table if not gptj_table.empty else auto_table),
-        "ranking_source": "GPTJ" if not gptj_table.empty else "Auto",
+        "ranking": ranking(gptj_table if ranking_source == "GPTJ" else auto_table),
+        "ranking_source": ranking_source,
         "tradeoff": points, "front": front, "reference": reference,
     }
 
