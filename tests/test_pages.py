@@ -331,7 +331,7 @@ def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
     assert not app.exception
     assert app.radio(key="fws-source").value == "Auto"
     assert not any("Needs runs with both" in info.value for info in app.info)
-    assert any('"FWS, Auto (metrics)"' in chart.proto.spec for chart in app.get("plotly_chart"))  # its y axis
+    assert any('"FWS, Auto (metrics)"' in chart.proto.spec for chart in app.get("plotly_chart"))  # the trade-off's y axis
     judged_rating_db(app_db, n=2)
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
