@@ -143,3 +143,17 @@ def test_the_parser_is_built_without_the_libraries_only_the_commands_need():
             f"print(sorted(name for name in {heavy!r} if name in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
+def test_score_says_what_it_computed_and_what_was_stored_already(tmp_path, capsys):
+    from tests.conftest import imported_qa_db
+
+    db = tmp_path / "imported.duckdb"
+    run_id = imported_qa_db(db, 2)  # an import stores ROUGE and token F1 at once
+    assert main(["score", "--run", run_id, "--metrics", "rouge", "f1", "ppl", "--db", str(db)]) == 0
+    said = capsys.readouterr().out.strip()
+    assert said.startswith(f"{run_id}: computed no value; rouge, f1 already stored; ppl skipped: the run is imported")
+    from fwsapp.quality.scoring import computed_values
+
+    assert computed_values({"simcse": 4, "rouge": 0, "ppl": None, "f1": 0}) == "computed 4 simcse values; rouge, f1 " \
+                                                                              "already stored"

@@ -225,12 +225,13 @@ def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_requ
     app.switch_page("pages/quality.py").run()
     assert not app.exception
     run_until(app, lambda a: any("Computed" in s.value for s in a.success), timeout=240)  # nothing pressed
-    assert "simcse" in " ".join(s.value for s in app.success) and "ppl" not in " ".join(s.value for s in app.success)
+    said = " ".join(s.value for s in app.success)
+    assert "SimCSE" in said and "Perplexity" not in said
     tables = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]  # Stylers
     table = next(t for t in tables if "Method" in t.columns)
     assert table["PPL"].isna().all() and table["SimCSE to ref."].between(0, 1).all()
     next(b for b in app.button if b.label == "Compute").click().run()
-    run_until(app, lambda a: any("ppl" in s.value for s in a.success), timeout=240)
+    run_until(app, lambda a: any("Perplexity" in s.value for s in a.success), timeout=240)
     tables = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]
     plan = next(t for t in tables if "samples to score" in t.columns)
     assert plan["samples to score"].tolist() == [0]  # the perplexity plan, redrawn after the job: nothing left

@@ -240,21 +240,24 @@ class JobManager:
     def start_scoring(self, run_ids: list[str], metrics: tuple[str, ...], oracle: str | None,
                       alignscore_checkpoint: str | None) -> Job:
         from fwsapp.quality.registry import METRICS
+        from fwsapp.quality.scoring import computed_values
 
         def work(progress, cancel):
-            counts: dict[str, int] = {}
+            counts: dict[str, int] = {}  # over the runs that computed a metric rather than skip it
             scored = pipeline.score(self.store, run_ids, self.model_loader, progress, cancel, metrics=metrics,
                                     oracle=oracle, alignscore_checkpoint=alignscore_checkpoint)
             for computed in scored.values():
                 for metric, count in computed.items():
-                    counts[metric] = counts.get(metric, 0) + (count or 0)
+                    if count is not None:
+                        counts[metric] = counts.get(metric, 0) + count
             skipped: dict[str, list[str]] = {}
             for run_id, computed in scored.items():
                 for metric in (metric for metric, count in computed.items() if count is None):
                     skipped.setdefault(metric, []).append(run_id)
             note = "".join(f" {METRICS[metric].label} skipped for {', '.join(runs)}: {METRICS[metric].skipped_because}."
                            for metric, runs in skipped.items())
-            return "Computed " + ", ".join(f"{count} {metric}" for metric, count in counts.items()) + " values." + note
+            summary = computed_values(counts, lambda metric: METRICS[metric].label)
+            return summary[0].upper() + summary[1:] + "." + note
 
         return self.start("score", f"score:{','.join(run_ids)}:{','.join(metrics)}", f"Scoring {runs_counted(run_ids)}", work)
 
