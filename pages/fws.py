@@ -10,9 +10,10 @@ import streamlit as st
 from fwsapp import counted
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
-from fwsapp.data.tasks import TASKS
+from fwsapp.data.tasks import TASKS, task_label
+from fwsapp.quality.registry import column_label
 from fwsapp.results.fws import (POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights,
-                                shown_source)
+                                shown_source, source_label)
 from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
 from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_duration
@@ -79,13 +80,12 @@ def auto_mapping() -> dict:
         mapping = {}
         for aspect, options in aspect_choices().items():
             mapping[aspect] = st.selectbox(
-                aspect.replace("_", " ").capitalize(), options, index=0, key=f"map-{aspect}",
-                help="The first is the default. a|b: b for the tasks b's metric is declared for (rougeL|f1: ROUGE-L, "
-                     "and token F1 for QA), a elsewhere. simcse_reference: SimCSE similarity to the reference, measured "
-                     "alike for both texts.",
+                aspect.replace("_", " ").capitalize(), options, index=0, key=f"map-{aspect}", format_func=source_label,
+                help="The first is the default. A metric named in brackets replaces the first for the tasks it names. "
+                     "SimCSE to ref.: SimCSE similarity to the reference, measured alike for both texts.",
             )
         metric_names = queries.metric_names(resources.revision())
-        st.caption(f"Metrics stored so far: {', '.join(metric_names) or 'none'}.")
+        st.caption(f"Metrics stored so far: {', '.join(map(column_label, metric_names)) or 'none'}.")
     return mapping
 
 
@@ -103,7 +103,7 @@ def show_table(title: str, table, empty: str, source: str, weighting: Weighting)
     st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
                "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
                f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
-                   f"{row.model}, {TASKS[row.task].label if row.task in TASKS else row.task}: {row.run_id}"
+                   f"{row.model}, {task_label(row.task)}: {row.run_id}"
                    for row in several.itertuples()) + "."))
 
 
@@ -131,8 +131,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
                    if views["ranking_source"] == "GPTJ" else
                    "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
                    "ranking uses the judge's FWS.")
-        st.dataframe(views["ranking"].round(3), hide_index=True, width="stretch",
-                     column_config=widgets.worded_columns(views["ranking"]))
+        ranking = views["ranking"].assign(task=views["ranking"].task.map(task_label)).round(3)
+        st.dataframe(ranking, hide_index=True, width="stretch", column_config=widgets.worded_columns(ranking))
 
     # Both sources, each in its own line style: judge data must not hide the metric-based curve.
     sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), weighting.mapping_key, source,
@@ -146,7 +146,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
         several_models = sweep.model.nunique() > 1
         runs_named = sweep.method + " · " + sweep.settings.where(sweep.method != "Unwatermarked", "")
         runs_named = runs_named.str.removesuffix(" · ")
-        sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named)
+        sweep = sweep.assign(line=sweep.model + " · " + runs_named if several_models else runs_named,
+                             task=sweep.task.map(task_label))
         figure = px.line(sweep, x="ratio", y="fws", color="line", line_dash="source", facet_col="task", log_x=True,
                          line_dash_map={weighting.source_names["GPTJ"]: "solid", weighting.source_names["Auto"]: "dash"},
                          facet_col_spacing=0.06,
@@ -155,7 +156,7 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
                          color_discrete_map=None if several_models else widgets.series_colours(sweep.line.unique()))
         ticks = [0.25, 0.5, 1, 2, 4, 8]
         figure.update_xaxes(tickvals=ticks, ticktext=[f"{tick:g}" for tick in ticks], minor_showgrid=False)
-        figure.for_each_annotation(lambda note: note.update(text=note.text.replace("task=", "")))
+        figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("task=")))
         if weighting.beta > 0:
             figure.add_vline(x=weighting.alpha / weighting.beta, line_dash="dot", line_color="grey")
         st.plotly_chart(figure, width="stretch")
@@ -232,7 +233,7 @@ def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weig
     if points.empty:
         st.info("Needs runs with both detection scores and FWS inputs.")
     else:
-        points = points.assign(run=points.method + " · " + points.settings)
+        points = points.assign(run=points.method + " · " + points.settings, task=points.task.map(task_label))
         figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
                             labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {weighting.source_names[tradeoff_source]}",
                                     "run": "method · settings"})
@@ -250,12 +251,12 @@ def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weig
                                         marker={"symbol": "star", "size": 16, "color": "black"}))
         for task, task_front in front.groupby("task"):
             figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
-                                        name=f"Pareto front, {TASKS[task].label if task in TASKS else task}",
+                                        name=f"Pareto front, {task_label(task)}",
                                         line={"dash": "dash"}))
         several_models = reference.model.nunique() > 1
         for row in reference.itertuples():
             figure.add_hline(y=row.fws, line_dash="dot", line_color="grey", annotation_position="bottom right",
-                             annotation_text=f"unwatermarked{' ' + row.model if several_models else ''}, {row.task}")
+                             annotation_text=f"unwatermarked{' ' + row.model if several_models else ''}, {task_label(row.task)}")
         figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
         figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
         st.plotly_chart(figure, width="stretch")

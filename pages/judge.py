@@ -8,7 +8,7 @@ from fwsapp import counted
 from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.data.tasks import TASKS
+from fwsapp.data.tasks import TASKS, task_label
 from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.parser import ASPECTS
@@ -128,6 +128,7 @@ def means_section() -> None:
     means = queries.judge_means(resources.revision())
     if means.empty:  # none while every verdict failed
         return
+    means = means.assign(task=means.task.map(task_label))
     st.subheader("Mean scores, unwatermarked vs watermarked")
     figure = px.bar(
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
@@ -148,7 +149,8 @@ def verdicts_section(judgments) -> None:
     st.subheader("Verdicts")
     filters = st.columns(4)
     method = filters[0].selectbox("Method", ["all"] + sorted(judgments.method.unique()))
-    task = filters[1].selectbox("Task", ["all"] + sorted(judgments.task.unique()))
+    task = filters[1].selectbox("Task", ["all"] + sorted(judgments.task.unique(), key=task_label),
+                                format_func=task_label, key="verdict-task")
     status = filters[2].selectbox("Status", ["all", "ok", "failed", "unreachable"],
                                   help="failed: a verdict came back but could not be parsed; unreachable: no verdict came "
                                        "back (asked again on the next run)")

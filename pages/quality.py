@@ -4,11 +4,11 @@ import streamlit as st
 
 from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.data.tasks import TASKS
+from fwsapp.data.tasks import TASKS, task_label
 from fwsapp.models import DEFAULT_ENCODER
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.quality.scoring import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
-from fwsapp.quality.registry import METRICS, default_metrics
+from fwsapp.quality.registry import METRICS, column_label, default_metrics, in_stored_order
 from fwsapp.results.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
 from fwsapp import duration
 from fwsapp.results.export import csv_bytes
@@ -86,14 +86,14 @@ def distributions(runs) -> None:
     values = queries.metric_values(resources.revision())
     if not values.empty:
         st.subheader("Per-sample distributions")
-        metric = st.selectbox("Metric", sorted(values.metric.unique()), key="dist-metric")
+        metric = st.selectbox("Metric", in_stored_order(values.metric), key="dist-metric", format_func=column_label)
         # One box per run: a 135M demo run and an imported 7B run, or KGW at two δ, never share a box.
         shown = with_settings(values[values.metric == metric], runs)
         shown = shown.assign(run=shown.model + " · " + shown.method + " · " + shown.settings)
         figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
-                        labels={"value": metric, "text_kind": "text", "run": "model · method · settings"},
+                        labels={"value": column_label(metric), "text_kind": "text", "run": "model · method · settings"},
                         color_discrete_map=widgets.BASELINE_COLOURS)
-        figure.for_each_annotation(lambda note: note.update(text=TASKS[note.text.removeprefix("task=")].label))
+        figure.for_each_annotation(lambda note: note.update(text=task_label(note.text.removeprefix("task="))))
         st.plotly_chart(figure, width="stretch")
 
 

@@ -112,7 +112,7 @@ def test_markdown_and_latex_tables(paper_store):
     # runs, tables 1, 2, 4, judge drops, calibration (the paper logs have no scores by length, attack or entities)
     assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 6
     assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 6
-    assert "## Calibration of the theoretical threshold" in markdown and "| meditron | completion | KGW |" in markdown
+    assert "## Calibration of the theoretical threshold" in markdown and "| meditron | Text completion | KGW |" in markdown
     run = report["runs"][0]
     assert set(run["detection"]["mean_score"]) == {"watermarked", "reference"}  # an import's negatives: references
     assert run["status"] == "done" and "Status" in markdown

@@ -244,6 +244,8 @@ def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_requ
     assert 0 < table.loc[table.Method == "KGW", "SimCSE"].item() < 1
     assert table["SimCSE to ref."].between(0, 1).all()
     assert table.loc[table.Method == "KGW", "PPL"].item() > 1
+    # The distributions name metrics as the table does, in the registry's order.
+    assert app.selectbox(key="dist-metric").options[:4] == ["PPL", "SimCSE", "SimCSE to ref.", "ROUGE-2"]
 
 
 def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
@@ -307,29 +309,40 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     assert shown == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals
 
 
-def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
-    """With no verdict, the trade-off chart plots Auto's FWS (as the ranking does), not the judge's, which has no point;
-    once a run is judged, the judge's."""
+def import_detected_qa_run(path) -> None:
+    """An imported KGW QA run with detection scores and no verdict."""
     from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
-    from tests.conftest import judged_rating_db
 
     rows = [{"prompt": f"What treats condition {i}?", "watermarked_text": f"Rest and fluids treat condition {i}, often.",
              "unwatermarked_text": f"Rest and fluids treat condition {i}.", "natural_text": f"Fluids treat condition {i}."}
             for i in range(4)]
     scores = {"watermarked_scores": [4.1, 3.5, 5.0, 2.2], "unwatermarked_scores": [0.3, -0.8, 2.5, 1.0]}
-    store = Store(app_db)
+    store = Store(path)
     import_logs(store, method="KGW", model="meditron", task_name="qa",
                 generations=LogFile("g.json", json.dumps(rows).encode()),
                 detection=LogFile("d.json", json.dumps(scores).encode()))
     store.close()
+
+
+def fws_page_on_metrics_only() -> AppTest:
+    """The FWS page with Auto mapped to the metrics an import computes (no model): ROUGE-L, token F1 and ROUGE-2."""
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/fws.py").run()
-    # Auto from the metrics an import computes (no model): ROUGE-L, token F1 and ROUGE-2.
     app.selectbox(key="map-coherence").select("rougeL").run()
     app.selectbox(key="map-factual_accuracy").select("rouge2").run()
     assert not app.exception
+    return app
+
+
+def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
+    """With no verdict, the trade-off chart plots Auto's FWS (as the ranking does), not the judge's, which has no point;
+    once a run is judged, the judge's."""
+    from tests.conftest import judged_rating_db
+
+    import_detected_qa_run(app_db)
+    app = fws_page_on_metrics_only()
     assert app.radio(key="fws-source").value == "Auto"
     assert not any("Needs runs with both" in info.value for info in app.info)
     assert any('"FWS, Auto (metrics)"' in chart.proto.spec for chart in app.get("plotly_chart"))  # the trade-off's y axis
@@ -337,6 +350,31 @@ def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     assert app.switch_page("pages/fws.py").run().radio(key="fws-source").value == "GPTJ"
+
+
+def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
+    """"Question answering", never the stored name "qa": in the FWS page's flip chart, trade-off and ranking, and in the
+    Judge page's chart, verdicts and filter, as the quality tables already did; Auto-FWS's metrics by their labels."""
+    from tests.conftest import judged_rating_db
+
+    import_detected_qa_run(app_db)
+    judged_rating_db(app_db, n=2)
+    raw_name = re.compile(r"\bqa\b")
+    app = fws_page_on_metrics_only()
+    app.radio(key="fws-source").set_value("Auto").run()  # the judged run has no detection scores: Auto's trade-off
+    charts = [chart.proto.spec for chart in app.get("plotly_chart")]
+    assert len(charts) == 2 and all("Question answering" in spec and not raw_name.search(spec) for spec in charts)
+    ranking = next(frame.value for frame in app.dataframe if "rank" in frame.value.columns)
+    assert set(ranking.task) == {"Question answering"}
+    assert app.selectbox(key="map-relevance").options[0] == "ROUGE-L (F1 for Question answering)"
+    assert any(caption.value == "Metrics stored so far: ROUGE-2, ROUGE-L, F1." for caption in app.caption)
+    app.switch_page("pages/judge.py").run()
+    assert not app.exception
+    means_chart = app.get("plotly_chart")[0].proto.spec
+    assert "Question answering" in means_chart and not raw_name.search(means_chart)
+    assert app.selectbox(key="verdict-task").options == ["all", "Question answering"]
+    verdicts = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
+    assert set(verdicts.task) == {"Question answering"}
 
 
 def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):

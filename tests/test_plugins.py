@@ -277,7 +277,7 @@ def check_every_results_view_shows_the_toy_column(app: AppTest, app_db) -> None:
     shown = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]
     assert any("Length ratio" in frame.columns for frame in shown)
     app.switch_page("pages/fws.py").run()
-    assert "length_ratio" in app.selectbox(key="map-relevance").options
+    assert "Length ratio" in app.selectbox(key="map-relevance").options
     assert not app.exception
 
 

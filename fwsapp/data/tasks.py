@@ -35,6 +35,11 @@ SUMMARIZATION_MAX_INPUT_WORDS = 60
 SUMMARIZATION_MIN_SUMMARY_WORDS = 10
 
 
+def task_label(name: str) -> str:
+    """A task as tables and charts name it ("Question answering"); a name fwsapp does not know, as it was stored."""
+    return TASKS[name].label if name in TASKS else name
+
+
 def task(name: str) -> Task:
     try:
         return TASKS[name]

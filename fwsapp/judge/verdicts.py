@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fwsapp.data.tasks import task_label
+
 
 def filter_verdicts(frame: pd.DataFrame, method: str, task: str, status: str, max_factual: float) -> pd.DataFrame:
     """Verdicts narrowed by the browser's filters; 'all' keeps everything for that filter."""
@@ -32,7 +34,7 @@ def scores_text(scores) -> str:
 
 def verdict_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
-        "run": frame.run_id, "method": frame.method, "task": frame.task, "sample": frame.sample_idx,
+        "run": frame.run_id, "method": frame.method, "task": frame.task.map(task_label), "sample": frame.sample_idx,
         "judge": frame.judge_model, "A is": frame.watermarked_first.map({True: "watermarked", False: "unwatermarked"}),
         "status": frame.status, f"watermarked ({TRIPLE})": frame.scores_watermarked.map(_short_scores),
         f"unwatermarked ({TRIPLE})": frame.scores_unwatermarked.map(_short_scores), "reason": frame.reason,
@@ -44,4 +46,4 @@ def _short_scores(scores) -> str:
 
 
 def verdict_label(row) -> str:
-    return f"{row.method} · {row.task} · sample {row.sample_idx} · {row.judge_model} · {row.status}"
+    return f"{row.method} · {task_label(row.task)} · sample {row.sample_idx} · {row.judge_model} · {row.status}"

@@ -140,9 +140,20 @@ def stored_metrics() -> tuple[str, ...]:
     return tuple(name for entry in METRICS for name in entry.stored_names)
 
 
+def in_stored_order(names) -> list[str]:
+    """Stored metric names once each, in the registry's order; any it does not declare after them."""
+    order = {name: index for index, name in enumerate(stored_metrics())}
+    return sorted(set(names), key=lambda name: (order.get(name, len(order)), name))
+
+
 def stored_columns(task: str | None = None) -> list[tuple[MetricPlugIn, Column]]:
     """Every registered column in the registry's order, with its metric; with `task`, those of metrics that apply to it."""
     return [(entry, column) for entry in METRICS if task is None or entry.applies_to(task) for column in entry.stored_columns]
+
+
+def column_label(name: str) -> str:
+    """A stored column as tables name it ("ROUGE-L"); a name no metric declares, as it was stored."""
+    return next((column.label for _, column in stored_columns() if column.name == name), name)
 
 
 def column_tasks(name: str) -> tuple[str, ...]:

@@ -9,7 +9,8 @@ import pandas as pd
 
 from fwsapp.judge.summary import per_sample_scores
 from fwsapp.quality import main_config_rows
-from fwsapp.quality.registry import ASPECTS, column_tasks, stored_columns
+from fwsapp.data.tasks import task_label
+from fwsapp.quality.registry import ASPECTS, column_label, column_tasks, stored_columns
 from fwsapp.results.run_names import run_settings
 
 DEFAULT_ALPHA, DEFAULT_BETA = 0.4, 0.2
@@ -75,6 +76,13 @@ def aspect_choices() -> dict[str, list[str]]:
     return {aspect: list(dict.fromkeys([defaults[aspect], *(column.name for _, column in stored_columns()
                                                               if aspect in column.aspects)]))
             for aspect in ASPECTS}
+
+
+def source_label(source: str) -> str:
+    """An Auto-FWS source as people read it: "rougeL|f1" is "ROUGE-L (F1 for Question answering)"."""
+    general, *specific = source.split("|")
+    return column_label(general) + "".join(
+        f" ({column_label(name)} for {', '.join(map(task_label, column_tasks(name)))})" for name in specific)
 
 
 def judge_aspects(judgments) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from fwsapp.data.tasks import TASKS
+from fwsapp.data.tasks import TASKS, task_label
 from fwsapp.detection.roc import interval_label, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.entities.recognizers import KINDS
@@ -45,7 +45,7 @@ def reference_settings(run: dict) -> str:
 
 def _named(run: dict, method: str | None = None) -> dict:
     """The columns that say which run a row is: model, task, method and what sets the run apart (`run_names`)."""
-    return {"Model": run["model"], "Task": run["task"], "Method": method or run["method"], "Settings": run["settings"]}
+    return {"Model": run["model"], "Task": task_label(run["task"]), "Method": method or run["method"], "Settings": run["settings"]}
 
 
 def runs_table(report: dict) -> pd.DataFrame:
@@ -138,7 +138,7 @@ def table4(report: dict) -> pd.DataFrame:
     wide = long.pivot_table(index=["Model", "Method", "Settings"], columns="Task", values=["Auto", "Judge"],
                             aggfunc="first", dropna=False)
     wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, key=lambda level: level.map(_task_order))
-    wide.columns = [f"{TASKS[task].label} {source}" for task, source in wide.columns]
+    wide.columns = [f"{task} {source}" for task, source in wide.columns]
     wide = wide.dropna(how="all").reset_index()  # no rows for model × method combinations that were never run
     return wide.sort_values(["Model", "Method", "Settings"],
                             key=lambda column: column.map(_method_order) if column.name == "Method" else column)
@@ -158,8 +158,9 @@ def judge_drop_table(report: dict) -> pd.DataFrame:
     return _ordered(rows) if rows else pd.DataFrame(rows)
 
 
-def _task_order(task: str) -> int:
-    return list(TASKS).index(task) if task in TASKS else len(TASKS)
+def _task_order(label: str) -> int:
+    labels = [task.label for task in TASKS.values()]
+    return labels.index(label) if label in labels else len(labels)
 
 
 def _method_order(method: str) -> str:

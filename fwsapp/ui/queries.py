@@ -74,7 +74,9 @@ def judge_drops(revision_key: str, include_smoke_tests: bool = False) -> pd.Data
 
 @st.cache_data(show_spinner=False)
 def metric_names(revision_key: str) -> list[str]:
-    return sorted(set(store().metrics().metric))
+    from fwsapp.quality.registry import in_stored_order
+
+    return in_stored_order(store().metrics().metric)
 
 
 @st.cache_data(show_spinner=False)
