@@ -10,7 +10,8 @@ processes on loopback, as deployed (`python -m fwsapp serve-detection`, and benc
   chunks of a few texts that alternate the detector and each client over the same texts, so a change in the machine's
   speed falls on both sides of a ratio: from curl (a C client, one kept-alive connection, each transfer timed by curl
   itself), from the standard library's kept-alive client and from httpx; beside the round trip of a request that detects nothing
-  (GET /health), which is HTTP's own cost;
+  (GET /health), which is HTTP's own cost, and, from the lean clients, the detection's own time inside the service
+  (its Server-Timing header) and the rest of each round trip;
 - 32 texts: one /detect/batch of fwsapp's service against 32 concurrent requests to vLLM's reference server, which has
   no batch endpoint (target: faster);
 - load: `--requests` requests from 1, 8 and 32 concurrent clients: texts/s, p50 and p99 latency, every answer checked
@@ -82,10 +83,15 @@ def latencies(url: str, bodies: list[dict], clients: int) -> tuple[float, list[f
             [{"status": result[1], **result[2]} for result in results]
 
 
-def lean_round_trips(url: str, bodies: list[dict]) -> list[float]:
+def detection_seconds(server_timing: str) -> float:
+    """The detection's own time inside the service, from its answer's `Server-Timing: detect;dur=<ms>`."""
+    return float(server_timing.removeprefix("detect;dur=")) / 1000
+
+
+def lean_round_trips(url: str, bodies: list[dict]) -> list[tuple[float, float]]:
     """Each body posted to /detect over one kept-alive connection of the standard library's client, which costs the
     client about a tenth of a millisecond (httpx costs more than the server's own HTTP work): the service's own time
-    per text, as a lean client (curl, Go's, vLLM's own) sees it."""
+    per text, as a lean client (curl, Go's, vLLM's own) sees it, with the detection's share of it (Server-Timing)."""
     from http.client import HTTPConnection
     from urllib.parse import urlparse
 
@@ -98,17 +104,17 @@ def lean_round_trips(url: str, bodies: list[dict]) -> list[float]:
         connection.request("POST", "/detect", payload, {"Content-Type": "application/json"})
         response = connection.getresponse()
         response.read()
-        seconds.append(time.perf_counter() - began)
+        seconds.append((time.perf_counter() - began, detection_seconds(response.getheader("Server-Timing"))))
         assert response.status == 200, response.status
     connection.close()
     return seconds
 
 
-def curl_round_trips(url: str, bodies: list[dict]) -> list[float] | None:
+def curl_round_trips(url: str, bodies: list[dict]) -> list[tuple[float, float]] | None:
     """Each body posted to /detect by one curl process over one kept-alive connection (`--next`), each transfer's
     time as curl measures it, less the connection's set-up (which only the first pays): the service's round trip with
     the client's own cost near nothing (the standard library's client spends about a tenth of a millisecond a request
-    building and parsing). None without curl."""
+    building and parsing), with the detection's share of it (Server-Timing). None without curl."""
     import shutil
     import tempfile
 
@@ -120,13 +126,14 @@ def curl_round_trips(url: str, bodies: list[dict]) -> list[float] | None:
             path = Path(folder) / f"{index}.json"
             path.write_text(json.dumps(body))
             command += (["--next"] if index else []) + [
-                "--output", "/dev/null", "--write-out", "%{time_total} %{time_connect} %{http_code} %{num_connects}\\n",
+                "--output", "/dev/null", "--write-out",
+                "%{time_total} %{time_connect} %{http_code} %{num_connects} %header{server-timing}\\n",
                 "--header", "Content-Type: application/json", "--data-binary", f"@{path}", f"{url}/detect"]
         transfers = [line.split() for line in subprocess.run(command, capture_output=True, text=True,
                                                              check=True).stdout.splitlines()]
-    assert len(transfers) == len(bodies) and all(status == "200" for *_, status, _ in transfers), transfers[:3]
-    assert sum(int(connects) for *_, connects in transfers) == 1, "curl did not keep its connection"
-    return [float(total) - float(connect) for total, connect, _, _ in transfers]
+    assert len(transfers) == len(bodies) and all(status == "200" for _, _, status, _, _ in transfers), transfers[:3]
+    assert sum(int(connects) for _, _, _, connects, _ in transfers) == 1, "curl did not keep its connection"
+    return [(float(total) - float(connect), detection_seconds(timing)) for total, connect, _, _, timing in transfers]
 
 
 def batch_one_rounds(detector, corpus: list[str], url: str, rounds: int, chunk: int = 8) -> dict:
@@ -134,11 +141,15 @@ def batch_one_rounds(detector, corpus: list[str], url: str, rounds: int, chunk: 
     the chunk, then each client over the same chunk. A ratio is taken per chunk, a few tens of milliseconds of
     measuring on each side, so a change in the machine's speed (a 200-token detection here has taken from 1.9 to 3.7
     ms from one second to the next, the machine otherwise idle) falls on both its sides. Reported: each side's median
-    time per text, and each client's median ratio over all chunks with its 90th percentile."""
+    time per text, and each client's median ratio over all chunks with its 90th percentile. For the lean clients, which
+    read the answer's Server-Timing, also the detection's own time inside the service, the rest of the round trip (the
+    service's and HTTP's share), and the ratio the service would have were its detections as quick as back to back in
+    a loop: a virtual machine's idle core wakes cold, so a detection between requests runs slower than in a loop."""
     clients = {"curl": lambda bodies: curl_round_trips(url, bodies), "stdlib": lambda bodies: lean_round_trips(url, bodies),
-               "httpx": lambda bodies: latencies(url, bodies, 1)[1]}
+               "httpx": lambda bodies: [(seconds, None) for seconds in latencies(url, bodies, 1)[1]]}
     direct: list[float] = []
-    found: dict[str, list[float]] = {name: [] for name in clients}  # per chunk, for every chunk or none (no curl)
+    # Per chunk, for every chunk or none (no curl): the median round trip, detection inside it, and the rest.
+    found: dict[str, list[tuple[float, float | None, float | None]]] = {name: [] for name in clients}
     for _ in range(rounds):
         for start in range(0, len(corpus), chunk):
             texts_of_chunk = corpus[start:start + chunk]
@@ -149,16 +160,24 @@ def batch_one_rounds(detector, corpus: list[str], url: str, rounds: int, chunk: 
                 each.append(time.perf_counter() - began)
             direct.append(statistics.median(each))
             for name, client in clients.items():
-                seconds = client([{"text": text} for text in texts_of_chunk])
-                if seconds is not None:
-                    found[name].append(statistics.median(seconds))
+                timings = client([{"text": text} for text in texts_of_chunk])
+                if timings is not None:
+                    inside = None if timings[0][1] is None else statistics.median(detect for _, detect in timings)
+                    rest = None if inside is None else statistics.median(trip - detect for trip, detect in timings)
+                    found[name].append((statistics.median(trip for trip, _ in timings), inside, rest))
     record = {"rounds": rounds, "chunks": len(direct), "texts_per_chunk": chunk,
               "direct_seconds_per_text": statistics.median(direct)}
     for name in clients:
         if found[name]:
-            ratios = [client / detector for client, detector in zip(found[name], direct)]
-            record[name] = {"seconds_per_text": statistics.median(found[name]), "over_direct": statistics.median(ratios),
-                            "over_direct_p90": percentile(ratios, 0.9)}
+            ratios = [trip / detector for (trip, _, _), detector in zip(found[name], direct)]
+            record[name] = {"seconds_per_text": statistics.median(trip for trip, _, _ in found[name]),
+                            "over_direct": statistics.median(ratios), "over_direct_p90": percentile(ratios, 0.9)}
+            if found[name][0][1] is not None:
+                record[name] |= {
+                    "detection_in_service_seconds_per_text": statistics.median(inside for _, inside, _ in found[name]),
+                    "rest_of_round_trip_seconds_per_text": statistics.median(rest for _, _, rest in found[name]),
+                    "over_direct_detecting_as_in_a_loop": statistics.median(
+                        (detector + rest) / detector for (_, _, rest), detector in zip(found[name], direct))}
     return record
 
 

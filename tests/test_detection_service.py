@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -126,6 +127,32 @@ def test_token_ids_a_batch_and_three_verdicts_with_evidence_that_validates_and_h
     assert set(evidence["key_fingerprints"]) == {"key"} and "key" not in evidence["parameters"]
     assert evidence["keyed_draw"]["reference"].startswith("vLLM 0.33.0")
     assert evidence["min_tokens"] == {"tokens": 40, "basis": "given"}
+
+
+def test_each_answer_says_how_long_its_detection_took(llama3, deployed_key, monkeypatch):
+    """Server-Timing (W3C): the detection's own milliseconds, one text's or a batch's, so a deployer can tell the
+    detector's time from the network's and the service's."""
+    detector = TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3)
+    detect = detector.verdict_of_text
+
+    def slow(text):  # a detection that takes at least 50 ms
+        time.sleep(0.05)
+        return detect(text)
+
+    monkeypatch.setattr(detector, "verdict_of_text", slow)
+    client = TestClient(create_app(detector))
+
+    def detection_ms(response) -> float:
+        assert response.status_code == 200
+        return float(re.fullmatch(r"detect;dur=(\d+\.\d{3})", response.headers["server-timing"]).group(1))
+
+    text = llama3.decode(gumbel_watermarked_ids(llama3, int(KEY)))
+    began = time.perf_counter()
+    one = detection_ms(client.post("/detect", json={"text": text}))
+    assert 50 <= one < 1000 * (time.perf_counter() - began)
+    assert 150 <= detection_ms(client.post("/detect/batch", json={"items": [{"text": text}] * 3}))
+    assert detection_ms(client.post("/detect", json={"token_ids": llama3.encode(text)})) < 50  # not slowed
+    assert "server-timing" not in client.post("/detect", json={}).headers  # refused: nothing detected
 
 
 @pytest.mark.parametrize("method", ["KGW", "SynthID", "EXP", "Unigram"])
