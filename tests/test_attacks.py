@@ -383,7 +383,7 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     table = app.dataframe[0].value
     assert list(table.columns) == [CLEAN_COLUMN, "copy-paste (span_share=0.25, spans=2)", "word-deletion (ratio=0.1)",
                                    "word-deletion (ratio=0.5)"]  # the clean re-detection first; each attack's strength
-    assert " · delta=2 (defaults) · qa · " in table.index[0] and " · n=4" in table.index[0]
+    assert " · delta=2 (defaults) · Question answering · " in table.index[0] and " · n=4" in table.index[0]
     app.radio(key="robustness-measure").set_value("Words changed").run()
     changed = app.dataframe[0].value.iloc[0]
     assert float(changed[CLEAN_COLUMN]) == 0

@@ -354,7 +354,8 @@ def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
 
 def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     """"Question answering", never the stored name "qa": in the FWS page's flip chart, trade-off and ranking, and in the
-    Judge page's chart, verdicts and filter, as the quality tables already did; Auto-FWS's metrics by their labels."""
+    Judge page's chart, verdicts, filter and run selector, as the quality tables already did; Auto-FWS's metrics by
+    their labels."""
     from tests.conftest import judged_rating_db
 
     import_detected_qa_run(app_db)
@@ -375,6 +376,8 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     assert app.selectbox(key="verdict-task").options == ["all", "Question answering"]
     verdicts = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
     assert set(verdicts.task) == {"Question answering"}
+    runs = next(select for select in app.multiselect if select.label == "Runs to judge")  # every form's run labels
+    assert runs.options and all(" · Question answering · " in option for option in runs.options)
 
 
 def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):

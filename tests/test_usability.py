@@ -146,7 +146,7 @@ def test_detect_page_warns_about_small_samples_and_draws_readable_charts(detect_
     assert f"{run_id}: 4 negatives, so TPR@FPR=0.01, 0.05 are unresolved" in warning
     *_, roc, histogram = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart"))  # after the Length tab's
     assert all("{" not in trace["name"] for trace in roc["data"])  # no raw parameter JSON in the legend
-    assert any(trace["name"].startswith("KGW · qa · delta=2 (defaults) · ") for trace in roc["data"])
+    assert any(trace["name"].startswith("KGW · Question answering · delta=2 (defaults) · ") for trace in roc["data"])
     axes = [value for key, value in histogram["layout"].items() if key.startswith("xaxis")]
     assert axes and all("matches" not in axis for axis in axes)  # one score scale per panel
     comparison = app.dataframe[0].value

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from fwsapp.data.tasks import task_label
 from fwsapp.sample_size import enough
 from fwsapp.entities.recognizers.base import Entity, mesh_branch, mesh_heading
 
@@ -374,7 +375,7 @@ def samples_by_hallucination(entities: pd.DataFrame, analyses: pd.DataFrame) -> 
 
 def entity_sample_label(row) -> str:
     if not getattr(row, "reference_names_one", True):
-        return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.introduced)} introduced; the "
+        return (f"{row.method} · {task_label(row.task)} · sample {int(row.sample_idx)} · {int(row.introduced)} introduced; the "
                 "reference names no disease")
-    return (f"{row.method} · {row.task} · sample {int(row.sample_idx)} · {int(row.hallucinated)} unsupported, "
+    return (f"{row.method} · {task_label(row.task)} · sample {int(row.sample_idx)} · {int(row.hallucinated)} unsupported, "
             f"{int(row.introduced)} introduced")

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from fwsapp.data.tasks import task_label
 from fwsapp.detection.coverage import stored_coverage
 from fwsapp.detection import roc
 from fwsapp.watermark import methods
@@ -224,7 +225,7 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
 
 
 def _curve_label(run) -> str:
-    return f"{run.method} · {run.task} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
+    return f"{run.method} · {task_label(run.task)} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
 
 
 def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame, sets: pd.DataFrame | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fwsapp.data.tasks import task_label
 from fwsapp.results.run_names import run_settings
 from fwsapp.robustness.attack_sets import CLEAN
 
@@ -17,7 +18,7 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     baseline = frame[frame.attack_label == CLEAN].set_index("set_id")
     negatives = baseline.negatives
     notes = baseline.retokenised if "retokenised" in baseline else pd.Series(dtype=object)
-    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task} · {model} · n={clean.get(set_id, '?')}"
+    return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task_label(task)} · {model} · n={clean.get(set_id, '?')}"
                              + f" · against its {negatives.get(set_id, 'clean')} texts"
                              + (f" · {notes[set_id]}" if isinstance(notes.get(set_id), str) else "")
                              + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")

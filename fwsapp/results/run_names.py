@@ -11,6 +11,7 @@ import json
 
 import pandas as pd
 
+from fwsapp.data.tasks import task_label
 from fwsapp.watermark import methods
 
 IMPORTED = "imported"
@@ -44,7 +45,7 @@ def with_settings(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def run_label(run: dict) -> str:
     """A selector's label for one run: method and settings, task, model, size and id (ids make it unique)."""
-    return (f"{run['method']} · {settings(run['method'], run['params'], bool(run['imported']))} · {run['task']} · "
+    return (f"{run['method']} · {settings(run['method'], run['params'], bool(run['imported']))} · {task_label(run['task'])} · "
             f"{run['model']} · n={run['samples_done']} · {run['run_id']}")
 
 
