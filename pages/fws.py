@@ -249,7 +249,8 @@ def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weig
             figure.add_trace(go.Scatter(x=placed[detect_column], y=placed.fws, mode="markers", text=placed.setting,
                                         name=f"equal strength: TPR {target.tpr:g} after {target.tokens} tokens",
                                         marker={"symbol": "star", "size": 16, "color": "black"}))
-        for task, task_front in front.groupby("task"):
+        # A front of one run is that run's point: as a line it would draw nothing and fill the legend.
+        for task, task_front in (group for group in front.groupby("task") if len(group[1]) > 1):
             figure.add_trace(go.Scatter(x=task_front[detect_column], y=task_front.fws, mode="lines",
                                         name=f"Pareto front, {task_label(task)}",
                                         line={"dash": "dash"}))

@@ -365,6 +365,7 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     app.radio(key="fws-source").set_value("Auto").run()  # the judged run has no detection scores: Auto's trade-off
     charts = [chart.proto.spec for chart in app.get("plotly_chart")]
     assert len(charts) == 2 and all("Question answering" in spec and not raw_name.search(spec) for spec in charts)
+    assert "Pareto front" not in charts[1]  # the trade-off: a front of one run is its point, no line in the legend
     ranking = next(frame.value for frame in app.dataframe if "rank" in frame.value.columns)
     assert set(ranking.task) == {"Question answering"}
     assert app.selectbox(key="map-relevance").options[0] == "ROUGE-L (F1 for Question answering)"

@@ -515,7 +515,7 @@ def test_fws_page_warns_off_scale_weights_and_draws_both_sources_on_readable_axe
     store.close()
     app = open_page("fws")
     tradeoff = next(json.loads(chart.proto.spec) for chart in app.get("plotly_chart")
-                    if "Pareto" in json.dumps(json.loads(chart.proto.spec)))
+                    if json.loads(chart.proto.spec)["layout"]["xaxis"]["title"]["text"] == "AUROC")
     assert tradeoff["layout"]["xaxis"]["range"] == [-0.02, 1.02]  # a rate's axis, not 0 to 2
     assert not any("not 1" in w.value for w in app.warning)
     app.radio(key="fws-mode").set_value("Free α and β").run()
