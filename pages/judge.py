@@ -132,7 +132,8 @@ def means_section() -> None:
     st.subheader("Mean scores, unwatermarked vs watermarked")
     figure = px.bar(
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
-        category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"]},
+        category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"],
+                         "task": [task.label for task in TASKS.values()]},
         color_discrete_map=widgets.BASELINE_COLOURS,
         labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
         height=220 * means.task.nunique() + 160,

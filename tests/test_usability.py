@@ -146,7 +146,9 @@ def test_detect_page_warns_about_small_samples_and_draws_readable_charts(detect_
     assert f"{run_id}: 4 negatives, so TPR@FPR=0.01, 0.05 are unresolved" in warning
     *_, roc, histogram = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart"))  # after the Length tab's
     assert all("{" not in trace["name"] for trace in roc["data"])  # no raw parameter JSON in the legend
-    assert any(trace["name"].startswith("KGW · Question answering · delta=2 (defaults) · ") for trace in roc["data"])
+    # Each run as every form names it, its model and size included: two QA runs of two models never read alike.
+    assert any(trace["name"].startswith("KGW · delta=2 (defaults) · Question answering · ") and " · n=" in trace["name"]
+               and trace["name"].endswith(run_id) for trace in roc["data"])
     axes = [value for key, value in histogram["layout"].items() if key.startswith("xaxis")]
     assert axes and all("matches" not in axis for axis in axes)  # one score scale per panel
     comparison = app.dataframe[0].value

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pandas as pd
 
-from fwsapp.data.tasks import task_label
 from fwsapp.detection.coverage import stored_coverage
 from fwsapp.detection import roc
 from fwsapp.watermark import methods
@@ -23,7 +22,7 @@ from fwsapp.watermark.methods import detection_kinds
 from fwsapp.quality.scoring import GENERATED_KINDS, quality_block
 from fwsapp.detection.redetect import set_summaries
 from fwsapp.robustness.attack_sets import summaries as robustness_summaries
-from fwsapp.results.run_names import run_settings, settings
+from fwsapp.results.run_names import run_label, run_settings, settings
 from fwsapp.store import Store
 
 
@@ -224,10 +223,6 @@ def detection_comparison(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _curve_label(run) -> str:
-    return f"{run.method} · {task_label(run.task)} · {settings(run.method, run.params, run.imported)} · {run.run_id}"
-
-
 def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame, sets: pd.DataFrame | None = None,
                       set_scores: pd.DataFrame | None = None) -> pd.DataFrame:
     """The Detect page's calibration table: per run (and length bucket), the theoretical threshold's nominal and
@@ -252,7 +247,7 @@ def calibration_frame(runs: pd.DataFrame, scores: pd.DataFrame, sets: pd.DataFra
             negative = roc.negative_kind(set(texts.text_kind), run.method)
             setting = {"repeated pairs": repeats_scored(run.method, used, deduplicate)}  # beside the run it qualifies
             rows += [{"run": row.pop("run"), **setting, **row} for row in
-                     run_calibration(run.method, used, texts[texts.text_kind == negative], _curve_label(run))]
+                     run_calibration(run.method, used, texts[texts.text_kind == negative], run_label(run._asdict()))]
     return pd.DataFrame(rows)
 
 
@@ -261,7 +256,7 @@ def roc_frame(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for run, _, positives, negatives in _scored_runs(runs, scores):
         fpr, tpr = roc.roc_points(positives, negatives, run.score_direction)
-        frames.append(pd.DataFrame({"run": run.run_id, "label": _curve_label(run), "fpr": fpr, "tpr": tpr}))
+        frames.append(pd.DataFrame({"run": run.run_id, "label": run_label(run._asdict()), "fpr": fpr, "tpr": tpr}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "label", "fpr", "tpr"])
 
 
@@ -297,7 +292,7 @@ def length_frames(store: Store, runs: pd.DataFrame, fpr: float) -> dict:
     summary), and the labels of runs without scores by length."""
     summaries, rates, tokens, missing = [], [], [], []
     for run in runs.itertuples():
-        label = _curve_label(run)
+        label = run_label(run._asdict())
         curves = run_curves(store, run.run_id)
         if curves is None:
             if not methods.info(run.method).post_hoc:
