@@ -301,6 +301,42 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
     assert stored_sample_facts(whole, ids[1], 0, texts, "clinical-facts v1;another") is None
 
 
+def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the_rest(tmp_path, finder, monkeypatch):
+    """20 of the paper's BioMistral answers, 16 of them analysed (stopped after its first chunk): scoring the clinical
+    facts metric finds the facts of the other 4 only, and its values equal those of a run scored from scratch."""
+    import threading
+
+    from fwsapp.entities.fact_analysis import analyze_run_facts
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.quality.clinical_facts import COUNTED, ClinicalFacts
+    from fwsapp.quality.scoring import QualityResources, score_run
+    from fwsapp.store import Store
+    from tests.conftest import PROJECT
+
+    records = json.loads((PROJECT.parent / "shared" / "data" / "paper" /
+                          "KGW-g0.5-d2-biomistral-HQA2.generations.json").read_text())[:20]
+    source = tmp_path / "g.json"
+    source.write_text(json.dumps(records))
+    analysed, scratch = Store(tmp_path / "analysed.duckdb"), Store(tmp_path / "scratch.duckdb")
+    ids = [import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(source))
+           for store in (analysed, scratch)]
+    cancel = threading.Event()
+    assert analyze_run_facts(analysed, ids[0], finder, progress=lambda done, total: cancel.set(), cancel=cancel) == 16
+    monkeypatch.setattr(ClinicalFacts, "finder", lambda self, resources: finder)  # the analysis's own recognizers
+    searched = []
+    find_many = FactFinder.find_many
+    monkeypatch.setattr(FactFinder, "find_many", lambda self, texts: searched.append(len(texts)) or find_many(self, texts))
+    counts = [score_run(store, run_id, QualityResources(model_loader=None, store=store), ("clinical_facts",))
+              for store, run_id in zip((analysed, scratch), ids)]
+    assert counts == [{"clinical_facts": 20 * 2 * 4}] * 2  # 20 samples × 2 answers × 4 measures, in both
+    assert searched[:2] == [4 * 2, 4 * 2]  # the analysed run: each answer kind of the 4 left, with their references
+    assert sum(searched[2:]) == 20 * 2 * 2  # from scratch: every answer and its reference, for both kinds
+    first, second = (store.metrics().drop(columns="run_id").sort_values(["sample_idx", "text_kind", "metric"])
+                     .reset_index(drop=True) for store in (analysed, scratch))
+    pd.testing.assert_frame_equal(first, second)
+    assert first[first.metric.isin(COUNTED)].value.sum() > 0  # some drug, dose, negation or corruption was counted
+
+
 def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_assertion(finder):
     import pandas as pd
 

@@ -260,7 +260,7 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
 
     metrics = tuple(metrics or default_metrics())
     check_metrics(metrics)
-    resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
+    resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint, store=store,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
     runs = [store.run(run_id) for run_id in run_ids]
     steps = _per_run(progress, [store.count("generations", run["run_id"]) * len(metrics_for(run, metrics))

@@ -1,9 +1,15 @@
 """Clinical facts against the reference (`fwsapp.entities.changes`, by concept): per text, the drugs and doses the
 reference does not state, the facts whose assertion it contradicts, and the corrupted medical terms per 1,000 words.
-Lower is better for each; the watermarked and unwatermarked texts' values side by side say what the watermark adds."""
+Lower is better for each; the watermarked and unwatermarked texts' values side by side say what the watermark adds.
+The changes `analyze` stored under the same finder are counted as they are (fwsapp.entities.fact_analysis compares each
+answer with the reference in the same way), so facts are found once, not again for the metric."""
 from __future__ import annotations
 
-from fwsapp.quality.base import ReferenceMetric
+from collections.abc import Iterator
+
+import pandas as pd
+
+from fwsapp.quality.base import ReferenceMetric, metric_row
 
 # Stored column -> (change kind, only facts the reference lacks)
 COUNTED = {
@@ -25,17 +31,52 @@ class ClinicalFacts(ReferenceMetric):
         return self.finder(resources).config
 
     def values(self, outputs: list[str], references: list[str], resources) -> dict[str, list[float]]:
-        from fwsapp.entities.changes import BY_CONCEPT, changes, counted, word_count
+        from fwsapp.entities.changes import BY_CONCEPT, changes
 
         found = self.finder(resources).find_many(outputs + references)
         values: dict[str, list[float]] = {name: [] for name in COUNTED}
         for index, (output, reference) in enumerate(zip(outputs, references)):
             changed = changes(output, found[index], reference, found[len(outputs) + index], by=BY_CONCEPT)
-            for name, (kind, unsupported_only) in COUNTED.items():
-                count = counted(changed, kind, unsupported_only)
-                if name == PER_THOUSAND_WORDS:
-                    words = word_count(output)
-                    values[name].append(1000 * count / words if words else 0.0)
-                else:
-                    values[name].append(float(count))
+            for name, value in measures(output, changed).items():
+                values[name].append(value)
         return values
+
+    def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
+        """The samples `analyze` compared with their reference under this config first, from its stored changes; then
+        the rest, found here."""
+        analysed = set() if resources.store is None else resources.store.fact_analysed_samples(run["run_id"], config)
+        both_texts = todo.reference.fillna("").ne("") & pd.concat(
+            [todo[f"{kind}_text"].fillna("").ne("") for kind in self.entry.kinds], axis=1).all(axis=1)
+        stored = todo[todo.sample_idx.isin(analysed) & both_texts]
+        if len(stored):
+            yield self.stored_rows(stored, run["run_id"], resources.store, config), len(stored)
+        for rows, covered in super().rows(todo.drop(stored.index), run, resources, config):
+            yield rows, len(stored) + covered
+
+    def stored_rows(self, samples: pd.DataFrame, run_id: str, store, config: str) -> list[dict]:
+        from fwsapp.entities.changes import Change
+
+        changes = store.fact_changes([run_id])
+        changes = changes[(changes.config == config) & (changes.against == "reference")]
+        by_text = {key: [Change(row.kind, int(row.start_char), int(row.end_char), row.was, row.now)
+                         for row in group.itertuples()]
+                   for key, group in changes.groupby(["sample_idx", "text_kind"])}
+        return [metric_row(sample.sample_idx, kind, name, config, value)
+                for sample in samples.itertuples() for kind in self.entry.kinds
+                for name, value in measures(getattr(sample, f"{kind}_text"),
+                                            by_text.get((sample.sample_idx, kind), [])).items()]
+
+
+def measures(output: str, changed) -> dict[str, float]:
+    """The stored columns' values of one output from its changes against the reference."""
+    from fwsapp.entities.changes import counted, word_count
+
+    values = {}
+    for name, (kind, unsupported_only) in COUNTED.items():
+        count = counted(changed, kind, unsupported_only)
+        if name == PER_THOUSAND_WORDS:
+            words = word_count(output)
+            values[name] = 1000 * count / words if words else 0.0
+        else:
+            values[name] = float(count)
+    return values

@@ -31,6 +31,7 @@ class QualityResources:
     oracle: str | None = None  # perplexity model; None = the run's own model (embedded for imports)
     alignscore_checkpoint: str | None = None
     recognizer_name: str = DEFAULT_RECOGNIZER  # the factual-consistency stand-in's disease recognizer
+    store: object = None  # where a metric reads what another step stored (the facts `analyze` found); None: nothing
     _encoder: object = field(default=None, repr=False)
     _recognizer: object = field(default=None, repr=False)
 
