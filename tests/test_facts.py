@@ -261,13 +261,9 @@ def test_drug_swap_and_dose_change_inject_the_changes_the_facts_then_find(finder
             assert changed[0].now in ("5000 mg", "50 mg") and changed[0].was == "500 mg"
 
 
-def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, finder):
-    """20 of the paper's BioMistral answers: stopped after the first chunk of 16, the analysis resumes with the other
-    4, and the stored rows equal an uninterrupted analysis's; a repeat analyses nothing."""
-    import threading
-
+def paper_answers_twice(tmp_path, names: tuple[str, str]) -> tuple[list, list[str]]:
+    """20 of the paper's BioMistral QA answers, imported into two databases named `names`: their stores and run ids."""
     from fwsapp.orchestration.importer import LogFile, import_logs
-    from fwsapp.entities.fact_analysis import analyze_run_facts
     from fwsapp.store import Store
     from tests.conftest import PROJECT
 
@@ -275,11 +271,28 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
                           "KGW-g0.5-d2-biomistral-HQA2.generations.json").read_text())[:20]
     source = tmp_path / "g.json"
     source.write_text(json.dumps(records))
-    stopped, whole = Store(tmp_path / "stopped.duckdb"), Store(tmp_path / "whole.duckdb")
-    ids = [import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(source))
-           for store in (stopped, whole)]
+    stores = [Store(tmp_path / f"{name}.duckdb") for name in names]
+    return stores, [import_logs(store, method="KGW", model="biomistral", task_name="qa",
+                                generations=LogFile.from_path(source)) for store in stores]
+
+
+def analysed_first_chunk(store, run_id: str, finder) -> int:
+    """The run's facts analysed and stopped after its first chunk; how many samples were analysed."""
+    import threading
+
+    from fwsapp.entities.fact_analysis import analyze_run_facts
+
     cancel = threading.Event()
-    assert analyze_run_facts(stopped, ids[0], finder, progress=lambda done, total: cancel.set(), cancel=cancel) == 16
+    return analyze_run_facts(store, run_id, finder, progress=lambda done, total: cancel.set(), cancel=cancel)
+
+
+def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, finder):
+    """20 of the paper's BioMistral answers: stopped after the first chunk of 16, the analysis resumes with the other
+    4, and the stored rows equal an uninterrupted analysis's; a repeat analyses nothing."""
+    from fwsapp.entities.fact_analysis import analyze_run_facts
+
+    (stopped, whole), ids = paper_answers_twice(tmp_path, ("stopped", "whole"))
+    assert analysed_first_chunk(stopped, ids[0], finder) == 16
     assert analyze_run_facts(stopped, ids[0], finder) == 4
     assert analyze_run_facts(stopped, ids[0], finder) == 0
     assert analyze_run_facts(whole, ids[1], finder) == 20
@@ -304,24 +317,11 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
 def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the_rest(tmp_path, finder, monkeypatch):
     """20 of the paper's BioMistral answers, 16 of them analysed (stopped after its first chunk): scoring the clinical
     facts metric finds the facts of the other 4 only, and its values equal those of a run scored from scratch."""
-    import threading
-
-    from fwsapp.entities.fact_analysis import analyze_run_facts
-    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.quality.clinical_facts import COUNTED, ClinicalFacts
     from fwsapp.quality.scoring import QualityResources, score_run
-    from fwsapp.store import Store
-    from tests.conftest import PROJECT
 
-    records = json.loads((PROJECT.parent / "shared" / "data" / "paper" /
-                          "KGW-g0.5-d2-biomistral-HQA2.generations.json").read_text())[:20]
-    source = tmp_path / "g.json"
-    source.write_text(json.dumps(records))
-    analysed, scratch = Store(tmp_path / "analysed.duckdb"), Store(tmp_path / "scratch.duckdb")
-    ids = [import_logs(store, method="KGW", model="biomistral", task_name="qa", generations=LogFile.from_path(source))
-           for store in (analysed, scratch)]
-    cancel = threading.Event()
-    assert analyze_run_facts(analysed, ids[0], finder, progress=lambda done, total: cancel.set(), cancel=cancel) == 16
+    (analysed, scratch), ids = paper_answers_twice(tmp_path, ("analysed", "scratch"))
+    assert analysed_first_chunk(analysed, ids[0], finder) == 16
     monkeypatch.setattr(ClinicalFacts, "finder", lambda self, resources: finder)  # the analysis's own recognizers
     searched = []
     find_many = FactFinder.find_many
