@@ -76,6 +76,10 @@ def test_a_progress_bar_is_first_drawn_with_its_total(capsys):
         progress(400, 400)
     drawn = capsys.readouterr().err
     assert "detect: 0text" not in drawn and "0/400" in drawn and "400/400" in drawn
+    with progress_bar("score", "sample × metric") as progress:  # everything stored already: nothing to do, no bar
+        progress(0, 0, "rouge")
+        progress(0, 0)
+    assert capsys.readouterr().err == ""
 
 
 def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsys, monkeypatch):

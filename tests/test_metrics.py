@@ -103,6 +103,27 @@ def test_unknown_metric_is_refused(store):
         score_run(store, "any", QualityResources(model_loader=None), ("bleu",))
 
 
+def test_progress_counts_the_values_to_compute_not_those_stored_or_skipped(tmp_path):
+    """An import stores ROUGE and token F1 at once. Scored again with perplexity (skipped: an imported run, no oracle),
+    F1 (all stored) and ROUGE (half its samples' values gone), progress counts the 16 samples ROUGE computes: a rate
+    and the time left then read the work itself, where instant jumps over stored or skipped work made them absurd."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.quality.base import CHUNK
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    run_id = imported_qa_db(tmp_path / "half.duckdb", 2 * CHUNK)
+    store = Store(tmp_path / "half.duckdb")
+    store.row("DELETE FROM metrics WHERE metric IN ('rouge2', 'rougeL') AND sample_idx >= ?", [CHUNK])
+    reported = []
+    counts = pipeline.score(store, [run_id], None, lambda done, total, note="": reported.append((done, total)),
+                            metrics=("ppl", "f1", "rouge"))
+    assert counts == {run_id: {"ppl": None, "f1": 0, "rouge": CHUNK * 2 * 2}}  # 16 samples × 2 texts × ROUGE-2 and -L
+    assert reported[0] == (0, CHUNK) and reported[-1] == (CHUNK, CHUNK) and {total for _, total in reported} == {CHUNK}
+    assert all(later >= earlier for (earlier, _), (later, _) in zip(reported, reported[1:]))
+    store.close()
+
+
 def test_a_cancel_is_heard_between_chunks_of_a_metric_and_what_was_done_stays(tmp_path):
     import threading
 

@@ -46,14 +46,17 @@ def first_interrupt_stops(stop: threading.Event, what: str):
 
 @contextmanager
 def progress_bar(description: str, unit: str):
-    """A tqdm bar on stderr, driven by the backend's (done, total) progress callbacks. It appears at the first report,
-    so input refused before any work is one line, with no empty bar before it."""
+    """A tqdm bar on stderr, driven by the backend's (done, total) progress callbacks. It appears at the first report
+    with work to do, so input refused before any work is one line, with no empty bar before it, and a command with
+    nothing left to do (everything stored) draws none."""
     from tqdm import tqdm
 
     bar = None
 
     def update(done: int, total: int, note: str = "") -> None:
         nonlocal bar
+        if bar is None and not total:
+            return
         if bar is None:
             bar = tqdm(desc=description, unit=unit, total=total, file=sys.stderr)  # drawn once made: with its total
         bar.total = total

@@ -253,8 +253,9 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
           cancel: threading.Event | None = None, *, metrics: tuple[str, ...] | None = None, oracle: str | None = None,
           alignscore_checkpoint: str | None = None, recognizer: str | None = None) -> dict[str, dict[str, int]]:
     """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
-    skipped, the perplexity of an imported run when no `oracle` is named). Progress counts samples × metrics."""
-    from fwsapp.quality.scoring import QualityResources, check_metrics, metrics_for, score_run
+    skipped, the perplexity of an imported run when no `oracle` is named). Progress counts the samples × metrics to
+    compute, planned for every run before the first is scored: values already stored and metrics skipped are no work."""
+    from fwsapp.quality.scoring import QualityResources, check_metrics, planned_values, score_run, scoring_plan
     from fwsapp.quality.registry import default_metrics
     from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer
 
@@ -262,17 +263,15 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
     check_metrics(metrics)
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint, store=store,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
-    runs = [store.run(run_id) for run_id in run_ids]
-    steps = _per_run(progress, [store.count("generations", run["run_id"]) * len(metrics_for(run, metrics))
-                                for run in runs])
+    plans = {run_id: scoring_plan(store, run_id, resources, metrics) for run_id in run_ids}
+    steps = _per_run(progress, [planned_values(plan) for plan in plans.values()])
     counts = {}
-    for run, step in zip(runs, steps):
+    for (run_id, plan), step in zip(plans.items(), steps):
         if _cancelled(cancel):
             break
-        run_id = run["run_id"]
         named = (lambda done, total, note="", step=step, run_id=run_id:
                  step(done, total, f"{run_id}: {note}" if note else "")) if step else None
-        counts[run_id] = score_run(store, run_id, resources, metrics, progress=named, cancel=cancel)
+        counts[run_id] = score_run(store, run_id, resources, progress=named, cancel=cancel, plan=plan)
     return counts
 
 

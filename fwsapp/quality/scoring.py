@@ -72,37 +72,64 @@ def computed_values(counts: dict[str, int | None], named: Callable[[str], str] =
         + (f"; {', '.join(stored)} already stored" if stored else "")
 
 
-def score_run(store, run_id: str, resources: QualityResources, metrics=None,
-              progress: Callable[..., None] | None = None, cancel=None) -> dict[str, int | None]:
-    """Compute the metrics a run lacks (default: the registry's default metrics); returns how many values were computed
-    per metric (None: skipped, such as perplexity of an imported run with no oracle named). `cancel` (an Event) is
-    heard between chunks of a metric, within seconds: what was written stays, and a rerun does the rest."""
+@dataclass(frozen=True)
+class PlannedMetric:
+    """One metric of a run's scoring: the config its values go under (None: skipped, such as perplexity of an imported
+    run with no oracle named) and the samples that lack them."""
+
+    metric: str
+    config: str | None
+    todo: pd.DataFrame
+
+
+def scoring_plan(store, run_id: str, resources: QualityResources, metrics=None) -> list[PlannedMetric]:
+    """What scoring a run would compute (default: the registry's default metrics), before anything is: per metric
+    that applies to its task, the samples that lack its values."""
     metrics = default_metrics() if metrics is None else metrics
     check_metrics(metrics)
     run = store.run(run_id)
     samples, have = _scorable(store, run_id)
-    metrics = metrics_for(run, metrics)
+    plan = []
+    for metric in metrics_for(run, metrics):
+        name, config, kinds = stored_as(metric, run, resources)
+        plan.append(PlannedMetric(metric, config, samples.iloc[0:0] if config is None
+                                  else _missing(samples, have, name, config, kinds)))
+    return plan
+
+
+def planned_values(plan: list[PlannedMetric]) -> int:
+    """The sample × metric values a plan computes: what its progress counts."""
+    return sum(len(planned.todo) for planned in plan)
+
+
+def score_run(store, run_id: str, resources: QualityResources, metrics=None,
+              progress: Callable[..., None] | None = None, cancel=None,
+              plan: list[PlannedMetric] | None = None) -> dict[str, int | None]:
+    """Compute the metrics a run lacks (default: the registry's default metrics; or its `plan`, made before); returns
+    how many values were computed per metric (None: skipped). `cancel` (an Event) is heard between chunks of a metric,
+    within seconds: what was written stays, and a rerun does the rest."""
+    plan = scoring_plan(store, run_id, resources, metrics) if plan is None else plan
+    run = store.run(run_id)
     progress = progress or (lambda done, total, note="": None)
-    computed = {}
-    # Progress counts samples per metric, so a long perplexity pass moves the bar as it goes.
-    for index, metric in enumerate(metrics):
-        progress(index * len(samples), len(metrics) * len(samples), metric)
-        implementation = implementation_of(metric)
-        config = implementation.config(run, resources)
-        if config is None:
-            computed[metric] = None  # skipped: nothing to compute it with (an imported run's perplexity, no oracle)
+    # Progress counts the samples × metrics to compute, chunk by chunk, so a long perplexity pass moves the bar as it
+    # goes; values already stored and metrics skipped are no work, so a rate and what is left read the work itself.
+    total, done, computed = planned_values(plan), 0, {}
+    for planned in plan:
+        progress(done, total, planned.metric)
+        if planned.config is None:
+            computed[planned.metric] = None
             continue
-        computed[metric] = 0
-        todo = _missing(samples, have, implementation.entry.stored_names[0], config, implementation.entry.kinds)
-        done_before = len(samples) - len(todo)
-        for rows, covered in implementation.rows(todo, run, resources, config) if len(todo) else ():
+        computed[planned.metric] = 0
+        implementation = implementation_of(planned.metric)
+        for rows, covered in implementation.rows(planned.todo, run, resources, planned.config) if len(planned.todo) else ():
             if rows:
                 store.write_rows("metrics", run_id, rows)  # each chunk is kept if the job stops
-            computed[metric] += len(rows)
-            progress(index * len(samples) + done_before + covered, len(metrics) * len(samples), metric)
+            computed[planned.metric] += len(rows)
+            progress(done + covered, total, planned.metric)
             if cancel is not None and cancel.is_set():
                 return computed
-    progress(len(metrics) * len(samples), len(metrics) * len(samples))
+        done += len(planned.todo)
+    progress(total, total)
     return computed
 
 
@@ -173,15 +200,13 @@ def missing_work(store, run_ids: list[str], metrics=None) -> MissingWork:
     resources = QualityResources(model_loader=None)
     lacking, values, seconds = [], 0, 0.0
     for run_id in run_ids:
-        run = store.run(run_id)
-        samples, have = _scorable(store, run_id)
-        todo = {metric: _missing(samples, have, *stored_as(metric, run, resources)) for metric in metrics_for(run, metrics)}
-        if any(len(missing) for missing in todo.values()):
+        plan = scoring_plan(store, run_id, resources, metrics)
+        if planned_values(plan):
             lacking.append(run_id)
-        values += sum(len(missing) for missing in todo.values())
-        seconds += sum(METRICS[metric].seconds_per_1000_characters / 1000 * sum(
-            missing[column].str.len().sum() for column in ("watermarked_text", "unwatermarked_text", "reference"))
-            for metric, missing in todo.items())
+        values += planned_values(plan)
+        seconds += sum(METRICS[planned.metric].seconds_per_1000_characters / 1000 * sum(
+            planned.todo[column].str.len().sum() for column in ("watermarked_text", "unwatermarked_text", "reference"))
+            for planned in plan)
     return MissingWork(lacking, values, float(seconds))
 
 
