@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from fwsapp.data.tasks import TASKS, task_label
-from fwsapp.detection.roc import interval_label, tpr_label
+from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.entities.recognizers import KINDS
 from fwsapp.quality.registry import Column, stored_columns
@@ -100,8 +100,8 @@ def table1(report: dict) -> pd.DataFrame:
         {
             **_named(run),
             "AUROC": _get(run, "detection", "auroc"),
-            **{f"TPR@{label}": tpr_label(run["detection"], key) if run.get("detection") else None
-               for label, key in (("0%", "0"), ("1%", "0.01"), ("5%", "0.05"))},
+            **{f"TPR@{level:.0%}": tpr_label(run["detection"], level_key(level)) if run.get("detection") else None
+               for level in FPR_LEVELS},
             **_quality(run, "watermarked", columns),
         }
         for run in report["runs"]
