@@ -133,7 +133,7 @@ def means_section() -> None:
     figure = px.bar(
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
         category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"],
-                         "task": [task.label for task in TASKS.values()]},
+                         "task": [task.label for task in TASKS.values() if task.label in set(means.task)]},
         color_discrete_map=widgets.BASELINE_COLOURS,
         labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
         height=220 * means.task.nunique() + 160,

@@ -374,6 +374,8 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     assert not app.exception
     means_chart = app.get("plotly_chart")[0].proto.spec
     assert "Question answering" in means_chart and not raw_name.search(means_chart)
+    facets = {note["text"] for note in json.loads(means_chart)["layout"]["annotations"]}
+    assert facets == {"coherence", "relevance", "factual accuracy", "Question answering"}  # no empty task row
     assert app.selectbox(key="verdict-task").options == ["all", "Question answering"]
     verdicts = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
     assert set(verdicts.task) == {"Question answering"}
