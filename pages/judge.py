@@ -8,7 +8,7 @@ from fwsapp import counted
 from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.data.tasks import TASKS, task_label
+from fwsapp.data.tasks import TASKS, task_label, task_labels
 from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.parser import ASPECTS
@@ -133,7 +133,7 @@ def means_section() -> None:
     figure = px.bar(
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
         category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"],
-                         "task": [task.label for task in TASKS.values() if task.label in set(means.task)]},
+                         "task": [label for label in task_labels() if label in set(means.task)]},
         color_discrete_map=widgets.BASELINE_COLOURS,
         labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
         height=220 * means.task.nunique() + 160,

@@ -35,6 +35,11 @@ SUMMARIZATION_MAX_INPUT_WORDS = 60
 SUMMARIZATION_MIN_SUMMARY_WORDS = 10
 
 
+def task_labels() -> list[str]:
+    """The tasks' labels in the tasks' order: the order of every table's and chart's tasks."""
+    return [task.label for task in TASKS.values()]
+
+
 def task_label(name: str) -> str:
     """A task as tables and charts name it ("Question answering"); a name fwsapp does not know, as it was stored."""
     return TASKS[name].label if name in TASKS else name

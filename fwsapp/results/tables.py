@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from fwsapp.data.tasks import TASKS, task_label
+from fwsapp.data.tasks import task_label, task_labels
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.entities.recognizers import KINDS
@@ -159,7 +159,7 @@ def judge_drop_table(report: dict) -> pd.DataFrame:
 
 
 def _task_order(label: str) -> int:
-    labels = [task.label for task in TASKS.values()]
+    labels = task_labels()
     return labels.index(label) if label in labels else len(labels)
 
 
