@@ -111,6 +111,19 @@ def test_a_corruption_is_a_near_name_that_is_no_word_and_not_in_the_other_text()
     assert corruptions("Take metfromin.", against_words={"metfromin"}) == []
 
 
+def test_a_corruption_was_the_name_the_other_text_said(finder):
+    """Against a text that has the name, a corruption was that name, not the lexicon's nearest: "amoxicilin" is one edit
+    from both "amoxicillin" and "amoxicilina" (a name of the drug lexicon), and the second comes first alphabetically."""
+    assert [(c.was, c.now) for c in corruptions("Start amoxicilin today.")] == [("amoxicilina", "amoxicilin")]
+    assert [(c.kind, c.was, c.now) for c in compared(finder, "Start amoxicilin 500 mg today.",
+                                                    "Start amoxicillin 500 mg today.")] == [
+        ("corruption", "amoxicillin", "amoxicilin")]
+    # Written independently, too: the other text's name wherever it stands.
+    assert [(c.was, c.now) for c in corruptions("Amoxicilin treats otitis media.",
+                                                against_words={"for", "otitis", "amoxicillin", "give"})] == [
+        ("amoxicillin", "Amoxicilin")]
+
+
 def test_the_nearest_medical_word_is_the_full_scans_answer_for_every_kind_of_edit():
     """The indexed search measures only the words its length and letter-pair bounds let through: a bound too tight
     would miss a name the scan of the whole vocabulary finds, or break a tie the other way."""

@@ -220,15 +220,24 @@ def corruptions(text: str, words: list[tuple[int, int, str]] | None = None,
                 against_words: set[str] | frozenset[str] = frozenset()) -> list[Change]:
     """Words of `text` that are a medical name misspelt or mangled: within a few edits of a lexicon word, and not known
     themselves (`is_known`: a lexicon word, an English word of WordNet or of the encoder's vocabulary, a function
-    word), nor in `against_words` (a word both texts have is no change between them). `was` is the nearest lexicon
-    word."""
-    found = []
+    word), nor in `against_words` (a word both texts have is no change between them). `was` is the medical name of
+    `against_words` the word is an edit of, where there is one (what the other text said: "amoxicilin" against
+    "amoxicillin" was "amoxicillin", not the lexicon's "amoxicilina", as near and first alphabetically), else the nearest
+    lexicon word."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    found, names_against = [], None
     for start, end, word in words if words is not None else _words(text):
         if len(word) < CORRUPTION_MIN_LETTERS or not word.isalpha() or word in against_words or is_known(word):
             continue
         nearest = nearest_medical_word(word)
-        if nearest is not None:
-            found.append(Change("corruption", start, end, nearest, text[start:end]))
+        if nearest is None:
+            continue
+        if names_against is None:
+            names_against = sorted(against_words & medical_vocabulary_set())
+        said = process.extractOne(word, names_against, scorer=OSA.distance, score_cutoff=_tolerated_edits(word))
+        found.append(Change("corruption", start, end, said[0] if said is not None else nearest, text[start:end]))
     return found
 
 
