@@ -11,6 +11,16 @@ DEFAULT_DB = Path(os.environ.get("FWSAPP_DB", CACHE_DIR / "fwsapp.duckdb"))
 UPLOADS_DIR = CACHE_DIR / "uploads"  # datasets uploaded in the app
 
 
+def read_input(path) -> bytes:
+    """The bytes of an input file the user named; one that cannot be read (missing, a folder, not permitted) is refused
+    with the path and why, not the operating system's bare error."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read ({error.strerror or error}); give the path of a readable file.") \
+            from None
+
+
 def replaceable_output(target: Path, force: bool) -> int | None:
     """The permission bits an output file keeps when it is replaced, None when there is none yet. Only a regular file
     is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a link."""

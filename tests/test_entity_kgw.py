@@ -75,6 +75,10 @@ def test_parameters_are_checked_and_a_lexicon_file_is_read(lm, tmp_path):
     watermark = create("EntityKGW", lm.vocab_size, {"rng": "cpu", "lexicon": str(names)}, lm=lm)
     tokens = ids_of(lm, " take metformin for kidney disease")
     assert [flag for flag in watermark.detect(tokens).token_flags].count(-1) >= 3
+    names.write_bytes("m\u00e9tformine\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=f"lexicon {names}: not UTF-8 text \\(invalid continuation byte\\); save it as "
+                                         "UTF-8, one name per line."):
+        create("EntityKGW", lm.vocab_size, {"rng": "cpu", "lexicon": str(names)}, lm=lm)
     with pytest.raises(ValueError, match="needs the model"):
         create("EntityKGW", lm.vocab_size, {"entropy_threshold": 0.5}, tokenizer=from_huggingface("t", lm.tokenizer))
     assert methods.ENTITY_KGW.detector_needs_model({"entropy_threshold": 0.5})

@@ -199,6 +199,10 @@ def test_recognize_keeps_the_input_and_an_earlier_output(tmp_path, capsys):
     assert "--out must differ from --in" in capsys.readouterr().err
     assert cli(["recognize", "--in", str(source), "--out", str(tmp_path / "missing" / "out.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    for unreadable, reason in ((tmp_path / "absent.jsonl", "No such file or directory"), (tmp_path, "Is a directory")):
+        assert cli(["recognize", "--in", str(unreadable), "--out", str(tmp_path / "out.jsonl")]) == 2
+        assert f"error: {unreadable}: cannot be read ({reason}); give the path of a readable file." in \
+            capsys.readouterr().err  # not Python's "[Errno 2] No such file or directory: '…'"
     assert source.read_text() == json.dumps({"text": "gout"}) + "\n"
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from fwsapp.paths import read_input
 from fwsapp.watermark import methods
 from fwsapp.models.teacher_forcing import token_entropy
 from fwsapp.watermark.kgw import KGW, KGWLogitsProcessor
@@ -58,8 +59,12 @@ def lexicon_names(lexicon: str) -> list[str]:
         return mesh_disease_names()
     if lexicon == "mesh+drugs":
         return sorted(set(mesh_disease_names()) | set(drug_names()))
-    path = Path(lexicon)
-    names = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        text = read_input(lexicon).decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"lexicon {lexicon}: not UTF-8 text ({error.reason}); save it as UTF-8, one name per line.") \
+            from None
+    names = [line.strip() for line in text.splitlines() if line.strip()]
     if not names:
         raise ValueError(f"lexicon {lexicon}: the file holds no names (one per line).")
     return names

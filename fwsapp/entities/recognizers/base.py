@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fwsapp import counted
-from fwsapp.paths import replaceable_output
+from fwsapp.paths import read_input, replaceable_output
 
 from fwsapp.models import package_folder
 from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, MESH_PACKAGE, load_recognizer
@@ -199,7 +199,7 @@ def read_records_jsonl(path: str | Path, fields: tuple[str, ...] = ("text",), op
     byte-order mark before the first line is read past. Lines end at '\\n' only:
     U+2028 and U+0085 are characters inside a JSON string. A lone surrogate (valid JSON, no character) becomes U+FFFD,
     and `warn` is told the line."""
-    return parse_records_jsonl(Path(path).read_bytes(), str(path), fields, optional, warn)
+    return parse_records_jsonl(read_input(path), str(path), fields, optional, warn)
 
 
 def parse_records_jsonl(data: bytes, path: str, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = (),
