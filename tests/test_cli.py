@@ -37,6 +37,36 @@ def test_runs_report_and_export(qa_run, tmp_path, capsys):
         assert [list(map(int, row)) for row in ids] == [list(map(int, row)) for row in stored]
 
 
+def test_the_export_carries_each_samples_quality_values_and_judge_scores_as_the_report_reads_them(tmp_path, capsys):
+    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.store import Store
+
+    db = tmp_path / "examples.duckdb"
+    store = Store(db)
+    load_examples(store)  # an import stores ROUGE and token F1; Meditron's runs have GPT-4o's verdicts
+    runs = store.runs().set_index(["model", "task"]).run_id
+    store.close()
+    assert main(["report", "--db", str(db), "--format", "json"]) == 0
+    report = {run["run_id"]: run for run in json.loads(capsys.readouterr().out)["runs"]}
+    judged, unjudged = runs["meditron", "qa"], runs["biomistral", "qa"]
+    for run_id in (judged, unjudged):
+        out = tmp_path / f"{run_id}.parquet"
+        assert main(["export", "--run", run_id, "--out", str(out), "--db", str(db)]) == 0
+        table = pd.read_parquet(out)
+        assert len(table) == 200
+        for metric in ("rouge2", "rougeL", "f1"):
+            for kind in ("watermarked", "unwatermarked"):
+                assert table[f"quality_{metric}_{kind}"].mean() == pytest.approx(report[run_id]["quality"][metric][kind])
+    assert not any(column.startswith("judge_") for column in table.columns)  # BioMistral's runs were not judged
+    table = pd.read_parquet(tmp_path / f"{judged}.parquet")
+    judge = report[judged]["judge"]
+    for aspect in ("coherence", "relevance", "factual_accuracy"):
+        for kind in ("watermarked", "unwatermarked"):
+            assert table[f"judge_{aspect}_{kind}"].mean() == pytest.approx(judge[aspect][kind])
+    assert judge["coherence"]["watermarked"] == pytest.approx(2.17)  # the paper's log, as read before
+    assert set(table.judge_models) == {"gpt-4o"} and set(table.judge_verdicts) == {1}
+
+
 def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert main(["generate", "--task", "qa", "--method", "KGW", "--dataset", str(tmp_path / "none.json"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2

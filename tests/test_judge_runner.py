@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import pytest
 
-from fwsapp.results.export import run_table
+from fwsapp.results.export import export_table
 from fwsapp.orchestration.importer import LogFile, import_logs
 from fwsapp.judge.backends import OpenAIBackend
 from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, run_judge
@@ -125,7 +125,7 @@ def test_api_key_appears_in_no_table_log_or_export(store, monkeypatch, caplog, c
     for table in ("runs", "generations", "detections", "metrics", "judgments", "meta"):
         dump = store.frame(f"SELECT * FROM {table}").to_csv()
         assert secret not in dump, table
-    run_table(store, run_id).to_csv(tmp_path / "export.csv")
+    export_table(store, run_id).to_csv(tmp_path / "export.csv")
     assert secret not in (tmp_path / "export.csv").read_text()
     assert secret not in json.dumps(build_report(store))
     captured = capsys.readouterr()

@@ -19,8 +19,13 @@ def register(commands) -> None:
     runs.add_argument("--delete", metavar="ID", help="delete this run and every row that belongs to it (asks first)")
     runs.add_argument("--yes", action="store_true", help="with --delete: do not ask")
 
-    export = command(commands, cmd_export, "export", help="export one run's samples and scores")
-    export.add_argument("--run", required=True)
+    export = command(commands, cmd_export, "export", help="export one run's samples and scores",
+                     description="A row per sample: the prompt, the reference and both texts (with their token ids), "
+                                 "the detection scores (score_<kind>), each text's evidence record where `detect "
+                                 "--evidence` kept one, each stored quality metric per text (quality_<metric>_<kind>, "
+                                 "under the metric's main config, as the report reads it) and the judge's 1-5 scores "
+                                 "(judge_<aspect>_<kind>, the mean of its verdicts; judge_verdicts, judge_models).")
+    export.add_argument("--run", required=True, help="the run's id (`runs` lists them)")
     export.add_argument("--format", choices=EXPORT_FORMATS, help="(default: by --out's suffix)")
     output_file(export, "the file to write", required=True)
 

@@ -1,5 +1,5 @@
-"""Export one run: a row per sample with both texts, the reference, the detection scores and each text's evidence
-record (where `detect --evidence` has kept them)."""
+"""Export one run: a row per sample with both texts, the reference, the detection scores, each text's evidence record
+(where `detect --evidence` has kept them), each stored quality metric's value per text and the judge's scores."""
 from __future__ import annotations
 
 import io
@@ -9,7 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fwsapp.judge.parser import ASPECTS
+from fwsapp.judge.summary import KINDS, per_sample_scores
 from fwsapp.paths import replaceable_output, write_output
+from fwsapp.quality import main_config_rows
+from fwsapp.quality.registry import in_stored_order
 from fwsapp.store import Store
 
 
@@ -53,6 +57,42 @@ def run_table(store: Store, run_id: str) -> pd.DataFrame:
     return table
 
 
+def quality_columns(store: Store, run_id: str) -> pd.DataFrame:
+    """Per sample, each stored metric's value per text, `quality_<metric>_<kind>` (metrics in the registry's order),
+    under the metric's main config as the report reads it, so no column mixes two oracles."""
+    metrics = main_config_rows(store.metrics([run_id]))
+    if metrics.empty:
+        return pd.DataFrame(columns=["sample_idx"])
+    wide = metrics.pivot_table(index="sample_idx", columns=["metric", "text_kind"], values="value")
+    order = {kind: index for index, kind in enumerate((*KINDS, "reference"))}
+    kinds = sorted(set(wide.columns.get_level_values(1)), key=lambda kind: (order.get(kind, len(order)), kind))
+    columns = [(metric, kind) for metric in in_stored_order(wide.columns.get_level_values(0)) for kind in kinds
+               if (metric, kind) in wide.columns]
+    wide = wide[columns]
+    wide.columns = [f"quality_{metric}_{kind}" for metric, kind in columns]
+    return wide.reset_index()
+
+
+def judge_columns(store: Store, run_id: str) -> pd.DataFrame:
+    """Per judged sample, the judge's 1-5 scores of each text, `judge_<aspect>_<kind>` (the mean of its verdicts, both
+    orders and every judge model, as the report's judge block reads them), how many verdicts, and the judge models."""
+    judgments = store.judgments([run_id])
+    samples = per_sample_scores(judgments)
+    if samples.empty:
+        return pd.DataFrame(columns=["sample_idx"])
+    parsed = judgments[judgments.status == "ok"]
+    models = parsed.groupby("sample_idx").judge_model.agg(lambda names: ", ".join(sorted(set(names))))
+    scores = {f"{aspect}_{kind}": f"judge_{aspect}_{kind}" for kind in KINDS for aspect in ASPECTS}
+    return samples[["sample_idx", *scores]].rename(columns=scores).assign(
+        judge_verdicts=samples.orders.to_numpy(), judge_models=samples.sample_idx.map(models).to_numpy())
+
+
+def export_table(store: Store, run_id: str) -> pd.DataFrame:
+    """What `export` writes: `run_table` with `quality_columns` and `judge_columns` beside it."""
+    return (run_table(store, run_id).merge(quality_columns(store, run_id), on="sample_idx", how="left")
+            .merge(judge_columns(store, run_id), on="sample_idx", how="left"))
+
+
 def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with each list cell (token ids, entropies) as a JSON array, which any CSV reader can parse; pandas would
     write numpy's repr, line breaks and all."""
@@ -94,5 +134,5 @@ def export_run(store: Store, run_id: str, fmt: str | None, out: Path, force: boo
     out = Path(out)
     fmt = export_format(out, fmt)
     replaceable_output(out, force)  # before the table is read
-    write_output(out, table_bytes(run_table(store, run_id), fmt), force)
+    write_output(out, table_bytes(export_table(store, run_id), fmt), force)
     return out
