@@ -7,6 +7,7 @@ import streamlit as st
 from fwsapp.ui import render as markup
 from fwsapp.human import study
 from fwsapp.human.access import app_address_of_page, invite_link
+from fwsapp.results.export import EXPORT_FORMATS
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, default_mapping
 from fwsapp.human.ratings import RATERS_PER_ITEM
 from fwsapp.ui import queries, resources, widgets
@@ -147,15 +148,15 @@ def render() -> None:
     with export:
         st.caption("One row per rater × item × text, raters by their ids: no names, no tokens; with the letter each "
                    "text was shown under, the seconds spent, and when a rating was given and last revised.")
-        for kind, mime in (("csv", "text/csv"), ("parquet", "application/vnd.apache.parquet")):
-            widgets.download(f"Ratings ({kind})", study.ratings_file(rated, kind), f"{chosen.name}.{kind}", mime,
-                             disabled=rated.empty)
+        for kind, file_format in EXPORT_FORMATS.items():
+            widgets.download(f"Ratings ({kind})", study.ratings_file(rated, kind), f"{chosen.name}.{kind}",
+                             file_format.mime, disabled=rated.empty)
         if chosen.entity_task:
             verdicts = study.entity_verdicts(resources.store(), chosen)
             st.caption("The Entities task: each rater's verdict on each disease name an answer introduced.")
-            for kind, mime in (("csv", "text/csv"), ("parquet", "application/vnd.apache.parquet")):
+            for kind, file_format in EXPORT_FORMATS.items():
                 widgets.download(f"Entity verdicts ({kind})", study.ratings_file(verdicts, kind),
-                                 f"{chosen.name}.entities.{kind}", mime, disabled=verdicts.empty)
+                                 f"{chosen.name}.entities.{kind}", file_format.mime, disabled=verdicts.empty)
 
 
 render()

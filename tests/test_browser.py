@@ -1,6 +1,7 @@
 """The main path in a real browser: Debian's Chromium driven by Playwright against `streamlit run`."""
 import re
 
+import pandas as pd
 import pytest
 
 from tests.conftest import PROJECT
@@ -235,6 +236,13 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         assert page.get_by_text("0.411").count() >= 1
+        page.get_by_text("Export a run", exact=True).click()
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download CSV").click()
+        exported = pd.read_csv(download.value.path())
+        assert download.value.suggested_filename.startswith("fwsapp-imp-")
+        assert len(exported) == 200 and exported.judge_coherence_watermarked.mean() == pytest.approx(2.17)
+        assert exported.quality_rougeL_watermarked.notna().all()  # the import's model-free scores, per sample
 
 
 def test_first_request_to_a_page_of_a_fresh_server_goes_through_the_router(tmp_path, browser_page):

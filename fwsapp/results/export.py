@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -104,7 +105,14 @@ def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
                            if frame[column].map(lambda value: isinstance(value, (list, tuple, np.ndarray))).any()})
 
 
-EXPORT_FORMATS = ("csv", "parquet")
+@dataclass(frozen=True)
+class FileFormat:
+    label: str  # as a download button names it
+    mime: str
+
+
+# The formats a table is exported in, by file suffix.
+EXPORT_FORMATS = {"csv": FileFormat("CSV", "text/csv"), "parquet": FileFormat("Parquet", "application/vnd.apache.parquet")}
 
 
 def export_format(path: Path, fmt: str | None = None) -> str:
@@ -128,11 +136,16 @@ def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     raise ValueError(f"Unknown export format '{fmt}': use csv or parquet.")
 
 
+def export_bytes(store: Store, run_id: str, fmt: str) -> bytes:
+    """A run's `export_table` as the bytes of a file of `fmt` (one of EXPORT_FORMATS)."""
+    return table_bytes(export_table(store, run_id), fmt)
+
+
 def export_run(store: Store, run_id: str, fmt: str | None, out: Path, force: bool = False) -> Path:
     """A run's samples to CSV (list columns as JSON arrays) or Parquet (`fmt`, else by `out`'s suffix), written as
     every output file is (`paths.write_output`: a new file, or with `force` a regular one replaced)."""
     out = Path(out)
     fmt = export_format(out, fmt)
     replaceable_output(out, force)  # before the table is read
-    write_output(out, table_bytes(export_table(store, run_id), fmt), force)
+    write_output(out, export_bytes(store, run_id, fmt), force)
     return out
