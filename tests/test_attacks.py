@@ -188,7 +188,10 @@ def test_entity_swap_replaces_k_mentions_with_disease_names_of_other_concepts():
         for span in result.spans:
             inserted = result.text[span.start:span.end]
             assert inserted.lower() in names and mesh_heading(normalize(inserted)) not in originals
-    assert attacker("entity-swap", k=9).attack_many([item])[0].note == f"{len(item.mentions)} of 9 mentions found"
+    assert attacker("entity-swap", k=9).attack_many([item])[0].note == \
+        f"changed {len(item.mentions)} disease mentions, of the 9 asked for: no more in the text"
+    assert attacker("entity-swap", k=1).attack_many([AttackInput(0, "Rest and fluids help.")])[0].note == \
+        "nothing changed: no disease mention in the text"  # it read "0 of 1 mentions found"
 
 
 def test_entity_survival_compares_concepts_so_a_synonym_keeps_a_mention_and_another_disease_is_introduced():

@@ -272,6 +272,9 @@ def test_drug_swap_and_dose_change_inject_the_changes_the_facts_then_find(finder
         assert [change.kind for change in changed] == [kind], (attacked.text, changed)
         if kind == "dose":
             assert changed[0].now in ("5000 mg", "50 mg") and changed[0].was == "500 mg"
+        asked_more = entry.load()(entry.checked_params({"k": 3}), 0, {}).attack(item, np.random.default_rng(0))
+        assert asked_more.note == f"changed 1 {kind}{' with an amount' if kind == 'dose' else ' mention'}, of the 3 " \
+                                  "asked for: no more in the text"  # it read "1 of 3 doses found"
 
 
 def paper_answers_twice(tmp_path, names: tuple[str, str]) -> tuple[list, list[str]]:

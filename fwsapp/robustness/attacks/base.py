@@ -55,6 +55,18 @@ def words_of(text: str, protected: tuple[Span, ...] = ()) -> list[Word]:
             for match in WORD.finditer(text)]
 
 
+def shortfall(found: int, asked: int, singular: str, plural: str) -> str:
+    """The note of an attack that had fewer than the `asked` things to change in a text ("" when it had them all), said
+    so that the sample's line reads as what the attack did."""
+    from fwsapp import counted
+
+    if found >= asked:
+        return ""
+    if not found:
+        return f"nothing changed: no {singular} in the text"
+    return f"changed {counted(found, singular, plural)}, of the {asked} asked for: no more in the text"
+
+
 def join(words: list[str]) -> str:
     return " ".join(word for word in words if word)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from fwsapp.robustness.attacks.base import Attack, Attacked, spliced
+from fwsapp.robustness.attacks.base import Attack, Attacked, shortfall, spliced
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -28,5 +28,5 @@ class DoseChange(Attack):
             by = factor if rng.random() < 0.5 else 1 / factor  # up or down, with equal chance
             dose = item.text[mention.start:mention.end]
             replacements.append((mention, NUMBER.sub(lambda match: scaled(match.group(), by), dose)))
-        note = "" if count == self.params["k"] else f"{count} of {self.params['k']} doses found"
+        note = shortfall(count, self.params["k"], "dose with an amount", "doses with an amount")
         return Attacked(*spliced(item.text, replacements), note)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fwsapp.robustness.attacks.base import Attack, Attacked, spliced
+from fwsapp.robustness.attacks.base import Attack, Attacked, shortfall, spliced
 
 
 @lru_cache(maxsize=1)
@@ -43,7 +43,8 @@ class MentionSwap(Attack):
             if item.text[mention.start].isupper():  # a sentence's first word stays capitalised
                 name = name[0].upper() + name[1:]
             replacements.append((mention, name))
-        note = "" if count == self.params["k"] else f"{count} of {self.params['k']} mentions found"
+        named = KINDS[self.kind].change  # "drug", not "chemical"
+        note = shortfall(count, self.params["k"], f"{named} mention", f"{named} mentions")
         return Attacked(*spliced(item.text, replacements), note)
 
 
