@@ -140,11 +140,11 @@ def per_text(frame) -> None:
     clean_text = " ".join(row.watermarked_text.split())
     chosen_set = sets.set_index("attack_set_id").loc[chosen]
     entry = ATTACKS[chosen_set.attack]
-    clean_mentions, attacked_mentions = queries.disease_spans(entry.recognizer(chosen_set.params), (clean_text, row.text))
+    clean_mentions, attacked_mentions = queries.mention_spans(entry.recognizer(chosen_set.params), (clean_text, row.text))
     clean, attacked = markup.attack_changes(clean_text, row.text,
                                             [tuple(span) for span in row.spans] if row.spans is not None else [],
                                             clean_mentions, attacked_mentions, entry.spans_are)
-    st.markdown(markup.change_legend(entry.spans_are), unsafe_allow_html=True)
+    st.markdown(markup.change_legend(entry.spans_are, entry.fact), unsafe_allow_html=True)
     left, right = st.columns(2)
     left.markdown("**The model's own watermarked answer**" if entry.forges else "**Clean (watermarked)**")
     left.markdown(clean, unsafe_allow_html=True)
@@ -153,7 +153,7 @@ def per_text(frame) -> None:
     introduced = ", ".join(row.mentions_introduced) if row.mentions_introduced is not None and len(
         row.mentions_introduced) else "none"
     st.caption(markup.message(
-        f"Words changed {row.words_changed:.0%} · ROUGE-L to the clean text {row.rouge_l:.3f} · disease mentions kept "
+        f"Words changed {row.words_changed:.0%} · ROUGE-L to the clean text {row.rouge_l:.3f} · {entry.fact} mentions kept "
         f"{row.mentions_kept} of {row.mentions_clean} · introduced: {introduced}" + (f" · {row.note}" if row.note else "")))
 
 

@@ -376,7 +376,8 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     for ratio in (0.1, 0.5):
         pipeline.attack(store, [run_id], lambda name: lm, attack="word-deletion", params={"ratio": ratio})
     pipeline.attack(store, [run_id], lambda name: lm, attack="copy-paste", params={"spans": 2})
-    pasted = store.attack_sets().set_index("attack").attack_set_id["copy-paste"]
+    pipeline.attack(store, [run_id], lambda name: lm, attack="dose-change")
+    pasted, dosed = store.attack_sets().set_index("attack").attack_set_id[["copy-paste", "dose-change"]]
     store.close()
     monkeypatch.setenv("FWSAPP_DB", str(store.path))
     app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=60)
@@ -384,8 +385,9 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     app.switch_page("pages/robustness.py").run()
     assert not app.exception
     table = app.dataframe[0].value
-    assert list(table.columns) == [CLEAN_COLUMN, "copy-paste (span_share=0.25, spans=2)", "word-deletion (ratio=0.1)",
-                                   "word-deletion (ratio=0.5)"]  # the clean re-detection first; each attack's strength
+    assert list(table.columns) == [CLEAN_COLUMN, "copy-paste (span_share=0.25, spans=2)", "dose-change (k=1)",
+                                   "word-deletion (ratio=0.1)", "word-deletion (ratio=0.5)"]  # the clean re-detection
+    # first; each attack's strength
     assert " · delta=2 (defaults) · Question answering · " in table.index[0] and " · n=4" in table.index[0]
     app.radio(key="robustness-measure").set_value("Words changed").run()
     changed = app.dataframe[0].value.iloc[0]
@@ -398,6 +400,10 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     app.selectbox(key="robustness-set").set_value(pasted).run()
     marked = [block.value for block in app.markdown if "background:#b7e4c7" in block.value]
     assert marked and "<script" not in "".join(marked)
+    app.selectbox(key="robustness-set").set_value(dosed).run()  # a dose change's mentions are doses, not diseases
+    legend = next(block.value for block in app.markdown if "a dose mention" in block.value)
+    line = next(caption.value for caption in app.caption if caption.value.startswith("Words changed"))
+    assert " · dose mentions kept " in line and "disease" not in legend + line
     app.selectbox(key="attack-name").set_value("swap").run()
     app.button[0].click().run()  # "Attack and detect": a background job
     deadline = time.monotonic() + 60

@@ -98,8 +98,13 @@ def test_entity_swaps_names_are_marked_as_inserted_changes_named_in_the_legend_n
     assert swap.spans_are == "inserted" and ATTACKS["copy-paste"].spans_are == "pasted"
     _, attacked = attack_changes("Gout is common.", "Leprosy is common.", spans=[(0, 7)], spans_are=swap.spans_are)
     assert f'background:{CHANGE_COLOURS["inserted"]}">Leprosy' in attacked and CHANGE_COLOURS["pasted"] not in attacked
-    legend = change_legend(swap.spans_are)
-    assert CHANGE_MEANINGS["inserted"] in legend and CHANGE_MEANINGS["pasted"] not in legend
+    legend = change_legend(swap.spans_are, swap.fact)
+    assert "a disease the attack put in: a change of the facts" in legend and CHANGE_MEANINGS["pasted"] not in legend
+    # A dose change's marks are doses, not disease names (its legend read "a disease name the attack put in").
+    dose = ATTACKS["dose-change"]
+    legend = change_legend(dose.spans_are, dose.fact)
+    assert "a dose the attack put in" in legend and "a dose mention" in legend and "disease" not in legend
+    assert ATTACKS["drug-swap"].fact == "drug" and ATTACKS["word-deletion"].fact == "disease"
 
 
 def test_a_p_value_is_shown_in_significant_digits_and_an_underflow_as_a_bound():

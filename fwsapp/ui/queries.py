@@ -393,8 +393,8 @@ def attacked_samples(revision_key: str, attack_set_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
-def disease_spans(recognizer: str, texts: tuple[str, ...]) -> list[list[tuple[int, int]]]:
-    """Each text's disease mentions (character spans) by a registered recognizer, for highlighting."""
+def mention_spans(recognizer: str, texts: tuple[str, ...]) -> list[list[tuple[int, int]]]:
+    """Each text's mentions (character spans) by a registered recognizer of any kind, for highlighting."""
     from fwsapp.entities.recognizers import load_recognizer
 
     return [[(entity.start, entity.end) for entity in found] for found in load_recognizer(recognizer).find_many(list(texts))]

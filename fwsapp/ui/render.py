@@ -207,16 +207,18 @@ def detection_legend(method: str, detection, window: tuple[int, int] | None = No
 
 
 CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7", "inserted": "#ffadad"}
+# What each colour marks; {fact} is what the attack's mentions are ("disease", "drug", "dose").
 CHANGE_MEANINGS = {"changed": "words the attack changed, removed or added", "pasted": "watermarked words pasted in",
-                   "inserted": "a disease name the attack put in: a change of the facts"}
+                   "inserted": "a {fact} the attack put in: a change of the facts"}
 MENTION_STYLE = "border-bottom:2px solid #1f6fb2"
 
 
-def change_legend(spans_are: str = "pasted") -> str:
-    """The colours of a comparison whose marked spans are `spans_are` ("pasted" or "inserted")."""
-    chips = [f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">{CHANGE_MEANINGS[kind]}'
-             '</span>' for kind in ("changed", spans_are)]
-    return " ".join(chips + [f'<span style="{MENTION_STYLE}">a disease mention</span>'])
+def change_legend(spans_are: str = "pasted", fact: str = "disease") -> str:
+    """The colours of a comparison whose marked spans are `spans_are` ("pasted" or "inserted") and whose underlined
+    mentions are of `fact` (a fact kind's change name: disease, drug, dose)."""
+    chips = [f'<span style="background:{CHANGE_COLOURS[kind]};padding:0 6px;border-radius:3px">'
+             f'{CHANGE_MEANINGS[kind].format(fact=fact)}</span>' for kind in ("changed", spans_are)]
+    return " ".join(chips + [f'<span style="{MENTION_STYLE}">a {fact} mention</span>'])
 
 
 def _words_marked(text: str, changed: set[int], spanned: set[int], mentions: list[tuple[int, int]],
@@ -236,8 +238,7 @@ def attack_changes(clean: str, attacked: str, spans: list[tuple[int, int]] = (),
                    spans_are: str = "pasted") -> tuple[str, str]:
     """The clean and the attacked text, each made inert, with the words an alignment of the two does not keep marked
     in both, in the attacked text the words of the attack's spans (given in characters: watermarked words pasted in,
-    or disease names put in) marked as `spans_are` says, and each text's disease mentions (character spans)
-    underlined."""
+    or the names or doses put in) marked as `spans_are` says, and each text's mentions (character spans) underlined."""
     import difflib
 
     before, after = clean.split(), attacked.split()

@@ -17,7 +17,7 @@ from importlib import import_module
 
 from fwsapp.judge.registry import JUDGE_BACKENDS
 from fwsapp.plugins import DeclaredParams, Param, PlugIn, Registry, checked_params
-from fwsapp.entities.recognizers import MODEL_FREE_RECOGNIZER, default_recognizer, recognizers_of
+from fwsapp.entities.recognizers import KINDS, MODEL_FREE_RECOGNIZER, default_recognizer, recognizers_of
 
 # What an attack edits: words, characters, pasted spans, disease mentions, the whole text (an LLM's rewrite), or nothing
 # of a watermarked text: it writes new answers that pass for watermarked (a forgery).
@@ -102,6 +102,11 @@ class AttackPlugIn(PlugIn, DeclaredParams):
     def uses_mentions(self) -> bool:
         """Whether it needs the recognised disease mentions: to keep them, or to edit them."""
         return self.protects is not None or self.edits == "mentions"
+
+    @property
+    def fact(self) -> str:
+        """What its mentions are, named as a change of them is: "disease", "drug" or "dose"."""
+        return KINDS[self.mentions].change
 
     @property
     def keeps_entities(self) -> bool:
