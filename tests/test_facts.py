@@ -62,6 +62,12 @@ def test_negation_has_a_scope(finder):
     facts = finder.find_many(["The child has no fever but a cough, and may develop a rash."])[0]
     assertions = {fact.text: fact.assertion for fact in facts}
     assert assertions == {"fever": "negated", "cough": "affirmed", "rash": "uncertain"}
+    # A clause of cause ends it (ConText's "because", "since"): the conditions are the patient's, not negated.
+    facts = finder.find_many(["Women who cannot take estrogen because of migraine or high blood pressure may choose "
+                              "other pills. The child has no fever since paracetamol was given."])[0]
+    assert {fact.text: fact.assertion for fact in facts} == {
+        "estrogen": "negated", "migraine": "affirmed", "high blood pressure": "affirmed", "fever": "negated",
+        "paracetamol": "affirmed"}
 
 
 def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_the_condition(finder):
