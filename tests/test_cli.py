@@ -154,6 +154,27 @@ def test_help_lists_every_command_of_the_parser_and_the_command_line_page_shows_
     assert [name for name in commands if f"fwsapp {name}" not in summary] == []
 
 
+def test_every_commands_own_help_says_what_it_does(capsys):
+    """`score --help` opened with its usage alone: argparse shows a command's one-line help only in the list."""
+    import argparse
+
+    from fwsapp.cli import build_parser
+
+    def commands(parser, path=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield (*path, name), sub
+                    yield from commands(sub, (*path, name))
+
+    every = dict(commands(build_parser()))
+    assert ("score",) in every and ("study", "export") in every and len(every) == 18 + 5
+    assert [" ".join(path) for path, parser in every.items() if not parser.description] == []
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    assert "Compute the quality metrics a run lacks." in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv", [
     ["study", "create", "--name", "s", "--runs", "r", "--raters", "dr_a"],  # not --raters-per-item
     ["generate", "--task", "qa", "--method", "KGW", "--max-new", "8"],  # not --max-new-tokens

@@ -97,10 +97,17 @@ def db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB), help=f"DuckDB file (default {DEFAULT_DB})")
 
 
-def command(commands, handler, *args, models: bool = False, database: bool = True, **kwargs) -> argparse.ArgumentParser:
-    """A command's parser, run by `handler`, with --device and --dtype where it loads models and --db where it opens the
-    database."""
-    parser = commands.add_parser(*args, **kwargs)
+def subcommand(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
+    """A (sub)command's parser whose own --help says what it does: argparse shows `help` only in the list of commands,
+    so a command given no description opened its --help with the usage alone."""
+    kwargs.setdefault("description", f"{help[0].upper()}{help[1:]}.")
+    return subparsers.add_parser(name, help=help, **kwargs)
+
+
+def command(commands, handler, name: str, models: bool = False, database: bool = True, **kwargs) -> argparse.ArgumentParser:
+    """A command's parser (`subcommand`), run by `handler`, with --device and --dtype where it loads models and --db
+    where it opens the database."""
+    parser = subcommand(commands, name, **kwargs)
     if models:
         loading(parser)
     if database:

@@ -5,7 +5,7 @@ import shlex
 import sys
 
 from fwsapp import counted
-from fwsapp.cli.options import command, db, output_file
+from fwsapp.cli.options import command, db, output_file, subcommand
 
 
 def register(commands) -> None:
@@ -14,7 +14,7 @@ def register(commands) -> None:
     study_command = command(commands, cmd_study, "study", database=False,
         help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
     actions = study_command.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="draw a study's items from runs and print each rater's invite link")
+    create = subcommand(actions, "create", help="draw a study's items from runs and print each rater's invite link")
     create.add_argument("--name", required=True)
     create.add_argument("--runs", nargs="+", required=True, metavar="ID")
     items = create.add_mutually_exclusive_group()
@@ -27,16 +27,16 @@ def register(commands) -> None:
     create.add_argument("--seed", type=int, default=0)
     create.add_argument("--rater", action="append", default=[], metavar="NAME",
                         help="invite a rater (repeatable); the name is for the researcher only")
-    invite = actions.add_parser("invite", help="invite raters to a study and print their links")
+    invite = subcommand(actions, "invite", help="invite raters to a study and print their links")
     invite.add_argument("--study", required=True, help="its name or id")
     invite.add_argument("--rater", action="append", required=True, metavar="NAME")
     for action in (create, invite):
         action.add_argument("--url", default=DEFAULT_APP_ADDRESS, help="where raters reach the app")
-    revoke = actions.add_parser("revoke", help="revoke a rater's link at once; their ratings stay")
+    revoke = subcommand(actions, "revoke", help="revoke a rater's link at once; their ratings stay")
     revoke.add_argument("--rater", required=True, metavar="RATER_ID")
-    status = actions.add_parser("status", help="progress per rater, attention consistency, disagreements")
+    status = subcommand(actions, "status", help="progress per rater, attention consistency, disagreements")
     status.add_argument("--study", required=True)
-    export_study = actions.add_parser("export", help="the study's ratings by rater id (no names, no tokens)")
+    export_study = subcommand(actions, "export", help="the study's ratings by rater id (no names, no tokens)")
     export_study.add_argument("--study", required=True)
     output_file(export_study, "a .csv or .parquet file (with an Entities task, the verdicts go beside it: "
                 "NAME.entities.csv)", required=True)
