@@ -130,6 +130,9 @@ def test_the_equal_strength_search_picks_the_known_setting():
     assert table.at["EntityKGW", "value"] == 2.0 and table.at["EntityKGW", "setting"] == "swept run EntityKGW-2.0"
     assert table.at["SWEET", "value"] == 0.5 and "weakest swept" in table.at["SWEET", "setting"]
     assert np.isnan(table.at["Unigram", "value"]) and table.at["Unigram", "setting"] == "not reached: best TPR 0.40 at delta=1"
+    # Just short of the target, it is shown below it (it read "not reached: best TPR 0.90" against 0.9).
+    table = matched(pd.DataFrame(sweep("KGW", {2.0: 0.895})), 0.9).set_index("method")
+    assert table.at["KGW", "setting"] == "not reached: best TPR 0.895 at delta=2"
 
 
 def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp_path, capsys):

@@ -89,6 +89,15 @@ def with_quality(tprs: pd.DataFrame, report: dict) -> pd.DataFrame:
     return tprs.assign(**quality)
 
 
+def short_of(tpr: float, target: float) -> str:
+    """A TPR below `target`, to two decimals or as many more as show it below: 0.895 against 0.9 read "0.90"."""
+    for decimals in range(2, 7):
+        shown = f"{tpr:.{decimals}f}"
+        if float(shown) < target:
+            return shown
+    return f"{tpr:.6g}"
+
+
 def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
     """Per sweep, the setting that reaches `target_tpr`: a swept run, or a point interpolated between the last run
     short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR."""
@@ -101,7 +110,8 @@ def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
         if first.empty:
             best = group.loc[group.tpr.idxmax()]
             rows.append({**base, "value": math.nan, "tpr": math.nan,
-                         "setting": f"not reached: best TPR {best.tpr:.2f} at {best.strength}={best.value:g}",
+                         "setting": f"not reached: best TPR {short_of(best.tpr, target_tpr)} at "
+                                    f"{best.strength}={best.value:g}",
                          **{label: math.nan for label in QUALITY}})
             continue
         high = group.loc[first[0]]
