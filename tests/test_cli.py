@@ -17,6 +17,11 @@ def test_runs_report_and_export(qa_run, tmp_path, capsys):
     assert main(["runs", "--db", db, "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [run["run_id"] for run in listed] == [run_id]
+    assert main(["runs", "--db", db]) == 0  # for people: labels, not the stored columns with their None and <NA>
+    header, row = capsys.readouterr().out.strip().splitlines()
+    assert header.split() == ["run", "method", "settings", "model", "task", "source", "samples", "status", "created"]
+    assert row.startswith(run_id) and "delta=2 (defaults)" in row and "Question answering" in row
+    assert " generated " in row and " 4 of 4 " in row and "None" not in row and "<NA>" not in row
 
     assert main(["report", "--db", db, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -78,7 +78,9 @@ def cmd_runs(args) -> int:
     elif runs.empty:
         print(f"No runs in {args.db}.")
     else:
-        print(runs.drop(columns=["params"]).to_string(index=False))
+        from fwsapp.results.run_names import listing
+
+        print(listing(runs).to_string(index=False))
     return 0
 
 

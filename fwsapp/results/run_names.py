@@ -49,6 +49,19 @@ def run_label(run: dict) -> str:
             f"{run['model']} · n={run['samples_done']} · {run['run_id']}")
 
 
+def listing(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs (`Store.runs()` rows) as `runs` lists them for people: id, method and settings, model, task by its
+    label, where the texts came from, samples stored of those planned, status with its reason, and when it began."""
+    source = [IMPORTED if imported else "served" if pd.notna(server) else "generated"
+              for imported, server in zip(runs.imported.astype(bool), runs.server)]
+    status = [f"{status}: {reason}" if pd.notna(reason) else status
+              for status, reason in zip(runs.status, runs.status_reason)]
+    return pd.DataFrame({"run": runs.run_id, "method": runs.method, "settings": runs.run_id.map(run_settings(runs)),
+                         "model": runs.model, "task": runs.task.map(task_label), "source": source,
+                         "samples": [f"{done} of {planned}" for done, planned in zip(runs.samples_done, runs.n)],
+                         "status": status, "created": runs.created.dt.strftime("%Y-%m-%d %H:%M")})
+
+
 def ready(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs (`Store.runs()` rows) whose texts are all stored: none still generating, none without a sample. Only
     these are a job's inputs, so one run still writing cannot fail a job for the others."""
