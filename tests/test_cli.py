@@ -72,6 +72,21 @@ def test_the_export_carries_each_samples_quality_values_and_judge_scores_as_the_
     assert set(table.judge_models) == {"gpt-4o"} and set(table.judge_verdicts) == {1}
 
 
+def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys):
+    from tests.conftest import imported_qa_db
+
+    db = tmp_path / "imported.duckdb"
+    run_id = imported_qa_db(db, 2)
+    command = ["analyze", "--run", run_id, "--recognizer", "mesh", "--db", str(db)]
+    assert main(command) == 0
+    said = capsys.readouterr().out
+    assert f"{run_id}: disease entities of 2 samples analysed (" in said
+    assert f"{run_id}: clinical facts of 2 samples stored" in said
+    assert main(command) == 0  # it said "disease entities of 0 samples analysed"
+    said = capsys.readouterr().out
+    assert f"{run_id}: disease entities already analysed (" in said and f"{run_id}: clinical facts already stored" in said
+
+
 def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert main(["generate", "--task", "qa", "--method", "KGW", "--dataset", str(tmp_path / "none.json"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2

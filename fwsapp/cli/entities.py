@@ -59,11 +59,16 @@ def cmd_analyze(args) -> int:
         if computed is None:
             print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
         else:
-            print(f"{run_id}: entropies of {counted(computed, 'text', 'texts')} stored")
-        print(f"{run_id}: disease entities of {counted(analysis.entities[run_id], 'sample', 'samples')} analysed "
+            print(f"{run_id}: entropies {done(computed, 'text', 'stored')}")
+        print(f"{run_id}: disease entities {done(analysis.entities[run_id], 'sample', 'analysed')} "
               f"({analysis.recognizer})")
-        print(f"{run_id}: clinical facts of {counted(analysis.facts.get(run_id, 0), 'sample', 'samples')} stored")
+        print(f"{run_id}: clinical facts {done(analysis.facts.get(run_id, 0), 'sample', 'stored')}")
     return 0
+
+
+def done(count: int, unit: str, verb: str) -> str:
+    """'of 20 samples stored', or 'already stored' where there was nothing left to do (it said 'of 0 samples')."""
+    return f"of {counted(count, unit, unit + 's')} {verb}" if count else f"already {verb}"
 
 
 def cmd_recognize(args) -> int:
