@@ -5,7 +5,7 @@ import streamlit as st
 from fwsapp.data.tasks import TASKS
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW
-from fwsapp.results.entropy_shift import bin_table, density_frame
+from fwsapp.results.entropy_shift import bin_table, density_frame, stand_in_models
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import with_settings
@@ -56,6 +56,16 @@ def render() -> None:
     with_data = set(runs[runs.run_id.isin(set(values.run_id) | set(measured))].task)
     tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in with_data)
     task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
+    # One model at a time: two models' runs of one method would otherwise be one curve, their texts pooled.
+    of_task = runs[runs.task == task]
+    models = sorted(set(of_task.model), key=lambda name: (name not in set(of_task[of_task.run_id.isin(
+        set(values.run_id) | set(measured))].model), name))
+    if len(models) > 1:
+        chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model")
+        runs = of_task[of_task.model == chosen_model]
+    if stand_ins := stand_in_models(values[values.run_id.isin(set(runs.run_id))], runs):
+        st.caption(f"The imported runs' entropies are under {', '.join(stand_ins)}, a stand-in for their generator "
+                   "(not loaded here): indicative only.")
     curves = density_frame(values, runs, task)
     colours = widgets.series_colours(curves.series.unique() if not curves.empty else ())
     if curves.empty:
@@ -73,7 +83,8 @@ def render() -> None:
             "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
             hide_index=True, width="stretch")
 
-    entities = entities[(entities.task == task) & entities.entropy.notna()] if not entities.empty else entities
+    entities = entities[entities.run_id.isin(set(runs.run_id)) & (entities.task == task) & entities.entropy.notna()] \
+        if not entities.empty else entities
     if not entities.empty:
         st.subheader("Entropy inside disease entities")
         top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")

@@ -456,6 +456,40 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     assert not app.get("progress") and "Cancel" not in [button.label for button in app.button]
 
 
+def test_the_entropy_page_draws_one_models_runs_at_a_time_and_names_the_stand_in(app_db, lm):
+    """Two models' imported KGW runs read alike ("KGW · imported"): their texts were one curve, pooled. And an
+    import's entropies are under a stand-in model, which the page names; a second stand-in is never pooled in."""
+    import json
+
+    from fwsapp.entities.entropy import compute_entropies, token_values
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    db = Store(app_db)
+    ids = {}
+    for model, words in (("meditron", "Gout hurts a lot and the joint swells."), ("biomistral", "Gout aches.")):
+        rows = [{"prompt": f"Is gout {i} painful?", "natural_text": "Gout is painful.", "unwatermarked_text": words,
+                 "watermarked_text": f"{words} Rest helps."} for i in range(2)]
+        ids[model] = import_logs(db, method="KGW", model=model, task_name="qa",
+                                 generations=LogFile(f"{model}.json", json.dumps(rows).encode()))
+        compute_entropies(db, ids[model], lm)
+    db.write_rows("entropies", ids["meditron"], [{"sample_idx": 0, "text_kind": "reference", "model": "other-model",
+                                                  "token_ids": [1], "token_spans": [[0, 1]], "entropy": [9.5]}])
+    values = token_values(db)
+    assert set(values.entropy_model) == {lm.name} and 9.5 not in set(values.entropy)  # the lesser stand-in left out
+    db.close()
+    app = open_page("entropy")
+    model = app.radio(key="entropy-model")
+    assert model.options == ["biomistral", "meditron"]
+    for chosen in ("biomistral", "meditron"):
+        model.set_value(chosen).run()
+        bins = app.dataframe[0].value.set_index("series")
+        own = values[values.run_id == ids[chosen]]
+        assert bins.at["KGW · imported", "tokens"] == (own.text_kind == "watermarked").sum()
+        assert bins.at["unwatermarked", "tokens"] == (own.text_kind == "unwatermarked").sum()
+        assert any(f"under {lm.name}, a stand-in for their generator" in caption.value for caption in app.caption)
+
+
 # Runs that differ only in their parameters
 
 def two_kgw_runs_differing_in_delta(store):

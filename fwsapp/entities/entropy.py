@@ -71,8 +71,14 @@ def compute_entropies(store, run_id: str, lm, progress=None) -> int:
 
 
 def token_values(store, run_ids: list[str] | None = None):
-    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy."""
-    return store.token_entropies(run_ids)
+    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy_model, entropy; each run's texts of
+    one kind under one model, so two models' entropies are never pooled: an imported run analysed again under another
+    entropy model keeps the one that holds most of its tokens."""
+    values = store.token_entropies(run_ids)
+    counts = values.groupby(["run_id", "text_kind", "entropy_model"], as_index=False).size()
+    kept = counts.sort_values(["size", "entropy_model"], ascending=[False, True], kind="stable").drop_duplicates(
+        ["run_id", "text_kind"])
+    return values.merge(kept[["run_id", "text_kind", "entropy_model"]], on=["run_id", "text_kind", "entropy_model"])
 
 
 def bin_shares(values) -> dict[str, float]:

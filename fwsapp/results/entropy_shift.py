@@ -20,9 +20,16 @@ def density(values, grid) -> np.ndarray:
     return gaussian_kde(values)(grid)
 
 
+def stand_in_models(values, runs) -> list[str]:
+    """The models whose entropies stand in for imported runs' generators (not loaded here) among `runs`."""
+    imported = set(runs[runs.imported.astype(bool)].run_id)
+    return sorted(set(values[values.run_id.isin(imported)].entropy_model))
+
+
 def series_values(values, runs, task: str):
     """Per-token entropies of one task labelled by series: 'reference', 'unwatermarked', or the watermarked run
-    (its method and settings, `run_names`: two KGW runs that differ in δ are two series).
+    (its method and settings, `run_names`: two KGW runs that differ in δ are two series). The page gives it one
+    model's runs at a time (two models' runs of one method and settings would be one series).
 
     Runs of several methods over the same prompts share their references, and their unwatermarked texts
     (generation reuses them): each such text is counted once per model, not once per run."""

@@ -65,14 +65,16 @@ class AnalysisTables(StoreCore):
             [run_id, int(sample_idx)])
 
     def token_entropies(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy (generated texts from the
-        generation job, references and imported texts from `entropies`); undefined values left out."""
+        """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy_model (the model whose
+        distribution they are of), entropy (generated texts from the generation job, under the run's model;
+        references and imported texts from `entropies`); undefined values left out."""
         where, parameters = ("WHERE run_id IN (SELECT unnest(?))", [run_ids]) if run_ids is not None else ("", [])
-        frames = [self.frame(f"""SELECT run_id, sample_idx, '{kind}' AS text_kind, unnest({kind}_entropy) AS entropy
-                                 FROM generations {where}""", parameters)
+        frames = [self.frame(f"""SELECT run_id, sample_idx, '{kind}' AS text_kind, r.model AS entropy_model,
+                                        unnest({kind}_entropy) AS entropy
+                                 FROM generations JOIN runs r USING (run_id) {where}""", parameters)
                   for kind in ("unwatermarked", "watermarked")]
-        frames.append(self.frame(
-            f"SELECT run_id, sample_idx, text_kind, unnest(entropy) AS entropy FROM entropies {where}", parameters))
+        frames.append(self.frame(f"""SELECT run_id, sample_idx, text_kind, model AS entropy_model,
+                                            unnest(entropy) AS entropy FROM entropies {where}""", parameters))
         values = pd.concat(frames, ignore_index=True)
         return values[values.entropy.notna() & (values.entropy > float("-inf"))]
 
