@@ -15,16 +15,8 @@ from fwsapp.ui.router import through_router
 through_router()
 
 
-def render() -> None:
-    """The page, drawn top to bottom."""
-    st.title("Token entropy")
-    st.caption(
-        "The entropy of the generating model's next-token distribution at each token, for the reference "
-        "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
-        f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
-    )
-    runs = widgets.runs_or_stop()
-
+def launch(runs) -> None:
+    """The expander that starts an analysis job: entropies (a stand-in model for imports) and disease entities."""
     with st.expander("Compute missing analyses (entropies and disease entities)"):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
@@ -48,54 +40,78 @@ def render() -> None:
             st.rerun()
         widgets.job_status("analyze", "samples")
 
-    values = queries.entropy_values(resources.revision())
-    entities, _ = queries.entity_rows(resources.revision())
-    # Tasks with something to draw come first, so the page never opens on an empty one after an import.
-    # Entities count only with their entropies: an imported run's entities alone draw nothing here.
-    measured = entities[entities.entropy.notna()].run_id if not entities.empty else []
-    with_data = set(runs[runs.run_id.isin(set(values.run_id) | set(measured))].task)
-    tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in with_data)
+
+def chosen_runs(runs, values, measured) -> tuple[str, object]:
+    """The Task choice and, where a task has runs of several models, the Model choice: the runs drawn below are one
+    model's, since two models' runs of one method and settings would be one curve, their texts pooled. Tasks and
+    models with something to draw come first, so the page never opens on an empty one after an import."""
+    drawable = runs[runs.run_id.isin(set(values.run_id) | set(measured))]
+    tasks = sorted((task for task in TASKS if task in set(runs.task)), key=lambda name: name not in set(drawable.task))
     task = st.radio("Task", tasks, horizontal=True, format_func=lambda name: TASKS[name].label, key="entropy-task")
-    # One model at a time: two models' runs of one method would otherwise be one curve, their texts pooled.
     of_task = runs[runs.task == task]
-    models = sorted(set(of_task.model), key=lambda name: (name not in set(of_task[of_task.run_id.isin(
-        set(values.run_id) | set(measured))].model), name))
+    models = sorted(set(of_task.model), key=lambda name: (name not in set(drawable.model), name))
     if len(models) > 1:
         chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model")
-        runs = of_task[of_task.model == chosen_model]
-    if stand_ins := stand_in_models(values[values.run_id.isin(set(runs.run_id))], runs):
+        of_task = of_task[of_task.model == chosen_model]
+    if stand_ins := stand_in_models(values[values.run_id.isin(set(of_task.run_id))], of_task):
         st.caption(f"The imported runs' entropies are under {', '.join(stand_ins)}, a stand-in for their generator "
                    "(not loaded here): indicative only.")
+    return task, of_task
+
+
+def densities(values, runs, task: str) -> None:
+    """The entropy densities of the reference, the unwatermarked texts and each watermarked run, and their bins."""
     curves = density_frame(values, runs, task)
     colours = widgets.series_colours(curves.series.unique() if not curves.empty else ())
     if curves.empty:
         st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
                 "the analysis above (imported runs need a model).")
-    else:
-        st.subheader("Entropy densities")
-        figure = px.line(curves, x="entropy", y="density", color="series", color_discrete_map=colours,
-                         labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
-        for boundary in (LOW, HIGH):
-            figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
-        st.plotly_chart(figure, width="stretch")
-        st.subheader("Share of tokens per entropy bin")
-        st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
-            "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
-            hide_index=True, width="stretch")
+        return
+    st.subheader("Entropy densities")
+    figure = px.line(curves, x="entropy", y="density", color="series", color_discrete_map=colours,
+                     labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
+    for boundary in (LOW, HIGH):
+        figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
+    st.plotly_chart(figure, width="stretch")
+    st.subheader("Share of tokens per entropy bin")
+    st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
+        "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
+        hide_index=True, width="stretch")
 
-    entities = entities[entities.run_id.isin(set(runs.run_id)) & (entities.task == task) & entities.entropy.notna()] \
+
+def entity_entropies(entities, runs) -> None:
+    """The mean token entropy inside the most frequent disease entities, per text."""
+    entities = entities[entities.run_id.isin(set(runs.run_id)) & entities.entropy.notna()] \
         if not entities.empty else entities
-    if not entities.empty:
-        st.subheader("Entropy inside disease entities")
-        top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
-        frequent = entities.normalized.value_counts().head(top).index
-        shown = entities[entities.normalized.isin(frequent)]
-        shown = with_settings(shown, runs)
-        shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method + " · " + shown.settings))
-        figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
-                        color_discrete_map=widgets.series_colours(shown.series.unique()),
-                        labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
-        st.plotly_chart(figure, width="stretch")
+    if entities.empty:
+        return
+    st.subheader("Entropy inside disease entities")
+    top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
+    frequent = entities.normalized.value_counts().head(top).index
+    shown = with_settings(entities[entities.normalized.isin(frequent)], runs)
+    shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method + " · " + shown.settings))
+    figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
+                    color_discrete_map=widgets.series_colours(shown.series.unique()),
+                    labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
+    st.plotly_chart(figure, width="stretch")
 
+
+def render() -> None:
+    """The page, drawn top to bottom."""
+    st.title("Token entropy")
+    st.caption(
+        "The entropy of the generating model's next-token distribution at each token, for the reference "
+        "(teacher-forced after the prompt), the unwatermarked text and each method's watermarked text. "
+        f"Bins: low < {LOW}, mid {LOW}–{HIGH}, high > {HIGH} nats."
+    )
+    runs = widgets.runs_or_stop()
+    launch(runs)
+    values = queries.entropy_values(resources.revision())
+    entities, _ = queries.entity_rows(resources.revision())
+    # Entities count only with their entropies: an imported run's entities alone draw nothing here.
+    measured = entities[entities.entropy.notna()].run_id if not entities.empty else []
+    task, shown = chosen_runs(runs, values, measured)
+    densities(values, shown, task)
+    entity_entropies(entities, shown)
 
 render()
