@@ -72,6 +72,22 @@ def test_the_export_carries_each_samples_quality_values_and_judge_scores_as_the_
     assert set(table.judge_models) == {"gpt-4o"} and set(table.judge_verdicts) == {1}
 
 
+def test_detect_says_what_the_set_found_and_whether_it_reproduces_an_imports_scores(tmp_path, capsys):
+    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.store import Store
+
+    db = tmp_path / "examples.duckdb"
+    store = Store(db)
+    load_examples(store)
+    run_id = store.runs().set_index(["model", "task"]).run_id["biomistral", "qa"]  # its tokenizer ships here
+    store.close()
+    assert main(["detect", "--run", run_id, "--db", str(db)]) == 0  # it printed the set's id alone
+    said = capsys.readouterr().out.strip().splitlines()
+    assert said[0].startswith(f"{run_id}: detection set det-") and said[0].endswith("(KGW, mistral-v1)")
+    assert said[1] == ("  AUROC 1.000, TPR at 1% FPR 1.00 against the reference texts; 600 texts scored; the imported "
+                       "scores of 400 texts reproduced exactly")  # MarkLLM's published scores, from text again
+
+
 def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys):
     from tests.conftest import imported_qa_db
 

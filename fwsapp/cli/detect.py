@@ -92,7 +92,7 @@ def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
     from fwsapp.detection.length import windowed_rates
-    from fwsapp.detection.redetect import set_evidence, set_scores
+    from fwsapp.detection.redetect import set_evidence, set_scores, set_summaries
     from fwsapp.paths import write_output
 
     store, targets = opened_targets(args)
@@ -121,9 +121,12 @@ def cmd_detect(args) -> int:
         sets = pipeline.detect(store, targets, model_loader(args), progress, method=args.method, params=params,
                                tokenizer=args.tokenizer, normalize=args.normalize, window=args.window,
                                deduplicate=args.deduplicate)
+    summaries = {summary["set_id"]: summary for found in set_summaries(store, [entry.run_id for entry in sets]).values()
+                 for summary in found}
     for entry in sets:
         print(f"{entry.run_id}: detection set {entry.set_id} ({entry.method}, {entry.tokenizer}"
               + (", each (context, token) pair once)" if args.deduplicate else ")"))
+        print("  " + set_line(summaries[entry.set_id]))
         if args.window:
             print("  " + windowed_rates(store, entry.set_id, entry.method, args.window, args.fpr))
         if args.evidence:
@@ -136,6 +139,25 @@ def cmd_detect(args) -> int:
         write_csv(args, set_scores(store, sets[0].set_id))
         print(args.out)
     return 0
+
+
+def set_line(summary: dict) -> str:
+    """What a detection set found: AUROC and TPR at 1 % FPR against the run's negatives, and for an import how
+    closely it reproduces the stored scores ("detect" printed the set's id alone)."""
+    auroc, tpr = summary["auroc"], (summary["tpr_at_fpr"] or {}).get("0.01")
+    if auroc is None:
+        found = f"no AUROC: no watermarked or no {summary['negatives']} text was scored"
+    elif tpr is None:
+        found = f"AUROC {auroc:.3f} against the {summary['negatives']} texts (too few for a TPR at 1% FPR)"
+    else:
+        found = f"AUROC {auroc:.3f}, TPR at 1% FPR {tpr:.2f} against the {summary['negatives']} texts"
+    found += f"; {summary['texts_scored']} texts scored"
+    if agreement := summary["agreement"]:
+        gap = agreement["max_abs_diff"]
+        found += ("; no imported score to compare with" if not agreement["n"] else
+                  f"; the imported scores of {agreement['n']} texts reproduced "
+                  + ("exactly" if gap == 0 else f"within {gap:.2g}"))
+    return found
 
 
 def verdict_counts(records: list[dict]) -> str:
