@@ -13,7 +13,8 @@ def register(commands) -> None:
     from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED, attacks_help
 
     attack = command(commands, cmd_attack, "attack", models=True,
-        help="attack a run's watermarked texts, then detect them again; prints the attack and detection sets",
+        help="attack a run's watermarked texts, then detect them again; prints the attack and detection sets and "
+             "what the attack did",
         description="Robustness: each watermarked text edited by one attack (its parameters and seed), stored beside "
                     "the generations, then scored with the run's method and tokenizer. Rerunning computes nothing; an "
                     "interrupted attack resumes.",
@@ -29,6 +30,7 @@ def register(commands) -> None:
 def cmd_attack(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.results.run_names import ready
+    from fwsapp.robustness.attack_sets import summaries
     from fwsapp.watermark.methods import info, split_pair
 
     store, targets = opened_targets(args)
@@ -44,8 +46,31 @@ def cmd_attack(args) -> int:
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,
                                seed=args.seed, tokenizer=args.tokenizer, normalize=args.normalize)
+    found = {row["set_id"]: row for row in summaries(store, sorted({entry.run_id for entry in sets}))
+             if row["attack"] is not None}
     for entry in sets:
         if entry.attack_set:
             print(f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id} "
                   f"({entry.method}, {entry.tokenizer})")
+            print("  " + attack_line(found[entry.set_id]))
     return 0
+
+
+def attack_line(row: dict) -> str:
+    """What an attack set did, in the Robustness page's terms: the share the method still calls watermarked (for a
+    forgery, the share of forged answers it attributes to the watermark), TPR at 1 % FPR and AUROC against the clean
+    negatives, the words changed and the mentions kept ("attack" printed the sets' ids alone)."""
+    from fwsapp.robustness.attacks import ATTACKS
+
+    entry = ATTACKS[row["attack"]]
+    shares = (f"{'forged answers called watermarked' if entry.forges else 'still called watermarked'} "
+              f"{row['still_detected']:.1%} of {row['texts']}")
+    tpr = (row["tpr_at_fpr"] or {}).get("0.01")
+    if row["auroc"] is not None:
+        shares += (f"; AUROC {row['auroc']:.3f}" + (f", TPR at 1% FPR {tpr:.2f}" if tpr is not None else "")
+                   + f" against the {row['negative_texts']} clean {row['negatives']} texts")
+    if row["words_changed"] is not None and not entry.forges:
+        shares += f"; words changed {row['words_changed']:.1%}"
+    if row["mentions"]:
+        shares += f"; {entry.fact} mentions kept {row['mentions_kept']} of {row['mentions']}"
+    return shares
