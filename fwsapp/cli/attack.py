@@ -60,15 +60,15 @@ def attack_line(row: dict) -> str:
     """What an attack set did, in the Robustness page's terms: the share the method still calls watermarked (for a
     forgery, the share of forged answers it attributes to the watermark), TPR at 1 % FPR and AUROC against the clean
     negatives, the words changed and the mentions kept ("attack" printed the sets' ids alone)."""
+    from fwsapp.cli.detect import detection_phrase
     from fwsapp.robustness.attacks import ATTACKS
 
     entry = ATTACKS[row["attack"]]
     shares = (f"{'forged answers called watermarked' if entry.forges else 'still called watermarked'} "
               f"{row['still_detected']:.1%} of {row['texts']}")
-    tpr = (row["tpr_at_fpr"] or {}).get("0.01")
-    if row["auroc"] is not None:
-        shares += (f"; AUROC {row['auroc']:.3f}" + (f", TPR at 1% FPR {tpr:.2f}" if tpr is not None else "")
-                   + f" against the {row['negative_texts']} clean {row['negatives']} texts")
+    if detection := detection_phrase(row["auroc"], row["tpr_at_fpr"],
+                                     f"the {row['negative_texts']} clean {row['negatives']} texts"):
+        shares += f"; {detection}"
     if row["words_changed"] is not None and not entry.forges:
         shares += f"; words changed {row['words_changed']:.1%}"
     if row["mentions"]:

@@ -141,16 +141,21 @@ def cmd_detect(args) -> int:
     return 0
 
 
+def detection_phrase(auroc: float | None, tpr_at_fpr: dict | None, against: str) -> str | None:
+    """'AUROC 0.997, TPR at 1% FPR 0.93 against {against}' (without the TPR where the negatives are too few to
+    resolve 1 %); None without an AUROC."""
+    if auroc is None:
+        return None
+    tpr = (tpr_at_fpr or {}).get("0.01")
+    return (f"AUROC {auroc:.3f}, TPR at 1% FPR {tpr:.2f} against {against}" if tpr is not None
+            else f"AUROC {auroc:.3f} against {against} (too few for a TPR at 1% FPR)")
+
+
 def set_line(summary: dict) -> str:
     """What a detection set found: AUROC and TPR at 1 % FPR against the run's negatives, and for an import how
     closely it reproduces the stored scores ("detect" printed the set's id alone)."""
-    auroc, tpr = summary["auroc"], (summary["tpr_at_fpr"] or {}).get("0.01")
-    if auroc is None:
-        found = f"no AUROC: no watermarked or no {summary['negatives']} text was scored"
-    elif tpr is None:
-        found = f"AUROC {auroc:.3f} against the {summary['negatives']} texts (too few for a TPR at 1% FPR)"
-    else:
-        found = f"AUROC {auroc:.3f}, TPR at 1% FPR {tpr:.2f} against the {summary['negatives']} texts"
+    found = detection_phrase(summary["auroc"], summary["tpr_at_fpr"], f"the {summary['negatives']} texts") or \
+        f"no AUROC: no watermarked or no {summary['negatives']} text was scored"
     found += f"; {summary['texts_scored']} texts scored"
     if agreement := summary["agreement"]:
         gap = agreement["max_abs_diff"]
