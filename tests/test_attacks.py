@@ -409,6 +409,8 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     legend = next(block.value for block in app.markdown if "a dose mention" in block.value)
     line = next(caption.value for caption in app.caption if caption.value.startswith("Words changed"))
     assert " · dose mentions kept " in line and "disease" not in legend + line
+    assert any("or the mentions counted (each attack's own: disease, drug or dose)" in caption.value
+               for caption in app.caption)  # the table's survival column counts a dose change's doses
     app.selectbox(key="attack-name").set_value("swap").run()
     app.button[0].click().run()  # "Attack and detect": a background job
     deadline = time.monotonic() + 60
