@@ -88,7 +88,7 @@ def test_each_method_generates_and_is_detected_again_from_the_text(shape, method
         return
     tokenizer = folder if info.detector_needs_model(info.defaults) or TOKENIZER[shape] is None else TOKENIZER[shape]
     assert main(["detect", "--run", run_id, "--tokenizer", tokenizer, "--db", db]) == 0
-    set_id = last_line(capsys).split("detection set ")[1].split()[0]
+    set_id = capsys.readouterr().out.split("detection set ")[1].split()[0]  # the line that names it, not the last
     store = Store(db, read_only=True)
     compared = agreement(store, run_id, set_id, shape_model(folder))
     scores = store.detections([run_id]).groupby("text_kind").score.mean()
