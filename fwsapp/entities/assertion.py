@@ -6,8 +6,8 @@ facts after it (or before it, for following triggers such as "was ruled out") up
 terminating word ("but", "however", and ConText's "because", "since"), so in "no fever but cough" only fever is
 negated. negspacy has no uncertainty; ConText (Harkema et al. 2009) extends NegEx to it with more trigger terms, and
 medspaCy implements ConText, but medspaCy 1.3.1 requires spaCy < 3.8 on Python 3.11 (fwsapp runs spaCy 3.8) with
-PyRuSH and QuickUMLS. So the uncertainty here is negspacy's same NegEx algorithm run a second time with ConText's uncertain and hypothetical
-triggers below, and negation wins where both apply.
+PyRuSH and QuickUMLS. So the uncertainty here is negspacy's same NegEx algorithm run a second time with ConText's
+uncertain and hypothetical triggers below, and negation wins where both apply.
 """
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ from functools import lru_cache
 AFFIRMED, NEGATED, UNCERTAIN = "affirmed", "negated", "uncertain"
 ASSERTIONS = (AFFIRMED, NEGATED, UNCERTAIN)
 
+# A clause of cause ends a negation's (and an uncertainty's) scope, as ConText's rules have it and NegEx's clinical set not:
+# "this is not ideal because you then need three times the air for the same oxygen" negated oxygen, and "cannot take
+# estrogen because of migraine, blood clots or high blood pressure" the three conditions the patient has. Read one by
+# one in the paper's 7B answers, each of the 38 facts this changed was wrongly negated before.
+CAUSE_TERMINATIONS = ["because", "since"]
 # ConText's uncertainty ("possible", "suspected") and hypothetical ("if", "should you develop", "risk of") triggers
 # that occur in patient-facing text, in negspacy's termset format.
 UNCERTAINTY_TERMSET = {
@@ -29,13 +34,8 @@ UNCERTAINTY_TERMSET = {
     "following_negations": ["is possible", "are possible", "is suspected", "are suspected", "cannot be excluded",
                             "cannot be ruled out", "is likely", "is unlikely", "may be present"],
     "termination": ["but", "however", "although", "though", "yet", "except", "apart from", "aside from",
-                    "nevertheless", "still", "then", "which", "because", "since"],
+                    "nevertheless", "still", "then", "which", *CAUSE_TERMINATIONS],
 }
-# A clause of cause ends a negation's scope, as ConText's rules (medspaCy's) have it and NegEx's clinical set has not:
-# "this is not ideal because you then need three times the air for the same oxygen" negated oxygen, and "cannot take
-# estrogen because of migraine, blood clots or high blood pressure" the three conditions the patient has. Read one by
-# one in the paper's 7B answers, each of the 38 facts this changed was wrongly negated before.
-CAUSE_TERMINATIONS = ["because", "since"]
 FACTS_KEY = "facts"
 ASSERTION_PASSES = ("negation", "uncertainty")  # run on a text's facts once they are its spans
 # NegEx's clinical set calls "not cause" a pseudo-negation (a radiology idiom); in text about drugs, "does not cause

@@ -374,8 +374,7 @@ def samples_by_hallucination(entities: pd.DataFrame, analyses: pd.DataFrame) -> 
 
 
 def entity_sample_label(row) -> str:
+    sample = f"{row.method} · {task_label(row.task)} · sample {int(row.sample_idx)}"
     if not getattr(row, "reference_names_one", True):
-        return (f"{row.method} · {task_label(row.task)} · sample {int(row.sample_idx)} · {int(row.introduced)} introduced; the "
-                "reference names no disease")
-    return (f"{row.method} · {task_label(row.task)} · sample {int(row.sample_idx)} · {int(row.hallucinated)} unsupported, "
-            f"{int(row.introduced)} introduced")
+        return f"{sample} · {int(row.introduced)} introduced; the reference names no disease"
+    return f"{sample} · {int(row.hallucinated)} unsupported, {int(row.introduced)} introduced"
