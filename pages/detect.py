@@ -177,7 +177,7 @@ def render() -> None:
         comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
         if not comparison.empty:
             st.subheader("Method comparison")
-            st.dataframe(widgets.uniform(comparison.round(3)), hide_index=True, width="stretch",
+            st.dataframe(widgets.uniform(widgets.tasks_named(comparison).round(3)), hide_index=True, width="stretch",
                          column_config=widgets.worded_columns(comparison))
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
                 st.warning(warning)
@@ -187,7 +187,8 @@ def render() -> None:
                            "max |Δ| compares with the imported scores of the same texts.")
                 rates = {column: st.column_config.NumberColumn(format="%.3f") for column in redetected.columns
                          if column.startswith(("AUROC", "TPR"))}  # 1.000 beside 0.997; max |Δ| keeps its digits
-                st.dataframe(redetected.round(6), hide_index=True, width="stretch", column_config=rates)
+                st.dataframe(widgets.tasks_named(redetected).round(6), hide_index=True, width="stretch",
+                             column_config=rates)
             coverage = queries.watermark_coverage(resources.revision(), tuple(chosen))
             for flagged in coverage[coverage["flags"] != ""].itertuples() if not coverage.empty else ():
                 st.warning(markup.message(f"{flagged.method} run {flagged.run} carries no watermark as asked: "

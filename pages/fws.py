@@ -184,15 +184,17 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
     if swept.empty:
         st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
                 "with scores by length (Detect page, Length tab).")
-    elif matched.empty:
+        return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
+    swept_shown = widgets.uniform(widgets.tasks_named(swept.drop(columns="sweep")).round(3))
+    if matched.empty:
         st.warning(f"No swept run has a TPR after {int(target_tokens)} tokens: their texts are shorter than that, or "
                    f"too few reach it (each run's reason below). Choose a smaller T.")
-        st.dataframe(widgets.uniform(swept.drop(columns="sweep").round(3)), hide_index=True, width="stretch")
+        st.dataframe(swept_shown, hide_index=True, width="stretch")
     else:
-        st.dataframe(widgets.uniform(matched.drop(columns=["sweep", "low_run", "high_run", "share"]).round(3)),
-                     hide_index=True, width="stretch")
+        st.dataframe(widgets.uniform(widgets.tasks_named(matched.drop(columns=["sweep", "low_run", "high_run", "share"]))
+                                     .round(3)), hide_index=True, width="stretch")
         with st.expander("The swept runs"):
-            st.dataframe(widgets.uniform(swept.drop(columns="sweep").round(3)), hide_index=True, width="stretch")
+            st.dataframe(swept_shown, hide_index=True, width="stretch")
     return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
 
 

@@ -84,7 +84,7 @@ def overview(frame) -> None:
     with st.expander("Every removal attack set, with its detection and what it changed"):
         shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci", "retokenised"],
                            errors="ignore")
-        st.dataframe(widgets.uniform(shown), hide_index=True, width="stretch")
+        st.dataframe(widgets.uniform(widgets.tasks_named(shown)), hide_index=True, width="stretch")
 
     graded = [name for name in frame.attack.dropna().unique() if ATTACKS[name].strength and
               frame[frame.attack == name].params.map(lambda params: params.get(ATTACKS[name].strength)).nunique() > 1]

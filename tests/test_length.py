@@ -224,6 +224,7 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     assert main(["compare", "--target-tpr", "0.75", "--tokens", "16", "--db", str(store.path)]) == 0
     printed = capsys.readouterr().out
     assert "Equal strength: TPR 0.75 at 1% FPR after 16 tokens" in printed and row.setting in printed
+    assert " Question answering " in printed and " qa " not in printed  # the task as people read it
     with pytest.raises(ValueError, match="target TPR must be in"):
         equal_strength(store, build_report(store), 1.5, 0.01, 16)
 
@@ -236,6 +237,7 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     assert not app.exception
     shown = next(frame.value for frame in app.dataframe if "setting" in frame.value.columns)
     assert shown.loc[0, "method"] == "KGW" and shown.loc[0, "setting"] == row.setting
+    assert shown.loc[0, "task"] == "Question answering"  # it read "qa" (seen in Chromium)
 
 
 def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):

@@ -743,3 +743,25 @@ print(len(failures))
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "0"
+
+
+def test_no_table_on_a_page_shows_a_task_by_its_stored_name(app_db):
+    """Tables read "Question answering", not "qa": the Detect page's method comparison, the Import page's runs and the
+    Experiments page's dry run showed the stored names (seen in Chromium; a table's cells are not in its text)."""
+    from fwsapp.data.tasks import TASKS
+    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    load_examples(store)
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    for page in ("detect", "import", "experiments", "report", "quality", "fws"):
+        app.switch_page(f"pages/{page}.py").run()
+        assert not app.exception, page
+        assert app.dataframe, page
+        for frame in app.dataframe:
+            table = frame.value.data if hasattr(frame.value, "data") else frame.value
+            cells = {str(value) for column in table.columns for value in table[column].dropna().unique()}
+            assert not cells & set(TASKS), (page, list(table.columns))

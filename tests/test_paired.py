@@ -74,6 +74,7 @@ def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart(
     assert table.difference.iloc[-1] == pytest.approx(6 / 12 - 4 / 12)
     assert table.compared.iloc[-1] == "at 2 on each task"
     assert paired.written(table)["95% interval"].str.contains(" to ").all()
+    assert list(paired.written(table).task)[1:] == ["Question answering", paired.ALL_TASKS]  # as people read a task
 
 
 @pytest.fixture(scope="module")

@@ -262,6 +262,7 @@ def _rate(value, n: int) -> str:
 
 
 def cmd_compare(args) -> int:
+    from fwsapp.data.tasks import task_label
     from fwsapp.results.report import build_report
     from fwsapp.store import Store
     from fwsapp.detection.strength import QUALITY, check_target, equal_strength
@@ -281,10 +282,11 @@ def cmd_compare(args) -> int:
         print("No run has a TPR at this length: see why beside each run.")
     else:
         shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
-        print(shown.to_string(index=False, float_format=lambda value: f"{value:.3g}"))
+        print(shown.assign(task=shown.task.map(task_label)).to_string(index=False,
+                                                                      float_format=lambda value: f"{value:.3g}"))
     print("\nSwept runs:")
-    print(points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]].to_string(
-        index=False, float_format=lambda value: f"{value:.3g}"))
+    swept = points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]]
+    print(swept.assign(task=swept.task.map(task_label)).to_string(index=False, float_format=lambda value: f"{value:.3g}"))
     return 1 if table.empty else 0
 
 
