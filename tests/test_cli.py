@@ -190,8 +190,9 @@ def test_help_lists_every_command_of_the_parser_and_the_command_line_page_shows_
     assert [name for name in commands if f"fwsapp {name}" not in summary] == []
 
 
-def test_every_commands_own_help_says_what_it_does(capsys):
-    """`score --help` opened with its usage alone: argparse shows a command's one-line help only in the list."""
+def test_every_commands_own_help_says_what_it_does_and_what_each_option_is(capsys):
+    """`score --help` opened with its usage alone: argparse shows a command's one-line help only in the list. And
+    `generate --help` listed `--n N` with no word of what N counts (prompts? samples per prompt?), as 21 other options."""
     import argparse
 
     from fwsapp.cli import build_parser
@@ -206,9 +207,15 @@ def test_every_commands_own_help_says_what_it_does(capsys):
     every = dict(commands(build_parser()))
     assert ("score",) in every and ("study", "export") in every and len(every) == 18 + 5
     assert [" ".join(path) for path, parser in every.items() if not parser.description] == []
+    unexplained = [f"{' '.join(path)} {action.option_strings[0]}" for path, parser in every.items()
+                   for action in parser._actions if action.option_strings and not action.help]
+    assert unexplained == []
     with pytest.raises(SystemExit):
         main(["score", "--help"])
     assert "Compute the quality metrics a run lacks." in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    assert "how many of the dataset's prompts" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [

@@ -64,9 +64,7 @@ def register(commands) -> None:
                     "SynthID's depth; `grid` makes them) form a sweep. For each sweep, the setting that reaches the "
                     "target TPR at the FPR after the given number of tokens, interpolated between swept runs where "
                     "needed, and FWS and disease entities at that setting.")
-    compare.add_argument("--target-tpr", type=float, default=0.9)
-    compare.add_argument("--fpr", type=float, default=0.01)
-    compare.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
+    strength_options(compare)
     compare.add_argument("--runs", nargs="+", metavar="ID", help="the swept runs (default: every run)")
 
     paired = command(commands, cmd_paired, "paired",
@@ -79,13 +77,18 @@ def register(commands) -> None:
                     "interval over prompts, a permutation p-value and the minimum detectable difference.")
     paired.add_argument("--method", required=True, help="the candidate, e.g. EntityKGW")
     paired.add_argument("--against", required=True, help="the baseline, e.g. KGW")
-    paired.add_argument("--target-tpr", type=float, default=0.9)
-    paired.add_argument("--fpr", type=float, default=0.01)
-    paired.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
+    strength_options(paired)
     paired.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
     paired.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     recognizer(paired, "whose entity analysis the mention counts read")
     output_file(paired, "also write the table (every digit) to this CSV file", writes=("paired writes its table as CSV", ".csv"))
+
+
+def strength_options(parser) -> None:
+    """What "equal strength" means for `compare` and `paired`: a target TPR at an FPR after a number of tokens."""
+    parser.add_argument("--target-tpr", type=float, default=0.9, help="the TPR each method must reach (default %(default)s)")
+    parser.add_argument("--fpr", type=float, default=0.01, help="at this false-positive rate (default %(default)s)")
+    parser.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
 
 
 def cmd_detect(args) -> int:

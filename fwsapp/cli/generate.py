@@ -3,18 +3,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwsapp.cli.options import command
+from fwsapp.cli.options import command, task_option
 from fwsapp.cli.terminal import model_loader, progress_bar
 
 
 def register(commands) -> None:
-    from fwsapp.data.tasks import TASKS
     from fwsapp.models.server import ATTEMPTS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.watermark.methods import METHODS
 
     generate = command(commands, cmd_generate, "generate", models=True,
         help="generate unwatermarked and watermarked outputs; prints the run id")
-    generate.add_argument("--task", required=True, choices=list(TASKS))
+    task_option(generate, "the task whose prompts are answered")
     generate.add_argument("--dataset", default="demo", help="'demo' or a JSON, JSONL or CSV file")
     generate.add_argument("--model", default=None, help="registry name, Hugging Face id or local path")
     method_names = ", ".join(METHODS.names())
@@ -22,10 +21,12 @@ def register(commands) -> None:
     generate.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                           help="a method parameter; each method's are listed below")
     generate.lists_params = True
-    generate.add_argument("--n", type=int, default=4)
-    generate.add_argument("--max-new-tokens", type=int, default=64)
-    generate.add_argument("--batch-size", type=int, default=4)
-    generate.add_argument("--seed", type=int, default=42)
+    generate.add_argument("--n", type=int, default=4, help="how many of the dataset's prompts, from its first (default %(default)s)")
+    generate.add_argument("--max-new-tokens", type=int, default=64,
+                          help="tokens per output, each this long as in the paper (default %(default)s)")
+    generate.add_argument("--batch-size", type=int, default=4,
+                          help="prompts generated together; a run resumes from its last whole batch (default %(default)s)")
+    generate.add_argument("--seed", type=int, default=42, help="seeds the sampling; same seed, same texts (default %(default)s)")
     served = generate.add_argument_group(
         "through a serving engine", "Ask the user's OpenAI-compatible server (vllm serve … --watermark-config …) for each "
         "answer, watermarked and with \"watermarking\": false, instead of generating here. The method and its key are "

@@ -23,7 +23,8 @@ def register(commands) -> None:
     judge.add_argument("--api-key-env", metavar="VAR",
                        help="the environment variable whose value is sent as the API key (default: OPENAI_API_KEY "
                             "for openai; no key for a compatible server)")
-    judge.add_argument("--concurrency", type=int, default=CONCURRENT_REQUESTS)
+    judge.add_argument("--concurrency", type=int, default=CONCURRENT_REQUESTS,
+                       help="requests in flight at once (default %(default)s)")
     judge.add_argument("--swap", action="store_true", help="judge both A/B orders and average them")
     judge.add_argument("--budget", type=float, help="stop cleanly once the estimated spend reaches this many US$")
     judge.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT_SECONDS, help="seconds per request")

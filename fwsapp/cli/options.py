@@ -43,6 +43,14 @@ def target_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--all", action="store_true", help="every run in the database")
 
 
+def task_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """--task: one of the paper's tasks, each named with its label and dataset (the task registry)."""
+    from fwsapp.data.tasks import TASKS
+
+    parser.add_argument("--task", required=True, choices=list(TASKS), help=f"{what}: " + "; ".join(
+        f"{task.name} ({task.label}, {task.dataset})" for task in TASKS.values()))
+
+
 def loading(parser: argparse.ArgumentParser) -> None:
     from fwsapp.models import DTYPES
 

@@ -5,17 +5,17 @@ import json
 import sys
 from pathlib import Path
 
-from fwsapp.cli.options import command, output_file
+from fwsapp.cli.options import command, output_file, task_option
 
 
 def register(commands) -> None:
-    from fwsapp.data.tasks import TASKS
     from fwsapp.judge.records import PAPER_JUDGE
     from fwsapp.results.export import EXPORT_FORMATS
     from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 
     runs = command(commands, cmd_runs, "runs", help="list runs, or delete one with all its rows")
-    runs.add_argument("--format", choices=["table", "json"], default="table")
+    runs.add_argument("--format", choices=["table", "json"], default="table",
+                      help="table: a line per run for people; json: the stored columns (default %(default)s)")
     runs.add_argument("--delete", metavar="ID", help="delete this run and every row that belongs to it (asks first)")
     runs.add_argument("--yes", action="store_true", help="with --delete: do not ask")
 
@@ -30,7 +30,8 @@ def register(commands) -> None:
     output_file(export, "the file to write", required=True)
 
     report = command(commands, cmd_report, "report", help="report every run, or the paper's tables")
-    report.add_argument("--format", choices=["json", "markdown", "latex"], default="json")
+    report.add_argument("--format", choices=["json", "markdown", "latex"], default="json",
+                        help="json: every figure of every run; markdown or latex: the paper's tables (default %(default)s)")
     report.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="FWS weight of relevance and factual accuracy")
     report.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     report.add_argument("--include-smoke-tests", action="store_true",
@@ -44,8 +45,8 @@ def register(commands) -> None:
     importer.add_argument("--judge-model", default=PAPER_JUDGE,
                           help=f"the model that wrote the judge log's verdicts (default {PAPER_JUDGE}, the paper's judge)")
     importer.add_argument("--method", required=True, help="KGW, SWEET, DiPmark (DIP), EXP-edit (EXPEdit), ...")
-    importer.add_argument("--model", required=True)
-    importer.add_argument("--task", required=True, choices=list(TASKS))
+    importer.add_argument("--model", required=True, help="the model that generated the texts, as the run will name it")
+    task_option(importer, "the task the texts answer")
     importer.add_argument("--dataset", help="a dataset file whose prompts align by index, when the generations lack them")
     importer.add_argument("--score-direction", choices=["higher", "lower"], help="overrides the method's direction")
     importer.add_argument("--negatives", choices=["reference", "unwatermarked"], default="reference",

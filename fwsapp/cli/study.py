@@ -15,29 +15,30 @@ def register(commands) -> None:
         help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
     actions = study_command.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = subcommand(actions, "create", help="draw a study's items from runs and print each rater's invite link")
-    create.add_argument("--name", required=True)
-    create.add_argument("--runs", nargs="+", required=True, metavar="ID")
+    create.add_argument("--name", required=True, help="the study's name, as `status` and `export` take it")
+    create.add_argument("--runs", nargs="+", required=True, metavar="ID", help="the runs whose samples are rated")
     items = create.add_mutually_exclusive_group()
     items.add_argument("--share", type=float, default=0.10, help="share of each run's samples to rate (default 0.10)")
     items.add_argument("--items-per-run", type=int, help="how many samples of each run to rate")
-    create.add_argument("--raters-per-item", type=int, default=3)
+    create.add_argument("--raters-per-item", type=int, default=3, help="raters asked to rate each item (default 3)")
     create.add_argument("--attention", type=float, default=0.10, help="share of each rater's items shown twice, A and B "
                         "swapped, as attention checks (default 0.10)")
     create.add_argument("--entities", action="store_true", help="also ask for verdicts on each answer's disease names")
-    create.add_argument("--seed", type=int, default=0)
+    create.add_argument("--seed", type=int, default=0, help="seeds which samples are drawn (default 0)")
     create.add_argument("--rater", action="append", default=[], metavar="NAME",
                         help="invite a rater (repeatable); the name is for the researcher only")
     invite = subcommand(actions, "invite", help="invite raters to a study and print their links")
     invite.add_argument("--study", required=True, help="its name or id")
-    invite.add_argument("--rater", action="append", required=True, metavar="NAME")
+    invite.add_argument("--rater", action="append", required=True, metavar="NAME",
+                        help="a rater to invite (repeatable); the name is for the researcher only")
     for action in (create, invite):
         action.add_argument("--url", default=DEFAULT_APP_ADDRESS, help="where raters reach the app")
     revoke = subcommand(actions, "revoke", help="revoke a rater's link at once; their ratings stay")
-    revoke.add_argument("--rater", required=True, metavar="RATER_ID")
+    revoke.add_argument("--rater", required=True, metavar="RATER_ID", help="the rater's id, as `status` lists it")
     status = subcommand(actions, "status", help="progress per rater, attention consistency, disagreements")
-    status.add_argument("--study", required=True)
+    status.add_argument("--study", required=True, help="its name or id")
     export_study = subcommand(actions, "export", help="the study's ratings by rater id (no names, no tokens)")
-    export_study.add_argument("--study", required=True)
+    export_study.add_argument("--study", required=True, help="its name or id")
     output_file(export_study, "a .csv or .parquet file (with an Entities task, the verdicts go beside it: "
                 "NAME.entities.csv)", required=True)
     for action in (create, invite, revoke, status, export_study):
