@@ -40,6 +40,12 @@ def test_each_change_kind_is_found_with_its_span_and_what_it_was(finder):
         Change("corruption", 5, 14, "metformin", "metfromin")]
 
 
+def test_no_drug_is_a_name_of_two_letters(finder):
+    """The lexicon's "[he]" (helium) normalised to "he", so "He was given morphine" gave a drug "He"."""
+    facts = finder.find_many(["He was given morphine. No change in 2 3 weeks. He took Li at night."])[0]
+    assert [(fact.kind, fact.text) for fact in facts] == [("chemical", "morphine")]
+
+
 def test_a_fact_added_or_removed_is_a_change_with_an_empty_side(finder):
     added = compared(finder, "Rest, drink fluids and take ibuprofen if the fever is high.",
                      "Rest, drink fluids and see a doctor if the fever is high.")

@@ -76,8 +76,8 @@ def _scispacy_unavailable() -> str | None:
 
 
 # The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; chemical v2:
-# one sense per discourse.
-TAGGER_VERSIONS = {"disease": 2, "chemical": 2}
+# one sense per discourse; chemical v3: its lexicon feature, the drug lexicon, at v2.
+TAGGER_VERSIONS = {"disease": 2, "chemical": 3}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -109,7 +109,8 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
-        label=lambda: "drug lexicon v1", kind="chemical"),
+        # v2: no name shorter than 3 characters once normalised ("[he]", helium)
+        label=lambda: "drug lexicon v2", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer", unavailable=missing_package("pint"),

@@ -28,10 +28,16 @@ def drug_dictionary() -> dict[str, list[str]]:
 
 @lru_cache(maxsize=1)
 def drug_variants() -> dict[str, str]:
-    """Drug name (normalised) -> its canonical generic name (normalised), for names the package files under one."""
+    """Drug name (normalised) -> its canonical generic name (normalised), for names the package files under one and
+    that keep at least 3 letters or digits once normalised: "[he]" (helium) is "he", so every "He was" was helium, and
+    "2',3" (stavudine) matched "2 3"."""
     stoplist = _stoplist()
-    return {normalize(variant): normalize(targets[0]) for variant, targets in drug_dictionary().items()
-            if len(targets) == 1 and len(variant) > 2 and variant not in stoplist}
+    variants = {}
+    for variant, targets in drug_dictionary().items():
+        name = normalize(variant)
+        if len(targets) == 1 and len(name.replace(" ", "")) > 2 and variant not in stoplist:
+            variants[name] = normalize(targets[0])
+    return variants
 
 
 def _stoplist() -> frozenset[str]:
