@@ -136,6 +136,20 @@ def test_a_corruption_was_the_name_the_other_text_said(finder):
         ("amoxicillin", "Amoxicilin")]
 
 
+def test_a_name_split_by_a_space_is_one_corruption_of_that_name(finder):
+    """As the paper's watermarked answers split names: read a word at a time, "anticoag ulants" was "ulants", a
+    misspelling of "plants", and "steno sis" was "stenox"."""
+    text = "People taking anticoag ulants and patients with aortic steno sis need checks."
+    assert [(c.start, c.end, c.was, c.now) for c in corruptions(text)] == [
+        (14, 29, "anticoagulants", "anticoag ulants"), (55, 64, "stenosis", "steno sis")]
+    # Two words are no split, nor is one the other text splits alike.
+    assert corruptions("A cute rash came in fusion with fever.") == []
+    assert corruptions("Take anticoag ulants.", against_words={"anticoag", "ulants"}) == []
+    assert [(c.kind, c.was, c.now) for c in compared(finder, "Patients on anticoagu lants bleed more.",
+                                                    "Patients on anticoagulants bleed more.")] == [
+        ("corruption", "anticoagulants", "anticoagu lants")]
+
+
 def test_the_nearest_medical_word_is_the_full_scans_answer_for_every_kind_of_edit():
     """The indexed search measures only the words its length and letter-pair bounds let through: a bound too tight
     would miss a name the scan of the whole vocabulary finds, or break a tie the other way."""

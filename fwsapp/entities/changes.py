@@ -223,12 +223,19 @@ def corruptions(text: str, words: list[tuple[int, int, str]] | None = None,
     word), nor in `against_words` (a word both texts have is no change between them). `was` is the medical name of
     `against_words` the word is an edit of, where there is one (what the other text said: "amoxicilin" against
     "amoxicillin" was "amoxicillin", not the lexicon's "amoxicilina", as near and first alphabetically), else the nearest
-    lexicon word."""
+    lexicon word. A name split by a space ("anticoagu lants", `split_name`) is one corruption of both words."""
     from rapidfuzz import process
     from rapidfuzz.distance import OSA
 
-    found, names_against = [], None
-    for start, end, word in words if words is not None else _words(text):
+    words = words if words is not None else _words(text)
+    found, names_against, joined_to = [], None, -1
+    for index, (start, end, word) in enumerate(words):
+        if index == joined_to:
+            continue
+        if (name := split_name(text, words, index, against_words)) is not None:
+            joined_to = index + 1
+            found.append(Change("corruption", start, words[joined_to][1], name, text[start:words[joined_to][1]]))
+            continue
         if len(word) < CORRUPTION_MIN_LETTERS or not word.isalpha() or word in against_words or is_known(word):
             continue
         nearest = nearest_medical_word(word)
@@ -239,6 +246,23 @@ def corruptions(text: str, words: list[tuple[int, int, str]] | None = None,
         said = process.extractOne(word, names_against, scorer=OSA.distance, score_cutoff=_tolerated_edits(word))
         found.append(Change("corruption", start, end, said[0] if said is not None else nearest, text[start:end]))
     return found
+
+
+def split_name(text: str, words: list[tuple[int, int, str]], index: int,
+               against_words: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """The medical name that words `index` and `index + 1` make joined, where a single space splits it and either part
+    is no word (`is_known`), else None. Watermarked text splits names so ("steno sis", "anticoag ulants"), and read one
+    word at a time their parts were other names' misspellings: "ulants" was "plants", "lants" was "Lantus". Two words
+    ("a cute rash", "in fusion") are not a split; nor is one the other text splits alike."""
+    if index + 1 >= len(words):
+        return None
+    (_, end, first), (start, _, second) = words[index], words[index + 1]
+    name = first + second
+    if text[end:start] != " " or not name.isalpha() or len(name) < CORRUPTION_MIN_LETTERS:
+        return None
+    if name not in medical_vocabulary_set() or {first, second} <= against_words:
+        return None
+    return name if not (is_known(first) and is_known(second)) else None
 
 
 @lru_cache(maxsize=1)
