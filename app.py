@@ -59,9 +59,8 @@ with st.sidebar:
         st.stop()
     writes_before_page = widgets.mark_drawn()
     widgets.running_jobs()
-    loaded = resources.loaded_models()
-    st.caption("Model in use")
-    st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
+    models_in_use = st.empty()
+    widgets.models_in_use(models_in_use)
     # Checked when opened (the app reruns then), not at every first paint: the device check imports torch, about a
     # second and a half that a page which loads no model need not wait for.
     with st.expander("Setup check", key="setup-check", on_change="rerun"):
@@ -71,4 +70,5 @@ with st.sidebar:
         st.caption("The same as `python -m fwsapp doctor`: what fits in memory, what is available offline.")
 
 pages.run()
+widgets.models_in_use(models_in_use)  # again: the page may have loaded one (the Playground, the Detect page's text box)
 widgets.own_writes_drawn(writes_before_page)

@@ -576,6 +576,36 @@ def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_histor
     assert history["score watermarked"].str.fullmatch(r"-?\d+\.\d{3}").all()  # z, as the answers above write it
 
 
+def test_the_sidebar_names_the_model_the_page_has_just_loaded(app_db, monkeypatch):
+    """The sidebar was drawn before the page: the Playground's first answer stood beside "Model in use: none loaded
+    yet". The model's first load is played here, as the cached loader records it."""
+    from fwsapp.ui import resources
+
+    held = {}
+    monkeypatch.setattr(resources, "_loaded_models", held)
+    cached = resources.model
+
+    def first_load(name):
+        loaded = cached(name)
+        held[name] = loaded.description
+        return loaded
+
+    monkeypatch.setattr(resources, "model", first_load)
+    app = AppTest.from_file(APP, default_timeout=180)
+    app.run()
+    app.switch_page("pages/playground.py").run()
+
+    def in_use():
+        return [m.value for m in app.sidebar.markdown if "loaded" in m.value or " on cpu" in m.value]
+
+    assert in_use() == ["none loaded yet (loads on the first run)"]
+    app.text_area[0].set_value("What lowers blood pressure?")
+    {widget.label: widget for widget in app.number_input}["New tokens"].set_value(8)
+    app.button[0].click().run()
+    assert not app.exception and any(m.value.startswith("**Watermarked** · z = ") for m in app.markdown)
+    assert in_use() == [next(iter(held.values()))] and " on cpu" in in_use()[0]
+
+
 def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
     from fwsapp.orchestration.examples import load_examples
     from fwsapp.store import Store

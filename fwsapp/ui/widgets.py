@@ -13,7 +13,7 @@ from fwsapp.ui import render
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
-from fwsapp.ui.resources import jobs, revision, store
+from fwsapp.ui.resources import jobs, loaded_models, revision, store
 
 
 @contextmanager
@@ -162,6 +162,16 @@ def running_jobs() -> None:
 
 # The store revision the page was last drawn at (`mark_drawn`), so the sidebar can tell when another process wrote.
 DRAWN_REVISION = "drawn-revision"
+
+
+def models_in_use(slot) -> None:
+    """The sidebar's line of the models this app holds, written into `slot` (an `st.empty`): once before the page
+    runs and again after it, as a page that loads one (the Playground's first answer) said "none loaded yet" beside
+    the answer that model had just written."""
+    loaded = loaded_models()
+    with slot.container():
+        st.caption("Model in use")
+        st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
 
 
 def mark_drawn() -> int:
