@@ -125,6 +125,22 @@ def test_markdown_and_latex_tables(paper_store):
     assert not re.search(r"(?<!\\)[%#_]", latex.replace("\\%", "").replace("\\_", "").replace("\\#", ""))
 
 
+def test_the_robustness_tables_mention_counts_are_whole_numbers():
+    """The clean row has no mentions to count, so the column was float and the report printed "101.000" mentions."""
+    from fwsapp.results.tables import robustness_table, to_latex, to_markdown
+
+    clean = {"attack_label": "clean (no attack)", "texts": 200, "auroc": 1.0, "tpr_at_fpr": {"0.01": 1.0},
+             "still_detected": 1.0, "entity_survival": None}
+    attacked = {**clean, "attack_label": "dose-change (k=1)", "still_detected": 0.995, "entity_survival": 0.644,
+                "mentions": 101, "dose_fact_survival": 0.644}
+    report = {"runs": [{"model": "biomistral", "task": "qa", "method": "KGW", "settings": "delta=2",
+                        "robustness": [clean, attacked]}]}
+    table = robustness_table(report)
+    markdown = to_markdown(table)
+    assert "| 0.644 | 101 | – |" in markdown and "101.000" not in markdown
+    assert " & 101 & " in to_latex(table, "Robustness")
+
+
 GOOD_GENERATIONS = [
     {"prompt": "Q?", "watermarked_text": "Q? A w.", "unwatermarked_text": "Q? A u.", "natural_text": "A."},
     {"prompt": "R?", "watermarked_text": "B w.", "unwatermarked_text": "B u.", "natural_text": "B."},

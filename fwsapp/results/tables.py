@@ -204,7 +204,9 @@ def robustness_table(report: dict) -> pd.DataFrame:
              "Entity survival": row["entity_survival"], "Mentions": row.get("mentions"),
              **{f"Fact survival ({kind})": row.get(survival_column(kind)) for kind in KINDS}}
             for run in report["runs"] for row in run.get("robustness") or []]
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    # A count: the clean row's none would make the column float, and the report print 101 mentions as "101.000".
+    return frame.astype({"Mentions": "Int64"}) if rows else frame
 
 
 def entities_table(report: dict) -> pd.DataFrame:
