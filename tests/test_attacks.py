@@ -500,8 +500,8 @@ def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_
     from tests.conftest import tiny_spec
 
     spec = tmp_path / "attack.toml"
-    spec.write_text(tiny_spec(n=2, steps='attack = [{ name = "word-deletion", params = { ratio = [0.25, 0.5] } }, '
-                                         '{ name = "typo", seed = 3 }]'))
+    spec.write_text(tiny_spec(n=2, steps='score = ["rouge"]\nattack = [{ name = "word-deletion", params = { ratio = '
+                                         '[0.25, 0.5] } }, { name = "typo", seed = 3 }]'))
     bad = tmp_path / "bad.toml"
     bad.write_text(tiny_spec(steps='attack = [{ name = "typo", params = { p = [0.1, 2] } }]'))
     assert main(["grid", str(bad), "--dry-run", "--db", str(tmp_path / "bad.duckdb")]) == 2
@@ -509,7 +509,10 @@ def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_
     assert len(error) == 1 and "[steps] attack 1: typo: p=2.0 is out of range" in error[0]
     db = str(tmp_path / "grid.duckdb")
     assert main(["grid", str(spec), "--db", db]) == 0
-    assert capsys.readouterr().out.count("attack set atk-") == 3
+    said = capsys.readouterr().out
+    # Each step says what it did, as its own command does (the grid printed the runs' "done" and the sets' ids alone).
+    assert said.count("attack set atk-") == 3 and said.count("  still called watermarked ") == 3
+    assert re.search(r"^\w+: computed 8 rouge values$", said, re.MULTILINE), said
     store = Store(db, read_only=True)
     sets = store.attack_sets()
     assert sorted(json.loads(params).get("ratio", json.loads(params).get("p")) for params in sets.params) == [
@@ -517,6 +520,7 @@ def test_a_grid_attacks_its_runs_with_a_swept_attack_and_a_bad_parameter_is_one_
     assert len([row for row in summaries(store) if row["attack"]]) == 3
     store.close()
     assert main(["grid", str(spec), "--db", db]) == 0  # a rerun adds nothing
+    assert re.search(r"^\w+: computed no value; rouge already stored$", capsys.readouterr().out, re.MULTILINE)
     store = Store(db, read_only=True)
     assert len(store.attack_sets()) == 3 and len(store.attacked_texts(list(store.attack_sets().attack_set_id))) == 6
     store.close()

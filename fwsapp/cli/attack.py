@@ -30,7 +30,6 @@ def register(commands) -> None:
 def cmd_attack(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.results.run_names import ready
-    from fwsapp.robustness.attack_sets import summaries
     from fwsapp.watermark.methods import info, split_pair
 
     store, targets = opened_targets(args)
@@ -46,14 +45,21 @@ def cmd_attack(args) -> int:
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,
                                seed=args.seed, tokenizer=args.tokenizer, normalize=args.normalize)
+    for line in attacked_lines(store, sets):
+        print(line)
+    return 0
+
+
+def attacked_lines(store, sets) -> list[str]:
+    """Each attack set's lines: its run, the attack and detection sets, and what the attack did (`attack_line`); the
+    grid's attack steps say the same."""
+    from fwsapp.robustness.attack_sets import summaries
+
     found = {row["set_id"]: row for row in summaries(store, sorted({entry.run_id for entry in sets}))
              if row["attack"] is not None}
-    for entry in sets:
-        if entry.attack_set:
-            print(f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id} "
-                  f"({entry.method}, {entry.tokenizer})")
-            print("  " + attack_line(found[entry.set_id]))
-    return 0
+    return [line for entry in sets if entry.attack_set for line in (
+        f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id} ({entry.method}, {entry.tokenizer})",
+        "  " + attack_line(found[entry.set_id]))]
 
 
 def attack_line(row: dict) -> str:

@@ -55,15 +55,22 @@ def cmd_analyze(args) -> int:
     with progress_bar("analyze", "sample") as progress:
         analysis = pipeline.analyze(store, targets, model_loader(args), progress, entropy_model=args.entropy_model,
                                     threshold=args.threshold, recognizer=args.recognizer)
-    for run_id, computed in analysis.entropies.items():
-        if computed is None:
-            print(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies")
-        else:
-            print(f"{run_id}: entropies {done(computed, 'text', 'stored')}")
-        print(f"{run_id}: disease entities {done(analysis.entities[run_id], 'sample', 'analysed')} "
-              f"({analysis.recognizer})")
-        print(f"{run_id}: clinical facts {done(analysis.facts.get(run_id, 0), 'sample', 'stored')}")
+    for line in analysis_lines(analysis):
+        print(line)
     return 0
+
+
+def analysis_lines(analysis) -> list[str]:
+    """Each run's lines of the entropies, disease entities and clinical facts stored; the grid's analyze step says the
+    same."""
+    lines = []
+    for run_id, computed in analysis.entropies.items():
+        lines.append(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies"
+                     if computed is None else f"{run_id}: entropies {done(computed, 'text', 'stored')}")
+        lines.append(f"{run_id}: disease entities {done(analysis.entities[run_id], 'sample', 'analysed')} "
+                     f"({analysis.recognizer})")
+        lines.append(f"{run_id}: clinical facts {done(analysis.facts.get(run_id, 0), 'sample', 'stored')}")
+    return lines
 
 
 def done(count: int, unit: str, verb: str) -> str:

@@ -28,6 +28,9 @@ def register(commands) -> None:
 
 
 def cmd_grid(args) -> int:
+    from fwsapp.cli.attack import attacked_lines
+    from fwsapp.cli.entities import analysis_lines
+    from fwsapp.cli.quality import scored_lines
     from fwsapp.orchestration import pipeline
     from fwsapp.orchestration.grid import load_spec, plan
     from fwsapp.judge.backends import api_key_from_environment
@@ -59,9 +62,12 @@ def cmd_grid(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     for run_id in outcome.run_ids:
         print(f"{run_id}: " + (f"failed: {outcome.failed[run_id]}" if run_id in outcome.failed else "done"))
-    for entry in outcome.attacked:
-        if entry.attack_set:
-            print(f"{entry.run_id}: attack set {entry.attack_set}, detection set {entry.set_id}")
+    # Each step as its own command says it: a grid that printed "done" alone left what its steps did to the report.
+    steps = [*scored_lines(outcome.scored), *(analysis_lines(outcome.analysis) if outcome.analysis else []),
+             *([outcome.judged.describe(outcome.judge_model)] if outcome.judged is not None else []),
+             *attacked_lines(store, outcome.attacked)]
+    for line in steps:
+        print(line)
     if outcome.judged is not None and outcome.judged.problem():  # as `judge` says it, and with its exit code
         print(f"error: judge step: {outcome.judged.problem()}", file=sys.stderr)
         return 1

@@ -21,14 +21,22 @@ def register(commands) -> None:
 
 def cmd_score(args) -> int:
     from fwsapp.orchestration import pipeline
-    from fwsapp.quality.registry import METRICS
-    from fwsapp.quality.scoring import computed_values
 
     store, targets = opened_targets(args)
     with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,
                                 alignscore_checkpoint=args.alignscore_checkpoint, recognizer=args.recognizer)
-    for run_id, computed in counts.items():
-        print(f"{run_id}: {computed_values(computed)}" + "".join(f"; {metric} skipped: {METRICS[metric].skipped_because}"
-                                                               for metric, count in computed.items() if count is None))
+    for line in scored_lines(counts):
+        print(line)
     return 0
+
+
+def scored_lines(counts: dict) -> list[str]:
+    """Each run's line of the values computed and those already stored or skipped; the grid's score step says the
+    same."""
+    from fwsapp.quality.registry import METRICS
+    from fwsapp.quality.scoring import computed_values
+
+    return [f"{run_id}: {computed_values(computed)}" + "".join(f"; {metric} skipped: {METRICS[metric].skipped_because}"
+                                                             for metric, count in computed.items() if count is None)
+            for run_id, computed in counts.items()]

@@ -353,6 +353,7 @@ class GridOutcome:
     scored: dict = field(default_factory=dict)
     analysis: Analysis | None = None
     judged: object = None
+    judge_model: str | None = None  # the model that judged, as the judge step's outcome is told of
     attacked: list[Redetection] = field(default_factory=list)
 
 
@@ -401,6 +402,7 @@ def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | Non
     if steps.judge is not None and finished and not _cancelled(cancel):
         asked = steps.judge
         backend = judge_backend(model_loader, asked.backend, asked.model, asked.base_url, asked.timeout, api_key)
+        outcome.judge_model = backend.model
         outcome.judged = judge(store, finished, model_loader, step("judge"), cancel, backend=backend,
                                settings=JudgeSettings(concurrency=asked.concurrency, swap=asked.swap,
                                                       budget_usd=asked.budget, max_attempts=asked.max_attempts))
