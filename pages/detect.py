@@ -9,6 +9,7 @@ from fwsapp import counted
 from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.detection.key_audit import audit_problem
+from fwsapp.detection.verdicts import MIN_TOKENS_FOR_VERDICT
 from fwsapp.entities.recognizers.base import parse_records_jsonl
 from fwsapp.orchestration import pipeline
 from fwsapp.ui import render as markup
@@ -389,9 +390,9 @@ def detector_for_any_text() -> None:
                       help=f"{found.num_tokens_scored} tokens scored")
             st.write(f"Verdict at {info.verdict_rule(params)}: "
                      f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
-            if found.num_tokens_scored < roc.MIN_TOKENS_FOR_VERDICT:
+            if found.num_tokens_scored < MIN_TOKENS_FOR_VERDICT:
                 st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
-                           f"{roc.MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
+                           f"{MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
                            "either way. Paste a longer text.")
             token_view(method, tokens, found, windowed(method, params, found, int(window)) if window else None)
 

@@ -162,7 +162,11 @@ def test_every_watermark_that_detects_from_text_answers_with_a_valid_record(llam
     answer = client.post("/detect", json={"text": "Metformin lowers blood sugar in type 2 diabetes."}).json()
     assert {"score", "p_value", "num_scored_tokens", "is_watermarked"} <= set(answer) and KEY not in json.dumps(answer)
     jsonschema.validate(answer["evidence"], SCHEMA)
-    assert answer["evidence"]["algorithm"] == method and answer["verdict"] == "not_watermarked"
+    assert answer["evidence"]["algorithm"] == method and not answer["is_watermarked"]
+    # Ten tokens, and no run's lengths given: too short to tell, not "not_watermarked" (even an answer whose every token
+    # is green would not pass KGW's z > 4 before 17 tokens).
+    assert answer["num_scored_tokens"] < 25 and answer["verdict"] == "too_short"
+    assert answer["evidence"]["min_tokens"]["tokens"] == 25 and "not calibrated" in answer["evidence"]["min_tokens"]["basis"]
 
 
 def test_refusals_are_clear_4xx_never_5xx(llama3, deployed_key):

@@ -26,7 +26,8 @@ def register(commands) -> None:
     serve.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder (default: the model's)")
     lengths = serve.add_mutually_exclusive_group()
     lengths.add_argument("--lengths-from", metavar="RUN", help="a run of this method with scores by length: a text "
-                         "scored on fewer tokens than its answers' median tokens to detect is `too_short`")
+                         "scored on fewer tokens than its answers' median tokens to detect is `too_short` (without it "
+                         "or --min-tokens: fewer than 25, a rule of thumb)")
     lengths.add_argument("--min-tokens", type=int, help="or that many scored tokens, given")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="(default %(default)s, as vLLM's server)")

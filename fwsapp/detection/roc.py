@@ -18,8 +18,6 @@ from sklearn.metrics import roc_auc_score, roc_curve
 from fwsapp.sample_size import enough, not_enough
 
 FPR_LEVELS = (0.0, 0.01, 0.05)
-# A z-score's normal approximation, and any verdict on it, needs a few dozen scored tokens.
-MIN_TOKENS_FOR_VERDICT = 25
 
 
 def unresolved_fpr_levels(negatives: int) -> list[float]:

@@ -12,7 +12,8 @@ them unchanged:
 
 The verdict adds a third state, `too_short`: a text not called watermarked whose scored tokens are fewer than the
 method needs to detect a watermarked answer at that threshold, as the length curves of a run measured it (the median
-tokens to detect of its watermarked answers). Such a "not watermarked" means nothing, and says so.
+tokens to detect of its watermarked answers), or, where no run measured it, fewer than MIN_TOKENS_FOR_VERDICT. Such a
+"not watermarked" means nothing, and says so.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import Sequence
 from scipy.stats import norm
 
 import fwsapp
-from fwsapp.detection.length import DEFAULT_FPR, MIN_TOKENS, length_threshold, run_curves, tokens_summary
+from fwsapp.detection.length import DEFAULT_FPR, length_threshold, run_curves, tokens_summary
 from fwsapp.secret_keys import fingerprint, is_recorded, is_reference
 from fwsapp.watermark import methods
 
@@ -71,7 +72,12 @@ class MinimumLength:
             return UNCALIBRATED
 
 
-UNCALIBRATED = MinimumLength(MIN_TOKENS, "not calibrated: only texts of fewer than 2 tokens are too short")
+# Where no run measured the length: a z's normal approximation, and any verdict on it, needs a few dozen scored tokens;
+# even an answer whose every token is green has z = √T at γ = ½, under KGW's threshold of 4 until T = 17. The Detect
+# page's text box warns at the same length. (The service said "not_watermarked" of a 10-token text.)
+MIN_TOKENS_FOR_VERDICT = 25
+UNCALIBRATED = MinimumLength(MIN_TOKENS_FOR_VERDICT, f"not calibrated: under {MIN_TOKENS_FOR_VERDICT} scored tokens, the "
+                             "rule of thumb (a run's lengths measure it: --lengths-from)")
 
 
 @dataclass(frozen=True)
