@@ -547,7 +547,8 @@ def test_the_next_step_counts_runs_in_agreement_with_its_noun_and_verb():
     state = {"runs": 3, "scored": 2, "analysed": 3, "judged": 3}
     assert next_step(state)[2] == "1 run has no quality metrics yet."
     assert next_step({**state, "scored": 3, "analysed": 1})[2] == "2 runs are not analysed yet."
-    assert next_step({**state, "scored": 3, "judged": 2})[2] == "1 run has no verdicts yet."
+    assert next_step({**state, "scored": 3, "judged": 2})[2] == (
+        "1 run has no verdicts yet (the embedded model's smoke-test verdicts do not count).")
 
 
 def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_history(app_db):

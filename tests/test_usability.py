@@ -725,6 +725,9 @@ def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
     assert "FWS, judge (no verdicts yet)" in [header.value for header in fws.subheader]
     fws.checkbox(key="fws-smoke").check().run()
     assert f"FWS, judge ({EMBEDDED_MODEL} (smoke test))" in [header.value for header in fws.subheader]
+    # Nor does the Home page count the run as judged: it said "Every run is scored, analysed and judged."
+    home = open_page("home")
+    assert {metric.label: metric.value for metric in home.metric}["Judged"] == "0"
 
 
 def test_a_chart_of_more_series_than_the_palettes_hold_colours_every_one():

@@ -86,13 +86,14 @@ class RunTables(StoreCore):
                 deleted[table] = cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         return deleted
 
-    def coverage(self) -> dict[str, int]:
+    def coverage(self, left_out_judges: tuple[str, ...] = ()) -> dict[str, int]:
         """How many runs there are, and how many have the model-based quality metrics (similarity; ROUGE and F1 come
-        with every import), parsed verdicts, entity analyses, entropies."""
+        with every import), parsed verdicts (of a judge not in `left_out_judges`), entity analyses, entropies."""
         count = "SELECT count(DISTINCT run_id) FROM "
-        return {name: self.row(count + query)[0] for name, query in (
-            ("runs", "runs"), ("scored", "metrics WHERE metric = 'simcse'"), ("judged", "judgments WHERE status = 'ok'"),
-            ("analysed", "entity_analyses"), ("entropies", "entropies"))}
+        judged = "judgments WHERE status = 'ok'" + " AND judge_model <> ?" * len(left_out_judges)
+        return {name: self.row(count + query, list(parameters))[0] for name, query, parameters in (
+            ("runs", "runs", ()), ("scored", "metrics WHERE metric = 'simcse'", ()), ("judged", judged, left_out_judges),
+            ("analysed", "entity_analyses", ()), ("entropies", "entropies", ()))}
 
     def run(self, run_id: str) -> dict:
         row = self.frame("SELECT * FROM runs WHERE run_id = ?", [run_id])

@@ -348,7 +348,11 @@ def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.D
 
 @st.cache_data(show_spinner=False)
 def coverage(revision_key: str) -> dict[str, int]:
-    return store().coverage()
+    """The Home page's counts; a run counts as judged by a judge's verdicts, not the embedded model's smoke test (which
+    FWS and the report leave out): "Every run is … judged" stood beside "FWS (judge: no verdicts yet)"."""
+    from fwsapp.judge.summary import SMOKE_TEST_JUDGES
+
+    return store().coverage(tuple(sorted(SMOKE_TEST_JUDGES)))
 
 
 def next_step(state: dict[str, int]) -> tuple[str, str, str]:
@@ -363,7 +367,8 @@ def next_step(state: dict[str, int]) -> tuple[str, str, str]:
                 f"{counted(state['runs'] - state['analysed'], 'run is', 'runs are')} not analysed yet.")
     if state["judged"] < state["runs"]:
         return ("pages/judge.py", "Judge the pairs",
-                f"{counted(state['runs'] - state['judged'], 'run has', 'runs have')} no verdicts yet.")
+                f"{counted(state['runs'] - state['judged'], 'run has', 'runs have')} no verdicts yet (the embedded "
+                "model's smoke-test verdicts do not count).")
     return "pages/fws.py", "Compare methods by FWS", "Every run is scored, analysed and judged."
 
 
