@@ -97,7 +97,7 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
         st.caption("No selected run has predictions yet. The run's model reads each watermarked answer and gives, per "
                    "token, the spike entropy (green lists) or the chosen token's probability (Gumbel sampling).")
         return
-    st.dataframe(widgets.uniform(table), hide_index=True, width="stretch",
+    st.dataframe(widgets.uniform(widgets.tasks_named(table)), hide_index=True, width="stretch",
                  column_config={column: st.column_config.NumberColumn(format="%.2f")
                                 for column in ("Spearman ρ", "detectable (predicted)", "detectable (measured)")})
     st.caption("Predicted: the first T from which the statistic the answer's entropy leads one to expect passes the "
@@ -226,7 +226,7 @@ def coverage_view(tab, coverage) -> None:
     if coverage.empty:
         tab.info("No run generated here is selected: imported runs keep no decoding to replay.")
         return
-    tab.dataframe(coverage, hide_index=True, width="stretch",
+    tab.dataframe(widgets.tasks_named(coverage), hide_index=True, width="stretch",
                   column_config={"watermarked share": st.column_config.NumberColumn(format="%.3f")})
     tab.caption("Each generated token is watermarked, or left alone for the reason its method's processor has: greedy "
                 "decoding (vLLM's Gumbel samples it plainly), a repeated context, a context reaching into the prompt. "

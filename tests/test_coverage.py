@@ -99,7 +99,7 @@ def test_the_detect_page_warns_of_a_served_run_that_carries_no_mark_and_tabulate
 def test_sweets_gate_leaves_the_low_entropy_tokens_its_detector_does_not_score(lm, tmp_path):
     """A SWEET run of the embedded model: the replay of its entropy gate on the entropies stored at generation marks
     as watermarked the tokens the detector scores, reading the entropies again by teacher forcing."""
-    from fwsapp.detection.coverage import stored_coverage
+    from fwsapp.detection.coverage import coverage_frame, stored_coverage
     from fwsapp.generation.generate import run_generation
     from fwsapp.generation.run_config import RunConfig
     from fwsapp.store import Store
@@ -110,6 +110,9 @@ def test_sweets_gate_leaves_the_low_entropy_tokens_its_detector_does_not_score(l
     found = stored_coverage(store, run_id)
     assert found["tokens"] == 4 * 32 and 0 < found["watermarked"] < found["tokens"]
     assert set(found["not_watermarked"]) == {LOW_ENTROPY}
+    # The count reads as a count: "… at or below the threshold 11" read as if 11 were the threshold.
+    left = found["tokens"] - found["watermarked"]
+    assert coverage_frame(store, [run_id]).loc[0, "not watermarked"] == f"{LOW_ENTROPY}: {left} token{'s' * (left > 1)}"
     scores = store.detections([run_id])
     scored = int(scores[scores.text_kind == "watermarked"].num_tokens_scored.sum())
     assert abs(found["watermarked"] - scored) <= 2  # float32 entropies at the threshold may fall either side

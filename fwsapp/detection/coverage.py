@@ -19,6 +19,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from fwsapp import counted
 from fwsapp.watermark import methods
 from fwsapp.watermark.methods import WATERMARKED, GeneratedAnswer
 
@@ -70,6 +71,12 @@ def run_coverage(run: dict, generations: pd.DataFrame, scored: dict[int, int] | 
             "identical_answers": identical, "answers": answered, "flags": flags}
 
 
+def reasons_label(reasons: dict[str, int]) -> str:
+    """Why tokens were left unwatermarked, each reason with its count ("repeated context: 12 tokens"), or "–". Written
+    "reason count", SWEET's read "next-token entropy at or below the threshold 11", as if 11 were the threshold."""
+    return "; ".join(f"{reason}: {counted(count, 'token', 'tokens')}" for reason, count in reasons.items()) or "–"
+
+
 def stored_coverage(store, run_id: str) -> dict | None:
     """`run_coverage` of a stored run: its answers, and the tokens its own detection scored in each."""
     run = store.run(run_id)
@@ -93,8 +100,7 @@ def coverage_frame(store, run_ids: list[str] | None = None) -> pd.DataFrame:
             continue
         rows.append({"run": run_id, "method": run["method"], "task": run["task"], "tokens": found["tokens"],
                      "watermarked share": found["share"],
-                     "not watermarked": "; ".join(f"{reason} {count}" for reason, count in
-                                                  found["not_watermarked"].items()) or "–",
+                     "not watermarked": reasons_label(found["not_watermarked"]),
                      "same without the watermark": f"{found['identical_answers']} of {found['answers']}",
                      "flags": "; ".join(found["flags"])})
     return pd.DataFrame(rows)

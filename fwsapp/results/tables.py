@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from fwsapp.data.tasks import task_label, task_labels
+from fwsapp.detection.coverage import reasons_label
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.entities.recognizers import KINDS
@@ -244,8 +245,8 @@ def coverage_table(report: dict) -> pd.DataFrame:
         if found is None:
             continue
         rows.append({**_named(run), "Tokens": found["tokens"], "Watermarked share": found["share"],
-                     "Not watermarked": "; ".join(f"{reason} {count}" for reason, count in found["not_watermarked"].items())
-                     or "–", "Same without the watermark": f"{found['identical_answers']} of {found['answers']}",
+                     "Not watermarked": reasons_label(found["not_watermarked"]),
+                     "Same without the watermark": f"{found['identical_answers']} of {found['answers']}",
                      "Flags": "; ".join(found["flags"]) or "–"})
     return _ordered(rows) if rows else pd.DataFrame()
 
