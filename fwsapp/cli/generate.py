@@ -23,7 +23,7 @@ def register(commands) -> None:
     generate.lists_params = True
     generate.add_argument("--n", type=int, default=4, help="how many of the dataset's prompts, from its first (default %(default)s)")
     generate.add_argument("--max-new-tokens", type=int, default=64,
-                          help="tokens per output, each this long as in the paper (default %(default)s)")
+                          help="tokens per output: every output is this long, as in the paper (default %(default)s)")
     generate.add_argument("--batch-size", type=int, default=4,
                           help="prompts generated together; a run resumes from its last whole batch (default %(default)s)")
     generate.add_argument("--seed", type=int, default=42, help="seeds the sampling; same seed, same texts (default %(default)s)")
