@@ -1,6 +1,7 @@
 """A clinician study on a shared server (issue 36): invite tokens stored only hashed and compared in constant time,
 raters who see only their own items in their own order, attention checks with A and B swapped, what the researcher
 reads, and an app that refuses to serve a network without an admin token."""
+import re
 import threading
 from pathlib import Path
 
@@ -388,6 +389,8 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
     status = capsys.readouterr().out
     assert status.startswith("pilot: 1 run, 2 raters per item, 10% of each rater's items shown twice") and "Dr A" in status
+    # Dr B has rated nothing: no median time and no consistency yet, written "–" as every table's gap (it read "None").
+    assert "None" not in status and re.search(r"Dr B .* – +–$", status, re.MULTILINE), status
     assert main(["study", "export", "--study", "pilot", "--out", str(tmp_path / "r.csv"), "--db", str(db)]) == 0
     assert token not in (tmp_path / "r.csv").read_text() and links[0][0] in (tmp_path / "r.csv").read_text()
     assert main(["study", "revoke", "--rater", links[0][0], "--db", str(db)]) == 0

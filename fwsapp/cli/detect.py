@@ -6,7 +6,7 @@ import json
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar
+from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar, table_text
 
 
 def register(commands) -> None:
@@ -201,7 +201,7 @@ def print_key_audit(store, targets: list[str], args) -> int:
     print(f"{found.method}: {found.texts} human texts ({args.corpus or f'the references of {run_id}'}, "
           f"{found.tokenizer}) under "
           f"{args.audit_keys} keys")
-    print(found.written().to_string(index=False))
+    print(table_text(found.written()))
     print("\n".join(found.summary()))
     return 0
 
@@ -248,7 +248,7 @@ def print_predictions(store, targets: list[str], args) -> None:
     table = prediction_table(store, targets, args.fpr)
     print(f"\nTokens to detect predicted from entropy against measured (verdicts at {args.fpr:.0%} FPR; medians over "
           "each run's watermarked answers; detectable: the share of answers under 200 tokens detected by their end)")
-    print(table.to_string(index=False, float_format=lambda value: f"{value:.2f}"))
+    print(table_text(table, float_format=lambda value: f"{value:.2f}"))
 
 
 def _tokens(value) -> str:
@@ -265,7 +265,6 @@ def _rate(value, n: int) -> str:
 
 
 def cmd_compare(args) -> int:
-    from fwsapp.data.tasks import task_label
     from fwsapp.results.report import build_report
     from fwsapp.store import Store
     from fwsapp.detection.strength import QUALITY, check_target, equal_strength
@@ -285,11 +284,10 @@ def cmd_compare(args) -> int:
         print("No run has a TPR at this length: see why beside each run.")
     else:
         shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
-        print(shown.assign(task=shown.task.map(task_label)).to_string(index=False,
-                                                                      float_format=lambda value: f"{value:.3g}"))
+        print(table_text(shown, float_format=lambda value: f"{value:.3g}"))
     print("\nSwept runs:")
     swept = points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]]
-    print(swept.assign(task=swept.task.map(task_label)).to_string(index=False, float_format=lambda value: f"{value:.3g}"))
+    print(table_text(swept, float_format=lambda value: f"{value:.3g}"))
     return 1 if table.empty else 0
 
 
@@ -310,7 +308,7 @@ def cmd_paired(args) -> int:
           "test finds with 80% power")
     for setting, rows in written(table).groupby("setting", sort=False):
         print(f"\n{setting}:")
-        print(rows.drop(columns="setting").to_string(index=False))
+        print(table_text(rows.drop(columns="setting")))
     if EQUAL_STRENGTH not in set(table.setting):
         print(f"\n{no_equal_strength(args.tokens)}")
     return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from fwsapp import counted
 from fwsapp.cli.options import command
 from fwsapp.judge.keys import confirmed_judge_key
-from fwsapp.cli.terminal import model_loader, progress_bar
+from fwsapp.cli.terminal import model_loader, progress_bar, table_text
 
 
 def register(commands) -> None:
@@ -47,7 +47,7 @@ def cmd_grid(args) -> int:
     if args.dry_run:
         store = Store(args.db, read_only=True) if Path(args.db).exists() else None
         table = plan(spec, store)
-        print(table.to_string(index=False))
+        print(table_text(table))
         print(f"{counted(len(table), 'run', 'runs')}; {int(table['units missing'].sum())} of {int(table['units'].sum())} units to generate"
               + (f"; then {', '.join(spec.steps.names())}" if spec.steps.names() else ""))
         return 0

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from fwsapp.cli.options import command, output_file, task_option
+from fwsapp.cli.terminal import table_text
 
 
 def register(commands) -> None:
@@ -81,7 +82,7 @@ def cmd_runs(args) -> int:
     else:
         from fwsapp.results.run_names import listing
 
-        print(listing(runs).to_string(index=False))
+        print(table_text(listing(runs)))
     return 0
 
 

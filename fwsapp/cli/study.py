@@ -6,6 +6,7 @@ import sys
 
 from fwsapp import counted
 from fwsapp.cli.options import command, db, output_file, subcommand
+from fwsapp.cli.terminal import table_text
 
 
 def register(commands) -> None:
@@ -70,7 +71,7 @@ def cmd_study(args) -> int:
         chosen = study.study(store, args.study)
         print(f"{chosen.name}: {chosen.describe()}\n")
         progress = study.rater_progress(store, chosen)
-        print(progress.to_string(index=False) if not progress.empty else
+        print(table_text(progress) if not progress.empty else
               f"No rater yet: `python -m fwsapp study invite --study {shlex.quote(chosen.name)} --rater NAME` makes "
               "their links.")
         disagreements = study.disagreements(study.ratings(store, chosen))
