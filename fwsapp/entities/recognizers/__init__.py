@@ -109,7 +109,7 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
-        # v2: no name shorter than 3 characters once normalised ("[he]", helium)
+        # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more")
         label=lambda: "drug lexicon v2", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
