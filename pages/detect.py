@@ -15,7 +15,7 @@ from fwsapp.orchestration import pipeline
 from fwsapp.ui import render as markup
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
-from fwsapp.data.tasks import TASKS
+from fwsapp.data.tasks import TASKS, tasks_named
 from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep_grids, watermark_names
@@ -97,7 +97,7 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
         st.caption("No selected run has predictions yet. The run's model reads each watermarked answer and gives, per "
                    "token, the spike entropy (green lists) or the chosen token's probability (Gumbel sampling).")
         return
-    st.dataframe(widgets.uniform(widgets.tasks_named(table)), hide_index=True, width="stretch",
+    st.dataframe(widgets.uniform(tasks_named(table)), hide_index=True, width="stretch",
                  column_config={column: st.column_config.NumberColumn(format="%.2f")
                                 for column in ("Spearman ρ", "detectable (predicted)", "detectable (measured)")})
     st.caption("Predicted: the first T from which the statistic the answer's entropy leads one to expect passes the "
@@ -178,7 +178,7 @@ def render() -> None:
         comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
         if not comparison.empty:
             st.subheader("Method comparison")
-            st.dataframe(widgets.uniform(widgets.tasks_named(comparison).round(3)), hide_index=True, width="stretch",
+            st.dataframe(widgets.uniform(tasks_named(comparison).round(3)), hide_index=True, width="stretch",
                          column_config=widgets.worded_columns(comparison))
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
                 st.warning(warning)
@@ -188,7 +188,7 @@ def render() -> None:
                            "max |Δ| compares with the imported scores of the same texts.")
                 rates = {column: st.column_config.NumberColumn(format="%.3f") for column in redetected.columns
                          if column.startswith(("AUROC", "TPR"))}  # 1.000 beside 0.997; max |Δ| keeps its digits
-                st.dataframe(widgets.tasks_named(redetected).round(6), hide_index=True, width="stretch",
+                st.dataframe(tasks_named(redetected).round(6), hide_index=True, width="stretch",
                              column_config=rates)
             coverage = queries.watermark_coverage(resources.revision(), tuple(chosen))
             for flagged in coverage[coverage["flags"] != ""].itertuples() if not coverage.empty else ():
@@ -226,7 +226,7 @@ def coverage_view(tab, coverage) -> None:
     if coverage.empty:
         tab.info("No run generated here is selected: imported runs keep no decoding to replay.")
         return
-    tab.dataframe(widgets.tasks_named(coverage), hide_index=True, width="stretch",
+    tab.dataframe(tasks_named(coverage), hide_index=True, width="stretch",
                   column_config={"watermarked share": st.column_config.NumberColumn(format="%.3f")})
     tab.caption("Each generated token is watermarked, or left alone for the reason its method's processor has: greedy "
                 "decoding (vLLM's Gumbel samples it plainly), a repeated context, a context reaching into the prompt. "

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from fwsapp import counted
+from fwsapp.data.tasks import tasks_named
 from fwsapp.ui import render as markup
 from fwsapp.orchestration.grid import SpecError
 from fwsapp.paths import EXPERIMENTS_DIR
@@ -51,7 +52,7 @@ def render() -> None:
     st.subheader("Dry run")
     st.caption(f"{counted(len(table), 'run', 'runs')}; {missing} of {units} units (batches) still to generate"
                + (f"; then {', '.join(spec.steps.names())}." if spec.steps.names() else "."))
-    st.dataframe(widgets.tasks_named(table), hide_index=True, width="stretch",
+    st.dataframe(tasks_named(table), hide_index=True, width="stretch",
                  column_config={"params": st.column_config.TextColumn(width="medium")})
 
     address = st.text_input("Ray cluster address", "", placeholder="host:6379, or local; empty: in this process",

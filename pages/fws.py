@@ -10,7 +10,7 @@ import streamlit as st
 from fwsapp import counted
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
-from fwsapp.data.tasks import TASKS, task_label
+from fwsapp.data.tasks import TASKS, task_label, tasks_named
 from fwsapp.quality.registry import column_label
 from fwsapp.results.fws import (POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights,
                                 shown_source, source_label)
@@ -185,13 +185,13 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
         st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
                 "with scores by length (Detect page, Length tab).")
         return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
-    swept_shown = widgets.uniform(widgets.tasks_named(swept.drop(columns="sweep")).round(3))
+    swept_shown = widgets.uniform(tasks_named(swept.drop(columns="sweep")).round(3))
     if matched.empty:
         st.warning(f"No swept run has a TPR after {int(target_tokens)} tokens: their texts are shorter than that, or "
                    f"too few reach it (each run's reason below). Choose a smaller T.")
         st.dataframe(swept_shown, hide_index=True, width="stretch")
     else:
-        st.dataframe(widgets.uniform(widgets.tasks_named(matched.drop(columns=["sweep", "low_run", "high_run", "share"]))
+        st.dataframe(widgets.uniform(tasks_named(matched.drop(columns=["sweep", "low_run", "high_run", "share"]))
                                      .round(3)), hide_index=True, width="stretch")
         with st.expander("The swept runs"):
             st.dataframe(swept_shown, hide_index=True, width="stretch")
@@ -222,7 +222,7 @@ def paired_section(runs, target: StrengthTarget, weighting: Weighting) -> None:
             st.info(markup.message(queries.unpaired_reason(resources.revision(), candidate, baseline,
                                                            target.tpr, target.fpr, target.tokens)))
         else:
-            st.dataframe(written(differences), hide_index=True, width="stretch")
+            st.dataframe(tasks_named(written(differences)), hide_index=True, width="stretch")
             if EQUAL_STRENGTH not in set(differences.setting):
                 st.caption(no_equal_strength(target.tokens))
 

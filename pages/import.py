@@ -2,8 +2,8 @@
 import streamlit as st
 
 from fwsapp.ui import render as markup
-from fwsapp.ui import queries, resources, widgets
-from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name
+from fwsapp.ui import queries, resources
+from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name, tasks_named
 from fwsapp.orchestration.importer import ImportProblem, LogFile, import_logs, model_from_file_name
 from fwsapp.judge.records import PAPER_JUDGE
 from fwsapp.watermark.methods import METHODS
@@ -79,7 +79,7 @@ def render() -> None:
     imported = runs[runs.imported]
     if not imported.empty:
         st.subheader("Imported runs")
-        st.dataframe(widgets.tasks_named(imported[["run_id", "method", "model", "task", "n", "created"]]), hide_index=True,
+        st.dataframe(tasks_named(imported[["run_id", "method", "model", "task", "n", "created"]]), hide_index=True,
                      width="stretch")
 
 

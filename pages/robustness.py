@@ -3,6 +3,7 @@ then detected again against the same negatives, beside what the attack did to th
 import plotly.express as px
 import streamlit as st
 
+from fwsapp.data.tasks import tasks_named
 from fwsapp.ui import render as markup
 from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED
 from fwsapp.watermark.methods import post_hoc_names
@@ -84,7 +85,7 @@ def overview(frame) -> None:
     with st.expander("Every removal attack set, with its detection and what it changed"):
         shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci", "retokenised"],
                            errors="ignore")
-        st.dataframe(widgets.uniform(widgets.tasks_named(shown)), hide_index=True, width="stretch")
+        st.dataframe(widgets.uniform(tasks_named(shown)), hide_index=True, width="stretch")
 
     graded = [name for name in frame.attack.dropna().unique() if ATTACKS[name].strength and
               frame[frame.attack == name].params.map(lambda params: params.get(ATTACKS[name].strength)).nunique() > 1]

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from fwsapp.cli import main
+from fwsapp.data.tasks import tasks_named
 from fwsapp.results import paired
 
 from tests.test_pages import APP
@@ -74,7 +75,7 @@ def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart(
     assert table.difference.iloc[-1] == pytest.approx(6 / 12 - 4 / 12)
     assert table.compared.iloc[-1] == "at 2 on each task"
     assert paired.written(table)["95% interval"].str.contains(" to ").all()
-    assert list(paired.written(table).task)[1:] == ["Question answering", paired.ALL_TASKS]  # as people read a task
+    assert list(tasks_named(paired.written(table)).task)[1:] == ["Question answering", paired.ALL_TASKS]  # as shown
 
 
 @pytest.fixture(scope="module")

@@ -74,12 +74,11 @@ def progress_bar(description: str, unit: str):
 def table_text(frame, float_format=None) -> str:
     """A table as every command prints it: no index, tasks as people read them ("Question answering"), and "–" where
     there is no value (pandas writes None and NaN)."""
-    from fwsapp.data.tasks import task_label
-
     import numpy as np
 
-    if "task" in frame.columns:
-        frame = frame.assign(task=frame.task.map(task_label))
+    from fwsapp.data.tasks import tasks_named
+
+    frame = tasks_named(frame)
     # A None in a column of objects is written "None" whatever na_rep says; as NaN it is written na_rep.
     frame = frame.apply(lambda column: column.where(column.notna(), np.nan) if column.dtype == object else column)
     return frame.to_string(index=False, na_rep="–", float_format=float_format)

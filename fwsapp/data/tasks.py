@@ -45,6 +45,12 @@ def task_label(name: str) -> str:
     return TASKS[name].label if name in TASKS else name
 
 
+def tasks_named(frame):
+    """`frame` (a table) with its `task` column as people read it, for a table a page shows or a command prints; the
+    tables themselves keep the stored names."""
+    return frame.assign(task=frame.task.map(task_label)) if "task" in frame.columns else frame
+
+
 def task(name: str) -> Task:
     try:
         return TASKS[name]

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fwsapp.data.tasks import task_label
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, check_weights, fws, metric_aspects
 from fwsapp.watermark import methods
 
@@ -389,7 +388,7 @@ def written(table: pd.DataFrame) -> pd.DataFrame:
         return "–" if pd.isna(value) else f"{value:.3g}"
 
     return pd.DataFrame({  # what a reader looks for first: the measure, the difference and its interval
-        "task": table.task.map(task_label), "setting": table.setting, "measure": table.measure,
+        "task": table.task, "setting": table.setting, "measure": table.measure,
         "difference": table.difference.map(number),
         "95% interval": [f"{number(low)} to {number(high)}" for low, high in zip(table.low, table.high)],
         "p (permutation)": table.p.map(lambda p: "–" if pd.isna(p) else f"{p:.2g}"),

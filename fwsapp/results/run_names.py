@@ -50,14 +50,14 @@ def run_label(run: dict) -> str:
 
 
 def listing(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs (`Store.runs()` rows) as `runs` lists them for people: id, method and settings, model, task by its
-    label, where the texts came from, samples stored of those planned, status with its reason, and when it began."""
+    """The runs (`Store.runs()` rows) as `runs` lists them for people: id, method and settings, model, task, where the
+    texts came from, samples stored of those planned, status with its reason, and when it began."""
     source = [IMPORTED if imported else "served" if pd.notna(server) else "generated"
               for imported, server in zip(runs.imported.astype(bool), runs.server)]
     status = [f"{status}: {reason}" if pd.notna(reason) else status
               for status, reason in zip(runs.status, runs.status_reason)]
     return pd.DataFrame({"run": runs.run_id, "method": runs.method, "settings": runs.run_id.map(run_settings(runs)),
-                         "model": runs.model, "task": runs.task.map(task_label), "source": source,
+                         "model": runs.model, "task": runs.task, "source": source,
                          "samples": [f"{done} of {planned}" for done, planned in zip(runs.samples_done, runs.n)],
                          "status": status, "created": runs.created.dt.strftime("%Y-%m-%d %H:%M")})
 

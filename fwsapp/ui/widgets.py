@@ -334,13 +334,6 @@ def _mixed(column: pd.Series) -> bool:
     return bool(kinds.any() and not kinds.all())
 
 
-def tasks_named(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with its `task` column as people read it ("Question answering", not "qa"), for a table on a page."""
-    from fwsapp.data.tasks import task_label
-
-    return frame.assign(task=frame.task.map(task_label)) if "task" in frame.columns else frame
-
-
 def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """`frame` with every number of a mixed column written alike (0.710, 1.000, not 1, 1.0 and 0.71), so the column
     is text throughout: one format for the reader, one type for Arrow (a mixed column made it log a traceback)."""

@@ -39,12 +39,11 @@ def drug_variants() -> dict[str, str]:
     (1,991 of 6,616)."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    stoplist = _stoplist()
+    left_out = _stoplist() | STOP_WORDS | REAGENT_ACRONYM_WORDS
     variants = {}
     for variant, targets in drug_dictionary().items():
         name = normalize(variant)
-        if (len(targets) == 1 and len(name.replace(" ", "")) > 2 and variant not in stoplist
-                and name not in STOP_WORDS and name not in REAGENT_ACRONYM_WORDS):
+        if len(targets) == 1 and len(name.replace(" ", "")) > 2 and not {variant, name} & left_out:
             variants[name] = normalize(targets[0])
     return variants
 
