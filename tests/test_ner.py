@@ -158,7 +158,7 @@ def test_recognizers_by_name_and_their_labels():
         check_recognizer("spacy")
     with pytest.raises(RecognizerError, match="en_ner_bc5cdr_md, which is not installed"):
         check_recognizer("scispacy")
-    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v3"
+    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v4"
     mesh = load_recognizer("mesh")
     assert [e.text for e in mesh.find("Dementia, delirium and diabetes; combined therapy.")] == ["Dementia", "delirium", "diabetes"]
 
@@ -241,6 +241,24 @@ def test_outcomes_and_modifiers_of_proteins_and_drugs_are_no_disease(name):
     found = [entity.text for entity in load_recognizer(name).find(text)]
     assert "rheumatoid arthritis" in found and "tuberculosis" in found
     assert not {"death", "Tumour necrosis", "Tumour", "necrosis", "TNF"} & set(found), found
+
+
+@pytest.mark.parametrize("name", ["trained", "mesh"])
+def test_an_acronym_that_is_a_word_names_a_disease_only_in_capitals(name):
+    """MeSH's names are lower case, so 'aids' (AIDS) matched 'hearing aids' in 58 of the paper's answers: as a word,
+    capitalised too, it is the word; in capitals it is the disease, as MODS is."""
+    text = ("Hearing aids and walking aids help. Occupational therapists advise on various aids (such as splints). "
+            "People with HIV can develop AIDS. Sepsis can lead to MODS.")
+    found = [entity.text for entity in load_recognizer(name).find(text)]
+    assert "AIDS" in found and not {"aids", "Hearing aids", "walking aids"} & set(found), found
+
+
+def test_the_acronyms_that_are_words_are_meshs_and_english_words():
+    from fwsapp.data.wordnet import is_word
+    from fwsapp.entities.recognizers.base import ACRONYMS_THAT_ARE_WORDS, mesh_disease_names
+
+    assert ACRONYMS_THAT_ARE_WORDS <= set(mesh_disease_names())
+    assert all(is_word(acronym) for acronym in ACRONYMS_THAT_ARE_WORDS)
 
 
 def test_a_disease_word_before_a_non_disease_head_is_a_modifier():

@@ -75,9 +75,10 @@ def _scispacy_unavailable() -> str | None:
     return None
 
 
-# The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; chemical v2:
-# one sense per discourse; chemical v3: its lexicon feature, the drug lexicon, at v2.
-TAGGER_VERSIONS = {"disease": 2, "chemical": 3}
+# The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; disease v3:
+# acronyms that are words only in capitals; chemical v2: one sense per discourse; chemical v3: its lexicon feature,
+# the drug lexicon, at v2.
+TAGGER_VERSIONS = {"disease": 3, "chemical": 3}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -95,8 +96,9 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "mesh", "MeSH disease names, longest match (no model)", "fwsapp.entities.recognizers.mesh:MeshRecognizer",
         unavailable=missing_package(MESH_PACKAGE),
-        # v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped
-        label=lambda: "MeSH PhraseMatcher v3"),
+        # v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped;
+        # v4: acronyms that are words ("aids") only in capitals
+        label=lambda: "MeSH PhraseMatcher v4"),
     RecognizerPlugIn(
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
