@@ -253,6 +253,22 @@ def test_an_acronym_that_is_a_word_names_a_disease_only_in_capitals(name):
     assert "AIDS" in found and not {"aids", "Hearing aids", "walking aids"} & set(found), found
 
 
+def test_a_letter_a_bracket_or_function_words_name_no_disease():
+    """The trained tagger's strays in the paper's answers: 'with' in 'problems with maths', the 's' of 'tachycardia’s',
+    'to the' of 'damage to the nervous system', a bracket; an acronym in capitals that spells a function word ('AS',
+    Asperger's syndrome) and a two-letter acronym ('HD') still can."""
+    from fwsapp.entities.recognizers.base import names_a_disease
+
+    text = "Problems with maths. Tachycardia’s and AS ( HD ) damage to the nervous system"
+
+    def says(word: str, after: str = "") -> bool:
+        start = text.index(after + word) + len(after)
+        return names_a_disease(text, start, start + len(word))
+
+    assert not any(says(word) for word in ("with", "(", "to the")) and not says("s", after="’")
+    assert says("AS") and says("HD") and says("Tachycardia")
+
+
 def test_the_acronyms_that_are_words_are_meshs_and_english_words():
     from fwsapp.data.wordnet import is_word
     from fwsapp.entities.recognizers.base import ACRONYMS_THAT_ARE_WORDS, mesh_disease_names

@@ -76,8 +76,8 @@ def _scispacy_unavailable() -> str | None:
 
 
 # The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; disease v3:
-# acronyms that are words only in capitals; chemical v2: one sense per discourse; chemical v3: its lexicon feature,
-# the drug lexicon, at v2.
+# acronyms that are words only in capitals, no letter or function words alone; chemical v2: one sense per discourse;
+# chemical v3: its lexicon feature, the drug lexicon, at v2.
 TAGGER_VERSIONS = {"disease": 3, "chemical": 3}
 
 
