@@ -6,6 +6,7 @@ taggers are held to their kinds' examples by the generic recognizer test."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 
@@ -46,6 +47,26 @@ def test_no_drug_is_a_name_of_two_letters_or_a_function_word(finder):
     facts = finder.find_many(["He was given morphine. No change in 2 3 weeks. He took Li at night, and more of it "
                               "sits in the caps."])[0]
     assert [(fact.kind, fact.text) for fact in facts] == [("chemical", "morphine")]
+
+
+def test_a_number_a_lone_small_letter_or_function_words_name_no_chemical():
+    """The chemical tagger's strays in the paper's answers, dropped for every chemical recognizer by the kind's
+    declared rule: an NDC code, the "e" of "e- cigarettes", "ca" of "ca n't"; elements' symbols, "Ca" (calcium) among
+    them, and a formula still name chemicals."""
+    from fwsapp.entities.recognizers.base import Entity, Recognizer
+
+    text = "NDC 0555-0952-02. The e- cigarettes. I ca n't take Ca, K or free T4."
+    strays = ["0555-0952-02", "e", "ca"]
+    kept = ["Ca", "K", "T4"]
+
+    class Proposing(Recognizer):  # a backend that proposes the strays and the chemicals
+        kind = "chemical"
+
+        def candidates(self, texts):
+            found = [re.search(rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", texts[0]) for name in strays + kept]
+            return [[Entity(match.group(), match.start(), match.end()) for match in found]]
+
+    assert [entity.text for entity in Proposing().find(text)] == kept
 
 
 def test_a_fact_added_or_removed_is_a_change_with_an_empty_side(finder):

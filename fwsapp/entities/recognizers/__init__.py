@@ -29,24 +29,31 @@ class RecognizerPlugIn(PlugIn):
 @dataclass(frozen=True)
 class FactKind:
     """A kind of clinical fact. A recognizer declares the kind it finds; `change` names a changed fact of the kind,
-    and `normaliser` ("module:function", loaded on use) gives a mention's concept, so that two names of one concept
-    ("Tylenol", "paracetamol"; "1 g", "1000 mg") compare equal."""
+    `normaliser` ("module:function", loaded on use) gives a mention's concept, so that two names of one concept
+    ("Tylenol", "paracetamol"; "1 g", "1000 mg") compare equal, and `mention_rule` ("module:function" of text, start
+    and end), where given, is what every mention of the kind must pass, so that all its recognizers fail alike."""
     name: str
     help: str
     change: str
     normaliser: str
     example: tuple[str, str]  # a sentence and a mention in it every recognizer of the kind finds (the generic test)
+    mention_rule: str | None = None
 
     def concept(self, text: str) -> str:
         return load_implementation(self.normaliser)(text)
+
+    def rule(self) -> Callable[[str, int, int], bool]:
+        """Whether text[start:end] can be a mention of this kind."""
+        return load_implementation(self.mention_rule) if self.mention_rule else (lambda text, start, end: True)
 
 
 KINDS = {kind.name: kind for kind in (
     FactKind("disease", "diseases, disorders and symptoms, as BC5CDR and NCBI Disease annotate them; a MeSH heading "
              "and its entry terms are one concept", "disease", "fwsapp.entities.recognizers.base:disease_concept",
-             ("Gout and Asthma are common.", "Asthma")),
+             ("Gout and Asthma are common.", "Asthma"), "fwsapp.entities.recognizers.base:names_a_disease"),
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
-             "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen")),
+             "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
+             "fwsapp.entities.recognizers.base:names_a_chemical"),
     FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily); equal amounts "
              "in other units are one value", "dose", "fwsapp.entities.recognizers.doses:dose_value",
              ("Take 500 mg twice daily.", "500 mg")),
@@ -77,8 +84,9 @@ def _scispacy_unavailable() -> str | None:
 
 # The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; disease v3:
 # acronyms that are words only in capitals, no letter or function words alone; chemical v2: one sense per discourse;
-# chemical v3: its lexicon feature, the drug lexicon, at v2.
-TAGGER_VERSIONS = {"disease": 3, "chemical": 3}
+# chemical v3: its lexicon feature, the drug lexicon, at v2; chemical v4: no number, lone lower-case letter or function
+# words alone (`names_a_chemical`).
+TAGGER_VERSIONS = {"disease": 3, "chemical": 4}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -111,8 +119,9 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
-        # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more")
-        label=lambda: "drug lexicon v2", kind="chemical"),
+        # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more"); v3: no
+        # mention without a letter (`names_a_chemical`)
+        label=lambda: "drug lexicon v3", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer", unavailable=missing_package("pint"),

@@ -1,6 +1,7 @@
-"""Disease entity recognition: which spans of a text name a disease. What every recognizer shares is here: the
-`Recognizer` base, the rule every mention passes (`names_a_disease`), MeSH names and headings for normalisation, and
-`recognize` for JSONL files. The recognizers themselves are declared in `fwsapp/entities/recognizers/`, one module each.
+"""Entity recognition: which spans of a text name a disease (or a drug, a dose). What every recognizer shares is
+here: the `Recognizer` base, the rules every mention of a kind passes (`names_a_disease`, `names_a_chemical`), MeSH
+names and headings for normalisation, and `recognize` for JSONL files. The recognizers themselves are declared in
+`fwsapp/entities/recognizers/`, one module each.
 """
 from __future__ import annotations
 
@@ -51,20 +52,38 @@ def names_a_disease(text: str, start: int, end: int) -> bool:
     acronym that is a word unless written in capitals ("hearing aids"), not a single letter or function words ("with"),
     and not the modifier of a drug's or molecule's head noun ("Tumor necrosis" in "Tumor necrosis factor"). Every
     recognizer's mentions pass through this, so they fail alike."""
-    from spacy.lang.en.stop_words import STOP_WORDS
-
     mention = text[start:end]
     words = mention.split()
     head = words[-1] if words else ""
     if normalize(mention) in OUTCOMES or (normalize(head) in ACRONYMS_THAT_ARE_WORDS and not head.isupper()):
         return False
     # The trained tagger's strays: a letter ("s" of "tachycardia's", "S" of "S troke"), a bracket, a function word
-    # ("with", "of", "to the"): 107 of its 27,756 mentions in the paper's answers. "AS", "IT" in capitals are acronyms.
-    if sum(character.isalpha() for character in mention) < 2 or (
-            not mention.isupper() and set(normalize(mention).split()) <= STOP_WORDS):
+    # ("with", "of", "to the"): 107 of its 27,756 mentions in the paper's answers.
+    if sum(character.isalpha() for character in mention) < 2 or _function_words_alone(mention):
         return False
     following = _FOLLOWING_WORDS.match(text, end)
     return not (following and any(word and word.lower() in NON_DISEASE_HEADS for word in following.groups()))
+
+
+def names_a_chemical(text: str, start: int, end: int) -> bool:
+    """Whether a recognizer's mention text[start:end] can name a drug or chemical: it has a letter (not a number alone,
+    such as an NDC code "0555-0952"), is no lone lower-case letter (the "e" of "e-cigarettes", "8g"), and not function
+    words alone in lower case ("ca" of "ca n't"): 86 of the chemical tagger's strays in the paper's answers. Element
+    symbols and formulas are kept, those that spell a function word too ("Ca", calcium: 22 of BC5CDR's chemical
+    mentions; "K", "T4", "O2")."""
+    mention = text[start:end]
+    letters = [character for character in mention if character.isalpha()]
+    return bool(letters) and not (len(letters) == 1 and letters[0].islower()) and not (
+        mention.islower() and _function_words_alone(mention))
+
+
+def _function_words_alone(mention: str) -> bool:
+    """Whether a mention is English function words alone ("with", "to the") or no word at all; written in capitals it
+    is an acronym ("AS", Asperger's syndrome; "IT")."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return not mention.isupper() and set(normalize(mention).split()) <= STOP_WORDS
+
 
 
 # US -> British spellings, so HealthQA's NHS-style text matches MeSH's US names.
@@ -177,8 +196,8 @@ def _british(name: str) -> str:
 
 class Recognizer:
     """A recognizer of one kind of mention: `candidates(texts)` are the spans its backend proposes; `find_many(texts)`
-    keeps those that can be of its kind (for diseases `names_a_disease`, so every disease recognizer fails alike) and
-    lets the backend `settle` them. `backend` is its label (`RecognizerPlugIn.label`)."""
+    keeps those that can be of its kind (its kind's declared `mention_rule`, so every recognizer of a kind fails alike)
+    and lets the backend `settle` them. `backend` is its label (`RecognizerPlugIn.label`)."""
 
     backend: str
     kind: str = "disease"
@@ -191,7 +210,10 @@ class Recognizer:
 
     def find_many(self, texts: list[str]) -> list[list[Entity]]:
         texts = [text or "" for text in texts]
-        kept = [[entity for entity in found if self.kind != "disease" or names_a_disease(text, entity.start, entity.end)]
+        from fwsapp.entities.recognizers import KINDS
+
+        rule = KINDS[self.kind].rule()
+        kept = [[entity for entity in found if rule(text, entity.start, entity.end)]
                 for text, found in zip(texts, self.candidates(texts))]
         return self.settle(texts, kept)
 
