@@ -81,7 +81,11 @@ def test_a_runs_calibration_splits_its_negatives_by_length_and_says_where_data_i
     overall = rows.iloc[0]
     assert overall.negatives == 300 and overall["theoretical threshold"] == "z > 4"
     assert overall["nominal FPR"] == pytest.approx(stats.norm.sf(4))
-    assert overall["threshold at 1% FPR"].split(" ")[0] == f"{np.quantile(negatives.score, 0.99, method='higher'):.3g}"
+    assert float(overall["threshold at 1% FPR"].split(" ")[0]) == pytest.approx(
+        np.quantile(negatives.score, 0.99, method="higher"), rel=5e-3)
+    # three significant digits in every row, trailing zeros kept: "1.70" beside "2.84", not "1.7"
+    even = pd.DataFrame({"score": np.r_[np.linspace(-3, 1.7, 199), 2.0], "num_tokens_scored": np.nan})
+    assert run_calibration("KGW", {}, even, "KGW run")[0]["threshold at 1% FPR"].startswith("1.70 (")
     assert rows.iloc[1:].negatives.sum() == 300
     short = rows[rows.negatives < 100].iloc[0]
     assert short["threshold at 1% FPR"] == f"not enough data (n = {short.negatives})"

@@ -126,7 +126,13 @@ def _shown(calibrated: Calibrated | None, negatives: int) -> str:
     if calibrated is None:
         return not_enough(negatives)
     low, high = calibrated.interval
-    return f"{calibrated.threshold:.3g} ({low:.3g}–{high:.3g})"
+    return f"{_significant(calibrated.threshold)} ({_significant(low)}–{_significant(high)})"
+
+
+def _significant(value: float) -> str:
+    """Three significant digits, trailing zeros kept, so that a column of thresholds reads alike ("1.70" beside
+    "2.84", not "1.7"); a p-value threshold in its own scale ("0.000123")."""
+    return f"{value:#.3g}".rstrip(".")
 
 
 def run_calibration(method: str, params: dict, negatives: pd.DataFrame, label: str) -> list[dict]:
