@@ -303,6 +303,16 @@ def test_the_report_lists_each_runs_clinical_failure_modes_watermarked_against_u
     assert failure_modes_table({"runs": [{**run, "quality": {}}]}).empty
 
 
+def test_a_frequency_word_before_a_noun_is_no_dose(finder):
+    """'daily' was 180 of the 1,296 dose mentions in the paper's answers, most of them adjectives ('daily activities',
+    'Daily Fluid Intake'): each an unsupported dose '1/day' where the reference did not say it. An adverb is a
+    frequency, and so is 'daily' before a dose's noun."""
+    text = ("Daily Fluid Intake affects daily activities and daily life. Apply it daily to the wart. It is taken weekly. "
+            "The maximum daily dose is 4 g. Take it nightly, with food.")
+    doses = [fact.text for fact in finder.find_many([text])[0] if fact.kind == "dose"]
+    assert doses == ["daily", "weekly", "daily", "4 g", "nightly"]
+
+
 def test_drug_swap_and_dose_change_inject_the_changes_the_facts_then_find(finder):
     """The injected errors are what the fact comparison reports: a drug of another concept, a dose ten times off."""
     import numpy as np

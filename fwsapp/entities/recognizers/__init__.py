@@ -56,7 +56,7 @@ KINDS = {kind.name: kind for kind in (
              "fwsapp.entities.recognizers.base:names_a_chemical"),
     FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily); equal amounts "
              "in other units are one value", "dose", "fwsapp.entities.recognizers.doses:dose_value",
-             ("Take 500 mg twice daily.", "500 mg")),
+             ("Take 500 mg twice daily.", "500 mg"), "fwsapp.entities.recognizers.doses:names_a_dose"),
 )}
 
 
@@ -125,7 +125,8 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer", unavailable=missing_package("pint"),
-        label=lambda: "dose grammar v1", kind="dose"),
+        # v2: a frequency word alone before a noun is an adjective ("daily activities"), no dose (`names_a_dose`)
+        label=lambda: "dose grammar v2", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

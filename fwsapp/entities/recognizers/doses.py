@@ -112,6 +112,27 @@ def dose_value(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+# Nouns a frequency word before them still times: "a daily dose", "daily tablets", "multiple daily injections".
+DOSING_NOUNS = frozenset({"dose", "doses", "dosage", "dosing", "tablet", "tablets", "pill", "pills", "capsule",
+                          "capsules", "injection", "injections", "medication", "medications", "medicine", "intake"})
+_NEXT_WORD = re.compile(r"\s+([A-Za-z]+)")
+
+
+def names_a_dose(text: str, start: int, end: int) -> bool:
+    """Whether a recognizer's mention text[start:end] can be a dose: a frequency word alone ("daily", "weekly") before
+    a noun is an adjective, "daily activities", "daily life", "Daily Fluid Intake" (133 of the 1,296 dose mentions
+    in the paper's answers), unless the noun is a dose's ("a daily dose", "daily tablets"); before a function
+    word or a stop it is an adverb ("apply it daily to the wart", "taken weekly.")."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    match = FREQUENCY.fullmatch(text[start:end])
+    if not (match and match["daily"] and match["daily"].lower() in PERIODS):
+        return True
+    following = _NEXT_WORD.match(text, end)
+    word = following.group(1).lower() if following else ""
+    return not word or word in STOP_WORDS or word in DOSING_NOUNS
+
+
 class DoseRecognizer(Recognizer):
     """Amounts with units, and frequencies, longest first; no model."""
 
