@@ -54,9 +54,10 @@ KINDS = {kind.name: kind for kind in (
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
              "fwsapp.entities.recognizers.base:names_a_chemical"),
-    FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily); equal amounts "
-             "in other units are one value", "dose", "fwsapp.entities.recognizers.doses:dose_value",
-             ("Take 500 mg twice daily.", "500 mg"), "fwsapp.entities.recognizers.doses:names_a_dose"),
+    FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily; a percentage only "
+             "as a concentration, of a cream or a solution); equal amounts in other units are one value", "dose",
+             "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg"),
+             "fwsapp.entities.recognizers.doses:names_a_dose"),
 )}
 
 
@@ -124,9 +125,12 @@ RECOGNIZERS = Registry("recognizer", [
         label=lambda: "drug lexicon v3", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
-        "fwsapp.entities.recognizers.doses:DoseRecognizer", unavailable=missing_package("pint"),
-        # v2: a frequency word alone before a noun is an adjective ("daily activities"), no dose (`names_a_dose`)
-        label=lambda: "dose grammar v2", kind="dose"),
+        "fwsapp.entities.recognizers.doses:DoseRecognizer",
+        # the drug lexicon tells a concentration ("1% clobetasol") from a statistic ("25% of patients")
+        unavailable=lambda: missing_package("pint")() or missing_package(DRUG_PACKAGE)(),
+        # v2: a frequency word alone before a noun is an adjective ("daily activities"), no dose (`names_a_dose`);
+        # v3: a percentage is a dose only as a concentration
+        label=lambda: "dose grammar v3", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

@@ -115,22 +115,43 @@ def dose_value(text: str) -> str:
 # Nouns a frequency word before them still times: "a daily dose", "daily tablets", "multiple daily injections".
 DOSING_NOUNS = frozenset({"dose", "doses", "dosage", "dosing", "tablet", "tablets", "pill", "pills", "capsule",
                           "capsules", "injection", "injections", "medication", "medications", "medicine", "intake"})
+# What makes a percentage a concentration, written after it: a preparation ("1% cream", "0.05% solution"), a
+# strength notation ("21% w/v", "5 % ABV"), alcohol or oxygen; or a drug's name ("1% clobetasol").
+CONCENTRATION_WORDS = frozenset({
+    "w/v", "w/w", "v/v", "abv", "alcohol", "oxygen", "solution", "solutions", "cream", "creams", "ointment", "gel",
+    "lotion", "spray", "drops", "saline", "dextrose", "glucose", "strength", "concentration", "foam", "shampoo", "wash",
+    "mouthwash", "patch", "patches", "paste", "powder", "suspension", "emulsion", "preparation"})
 _NEXT_WORD = re.compile(r"\s+([A-Za-z]+)")
+_NEXT_TWO_WORDS = re.compile(r"\s*([A-Za-z/]+)(?:[\s-]+([A-Za-z]+))?")
 
 
 def names_a_dose(text: str, start: int, end: int) -> bool:
-    """Whether a recognizer's mention text[start:end] can be a dose: a frequency word alone ("daily", "weekly") before
+    """Whether a recognizer's mention text[start:end] can be a dose. A frequency word alone ("daily", "weekly") before
     a noun is an adjective, "daily activities", "daily life", "Daily Fluid Intake" (133 of the 1,296 dose mentions
-    in the paper's answers), unless the noun is a dose's ("a daily dose", "daily tablets"); before a function
-    word or a stop it is an adverb ("apply it daily to the wart", "taken weekly.")."""
+    in the paper's answers), unless the noun is a dose's ("a daily dose", "daily tablets"); before a function word or
+    a stop it is an adverb ("apply it daily to the wart", "taken weekly."). A percentage is a dose only as a
+    concentration, with a preparation, alcohol or a drug in the two words after it ("1% hydrocortisone cream", "40%
+    alcohol"): "25% of patients", "a 20% reduction", "95% CI" are statistics, 510 of those dose mentions."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    match = FREQUENCY.fullmatch(text[start:end])
-    if not (match and match["daily"] and match["daily"].lower() in PERIODS):
+    dose = DOSE.fullmatch(text[start:end])
+    if dose and UNITS[dose["unit"].lower()] == "percent":
+        following = _NEXT_TWO_WORDS.match(text, end)
+        words = [word.lower() for word in following.groups() if word] if following else []
+        return any(word in CONCENTRATION_WORDS or _is_drug(word) for word in words)
+    frequency = FREQUENCY.fullmatch(text[start:end])
+    if not (frequency and frequency["daily"] and frequency["daily"].lower() in PERIODS):
         return True
     following = _NEXT_WORD.match(text, end)
     word = following.group(1).lower() if following else ""
     return not word or word in STOP_WORDS or word in DOSING_NOUNS
+
+
+def _is_drug(word: str) -> bool:
+    """Whether the drug lexicon names `word` (the dose recognizer's registry entry needs the lexicon's package)."""
+    from fwsapp.entities.recognizers.drugs import drug_variants
+
+    return word in drug_variants()
 
 
 class DoseRecognizer(Recognizer):
