@@ -88,7 +88,7 @@ def test_detect_says_what_the_set_found_and_whether_it_reproduces_an_imports_sco
                        "scores of 400 texts reproduced exactly")  # MarkLLM's published scores, from text again
 
 
-def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys):
+def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys, monkeypatch):
     from tests.conftest import imported_qa_db
 
     db = tmp_path / "imported.duckdb"
@@ -98,7 +98,13 @@ def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys
     said = capsys.readouterr().out
     assert f"{run_id}: disease entities of 2 samples analysed (" in said
     assert f"{run_id}: clinical facts of 2 samples stored" in said
-    assert main(command) == 0  # it said "disease entities of 0 samples analysed"
+
+    def loaded_for_nothing(*args, **kwargs):
+        raise AssertionError("a model loaded to find every sample analysed")
+
+    monkeypatch.setattr("fwsapp.entities.recognizers.load_recognizer", loaded_for_nothing)
+    monkeypatch.setattr("fwsapp.models.encoder.load_encoder", loaded_for_nothing)
+    assert main(command) == 0  # it said "disease entities of 0 samples analysed", and loaded the models to say it
     said = capsys.readouterr().out
     assert f"{run_id}: disease entities already analysed (" in said and f"{run_id}: clinical facts already stored" in said
 
