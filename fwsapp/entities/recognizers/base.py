@@ -38,7 +38,19 @@ NON_DISEASE_HEADS = frozenset({
     "factor", "factors", "inhibitor", "inhibitors", "blocker", "blockers", "antagonist", "antagonists", "agonist",
     "agonists",
 })
-_FOLLOWING_WORDS = re.compile(r"[ \t-]+([A-Za-z]+)(?:[ \t-]+([A-Za-z]+))?")
+# A word after a mention, on its line: letters, or a strength notation ("w/v"), after spaces, tabs or a hyphen.
+_FOLLOWING_WORD = re.compile(r"[ \t-]+([A-Za-z]+(?:/[A-Za-z]+)?)")
+
+
+def words_after(text: str, end: int, count: int = 2) -> list[str]:
+    """The first `count` words after text[:end], lower-cased, on the same line: what the mention rules read to tell a
+    disease from a drug's modifier ("tumour necrosis factor"), a dose from an adjective ("daily activities") or a
+    statistic ("25% of patients")."""
+    words = []
+    while len(words) < count and (following := _FOLLOWING_WORD.match(text, end)):
+        words.append(following.group(1).lower())
+        end = following.end()
+    return words
 
 # MeSH's acronyms that are also English words. The package lower-cases every name, so "aids" matched "hearing aids"
 # and "walking aids" (58 of the 16,628 MeSH matches in the paper's answers, none of them the disease), and the trained
@@ -61,8 +73,7 @@ def names_a_disease(text: str, start: int, end: int) -> bool:
     # ("with", "of", "to the"): 107 of its 27,756 mentions in the paper's answers.
     if sum(character.isalpha() for character in mention) < 2 or _function_words_alone(mention):
         return False
-    following = _FOLLOWING_WORDS.match(text, end)
-    return not (following and any(word and word.lower() in NON_DISEASE_HEADS for word in following.groups()))
+    return not any(word in NON_DISEASE_HEADS for word in words_after(text, end))
 
 
 def names_a_chemical(text: str, start: int, end: int) -> bool:
@@ -83,7 +94,6 @@ def _function_words_alone(mention: str) -> bool:
     from spacy.lang.en.stop_words import STOP_WORDS
 
     return not mention.isupper() and set(normalize(mention).split()) <= STOP_WORDS
-
 
 
 # US -> British spellings, so HealthQA's NHS-style text matches MeSH's US names.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from fwsapp.entities.recognizers.base import Entity, Recognizer
+from fwsapp.entities.recognizers.base import Entity, Recognizer, words_after
 
 NUMBER = r"\d+(?:[.,]\d+)?"
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
@@ -121,8 +121,6 @@ CONCENTRATION_WORDS = frozenset({
     "w/v", "w/w", "v/v", "abv", "alcohol", "oxygen", "solution", "solutions", "cream", "creams", "ointment", "gel",
     "lotion", "spray", "drops", "saline", "dextrose", "glucose", "strength", "concentration", "foam", "shampoo", "wash",
     "mouthwash", "patch", "patches", "paste", "powder", "suspension", "emulsion", "preparation"})
-_NEXT_WORD = re.compile(r"\s+([A-Za-z]+)")
-_NEXT_TWO_WORDS = re.compile(r"\s*([A-Za-z/]+)(?:[\s-]+([A-Za-z]+))?")
 
 
 def names_a_dose(text: str, start: int, end: int) -> bool:
@@ -136,15 +134,12 @@ def names_a_dose(text: str, start: int, end: int) -> bool:
 
     dose = DOSE.fullmatch(text[start:end])
     if dose and UNITS[dose["unit"].lower()] == "percent":
-        following = _NEXT_TWO_WORDS.match(text, end)
-        words = [word.lower() for word in following.groups() if word] if following else []
-        return any(word in CONCENTRATION_WORDS or _is_drug(word) for word in words)
+        return any(word in CONCENTRATION_WORDS or _is_drug(word) for word in words_after(text, end))
     frequency = FREQUENCY.fullmatch(text[start:end])
     if not (frequency and frequency["daily"] and frequency["daily"].lower() in PERIODS):
         return True
-    following = _NEXT_WORD.match(text, end)
-    word = following.group(1).lower() if following else ""
-    return not word or word in STOP_WORDS or word in DOSING_NOUNS
+    following = words_after(text, end, 1)
+    return not following or following[0] in STOP_WORDS or following[0] in DOSING_NOUNS
 
 
 def _is_drug(word: str) -> bool:
