@@ -12,7 +12,7 @@ import pandas as pd
 
 import pytest
 
-from fwsapp.entities.changes import Change, changes, corruptions
+from fwsapp.entities.changes import BY_CONCEPT, Change, changes, corruptions
 from fwsapp.entities.facts import FactFinder
 from fwsapp.entities.recognizers.doses import dose_value
 
@@ -134,9 +134,37 @@ def test_independent_texts_are_compared_by_concept(finder):
     answer = "Diabetes is usually treated with metformin, and no insulin is needed at first."
     reference = "In diabetes, diet, exercise and insulin when needed manage the blood sugar."
     found = compared(finder, answer, reference)
-    # Diabetes and insulin are supported wherever they are; metformin is not; insulin is negated only in the answer.
-    assert [(change.kind, change.was, change.now) for change in found] == [
-        ("drug", "", "metformin"), ("negation", "affirmed", "negated")]
+    # Diabetes and insulin are supported wherever they are; metformin is not. Insulin is negated in a statement the
+    # reference does not make, so no assertion flipped.
+    assert [(change.kind, change.was, change.now) for change in found] == [("drug", "", "metformin")]
+
+
+def test_an_assertion_flips_only_where_both_texts_make_the_statement(finder):
+    """Two answers written apart mention a condition in unrelated statements; over whole texts, every one of 40 flips
+    read in the paper's answers against their references was such. A flip is one statement asserted otherwise, in any
+    word order, the other sentences of the texts apart."""
+    reference = ("Shingles is a painful rash. Ibuprofen can cause stomach ulcers in older people. "
+                 "Without treatment, postherpetic neuralgia eases gradually and goes.")
+    flipped = ("Ibuprofen eases the pain of shingles. In older people, ibuprofen does not cause stomach ulcers. "
+               "Most people with postherpetic neuralgia find that it improves within a year.")
+    assert [(change.kind, flipped[change.start:change.end], change.was, change.now)
+            for change in changes(flipped, *finder.find_many([flipped]), reference, *finder.find_many([reference]),
+                                  by=BY_CONCEPT)] == [("negation", "stomach ulcers", "uncertain", "negated")]
+    # The same concepts asserted otherwise in statements the reference does not make are no flip.
+    unrelated = ("If there is no stomach ulcer, an endoscopy is normal. Shingles may come back. "
+                 "Postherpetic neuralgia is common in older people.")
+    facts, reference_facts = finder.find_many([unrelated, reference])
+    assert [fact.assertion for fact in facts if fact.text == "stomach ulcer"] == ["negated"]
+    assert changes(unrelated, facts, reference, reference_facts, by=BY_CONCEPT) == []
+
+
+def test_free_negates_the_word_before_it_alone(finder):
+    """NegEx's following "free" reached back to the sentence's start: in the paper's drug-ingredient questions it
+    negated the drug ("Is gelatin an ingredient of vitamin D and is it pork-free?")."""
+    text = "Are the vitamin D tablets alcohol free, or is there alcohol in them? Is the ibuprofen syrup alcohol-free?"
+    assert [(fact.text, fact.assertion) for fact in finder.find_many([text])[0]] == [
+        ("vitamin D", "affirmed"), ("alcohol", "negated"), ("alcohol", "affirmed"), ("ibuprofen", "affirmed"),
+        ("alcohol", "negated")]
 
 
 def test_a_corruption_is_a_near_name_that_is_no_word_and_not_in_the_other_text():

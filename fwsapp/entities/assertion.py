@@ -53,12 +53,19 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
                          "way to prevent", "way to cure"))
 
 
+# "Free" negates the word before it alone ("pork-free", "gluten free warfarin"), which `assertions` reads itself:
+# NegEx's following triggers reach back to the sentence's start, so "Is gelatin an ingredient of vitamin D and is it
+# pork-free?" negated gelatin and vitamin D, as the paper's drug-ingredient questions (MeQSum) ask about a drug.
+NEGATING_NEXT_WORD = "free"
+
+
 def negation_termset() -> dict[str, list[str]]:
     from negspacy.termsets import termset
 
     patterns = termset("en_clinical").get_patterns()
     return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]
-            + list(INTERVENTION_PSEUDO_NEGATIONS), "termination": patterns["termination"] + CAUSE_TERMINATIONS}
+            + list(INTERVENTION_PSEUDO_NEGATIONS), "termination": patterns["termination"] + CAUSE_TERMINATIONS,
+            "following_negations": [term for term in patterns["following_negations"] if term != NEGATING_NEXT_WORD]}
 
 
 # Bullets that begin a list item. Models write lists with them, often glued to the end of the item before
@@ -106,13 +113,23 @@ def _pipeline():
 
 def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[list[str]]:
     """The assertion of each span (character offsets) of each text, in the order given."""
+    from fwsapp.entities.recognizers.base import words_after
+
     nlp = _pipeline()
     found = []
-    for doc, text_spans in zip(nlp.pipe(texts, disable=list(ASSERTION_PASSES)), spans):
+    for text, doc, text_spans in zip(texts, nlp.pipe(texts, disable=list(ASSERTION_PASSES)), spans):
         group = [doc.char_span(start, end, alignment_mode="expand") for start, end in text_spans]
         doc.spans[FACTS_KEY] = [span for span in group if span is not None]
         for name in ASSERTION_PASSES:
             doc = nlp.get_pipe(name)(doc)
-        found.append([AFFIRMED if span is None else NEGATED if span._.negated else
+        found.append([AFFIRMED if span is None else
+                      NEGATED if span._.negated or words_after(text, span.end_char, 1) == [NEGATING_NEXT_WORD] else
                       UNCERTAIN if span._.uncertain else AFFIRMED for span in group])
     return found
+
+
+@lru_cache(maxsize=64)
+def sentence_starts(text: str) -> tuple[int, ...]:
+    """Where each sentence of `text` begins (character offsets), split as an assertion's scope is: at full stops, line
+    breaks and bullets. Cached: an answer's reference is held against both of its answers."""
+    return tuple(sentence.start_char for sentence in _pipeline()(text, disable=list(ASSERTION_PASSES)).sents)

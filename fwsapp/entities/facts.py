@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 # The version of how facts are found beyond their recognizers (assertions, concepts): stored facts of another version
 # are not pooled with these. 2: NegEx's "no cure for X" and its kin no longer negate X, and a negation's scope ends with
 # its list item or line. 3: and at "because" or "since". 4: a name split by a space is one corruption (`split_name`).
-FACTS_VERSION = 4
+# 5: an assertion flips between independent texts only within one statement both make; "free" negates the word before.
+FACTS_VERSION = 5
 
 
 @dataclass(frozen=True)
