@@ -49,8 +49,8 @@ def clinical_facts() -> None:
     """A sample's three texts side by side, a tab per kind of fact, changed facts outlined; verdicts per fact."""
     st.caption("Facts: diseases, drugs and doses, each normalised to its concept (a MeSH heading, a generic name, a dose "
                "in one unit) with its assertion (¬ negated, ? uncertain). A fact is outlined where it changed: one "
-               "answer states it and the other text does not, or states it with the other assertion. The answers were "
-               "written independently, so they are compared by concept, not by position.")
+               "answer states it and the other text does not, or makes the same statement with the other assertion. "
+               "The answers were written independently, so they are compared by concept, not by position.")
     picked = facts_sample_picker()
     if picked is None:
         return

@@ -4,14 +4,17 @@ have diabetes").
 NegEx (Chapman et al. 2001) as negspacy implements it, with negspacy's clinical trigger terms: a trigger negates the
 facts after it (or before it, for following triggers such as "was ruled out") up to the sentence's end or a
 terminating word ("but", "however", and ConText's "because", "since"), so in "no fever but cough" only fever is
-negated. negspacy has no uncertainty; ConText (Harkema et al. 2009) extends NegEx to it with more trigger terms, and
-medspaCy implements ConText, but medspaCy 1.3.1 requires spaCy < 3.8 on Python 3.11 (fwsapp runs spaCy 3.8) with
-PyRuSH and QuickUMLS. So the uncertainty here is negspacy's same NegEx algorithm run a second time with ConText's
-uncertain and hypothetical triggers below, and negation wins where both apply.
+negated, and, as NegEx first had it, only within a few words of it (`NEGATION_WINDOW`). negspacy has no uncertainty;
+ConText (Harkema et al. 2009) extends NegEx to it with more trigger terms, and medspaCy implements ConText, but
+medspaCy 1.3.1 requires spaCy < 3.8 on Python 3.11 (fwsapp runs spaCy 3.8) with PyRuSH and QuickUMLS. So the
+uncertainty here is negspacy's same NegEx algorithm run a second time with ConText's uncertain and hypothetical
+triggers below, and negation wins where both apply.
 """
 from __future__ import annotations
 
 from functools import lru_cache
+
+from negspacy.negation import Negex
 
 AFFIRMED, NEGATED, UNCERTAIN = "affirmed", "negated", "uncertain"
 ASSERTIONS = (AFFIRMED, NEGATED, UNCERTAIN)
@@ -37,7 +40,12 @@ UNCERTAINTY_TERMSET = {
                     "nevertheless", "still", "then", "which", *CAUSE_TERMINATIONS],
 }
 FACTS_KEY = "facts"
-ASSERTION_PASSES = ("negation", "uncertainty")  # run on a text's facts once they are its spans
+# How many words a negation trigger reaches, as in NegEx's first form (Chapman et al. 2001: a finding within five words
+# of its trigger); negspacy reaches the sentence's end. Patient-facing answers write long sentences: in the paper's 7B
+# answers, of facts negated from six words or more away, 1 of 28 read was negated ("if you have no idea why you are
+# experiencing mouth ulcers", "not recommended ... for the treatment of malaria"), against 9 of 14 within two words and
+# 5 of 14 within three to five; they were half of all negated facts.
+NEGATION_WINDOW = 5
 # NegEx's clinical set calls "not cause" a pseudo-negation (a radiology idiom); in text about drugs, "does not cause
 # weight gain" negates the effect, which is the fact a watermark can flip.
 NOT_PSEUDO = frozenset({"not cause"})
@@ -83,12 +91,33 @@ def _item_boundaries(doc):
     return doc
 
 
+class WindowedNegex(Negex):
+    """negspacy's NegEx with each trigger's reach bounded to `window` words (punctuation not counted). negspacy has no
+    such bound, so its matching and scopes are reused and only the step that applies them is written here."""
+
+    def __init__(self, *args, window: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.window = window
+
+    def negex(self, doc):
+        preceding, following, terminating = self.process_negations(doc)
+
+        def near(start: int, end: int) -> bool:
+            return sum(not (token.is_punct or token.is_space) for token in doc[start:end]) <= self.window
+
+        for low, high in self.termination_boundaries(doc, terminating):
+            for span in self.yield_spans_within_boundary(doc, (low, high), self.span_keys):
+                if any(low <= start and end <= span.start and near(end, span.start) for _, start, end in preceding) or \
+                        any(span.end <= start < high and near(span.end, start) for _, start, _ in following):
+                    span._.set(self.extension_name, True)
+        return doc
+
+
 @lru_cache(maxsize=1)
 def _pipeline():
-    """A blank English pipeline with a sentence splitter (bullets split off as tokens, items and lines ended) and the
-    two NegEx passes, built once per process."""
+    """A blank English pipeline with a sentence splitter (bullets split off as tokens, items and lines ended), and the
+    two NegEx passes run on a text's facts once they are its spans; built once per process."""
     import spacy
-    from negspacy.negation import Negex  # noqa: F401  (registers the "negex" factory)
     from spacy.language import Language
     from spacy.util import compile_infix_regex, compile_prefix_regex, compile_suffix_regex
 
@@ -104,24 +133,23 @@ def _pipeline():
         Language.component("item_boundaries", func=_item_boundaries)
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("item_boundaries")
-    nlp.add_pipe("negex", name="negation", config={
-        "neg_termset": negation_termset(), "extension_name": "negated", "span_keys": [FACTS_KEY]})
-    nlp.add_pipe("negex", name="uncertainty", config={
-        "neg_termset": UNCERTAINTY_TERMSET, "extension_name": "uncertain", "span_keys": [FACTS_KEY]})
-    return nlp
+    negation = WindowedNegex(nlp, "negation", negation_termset(), extension_name="negated", span_keys=[FACTS_KEY],
+                             window=NEGATION_WINDOW)
+    uncertainty = Negex(nlp, "uncertainty", UNCERTAINTY_TERMSET, extension_name="uncertain", span_keys=[FACTS_KEY])
+    return nlp, (negation, uncertainty)
 
 
 def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[list[str]]:
     """The assertion of each span (character offsets) of each text, in the order given."""
     from fwsapp.entities.recognizers.base import words_after
 
-    nlp = _pipeline()
+    nlp, passes = _pipeline()
     found = []
-    for text, doc, text_spans in zip(texts, nlp.pipe(texts, disable=list(ASSERTION_PASSES)), spans):
+    for text, doc, text_spans in zip(texts, nlp.pipe(texts), spans):
         group = [doc.char_span(start, end, alignment_mode="expand") for start, end in text_spans]
         doc.spans[FACTS_KEY] = [span for span in group if span is not None]
-        for name in ASSERTION_PASSES:
-            doc = nlp.get_pipe(name)(doc)
+        for assertion_pass in passes:
+            doc = assertion_pass(doc)
         found.append([AFFIRMED if span is None else
                       NEGATED if span._.negated or words_after(text, span.end_char, 1) == [NEGATING_NEXT_WORD] else
                       UNCERTAIN if span._.uncertain else AFFIRMED for span in group])
@@ -132,4 +160,5 @@ def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[lis
 def sentence_starts(text: str) -> tuple[int, ...]:
     """Where each sentence of `text` begins (character offsets), split as an assertion's scope is: at full stops, line
     breaks and bullets. Cached: an answer's reference is held against both of its answers."""
-    return tuple(sentence.start_char for sentence in _pipeline()(text, disable=list(ASSERTION_PASSES)).sents)
+    nlp, _ = _pipeline()
+    return tuple(sentence.start_char for sentence in nlp(text).sents)
