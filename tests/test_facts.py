@@ -109,6 +109,19 @@ def test_a_negation_reaches_five_words_as_negex_first_had_it(finder):
         ("influenza", "negated"), ("meningitis", "negated")]
 
 
+def test_what_negex_calls_possible_and_turns_of_prose_negate_no_finding(finder):
+    """negspacy's clinical set negates after "rule out" (NegEx's own list: a possibility) and "versus"; and after a
+    litotes or a comment ("not uncommon", "not surprising", "no idea"), as the paper's answers write them."""
+    text = ("A biopsy is taken to rule out lymphoma. Lymphoma was ruled out. Metronidazole versus placebo for bacterial "
+            "vaginosis. Antidepressants are not uncommon in patients with heart disease. It is not surprising that "
+            "asthma and eczema go together. See a doctor if you have no idea why you have mouth ulcers. Not all cases "
+            "of dystonia progress. Dose by the presence or absence of hypertension. No fever.")
+    assert [(fact.text, fact.assertion) for fact in finder.find_many([text])[0] if fact.kind == "disease"] == [
+        ("lymphoma", "uncertain"), ("Lymphoma", "negated"), ("bacterial vaginosis", "affirmed"),
+        ("heart disease", "affirmed"), ("asthma", "affirmed"), ("eczema", "affirmed"), ("mouth ulcers", "uncertain"),
+        ("dystonia", "affirmed"), ("hypertension", "affirmed"), ("fever", "negated")]
+
+
 def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_the_condition(finder):
     """As the paper's answers say it: NegEx's clinical terms negated kidney failure and the syndrome here."""
     facts = finder.find_many(["There is no cure for kidney failure and no specific treatment for cri du chat syndrome, "
@@ -124,6 +137,10 @@ def test_a_negation_ends_with_its_list_item_or_line(finder):
             "- Rash is common • asthma")
     assert {fact.text: fact.assertion for fact in finder.find_many([text])[0]} == {
         "systemic lupus erythematosus": "affirmed", "fever": "negated", "Rash": "affirmed", "asthma": "affirmed"}
+    # And with its sentence, after a capital letter's full stop, which spaCy's tokenizer keeps with the letter ("D.").
+    text = "Children who do not get vitamin D. Rickets follows."
+    assert [(fact.text, fact.assertion) for fact in finder.find_many([text])[0] if fact.kind == "disease"] == [
+        ("Rickets", "affirmed")]
 
 
 def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):

@@ -24,6 +24,10 @@ ASSERTIONS = (AFFIRMED, NEGATED, UNCERTAIN)
 # estrogen because of migraine, blood clots or high blood pressure" the three conditions the patient has. Read one by
 # one in the paper's 7B answers, each of the 38 facts this changed was wrongly negated before.
 CAUSE_TERMINATIONS = ["because", "since"]
+# Triggers that negspacy's clinical set counts as negations and NegEx's own list (chapmanbe/negex, negex_triggers.txt)
+# marks possible ([PREP]): "tests to rule out lymphoma" say lymphoma may be there. They are uncertainty here.
+POSSIBLE_NOT_NEGATED = ("rule out", "rule him out", "rule her out", "rule patient out", "rule the patient out", "r/o",
+                        "ro")
 # ConText's uncertainty ("possible", "suspected") and hypothetical ("if", "should you develop", "risk of") triggers
 # that occur in patient-facing text, in negspacy's termset format.
 UNCERTAINTY_TERMSET = {
@@ -31,8 +35,8 @@ UNCERTAINTY_TERMSET = {
     "preceding_negations": [
         "may", "might", "could", "can cause", "can lead to", "possible", "possibly", "probable", "probably",
         "suspected", "suspect", "suspicion of", "question of", "questionable", "likely", "unlikely", "perhaps",
-        "if", "unless", "whether", "should you", "in case of", "risk of", "risk for", "at risk of", "rule out",
-        "to rule out", "concern for", "consistent with", "suggestive of", "would", "potential", "potentially",
+        "if", "unless", "whether", "should you", "in case of", "risk of", "risk for", "at risk of", "to rule out",
+        *POSSIBLE_NOT_NEGATED, "concern for", "consistent with", "suggestive of", "would", "potential", "potentially",
     ],
     "following_negations": ["is possible", "are possible", "is suspected", "are suspected", "cannot be excluded",
                             "cannot be ruled out", "is likely", "is unlikely", "may be present"],
@@ -49,6 +53,17 @@ NEGATION_WINDOW = 5
 # NegEx's clinical set calls "not cause" a pseudo-negation (a radiology idiom); in text about drugs, "does not cause
 # weight gain" negates the effect, which is the fact a watermark can flip.
 NOT_PSEUDO = frozenset({"not cause"})
+# Not negations: the possible triggers above, and "versus", which NegEx's own list lacks: in a note it weighs two
+# diagnoses, in the paper's answers it compares two treatments ("metronidazole versus placebo": 5 of 5 read).
+NOT_NEGATIONS = frozenset({*POSSIBLE_NOT_NEGATED, "versus"})
+# Turns of patient-facing prose that negate no finding: a litotes ("heart disease is not uncommon", "by no means
+# uncommon"), a comment ("it is not surprising that asthma ..."), a part ("not just from the cancer", "not all cases of
+# dystonia"), an alternative ("presence or absence of hyponatraemia", "whether or not you had a premature birth", "if not
+# treated, can lead to gangrene"), "no idea why you have mouth ulcers". Read in the paper's answers, each negated the
+# finding after it.
+PROSE_PSEUDO_NEGATIONS = ("not uncommon", "not unusual", "not surprising", "not surprisingly", "by no means",
+                          "not just", "not all", "presence or absence", "whether or not", "if not", "no idea",
+                          "not sure", "no doubt")
 # Patient-facing answers say what a condition lacks: "there is no cure for kidney failure", "no specific treatment for
 # cri du chat syndrome", "no proven vaccine to prevent Ebola", "no specific test for fibromyalgia". The intervention is
 # negated, the condition is not; NegEx's clinical set, written for notes ("no pneumonia"), negated all 12 conditions
@@ -72,7 +87,9 @@ def negation_termset() -> dict[str, list[str]]:
 
     patterns = termset("en_clinical").get_patterns()
     return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]
-            + list(INTERVENTION_PSEUDO_NEGATIONS), "termination": patterns["termination"] + CAUSE_TERMINATIONS,
+            + list(INTERVENTION_PSEUDO_NEGATIONS) + list(PROSE_PSEUDO_NEGATIONS),
+            "preceding_negations": [term for term in patterns["preceding_negations"] if term not in NOT_NEGATIONS],
+            "termination": patterns["termination"] + CAUSE_TERMINATIONS,
             "following_negations": [term for term in patterns["following_negations"] if term != NEGATING_NEXT_WORD]}
 
 
@@ -83,10 +100,13 @@ BULLETS = "•◦▪‣●"
 
 def _item_boundaries(doc):
     """A sentence also ends at a line break and before a bullet: list items and paragraphs of model output often end
-    with no full stop, and a negation's scope (up to the sentence's end) would run on into the next item."""
+    with no full stop, and a negation's scope (up to the sentence's end) would run on into the next item. And after a
+    capital letter's full stop before a capitalised word ("not vitamin D. Vitamin D raises calcium"): spaCy's tokenizer
+    keeps "D." one token, as it would an initial, so the sentencizer, which splits at a full stop, did not."""
     for token in doc[1:]:
         previous = doc[token.i - 1]
-        if token.text[0] in BULLETS or (previous.is_space and "\n" in previous.text):
+        if token.text[0] in BULLETS or (previous.is_space and "\n" in previous.text) or (
+                len(previous.text) == 2 and previous.text[0].isupper() and previous.text[1] == "." and token.is_title):
             token.is_sent_start = True
     return doc
 

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass
 # are not pooled with these. 2: NegEx's "no cure for X" and its kin no longer negate X, and a negation's scope ends with
 # its list item or line. 3: and at "because" or "since". 4: a name split by a space is one corruption (`split_name`).
 # 5: an assertion flips between independent texts only within one statement both make; "free" negates the word before.
-# 6: a negation reaches five words (`assertion.NEGATION_WINDOW`).
-FACTS_VERSION = 6
+# 6: a negation reaches five words (`assertion.NEGATION_WINDOW`). 7: "rule out" and "versus" negate nothing, nor do
+# turns of prose ("not uncommon", "no idea").
+FACTS_VERSION = 7
 
 
 @dataclass(frozen=True)
