@@ -477,6 +477,33 @@ def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the
     assert first[first.metric.isin(COUNTED)].value.sum() > 0  # some drug, dose, negation or corruption was counted
 
 
+def test_values_of_an_earlier_facts_version_are_superseded_in_every_table(tmp_path):
+    """A run scored before the facts changed (facts v4's negation flips), then again: the report, the Quality page's
+    values, the export and FWS read the values the current code writes, not the earlier ones, which won by count, and
+    on a tie by their config's name ("v4" before "v7")."""
+    from fwsapp.quality.base import metric_row
+    from fwsapp.quality.clinical_facts import ClinicalFacts
+    from fwsapp.quality.registry import METRICS
+    from fwsapp.quality.scoring import QualityResources, read_values
+    from fwsapp.results.export import quality_columns
+    from fwsapp.results.report import collect
+
+    (store,), (run_id,) = paper_answers_twice(tmp_path, ("run",))
+    current = ClinicalFacts(METRICS["clinical_facts"]).config(store.run(run_id), QualityResources(model_loader=None))
+    earlier = re.sub(r"clinical-facts v\d+", "clinical-facts v4", current)
+    assert earlier < current
+    # The earlier version, the current one, and another config with more values (as a second oracle would have).
+    for config, flips, samples in ((earlier, 1.0, range(20)), (current, 0.0, range(20)), ("other", 5.0, range(30))):
+        store.write_rows("metrics", run_id, [metric_row(index, kind, "negation_flips", config, flips)
+                                              for index in samples for kind in ("watermarked", "unwatermarked")])
+    read = read_values(store)
+    read = read[read.metric == "negation_flips"]
+    assert set(read.config) == {current} and set(read.value) == {0.0}
+    report = next(entry for entry in collect(store)["runs"] if entry["run_id"] == run_id)
+    assert report["quality"]["negation_flips"]["watermarked"] == 0.0
+    assert set(quality_columns(store, run_id)["quality_negation_flips_watermarked"]) == {0.0}
+
+
 def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_assertion(finder):
     import pandas as pd
 

@@ -493,13 +493,23 @@ def test_the_entropy_page_draws_one_models_runs_at_a_time_and_names_the_stand_in
 # Runs that differ only in their parameters
 
 def two_kgw_runs_differing_in_delta(store):
-    """Two generated KGW QA runs of one model that differ only in δ, with metrics and verdicts that set them apart."""
+    """Two generated KGW QA runs of one model that differ only in δ, with metrics and verdicts that set them apart. The
+    metrics are stored under the configs `score` writes, as the Quality page, which computes what a run lacks when it
+    opens, would store them: the tables read those."""
+    from fwsapp.quality.registry import METRICS
+    from fwsapp.quality.scoring import QualityResources, implementation_of
+
+    def config(stored_name: str) -> str:
+        entry = next(entry for entry in METRICS if stored_name in entry.stored_names)
+        return implementation_of(entry.name).config({"model": "m", "imported": False, "config": {}},
+                                                    QualityResources(model_loader=None))
+
     for run_id, delta, value, score in (("weak", 1.0, 0.9, 5), ("strong", 2.0, 0.3, 2)):
         store.add_run(run_id, {"config": {"delta": delta}, "model": "m", "task": "qa", "method": "KGW",
                                "params": {"delta": delta}, "n": 4, "status": "done"}, {
             "generations": [{"sample_idx": i, "prompt": f"Q{i}?", "reference": f"gout {i}",
                              "unwatermarked_text": f"gout u{i}", "watermarked_text": f"gout w{i}"} for i in range(4)],
-            "metrics": [{"sample_idx": i, "text_kind": kind, "metric": metric, "config": "c",
+            "metrics": [{"sample_idx": i, "text_kind": kind, "metric": metric, "config": config(metric),
                          "value": value if kind == "watermarked" else 0.5}
                         for i in range(4) for kind in ("watermarked", "unwatermarked")
                         for metric in ("simcse_reference", "simcse", "rouge2", "rougeL", "f1", "factuality")],

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from fwsapp.quality import main_config
+from fwsapp.quality import main_config, main_config_rows
 from fwsapp.quality.perplexity import perplexity_oracle
 from fwsapp.quality.registry import GENERATED_KINDS, METRICS, default_metrics, model_free_metrics
 from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER
@@ -230,6 +230,21 @@ def stored_as(metric: str, run: dict, resources: QualityResources) -> tuple[str,
     looked for where it was written."""
     implementation = implementation_of(metric)
     return implementation.entry.stored_names[0], implementation.config(run, resources), implementation.entry.kinds
+
+
+def read_values(store, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """The runs' stored metric values as every table reads them: each run's metric under one config, the one `score`
+    writes now (the current recognizers and facts, the run's own perplexity oracle) where it has values, else the one
+    with the most values (a named oracle)."""
+    resources = QualityResources(model_loader=None)
+    current = set()
+    metrics = store.metrics(run_ids)
+    for run_id in metrics.run_id.unique():
+        run = store.run(run_id)
+        for entry in METRICS:
+            config = implementation_of(entry.name).config(run, resources)
+            current |= {(run_id, name, config) for name in entry.stored_names}
+    return main_config_rows(metrics, current)
 
 
 def perplexity_metric() -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.summary import KINDS, per_sample_scores
 from fwsapp.paths import replaceable_output, write_output
-from fwsapp.quality import main_config_rows
+from fwsapp.quality.scoring import read_values
 from fwsapp.quality.registry import in_stored_order
 from fwsapp.store import Store
 
@@ -60,8 +60,8 @@ def run_table(store: Store, run_id: str) -> pd.DataFrame:
 
 def quality_columns(store: Store, run_id: str) -> pd.DataFrame:
     """Per sample, each stored metric's value per text, `quality_<metric>_<kind>` (metrics in the registry's order),
-    under the metric's main config as the report reads it, so no column mixes two oracles."""
-    metrics = main_config_rows(store.metrics([run_id]))
+    under the config the report reads, so no column mixes two oracles or two versions."""
+    metrics = read_values(store, [run_id])
     if metrics.empty:
         return pd.DataFrame(columns=["sample_idx"])
     wide = metrics.pivot_table(index="sample_idx", columns=["metric", "text_kind"], values="value")

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, check_weights, fws, metric_aspects
+from fwsapp.quality.scoring import read_values
 from fwsapp.watermark import methods
 
 EQUAL_DELTA, EQUAL_STRENGTH = "equal δ", "equal strength"
@@ -191,7 +192,7 @@ def text_measures(store, run_ids: list[str], recognizer: str | None = None, alph
                    texts.assign(measure="introduced mentions per text", value=texts.introduced, count=1),
                    texts.assign(measure=UNSUPPORTED_SHARE, value=texts.unsupported, count=texts.mentions)]
     runs = store.runs()
-    metrics = store.metrics(run_ids)
+    metrics = read_values(store, run_ids)
     # The registered columns that count a clinical failure mode (the clinical facts), per text.
     failures = {column.name: column.label for _, column in stored_columns() if column.failure_mode}
     counted = metrics[(metrics.text_kind == "watermarked") & metrics.metric.isin(failures) & metrics.value.notna()]

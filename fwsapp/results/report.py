@@ -19,7 +19,7 @@ from fwsapp.entities.entropy import bin_shares, token_values
 from fwsapp.detection.length import DEFAULT_FPR as LENGTH_FPR, length_summary, run_curves
 from fwsapp.judge.summary import counted_judgments, judge_block, judges_label, smoke_test_judges
 from fwsapp.watermark.methods import detection_kinds
-from fwsapp.quality.scoring import GENERATED_KINDS, quality_block
+from fwsapp.quality.scoring import GENERATED_KINDS, quality_block, read_values
 from fwsapp.detection.redetect import set_summaries
 from fwsapp.robustness.attack_sets import summaries as robustness_summaries
 from fwsapp.results.run_names import run_label, run_settings, settings
@@ -53,7 +53,7 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
     A smoke-test judge's verdicts (the embedded model's) count only where `include_smoke_tests`.
     The app caches this per database revision; `weigh` adds FWS for any α and β."""
     runs = store.runs()
-    scores, metrics = store.detections(), store.metrics()
+    scores, metrics = store.detections(), read_values(store)
     all_judgments = store.judgments()
     judgments = counted_judgments(all_judgments, include_smoke_tests)
     left_out = [] if include_smoke_tests else smoke_test_judges(all_judgments)

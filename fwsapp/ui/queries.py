@@ -25,6 +25,7 @@ from fwsapp.results.report import (
 )
 from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_quality
 from fwsapp.results.paired import comparison_table
+from fwsapp.quality.scoring import read_values
 from fwsapp.results.tables import judge_drop_table
 from fwsapp.ui.resources import db_path, model, store
 
@@ -86,10 +87,8 @@ def judgments(revision_key: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def metric_values(revision_key: str) -> pd.DataFrame:
-    """Per-sample metric values, each under its main config (one oracle per run, as in the tables)."""
-    from fwsapp.quality import main_config_rows
-
-    return main_config_rows(store().metrics())
+    """Per-sample metric values, each under the config the tables read (one oracle per run, the current versions)."""
+    return read_values(store())
 
 
 @st.cache_data(show_spinner=False)
@@ -120,7 +119,7 @@ def fws_samples(revision_key: str, mapping: tuple[tuple[str, str], ...], include
     judge's verdicts count only where `include_smoke_tests`; `judges` names the judges that count."""
     db = store()
     runs_frame = db.runs()
-    metrics_frame = db.metrics()
+    metrics_frame = read_values(db)
     counted = counted_judgments(db.judgments(), include_smoke_tests)
     return {"judge": judge_aspects(counted), "judges": judges_label(counted),
             "auto": metric_aspects(metrics_frame, dict(zip(runs_frame.run_id, runs_frame.task)), dict(mapping)),
