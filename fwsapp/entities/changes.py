@@ -160,8 +160,8 @@ def _by_concept(text: str, facts: list[Fact], against: str, against_facts: list[
     text makes the same statement otherwise: a sentence of each that reads as an edit of the other states the concept,
     and no such sentence with the fact's assertion. Two independent texts mention a condition in unrelated sentences
     ("no cure for X" in one, "X is common" in the other); compared over whole texts, none of 40 flips read in the
-    paper's answers against their references was one claim asserted otherwise. The sentences are compared without the fact's
-    own words, which would make any two short sentences that name it alike."""
+    paper's answers against their references was one claim asserted otherwise. The sentences are compared without the
+    fact's own words, which would make any two short sentences that name it alike."""
     sentence, other_sentence = _sentence_of(text, words), _sentence_of(against, against_words)
     found = []
     for fact in facts:
