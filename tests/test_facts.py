@@ -192,6 +192,9 @@ def test_free_negates_the_word_before_it_alone(finder):
     assert [(fact.text, fact.assertion) for fact in finder.find_many([text])[0]] == [
         ("vitamin D", "affirmed"), ("alcohol", "negated"), ("alcohol", "affirmed"), ("ibuprofen", "affirmed"),
         ("alcohol", "negated")]
+    # Nor across a bracket: "free T4 (free thyroxine)" is a measurement of the free hormone, present.
+    text = "Tests show raised alcohol (free thyroxine) levels."
+    assert [(fact.text, fact.assertion) for fact in finder.find_many([text])[0]] == [("alcohol", "affirmed")]
 
 
 def test_a_corruption_is_a_near_name_that_is_no_word_and_not_in_the_other_text():

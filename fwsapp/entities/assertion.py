@@ -76,10 +76,10 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
                          "way to prevent", "way to cure"))
 
 
-# "Free" negates the word before it alone ("pork-free", "gluten free warfarin"), which `assertions` reads itself:
-# NegEx's following triggers reach back to the sentence's start, so "Is gelatin an ingredient of vitamin D and is it
-# pork-free?" negated gelatin and vitamin D, as the paper's drug-ingredient questions (MeQSum) ask about a drug.
-NEGATING_NEXT_WORD = "free"
+# Triggers that reach less far than NEGATION_WINDOW. "Free" negates the word before it alone ("pork-free", "gluten free
+# warfarin"): reaching back to the sentence's start, "Is gelatin an ingredient of vitamin D and is it pork-free?" negated
+# gelatin and vitamin D, as the paper's drug-ingredient questions (MeQSum) ask about a drug.
+TRIGGER_REACH = {"free": 0}
 
 
 def negation_termset() -> dict[str, list[str]]:
@@ -89,8 +89,7 @@ def negation_termset() -> dict[str, list[str]]:
     return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]
             + list(INTERVENTION_PSEUDO_NEGATIONS) + list(PROSE_PSEUDO_NEGATIONS),
             "preceding_negations": [term for term in patterns["preceding_negations"] if term not in NOT_NEGATIONS],
-            "termination": patterns["termination"] + CAUSE_TERMINATIONS,
-            "following_negations": [term for term in patterns["following_negations"] if term != NEGATING_NEXT_WORD]}
+            "termination": patterns["termination"] + CAUSE_TERMINATIONS}
 
 
 # Bullets that begin a list item. Models write lists with them, often glued to the end of the item before
@@ -112,23 +111,27 @@ def _item_boundaries(doc):
 
 
 class WindowedNegex(Negex):
-    """negspacy's NegEx with each trigger's reach bounded to `window` words (punctuation not counted). negspacy has no
-    such bound, so its matching and scopes are reused and only the step that applies them is written here."""
+    """negspacy's NegEx with each trigger's reach bounded: `window` words (other punctuation than brackets not counted:
+    "free T4 (free thyroxine)" does not negate T4), or the trigger's own in `reach`. negspacy has no such bound, so its
+    matching and scopes are reused and only the step that applies them is written here."""
 
-    def __init__(self, *args, window: int, **kwargs):
+    def __init__(self, *args, window: int, reach: dict[str, int], **kwargs):
         super().__init__(*args, **kwargs)
-        self.window = window
+        self.window, self.reach = window, reach
 
     def negex(self, doc):
         preceding, following, terminating = self.process_negations(doc)
 
-        def near(start: int, end: int) -> bool:
-            return sum(not (token.is_punct or token.is_space) for token in doc[start:end]) <= self.window
+        def near(start: int, end: int, trigger) -> bool:
+            words = sum(not token.is_space and (token.is_bracket or not token.is_punct) for token in doc[start:end])
+            return words <= self.reach.get(trigger.text.lower(), self.window)
 
         for low, high in self.termination_boundaries(doc, terminating):
             for span in self.yield_spans_within_boundary(doc, (low, high), self.span_keys):
-                if any(low <= start and end <= span.start and near(end, span.start) for _, start, end in preceding) or \
-                        any(span.end <= start < high and near(span.end, start) for _, start, _ in following):
+                if any(low <= start and end <= span.start and near(end, span.start, doc[start:end])
+                       for _, start, end in preceding) or \
+                        any(span.end <= start < high and near(span.end, start, doc[start:end])
+                            for _, start, end in following):
                     span._.set(self.extension_name, True)
         return doc
 
@@ -154,24 +157,22 @@ def _pipeline():
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("item_boundaries")
     negation = WindowedNegex(nlp, "negation", negation_termset(), extension_name="negated", span_keys=[FACTS_KEY],
-                             window=NEGATION_WINDOW)
+                             window=NEGATION_WINDOW, reach=TRIGGER_REACH)
     uncertainty = Negex(nlp, "uncertainty", UNCERTAINTY_TERMSET, extension_name="uncertain", span_keys=[FACTS_KEY])
     return nlp, (negation, uncertainty)
 
 
 def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[list[str]]:
     """The assertion of each span (character offsets) of each text, in the order given."""
-    from fwsapp.entities.recognizers.base import words_after
-
     nlp, passes = _pipeline()
     found = []
-    for text, doc, text_spans in zip(texts, nlp.pipe(texts), spans):
+    for doc, text_spans in zip(nlp.pipe(texts), spans):
         group = [doc.char_span(start, end, alignment_mode="expand") for start, end in text_spans]
         doc.spans[FACTS_KEY] = [span for span in group if span is not None]
         for assertion_pass in passes:
             doc = assertion_pass(doc)
         found.append([AFFIRMED if span is None else
-                      NEGATED if span._.negated or words_after(text, span.end_char, 1) == [NEGATING_NEXT_WORD] else
+                      NEGATED if span._.negated else
                       UNCERTAIN if span._.uncertain else AFFIRMED for span in group])
     return found
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 # its list item or line. 3: and at "because" or "since". 4: a name split by a space is one corruption (`split_name`).
 # 5: an assertion flips between independent texts only within one statement both make; "free" negates the word before.
 # 6: a negation reaches five words (`assertion.NEGATION_WINDOW`). 7: "rule out" and "versus" negate nothing, nor do
-# turns of prose ("not uncommon", "no idea").
-FACTS_VERSION = 7
+# turns of prose ("not uncommon", "no idea"). 8: "free" is a trigger of reach 0; a bracket counts toward a reach.
+FACTS_VERSION = 8
 
 
 @dataclass(frozen=True)

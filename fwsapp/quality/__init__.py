@@ -4,14 +4,6 @@ from __future__ import annotations
 import pandas as pd
 
 
-def main_config(rows: pd.DataFrame) -> str | None:
-    """The config with the most values, when a metric was computed under several (two oracles, say)."""
-    if rows.empty:
-        return None
-    counts = rows.groupby("config").size()
-    return str(counts.sort_values(ascending=False, kind="stable").index[0])
-
-
 def main_config_rows(metrics: pd.DataFrame, current: set[tuple[str, str, str]] = frozenset()) -> pd.DataFrame:
     """Each run's metric values under one config only, so no mean mixes two oracles: the config `score` writes now
     where it has values (`current`: (run, metric, config)), else the one with the most. Values computed under an

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from fwsapp.quality import main_config, main_config_rows
+from fwsapp.quality import main_config_rows
 from fwsapp.quality.perplexity import perplexity_oracle
 from fwsapp.quality.registry import GENERATED_KINDS, METRICS, default_metrics, model_free_metrics
 from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER
@@ -237,13 +237,14 @@ def read_values(store, run_ids: list[str] | None = None) -> pd.DataFrame:
     writes now (the current recognizers and facts, the run's own perplexity oracle) where it has values, else the one
     with the most values (a named oracle)."""
     resources = QualityResources(model_loader=None)
+    implementations = [implementation_of(entry.name) for entry in METRICS]
     current = set()
     metrics = store.metrics(run_ids)
     for run_id in metrics.run_id.unique():
         run = store.run(run_id)
-        for entry in METRICS:
-            config = implementation_of(entry.name).config(run, resources)
-            current |= {(run_id, name, config) for name in entry.stored_names}
+        for implementation in implementations:
+            config = implementation.config(run, resources)
+            current |= {(run_id, name, config) for name in implementation.entry.stored_names}
     return main_config_rows(metrics, current)
 
 
@@ -253,14 +254,15 @@ def perplexity_metric() -> str:
 
 
 def quality_block(metrics: pd.DataFrame) -> dict:
-    """The report's quality block for one run: mean per metric and text kind; null where not computed."""
+    """The report's quality block for one run: mean per metric and text kind; null where not computed. Each metric is
+    read under one config (`main_config_rows`; `read_values` gives the report's)."""
     block, configs = {}, {}
+    metrics = main_config_rows(metrics)
     for entry in METRICS:
         described = implementation_of(entry.name).describe
         for metric in entry.stored_names:
             rows = metrics[metrics.metric == metric]
-            config = main_config(rows)
-            rows = rows[rows.config == config]
+            config = str(rows.config.iloc[0]) if len(rows) else None
             means = {
                 kind: (float(rows.loc[rows.text_kind == kind, "value"].mean()) if (rows.text_kind == kind).any() else None)
                 for kind in GENERATED_KINDS

@@ -196,7 +196,6 @@ def text_measures(store, run_ids: list[str], recognizer: str | None = None, alph
     # The registered columns that count a clinical failure mode (the clinical facts), per text.
     failures = {column.name: column.label for _, column in stored_columns() if column.failure_mode}
     counted = metrics[(metrics.text_kind == "watermarked") & metrics.metric.isin(failures) & metrics.value.notna()]
-    counted = counted.drop_duplicates(["run_id", "sample_idx", "metric"], keep="last")
     frames.append(counted.assign(measure=counted.metric.map(failures), count=1))
     aspects = metric_aspects(metrics, dict(zip(runs.run_id, runs.task)), mapping)
     aspects = aspects[aspects.kind == "watermarked"]

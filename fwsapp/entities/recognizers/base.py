@@ -45,7 +45,7 @@ _FOLLOWING_WORD = re.compile(r"[ \t-]+([A-Za-z]+(?:/[A-Za-z]+)?)")
 def words_after(text: str, end: int, count: int = 2) -> list[str]:
     """The first `count` words after text[:end], lower-cased, on the same line: what the mention rules read to tell a
     disease from a drug's modifier ("tumour necrosis factor"), a dose from an adjective ("daily activities") or a
-    statistic ("25% of patients"), and the assertions a fact negated by the word after it ("pork-free")."""
+    statistic ("25% of patients")."""
     words = []
     while len(words) < count and (following := _FOLLOWING_WORD.match(text, end)):
         words.append(following.group(1).lower())
