@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from negspacy.negation import Negex
 
+from fwsapp.entities.recognizers.tokenizer import BULLETS, english
+
 AFFIRMED, NEGATED, UNCERTAIN = "affirmed", "negated", "uncertain"
 ASSERTIONS = (AFFIRMED, NEGATED, UNCERTAIN)
 
@@ -92,22 +94,22 @@ def negation_termset() -> dict[str, list[str]]:
             "termination": patterns["termination"] + CAUSE_TERMINATIONS}
 
 
-# Bullets that begin a list item. Models write lists with them, often glued to the end of the item before
-# ("analgesics.• In the cases of lupus ..."), which spaCy keeps as one token, so no sentence would end there.
-BULLETS = "•◦▪‣●"
-
-
 def _item_boundaries(doc):
     """A sentence also ends at a line break and before a bullet: list items and paragraphs of model output often end
-    with no full stop, and a negation's scope (up to the sentence's end) would run on into the next item. And after a
-    capital letter's full stop before a capitalised word ("not vitamin D. Vitamin D raises calcium"): spaCy's tokenizer
-    keeps "D." one token, as it would an initial, so the sentencizer, which splits at a full stop, did not."""
+    with no full stop, and a negation's scope (up to the sentence's end) would run on into the next item. After a
+    capital letter's full stop (a word of its own in the recognizers' words) it ends only before a capitalised word:
+    "not vitamin D. Rickets follows" is two sentences, "N. gonorrhoeae is a commensal" one."""
     for token in doc[1:]:
         previous = doc[token.i - 1]
-        if token.text[0] in BULLETS or (previous.is_space and "\n" in previous.text) or (
-                len(previous.text) == 2 and previous.text[0].isupper() and previous.text[1] == "." and token.is_title):
+        if token.text[0] in BULLETS or (previous.is_space and "\n" in previous.text):
             token.is_sent_start = True
+        elif previous.text == "." and token.i > 1 and _is_capital_letter(doc[token.i - 2]):
+            token.is_sent_start = token.is_title
     return doc
+
+
+def _is_capital_letter(token) -> bool:
+    return len(token.text) == 1 and token.text.isupper() and not token.whitespace_
 
 
 class WindowedNegex(Negex):
@@ -138,20 +140,11 @@ class WindowedNegex(Negex):
 
 @lru_cache(maxsize=1)
 def _pipeline():
-    """A blank English pipeline with a sentence splitter (bullets split off as tokens, items and lines ended), and the
-    two NegEx passes run on a text's facts once they are its spans; built once per process."""
-    import spacy
+    """The recognizers' English words with a sentence splitter (items and lines ended), and the two NegEx passes run
+    on a text's facts once they are its spans; built once per process."""
     from spacy.language import Language
-    from spacy.util import compile_infix_regex, compile_prefix_regex, compile_suffix_regex
 
-    from fwsapp.entities.recognizers import MAX_CHARACTERS
-
-    nlp = spacy.blank("en")
-    nlp.max_length = MAX_CHARACTERS
-    bullet = f"[{BULLETS}]"
-    nlp.tokenizer.prefix_search = compile_prefix_regex([*nlp.Defaults.prefixes, bullet]).search
-    nlp.tokenizer.suffix_search = compile_suffix_regex([*nlp.Defaults.suffixes, bullet]).search
-    nlp.tokenizer.infix_finditer = compile_infix_regex([*nlp.Defaults.infixes, bullet]).finditer
+    nlp = english()
     if not Language.has_factory("item_boundaries"):
         Language.component("item_boundaries", func=_item_boundaries)
     nlp.add_pipe("sentencizer")

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 # 5: an assertion flips between independent texts only within one statement both make; "free" negates the word before.
 # 6: a negation reaches five words (`assertion.NEGATION_WINDOW`). 7: "rule out" and "versus" negate nothing, nor do
 # turns of prose ("not uncommon", "no idea"). 8: "free" is a trigger of reach 0; a bracket counts toward a reach.
-FACTS_VERSION = 8
+# 9: a letter's full stop is a word of its own (`recognizers.tokenizer`), so every letter's full stop ends a sentence.
+FACTS_VERSION = 9
 
 
 @dataclass(frozen=True)

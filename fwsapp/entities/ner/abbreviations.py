@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from fwsapp.entities.ner.evaluation import overlaps
-from fwsapp.entities.recognizers import MAX_CHARACTERS
+from fwsapp.entities.recognizers.tokenizer import english
 
 Span = tuple[int, int]
 
@@ -27,14 +27,11 @@ class Abbreviation:
 
 @lru_cache(maxsize=1)
 def _pipeline():
-    import spacy
     from scispacy.abbreviation import AbbreviationDetector  # noqa: F401  (registers the pipe)
-
 
     # The detector's second matcher is filled per text, so spaCy warns of an empty matcher on texts without one.
     warnings.filterwarnings("ignore", message=r"\[W036\]")
-    nlp = spacy.blank("en")
-    nlp.max_length = MAX_CHARACTERS
+    nlp = english()
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("abbreviation_detector")
     return nlp

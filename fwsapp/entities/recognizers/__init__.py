@@ -86,8 +86,9 @@ def _scispacy_unavailable() -> str | None:
 # The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; disease v3:
 # acronyms that are words only in capitals, no letter or function words alone; chemical v2: one sense per discourse;
 # chemical v3: its lexicon feature, the drug lexicon, at v2; chemical v4: no number, lone lower-case letter or function
-# words alone (`names_a_chemical`).
-TAGGER_VERSIONS = {"disease": 3, "chemical": 4}
+# words alone (`names_a_chemical`). Disease v4, chemical v5: their lexicon features and abbreviations read in the
+# clinical tokenizer's words (`tokenizer`: "hepatitis B." is MeSH's "hepatitis B").
+TAGGER_VERSIONS = {"disease": 4, "chemical": 5}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -106,8 +107,8 @@ RECOGNIZERS = Registry("recognizer", [
         "mesh", "MeSH disease names, longest match (no model)", "fwsapp.entities.recognizers.mesh:MeshRecognizer",
         unavailable=missing_package(MESH_PACKAGE),
         # v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped;
-        # v4: acronyms that are words ("aids") only in capitals
-        label=lambda: "MeSH PhraseMatcher v4"),
+        # v4: acronyms that are words ("aids") only in capitals; v5: the clinical tokenizer's words ("hepatitis B.")
+        label=lambda: "MeSH PhraseMatcher v5"),
     RecognizerPlugIn(
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
@@ -121,8 +122,8 @@ RECOGNIZERS = Registry("recognizer", [
         "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
         # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more"); v3: no
-        # mention without a letter (`names_a_chemical`)
-        label=lambda: "drug lexicon v3", kind="chemical"),
+        # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D.")
+        label=lambda: "drug lexicon v4", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer",

@@ -9,7 +9,7 @@ import pickle
 from functools import lru_cache
 from pathlib import Path
 
-from fwsapp.entities.recognizers import DRUG_PACKAGE, MAX_CHARACTERS
+from fwsapp.entities.recognizers import DRUG_PACKAGE
 from fwsapp.entities.recognizers.base import Entity, Recognizer, normalize
 from fwsapp.entities.recognizers.phrase_matcher import cached_phrase_matcher
 from fwsapp.models import package_folder
@@ -78,7 +78,6 @@ class DrugLexiconRecognizer(Recognizer):
 
     def __init__(self):
         self._nlp, self._matcher = lexicon_matcher()
-        self._nlp.max_length = MAX_CHARACTERS
 
     def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
         from spacy.util import filter_spans

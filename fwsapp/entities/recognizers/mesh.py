@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from fwsapp.entities.recognizers.base import STOPLIST, Entity, Recognizer, mesh_disease_names
 from fwsapp.entities.recognizers.phrase_matcher import cached_phrase_matcher
-from fwsapp.entities.recognizers import MAX_CHARACTERS
 
 
 class MeshRecognizer(Recognizer):
@@ -13,7 +12,6 @@ class MeshRecognizer(Recognizer):
 
     def __init__(self):
         self._nlp, self._matcher = cached_phrase_matcher("mesh", "DISEASE", mesh_disease_names())
-        self._nlp.max_length = MAX_CHARACTERS
 
     def lexicon_matches(self, texts: list[str]) -> list[list[Entity]]:
         """MeSH names found, less the stoplist: the lexicon feature the trained tagger was trained on, kept as it was."""
