@@ -41,11 +41,12 @@ def test_each_change_kind_is_found_with_its_span_and_what_it_was(finder):
         Change("corruption", 5, 14, "metformin", "metfromin")]
 
 
-def test_no_drug_is_a_name_of_two_letters_or_a_function_word(finder):
-    """The lexicon's "[he]" (helium) normalised to "he", so "He was given morphine" gave a drug "He"; and "more" (a
-    brand of pancreatic enzymes) was a third of its matches in the paper's answers."""
+def test_no_drug_is_a_name_of_two_letters_a_function_word_or_an_organ(finder):
+    """The lexicon's "[he]" (helium) normalised to "he", so "He was given morphine" gave a drug "He"; "more" (a
+    brand of pancreatic enzymes) was a third of its matches in the paper's answers; and it files "thyroid gland" under
+    desiccated thyroid, a drug in 22 of those answers."""
     facts = finder.find_many(["He was given morphine. No change in 2 3 weeks. He took Li at night, and more of it "
-                              "sits in the caps."])[0]
+                              "sits in the caps. The thyroid gland is small."])[0]
     assert [(fact.kind, fact.text) for fact in facts] == [("chemical", "morphine")]
 
 

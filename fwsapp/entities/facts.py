@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 # 5: an assertion flips between independent texts only within one statement both make; "free" negates the word before.
 # 6: a negation reaches five words (`assertion.NEGATION_WINDOW`). 7: "rule out" and "versus" negate nothing, nor do
 # turns of prose ("not uncommon", "no idea"). 8: "free" is a trigger of reach 0; a bracket counts toward a reach.
-# 9: a letter's full stop is a word of its own (`recognizers.tokenizer`), so every letter's full stop ends a sentence.
-FACTS_VERSION = 9
+# 9: a capital letter's full stop is a word of its own (`recognizers.tokenizer`). 10: "thyroid gland" is no drug name
+# a corrupted term is near.
+FACTS_VERSION = 10
 
 
 @dataclass(frozen=True)

@@ -87,8 +87,9 @@ def _scispacy_unavailable() -> str | None:
 # acronyms that are words only in capitals, no letter or function words alone; chemical v2: one sense per discourse;
 # chemical v3: its lexicon feature, the drug lexicon, at v2; chemical v4: no number, lone lower-case letter or function
 # words alone (`names_a_chemical`). Disease v4, chemical v5: their lexicon features and abbreviations read in the
-# clinical tokenizer's words (`tokenizer`: "hepatitis B." is MeSH's "hepatitis B").
-TAGGER_VERSIONS = {"disease": 4, "chemical": 5}
+# clinical tokenizer's words (`tokenizer`: "hepatitis B." is MeSH's "hepatitis B"). Chemical v6: its lexicon feature,
+# the drug lexicon, at v5.
+TAGGER_VERSIONS = {"disease": 4, "chemical": 6}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -122,8 +123,9 @@ RECOGNIZERS = Registry("recognizer", [
         "drug-lexicon", "drug and drug-class names, brand and generic, longest match (no model)",
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
         # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more"); v3: no
-        # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D.")
-        label=lambda: "drug lexicon v4", kind="chemical"),
+        # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D."); v5: no organ
+        # ("thyroid gland", filed under desiccated thyroid)
+        label=lambda: "drug lexicon v5", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer",
