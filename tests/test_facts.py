@@ -498,7 +498,7 @@ def test_values_of_an_earlier_facts_version_are_superseded_in_every_table(tmp_pa
     (store,), (run_id,) = paper_answers_twice(tmp_path, ("run",))
     current = ClinicalFacts(METRICS["clinical_facts"]).config(store.run(run_id), QualityResources(model_loader=None))
     earlier = re.sub(r"clinical-facts v\d+", "clinical-facts v4", current)
-    assert earlier < current
+    assert earlier != current
     # The earlier version, the current one, and another config with more values (as a second oracle would have).
     for config, flips, samples in ((earlier, 1.0, range(20)), (current, 0.0, range(20)), ("other", 5.0, range(30))):
         store.write_rows("metrics", run_id, [metric_row(index, kind, "negation_flips", config, flips)
