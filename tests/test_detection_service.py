@@ -304,6 +304,22 @@ def test_the_openapi_schema_declares_vllms_fields():
     assert required[:4] == ["score", "p_value", "num_scored_tokens", "is_watermarked"]
 
 
+@pytest.mark.parametrize("method", methods.post_hoc_names())
+def test_serve_detection_refuses_a_post_hoc_detector_before_loading_anything(method, monkeypatch, capsys):
+    """LogRank and its kin give no watermark verdict; the refusal came after the embedded model had loaded."""
+    from fwsapp import models
+    from fwsapp.cli import main
+    from fwsapp.models import tokenizers
+
+    def loading(*args, **kwargs):
+        raise AssertionError("a model or tokenizer was loaded before the method was checked")
+
+    monkeypatch.setattr(models, "load_model", loading)
+    monkeypatch.setattr(tokenizers, "load_tokenizer", loading)
+    assert main(["serve-detection", "--method", method]) == 2
+    assert "post-hoc detector with no key" in capsys.readouterr().err
+
+
 @pytest.mark.model  # starts the service as users do: a process on a port
 def test_serve_detection_serves_on_loopback_refuses_off_it_without_a_token_and_never_logs_the_key(tmp_path, llama3):
     environment = {**os.environ, KEY_VARIABLE: KEY, "PYTHONPATH": str(PROJECT)}

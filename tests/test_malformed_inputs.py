@@ -7,6 +7,7 @@ import pytest
 
 from fwsapp.cli import main
 from fwsapp.store import Store
+from fwsapp.watermark.methods import post_hoc_names
 from tests.conftest import tiny_spec
 
 GOOD = [{"prompt": f"Is gout {i} serious?", "watermarked_text": f"Is gout {i} serious? Yes, it can be.",
@@ -175,6 +176,23 @@ def test_bad_generate_arguments_are_refused_before_any_work(db, capsys, extra, e
 def test_integers_a_database_column_cannot_hold_are_refused_before_any_work(db, capsys, command, expected):
     run_id = Store(db, read_only=True).runs().run_id.iloc[0]
     assert_refused([*command, "--run", run_id, "--db", str(db)], [expected], db, capsys)
+
+
+@pytest.mark.parametrize("method", post_hoc_names())
+def test_detect_refuses_a_post_hoc_detector_before_loading_anything(db, capsys, monkeypatch, method):
+    """`detect` scores texts again under a watermark's key, which LogRank and its kin have not; the refusal came after
+    the run's model was loaded, so a user whose machine lacks it read that instead."""
+    from fwsapp import models
+    from fwsapp.models import tokenizers
+
+    def loading(*args, **kwargs):
+        raise AssertionError("a model or tokenizer was loaded before the method was checked")
+
+    monkeypatch.setattr(models, "load_model", loading)
+    monkeypatch.setattr(tokenizers, "load_tokenizer", loading)
+    run_id = Store(db, read_only=True).runs().run_id.iloc[0]
+    assert_refused(["detect", "--run", run_id, "--method", method, "--db", str(db)],
+                   [f"{method} is a post-hoc detector with no key"], db, capsys)
 
 
 def test_a_study_of_an_unknown_run_names_it(db, capsys):

@@ -36,15 +36,15 @@ def register(commands) -> None:
 
 
 def cmd_serve_detection(args) -> int:
-    """Everything is checked before the port opens: the key's variable, the token off loopback, the parameters, the
-    run the lengths come from."""
+    """Everything is checked before a model loads or the port opens: the method, the key's variable, the token off
+    loopback, the parameters, the run the lengths come from."""
     from limits import parse
 
-    from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength
+    from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength, verdict_method
     from fwsapp.human.access import admin_token, serving_problem
-    from fwsapp.watermark.methods import info, parse_params
+    from fwsapp.watermark.methods import parse_params
 
-    declared = info(args.method)
+    declared = verdict_method(args.method)
     params = parse_params(declared.name, args.param)
     for name in declared.secret_params:
         if not declared.param_specs[name].names_a_variable(params.get(name)):

@@ -30,9 +30,8 @@ from fwsapp.detection.verdicts import (
     configuration_evidence,
     evidence_record,
     verdict_fields,
+    verdict_method,
 )
-from fwsapp.watermark import methods
-from fwsapp.watermark.methods import canonical_name
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
 from fwsapp.models.tokenizers import TextTokenizer
 
@@ -86,9 +85,7 @@ def redetect(
     from fwsapp.detection.normalizers import normalizer
     from fwsapp.watermark.factory import create
 
-    method = canonical_name(method)
-    if methods.info(method).post_hoc:
-        raise ValueError(f"{method} is a post-hoc detector with no key to check; re-detect with a watermark method.")
+    method = verdict_method(method).name
     # The run's own fit (k-SemStamp's clusters) where it is detected under its own method.
     fitted = store.run_fit(run_id) if store.run(run_id)["method"] == method else None
     watermark = create(method, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer, fitted=fitted)  # checks parameters

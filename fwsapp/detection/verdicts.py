@@ -140,6 +140,16 @@ def evidence_record(configuration: dict, token_ids: Sequence[int], verdict: dict
     }
 
 
+def verdict_method(method: str):
+    """The registered method named `method`, if it gives watermark verdicts; a post-hoc detector (no key) is refused
+    before a model or tokenizer is loaded for it."""
+    declared = methods.info(method)
+    if declared.post_hoc:
+        raise ValueError(f"{declared.name} is a post-hoc detector with no key: it gives no watermark verdict. "
+                         f"Choose one of {', '.join(methods.watermark_names())}.")
+    return declared
+
+
 class TextDetector:
     """A method's detector for texts or token ids under one key and tokenizer. Detection runs under a lock, so one
     detector answers correctly from many threads (a watermark's caches are not written for concurrent use)."""
@@ -147,10 +157,7 @@ class TextDetector:
     def __init__(self, method: str, params: dict, tokenizer, lm=None, minimum: MinimumLength = UNCALIBRATED):
         from fwsapp.watermark.factory import create
 
-        self.info = methods.info(method)
-        if self.info.post_hoc:
-            raise ValueError(f"{self.info.name} is a post-hoc detector with no key: it gives no watermark verdict. "
-                             f"Choose one of {', '.join(methods.watermark_names())}.")
+        self.info = verdict_method(method)
         self.tokenizer = tokenizer
         self.watermark = create(self.info.name, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)
         self.minimum = minimum

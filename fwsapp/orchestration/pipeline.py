@@ -88,11 +88,13 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
     score at every length (fwsapp.detection.length); `window` scores each text's best window of that many tokens
     (WinMax); `deduplicate` scores each repeated (context, token) pair once (fwsapp.detection.deduplication)."""
     from fwsapp.detection.deduplication import deduplication_problem
+    from fwsapp.detection.verdicts import verdict_method
 
-    for run_id in run_ids:  # before any tokenizer is loaded: checked against each run's method
+    for run_id in run_ids:  # before any model or tokenizer is loaded: checked against each run's method
+        run_method = verdict_method(method or store.run(run_id)["method"]).name
         if window is not None:
-            length.check_window(method or store.run(run_id)["method"], window)
-        if deduplicate and (problem := deduplication_problem(method or store.run(run_id)["method"])):
+            length.check_window(run_method, window)
+        if deduplicate and (problem := deduplication_problem(run_method)):
             raise ValueError(problem)
     plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
     return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
