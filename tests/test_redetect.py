@@ -178,6 +178,22 @@ def test_a_hub_that_accepts_and_never_answers_is_one_line_within_its_deadline(mo
     assert time.monotonic() - started < 10
 
 
+def test_a_hub_that_cannot_be_reached_is_said_so_not_called_slow(monkeypatch):
+    """Offline, the connection is refused at once; the message said the Hub "did not answer within 30 s"."""
+    import socket
+
+    from huggingface_hub import constants
+
+    from fwsapp import models
+
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(models.ModelLoadError, match=r"the Hugging Face Hub could not be reached \(ConnectError\)"):
+        load_tokenizer("no-such-org/no-such-model")
+
+
 # -- the paper's published scores ----------------------------------------------------------------------
 
 @needs_paper_logs

@@ -323,8 +323,10 @@ def _probe_hub(source: str) -> None:
 
     try:
         HfApi().model_info(source, timeout=HUB_TIMEOUT_S)
-    except httpx2.TransportError as error:  # no answer: a timeout, a refused or broken connection
+    except httpx2.TimeoutException as error:  # connected, or trying to, and no answer in time
         raise OSError(f"the Hugging Face Hub did not answer within {HUB_TIMEOUT_S} s ({type(error).__name__})") from None
+    except httpx2.TransportError as error:  # no connection at once: refused, no route, no name, broken
+        raise OSError(f"the Hugging Face Hub could not be reached ({type(error).__name__})") from None
     except Exception:  # noqa: BLE001 - answered: the load below reports gated, unknown or malformed in its own words
         pass
 
