@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from fwsapp.cli import main
+from fwsapp.store import Store
 from tests.conftest import PROJECT
 
 
@@ -118,11 +119,28 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert main(["generate", "--task", "qa", "--method", "KGW", "--max-new-tokens", "0",
                  "--db", str(tmp_path / "x.duckdb")]) == 2  # it said "n, max_new_tokens and batch_size must be positive"
     assert "max_new_tokens must be at least 1, not 0 (--max-new-tokens on the command line)" in capsys.readouterr().err
+    Store(tmp_path / "x.duckdb").close()
     assert main(["export", "--run", "missing", "--format", "csv", "--out", str(tmp_path / "o.csv"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "No run 'missing'" in capsys.readouterr().err
     assert main(["export", "--run", "missing", "--out", str(tmp_path / "o.xlsx"), "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "Export to .csv or .parquet, not .xlsx" in capsys.readouterr().err and not (tmp_path / "o.xlsx").exists()
+
+
+@pytest.mark.parametrize("command", [["runs"], ["runs", "--delete", "imp-x", "--yes"], ["report"],
+                                     ["export", "--run", "imp-x", "--out", "o.csv"], ["compare"],
+                                     ["paired", "--method", "SWEET", "--against", "KGW"],
+                                     ["detect", "--run", "imp-x"], ["attack", "--run", "imp-x", "--attack", "typo"],
+                                     ["score", "--run", "imp-x"], ["analyze", "--run", "imp-x"],
+                                     ["judge", "--run", "imp-x", "--backend", "local"], ["study", "status", "--study", "s"]])
+def test_a_command_that_reads_a_database_that_does_not_exist_says_so_and_creates_none(tmp_path, capsys, command,
+                                                                                         monkeypatch):
+    """A mistyped --db made an empty database there, and `runs` said "No runs in ..." and `report` gave no runs."""
+    monkeypatch.chdir(tmp_path)
+    mistyped = tmp_path / "fwsap.duckdb"
+    assert main([*command, "--db", str(mistyped)]) == 2
+    assert f"No database at {mistyped}" in capsys.readouterr().err
+    assert not mistyped.exists() and not (tmp_path / "o.csv").exists()
 
 
 @pytest.mark.parametrize("command, bad, message", [

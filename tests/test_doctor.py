@@ -1,6 +1,8 @@
 """`doctor`: what this setup can run, known before any download or load."""
 from pathlib import Path
 
+import pytest
+
 from fwsapp.cli import main
 from fwsapp.orchestration.doctor import PARAMETERS, checks, database_check, fits
 
@@ -43,13 +45,15 @@ def test_the_database_check_counts_runs_and_names_a_file_it_cannot_open(tmp_path
 
 def test_a_database_path_that_cannot_be_created_is_said_so_by_doctor_and_by_runs(capsys):
     """Issue 38: under /proc, doctor said 'ok … the first run creates it' and `runs` then called the path
-    'truncated or damaged'."""
-    from fwsapp.cli import main
-    from fwsapp.orchestration.doctor import database_check
+    'truncated or damaged'. `runs` creates no database; the store, asked to, says it cannot."""
+    from fwsapp.store import Store, StoreError
 
     path = Path("/proc/fwsapp-test/fwsapp.duckdb")
     check = database_check(path)
     assert check.status == "warning" and "cannot be created there" in check.detail
     assert main(["runs", "--db", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "cannot be created there" in err and "damaged" not in err
+    assert f"No database at {path}" in err and "damaged" not in err
+    with pytest.raises(StoreError, match="cannot be created there") as raised:
+        Store(path)
+    assert "damaged" not in str(raised.value)

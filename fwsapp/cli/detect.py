@@ -6,7 +6,7 @@ import json
 
 from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar, table_text
+from fwsapp.cli.terminal import detectable, existing_store, opened_targets, model_loader, progress_bar, table_text
 
 
 def register(commands) -> None:
@@ -266,11 +266,10 @@ def _rate(value, n: int) -> str:
 
 def cmd_compare(args) -> int:
     from fwsapp.results.report import build_report
-    from fwsapp.store import Store
     from fwsapp.detection.strength import QUALITY, check_target, equal_strength
 
     check_target(args.target_tpr, args.fpr, args.tokens)
-    store = Store(args.db)
+    store = existing_store(args.db)
     if args.runs:
         for run_id in args.runs:
             store.run(run_id)
@@ -292,10 +291,11 @@ def cmd_compare(args) -> int:
 
 
 def cmd_paired(args) -> int:
+    from fwsapp.results.fws import check_weights
     from fwsapp.results.paired import EQUAL_STRENGTH, comparison_table, no_equal_strength, unpaired_reason, written
-    from fwsapp.store import Store
 
-    store = Store(args.db)
+    check_weights(args.alpha, args.beta)  # before the database is looked for
+    store = existing_store(args.db)
     table = comparison_table(store, args.method, args.against, args.target_tpr, args.fpr, args.tokens,
                              args.recognizer, args.alpha, args.beta)
     if table.empty:

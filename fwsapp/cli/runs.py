@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from fwsapp.cli.options import command, output_file, task_option
-from fwsapp.cli.terminal import table_text
+from fwsapp.cli.terminal import existing_store, table_text
 
 
 def register(commands) -> None:
@@ -56,12 +56,11 @@ def register(commands) -> None:
 
 
 def cmd_runs(args) -> int:
-    from fwsapp.store import Store
 
     if args.delete is not None:
         if not args.delete.strip():
             raise ValueError("--delete needs a run id: `python -m fwsapp runs` lists them.")
-        store = Store(args.db)
+        store = existing_store(args.db)
         run = store.run(args.delete)  # an unknown id: one line, nothing asked
         if not args.yes and not sys.stdin.isatty():  # a script or CI: nobody to answer
             raise ValueError(f"--delete {args.delete}: no terminal to confirm on; add --yes to delete without asking.")
@@ -74,7 +73,7 @@ def cmd_runs(args) -> int:
         deleted = store.delete_run(args.delete)
         print(f"Deleted run {args.delete}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
         return 0
-    runs = Store(args.db).runs()
+    runs = existing_store(args.db).runs()
     if args.format == "json":
         print(runs.to_json(orient="records", date_format="iso"))
     elif runs.empty:
@@ -88,19 +87,19 @@ def cmd_runs(args) -> int:
 
 def cmd_export(args) -> int:
     from fwsapp.results.export import export_run
-    from fwsapp.store import Store
 
-    path = export_run(Store(args.db), args.run, args.format, Path(args.out), force=args.force)
+    path = export_run(existing_store(args.db), args.run, args.format, Path(args.out), force=args.force)
     print(path)
     return 0
 
 
 def cmd_report(args) -> int:
+    from fwsapp.results.fws import check_weights
     from fwsapp.results.report import build_report
-    from fwsapp.store import Store
     from fwsapp.results.tables import render
 
-    report = build_report(Store(args.db), alpha=args.alpha, beta=args.beta, include_smoke_tests=args.include_smoke_tests)
+    check_weights(args.alpha, args.beta)  # before the database is looked for
+    report = build_report(existing_store(args.db), alpha=args.alpha, beta=args.beta, include_smoke_tests=args.include_smoke_tests)
     if report["smoke_tests_left_out"]:
         print(f"Left out the smoke-test verdicts of {', '.join(report['smoke_tests_left_out'])} "
               "(--include-smoke-tests counts them).", file=sys.stderr)

@@ -70,9 +70,9 @@ def cmd_serve_detection(args) -> int:
     if args.min_tokens is not None:
         minimum = MinimumLength(args.min_tokens, "given (--min-tokens)")
     elif args.lengths_from:
-        from fwsapp.store import Store
+        from fwsapp.cli.terminal import existing_store
 
-        minimum = MinimumLength.from_run(Store(args.db), args.lengths_from, declared.name, checked)
+        minimum = MinimumLength.from_run(existing_store(args.db), args.lengths_from, declared.name, checked)
     return serve(build_detector(args, declared, params, minimum), token, args)
 
 

@@ -6,7 +6,7 @@ import sys
 
 from fwsapp import counted
 from fwsapp.cli.options import command, db, output_file, subcommand
-from fwsapp.cli.terminal import table_text
+from fwsapp.cli.terminal import existing_store, table_text
 
 
 def register(commands) -> None:
@@ -49,14 +49,13 @@ def register(commands) -> None:
 def cmd_study(args) -> int:
     from fwsapp.human import study
     from fwsapp.human.access import app_address, invite_link
-    from fwsapp.store import Store
 
     if args.action in ("create", "invite"):
         try:
             app_address(args.url)
         except ValueError as error:
             raise ValueError(f"--url: {error}") from None
-    store = Store(args.db)
+    store = existing_store(args.db)  # a study is of runs already stored
     if args.action == "create":
         created, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,
                                         args.raters_per_item, args.attention, args.entities, args.seed, args.rater)

@@ -112,9 +112,20 @@ def detectable(store, targets: list[str], tokenizer: str | None) -> list[str]:
     return [run_id for run_id in targets if run_id not in skipped]
 
 
-def opened_targets(args):
-    """The database the command names, and the runs it targets there (each checked to exist)."""
+def existing_store(path):
+    """The database a command that only reads names. One that does not exist is refused, not created: a mistyped --db
+    made an empty database, and `runs` and `report` then said there were no runs."""
+    from pathlib import Path
+
     from fwsapp.store import Store
 
-    store = Store(args.db)
+    if not Path(path).exists():
+        raise ValueError(f"No database at {path}: pass --db with the path of an fwsapp database, or generate or import "
+                         "a run to create one there.")
+    return Store(path)
+
+
+def opened_targets(args):
+    """The database the command names, and the runs it targets there (each checked to exist)."""
+    store = existing_store(args.db)
     return store, run_ids(store, args)
