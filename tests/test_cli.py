@@ -143,6 +143,16 @@ def test_a_command_that_reads_a_database_that_does_not_exist_says_so_and_creates
     assert not mistyped.exists() and not (tmp_path / "o.csv").exists()
 
 
+@pytest.mark.parametrize("command", [["detect"], ["attack", "--attack", "typo"], ["score"], ["analyze"],
+                                     ["judge", "--backend", "local"]])
+def test_all_runs_of_a_database_without_runs_is_said_so(tmp_path, capsys, command):
+    """`detect --all` on a database with no runs did nothing, printed nothing and exited 0."""
+    empty = tmp_path / "empty.duckdb"
+    Store(empty).close()
+    assert main([*command, "--all", "--db", str(empty)]) == 2
+    assert f"No runs in {empty}: --all has nothing to work on" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command, bad, message", [
     (["report", "--format", "json"], ["--alpha", "nan"], "The FWS weight α (--alpha) must be in [0, 1], not nan."),
     (["report"], ["--beta", "-0.2"], "The FWS weight β (--beta) must be in [0, 1], not -0.2."),

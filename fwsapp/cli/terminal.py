@@ -85,8 +85,12 @@ def table_text(frame, float_format=None) -> str:
 
 
 def run_ids(store, args) -> list[str]:
-    """The runs a command targets: --all, or each --run checked to exist."""
+    """The runs a command targets: --all (at least one: an empty database did nothing and said nothing), or each --run
+    checked to exist."""
     ids = list(store.runs().run_id) if args.all else args.run
+    if args.all and not ids:
+        raise ValueError(f"No runs in {store.path}: --all has nothing to work on. `python -m fwsapp generate` or "
+                         "`import` stores runs.")
     for run_id in ids:
         store.run(run_id)  # a clear error for an unknown id
     return ids
