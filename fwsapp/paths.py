@@ -22,11 +22,14 @@ def read_input(path) -> bytes:
 
 
 def replaceable_output(target: Path, force: bool) -> int | None:
-    """The permission bits an output file keeps when it is replaced, None when there is none yet. Only a regular file
-    is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a link."""
+    """The permission bits an output file keeps when it is replaced, None when there is none yet (its folder there).
+    Only a regular file is ever replaced, and only with `force`: never a device (`/dev/null`), a folder, a pipe or a
+    link."""
     try:
         status = target.lstat()
     except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.") from None
         return None
     if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"--out {target} exists and is not a regular file (a device, a folder, a pipe or a link): "

@@ -143,6 +143,20 @@ def test_a_command_that_reads_a_database_that_does_not_exist_says_so_and_creates
     assert not mistyped.exists() and not (tmp_path / "o.csv").exists()
 
 
+def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """`export --out /no/such/folder/x.csv` read the whole run, then failed to write it."""
+    from fwsapp.results import export
+
+    def reading(*args, **kwargs):
+        raise AssertionError("the run was read before its output was checked")
+
+    monkeypatch.setattr(export, "export_bytes", reading)
+    database = tmp_path / "x.duckdb"
+    Store(database).close()
+    assert main(["export", "--run", "imp-x", "--out", str(tmp_path / "no" / "x.csv"), "--db", str(database)]) == 2
+    assert f"The folder {tmp_path / 'no'} does not exist" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["detect"], ["attack", "--attack", "typo"], ["score"], ["analyze"],
                                      ["judge", "--backend", "local"]])
 def test_all_runs_of_a_database_without_runs_is_said_so(tmp_path, capsys, command):

@@ -321,8 +321,6 @@ def checked_paths(source: str | Path, target: str | Path, force: bool) -> tuple[
     source, target = Path(source), Path(target)
     if source.resolve() == target.resolve():
         raise ValueError("--out must differ from --in: the input would be overwritten.")
-    if not target.parent.is_dir():
-        raise ValueError(f"The folder {target.parent} does not exist: create it, or write --out elsewhere.")
     replaceable_output(target, force)
     return source, target
 
