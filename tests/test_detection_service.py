@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from fwsapp.detection.verdicts import MinimumLength, TextDetector
 from fwsapp.models.tokenizers import load_tokenizer
-from fwsapp.service.detection import MAX_BATCH, MAX_BODY_BYTES, DetectionRunner, create_app
+from fwsapp.service.detection import MAX_BATCH, MAX_BODY_BYTES, DetectionRunner, RateLimit, create_app
 from fwsapp.watermark import methods
 from tests.conftest import PROJECT, free_port
 from tests.vllm_oracle import vllm_watermarking
@@ -304,20 +304,41 @@ def test_the_openapi_schema_declares_vllms_fields():
     assert required[:4] == ["score", "p_value", "num_scored_tokens", "is_watermarked"]
 
 
-@pytest.mark.parametrize("method", methods.post_hoc_names())
-def test_serve_detection_refuses_a_post_hoc_detector_before_loading_anything(method, monkeypatch, capsys):
-    """LogRank and its kin give no watermark verdict; the refusal came after the embedded model had loaded."""
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    """A model or tokenizer loaded fails the test: what is refused is refused before."""
     from fwsapp import models
-    from fwsapp.cli import main
     from fwsapp.models import tokenizers
 
     def loading(*args, **kwargs):
-        raise AssertionError("a model or tokenizer was loaded before the method was checked")
+        raise AssertionError("a model or tokenizer was loaded before the arguments were checked")
 
     monkeypatch.setattr(models, "load_model", loading)
     monkeypatch.setattr(tokenizers, "load_tokenizer", loading)
+
+
+@pytest.mark.parametrize("method", methods.post_hoc_names())
+def test_serve_detection_refuses_a_post_hoc_detector_before_loading_anything(method, nothing_loads, capsys):
+    """LogRank and its kin give no watermark verdict; the refusal came after the embedded model had loaded."""
+    from fwsapp.cli import main
+
     assert main(["serve-detection", "--method", method]) == 2
     assert "post-hoc detector with no key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rate, message", [("abc", "'abc' is not a rate"),
+                                           ("0/second", "'0/second' lets no request through")])
+def test_serve_detection_refuses_a_rate_limit_that_is_none_or_lets_nothing_through(rate, message, nothing_loads,
+                                                                                 monkeypatch, capsys):
+    """"0/second" was served: every request answered 429."""
+    from fwsapp.cli import main
+
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    command = ["serve-detection", "--method", "vLLM-Gumbel", "--param", f"key=${KEY_VARIABLE}", "--rate-limit", rate]
+    assert main(command) == 2
+    assert f"--rate-limit {message}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=message):
+        RateLimit(FastAPI(), rate)
 
 
 @pytest.mark.model  # starts the service as users do: a process on a port

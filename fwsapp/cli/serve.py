@@ -38,10 +38,9 @@ def register(commands) -> None:
 def cmd_serve_detection(args) -> int:
     """Everything is checked before a model loads or the port opens: the method, the key's variable, the token off
     loopback, the parameters, the run the lengths come from."""
-    from limits import parse
-
     from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength, verdict_method
     from fwsapp.human.access import admin_token, serving_problem
+    from fwsapp.service.detection import checked_rate
     from fwsapp.watermark.methods import parse_params
 
     declared = verdict_method(args.method)
@@ -58,11 +57,7 @@ def cmd_serve_detection(args) -> int:
         raise ValueError(problem)
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be between 1 and 65535, not {args.port}.")
-    try:
-        parse(args.rate_limit)
-    except ValueError:
-        raise ValueError(f"--rate-limit {args.rate_limit!r} is not a rate: write it as 120/second or 1000/minute.") \
-            from None
+    checked_rate(args.rate_limit)
     if args.min_tokens is not None and args.min_tokens < 0:
         raise ValueError(f"--min-tokens must be 0 or more, not {args.min_tokens}.")
     checked = declared.checked_params(params)

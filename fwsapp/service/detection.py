@@ -133,6 +133,18 @@ class EscapedJSONResponse(JSONResponse):
         return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
+def checked_rate(rate: str):
+    """`rate` as `limits` reads it (`120/second`), at least one request in its window: "0/second" refused every
+    request."""
+    try:
+        item = limits.parse(rate)
+    except ValueError:
+        raise ValueError(f"--rate-limit {rate!r} is not a rate: write it as 120/second or 1000/minute.") from None
+    if item.amount < 1:
+        raise ValueError(f"--rate-limit {rate!r} lets no request through: allow at least 1 in its window.")
+    return item
+
+
 class RateLimit:
     """Refuses a client address over `rate` requests (`120/second`, `limits`'s notation) with 429 and a Retry-After.
     A pure ASGI middleware over `limits`, the library slowapi wraps: slowapi's own middleware inspects the route's
@@ -141,7 +153,7 @@ class RateLimit:
     thread every few requests (a third of the service's own time per request)."""
 
     def __init__(self, app, rate: str):
-        self.app, self.rate = app, limits.parse(rate)
+        self.app, self.rate = app, checked_rate(rate)
         self.limiter = FixedWindowRateLimiter(MemoryStorage())
 
     async def __call__(self, scope, receive, send):
