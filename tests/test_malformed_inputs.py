@@ -154,6 +154,16 @@ def test_malformed_import_files(tmp_path, db, capsys, kind, name, content, expec
     assert_refused(args, expected, db, capsys)
 
 
+def test_a_refused_first_import_leaves_no_database_behind(tmp_path, capsys):
+    """The database was opened, so created, before the logs were read: a malformed first log left an empty one."""
+    bad = tmp_path / "g.json"
+    bad.write_text(json.dumps([{"prompt": "p"}]))
+    new = tmp_path / "new.duckdb"
+    assert main(["import", "--method", "KGW", "--model", "m", "--task", "qa", "--generations", str(bad),
+                 "--db", str(new)]) == 2
+    assert "missing watermarked_text" in capsys.readouterr().err and not new.exists()
+
+
 @pytest.mark.parametrize("name, content, expected", DATASETS)
 def test_malformed_datasets_for_generate(tmp_path, db, capsys, name, content, expected):
     path = tmp_path / name

@@ -108,19 +108,19 @@ def cmd_report(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.orchestration.importer import LogFile, read_logs, store_logs
     from fwsapp.store import Store
 
     files = {
         name: LogFile.from_path(path) if path else None
         for name, path in (("generations", args.generations), ("detection", args.detection), ("judged", args.judged))
     }
-    store = Store(args.db)
+    read = read_logs(method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
+                     score_direction=args.score_direction, negatives=args.negatives, judge_model=args.judge_model,
+                     **files)
+    store = Store(args.db)  # once the logs are read: a refused one leaves no database behind
     present = set(store.runs().run_id)
-    run_id = import_logs(
-        store, method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
-        score_direction=args.score_direction, negatives=args.negatives, judge_model=args.judge_model, **files,
-    )
+    run_id = store_logs(store, read)
     if run_id in present:
         print(f"Already imported as run {run_id}: nothing changed.", file=sys.stderr)
     print(run_id)

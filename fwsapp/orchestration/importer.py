@@ -144,8 +144,30 @@ def _scores(log: LogFile) -> dict[str, list[float]]:
     return {key: [float(value) for value in data[key]] for key in DETECTION_KEYS}
 
 
-def import_logs(
-    store: Store,
+@dataclass(frozen=True)
+class ReadLogs:
+    """Logs read and checked, ready to store as one run: its id, its row of `runs` and its rows of each log's table."""
+    run_id: str
+    run: dict
+    rows: dict[str, list[dict]]
+
+
+def import_logs(store: Store, **logs) -> str:
+    """Check and import any subset of the three logs as one run (`read_logs`'s arguments); returns its id. Importing
+    the same files again changes nothing."""
+    return store_logs(store, read_logs(**logs))
+
+
+def store_logs(store: Store, read: ReadLogs) -> str:
+    """Store logs read as their run, with the metrics its texts give alone, unless it is there: everything computed
+    for the run since stays."""
+    if not store.has_run(read.run_id):
+        metrics = text_metric_rows(read.rows["generations"], read.run["task"])
+        store.add_run(read.run_id, read.run, {**read.rows, "metrics": metrics})
+    return read.run_id
+
+
+def read_logs(
     *,
     method: str,
     model: str,
@@ -157,12 +179,13 @@ def import_logs(
     score_direction: str | None = None,
     negatives: str = "reference",
     judge_model: str = PAPER_JUDGE,
-) -> str:
-    """Check and import any subset of the three logs as one run; returns its id.
+) -> ReadLogs:
+    """Read and check any subset of the three logs as one run, touching no database: a log that is refused leaves
+    nothing behind, not even an empty database.
 
     `negatives` says what the "unwatermarked" scores scored: the human reference (MarkLLM's "natural" mode,
     as in the paper's logs) or the unwatermarked output. `judge_model` is the model that wrote the judge log's
-    verdicts. Importing the same files again changes nothing.
+    verdicts.
     """
     method = methods.canonical_name(method)
     task(task_name)
@@ -221,19 +244,15 @@ def import_logs(
     if judged and judge_model != PAPER_JUDGE:  # the paper's judge stays implicit, so earlier imports keep their ids
         identity["judge_model"] = judge_model
     run_id = "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    if store.has_run(run_id):
-        return run_id  # the same files again: everything computed for the run since stays
-    metric_rows = text_metric_rows(generation_rows, task_name)
     n = max(len(records), len(scores["watermarked_scores"]) if scores else 0, len(judgments))
-    store.add_run(
+    return ReadLogs(
         run_id,
         {
             "config": identity, "model": model, "task": task_name, "method": method, "params": params,
             "n": n, "imported": True, "score_direction": direction, "status": "done",
         },
-        {"generations": generation_rows, "detections": detection_rows, "metrics": metric_rows, "judgments": judgments},
+        {"generations": generation_rows, "detections": detection_rows, "judgments": judgments},
     )
-    return run_id
 
 
 # The paper's log names carry the green-list settings: KGW-g0.5-d2-meditron-HQA.generations.json.
