@@ -176,12 +176,13 @@ def judged_and_scored_store(store):
 
 
 def test_slider_views_equal_the_mean_of_per_sample_fws(store):
+    from fwsapp.quality.scoring import read_values
     from fwsapp.results.fws import fws_views, judge_aspects, metric_aspects, prepare_views, run_means
 
     judged_and_scored_store(store)
     runs = store.runs()
     judge = judge_aspects(store.judgments())
-    auto = metric_aspects(store.metrics(), dict(zip(runs.run_id, runs.task)))
+    auto = metric_aspects(read_values(store), dict(zip(runs.run_id, runs.task)))
     prepared = prepare_views(run_means(judge, runs), run_means(auto, runs))
     views = fws_views(prepared, 0.3, 0.4, detect_column="n")
     direct = judge.assign(fws=fws(judge.coherence, judge.relevance, judge.factual_accuracy, 0.3, 0.4))
@@ -194,12 +195,13 @@ def test_slider_views_equal_the_mean_of_per_sample_fws(store):
 
 def test_report_and_fws_page_give_the_same_auto_fws(store):
     """One Auto-FWS: the report and the FWS page read each metric under its main config, clipped to [0, 1]."""
+    from fwsapp.quality.scoring import read_values
     from fwsapp.results.fws import fws_views, metric_aspects, prepare_views, run_means
     from fwsapp.results.report import build_report
 
     judged_and_scored_store(store)
     runs = store.runs()
-    auto = run_means(metric_aspects(store.metrics(), dict(zip(runs.run_id, runs.task))), runs)
+    auto = run_means(metric_aspects(read_values(store), dict(zip(runs.run_id, runs.task))), runs)
     page = fws_views(prepare_views(auto.iloc[0:0], auto), 0.4, 0.2, detect_column="n", tradeoff_source="Auto")
     report = {run["run_id"]: run for run in build_report(store, 0.4, 0.2)["runs"]}
     table = page["auto"].set_index("method")

@@ -8,7 +8,7 @@ from rouge_score import rouge_scorer
 
 from fwsapp.data.tasks import strip_prompt
 from fwsapp.quality import f1, perplexity, rouge
-from fwsapp.quality.scoring import QualityResources, quality_block, score_run
+from fwsapp.quality.scoring import QualityResources, quality_block, read_values, score_run
 from fwsapp.quality.registry import default_metrics
 
 
@@ -88,7 +88,7 @@ def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, 
     assert first == {"ppl": 8, "simcse": 4, "simcse_reference": 8, "rouge": 16, "f1": 8, "factuality": 8}
     second = score_run(store, run_id, resources)
     assert set(second.values()) == {0} and set(second) == set(default_metrics())
-    block = quality_block(store.metrics([run_id]))
+    block = quality_block(read_values(store, [run_id]))
     # SimCSE compares the watermarked text with the unwatermarked one: the latter has no value of its own.
     assert block["simcse"]["unwatermarked"] is None and -1 <= block["simcse"]["watermarked"] <= 1
     assert all(-1 <= block["simcse_reference"][kind] <= 1 for kind in ("watermarked", "unwatermarked"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 
-def main_config_rows(metrics: pd.DataFrame, current: set[tuple[str, str, str]] = frozenset()) -> pd.DataFrame:
+def main_config_rows(metrics: pd.DataFrame, current: set[tuple[str, str, str]]) -> pd.DataFrame:
     """Each run's metric values under one config only, so no mean mixes two oracles: the config `score` writes now
     where it has values (`current`: (run, metric, config)), else the one with the most. Values computed under an
     earlier version of a recognizer or of the facts are superseded, not an alternative: by count alone they won until

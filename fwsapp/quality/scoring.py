@@ -254,10 +254,9 @@ def perplexity_metric() -> str:
 
 
 def quality_block(metrics: pd.DataFrame) -> dict:
-    """The report's quality block for one run: mean per metric and text kind; null where not computed. Each metric is
-    read under one config (`main_config_rows`; `read_values` gives the report's)."""
+    """The report's quality block for one run's metric values as `read_values` gives them (one config per metric): mean
+    per metric and text kind; null where not computed."""
     block, configs = {}, {}
-    metrics = main_config_rows(metrics)
     for entry in METRICS:
         described = implementation_of(entry.name).describe
         for metric in entry.stored_names:

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.judge.summary import per_sample_scores
-from fwsapp.quality import main_config_rows
 from fwsapp.data.tasks import task_label
 from fwsapp.quality.registry import ASPECTS, column_label, column_tasks, stored_columns
 from fwsapp.results.run_names import run_settings
@@ -101,14 +100,14 @@ def metric_aspects(metrics, tasks: dict[str, str], mapping: dict[str, str] | Non
     """Long table (run, sample, kind) -> aspects in [0, 1] from stored metrics, by the given mapping (default: the
     registry's). A source "a|b" reads b for the runs whose task b's metric is declared for, and a for the others.
 
-    Samples lacking any mapped metric are left out, so every row has all three aspects. Each metric is
-    read under its main config (as the report's quality block), so a second oracle never mixes in.
+    Samples lacking any mapped metric are left out, so every row has all three aspects. `metrics` are the values as
+    `quality.scoring.read_values` gives them, one config per run and metric, so a second oracle never mixes in.
     This is the one Auto-FWS: the report, the FWS page and the agreement tables all start here.
     """
     if metrics.empty:
         return pd.DataFrame(columns=["run_id", "sample_idx", "kind", *ASPECTS])
-    wide = main_config_rows(metrics).pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric",
-                                                 values="value").reset_index()
+    wide = metrics.pivot_table(index=["run_id", "sample_idx", "text_kind"], columns="metric",
+                               values="value").reset_index()
     wide = wide.rename(columns={"text_kind": "kind"})
     task = wide.run_id.map(tasks)
     out = wide[["run_id", "sample_idx", "kind"]].copy()
