@@ -73,8 +73,9 @@ def task_tables(runs) -> None:
                    "Best value per column and model in bold (lowest perplexity, highest otherwise; none where all are "
                    "equal). None: not computed yet, or none of its own (the unwatermarked row's SimCSE: SimCSE is the "
                    "watermarked text's similarity to "
-                   "the unwatermarked one). Difference from unwatermarked:")
-        st.dataframe(difference_from_unwatermarked(table).round(3), hide_index=True, width="stretch")
+                   "the unwatermarked one). Difference from unwatermarked, each run's watermarked texts against its "
+                   "own unwatermarked ones (the same prompts):")
+        st.dataframe(difference_from_unwatermarked(report, task).round(3), hide_index=True, width="stretch")
         downloads = st.columns(2)
         widgets.download("CSV", csv_bytes(table), f"quality-{task}.csv", "text/csv", downloads[0], key=f"csv-{task}")
         widgets.download("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",

@@ -261,3 +261,27 @@ def test_no_best_value_among_equal_ones():
     best = best_cells(frame)
     assert not best["ROUGE-2"].any()
     assert best["PPL"].tolist() == [True, False, True]  # a tie for the best still shows both
+
+
+def test_a_runs_difference_from_unwatermarked_is_against_its_own_texts_and_the_reference_row_has_the_most_values():
+    """Two runs of one model and task on other prompts: the second run's ROUGE-2 difference was taken against the
+    first run's unwatermarked texts (0.27 − 0.20, a watermark that seemed to help), and the reference row, the first
+    run's, showed no factuality where the second run had one."""
+    import pandas as pd
+
+    from fwsapp.results.tables import difference_from_unwatermarked, quality_table, table2
+
+    def run(run_id, rouge2, factuality=(None, None)):
+        return {"run_id": run_id, "model": "m", "task": "qa", "method": "KGW", "settings": f"seed={run_id}", "n": 4,
+                "imported": True, "quality": {"rouge2": dict(zip(("unwatermarked", "watermarked"), rouge2)),
+                                              "factuality": dict(zip(("unwatermarked", "watermarked"), factuality))}}
+
+    report = {"runs": [run("1", (0.20, 0.18)), run("2", (0.30, 0.27), factuality=(0.6, 0.5))]}
+    difference = difference_from_unwatermarked(report, "qa").set_index("Settings")
+    assert difference.loc["seed=2", "ROUGE-2"] == pytest.approx(-0.03)
+    assert difference.loc["seed=1", "ROUGE-2"] == pytest.approx(-0.02)
+    assert difference.loc["seed=2", "Factuality"] == pytest.approx(-0.1) and pd.isna(difference.loc["seed=1", "Factuality"])
+    for table in (quality_table(report, "qa"), table2(report)):
+        reference = table[table.Method == "Unwatermarked"]
+        assert len(reference) == 1 and reference.Settings.iloc[0] == "texts of run 2"
+        assert reference.Factuality.iloc[0] == 0.6 and reference["ROUGE-2"].iloc[0] == 0.30

@@ -108,6 +108,9 @@ GENERATE_ARGUMENTS = [
     (["--param", "hash_key=1180591620717411303424"], ["hash_key: the key is out of range"]),
     (["--seed", "2147483648"], ["--seed must be a whole number from 0 to 2,147,483,647"]),
     (["--seed", "-1"], ["--seed must be a whole number from 0 to 2,147,483,647"]),
+    # each option of a served run named alone, with its value (one message named both, whichever was wrong)
+    (["--server", "http://127.0.0.1:9/v1", "--timeout", "nan"], ["--timeout must be more than 0 and at most 3600 seconds, not nan"]),
+    (["--server", "http://127.0.0.1:9/v1", "--attempts", "0"], ["--attempts must be from 1 to 20, not 0"]),
 ]
 
 
@@ -253,6 +256,11 @@ def test_a_study_seed_beyond_32_bits_is_refused(db, capsys):
     (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
       "--api-key-env", "FWSAPP_TEST_UNSET_KEY"], ["FWSAPP_TEST_UNSET_KEY: that environment variable is not set"]),
     (["--all", "--backend", "local", "--concurrency", "0"], ["--concurrency must be at least 1"]),
+    # nan passed a `timeout <= 0` check, and each of the four requests failed as an "unreadable response"
+    (["--all", "--backend", "local", "--timeout", "nan"], ["--timeout must be a number of seconds above 0, not nan"]),
+    (["--all", "--backend", "local", "--timeout", "0"], ["--timeout must be a number of seconds above 0, not 0"]),
+    (["--all", "--backend", "local", "--budget", "nan"], ["--budget must be a number of US$ from 0, not nan"]),
+    (["--all", "--backend", "local", "--budget", "-1"], ["--budget must be a number of US$ from 0, not -1"]),
 ])
 def test_bad_judge_arguments(db, capsys, extra, expected):
     assert_refused(["judge", *extra, "--db", str(db)], expected, db, capsys)

@@ -59,8 +59,10 @@ def cmd_generate(args) -> int:
                    ("--attempts", args.attempts != ATTEMPTS)) if value]
     if not args.server and served_only:
         raise ValueError(f"{', '.join(served_only)} go with --server.")
-    if not (0 < args.timeout <= 3600) or not 1 <= args.attempts <= 20:
-        raise ValueError("--timeout must be more than 0 and at most 3600 seconds, and --attempts from 1 to 20.")
+    if not 0 < args.timeout <= 3600:
+        raise ValueError(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}.")
+    if not 1 <= args.attempts <= 20:
+        raise ValueError(f"--attempts must be from 1 to 20, not {args.attempts}.")
     if args.server and args.model:
         raise ValueError("--model is what this process loads; through --server, name the served model with --served-model.")
     config = RunConfig(

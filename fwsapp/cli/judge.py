@@ -1,6 +1,7 @@
 """`judge`: the pairwise LLM judge."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -42,8 +43,10 @@ def cmd_judge(args) -> int:
     for option, value in (("--max-attempts", args.max_attempts), ("--concurrency", args.concurrency)):
         if value < 1:
             raise ValueError(f"{option} must be at least 1, not {value}.")
-    if args.timeout <= 0 or (args.budget is not None and args.budget < 0):
-        raise ValueError("--timeout must be positive and --budget not negative.")
+    if not 0 < args.timeout < math.inf:  # written so that nan is refused too
+        raise ValueError(f"--timeout must be a number of seconds above 0, not {args.timeout:g}.")
+    if args.budget is not None and not 0 <= args.budget < math.inf:
+        raise ValueError(f"--budget must be a number of US$ from 0, not {args.budget:g}.")
     store, targets = opened_targets(args)
     api_key = None
     if args.api_key_env:

@@ -29,15 +29,18 @@ def _get(block: dict | None, *keys):
 
 
 def _reference_rows(report: dict, make_row) -> list[dict]:
-    """One unwatermarked row per (model, task): the first run's unwatermarked values stand for it, and its
-    Settings say which run that is."""
-    rows, seen = [], set()
+    """One unwatermarked row per (model, task): one run's unwatermarked values stand for it, and its Settings say
+    which run that is. The run with the most of the row's values, the first of them in the report's order: the first
+    run alone showed a dash where it lacked a value (scored or judged later) that another run of the same model and
+    task had for its unwatermarked texts."""
+    chosen: dict[tuple, tuple[int, dict]] = {}
     for run in report["runs"]:
         key = (run["model"], run["task"])
-        if key not in seen:
-            seen.add(key)
-            rows.append({**make_row(run), "Settings": reference_settings(run)})
-    return rows
+        row = make_row(run)
+        values = sum(value is not None and not pd.isna(value) for value in row.values())
+        if key not in chosen or values > chosen[key][0]:
+            chosen[key] = values, {**row, "Settings": reference_settings(run)}
+    return [row for _, row in chosen.values()]
 
 
 def reference_settings(run: dict) -> str:
@@ -388,19 +391,19 @@ def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
     return best
 
 
-def difference_from_unwatermarked(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each watermarked row minus its model's unwatermarked row, per numeric column; columns with no
-    difference anywhere (SimCSE, whose baseline is the unwatermarked text) are left out."""
-    numeric = [column for column in frame.columns if column not in PROVENANCE_COLUMNS]
-    rows = []
-    for model, group in frame.groupby("Model"):
-        reference = group[group.Method == UNWATERMARKED]
-        if reference.empty:
-            continue
-        for _, current in group[group.Method != UNWATERMARKED].iterrows():
-            rows.append({"Model": model, "Method": current.Method, "Settings": current.Settings,
-                         **{column: _minus(current[column], reference.iloc[0][column]) for column in numeric}})
-    return pd.DataFrame(rows).dropna(axis=1, how="all")
+def difference_from_unwatermarked(report: dict, task: str) -> pd.DataFrame:
+    """Each run's watermarked mean minus its own unwatermarked texts' mean, per quality column of a task: the same
+    prompts, seeds and lengths, so the difference is the watermark's (another run's unwatermarked texts, the table's
+    reference row, may be other prompts). Columns with no difference anywhere (SimCSE, whose baseline is the
+    unwatermarked text) are left out."""
+    columns = quality_columns(report, task)
+    rows = [{"Model": run["model"], "Method": run["method"], "Settings": run["settings"],
+             **{column.label: _minus(_get(run, "quality", column.name, "watermarked"),
+                                     _get(run, "quality", column.name, "unwatermarked")) for column in columns}}
+            for run in report["runs"] if run["task"] == task]
+    if not rows:
+        return pd.DataFrame(rows)
+    return pd.DataFrame(rows).sort_values(["Model", "Method", "Settings"]).dropna(axis=1, how="all").reset_index(drop=True)
 
 
 def _minus(value, reference):
