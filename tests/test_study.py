@@ -388,7 +388,7 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     store.close()
     assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
     status = capsys.readouterr().out
-    assert status.startswith("pilot: 1 run, 2 raters per item, 10% of each rater's items shown twice") and "Dr A" in status
+    assert status.startswith("pilot: 1 run, 2 raters per item, 10% of each rater's items (at least one) shown twice") and "Dr A" in status
     # Dr B has rated nothing: no median time and no consistency yet, written "–" as every table's gap (it read "None").
     assert "None" not in status and re.search(r"Dr B .* – +–$", status, re.MULTILINE), status
     assert main(["study", "export", "--study", "pilot", "--out", str(tmp_path / "r.csv"), "--db", str(db)]) == 0
@@ -445,8 +445,23 @@ def test_the_raters_address_is_the_admins_page_address_less_the_page(page_url, a
 
 def test_a_study_of_one_rater_per_item_says_so_in_the_singular():
     one = study.Study("s", "pilot", ("run-a",), 1, 0.25, True)
-    assert one.describe() == ("1 run, 1 rater per item, 25% of each rater's items shown twice as attention checks, with "
-                              "the disease-name verdicts.")  # the page said "1 raters per item"
+    assert one.describe() == ("1 run, 1 rater per item, 25% of each rater's items (at least one) shown twice as "
+                              "attention checks, with the disease-name verdicts.")  # the page said "1 raters per item"
+    assert study.Study("s", "pilot", ("run-a",), 2, 0.0, False).describe().endswith("per item, no attention checks.")
+
+
+def test_every_rater_gets_an_attention_check_where_the_share_is_above_0(tmp_path):
+    """10 % of a rater's 4 items rounded to none: a pilot's raters were never checked, and the study said 10 %."""
+    path = tmp_path / "small.duckdb"
+    run_id = imported_qa_db(path, 8)
+    store = Store(path)
+    _, invites = study.create(store, "pilot", [run_id], items_per_run=8, raters_per_item=1, attention_share=0.1,
+                              raters=["Dr A", "Dr B"])
+    _, unchecked = study.create(store, "no checks", [run_id], items_per_run=8, raters_per_item=1, attention_share=0,
+                                raters=["Dr C"])
+    checks = {invite.name: int(store.assignments(invite.rater_id).attention.sum()) for invite in invites + unchecked}
+    store.close()
+    assert checks == {"Dr A": 1, "Dr B": 1, "Dr C": 0}
 
 
 # -- the app: who gets which page ---------------------------------------------------------------------------------------

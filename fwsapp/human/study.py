@@ -56,9 +56,10 @@ class Study:
 
     def describe(self) -> str:
         """The study's design in a sentence, as the Study page and `study status` say it."""
+        checks = (f"{self.attention_share:.0%} of each rater's items (at least one) shown twice as attention checks"
+                  if self.attention_share else "no attention checks")
         return (f"{counted(len(self.runs), 'run', 'runs')}, {counted(self.raters_per_item, 'rater', 'raters')} per item, "
-                f"{self.attention_share:.0%} of each rater's items shown twice as attention checks"
-                + (", with the disease-name verdicts." if self.entity_task else "."))
+                f"{checks}" + (", with the disease-name verdicts." if self.entity_task else "."))
 
 
 @dataclass(frozen=True)
@@ -183,11 +184,17 @@ def invite(store: Store, chosen: Study, names: list[str]) -> list[Invite]:
         own = chosen_items[index]
         order = _seeded(rater_id, "order")
         positions = order.sample(range(len(own)), len(own))
-        checks = set(order.sample(range(len(own)), round(chosen.attention_share * len(own))))
+        checks = set(order.sample(range(len(own)), attention_checks(chosen.attention_share, len(own))))
         store.add_rater(rater_id, chosen.study_id, name, access.token_hash(token),
                         [(run_id, sample_idx, positions[i], i in checks) for i, (run_id, sample_idx) in enumerate(own)])
         invites.append(Invite(rater_id, name, token))
     return invites
+
+
+def attention_checks(share: float, items: int) -> int:
+    """How many of a rater's items come back as attention checks: the share, rounded, and at least one where the share
+    is above 0 (10 % of a pilot's 4 items rounded to none, and no rater's attention was ever checked)."""
+    return max(1, round(share * items)) if share > 0 and items else 0
 
 
 def rater_for(store: Store, token: str) -> str | None:
