@@ -348,6 +348,21 @@ def test_the_report_counts_unreachable_pairs_apart_from_failed_ones(store):
     assert (row["Judge failed"], row["Judge unreachable"]) == (1, 2)
 
 
+def test_a_judge_that_gave_no_verdict_is_not_named_as_a_source_of_the_figures(store):
+    """A judge that was never reached (a mistyped model, a server down) was named in Table 4's and the FWS page's
+    title ("judge: far-judge, gpt-4o") beside the judge whose verdicts the figures are; the runs table still names it
+    among the judges the run was asked of."""
+    from fwsapp.results.report import build_report
+    from fwsapp.results.tables import report_tables, runs_table
+
+    judged_by(store, "gpt-4o", same=False)
+    judged_by(store, "far-judge", same=False, statuses=("unreachable", "failed", "unreachable", "unreachable"))
+    report = build_report(store)
+    assert report["judges"] == "gpt-4o"
+    assert "Table 4: FWS (Auto and judge: gpt-4o), α = 0.4, β = 0.2" in [title for title, _ in report_tables(report)]
+    assert runs_table(report).Judge.tolist() == ["far-judge, gpt-4o"]  # the one run, asked of both
+
+
 def test_when_no_verdict_parses_the_cli_and_the_apps_job_fail_alike(store, capsys):
     from fwsapp.cli import main
     from fwsapp.orchestration.jobs import JobManager

@@ -37,8 +37,9 @@ def counted_judgments(judgments: pd.DataFrame, include_smoke_tests: bool = False
 
 
 def judges_label(judgments: pd.DataFrame) -> str:
-    """'gpt-4o', or several joined: the judges a figure's verdicts come from ('no verdicts yet' when none)."""
-    models = sorted(set(judgments.judge_model)) if not judgments.empty else []
+    """'gpt-4o', or several joined: the judges a figure's verdicts come from ('no verdicts yet' when none); a judge
+    whose every answer failed to parse, or that was never reached, gave none."""
+    models = sorted(set(judgments.judge_model[judgments.status == "ok"])) if not judgments.empty else []
     return ", ".join(map(judge_name, models)) or "no verdicts yet"
 
 
