@@ -163,6 +163,8 @@ def test_an_unreachable_judge_exits_non_zero_with_grouped_reasons_and_is_retried
     assert "could not be reached for any of the 3 pairs" in err and "3 × connection failed" in err
     assert main(args) == 1  # nothing was recorded as final: all 3 are asked for again
     assert "any of the 3 pairs" in capsys.readouterr().err
+    reasons = Store(store.path, read_only=True).judgments([run_id]).reason
+    assert reasons.str.startswith("gave up after 1 attempt; last: ").all(), reasons  # the page read "1 attempts"
 
 
 def test_a_judge_that_is_never_reached_stops_the_run_after_a_few_pairs_in_a_row(store, capsys):

@@ -12,6 +12,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, TypeVar
 
+from fwsapp import counted
+
 log = logging.getLogger(__name__)
 
 # A reply is read whole within the request's timeout (the SDK's own timeout is per socket read, so a server trickling
@@ -169,7 +171,7 @@ def with_retries(call: Callable[[], Reply], attempts: int, stop: threading.Event
             return call()
         except TransientServerError as error:
             if attempt == attempts or stop.is_set():
-                raise final(f"gave up after {attempt} attempts; last: {error}") from None
+                raise final(f"gave up after {counted(attempt, 'attempt', 'attempts')}; last: {error}") from None
             delay = min(backoff_cap, backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
             if error.retry_after is not None:
                 delay = max(delay, error.retry_after)
