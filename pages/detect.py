@@ -299,7 +299,7 @@ def token_level_view(selected, labels: dict[str, str]) -> None:
         else:
             token_view(run.method, tokens, found)
             st.caption(f"Score {markup.score_text(found.score, score_label(run.method))} over "
-                       f"{found.num_tokens_scored} tokens.")
+                       f"{counted(found.num_tokens_scored, 'token', 'tokens')}.")
 
 
 def redetect_form() -> None:
@@ -386,12 +386,12 @@ def detector_for_any_text() -> None:
         else:
             info = METHODS[method]
             flagged = info.is_watermarked(found.score, params)
-            st.metric(info.score_label, markup.score_text(found.score, info.score_label),
-                      help=f"{found.num_tokens_scored} tokens scored")
+            scored = counted(found.num_tokens_scored, "token", "tokens")
+            st.metric(info.score_label, markup.score_text(found.score, info.score_label), help=f"{scored} scored")
             st.write(f"Verdict at {info.verdict_rule(params)}: "
-                     f"**{'watermarked' if flagged else 'not watermarked'}** ({found.num_tokens_scored} tokens scored)")
+                     f"**{'watermarked' if flagged else 'not watermarked'}** ({scored} scored)")
             if found.num_tokens_scored < MIN_TOKENS_FOR_VERDICT:
-                st.warning(f"Only {found.num_tokens_scored} tokens were scored. A verdict needs about "
+                st.warning(f"Only {counted(found.num_tokens_scored, 'token was', 'tokens were')} scored. A verdict needs about "
                            f"{MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
                            "either way. Paste a longer text.")
             token_view(method, tokens, found, windowed(method, params, found, int(window)) if window else None)

@@ -526,7 +526,8 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
     from fwsapp.sample_size import MINIMUM, shown
 
     humans = human_means(rated)
-    st.caption(f"{rated.rater.nunique()} raters, {len(rated) // 2} ratings of {len(humans) // 2} items.")
+    st.caption(f"{counted(rated.rater.nunique(), 'rater', 'raters')}, "
+               f"{counted(len(rated) // 2, 'rating', 'ratings')} of {counted(len(humans) // 2, 'item', 'items')}.")
     st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
     correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
                                      judge_label)
