@@ -33,6 +33,12 @@ def load_implementation(implementation: str):
     return getattr(import_module(module), attribute)
 
 
+def _bound(value: float) -> str:
+    """A range's end as written: a whole number exactly ("1,099,511,627,775", which "1.09951e+12" rounded, so a key
+    just past the end read as in range), any other number in its shortest form."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True)
 class Param:
     """What values a parameter takes, with one line of help: a numeric range, or a set of choices."""
@@ -56,11 +62,12 @@ class Param:
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices)) + (", or a file" if self.or_file else "")
         if self.low is not None and self.high is not None:
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+            return (f"in {'(' if self.open_low else '['}{_bound(self.low)}, {_bound(self.high)}"
+                    f"{')' if self.open_high else ']'}")
         if self.low is not None:
-            return f"{'>' if self.open_low else '≥'} {self.low:g}"
+            return f"{'>' if self.open_low else '≥'} {_bound(self.low)}"
         if self.high is not None:
-            return f"{'<' if self.open_high else '≤'} {self.high:g}"
+            return f"{'<' if self.open_high else '≤'} {_bound(self.high)}"
         return "a finite number"
 
     def names_a_variable(self, value) -> bool:

@@ -368,3 +368,12 @@ def test_every_parameter_is_typed_one_way_from_text_and_from_values(axis, name, 
     wrong = [1, 2] if isinstance(default, (bool, int, float, str)) else None
     with pytest.raises(ValueError, match=re.escape(f"{entry.name}: ") + r".* must be "):
         entry.typed_params({key: wrong})
+
+
+@pytest.mark.parametrize("axis, name, key", DECLARED, ids=["-".join(case) for case in DECLARED])
+def test_every_parameter_declares_its_meaning_and_valid_values(axis, name, key):
+    """The command line's --help, the pages' forms and `doctor` read a parameter's help and range from its entry: the
+    post-hoc detectors' thresholds and DetectGPT's seed declared none, so --help listed "threshold=-1.0" alone."""
+    spec = AXES[axis][name].params[key][1]
+    assert spec is not None and spec.help.strip() and spec.help != key, (name, key)
+    assert spec.describe(), (name, key)

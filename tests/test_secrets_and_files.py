@@ -35,11 +35,12 @@ def db(tmp_path):
 
 # -- item 21: a key given as $VAR is checked as a literal one is ------------------------------------------------------
 @pytest.mark.parametrize("value, expected", [
-    (str(2**40 + 1), "KGW: hash_key: the key in $FWSAPP_TEST_HOSTILE_KEY is out of range; it must be in [0, 1.09951e+12]"),
+    # the exact end (it read "1.09951e+12", so a key just past it looked in range)
+    (str(2**40 + 1), "KGW: hash_key: the key in $FWSAPP_TEST_HOSTILE_KEY is out of range; it must be in [0, 1,099,511,627,776]"),
     ("-7", "is out of range"),
     (str(2**70), "is out of range"),
     ("abc", "KGW's hash_key: $FWSAPP_TEST_HOSTILE_KEY does not hold a whole number; set it to the key, a whole number "
-            "in [0, 1.09951e+12]"),
+            "in [0, 1,099,511,627,776]"),
     ("123 45", "does not hold a whole number"),
 ])
 def test_a_key_in_a_variable_is_held_to_the_range_of_a_written_key_and_never_echoed(db, capsys, monkeypatch, value,

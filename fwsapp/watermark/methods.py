@@ -524,12 +524,13 @@ _POST_HOC = {"post_hoc": True, "needs_model": True, "score_label": "score", "thr
              "standard_score": False}
 LOGRANK = MethodInfo(
     "LogRank", "Post-hoc: minus the mean log-rank of the tokens under the scoring model (no watermark).",
-    params={"threshold": (-1.0, None)}, **_POST_HOC,
+    params={"threshold": (-1.0, Param("score (minus the mean log-rank) above which a text is called model-written"))},
+    **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:LogRank",
 )
 FAST_DETECTGPT = MethodInfo(
     "Fast-DetectGPT", "Post-hoc: analytic sampling discrepancy under the scoring model itself (no watermark).",
-    params={"threshold": (2.0, None)}, **_POST_HOC,
+    params={"threshold": (2.0, Param("sampling discrepancy above which a text is called model-written"))}, **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:FastDetectGPT",
 )
 MASK_MODEL_VARIABLE = "FWSAPP_DETECTGPT_MASK_MODEL"
@@ -545,7 +546,8 @@ DETECTGPT = MethodInfo(
     params={"perturbations": (20, Param("perturbed copies per text", low=1)),
             "span_length": (2, Param("words per masked span", low=1)),
             "mask_fraction": (0.15, Param("share of words masked", low=0, high=1, open_low=True, open_high=True)),
-            "seed": (0, None), "threshold": (1.0, None)},
+            "seed": (0, Param("seeds which words are masked", low=0, high=2**31 - 1)),
+            "threshold": (1.0, Param("normalised log-likelihood drop above which a text is called model-written"))},
     **_POST_HOC,
     implementation="fwsapp.watermark.posthoc:DetectGPT", test_params={"perturbations": 4},
     unavailable=_mask_model_unavailable,
