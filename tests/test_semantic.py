@@ -169,7 +169,7 @@ def test_a_semstamp_run_records_each_answers_rejections_and_its_detection_reads_
 def test_semstamps_rejections_are_bounded_before_any_work():
     from fwsapp.generation.run_config import RunConfig
 
-    with pytest.raises(ValueError, match=r"max_rejections=1000000000000 is out of range; it must be in \[0, 10000\]"):
+    with pytest.raises(ValueError, match=r"max_rejections=1000000000000 is out of range; it must be in \[0, 10,000\]"):
         RunConfig(task="qa", method="SemStamp", params={"max_rejections": 10**12})
     with pytest.raises(ValueError, match=r"max_seconds=0.0 is out of range"):
         RunConfig(task="qa", method="SemStamp", params={"max_seconds": 0})
