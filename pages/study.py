@@ -1,9 +1,10 @@
 """Study: the researcher's view of a clinician study served to a team. Create it, invite raters (each gets a link whose
 token is shown once and stored only hashed), revoke links, follow progress, attention checks and agreement, settle
-disagreements, and export the ratings."""
+disagreements, export the ratings, and delete the study."""
 import pandas as pd
 import streamlit as st
 
+from fwsapp import counted
 from fwsapp.ui import render as markup
 from fwsapp.human import study
 from fwsapp.human.access import app_address_of_page, invite_link
@@ -17,6 +18,7 @@ through_router()
 
 NEW_LINKS = "study-new-links"  # links just made, shown until the admin leaves the page's session
 REVOKED = "study-revoked"  # whose link was just revoked, said once after the rerun
+DELETED = "study-deleted"  # the study just deleted, said once after the rerun
 
 
 def remember_links(invites: list[study.Invite]) -> None:
@@ -96,6 +98,17 @@ def links_panel(chosen: study.Study) -> None:
                    "the raters you invite next.")
 
 
+def delete_panel(chosen: study.Study) -> None:
+    """Delete the study, once its name is typed: its links and its raters' answers go, its runs stay."""
+    st.warning(markup.message(study.deletion_question(resources.store(), chosen)))
+    typed = st.text_input("Type the study's name to confirm", key=f"study-delete-{chosen.study_id}").strip()
+    if st.button("Delete this study", disabled=typed != chosen.name):
+        deleted = study.delete(resources.store(), chosen)
+        st.session_state[DELETED] = (chosen.name, sum(deleted.values()))
+        st.session_state.pop("study-chosen", None)
+        st.rerun()
+
+
 def render() -> None:
     """The study the admin runs: create it, invite raters, watch their progress, close it."""
     st.title("Study")
@@ -103,6 +116,9 @@ def render() -> None:
                "own order, and never learns which answer carries the watermark.")
     runs = widgets.runs_or_stop()
     show_new_links()
+    if DELETED in st.session_state:
+        name, rows = st.session_state.pop(DELETED)
+        st.success(markup.message(f"Deleted the study {name!r} ({counted(rows, 'row', 'rows')}); its runs stay."))
     create_form(runs)
     studies = queries.studies(resources.revision())
     legacy = queries.legacy_raters(resources.revision())
@@ -118,8 +134,8 @@ def render() -> None:
                         key="study-chosen")
     chosen = study.study(resources.store(), name)
     st.caption(chosen.describe())
-    progress, agreement, adjudication, links, export = st.tabs(
-        ["Progress", "Agreement", "Disagreements", "Links", "Export"])
+    progress, agreement, adjudication, links, export, delete = st.tabs(
+        ["Progress", "Agreement", "Disagreements", "Links", "Export", "Delete"])
     revision = resources.revision()
     with progress:
         st.subheader("Raters")
@@ -157,6 +173,8 @@ def render() -> None:
             for kind, file_format in EXPORT_FORMATS.items():
                 widgets.download(f"Entity verdicts ({kind})", study.ratings_file(verdicts, kind),
                                  f"{chosen.name}.entities.{kind}", file_format.mime, disabled=verdicts.empty)
+    with delete:
+        delete_panel(chosen)
 
 
 render()

@@ -253,7 +253,7 @@ def test_every_commands_own_help_says_what_it_does_and_what_each_option_is(capsy
                     yield from commands(sub, (*path, name))
 
     every = dict(commands(build_parser()))
-    assert ("score",) in every and ("study", "export") in every and len(every) == 18 + 5
+    assert ("score",) in every and ("study", "export") in every and len(every) == 18 + 6
     assert [" ".join(path) for path, parser in every.items() if not parser.description] == []
     unexplained = [f"{' '.join(path)} {action.option_strings[0]}" for path, parser in every.items()
                    for action in parser._actions if action.option_strings and not action.help]

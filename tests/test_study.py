@@ -1,6 +1,7 @@
 """A clinician study on a shared server (issue 36): invite tokens stored only hashed and compared in constant time,
 raters who see only their own items in their own order, attention checks with A and B swapped, what the researcher
 reads, and an app that refuses to serve a network without an admin token."""
+import html
 import re
 import threading
 from pathlib import Path
@@ -399,6 +400,48 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     assert "No study 'nope'" in capsys.readouterr().err
 
 
+def test_a_study_is_deleted_with_its_links_and_answers_after_asking_and_then_its_runs_can_go(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """A run a study uses could not be deleted "while the study does", and nothing deleted a study: a trial study kept
+    its runs, its name and its links for ever."""
+    from fwsapp.cli import main
+
+    db = tmp_path / "delete.duckdb"
+    run_id = imported_qa_db(db, 8)
+    store = Store(db)
+    _, (invite,) = study.create(store, "pilot", [run_id], items_per_run=4, raters_per_item=1, attention_share=0.25,
+                                raters=["Dr A"])
+    rate_all(store, invite.rater_id)
+    store.close()
+    assert main(["runs", "--delete", run_id, "--yes", "--db", str(db)]) == 2
+    assert "`python -m fwsapp study delete --study NAME`" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["study", "delete", "--study", "pilot", "--db", str(db)]) == 2  # nobody to ask
+    assert "no terminal to confirm on; add --yes" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    asked = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "pilot?")
+    assert main(["study", "delete", "--study", "pilot", "--db", str(db)]) == 1
+    assert "Not deleted." in capsys.readouterr().out
+    assert asked == ["Delete the study 'pilot'? 1 rater loses their link, and 4 ratings and the raters' other answers "
+                     "are deleted with it (export them first: they cannot be brought back). Its runs stay. Type pilot to "
+                     "confirm: "]
+    assert main(["study", "delete", "--study", "pilot", "--yes", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.startswith("Deleted the study 'pilot': human_ratings 4, attention_ratings 1, ")
+    store = Store(db)
+    assert study.rater_for(store, invite.token) is None and store.studies().empty
+    left = store.row("SELECT (SELECT count(*) FROM human_ratings) + (SELECT count(*) FROM attention_ratings) + "
+                     "(SELECT count(*) FROM raters) + (SELECT count(*) FROM study_assignments) + "
+                     "(SELECT count(*) FROM study_items)")[0]
+    assert left == 0 and store.runs().run_id.tolist() == [run_id]
+    study.create(store, "pilot", [run_id], items_per_run=1, raters_per_item=1)  # the name is free again
+    store.close()
+    assert main(["study", "delete", "--study", "pilot", "--yes", "--db", str(db)]) == 0
+    assert main(["study", "delete", "--study", "pilot", "--yes", "--db", str(db)]) == 2  # gone: one clear line
+    assert "No study 'pilot'" in capsys.readouterr().err
+    assert main(["runs", "--delete", run_id, "--yes", "--db", str(db)]) == 0
+
+
 def test_the_status_of_a_study_with_no_rater_says_how_to_invite_one(tmp_path, capsys):
     from fwsapp.cli import main
 
@@ -590,6 +633,24 @@ def test_the_study_page_creates_a_study_shows_its_links_once_and_follows_it(serv
     store.close()
     next(button for button in app.button if button.label == "I have sent the links").click().run()
     assert not [code for code in app.code if "?invite=" in code.value]  # shown once
+
+
+def test_the_study_page_deletes_a_study_once_its_name_is_typed(served_study, app_db):
+    from streamlit.testing.v1 import AppTest
+
+    _, created, invites = served_study
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.switch_page("pages/study.py").run()
+    delete = next(button for button in app.button if button.label == "Delete this study")
+    assert delete.disabled and any("2 raters lose their links, and 0 ratings" in html.unescape(warning.value)
+                                   for warning in app.warning)
+    app.text_input(key=f"study-delete-{created.study_id}").set_value("pilot").run()
+    next(button for button in app.button if button.label == "Delete this study").click().run()
+    assert not app.exception and any("Deleted the study 'pilot'" in html.unescape(note.value) for note in app.success)
+    assert "No study yet: create one above." in [info.value for info in app.info]
+    store = Store(app_db)
+    assert store.studies().empty and study.rater_for(store, invites[0].token) is None
+    store.close()
 
 
 def test_the_entity_task_asks_the_rater_for_verdicts_on_introduced_names_filed_under_their_id(app_db):

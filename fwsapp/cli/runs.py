@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from fwsapp.cli.options import command, output_file, task_option
-from fwsapp.cli.terminal import existing_store, table_text
+from fwsapp.cli.terminal import deletion_confirmed, existing_store, table_text
 
 
 def register(commands) -> None:
@@ -62,14 +62,9 @@ def cmd_runs(args) -> int:
             raise ValueError("--delete needs a run id: `python -m fwsapp runs` lists them.")
         store = existing_store(args.db)
         run = store.run(args.delete)  # an unknown id: one line, nothing asked
-        if not args.yes and not sys.stdin.isatty():  # a script or CI: nobody to answer
-            raise ValueError(f"--delete {args.delete}: no terminal to confirm on; add --yes to delete without asking.")
-        if not args.yes:
-            answer = input(f"Delete run {args.delete} ({run['method']}, {run['task']}, {run['model']}) and every row "
-                           "that belongs to it? Type the run id to confirm: ")
-            if answer.strip() != args.delete:
-                print("Not deleted.")
-                return 1
+        if not deletion_confirmed(f"--delete {args.delete}", f"Delete run {args.delete} ({run['method']}, {run['task']}, "
+                                  f"{run['model']}) and every row that belongs to it?", args.delete, args.yes):
+            return 1
         deleted = store.delete_run(args.delete)
         print(f"Deleted run {args.delete}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
         return 0

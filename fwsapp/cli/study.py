@@ -6,14 +6,14 @@ import sys
 
 from fwsapp import counted
 from fwsapp.cli.options import command, db, output_file, subcommand
-from fwsapp.cli.terminal import existing_store, table_text
+from fwsapp.cli.terminal import deletion_confirmed, existing_store, table_text
 
 
 def register(commands) -> None:
     from fwsapp.human.access import DEFAULT_APP_ADDRESS
 
     study_command = command(commands, cmd_study, "study", database=False,
-        help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it")
+        help="a clinician study served to a team: create it, invite or revoke raters, follow it, export it, delete it")
     actions = study_command.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = subcommand(actions, "create", help="draw a study's items from runs and print each rater's invite link")
     create.add_argument("--name", required=True, help="the study's name, as `status` and `export` take it")
@@ -42,7 +42,11 @@ def register(commands) -> None:
     export_study.add_argument("--study", required=True, help="its name or id")
     output_file(export_study, "a .csv or .parquet file (with an Entities task, the verdicts go beside it: "
                 "NAME.entities.csv)", required=True)
-    for action in (create, invite, revoke, status, export_study):
+    delete = subcommand(actions, "delete", help="delete a study with its raters' links and ratings (asks first); "
+                        "its runs stay")
+    delete.add_argument("--study", required=True, help="its name or id")
+    delete.add_argument("--yes", action="store_true", help="do not ask")
+    for action in (create, invite, revoke, status, export_study, delete):
         db(action)
 
 
@@ -75,6 +79,14 @@ def cmd_study(args) -> int:
               "their links.")
         disagreements = study.disagreements(study.ratings(store, chosen))
         print(f"\n{counted(len(disagreements), 'aspect', 'aspects')} of texts whose raters are {study.DISAGREEMENT}+ points apart")
+        return 0
+    elif args.action == "delete":
+        chosen = study.study(store, args.study)
+        if not deletion_confirmed(f"study delete --study {args.study}", study.deletion_question(store, chosen),
+                                  chosen.name, args.yes):
+            return 1
+        deleted = study.delete(store, chosen)
+        print(f"Deleted the study {chosen.name!r}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
         return 0
     else:
         rows = study.export(store, study.study(store, args.study), args.out, force=args.force)

@@ -129,6 +129,19 @@ def existing_store(path):
     return Store(path)
 
 
+def deletion_confirmed(option: str, question: str, answer: str, yes: bool) -> bool:
+    """Whether a deletion goes ahead: at once with --yes; else the person at the terminal types `answer` (the id or
+    name) after `question`. Without a terminal and without --yes, refused: nobody is there to answer."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():  # a script or CI
+        raise ValueError(f"{option}: no terminal to confirm on; add --yes to delete without asking.")
+    if input(f"{question} Type {answer} to confirm: ").strip() == answer:
+        return True
+    print("Not deleted.")
+    return False
+
+
 def opened_targets(args):
     """The database the command names, and the runs it targets there (each checked to exist)."""
     store = existing_store(args.db)

@@ -210,6 +210,21 @@ def revoke(store: Store, rater_id: str) -> int:
     return int(store.assignments(rater_id).rated.isna().sum())
 
 
+def delete(store: Store, chosen: Study) -> dict[str, int]:
+    """Delete a study with its raters' links and everything they gave; returns the rows deleted per table. Its runs
+    stay, and can be deleted once no study uses them."""
+    return store.delete_study(chosen.study_id)
+
+
+def deletion_question(store: Store, chosen: Study) -> str:
+    """What deleting a study loses, asked before it is done."""
+    progress = rater_progress(store, chosen)
+    rated = int(progress.rated.sum()) if not progress.empty else 0
+    return (f"Delete the study {chosen.name!r}? {counted(len(progress), 'rater loses their link', 'raters lose their links')}"
+            f", and {counted(rated, 'rating', 'ratings')} and the raters' other answers are deleted with it (export them "
+            "first: they cannot be brought back). Its runs stay.")
+
+
 def rater_study(store: Store, rater_id: str) -> Study:
     raters = store.raters()
     return study(store, raters.loc[raters.rater_id == rater_id, "study_id"].iloc[0])

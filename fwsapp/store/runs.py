@@ -81,7 +81,8 @@ class RunTables(StoreCore):
                 named = studies[0] if len(studies) == 1 else f"{', '.join(studies[:-1])} and {studies[-1]}"
                 raise StoreError(f"Run {run_id} is in the {'study' if len(studies) == 1 else 'studies'} {named}: its "
                                  "raters' items would be lost. Nothing was deleted; a run a study uses stays while the "
-                                 "study does.")
+                                 "study does (`python -m fwsapp study delete --study NAME`, or the Study page, deletes "
+                                 "a study).")
             for table in tables:
                 deleted[table] = cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         return deleted

@@ -96,3 +96,17 @@ class StudyTables(StoreCore):
                                "revised = ? WHERE rater = ? AND run_id = ? AND sample_idx = ?",
                                [watermarked, unwatermarked, seconds, now(), *key])
         return not given or replace
+
+    def delete_study(self, study_id: str) -> dict[str, int]:
+        """Delete a study with what its raters gave (ratings, skips, attention checks' second ratings, verdicts on
+        names), their links and assignments, and its items, in one transaction; returns the rows deleted per table.
+        The runs stay, and so does each item's A/B order (other studies and the Rate page may show it)."""
+        raters = "(SELECT rater_id FROM raters WHERE study_id = ?)"
+        given = {table: f"DELETE FROM {table} WHERE rater IN {raters}"
+                 for table in ("human_ratings", "human_skips", "attention_ratings", "entity_verdicts", "fact_verdicts")}
+        statements = {**given, "study_assignments": f"DELETE FROM study_assignments WHERE rater_id IN {raters}",
+                      "raters": "DELETE FROM raters WHERE study_id = ?",
+                      "study_items": "DELETE FROM study_items WHERE study_id = ?",
+                      "studies": "DELETE FROM studies WHERE study_id = ?"}
+        with self.transaction() as cursor:
+            return {table: cursor.execute(statement, [study_id]).fetchone()[0] for table, statement in statements.items()}
