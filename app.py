@@ -69,6 +69,7 @@ with st.sidebar:
                                for row in queries.setup_checks().itertuples()))
         st.caption("The same as `python -m fwsapp doctor`: what fits in memory, what is available offline.")
 
+widgets.done_notice()  # what the click that reran the page did, above the page it reran
 pages.run()
 widgets.models_in_use(models_in_use)  # again: the page may have loaded one (the Playground, the Detect page's text box)
 widgets.own_writes_drawn(writes_before_page)

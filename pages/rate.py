@@ -40,8 +40,7 @@ def render() -> None:
             st.stop()
         if st.button(f"Add {int(DEFAULT_FRACTION * 100)} % of every run's samples to rate", type="primary"):
             added = sum(sample_items(store, run_id, DEFAULT_FRACTION) for run_id in runs.run_id)
-            st.success(f"Added {counted(added, 'item', 'items')}.")
-            st.rerun()
+            widgets.rerun_saying(f"Added {counted(added, 'item', 'items')}.")
         st.caption("The FWS page (Choose items for human rating) picks runs and shares one by one.")
     elif not queue.done:
         st.info(f"All {queue.total} items already have their {RATERS_PER_ITEM} ratings from other raters, so none is left "

@@ -54,8 +54,8 @@ def render() -> None:
             st.warning(f"{busy.label} is generating this run: cancel it first (its page has Cancel), then delete.")
         if st.button("Delete this run", disabled=typed != doomed or busy is not None):
             deleted = resources.store().delete_run(doomed)
-            st.success(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in deleted.items() if count))
-            st.rerun()
+            widgets.rerun_saying(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in
+                                                                     deleted.items() if count))
     downloads = st.columns(2)
     widgets.download("Download Markdown", table_html(report, "markdown"), "fwsapp-tables.md", "text/markdown",
                      downloads[0])

@@ -17,8 +17,6 @@ from fwsapp.ui.router import through_router
 through_router()
 
 NEW_LINKS = "study-new-links"  # links just made, shown until the admin leaves the page's session
-REVOKED = "study-revoked"  # whose link was just revoked, said once after the rerun
-DELETED = "study-deleted"  # the study just deleted, said once after the rerun
 
 
 def remember_links(invites: list[study.Invite]) -> None:
@@ -90,12 +88,9 @@ def links_panel(chosen: study.Study) -> None:
         revoked = st.selectbox("Revoke a link", list(labels), format_func=lambda rater_id: f"{labels[rater_id]} ({rater_id})",
                                index=None, placeholder="choose a rater")
         if st.button("Revoke", disabled=revoked is None, help="The link stops working at once; the ratings given stay."):
-            st.session_state[REVOKED] = (labels[revoked], study.revoke(store, revoked))
-            st.rerun()
-    if REVOKED in st.session_state:
-        name, unrated = st.session_state.pop(REVOKED)
-        st.success(f"Revoked the link of {name}: it opens nothing from now on. Their {unrated} unrated items go to "
-                   "the raters you invite next.")
+            unrated = study.revoke(store, revoked)
+            widgets.rerun_saying(f"Revoked the link of {labels[revoked]}: it opens nothing from now on. Their "
+                                 f"{counted(unrated, 'unrated item goes', 'unrated items go')} to the raters you invite next.")
 
 
 def delete_panel(chosen: study.Study) -> None:
@@ -104,9 +99,9 @@ def delete_panel(chosen: study.Study) -> None:
     typed = st.text_input("Type the study's name to confirm", key=f"study-delete-{chosen.study_id}").strip()
     if st.button("Delete this study", disabled=typed != chosen.name):
         deleted = study.delete(resources.store(), chosen)
-        st.session_state[DELETED] = (chosen.name, sum(deleted.values()))
         st.session_state.pop("study-chosen", None)
-        st.rerun()
+        widgets.rerun_saying(f"Deleted the study {chosen.name!r} ({counted(sum(deleted.values()), 'row', 'rows')}); "
+                             "its runs stay.")
 
 
 def render() -> None:
@@ -116,9 +111,6 @@ def render() -> None:
                "own order, and never learns which answer carries the watermark.")
     runs = widgets.runs_or_stop()
     show_new_links()
-    if DELETED in st.session_state:
-        name, rows = st.session_state.pop(DELETED)
-        st.success(markup.message(f"Deleted the study {name!r} ({counted(rows, 'row', 'rows')}); its runs stay."))
     create_form(runs)
     studies = queries.studies(resources.revision())
     legacy = queries.legacy_raters(resources.revision())

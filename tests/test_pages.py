@@ -623,6 +623,11 @@ def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
     app.text_input(key="delete-confirm").set_value(doomed).run()
     next(button for button in app.button if button.label == "Delete this run").click().run()
     assert not app.exception
+    # said on the page the deletion reran (it was said, then wiped by the rerun before anyone read it)
+    said = [html.unescape(note.value).replace("\u2060", "") for note in app.success]
+    assert len(said) == 1 and said[0].startswith(f"Deleted run {doomed}: generations 200, "), said
+    app.run()
+    assert not app.success  # once
     store = Store(app_db)  # the app holds the file open: the same configuration shares it
     assert sorted(store.runs().run_id) == sorted(set(run_ids) - {doomed})
     assert store.judgments([doomed]).empty and store.generations(doomed).empty

@@ -679,6 +679,7 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
     assert any("No items to rate yet" in info.value for info in app.info)
     next(button for button in app.button if button.label.startswith("Add 10 % of every run")).click().run()
     assert not app.exception and app.progress  # an item to rate is shown at once
+    assert [shown(note.value) for note in app.success] == ["Added 1 item."]  # wiped by the rerun before
     disease_view(app.switch_page("pages/entities.py").run())
     next(button for button in app.button if button.label == "Analyse every run now").click().run()
     deadline = time.time() + 120

@@ -307,6 +307,22 @@ def _bound(spec, side: str, kind: type):
     return kind(getattr(spec, side))
 
 
+DONE_NOTICE = "done-notice"  # what an action just did, said once on the page its rerun draws
+
+
+def rerun_saying(notice: str) -> None:
+    """Rerun the page (so every table shows the change), then say `notice` there: said before the rerun, it was
+    wiped by the rerun before anyone read it."""
+    st.session_state[DONE_NOTICE] = notice
+    st.rerun()
+
+
+def done_notice() -> None:
+    """Say, once, what the action that reran the page did (`rerun_saying`)."""
+    if notice := st.session_state.pop(DONE_NOTICE, None):
+        st.success(render.message(notice))
+
+
 def download(label: str, data, file_name: str, mime: str, container=st, **options) -> None:
     """A download button that does not rerun the app: a rerun redraws the page under the reader, and one that lands
     as they click another tab can leave them on the tab they left."""
