@@ -284,6 +284,22 @@ def test_a_zero_strength_attack_is_detected_exactly_as_the_clean_run(run_copy, l
         clean_row["auroc"], clean_row["still_detected"], clean_row["tpr_at_fpr"])
 
 
+def test_an_attack_is_read_against_the_clean_set_scored_as_it_was_not_a_windowed_or_deduplicated_one(run_copy, lm):
+    """A windowed (WinMax) and a deduplicated detection of the run's texts, same method, parameters and tokenizer,
+    were taken for the attack's clean set too: their negatives were pooled with the whole texts' (12 negatives of 4
+    texts), so the attack's AUROC and the clean baseline were read against other statistics."""
+    store, run_id = run_copy
+    samples = store.count("generations", run_id)
+    pipeline.detect(store, [run_id], lambda name: lm, window=16)
+    pipeline.detect(store, [run_id], lambda name: lm, deduplicate=True)
+    clean, attacked = pipeline.attack(store, [run_id], lambda name: lm, attack="synonym", params={"ratio": 0}, seed=0)
+    pipeline.detect(store, [run_id], lambda name: lm, window=8)  # after the attack too
+    clean_row, row = summaries(store, [run_id])
+    assert clean_row["set_id"] == clean.set_id and clean_row["negative_texts"] == row["negative_texts"] == samples
+    assert (row["auroc"], row["still_detected"], row["tpr_at_fpr"]) == (
+        clean_row["auroc"], clean_row["still_detected"], clean_row["tpr_at_fpr"])
+
+
 def test_a_killed_attack_resumes_with_no_duplicates_and_the_texts_of_an_uninterrupted_one(run_copy, monkeypatch):
     import threading
 

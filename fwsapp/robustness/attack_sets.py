@@ -293,9 +293,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     for entry in attacked_sets.itertuples():
         attack = attacks.loc[entry.attack_set_id]
         params = json.loads(attack.params)
-        same = clean_sets[(clean_sets.run_id == entry.run_id) & (clean_sets.method == entry.method)
-                          & (clean_sets.params == entry.params) & (clean_sets.tokenizer == entry.tokenizer)
-                          & (clean_sets.normalize.fillna("") == (entry.normalize or ""))]
+        same = clean_sets[scored_alike(clean_sets, entry)]
         clean = scores[scores.set_id.isin(same.set_id)]
         own = scores[scores.set_id == entry.set_id]
         negative = roc.negative_kind(set(clean.text_kind), entry.method)
@@ -332,6 +330,20 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
                 "mentions_kept": None, "entity_survival": None, "mentions_introduced": 0,
                 **{survival_column(kind): None for kind in KINDS}}
     return list(baselines.values()) + found
+
+
+def scored_alike(sets: pd.DataFrame, entry) -> pd.Series:
+    """Which detection sets scored the run's own texts exactly as `entry` scored its attacked ones: the same method,
+    parameters, tokenizer, normalisation, window and deduplication. A windowed (WinMax) or deduplicated set of the same
+    detector scores other statistics; pooled with the whole texts' as negatives, they read an attack against 12
+    negatives of 4 texts."""
+    def window(value) -> int:
+        return 0 if pd.isna(value) else int(value)
+
+    return ((sets.run_id == entry.run_id) & (sets.method == entry.method) & (sets.params == entry.params)
+            & (sets.tokenizer == entry.tokenizer) & (sets.normalize.fillna("") == (entry.normalize or ""))
+            & (sets.window_tokens.map(window) == window(entry.window_tokens))
+            & (sets.deduplicate.fillna(False).astype(bool) == bool(entry.deduplicate)))
 
 
 def survival_column(kind: str) -> str:
