@@ -74,7 +74,8 @@ def test_kgw_deduplicated_is_the_z_of_the_first_occurrence_of_each_pair(tokenize
 def test_a_deduplicated_detection_set_is_kept_beside_the_plain_one_and_the_calibration_says_which(tmp_path, capsys):
     from fwsapp.cli import main
     from fwsapp.orchestration.importer import LogFile, import_logs
-    from fwsapp.results.report import calibration_frame
+    from fwsapp.detection.redetect import set_summaries
+    from fwsapp.results.report import calibration_frame, redetection_comparison
     from fwsapp.store import Store
 
     template = "Take one tablet by mouth twice daily with food. " * 12
@@ -99,6 +100,16 @@ def test_a_deduplicated_detection_set_is_kept_beside_the_plain_one_and_the_calib
     table = calibration_frame(store.runs(), store.detections([run_id]), sets, store.redetections(list(sets.set_id)))
     store.close()
     assert set(table["repeated pairs"]) == {"each scored", "scored once"}
+    # The Detect page's rows of these sets say how each read the texts: a windowed or normalised set of the same
+    # detector looked like the plain one there, with other scores.
+    for extra in (["--window", "16"], ["--normalize", "homoglyphs"]):
+        assert main(["detect", "--run", run_id, "--db", str(db), *extra]) == 0
+    store = Store(db)
+    rows = redetection_comparison(set_summaries(store, [run_id]))
+    store.close()
+    assert sorted(zip(rows["texts read"], rows["repeated pairs"])) == [
+        ("best 16-token window", "each scored"), ("whole", "each scored"), ("whole", "scored once"),
+        ("whole, homoglyphs normalised", "each scored")]
     assert main(["detect", "--run", run_id, "--db", str(db), "--method", "EXP-edit", "--deduplicate"]) == 2
     assert "EXP-edit is not seeded by the tokens before each position" in capsys.readouterr().err
 

@@ -222,6 +222,8 @@ def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, l
             "set_id": entry.set_id, "method": entry.method, "params": json.loads(entry.params),
             "tokenizer": entry.tokenizer, "negatives": negative, "texts_scored": int(own.score.notna().sum()),
             "deduplicate": bool(entry.deduplicate),
+            "window_tokens": None if pd.isna(entry.window_tokens) else int(entry.window_tokens),
+            "normalize": entry.normalize if isinstance(entry.normalize, str) else None,
             "auroc": block["auroc"] if block else None, "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
             "agreement": agreement(own, stored[(stored.run_id == entry.run_id) & (stored.detector == entry.method)])
             if bool(runs.loc[entry.run_id, "imported"]) else None,

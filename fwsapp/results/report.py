@@ -279,6 +279,9 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
             rows.append({
                 "run": f"{run_id} · {entry['set_id']}", "method": entry["method"], "tokenizer": entry["tokenizer"],
                 "green lists": generator, "repeated pairs": "scored once" if entry["deduplicate"] else "each scored",
+                # A windowed or normalised set of the same detector reads other scores: said beside them.
+                "texts read": (f"best {entry['window_tokens']}-token window" if entry.get("window_tokens") else "whole")
+                + (f", {entry['normalize']} normalised" if entry.get("normalize") else ""),
                 "max |Δ| vs imported": agreement.get("max_abs_diff"),
                 "AUROC": entry["auroc"],
                 **{f"TPR@FPR={key}": value for key, value in (entry["tpr_at_fpr"] or {}).items()},
