@@ -78,15 +78,14 @@ class Redetection:
 
 def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
            cancel: threading.Event | None = None, *, method: str | None = None, params: dict | None = None,
-           tokenizer: str | None = None, normalize: str | None = None,
-           attack_sets: dict[str, str] | None = None, by_length: bool = False,
+           tokenizer: str | None = None, normalize: str | None = None, by_length: bool = False,
            window: int | None = None, deduplicate: bool = False) -> list[Redetection]:
     """Score each run's stored texts again under `method` (default: the run's own) with `params` over the
     run's own, and `tokenizer` (default: the one its model implies), each text normalised first where `normalize`
-    names a normaliser: a detection set per run. With `attack_sets` (run id -> attack set), a run's attacked texts
-    are scored too, after its clean set (whose negatives they are compared with). `by_length` gives every text its
-    score at every length (fwsapp.detection.length); `window` scores each text's best window of that many tokens
-    (WinMax); `deduplicate` scores each repeated (context, token) pair once (fwsapp.detection.deduplication)."""
+    names a normaliser: a detection set per run (`attack` scores attacked texts through the same steps). `by_length`
+    gives every text its score at every length (fwsapp.detection.length); `window` scores each text's best window of
+    that many tokens (WinMax); `deduplicate` scores each repeated (context, token) pair once
+    (fwsapp.detection.deduplication)."""
     from fwsapp.detection.deduplication import deduplication_problem
     from fwsapp.detection.verdicts import verdict_method
 
@@ -97,8 +96,8 @@ def detect(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
         if deduplicate and (problem := deduplication_problem(run_method)):
             raise ValueError(problem)
     plans, tokenizers = _detection_plans(store, run_ids, method, params, tokenizer, normalize)
-    return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, attack_sets or {},
-                           by_length, window, deduplicate)
+    return _detect_planned(store, plans, tokenizers, model_loader, progress, cancel, normalize, {}, by_length, window,
+                           deduplicate)
 
 
 def lengths(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
