@@ -93,6 +93,10 @@ DATASETS = [
     ("data.jsonl", b'{"prompt": "a", "natural": "b"}\n{oops\n', ["data.jsonl, row 2", "broken JSON"]),
     ("data.json", json.dumps([{"title": "x"}]).encode(), ["data.json, row 1", "unknown columns"]),
     ("data.json", json.dumps({"prompt": "x"}).encode(), ["data.json", "expected a JSON list"]),
+    # which rule the rows of a raw table failed, and the other way in (it said "see docs/data.md" alone)
+    ("data.csv", b'question,answer\n"What is asthma?","A lung disease."\n"What is gout?",""\n',
+     ["data.csv: none of its 2 rows passes the paper's qa rule: a question of exactly 10 words ending in '?' and an "
+      "answer under 250 words. To take rows as they are, give each a 'prompt' and a 'reference' instead"]),
 ]
 
 GENERATE_ARGUMENTS = [

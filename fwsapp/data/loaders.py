@@ -10,7 +10,7 @@ import io
 import json
 from pathlib import Path
 
-from fwsapp.data.tasks import Sample, completion_sample, qa_sample, summarization_sample, task
+from fwsapp.data.tasks import RAW_RULES, Sample, completion_sample, qa_sample, summarization_sample, task
 from fwsapp.paths import DEMO_DATA_DIR, UPLOADS_DIR
 
 DEMO = "demo"
@@ -147,5 +147,7 @@ def _raw(task_name: str, name: str, rows: list[dict], columns: tuple[str, ...]) 
         if sample is not None:
             samples.append(sample)
     if not samples:
-        raise DatasetError(name, f"no row passes the {task_name} rules (see docs/data.md: Tasks and data).")
+        which = "its one row does not pass" if len(rows) == 1 else f"none of its {len(rows):,} rows passes"
+        raise DatasetError(name, f"{which} the paper's {task_name} rule: {RAW_RULES[task_name]}. To take rows as they "
+                           "are, give each a 'prompt' and a 'reference' instead (docs/data.md: Tasks and data).")
     return samples

@@ -58,6 +58,18 @@ def task(name: str) -> Task:
         raise ValueError(f"Unknown task '{name}'. Choose one of: {', '.join(TASKS)}.") from None
 
 
+# The rules below in words, for a raw table none of whose rows passes them.
+RAW_RULES = {
+    "completion": f"an answer of more than {COMPLETION_PROMPT_WORDS + COMPLETION_REFERENCE_WORDS} words (of its last "
+                  f"{COMPLETION_PROMPT_WORDS + COMPLETION_REFERENCE_WORDS}, the first {COMPLETION_PROMPT_WORDS} are the "
+                  f"prompt and the rest the reference)",
+    "qa": f"a question of exactly {QA_QUESTION_WORDS} words ending in '?' and an answer under {QA_MAX_ANSWER_WORDS} "
+          "words",
+    "summarization": f"a question of at most {SUMMARIZATION_MAX_INPUT_WORDS} words and a summary of at least "
+                     f"{SUMMARIZATION_MIN_SUMMARY_WORDS} words",
+}
+
+
 def completion_sample(answer: str) -> Sample | None:
     """HealthQA answers over 230 words: of the last 230, the first 30 prompt and the next 200 are the reference."""
     words = answer.split()
