@@ -98,8 +98,7 @@ def test_budget_cap_stops_cleanly_and_the_rest_resumes(store):
     run_id = make_run(store, n=10)
     with StubServer(latency=0.05) as stub:
         judge = backend(stub, model="gpt-4o")  # priced: 500 in + 120 out tokens = $0.00245 a call
-        pairs, _ = plan_pairs(store, [run_id], "gpt-4o", JudgeSettings())
-        usage, cost = estimate(pairs, "gpt-4o")
+        usage, cost = estimate(plan_pairs(store, [run_id], "gpt-4o", JudgeSettings()).pairs, "gpt-4o")
         assert usage.prompt_tokens > 0 and cost > 0
         outcome = run_judge(store, [run_id], judge, JudgeSettings(concurrency=2, budget_usd=0.006, **FAST))
         assert outcome.stopped == "budget"
@@ -501,3 +500,24 @@ def test_a_signal_ends_a_judge_stuck_on_an_endless_reply_within_ten_seconds(stor
         ended = time.monotonic() - sent
     assert ended < 10, (ended, err)
     assert process.returncode == 130 and "Traceback" not in err
+
+
+def test_a_sample_with_an_empty_answer_is_said_to_be_left_out_of_the_judging(store, capsys):
+    """The paper's logs have empty answers; their samples were left out without a word, so "196 pairs to judge" for a
+    run of 200 said nothing of the other 4."""
+    from fwsapp.cli import main
+
+    rows = [{"prompt": f"Question number {i} about gout?", "watermarked_text": "" if i == 1 else f"Watermarked {i}.",
+             "unwatermarked_text": f"Plain answer {i}.", "natural_text": f"Reference {i}."} for i in range(3)]
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()))
+    plan = plan_pairs(store, [run_id], "stub-judge", JudgeSettings())
+    assert [pair.sample_idx for pair in plan.pairs] == [0, 2]
+    assert plan.counted() == "2 pairs to judge (0 already judged; 1 sample with an empty answer is not judged)"
+    store.close()
+    with StubServer() as stub:
+        assert main(["judge", "--run", run_id, "--backend", "compatible", "--base-url", stub.base_url, "--judge-model",
+                     "stub-judge", "--db", str(store.path)]) == 0
+    printed = capsys.readouterr()
+    assert "2 pairs to judge (0 already judged; 1 sample with an empty answer is not judged), with stub-judge" in printed.err
+    assert "Judged 2, failed 0 (unparsable verdicts), skipped 0 already judged, 1 not judged (an empty answer)" in printed.out

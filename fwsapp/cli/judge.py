@@ -6,7 +6,6 @@ import os
 import sys
 import threading
 
-from fwsapp import counted
 from fwsapp.cli.options import command, target_options
 from fwsapp.cli.terminal import opened_targets, INTERRUPTED, first_interrupt_stops, model_loader, progress_bar
 
@@ -58,11 +57,11 @@ def cmd_judge(args) -> int:
     loader = model_loader(args)
     backend = pipeline.judge_backend(loader, args.backend, args.judge_model, args.base_url, args.timeout, api_key)
     judge_model = backend.model
-    pairs, skipped = plan_pairs(store, targets, judge_model, settings)
-    usage, cost = estimate(pairs, judge_model)
-    print(f"{counted(len(pairs), 'pair', 'pairs')} to judge with {judge_model} ({skipped} already judged): about "
+    plan = plan_pairs(store, targets, judge_model, settings)
+    usage, cost = estimate(plan.pairs, judge_model)
+    print(f"{plan.counted()}, with {judge_model}: about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
-          + (f", no cost, about {local_duration(len(pairs))} here" if JUDGE_BACKENDS[args.backend].in_process
+          + (f", no cost, about {local_duration(len(plan.pairs))} here" if JUDGE_BACKENDS[args.backend].in_process
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
     stop = threading.Event()
     with progress_bar(f"judge {judge_model}", "pair") as progress, first_interrupt_stops(

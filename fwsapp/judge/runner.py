@@ -98,6 +98,7 @@ class Outcome:
     failed: int = 0
     unreachable: int = 0
     skipped: int = 0
+    without_text: int = 0  # samples with an empty answer: no pair to judge
     reasons: Counter = field(default_factory=Counter)  # why pairs were unreachable, grouped
     stopped: str | None = None  # "budget", "cancelled" or "unreachable" when the run ended early
     usage: Usage = field(default_factory=Usage)
@@ -115,8 +116,9 @@ class Outcome:
         if self.unreachable:
             grouped = "; ".join(f"{count} × {reason}" for reason, count in self.reasons.most_common())
             unreachable = (f" {self.unreachable} unreachable ({grouped}); they are asked again on the next run.")
+        empty = f", {self.without_text} not judged (an empty answer)" if self.without_text else ""
         return (f"Judged {self.judged}, failed {self.failed} (unparsable verdicts), skipped {self.skipped} already "
-                f"judged, in {self.seconds:.1f} s; {self.usage.prompt_tokens:,} prompt + "
+                f"judged{empty}, in {self.seconds:.1f} s; {self.usage.prompt_tokens:,} prompt + "
                 f"{self.usage.completion_tokens:,} completion tokens{spent}.{ending}{unreachable}")
 
     @property
@@ -159,8 +161,23 @@ def watermarked_first(order_seed: int, run_id: str, sample_idx: int) -> bool:
     return digest[0] % 2 == 0
 
 
-def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: JudgeSettings) -> tuple[list[Pair], int]:
-    """The pairs still to judge, and how many were skipped because they are already stored."""
+@dataclass
+class PairPlan:
+    """The pairs still to judge, how many are judged already, and how many samples have no pair to judge: an empty
+    watermarked or unwatermarked answer (the paper's logs have some), which was left out without a word."""
+    pairs: list[Pair]
+    already_judged: int
+    without_text: int
+
+    def counted(self) -> str:
+        """'196 pairs to judge (0 already judged; 4 samples with an empty answer are not judged)'."""
+        empty = (f"; {counted(self.without_text, 'sample with an empty answer is', 'samples with an empty answer are')}"
+                 " not judged" if self.without_text else "")
+        return f"{counted(len(self.pairs), 'pair', 'pairs')} to judge ({self.already_judged} already judged{empty})"
+
+
+def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: JudgeSettings) -> PairPlan:
+    """The pairs still to judge, how many are stored already, and how many samples have an empty answer."""
     existing = store.judgments(run_ids)
     existing = existing[(existing.judge_model == judge_model) & (existing.prompt_version == prompts.PROMPT_VERSION)]
     existing = existing[existing.status != UNREACHABLE]  # transport failures are always asked again
@@ -169,11 +186,12 @@ def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: Jud
     done = {
         (row.run_id, row.sample_idx, bool(row.watermarked_first), row.texts_hash) for row in existing.itertuples()
     }
-    pairs, skipped = [], 0
+    pairs, skipped, without_text = [], 0, 0
     for run_id in run_ids:
         task = store.run(run_id)["task"]
         for row in store.generations(run_id).itertuples():
             if not row.watermarked_text or not row.unwatermarked_text:
+                without_text += 1
                 continue
             orders = (True, False) if settings.swap else (watermarked_first(settings.order_seed, run_id, row.sample_idx),)
             for order in orders:
@@ -182,7 +200,7 @@ def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: Jud
                     skipped += 1
                 else:
                     pairs.append(pair)
-    return pairs, skipped
+    return PairPlan(pairs, skipped, without_text)
 
 
 def estimate(pairs: list[Pair], judge_model: str) -> tuple[Usage, float | None]:
@@ -250,8 +268,9 @@ def run_judge(
 ) -> Outcome:
     """Judge every missing pair of the runs; verdicts are written as they arrive."""
     settings = settings or JudgeSettings()
-    pairs, skipped = plan_pairs(store, run_ids, backend.model, settings)
-    outcome = Outcome(requested=len(pairs), skipped=skipped)
+    plan = plan_pairs(store, run_ids, backend.model, settings)
+    pairs = plan.pairs
+    outcome = Outcome(requested=len(pairs), skipped=plan.already_judged, without_text=plan.without_text)
     stop = cancel or threading.Event()
     workers = max(1, min(settings.concurrency, backend.concurrency_limit or settings.concurrency))
     started = time.perf_counter()

@@ -101,9 +101,9 @@ def judge_means(revision_key: str) -> pd.DataFrame:
 @st.cache_data(show_spinner=False)
 def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, swap: bool,
                retry_failed: bool = False) -> dict:
-    pairs, skipped = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap, retry_failed=retry_failed))
-    usage, cost = estimate(pairs, judge_model)
-    return {"pairs": len(pairs), "skipped": skipped, "prompt_tokens": usage.prompt_tokens,
+    plan = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap, retry_failed=retry_failed))
+    usage, cost = estimate(plan.pairs, judge_model)
+    return {"pairs": len(plan.pairs), "counted": plan.counted(), "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens, "cost": cost}
 
 
