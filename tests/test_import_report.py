@@ -285,3 +285,14 @@ def test_a_runs_difference_from_unwatermarked_is_against_its_own_texts_and_the_r
         reference = table[table.Method == "Unwatermarked"]
         assert len(reference) == 1 and reference.Settings.iloc[0] == "texts of run 2"
         assert reference.Factuality.iloc[0] == 0.6 and reference["ROUGE-2"].iloc[0] == 0.30
+
+
+def test_a_small_number_in_a_report_table_is_not_written_as_zero():
+    """z > 4's nominal FPR (3.2e-05) read "0.000" in the report's Markdown and LaTeX calibration tables."""
+    import pandas as pd
+
+    from fwsapp.results.tables import to_latex, to_markdown
+
+    frame = pd.DataFrame({"nominal FPR": [3.167e-05, 0.0, 0.0123]})
+    assert to_markdown(frame).splitlines()[2:] == ["| 3.2e-05 |", "| 0.000 |", "| 0.012 |"]
+    assert "3.2e-05" in to_latex(frame, "Calibration") and "0.012" in to_latex(frame, "Calibration")

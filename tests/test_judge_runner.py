@@ -364,6 +364,14 @@ def test_a_judge_that_gave_no_verdict_is_not_named_as_a_source_of_the_figures(st
     assert runs_table(report).Judge.tolist() == ["far-judge, gpt-4o"]  # the one run, asked of both
 
 
+def test_a_run_whose_judge_gave_no_verdict_has_no_row_of_dashes_in_the_drop_table(store):
+    from fwsapp.results.report import build_report
+    from fwsapp.results.tables import judge_drop_table
+
+    judged_by(store, "far-judge", same=False, statuses=("unreachable", "failed", "unreachable", "unreachable"))
+    assert judge_drop_table(build_report(store)).empty
+
+
 def test_when_no_verdict_parses_the_cli_and_the_apps_job_fail_alike(store, capsys):
     from fwsapp.cli import main
     from fwsapp.orchestration.jobs import JobManager

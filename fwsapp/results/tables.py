@@ -157,7 +157,7 @@ def judge_drop_table(report: dict) -> pd.DataFrame:
             "Factual accuracy drop %": _get(run, "judge", "drop_pct", "factual_accuracy"),
         }
         for run in report["runs"]
-        if run.get("judge")
+        if _get(run, "judge", "n_judged")  # a run whose judge gave no verdict has no drop: no row of dashes
     ]
     return _ordered(rows) if rows else pd.DataFrame(rows)
 
@@ -269,10 +269,16 @@ TABLES = {
 }
 
 
+def number_text(value: float) -> str:
+    """A table's number: three decimals, or two significant digits where three decimals would write a value that is
+    not 0 as 0.000 (z > 4's nominal FPR, 3.2e-05)."""
+    return f"{value:.2g}" if 0 < abs(value) < 0.0005 else f"{value:.3f}"
+
+
 def _cell(value) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
         return "–"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    return number_text(value) if isinstance(value, float) else str(value)
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
@@ -284,7 +290,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 
 def to_latex(frame: pd.DataFrame, caption: str) -> str:
     """A table fragment (table + tabular, booktabs rules); text is escaped for LaTeX."""
-    tabular = frame.to_latex(index=False, escape=True, na_rep="--", float_format="%.3f")
+    tabular = frame.to_latex(index=False, escape=True, na_rep="--", float_format=number_text)
     return "\n".join(["\\begin{table}[t]", "\\centering", f"\\caption{{{latex_escape(caption)}}}", tabular.strip(), "\\end{table}"])
 
 
@@ -420,7 +426,7 @@ def quality_latex(frame: pd.DataFrame, caption: str) -> str:
         for index in frame.index:
             value = frame.at[index, column]
             if isinstance(value, float) and not pd.isna(value):
-                text = f"{value:.3f}"
+                text = number_text(value)
                 shown.at[index, column] = f"\\textbf{{{text}}}" if best.at[index, column] else text
             elif value is None or (isinstance(value, float) and pd.isna(value)):
                 shown.at[index, column] = "--"
