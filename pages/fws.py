@@ -114,7 +114,7 @@ def judge_in_place(runs) -> None:
     plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
     manager = resources.jobs()
     about = local_duration(plan["pairs"])
-    if plan["pairs"] and st.button(f"Judge {plan['pairs']} pairs with the embedded model now (about {about})",
+    if plan["pairs"] and st.button(f"Judge {counted(plan['pairs'], 'pair', 'pairs')} with the embedded model now (about {about})",
                                    disabled=bool(manager.active("judge")), key="fws-judge-local"):
         manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
         st.rerun()
@@ -290,7 +290,8 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
     if statistic is None:
         st.info(f"{not_enough(len(rated))}: the Friedman test needs {MINIMUM['friedman']} ratings.")
     else:
-        st.write(f"Friedman χ² = {statistic:.3f}, p = {p_value:.4f}. Nemenyi p-values between aspects:")
+        st.write(f"Friedman χ² = {statistic:.3f}, p = {markup.score_text(p_value, 'p')}. Nemenyi p-values between "
+                 "aspects:")
         st.dataframe(nemenyi.round(4), width="stretch")
     widgets.download("Download ratings (CSV)", csv_bytes(rated), "human-ratings.csv", "text/csv")
 

@@ -811,3 +811,19 @@ def test_no_table_on_a_page_shows_a_task_by_its_stored_name(app_db, qa_run):
             table = frame.value.data if hasattr(frame.value, "data") else frame.value
             cells = {str(value) for column in table.columns for value in table[column].dropna().unique()}
             assert not cells & set(TASKS), (page, list(table.columns))
+
+
+def test_the_friedman_test_of_the_aspects_writes_its_p_value_in_significant_digits(app_db):
+    """Ratings whose aspects differ every time: p is about 1e-05, which "p = {p:.4f}" wrote as "p = 0.0000"."""
+    from fwsapp.store import Store
+    from tests.conftest import judged_rating_db
+
+    run_id = judged_rating_db(app_db, n=4)
+    store = Store(app_db)
+    for rater in ("Dr A", "Dr B", "Dr C"):
+        for sample_idx in range(4):
+            assert store.add_human_rating(rater, run_id, sample_idx, [1, 3, 5], [1, 3, 5], None, None) is None
+    store.close()
+    app = fws_page_on_metrics_only()
+    said = next(markdown.value for markdown in app.markdown if markdown.value.startswith("Friedman χ²"))
+    assert re.fullmatch(r"Friedman χ² = [\d.]+, p = \d\.\d+e-\d+\. Nemenyi p-values between aspects:", said), said
