@@ -827,3 +827,32 @@ def test_the_friedman_test_of_the_aspects_writes_its_p_value_in_significant_digi
     app = fws_page_on_metrics_only()
     said = next(markdown.value for markdown in app.markdown if markdown.value.startswith("Friedman χ²"))
     assert re.fullmatch(r"Friedman χ² = [\d.]+, p = \d\.\d+e-\d+\. Nemenyi p-values between aspects:", said), said
+
+
+def test_the_correlations_p_values_are_written_in_significant_digits(app_db):
+    """Raters who agree exactly with the judge: r = 1 and p below 1e-300, which the table rounded to 0."""
+    from fwsapp.human.ratings import sample_items
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    judge = [([4, 2, 3], [5, 5, 5]), ([2, 2, 2], [3, 3, 3]), ([3, 3, 4], [4, 4, 4]), ([5, 4, 4], [5, 5, 4]),
+             ([1, 2, 1], [2, 3, 2]), ([3, 1, 2], [4, 2, 5])]
+    rows = [{"prompt": f"Is condition {i} serious?", "watermarked_text": f"Watermarked answer {i}.",
+             "unwatermarked_text": f"Plain answer {i}.", "natural_text": f"Reference answer {i}."} for i in range(6)]
+    judged = [{"sample_id": str(i), "prompt": rows[i]["prompt"], "w_output": rows[i]["watermarked_text"],
+               "uw_output": rows[i]["unwatermarked_text"], "judge_output": "", "randomized": "False",
+               "judge_choice": "Watermarked", "scores_W": watermarked, "scores_U": unwatermarked}
+              for i, (watermarked, unwatermarked) in enumerate(judge)]
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="meditron", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()),
+                         judged=LogFile("j.json", json.dumps(judged).encode()))
+    sample_items(store, run_id, fraction=1.0)
+    for rater in ("Dr A", "Dr B"):
+        for sample_idx, (watermarked, unwatermarked) in enumerate(judge):
+            assert store.add_human_rating(rater, run_id, sample_idx, watermarked, unwatermarked, None, None) is None
+    store.close()
+    app = fws_page_on_metrics_only()
+    table = next(frame.value for frame in app.dataframe if {"source", "r", "p", "n"} <= set(frame.value.columns))
+    judged_rows = table[table.source.str.startswith("judge") & (table.aspect != "fws")]
+    assert (judged_rows.r == 1).all() and set(judged_rows.p) == {"< 1e-300"}, judged_rows

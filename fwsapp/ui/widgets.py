@@ -550,7 +550,8 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
     st.dataframe(uniform(correlation_matrix(correlations)), width="stretch")
     st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
     with st.expander("p-values and sample sizes"):
-        st.dataframe(correlations.round(4), hide_index=True, width="stretch")
+        # p in significant digits: rounded to four decimals, a strong correlation's p read 0.
+        st.dataframe(render.scores_written(correlations.round({"r": 4}), {"p": "p"}), hide_index=True, width="stretch")
     st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
     texts = doubly_rated(rated)
     st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
