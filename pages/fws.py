@@ -292,7 +292,7 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
     else:
         st.write(f"Friedman χ² = {statistic:.3f}, p = {markup.score_text(p_value, 'p')}. Nemenyi p-values between "
                  "aspects:")
-        st.dataframe(nemenyi.round(4), width="stretch")
+        st.dataframe(markup.scores_written(nemenyi, dict.fromkeys(nemenyi.columns, "p")), width="stretch")
     widgets.download("Download ratings (CSV)", csv_bytes(rated), "human-ratings.csv", "text/csv")
 
 

@@ -827,6 +827,8 @@ def test_the_friedman_test_of_the_aspects_writes_its_p_value_in_significant_digi
     app = fws_page_on_metrics_only()
     said = next(markdown.value for markdown in app.markdown if markdown.value.startswith("Friedman χ²"))
     assert re.fullmatch(r"Friedman χ² = [\d.]+, p = \d\.\d+e-\d+\. Nemenyi p-values between aspects:", said), said
+    nemenyi = next(frame.value for frame in app.dataframe if list(frame.value.index) == list(frame.value.columns))
+    assert not (nemenyi.astype(str) == "0.0").any().any(), nemenyi  # each p in significant digits, none rounded to 0
 
 
 def test_the_correlations_p_values_are_written_in_significant_digits(app_db):
