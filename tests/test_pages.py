@@ -858,3 +858,27 @@ def test_the_correlations_p_values_are_written_in_significant_digits(app_db):
     table = next(frame.value for frame in app.dataframe if {"source", "r", "p", "n"} <= set(frame.value.columns))
     judged_rows = table[table.source.str.startswith("judge") & (table.aspect != "fws")]
     assert (judged_rows.r == 1).all() and set(judged_rows.p) == {"< 1e-300"}, judged_rows
+
+
+def test_the_method_comparison_writes_a_typical_p_value_in_significant_digits(app_db):
+    """A strong watermark's median p (1e-20) read 0.000 in the Detect page's comparison; a z stays at three decimals."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    rows = [{"prompt": f"What treats condition {i}?", "watermarked_text": f"Rest treats condition {i}, often.",
+             "unwatermarked_text": f"Rest treats condition {i}.", "natural_text": f"Fluids treat condition {i}."}
+            for i in range(4)]
+    scores = {"watermarked_scores": [1e-20, 3e-22, 2e-19, 5e-21], "unwatermarked_scores": [0.4, 0.7, 0.2, 0.9]}
+    store = Store(app_db)
+    import_logs(store, method="vLLM-Gumbel", model="meditron", task_name="qa",
+                generations=LogFile("g.json", json.dumps(rows).encode()),
+                detection=LogFile("d.json", json.dumps(scores).encode()))
+    store.close()
+    import_detected_qa_run(app_db)  # a KGW run: z-scores
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception
+    comparison = app.dataframe[0].value.set_index("method")
+    assert comparison.loc["vLLM-Gumbel", "positives' typical score"] == "7.5e-21"  # the median of the four
+    assert comparison.loc["KGW", "positives' typical score"] == "3.700"
