@@ -178,9 +178,11 @@ def render() -> None:
         comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
         if not comparison.empty:
             st.subheader("Method comparison")
-            # A typical p in significant digits: a strong watermark's median p of 1e-20 read 0.000.
-            typical = markup.scores_written(comparison, {"positives' typical score": [
-                score_label(method) for method in comparison.method]})
+            # A typical p in significant digits: a strong watermark's median p of 1e-20 read 0.000. Only where there
+            # is a p: a column of z-scores alone stays numbers, sorted as numbers.
+            statistics = [score_label(method) for method in comparison.method]
+            typical = (markup.scores_written(comparison, {"positives' typical score": statistics}) if "p" in statistics
+                       else comparison)
             st.dataframe(widgets.uniform(tasks_named(typical).round(3)), hide_index=True, width="stretch",
                          column_config=widgets.worded_columns(comparison))
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
