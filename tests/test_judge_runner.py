@@ -521,7 +521,7 @@ def test_a_sample_with_an_empty_answer_is_said_to_be_left_out_of_the_judging(sto
                          generations=LogFile("g.json", json.dumps(rows).encode()))
     plan = plan_pairs(store, [run_id], "stub-judge", JudgeSettings())
     assert [pair.sample_idx for pair in plan.pairs] == [0, 2]
-    assert plan.counted() == "2 pairs to judge (0 already judged; 1 sample with an empty answer is not judged)"
+    assert plan.described() == "2 pairs to judge (0 already judged; 1 sample with an empty answer is not judged)"
     store.close()
     with StubServer() as stub:
         assert main(["judge", "--run", run_id, "--backend", "compatible", "--base-url", stub.base_url, "--judge-model",

@@ -59,7 +59,7 @@ def cmd_judge(args) -> int:
     judge_model = backend.model
     plan = plan_pairs(store, targets, judge_model, settings)
     usage, cost = estimate(plan.pairs, judge_model)
-    print(f"{plan.counted()}, with {judge_model}: about "
+    print(f"{plan.described()}, with {judge_model}: about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
           + (f", no cost, about {local_duration(len(plan.pairs))} here" if JUDGE_BACKENDS[args.backend].in_process
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)

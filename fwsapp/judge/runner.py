@@ -163,13 +163,13 @@ def watermarked_first(order_seed: int, run_id: str, sample_idx: int) -> bool:
 
 @dataclass
 class PairPlan:
-    """The pairs still to judge, how many are judged already, and how many samples have no pair to judge: an empty
-    watermarked or unwatermarked answer (the paper's logs have some), which was left out without a word."""
+    """The pairs still to judge, how many are judged already, and how many samples have no pair to judge (an empty
+    watermarked or unwatermarked answer; the paper's logs have some), each said beside the count."""
     pairs: list[Pair]
     already_judged: int
     without_text: int
 
-    def counted(self) -> str:
+    def described(self) -> str:
         """'196 pairs to judge (0 already judged; 4 samples with an empty answer are not judged)'."""
         empty = (f"; {counted(self.without_text, 'sample with an empty answer is', 'samples with an empty answer are')}"
                  " not judged" if self.without_text else "")
