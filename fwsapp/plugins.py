@@ -34,7 +34,7 @@ def load_implementation(implementation: str):
 
 
 def _bound(value: float) -> str:
-    """A range's end as written: a whole number exactly ("1,099,511,627,775", which "1.09951e+12" rounded, so a key
+    """A range's end as written: a whole number exactly ("1,099,511,627,776", which "1.09951e+12" rounded, so a key
     just past the end read as in range), any other number in its shortest form."""
     return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 

@@ -109,7 +109,7 @@ def run_section(runs, choice: BackendChoice) -> None:
         cost = (f"about {local_duration(plan['pairs'])} here, no cost" if choice.local
                 else f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model")
         st.write(
-            f"{plan['counted']}: about {plan['prompt_tokens']:,} prompt "
+            f"{plan['described']}: about {plan['prompt_tokens']:,} prompt "
             f"and {plan['completion_tokens']:,} completion tokens, {cost}."
         )
     manager = resources.jobs()

@@ -103,7 +103,7 @@ def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, sw
                retry_failed: bool = False) -> dict:
     plan = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap, retry_failed=retry_failed))
     usage, cost = estimate(plan.pairs, judge_model)
-    return {"pairs": len(plan.pairs), "counted": plan.described(), "prompt_tokens": usage.prompt_tokens,
+    return {"pairs": len(plan.pairs), "described": plan.described(), "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens, "cost": cost}
 
 
