@@ -36,6 +36,7 @@ def test_runs_report_and_export(qa_run, tmp_path, capsys):
         assert main(["export", "--run", run_id, *named, "--out", str(out), "--db", db]) == 0
         table = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
         assert len(table) == 4
+        assert pd.api.types.is_integer_dtype(table.num_tokens_scored_watermarked)  # a count, not 32.0
         assert {"prompt", "reference", "watermarked_text", "score_watermarked", "score_unwatermarked"} <= set(table.columns)
         # Token ids come back as the lists stored: JSON arrays in a CSV cell, lists in Parquet (issue 47).
         ids = table.watermarked_ids.map(json.loads) if fmt == "csv" else table.watermarked_ids.map(list)

@@ -50,6 +50,8 @@ def run_table(store: Store, run_id: str) -> pd.DataFrame:
     scores = scores[scores.detector == run["method"]]
     wide = scores.pivot_table(index="sample_idx", columns="text_kind", values=["score", "num_tokens_scored"])
     wide.columns = [f"{value}_{kind}" for value, kind in wide.columns]
+    counts = [column for column in wide.columns if column.startswith("num_tokens_scored_")]
+    wide[counts] = wide[counts].round().astype("Int64")  # a count, "32" (the pivot's mean wrote "32.0")
     table = samples.merge(wide.reset_index(), on="sample_idx", how="left").merge(
         run_evidence(store, run_id), on="sample_idx", how="left")
     table.insert(1, "method", run["method"])
