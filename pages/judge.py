@@ -169,7 +169,8 @@ def verdicts_section(judgments) -> None:
     for column, letter, is_watermarked in ((answer_a, "A", verdict.watermarked_first), (answer_b, "B", not verdict.watermarked_first)):
         kind = "watermarked" if is_watermarked else "unwatermarked"
         scores = verdict[f"scores_{kind}"]
-        column.markdown(f"**Answer {letter}** ({kind}) · scores {verdicts.scores_text(scores)}", unsafe_allow_html=True)
+        column.markdown(f"**Answer {letter}** ({kind}) · scores {verdicts.scores_text(scores, verdict.status)}",
+                        unsafe_allow_html=True)
         column.markdown(markup.inert(sample[f"{kind}_text"]), unsafe_allow_html=True)
     st.markdown(f"**Parse status:** {verdict.status}" + (f" ({markup.inert(verdict.reason)})" if verdict.reason else ""),
                 unsafe_allow_html=True)

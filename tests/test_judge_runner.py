@@ -529,3 +529,12 @@ def test_a_sample_with_an_empty_answer_is_said_to_be_left_out_of_the_judging(sto
     printed = capsys.readouterr()
     assert "2 pairs to judge (0 already judged; 1 sample with an empty answer is not judged), with stub-judge" in printed.err
     assert "Judged 2, failed 0 (unparsable verdicts), skipped 0 already judged, 1 not judged (an empty answer)" in printed.out
+
+
+def test_a_verdict_without_scores_says_why_as_its_status_does():
+    """The Judge page called a pair the judge never answered "none (failed)", the word for an answer that did not
+    parse."""
+    from fwsapp.judge.verdicts import scores_text
+
+    assert scores_text(None, "unreachable") == "none (unreachable)" and scores_text(None, "failed") == "none (failed)"
+    assert scores_text([4, 5, 3], "ok") == "4 / 5 / 3 (coherence / relevance / factual accuracy)"

@@ -26,9 +26,11 @@ def _missing(scores) -> bool:
 TRIPLE = "coherence, relevance, factual accuracy"  # the order of every score triple
 
 
-def scores_text(scores) -> str:
+def scores_text(scores, status: str) -> str:
+    """A text's scores as a verdict shows them; none with the verdict's status (a pair the judge never answered is
+    "unreachable", not "failed", which is an answer that did not parse)."""
     if _missing(scores):
-        return "none (failed)"
+        return f"none ({status})"
     return " / ".join(f"{value:g}" for value in scores) + " (coherence / relevance / factual accuracy)"
 
 
