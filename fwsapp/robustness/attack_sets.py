@@ -293,7 +293,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     for entry in attacked_sets.itertuples():
         attack = attacks.loc[entry.attack_set_id]
         params = json.loads(attack.params)
-        same = clean_sets[scored_alike(clean_sets, entry)]
+        same = clean_sets[clean_sets.set_id == clean_set_id(entry)]
         clean = scores[scores.set_id.isin(same.set_id)]
         own = scores[scores.set_id == entry.set_id]
         negative = roc.negative_kind(set(clean.text_kind), entry.method)
@@ -332,18 +332,17 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     return list(baselines.values()) + found
 
 
-def scored_alike(sets: pd.DataFrame, entry) -> pd.Series:
-    """Which detection sets scored the run's own texts exactly as `entry` scored its attacked ones: the same method,
-    parameters, tokenizer, normalisation, window and deduplication. A windowed (WinMax) or deduplicated set of the same
-    detector scores other statistics; pooled with the whole texts' as negatives, they read an attack against 12
-    negatives of 4 texts."""
-    def window(value) -> int:
-        return 0 if pd.isna(value) else int(value)
+def clean_set_id(entry) -> str:
+    """The detection set that scored the run's own texts exactly as `entry` (an attacked set) scored its attacked ones:
+    its identity (`redetect.detection_set_id`) less the attack. A windowed (WinMax) or deduplicated set of the same
+    detector scores other statistics; matched by method, parameters, tokenizer and normaliser alone, its negatives
+    were pooled with the whole texts' (12 negatives of 4 texts)."""
+    from fwsapp.detection.redetect import detection_set_id
 
-    return ((sets.run_id == entry.run_id) & (sets.method == entry.method) & (sets.params == entry.params)
-            & (sets.tokenizer == entry.tokenizer) & (sets.normalize.fillna("") == (entry.normalize or ""))
-            & (sets.window_tokens.map(window) == window(entry.window_tokens))
-            & (sets.deduplicate.fillna(False).astype(bool) == bool(entry.deduplicate)))
+    return detection_set_id(entry.run_id, entry.method, json.loads(entry.params), entry.tokenizer,
+                            normalize=entry.normalize if isinstance(entry.normalize, str) else None,
+                            window=None if pd.isna(entry.window_tokens) else int(entry.window_tokens),
+                            deduplicate=bool(entry.deduplicate))
 
 
 def survival_column(kind: str) -> str:
