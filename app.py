@@ -1,7 +1,7 @@
 """fwsapp: what does an LLM watermark do to the medical facts in a text? Run with `make run`."""
 import streamlit as st
 
-from fwsapp.ui import gate, queries, resources, widgets
+from fwsapp.ui import gate, queries, render, resources, widgets
 from fwsapp.store import StoreError
 
 # A rater's invite link opens their ratings and nothing else: every URL path of this session leads there, and
@@ -55,7 +55,7 @@ with st.sidebar:
     try:
         resources.store()
     except StoreError as error:
-        st.error(str(error))
+        st.error(render.message(str(error)))
         st.stop()
     writes_before_page = widgets.mark_drawn()
     widgets.running_jobs()

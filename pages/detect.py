@@ -49,9 +49,9 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
     frames["missing"] = [run for run in frames["missing"] if run in set(ready(runs).run_id)]
     if frames["missing"]:
         manager = resources.jobs()
-        st.info(f"{counted(len(frames['missing']), 'run has', 'runs have')} no scores by length yet (imported, "
-                "stored before they were kept, or a method that must detect each prefix again): "
-                + ", ".join(labels[run] for run in frames["missing"]))
+        st.info(markup.message(f"{counted(len(frames['missing']), 'run has', 'runs have')} no scores by length yet "
+                               "(imported, stored before they were kept, or a method that must detect each prefix "
+                               "again): " + ", ".join(labels[run] for run in frames["missing"])))
         missing = runs[runs.run_id.isin(frames["missing"])]
         tokenizer, problems = widgets.tokenizer_choice(missing, "length-tokenizer")
         scorable = [run for run in frames["missing"] if run not in problems]
@@ -69,9 +69,9 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
                          labels={"tokens": "T: tokens read", "TPR": f"TPR (verdict at {fpr:.0%} FPR)"})
         figure.update_yaxes(range=[-0.02, 1.02])
         figure.update_xaxes(tickvals=list(LENGTH_GRID))  # the lengths tabulated, not the log axis' minor ticks
-        st.plotly_chart(figure, width="stretch")
+        widgets.chart(figure)
     if not frames["tokens"].empty:
-        st.plotly_chart(px.box(frames["tokens"], x="run", y="tokens to detect", points="all"), width="stretch")
+        widgets.chart(px.box(frames["tokens"], x="run", y="tokens to detect", points="all"))
     st.dataframe(widgets.uniform(frames["rates"].drop(columns="tokens")), hide_index=True, width="stretch")
     st.caption("T counts the text's tokens from its start; after T tokens a text is scored on those alone (the score "
                "its detector gives that prefix). Tokens to detect is the T from which a text stays detected; a text "
@@ -129,7 +129,7 @@ def score_views(chosen: list[str], scores) -> None:
                      "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
     figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
     figure.update_layout(legend={"orientation": "h", "y": -0.25})
-    st.plotly_chart(figure, width="stretch")
+    widgets.chart(figure)
     st.subheader("Score distributions")
     st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")
     shown = scores.assign(run=scores.method + " (" + scores.method.map(score_label) + ") · " + scores.run_id)
@@ -143,7 +143,7 @@ def score_views(chosen: list[str], scores) -> None:
     figure.update_xaxes(matches=None, showticklabels=True)
     figure.update_yaxes(matches=None, title_text="texts")
     figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
-    st.plotly_chart(figure, width="stretch")
+    widgets.chart(figure)
     st.subheader("Scores per text")
     per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
     per_text = markup.scores_written(
@@ -186,7 +186,7 @@ def render() -> None:
             st.dataframe(widgets.uniform(tasks_named(typical).round(3)), hide_index=True, width="stretch",
                          column_config=widgets.worded_columns(comparison))
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
-                st.warning(warning)
+                st.warning(markup.message(warning))
             redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
             if not redetected.empty:
                 st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "

@@ -261,8 +261,8 @@ def sample_navigation(ranking, view):
     navigation[2].button("Next sample", on_click=step, args=(1,), disabled=picked == len(ranking) - 1, width="stretch")
     if rater.strip():
         reviewed, to_review = reviewed_samples(resources.store(), rater, view)
-        st.caption(f"Reviewed by {rater.strip()}: {reviewed} of the {to_review} samples listed that have an introduced "
-                   "entity (every name in them has your verdict).")
+        st.caption(markup.message(f"Reviewed by {rater.strip()}: {reviewed} of the {to_review} samples listed that "
+                                  "have an introduced entity (every name in them has your verdict)."))
     return rater, ranking.iloc[picked]
 
 

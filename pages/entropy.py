@@ -10,6 +10,7 @@ from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui import render as markup
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -51,11 +52,11 @@ def chosen_runs(runs, values, measured) -> tuple[str, object]:
     of_task = runs[runs.task == task]
     models = sorted(set(of_task.model), key=lambda name: (name not in set(drawable.model), name))
     if len(models) > 1:
-        chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model")
+        chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model", format_func=markup.message)
         of_task = of_task[of_task.model == chosen_model]
     if stand_ins := stand_in_models(values[values.run_id.isin(set(of_task.run_id))], of_task):
-        st.caption(f"The imported runs' entropies are under {', '.join(stand_ins)}, a stand-in for their generator "
-                   "(not loaded here): indicative only.")
+        st.caption(markup.message(f"The imported runs' entropies are under {', '.join(stand_ins)}, a stand-in for "
+                                  "their generator (not loaded here): indicative only."))
     return task, of_task
 
 
@@ -72,7 +73,7 @@ def densities(values, runs, task: str) -> None:
                      labels={"entropy": "token entropy (nats)", "density": "density (KDE)", "series": "text"})
     for boundary in (LOW, HIGH):
         figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
-    st.plotly_chart(figure, width="stretch")
+    widgets.chart(figure)
     st.subheader("Share of tokens per entropy bin")
     st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
         "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
@@ -93,7 +94,7 @@ def entity_entropies(entities, runs) -> None:
     figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
                     color_discrete_map=widgets.series_colours(shown.series.unique()),
                     labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
-    st.plotly_chart(figure, width="stretch")
+    widgets.chart(figure)
 
 
 def render() -> None:

@@ -36,7 +36,7 @@ def render() -> None:
         try:
             text = upload.getvalue().decode()
         except UnicodeDecodeError:
-            st.error(f"{upload.name}: not a text file. A spec is TOML text.")
+            st.error(markup.message(f"{upload.name}: not a text file. A spec is TOML text."))
             st.stop()
     with st.expander("Spec file", expanded=False):
         st.code(text, language="toml")

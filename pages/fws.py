@@ -91,7 +91,7 @@ def auto_mapping() -> dict:
 
 def show_table(title: str, table, empty: str, source: str, weighting: Weighting) -> None:
     """One FWS table, with which runs its pooled unwatermarked row averages."""
-    st.subheader(title)
+    st.subheader(markup.message(title))
     if table.empty:
         st.info(empty)
         return
@@ -127,8 +127,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
     """The ranking of methods, where rankings flip along α/β, and the judge's drop per aspect."""
     if not views["ranking"].empty:
         st.subheader("Ranking of methods")
-        st.caption(f"Ranked by the judge's FWS ({weighting.judges}), since some runs are judged; runs without verdicts are not in it."
-                   if views["ranking_source"] == "GPTJ" else
+        st.caption(markup.message(f"Ranked by the judge's FWS ({weighting.judges}), since some runs are judged; runs "
+                                  "without verdicts are not in it.") if views["ranking_source"] == "GPTJ" else
                    "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
                    "ranking uses the judge's FWS.")
         ranking = views["ranking"].assign(task=views["ranking"].task.map(task_label)).round(3)
@@ -140,8 +140,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
         source=weighting.source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
     if not sweep.empty:
         st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
-        st.caption(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({weighting.judges}), dashed ones the metrics (Auto). "
-                   "The dotted line marks the current weights.")
+        st.caption(markup.message(f"x: α/β with 2α + β = 1 (log scale); solid lines use the judge ({weighting.judges}), "
+                                  "dashed ones the metrics (Auto). The dotted line marks the current weights."))
         # One line per model and run: with several models the model is part of the trace, never averaged in.
         several_models = sweep.model.nunique() > 1
         runs_named = sweep.method + " · " + sweep.settings.where(sweep.method != "Unwatermarked", "")
@@ -159,11 +159,11 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
         figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("task=")))
         if weighting.beta > 0:
             figure.add_vline(x=weighting.alpha / weighting.beta, line_dash="dot", line_color="grey")
-        st.plotly_chart(figure, width="stretch")
+        widgets.chart(figure)
 
     drops = queries.judge_drops(resources.revision(), weighting.include_smoke)
     if not drops.empty:
-        st.subheader(f"Judge drop % per aspect ({weighting.judges})")
+        st.subheader(markup.message(f"Judge drop % per aspect ({weighting.judges})"))
         st.dataframe(drops.round(1), hide_index=True, width="stretch")
 
 
@@ -262,7 +262,7 @@ def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weig
                              annotation_text=f"unwatermarked{' ' + row.model if several_models else ''}, {task_label(row.task)}")
         figure.update_traces(marker={"size": 12}, selector={"mode": "markers"})
         figure.update_xaxes(range=[-0.02, 1.02])  # AUROC and TPR are rates: one fixed scale, however few points
-        st.plotly_chart(figure, width="stretch")
+        widgets.chart(figure)
 
 
 def clinician_agreement(runs, weighting: Weighting) -> None:
@@ -308,7 +308,7 @@ def render() -> None:
     all_verdicts = queries.judgments(resources.revision())
     include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
     for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
-        st.warning(warning)
+        st.warning(markup.message(warning))
     judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
     weighting = Weighting(alpha, beta, mapping_key, include_smoke, judges,
                           {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"})
@@ -317,7 +317,7 @@ def render() -> None:
     prepared = queries.fws_prepared(resources.revision(), mapping_key, include_smoke)
     sources = list(prepared)  # GPTJ and Auto
     tradeoff_source = st.radio("FWS for the trade-off chart", sources, index=sources.index(shown_source(prepared)),
-                               horizontal=True, key="fws-source", format_func=weighting.source_names.get)
+                               horizontal=True, key="fws-source", format_func=lambda source: markup.message(weighting.source_names[source]))
     views = fws_views(prepared, alpha, beta, detect_column, tradeoff_source)
     show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
                                                    "import a judged log.", "judge", weighting)

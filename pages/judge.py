@@ -82,7 +82,8 @@ def backend_section() -> BackendChoice:
 
     if st.button("Test connection"):
         try:
-            st.success(resources.judge_backend_check(backend_kind, judge_model, base_url, float(timeout), api_key))
+            st.success(markup.message(resources.judge_backend_check(backend_kind, judge_model, base_url, float(timeout),
+                                                                    api_key)))
         except (JudgeError, ValueError, OSError) as error:
             st.error(markup.message(f"The backend did not answer: {error}"))
     return BackendChoice(backend_kind, base_url, judge_model or default_model, local, float(timeout), api_key,
@@ -138,7 +139,7 @@ def means_section() -> None:
         height=220 * means.task.nunique() + 160,
     )
     figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1].replace("_", " ")))
-    st.plotly_chart(figure, width="stretch")
+    widgets.chart(figure)
     drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
     st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
     st.dataframe(drops[list(ASPECTS)].round(1).rename(columns=lambda aspect: aspect.replace("_", " ")), width="stretch")
@@ -200,12 +201,13 @@ def render() -> None:
         st.stop()
 
     for warning in indiscriminate_judges(judgments):
-        st.warning(warning)
+        st.warning(markup.message(warning))
     smoke = smoke_test_judges(judgments)
     if smoke:
-        st.info(f"The verdicts of {', '.join(smoke)} are a smoke test: the embedded 135M model is forced into the verdict "
-                "format, so they test the plumbing, not the texts. They are marked so below, and the FWS and Report pages "
-                "leave them out of FWS and the rankings unless you count them there.")
+        st.info(markup.message(
+            f"The verdicts of {', '.join(smoke)} are a smoke test: the embedded 135M model is forced into the verdict "
+            "format, so they test the plumbing, not the texts. They are marked so below, and the FWS and Report pages "
+            "leave them out of FWS and the rankings unless you count them there."))
     means_section()
     verdicts_section(judgments)
 

@@ -95,7 +95,7 @@ def distributions(runs) -> None:
                         labels={"value": column_label(metric), "text_kind": "text", "run": "model · method · settings"},
                         color_discrete_map=widgets.BASELINE_COLOURS)
         figure.for_each_annotation(lambda note: note.update(text=task_label(note.text.removeprefix("task="))))
-        st.plotly_chart(figure, width="stretch")
+        widgets.chart(figure)
 
 
 def render() -> None:

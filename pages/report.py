@@ -6,6 +6,7 @@ import streamlit as st
 from fwsapp.results.export import EXPORT_FORMATS, export_bytes
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
+from fwsapp.ui import render as markup
 from fwsapp.results.tables import render as table_html, report_tables, weights_line
 from fwsapp.ui.router import through_router
 
@@ -51,7 +52,8 @@ def render() -> None:
         typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
         busy = resources.jobs().generating(doomed) if doomed else None
         if busy is not None:
-            st.warning(f"{busy.label} is generating this run: cancel it first (its page has Cancel), then delete.")
+            st.warning(markup.message(f"{busy.label} is generating this run: cancel it first (its page has Cancel), then "
+                                       "delete."))
         if st.button("Delete this run", disabled=typed != doomed or busy is not None):
             deleted = resources.store().delete_run(doomed)
             widgets.rerun_saying(f"Deleted run {doomed}: " + ", ".join(f"{table} {count}" for table, count in

@@ -81,7 +81,7 @@ def overview(frame) -> None:
         figure = px.imshow(table, text_auto=".2f", aspect="auto", color_continuous_scale="RdYlGn", zmin=0, zmax=1,
                            labels={"color": measure, "x": "attack", "y": ""})
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
-        st.plotly_chart(figure, width="stretch")
+        widgets.chart(figure)
     with st.expander("Every removal attack set, with its detection and what it changed"):
         shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci", "retokenised"],
                            errors="ignore")
@@ -101,7 +101,7 @@ def overview(frame) -> None:
         else:
             figure = px.line(curves, x="strength", y="value", color="run", markers=True,
                              labels={"strength": ATTACKS[attack].strength, "value": curve_measure})
-            st.plotly_chart(figure, width="stretch")
+            widgets.chart(figure)
 
 
 def forgery(frame) -> None:
@@ -126,7 +126,7 @@ def forgery(frame) -> None:
             figure = px.line(curves, x="strength", y="value", color="run", markers=True, log_x=True,
                              labels={"strength": f"{ATTACKS[attack].strength}: watermarked answers read",
                                      "value": level.replace("TPR", "Forgery success")})
-            st.plotly_chart(figure, width="stretch")
+            widgets.chart(figure)
 
 
 def per_text(frame) -> None:

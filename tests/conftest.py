@@ -172,6 +172,13 @@ def browser_page(chromium):
     return chromium.new_page(viewport={"width": 1400, "height": 1600})
 
 
+def shown(text: str) -> str:
+    """Text as the browser shows it: inert rendering decoded (character references, word joiners)."""
+    import html
+
+    return html.unescape(text).replace("\u2060", "").replace("<span></span>", "")
+
+
 def copy_store(store, target):
     """A checkpointed copy of a Store's file at target, for a page to open."""
     import shutil

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import PROJECT, copy_store, imported_qa_db
+from tests.conftest import PROJECT, copy_store, imported_qa_db, shown
 
 APP = str(PROJECT / "app.py")
 
@@ -139,7 +139,7 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     app.number_input(key="sweep-n").set_value(2).run()
     app.number_input(key="sweep-tokens").set_value(8).run()
     next(b for b in app.button if b.label == "Run sweep").click().run()
-    run_until(app, lambda a: any("Sweep finished: 2 runs" in s.value for s in a.success), timeout=240)
+    run_until(app, lambda a: any("Sweep finished: 2 runs" in shown(s.value) for s in a.success), timeout=240)
     app.run()
     comparison = app.dataframe[0].value
     assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
@@ -158,7 +158,7 @@ def test_detect_page_without_runs_says_what_to_do_and_loads_the_example_data_in_
 
 def wait_for_judge(app: AppTest) -> None:
     """Until the judge job ends: a success, or an error when no verdict came back at all."""
-    run_until(app, lambda a: any("Judged" in s.value for s in a.success)
+    run_until(app, lambda a: any("Judged" in shown(s.value) for s in a.success)
               or any("could be read" in e.value for e in a.error), timeout=240)
 
 
@@ -201,7 +201,7 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
         key = "sk-typed-on-the-page-7731"
         app.text_input(key="judge-api-key-compatible").set_value(key).run()
         next(b for b in app.button if b.label == "Test connection").click().run()
-        assert "compatible backend answered with model stub-judge" in app.success[0].value
+        assert "compatible backend answered with model stub-judge" in shown(app.success[0].value)
         next(b for b in app.button if b.label == "Judge").click().run()
         wait_for_judge(app)
     assert not app.exception
@@ -224,14 +224,14 @@ def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_requ
     app.run()
     app.switch_page("pages/quality.py").run()
     assert not app.exception
-    run_until(app, lambda a: any("Computed" in s.value for s in a.success), timeout=240)  # nothing pressed
-    said = " ".join(s.value for s in app.success)
+    run_until(app, lambda a: any("Computed" in shown(s.value) for s in a.success), timeout=240)  # nothing pressed
+    said = " ".join(shown(s.value) for s in app.success)
     assert "SimCSE" in said and "Perplexity" not in said
     tables = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]  # Stylers
     table = next(t for t in tables if "Method" in t.columns)
     assert table["PPL"].isna().all() and table["SimCSE to ref."].between(0, 1).all()
     next(b for b in app.button if b.label == "Compute").click().run()
-    run_until(app, lambda a: any("Perplexity" in s.value for s in a.success), timeout=240)
+    run_until(app, lambda a: any("Perplexity" in shown(s.value) for s in a.success), timeout=240)
     tables = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]
     plan = next(t for t in tables if "samples to score" in t.columns)
     assert plan["samples to score"].tolist() == [0]  # the perplexity plan, redrawn after the job: nothing left
@@ -448,7 +448,7 @@ def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
     assert app.dataframe[0].value.loc[0, "AUROC"] == 1.0
     assert app.text_input(key=f"redetect-tokenizer-{run_id}").value == "mistral-v1"
     next(b for b in app.button if b.label == "Re-detect").click().run()
-    run_until(app, lambda a: any("Detection set" in s.value for s in a.success), timeout=240)
+    run_until(app, lambda a: any("Detection set" in shown(s.value) for s in a.success), timeout=240)
     app.run()
     sets = next(frame.value for frame in app.dataframe if "max |Δ| vs imported" in frame.value.columns)
     assert sets.loc[0, "tokenizer"] == "mistral-v1" and sets.loc[0, "max |Δ| vs imported"] < 1e-6
@@ -502,6 +502,35 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
             assert "](" not in text and "<script" not in text and ":red[" not in text and "http://" not in text, (page, text)
 
 
+def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts(app_db):
+    """A model and a judge named with markup (an import's names are typed, a spec's are read from a file) show as
+    text: in the Detect page's notice, the FWS page's titles and radio, and every chart's legend, ticks and hover.
+    Plotly draws a chart's text as HTML of its own: `<a href>` in a legend was a live link."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    model, judge = "m<a href='http://evil.example/m'>x</a> **b** [l](http://evil.example/l)", "j<a href='x'>y</a> **jb**"
+    examples = PROJECT / "data" / "examples" / "paper-meditron"
+    store = Store(app_db)
+    import_logs(store, method="KGW", model=model, task_name="summarization", judge_model=judge,
+                **{kind: LogFile.from_path(examples / f"KGW-g0.5-d2-meditron-MEQS.{kind}.json")
+                   for kind in ("generations", "detection", "judged")})
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    # Each page, what of the names its notices and radios show, and how many of its charts show the model's.
+    for page, named, charts in (("pages/detect.py", "evil&#46;example&#47;l", 1), ("pages/fws.py", "jb&#42;&#42;", 2),
+                                ("pages/judge.py", None, 1), ("pages/quality.py", None, 1)):
+        app.switch_page(page).run()
+        assert not app.exception, page
+        shown = [element.value for kind in ("markdown", "caption", "info", "warning", "success", "subheader")
+                 for element in getattr(app, kind)] + [option for radio in app.radio for option in radio.options]
+        assert named is None or any(named in text for text in shown), page
+        assert not [text for text in shown if "](http" in text or "<a" in text or "**b**" in text or "**jb**" in text], page
+        strings = [json.dumps(json.loads(chart.proto.spec), ensure_ascii=False) for chart in app.get("plotly_chart")]
+        assert sum("&lt;a href=" in spec for spec in strings) == charts and not any("<a " in spec for spec in strings), page
+
+
 def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, monkeypatch):
     import html
 
@@ -521,7 +550,7 @@ def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, mo
     plan = app.dataframe[0].value
     assert len(plan) == 1 and plan.loc[0, "units missing"] == 2 and plan.loc[0, "method"] == "KGW"
     next(button for button in app.button if button.label == "Launch").click().run()
-    run_until(app, lambda a: any("1 of 1 runs done" in s.value for s in a.success))
+    run_until(app, lambda a: any("1 of 1 runs done" in shown(s.value) for s in a.success))
     assert app.dataframe[0].value.loc[0, "units missing"] == 0
     assert any("runs are complete" in caption.value for caption in app.caption)
 

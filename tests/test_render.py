@@ -5,7 +5,7 @@ import string
 import pandas as pd
 import pytest
 
-from fwsapp.ui.render import WORD_JOINER, highlight_entities, inert, message, token_view
+from fwsapp.ui.render import WORD_JOINER, chart_text, highlight_entities, inert, inert_figure, message, token_view
 
 HOSTILE = [
     "![x](http://evil.example/pixel.png)",
@@ -33,6 +33,22 @@ def test_no_syntax_survives(text):
     # Notices, which allow no HTML, split them with a word joiner instead.
     plain = re.sub(r"&#(\d+);", lambda match: chr(int(match.group(1))), message(text).replace("  \n", "\n"))
     assert plain.replace(WORD_JOINER, "") == text and not re.search(r"(?i)https?://|www\.|\w@\w", plain)
+
+
+def test_a_charts_text_is_literal_and_keeps_plotly_expresss_own_markup():
+    """Plotly draws a figure's strings as HTML of its own: `<a href>` in a legend is a live link (seen in Chromium)."""
+    import plotly.express as px
+
+    named = "m<a href='http://evil.example/'>x</a> <b>b</b> &amp; Q&A"
+    assert chart_text(named) == "m&lt;a href='http://evil.example/'>x&lt;/a> &lt;b>b&lt;/b> &amp;amp; Q&amp;A"
+    frame = pd.DataFrame({"run": [named, named, "KGW"], "disease": ["<i>gout</i>", "asthma", "asthma"], "y": [1, 2, 3]})
+    figure = inert_figure(px.box(frame, x="disease", y="y", color="run"))
+    traces = {trace["name"]: trace for trace in figure["data"]}
+    assert set(traces) == {chart_text(named), "KGW"}
+    assert list(traces[chart_text(named)]["x"]) == ["&lt;i>gout&lt;/i>", "asthma"]
+    # plotly.express's hover box keeps its line breaks and <extra></extra>; the name inside it is literal.
+    assert traces["KGW"]["hovertemplate"] == "run=KGW<br>disease=%{x}<br>y=%{y}<extra></extra>"
+    assert traces[chart_text(named)]["hovertemplate"].startswith("run=m&lt;a href=")
 
 
 def test_messages_break_lines_as_markdown_and_keep_letters():

@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from fwsapp.generation.generate import run_generation
 from fwsapp.generation.run_config import RunConfig
-from tests.conftest import PROJECT, copy_store, imported_qa_db
+from tests.conftest import PROJECT, copy_store, imported_qa_db, shown
 
 APP = str(PROJECT / "app.py")
 
@@ -18,13 +18,6 @@ def open_page(page: str) -> AppTest:
     app.switch_page(f"pages/{page}.py").run()
     assert not app.exception, app.exception
     return app
-
-
-def shown(text: str) -> str:
-    """Text as the browser shows it: inert rendering decoded (character references, word joiners)."""
-    import html
-
-    return html.unescape(text).replace("\u2060", "").replace("<span></span>", "")
 
 
 def by_label(widgets, label):
@@ -142,7 +135,7 @@ def test_detect_page_warns_about_small_samples_and_draws_readable_charts(detect_
     import json
 
     app, run_id, _ = detect_app
-    warning = next(w.value for w in app.warning if "Too few negatives" in w.value)
+    warning = next(shown(w.value) for w in app.warning if "Too few negatives" in shown(w.value))
     assert f"{run_id}: 4 negatives, so TPR@FPR=0.01, 0.05 are unresolved" in warning
     *_, roc, histogram = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart"))  # after the Length tab's
     assert all("{" not in trace["name"] for trace in roc["data"])  # no raw parameter JSON in the legend
@@ -389,7 +382,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
     app.text_input(key="entity-rater").set_value("Dr Repeat").run()
     sample = app.selectbox(key="entity-sample")
     assert "sample 0 ·" in sample.format_func(sample.value) and by_label(app.button, "Previous").disabled
-    assert any("Reviewed by Dr Repeat: 0 of the 2 samples" in caption.value for caption in app.caption)
+    assert any("Reviewed by Dr Repeat: 0 of the 2 samples" in shown(caption.value) for caption in app.caption)
     names = [m.value for m in app.markdown if "· rule:" in m.value]
     assert len(names) == 2 and "2 mentions, characters 0, 11" in names[0]  # gout once, for both mentions
     radios = [radio for radio in app.radio if radio.label == "Verdict"]
@@ -397,7 +390,7 @@ def test_one_verdict_covers_every_mention_of_a_name_and_next_sample_counts_what_
     [radio for radio in app.radio if radio.label == "Verdict"][1].set_value("Correct, not in the reference").run()
     verdicts = Store(os.environ["FWSAPP_DB"]).entity_verdicts()
     assert sorted(verdicts.entity) == ["Gout", "gout", "tuberculosis"]
-    assert any("Reviewed by Dr Repeat: 1 of the 2 samples" in caption.value for caption in app.caption)
+    assert any("Reviewed by Dr Repeat: 1 of the 2 samples" in shown(caption.value) for caption in app.caption)
     by_label(app.button, "Next sample").click().run()
     sample = app.selectbox(key="entity-sample")
     assert "sample 1 ·" in sample.format_func(sample.value) and by_label(app.button, "Next sample").disabled
@@ -450,7 +443,7 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     while time.time() < deadline and not app.success:
         time.sleep(1)
         app.run()
-    assert "(finished " in app.success[0].value
+    assert "(finished " in shown(app.success[0].value)
     by_label(app.button, "Dismiss").click().run()
     assert not app.success
     # Nothing of the finished job comes back: no stale progress bar, no live Cancel.
@@ -488,7 +481,7 @@ def test_the_entropy_page_draws_one_models_runs_at_a_time_and_names_the_stand_in
         own = values[values.run_id == ids[chosen]]
         assert bins.at["KGW · imported", "tokens"] == (own.text_kind == "watermarked").sum()
         assert bins.at["unwatermarked", "tokens"] == (own.text_kind == "unwatermarked").sum()
-        assert any(f"under {lm.name}, a stand-in for their generator" in caption.value for caption in app.caption)
+        assert any(f"under {lm.name}, a stand-in for their generator" in shown(caption.value) for caption in app.caption)
 
 
 # Runs that differ only in their parameters
@@ -731,12 +724,12 @@ def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
     store.close()
     judge = open_page("judge")
     assert any("are a smoke test" in info.value for info in judge.info)
-    assert any("gave both texts the same scores on 100% of its 4 verdicts" in warning.value for warning in judge.warning)
+    assert any("gave both texts the same scores on 100% of its 4 verdicts" in shown(warning.value) for warning in judge.warning)
     fws = open_page("fws")
-    assert not any(header.value.startswith(f"FWS, judge ({EMBEDDED_MODEL}") for header in fws.subheader)
-    assert "FWS, judge (no verdicts yet)" in [header.value for header in fws.subheader]
+    assert not any(shown(header.value).startswith(f"FWS, judge ({EMBEDDED_MODEL}") for header in fws.subheader)
+    assert "FWS, judge (no verdicts yet)" in [shown(header.value) for header in fws.subheader]
     fws.checkbox(key="fws-smoke").check().run()
-    assert f"FWS, judge ({EMBEDDED_MODEL} (smoke test))" in [header.value for header in fws.subheader]
+    assert f"FWS, judge ({EMBEDDED_MODEL} (smoke test))" in [shown(header.value) for header in fws.subheader]
     # Nor does the Home page count the run as judged: it said "Every run is scored, analysed and judged."
     home = open_page("home")
     assert {metric.label: metric.value for metric in home.metric}["Judged"] == "0"

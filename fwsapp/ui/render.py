@@ -19,6 +19,7 @@ import html
 import re
 import string
 
+import numpy as np
 import pandas as pd
 
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
@@ -51,6 +52,35 @@ def message(text: str) -> str:
 ENTITY_COLOURS = {"hallucinated": "#f4a6a6", "introduced": "#ffe08a", "entity": "#cfe3ff"}
 ENTITY_MEANINGS = {"hallucinated": "introduced and unsupported by the reference",
                    "introduced": "introduced, close to a reference entity", "entity": "a disease the reference names"}
+
+
+# plotly.express's own markup in a figure: line breaks and the hover box's <extra></extra>.
+_NOT_CHART_MARKUP = re.compile(r"<(?!(?:br|/?extra)>)")
+
+
+def chart_text(text: str) -> str:
+    """`text` as literal chart text. Plotly draws every string of a figure (legend, ticks, hover, titles) as its own
+    subset of HTML, where `<a href>` is a live link and `<span style>` styles: a model's or a file's name would be
+    markup there. '&' and every '<' but plotly.express's own become entities, which plotly shows as the characters."""
+    return _NOT_CHART_MARKUP.sub("&lt;", text.replace("&", "&amp;"))
+
+
+def inert_figure(figure) -> dict:
+    """`figure` (a plotly Figure) as a dict whose every string is `chart_text`, for st.plotly_chart. Every string,
+    not a list of text properties: the names a legend groups by (legendgroup, offsetgroup) are escaped alike, and a
+    property plotly's enumerations spell (a mode, a colour, a dash) has no '&' or '<' to change."""
+    def inert(value):
+        if isinstance(value, str):
+            return chart_text(value)
+        if isinstance(value, dict):
+            return {key: inert(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [inert(item) for item in value]
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            return [inert(item) for item in value.tolist()]
+        return value
+
+    return inert(figure.to_plotly_json())
 
 
 def score_text(score: float, label: str) -> str:

@@ -114,10 +114,11 @@ def job_status(kind: str, noun: str, body=None) -> None:
             reason = (job.message or "unknown error").rstrip(". ")
             st.error(render.message(f"{job.label} failed: {reason}. Finished work is kept; start it again to resume."))
         elif job.status == "cancelled":
-            st.warning(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to resume.")
+            st.warning(render.message(f"{job.label} was cancelled after {job.done} of {job.total} {noun}; start it again to "
+                                      "resume."))
         elif job.finished and st.session_state.get(f"{kind}_dismissed") != job.key:
             # Said with its time and dismissable, so an old result is not read as the current state.
-            st.success(f"{job.message or 'Done.'} (finished {job.finished_at:%H:%M:%S})")
+            st.success(render.message(f"{job.message or 'Done.'} (finished {job.finished_at:%H:%M:%S})"))
             if st.button("Dismiss", key=f"dismiss-{kind}"):
                 st.session_state[f"{kind}_dismissed"] = job.key
                 st.rerun()
@@ -398,10 +399,16 @@ def series_colours(series=()) -> dict[str, str]:
     return colours
 
 
+def chart(figure) -> None:
+    """A plotly figure across the page, its text literal (`render.inert_figure`): run labels carry model names typed
+    or read from files, and the Entropy page's axis the names found in model output."""
+    st.plotly_chart(render.inert_figure(figure), width="stretch")
+
+
 def count_smoke_tests(judges: list[str], key: str) -> bool:
     """Whether the user counts these smoke-test judges' verdicts in FWS and the rankings (never by default)."""
     return bool(judges) and st.checkbox(
-        f"Count the smoke-test verdicts of {', '.join(judges)}", value=False, key=key,
+        render.message(f"Count the smoke-test verdicts of {', '.join(judges)}"), value=False, key=key,
         help="The embedded 135M model is forced into the verdict format: its verdicts test the plumbing, not the "
              "texts, so FWS, the drops and the rankings leave them out unless you count them here.")
 
