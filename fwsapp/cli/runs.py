@@ -23,7 +23,9 @@ def register(commands) -> None:
     export = command(commands, cmd_export, "export", help="export one run's samples and scores",
                      description="A row per sample: the prompt, the reference and both texts (with their token ids), "
                                  "the detection scores (score_<kind>), each text's evidence record where `detect "
-                                 "--evidence` kept one, each stored quality metric per text (quality_<metric>_<kind>, "
+                                 "--evidence` kept one (the text detected again from its words, as the service reads "
+                                 "it: for a generated run its score can differ from score_<kind>, scored on the ids "
+                                 "the model generated), each stored quality metric per text (quality_<metric>_<kind>, "
                                  "under the metric's main config, as the report reads it) and the judge's 1-5 scores "
                                  "(judge_<aspect>_<kind>, the mean of its verdicts; judge_verdicts, judge_models).")
     export.add_argument("--run", required=True, help="the run's id (`runs` lists them)")
