@@ -5,6 +5,7 @@ The judge drop-% table (the paper's appendix). Rendered as Markdown or as LaTeX 
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -281,10 +282,21 @@ def _cell(value) -> str:
     return number_text(value) if isinstance(value, float) else str(value)
 
 
+# What can start Markdown (or the HTML a renderer such as GitHub's passes through) inside a line: a backslash before
+# it makes it the character itself. Model, judge and setting names are typed or read from files, so they are data.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$!&#])")
+
+
+def markdown_text(text: str) -> str:
+    """`text` as literal Markdown: `m<a href=…>` or `**b**` in a model's name is shown as written, not as a link or bold,
+    and a '|' does not end a table's cell."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
 def to_markdown(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(frame.columns) + " |"
+    header = "| " + " | ".join(markdown_text(str(column)) for column in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_cell(value).replace("|", "\\|") for value in row) + " |" for row in frame.itertuples(index=False)]
+    body = ["| " + " | ".join(markdown_text(_cell(value)) for value in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *body])
 
 
@@ -338,7 +350,7 @@ def render(report: dict, fmt: str, when: datetime | None = None) -> str:
     provenance (version, time, database, runs) and the FWS weights."""
     parts = [f"# fwsapp report: watermarking and medical factuality\n\n{provenance(report, when)}.\n\n"
              f"{weights_line(report)}.\n"] if fmt == "markdown" else []
-    parts += [f"## {title}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title)
+    parts += [f"## {markdown_text(title)}\n\n{to_markdown(frame)}\n" if fmt == "markdown" else to_latex(frame, title)
               for title, frame in report_tables(report)]
     return "\n\n".join(parts) + "\n"
 
