@@ -195,6 +195,18 @@ def test_integers_a_database_column_cannot_hold_are_refused_before_any_work(db, 
     assert_refused([*command, "--run", run_id, "--db", str(db)], [expected], db, capsys)
 
 
+@pytest.mark.parametrize("options, expected", [
+    (["--by-length", "--fpr", "1.5"], "--fpr must be in (0, 1), not 1.5"),
+    (["--window", "0"], "--window must be from 1 to 100,000 tokens, not 0"),
+    (["--audit-keys", "10"], "--audit-keys audits one run's method and key"),
+    (["--predict"], "--predict compares predicted with measured tokens to detect"),
+])
+def test_detect_over_every_run_refuses_its_options_before_reading_any_run(db, capsys, options, expected):
+    """The refusal is the one line: it came below a line for each run `--all` skips (the imported run's model 'm'
+    names no tokenizer here)."""
+    assert_refused(["detect", "--all", *options, "--db", str(db)], [expected], db, capsys)
+
+
 @pytest.mark.parametrize("method", post_hoc_names())
 def test_detect_refuses_a_post_hoc_detector_before_loading_anything(db, capsys, monkeypatch, method):
     """`detect` scores texts again under a watermark's key, which LogRank and its kin have not; the refusal came after

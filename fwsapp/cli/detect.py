@@ -94,30 +94,27 @@ def strength_options(parser) -> None:
 def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
-    from fwsapp.detection.length import windowed_rates
+    from fwsapp.detection.length import check_window_size, windowed_rates
     from fwsapp.detection.redetect import set_evidence, set_scores, set_summaries
     from fwsapp.paths import write_output
 
+    # The options first: a refusal after `detectable` came below a line for every run it skips.
+    if not 0 < args.fpr < 1:
+        raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
+    if args.window is not None:
+        check_window_size(args.window)
+    if args.audit_keys is not None:
+        check_audit_options(args)
+    else:
+        check_detection_options(args)
     store, targets = opened_targets(args)
     if args.all:
         targets = detectable(store, targets, args.tokenizer)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
-    if not 0 < args.fpr < 1:
-        raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
     if args.audit_keys is not None:
         return print_key_audit(store, targets, args)
-    if args.corpus:
-        raise ValueError("--corpus is the human text of --audit-keys: add --audit-keys K, or drop it.")
-    if args.evidence and (args.window or args.by_length):
-        raise ValueError("--evidence records whole texts' verdicts: drop --window (WinMax's verdict has no evidence "
-                         "record) and --by-length.")
-    if args.predict and not args.by_length:
-        raise ValueError("--predict compares predicted with measured tokens to detect: add --by-length.")
     if args.by_length:
-        if args.method or args.param or args.normalize or args.window or args.out or args.deduplicate:
-            raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
-                             "--normalize, --window, --deduplicate and --out.")
         return print_lengths(store, targets, args)
     params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
     with progress_bar("detect", "text") as progress:
@@ -142,6 +139,27 @@ def cmd_detect(args) -> int:
         write_csv(args, set_scores(store, sets[0].set_id))
         print(args.out)
     return 0
+
+
+def check_audit_options(args) -> None:
+    if args.all or len(args.run) != 1 or args.window or args.by_length or args.normalize or args.out \
+            or args.deduplicate or args.evidence:
+        raise ValueError("--audit-keys audits one run's method and key (with and without deduplication): give a single "
+                         "--run, and drop --window, --by-length, --normalize, --deduplicate, --evidence and --out.")
+
+
+def check_detection_options(args) -> None:
+    """The options of a detection or a reading by length that do not go together."""
+    if args.corpus:
+        raise ValueError("--corpus is the human text of --audit-keys: add --audit-keys K, or drop it.")
+    if args.evidence and (args.window or args.by_length):
+        raise ValueError("--evidence records whole texts' verdicts: drop --window (WinMax's verdict has no evidence "
+                         "record) and --by-length.")
+    if args.predict and not args.by_length:
+        raise ValueError("--predict compares predicted with measured tokens to detect: add --by-length.")
+    if args.by_length and (args.method or args.param or args.normalize or args.window or args.out or args.deduplicate):
+        raise ValueError("--by-length reads each run under its own method and parameters: drop --method, --param, "
+                         "--normalize, --window, --deduplicate and --out.")
 
 
 def detection_phrase(auroc: float | None, tpr_at_fpr: dict | None, against: str) -> str | None:
@@ -188,10 +206,6 @@ def print_key_audit(store, targets: list[str], args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
 
-    if len(targets) != 1 or args.window or args.by_length or args.normalize or args.out or args.deduplicate \
-            or args.evidence:
-        raise ValueError("--audit-keys audits one run's method and key (with and without deduplication): give a single "
-                         "--run, and drop --window, --by-length, --normalize, --deduplicate, --evidence and --out.")
     run_id = targets[0]
     method = args.method or store.run(run_id)["method"]
     params = parse_params(method, args.param) if args.param else None

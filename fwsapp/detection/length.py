@@ -220,9 +220,13 @@ def check_window(method: str, window: int) -> Evidence:
         with_evidence = ", ".join(entry.name for entry in methods.METHODS if entry.evidence)
         raise ValueError(f"Windowed detection needs per-token evidence, and {method}'s score has none (it aligns or "
                          f"maximises over the whole text); use one of {with_evidence}.")
+    check_window_size(window)
+    return evidence
+
+
+def check_window_size(window: int) -> None:
     if not 1 <= window <= MAX_WINDOW:
         raise ValueError(f"--window must be from 1 to {MAX_WINDOW:,} tokens, not {window}.")
-    return evidence
 
 
 def window_scores(method: str, params: dict, detection, window: int) -> np.ndarray:
