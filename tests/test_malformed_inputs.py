@@ -207,6 +207,14 @@ def test_detect_over_every_run_refuses_its_options_before_reading_any_run(db, ca
     assert_refused(["detect", "--all", *options, "--db", str(db)], [expected], db, capsys)
 
 
+@pytest.mark.parametrize("options, expected", [
+    (["--seed", "-1"], "--seed must be a whole number from 0 to 2,147,483,647"),
+    (["--param", "p=5"], "typo: p=5.0 is out of range; it must be in [0, 1]"),
+])
+def test_attack_over_every_run_refuses_its_options_before_reading_any_run(db, capsys, options, expected):
+    assert_refused(["attack", "--all", "--attack", "typo", *options, "--db", str(db)], [expected], db, capsys)
+
+
 @pytest.mark.parametrize("method", post_hoc_names())
 def test_detect_refuses_a_post_hoc_detector_before_loading_anything(db, capsys, monkeypatch, method):
     """`detect` scores texts again under a watermark's key, which LogRank and its kin have not; the refusal came after

@@ -29,9 +29,15 @@ def register(commands) -> None:
 
 def cmd_attack(args) -> int:
     from fwsapp.orchestration import pipeline
+    from fwsapp.plugins import checked_seed
     from fwsapp.results.run_names import ready
+    from fwsapp.robustness.attack_sets import check_attack_params
     from fwsapp.watermark.methods import info, split_pair
 
+    # The options first: a refusal after the runs are read came below a line for every run --all skips.
+    params = dict(split_pair(pair) for pair in args.param)
+    checked_seed(args.seed)
+    check_attack_params(args.attack, params)
     store, targets = opened_targets(args)
     if args.all:  # every run that has watermarked texts to attack; the others are named, not a reason to stop
         runs = ready(store.runs())
@@ -41,7 +47,6 @@ def cmd_attack(args) -> int:
             print(f"{run_id}: skipped (no watermarked texts yet, still generating, or a post-hoc detector)",
                   file=sys.stderr)
         targets = detectable(store, attackable, args.tokenizer)
-    params = dict(split_pair(pair) for pair in args.param)
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,
                                seed=args.seed, tokenizer=args.tokenizer, normalize=args.normalize)

@@ -46,14 +46,20 @@ def attack_set_id(run_id: str, attack: str, params: dict, seed: int, model: str 
     return "atk-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def check_attack(store: Store, run_id: str, attack: str, params: dict) -> tuple[AttackPlugIn, dict]:
-    """The attack's entry and checked parameters, once the run is known to have what it needs; a clear error
-    otherwise, before any work."""
+def check_attack_params(attack: str, params: dict) -> tuple[AttackPlugIn, dict]:
+    """The attack's entry and checked parameters, whichever run it attacks (its recognizer installed)."""
     from fwsapp.entities.recognizers import check_recognizer
 
     entry = ATTACKS.check(attack)
     checked = entry.checked_params(params)
     check_recognizer(entry.recognizer(checked))
+    return entry, checked
+
+
+def check_attack(store: Store, run_id: str, attack: str, params: dict) -> tuple[AttackPlugIn, dict]:
+    """The attack's entry and checked parameters, once the run is known to have what it needs; a clear error
+    otherwise, before any work."""
+    entry, checked = check_attack_params(attack, params)
     run = store.run(run_id)
     if methods.info(run["method"]).post_hoc:
         raise ValueError(f"{run_id}: {run['method']} is a post-hoc detector; its run has no watermarked texts to attack.")
