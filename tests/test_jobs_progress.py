@@ -52,11 +52,11 @@ def test_a_jobs_model_load_is_its_phase_until_the_work_reports(store, monkeypatc
 
 def test_every_page_shows_a_running_job_with_its_phase_and_time(app_db):
     """A page that waits for a job (Entities while the analysis runs, Home's 'not analysed yet') shows it in the
-    sidebar: what, how far, the phase, the time."""
+    sidebar: what, how far, the phase, the time. A label's names (a model's, a spec's) are text, not Markdown."""
     from streamlit.testing.v1 import AppTest
 
     from fwsapp.ui import resources
-    from tests.conftest import PROJECT
+    from tests.conftest import PROJECT, shown
 
     app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=60)
     app.run()
@@ -68,14 +68,15 @@ def test_every_page_shows_a_running_job_with_its_phase_and_time(app_db):
         return "done"
 
     manager = resources.jobs()
-    job = manager.start("analyze", "sidebar-test", "Analysing 3 runs", work)
+    job = manager.start("analyze", "sidebar-test", "Analysing 3 runs of **m**", work)
     try:
         while job.done != 2:
             time.sleep(0.05)
         app.switch_page("pages/entropy.py").run()
-        lines = [bar.proto.text for bar in app.sidebar.get("progress")]
-        assert any(line.startswith("Analysing 3 runs: running, 2 of 8 · batch 2 of 8 · ") and "elapsed" in line
-                   for line in lines), lines
+        bars = [bar.proto.text for bar in app.sidebar.get("progress")]
+        assert not any("**m**" in bar for bar in bars), bars
+        assert any(shown(bar).startswith("Analysing 3 runs of **m**: running, 2 of 8 · batch 2 of 8 · ")
+                   and "elapsed" in bar for bar in bars), bars
     finally:
         release.set()
     while not job.finished:

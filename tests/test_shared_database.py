@@ -6,7 +6,7 @@ import time
 from streamlit.testing.v1 import AppTest
 
 from fwsapp.store import Store
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, shown
 
 APP = str(PROJECT / "app.py")
 
@@ -16,7 +16,8 @@ def home_runs(app: AppTest) -> int:
 
 
 def stored_progress(app: AppTest) -> list[str]:
-    return [element.proto.text for element in app.sidebar.get("progress") if "another process" in element.proto.text]
+    bars = [shown(element.proto.text) for element in app.sidebar.get("progress")]
+    return [text for text in bars if "another process" in text]
 
 
 def test_the_app_watches_a_cli_generate_on_its_database_and_nothing_is_lost(app_db):

@@ -123,7 +123,7 @@ def job_status(kind: str, noun: str, body=None) -> None:
                 st.session_state[f"{kind}_dismissed"] = job.key
                 st.rerun()
         elif not job.finished:  # a dismissed result shows nothing, least of all a progress bar with a live Cancel
-            st.progress(job.fraction, text=progress_line(job, noun))
+            st.progress(job.fraction, text=render.message(progress_line(job, noun)))
             if st.button("Cancel", key=f"cancel-{kind}"):
                 job.cancel()
         if body is not None:
@@ -149,12 +149,12 @@ def running_jobs() -> None:
     def panel():
         own = jobs().running()
         for job in own:
-            st.progress(job.fraction, text=progress_line(job))
+            st.progress(job.fraction, text=render.message(progress_line(job)))
         current = revision()
         mine = {run_id for job in own for run_id in job.run_ids}
         stored = runs(current)
         for run in stored[(stored.status == "running") & ~stored.run_id.isin(mine)].itertuples():
-            st.progress(min(1.0, run.samples_done / max(run.n, 1)), text=stored_progress_line(run))
+            st.progress(min(1.0, run.samples_done / max(run.n, 1)), text=render.message(stored_progress_line(run)))
         if not own and current != st.session_state.get(DRAWN_REVISION, current):
             st.rerun(scope="app")
 
@@ -172,7 +172,7 @@ def models_in_use(slot) -> None:
     loaded = loaded_models()
     with slot.container():
         st.caption("Model in use")
-        st.write(", ".join(loaded) if loaded else "none loaded yet (loads on the first run)")
+        st.write(render.message(", ".join(loaded)) if loaded else "none loaded yet (loads on the first run)")
 
 
 def mark_drawn() -> int:
