@@ -114,12 +114,13 @@ def forgery(frame) -> None:
                    width="stretch")
     right.markdown(f"**{level.replace('TPR', 'Forgery success')}** (against the run's negatives)")
     right.dataframe(shown_table(frame, level).drop(columns=[CLEAN], errors="ignore").fillna("–"), width="stretch")
-    st.caption("Each column is a forger: it learned the watermark from the run's watermarked answers it observed, "
-               "against the unwatermarked answers to the same prompts, then wrote its own answers to prompts it never "
-               "saw. A high share means the watermark can be forged: it no longer proves that the model wrote a text. "
-               "Similarity to the model's own answer to the same prompt says whether the forgeries still read as "
-               "answers: " + ", ".join(f"{row.attack_label}: {row.similarity:.2f}" for row in frame.itertuples()
-                                        if isinstance(row.attack, str) and row.similarity == row.similarity) + ".")
+    st.caption(markup.message(
+        "Each column is a forger: it learned the watermark from the run's watermarked answers it observed, against the "
+        "unwatermarked answers to the same prompts, then wrote its own answers to prompts it never saw. A high share "
+        "means the watermark can be forged: it no longer proves that the model wrote a text. Similarity to the model's "
+        "own answer to the same prompt says whether the forgeries still read as answers: "
+        + ", ".join(f"{row.attack_label}: {row.similarity:.2f}" for row in frame.itertuples()
+                    if isinstance(row.attack, str) and row.similarity == row.similarity) + "."))
     for attack in frame.attack.dropna().unique():
         curves = strength_curves(frame, attack, level)
         if curves.strength.nunique() > 1:  # forgery success as the forger reads more answers
