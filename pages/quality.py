@@ -75,7 +75,8 @@ def task_tables(runs) -> None:
                    "watermarked text's similarity to "
                    "the unwatermarked one). Difference from unwatermarked, each run's watermarked texts against its "
                    "own unwatermarked ones (the same prompts):")
-        st.dataframe(difference_from_unwatermarked(report, task).round(3), hide_index=True, width="stretch")
+        differences = difference_from_unwatermarked(report, task)
+        st.dataframe(differences, hide_index=True, width="stretch", column_config=widgets.worded_columns(differences))
         downloads = st.columns(2)
         widgets.download("CSV", csv_bytes(table), f"quality-{task}.csv", "text/csv", downloads[0], key=f"csv-{task}")
         widgets.download("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",

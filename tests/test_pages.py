@@ -531,6 +531,27 @@ def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts
         assert sum("&lt;a href=" in spec for spec in strings) == charts and not any("<a " in spec for spec in strings), page
 
 
+def test_the_quality_pages_differences_are_written_to_three_decimals(app_db):
+    """-0.25 beside 0.069 and a bare 0: the difference table alone was written as its numbers fell."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    examples = PROJECT / "data" / "examples" / "paper-meditron"
+    store = Store(app_db)
+    import_logs(store, method="KGW", model="meditron", task_name="summarization",
+                **{kind: LogFile.from_path(examples / f"KGW-g0.5-d2-meditron-MEQS.{kind}.json")
+                   for kind in ("generations", "detection")})
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/quality.py").run()
+    differences = next(frame for frame in app.dataframe if "Method" in frame.value.columns
+                       and "Unwatermarked" not in set(frame.value.Method))
+    assert differences.value.loc[0, "ROUGE-2"] == pytest.approx(-0.022, abs=5e-4)  # Table 2: 0.025 against 0.046
+    columns = json.loads(differences.proto.columns)
+    assert all(columns[name]["type_config"]["format"] == "%.3f" for name in ("ROUGE-2", "ROUGE-L"))
+
+
 def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, monkeypatch):
     import html
 
