@@ -647,7 +647,7 @@ def test_the_sidebar_names_the_model_the_page_has_just_loaded(app_db, monkeypatc
     app.switch_page("pages/playground.py").run()
 
     def in_use():
-        return [m.value for m in app.sidebar.markdown if "loaded" in m.value or " on cpu" in m.value]
+        return [shown(m.value) for m in app.sidebar.markdown if "loaded" in shown(m.value) or " on cpu" in shown(m.value)]
 
     assert in_use() == ["none loaded yet (loads on the first run)"]
     app.text_area[0].set_value("What lowers blood pressure?")
