@@ -55,6 +55,8 @@ def test_messages_break_lines_as_markdown_and_keep_letters():
     assert message("a.json, row 2\nbad") == "a&#46;json&#44; row 2  \nbad"
     assert inert("mail a@b.org") == "mail a&#64;<span></span>b&#46;org"
     assert message("mail a@b.org") == "mail a&#64;\u2060b&#46;org"
+    # A scheme's ':' is split from what follows it; a ':' before a space stays as typed (searchable, copied as is).
+    assert message("at http://x: 2 of 5") == "at http&#58;\u2060&#47;&#47;x&#58; 2 of 5"
     assert inert(None) == "" and inert("Gout 2") == "Gout 2"
 
 

@@ -10,8 +10,8 @@ shows the text literally and no syntax survives. Letters, digits and spaces are 
 GFM's autolinking still runs on the decoded text (a browser test showed `http://…` turned into a live
 link), so every ':' and '@' is followed, and the '.' of 'www.' preceded, by an empty `<span></span>`: it splits the text
 where a scheme, an e-mail address or a www. name would be recognised, and copied text carries nothing extra.
-Notices that allow no HTML (`message`, for st.error and the like) split them with an invisible word joiner
-(U+2060) instead.
+Notices that allow no HTML (`message`, for st.error, st.progress and the like) split them with an invisible word
+joiner (U+2060) instead, after a ':' only where text follows it, as a scheme's does.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ import pandas as pd
 
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
 WORD_JOINER = "\u2060"
-_AUTOLINK_TRIGGERS = re.compile(r"(?<=[:@])|(?i:(?<=www)(?=\.))")
+# "written by another process: 2 of 5" stays as typed: searchable, and copied without an invisible character.
+_AUTOLINK_TRIGGERS = re.compile(r"(?<=:)(?=\S)|(?<=@)|(?i:(?<=www)(?=\.))")
 _ESCAPED_TRIGGERS = re.compile(r"&#58;|&#64;|(?i:(?<=www)&#46;)")  # ':', '@' and the '.' of 'www.', once escaped
 AUTOLINK_BREAK = "<span></span>"
 
