@@ -48,7 +48,7 @@ def render() -> None:
     with st.expander("Delete a run"):
         st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "
                    "`python -m fwsapp runs --delete ID` does the same.")
-        doomed = st.selectbox("Run", list(named), format_func=named.get)
+        doomed = st.selectbox("Run", list(named), format_func=named.get, key="delete-run")
         typed = st.text_input("Type the run id to confirm", key="delete-confirm").strip()
         busy = resources.jobs().generating(doomed) if doomed else None
         if busy is not None:

@@ -658,16 +658,22 @@ def test_the_sidebar_names_the_model_the_page_has_just_loaded(app_db, monkeypatc
 
 
 def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
-    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
 
-    store = Store(app_db)
-    run_ids = load_examples(store)
+    store = Store(app_db)  # two of the example runs, one judged (the six took a fifth of the page tests' time)
+    examples = PROJECT / "data" / "examples"
+    run_ids = [import_logs(store, method="KGW", model=model, task_name="summarization",
+                           **{kind: LogFile.from_path(examples / f"paper-{model}" / f"KGW-g0.5-d2-{model}-MEQS.{kind}.json")
+                              for kind in kinds})
+               for model, kinds in (("meditron", ("generations", "detection", "judged")),
+                                    ("biomistral", ("generations", "detection")))]
+    assert not store.judgments([run_ids[0]]).empty
     store.close()
     app = AppTest.from_file(APP, default_timeout=120)
     app.run()
     app.switch_page("pages/report.py").run()
-    doomed = app.selectbox[0].value
+    doomed = app.selectbox(key="delete-run").select(run_ids[0]).run().selectbox(key="delete-run").value  # judged
     delete = next(button for button in app.button if button.label == "Delete this run")
     assert delete.disabled
     app.text_input(key="delete-confirm").set_value(doomed).run()
