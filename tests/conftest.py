@@ -179,6 +179,17 @@ def shown(text: str) -> str:
     return html.unescape(text).replace("\u2060", "").replace("<span></span>", "")
 
 
+def import_example_summaries(store, example: str = "meditron", kinds=("generations", "detection", "judged"),
+                             **identity) -> str:
+    """One shipped example run (the paper's KGW summaries of `example`'s model, data/examples) imported with the
+    given logs; `identity` overrides the import's model name or judge (`import_logs`'s arguments). Returns its run id."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+
+    folder = PROJECT / "data" / "examples" / f"paper-{example}"
+    return import_logs(store, **{"method": "KGW", "model": example, "task_name": "summarization", **identity},
+                       **{kind: LogFile.from_path(folder / f"KGW-g0.5-d2-{example}-MEQS.{kind}.json") for kind in kinds})
+
+
 def copy_store(store, target):
     """A checkpointed copy of a Store's file at target, for a page to open."""
     import shutil

@@ -128,16 +128,12 @@ def test_markdown_and_latex_tables(paper_store):
 def test_a_markdown_reports_names_are_literal(store):
     """A model and a judge named with markup (typed on import, or read from a spec file) stayed live in the Markdown
     report: GitHub's renderer makes `<a href>` a link there, and `**b**` bold."""
-    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.results.report import build_report
     from fwsapp.results.tables import render
-    from tests.conftest import PROJECT
+    from tests.conftest import import_example_summaries
 
     model, judge = "m<a href='http://evil.example/'>x</a> **b** a|b", "j_[l](http://evil.example/j)_"
-    examples = PROJECT / "data" / "examples" / "paper-meditron"
-    import_logs(store, method="KGW", model=model, task_name="summarization", judge_model=judge,
-                **{kind: LogFile.from_path(examples / f"KGW-g0.5-d2-meditron-MEQS.{kind}.json")
-                   for kind in ("generations", "detection", "judged")})
+    import_example_summaries(store, model=model, judge_model=judge)
     markdown = render(build_report(store), "markdown")
     assert "| m\\<a href='http://evil.example/'\\>x\\</a\\> \\*\\*b\\*\\* a\\|b | Summarization |" in markdown
     assert "## Table 4: FWS (Auto and judge: j\\_\\[l\\](http://evil.example/j)\\_), α = 0.4, β = 0.2" in markdown

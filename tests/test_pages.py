@@ -506,15 +506,12 @@ def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts
     """A model and a judge named with markup (an import's names are typed, a spec's are read from a file) show as
     text: in the Detect page's notice, the FWS page's titles and radio, and every chart's legend, ticks and hover.
     Plotly draws a chart's text as HTML of its own: `<a href>` in a legend was a live link."""
-    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
+    from tests.conftest import import_example_summaries
 
     model, judge = "m<a href='http://evil.example/m'>x</a> **b** [l](http://evil.example/l)", "j<a href='x'>y</a> **jb**"
-    examples = PROJECT / "data" / "examples" / "paper-meditron"
     store = Store(app_db)
-    import_logs(store, method="KGW", model=model, task_name="summarization", judge_model=judge,
-                **{kind: LogFile.from_path(examples / f"KGW-g0.5-d2-meditron-MEQS.{kind}.json")
-                   for kind in ("generations", "detection", "judged")})
+    import_example_summaries(store, model=model, judge_model=judge)
     store.close()
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
@@ -533,14 +530,11 @@ def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts
 
 def test_the_quality_pages_differences_are_written_to_three_decimals(app_db):
     """-0.25 beside 0.069 and a bare 0: the difference table alone was written as its numbers fell."""
-    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
+    from tests.conftest import import_example_summaries
 
-    examples = PROJECT / "data" / "examples" / "paper-meditron"
     store = Store(app_db)
-    import_logs(store, method="KGW", model="meditron", task_name="summarization",
-                **{kind: LogFile.from_path(examples / f"KGW-g0.5-d2-meditron-MEQS.{kind}.json")
-                   for kind in ("generations", "detection")})
+    import_example_summaries(store, kinds=("generations", "detection"))
     store.close()
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
@@ -658,16 +652,11 @@ def test_the_sidebar_names_the_model_the_page_has_just_loaded(app_db, monkeypatc
 
 
 def test_report_page_deletes_a_run_only_once_its_id_is_typed(app_db):
-    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
+    from tests.conftest import import_example_summaries
 
     store = Store(app_db)  # two of the example runs, one judged (the six took a fifth of the page tests' time)
-    examples = PROJECT / "data" / "examples"
-    run_ids = [import_logs(store, method="KGW", model=model, task_name="summarization",
-                           **{kind: LogFile.from_path(examples / f"paper-{model}" / f"KGW-g0.5-d2-{model}-MEQS.{kind}.json")
-                              for kind in kinds})
-               for model, kinds in (("meditron", ("generations", "detection", "judged")),
-                                    ("biomistral", ("generations", "detection")))]
+    run_ids = [import_example_summaries(store), import_example_summaries(store, "biomistral", ("generations", "detection"))]
     assert not store.judgments([run_ids[0]]).empty
     store.close()
     app = AppTest.from_file(APP, default_timeout=120)
