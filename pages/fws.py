@@ -186,7 +186,7 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
                 "with scores by length (Detect page, Length tab).")
         return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
     swept_shown = widgets.uniform(tasks_named(swept.drop(columns="sweep")).round(3))
-    if matched.empty:
+    if not (matched.runs > 0).any():
         st.warning(f"No swept run has a TPR after {int(target_tokens)} tokens: their texts are shorter than that, or "
                    f"too few reach it (each run's reason below). Choose a smaller T.")
         st.dataframe(swept_shown, hide_index=True, width="stretch")

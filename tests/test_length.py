@@ -133,6 +133,12 @@ def test_the_equal_strength_search_picks_the_known_setting():
     # Just short of the target, it is shown below it (it read "not reached: best TPR 0.90" against 0.9).
     table = matched(pd.DataFrame(sweep("KGW", {2.0: 0.895})), 0.9).set_index("method")
     assert table.at["KGW", "setting"] == "not reached: best TPR 0.895 at delta=2"
+    # A sweep none of whose runs has a TPR at this length is a row that says so: it was left out of the table unseen.
+    table = matched(pd.DataFrame(sweep("KGW", {1.0: 0.6, 2.0: 0.95}) + sweep("SWEET", {1.0: None, 2.0: None})),
+                    0.9).set_index("method")
+    assert table.at["SWEET", "runs"] == 0 and np.isnan(table.at["SWEET", "value"])
+    assert table.at["SWEET", "setting"] == "not measured: no swept run has a TPR at this length (see the swept runs)"
+    assert table.at["KGW", "runs"] == 2
 
 
 def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp_path, capsys):

@@ -124,6 +124,31 @@ def test_progress_counts_the_values_to_compute_not_those_stored_or_skipped(tmp_p
     store.close()
 
 
+def test_an_oracle_that_cannot_load_is_refused_before_any_progress_or_value(tmp_path):
+    """`score --oracle /nonexistent` loaded the oracle only when perplexity's turn came, after the progress bar had
+    started (and, with other metrics first, after their values were written): a parameter is checked before work."""
+    from fwsapp.models import ModelLoadError
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    run_id = imported_qa_db(tmp_path / "oracle.duckdb", 4)
+    store = Store(tmp_path / "oracle.duckdb")
+    store.row("DELETE FROM metrics")
+    asked, reported = [], []
+
+    def unloadable(name):
+        asked.append(name)
+        raise ModelLoadError(f"Could not load the model '{name}'.")
+
+    with pytest.raises(ModelLoadError, match="/nonexistent"):
+        pipeline.score(store, [run_id], unloadable, lambda done, total, note="": reported.append(done),
+                       metrics=("rouge", "ppl"), oracle="/nonexistent")
+    assert asked == ["/nonexistent"] and reported == []
+    assert store.row("SELECT count(*) FROM metrics")[0] == 0
+    store.close()
+
+
 def test_a_cancel_is_heard_between_chunks_of_a_metric_and_what_was_done_stays(tmp_path):
     import threading
 

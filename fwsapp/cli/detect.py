@@ -293,7 +293,8 @@ def cmd_compare(args) -> int:
               "have a strength parameter; `grid experiments/strength.toml` makes such a sweep.")
         return 1
     print(f"Equal strength: TPR {args.target_tpr:g} at {args.fpr:.0%} FPR after {args.tokens} tokens")
-    if table.empty:
+    measured = bool((table.runs > 0).any())
+    if not measured:
         print("No run has a TPR at this length: see why beside each run.")
     else:
         shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
@@ -301,7 +302,7 @@ def cmd_compare(args) -> int:
     print("\nSwept runs:")
     swept = points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]]
     print(table_text(swept, float_format=lambda value: f"{value:.3g}"))
-    return 1 if table.empty else 0
+    return 0 if measured else 1
 
 
 def cmd_paired(args) -> int:

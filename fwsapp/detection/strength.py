@@ -100,13 +100,18 @@ def short_of(tpr: float, target: float) -> str:
 
 def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
     """Per sweep, the setting that reaches `target_tpr`: a swept run, or a point interpolated between the last run
-    short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR."""
+    short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR, and one none
+    of whose runs has a TPR (`runs` 0) says that, so no sweep drops out of the table unseen."""
     rows = []
-    for sweep, group in points.dropna(subset=["tpr"]).groupby("sweep", sort=True):
-        group = group.sort_values("value").reset_index(drop=True)
+    for sweep, runs in points.groupby("sweep", sort=True):
+        group = runs.dropna(subset=["tpr"]).sort_values("value").reset_index(drop=True)
         first = group.index[group.tpr >= target_tpr]
-        base = {"method": group.method[0], "model": group.model[0], "task": group.task[0], "sweep": sweep,
-                "strength": group.strength[0], "runs": len(group), "low_run": None, "high_run": None, "share": math.nan}
+        base = {**runs.iloc[0][["method", "model", "task", "strength"]].to_dict(), "sweep": sweep, "runs": len(group),
+                "low_run": None, "high_run": None, "share": math.nan}
+        if group.empty:
+            rows.append({**base, "value": math.nan, "tpr": math.nan, **{label: math.nan for label in QUALITY},
+                         "setting": "not measured: no swept run has a TPR at this length (see the swept runs)"})
+            continue
         if first.empty:
             best = group.loc[group.tpr.idxmax()]
             rows.append({**base, "value": math.nan, "tpr": math.nan,

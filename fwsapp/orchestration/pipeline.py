@@ -256,7 +256,8 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
     """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
     skipped, the perplexity of an imported run when no `oracle` is named). Progress counts the samples × metrics to
     compute, planned for every run before the first is scored: values already stored and metrics skipped are no work."""
-    from fwsapp.quality.scoring import QualityResources, check_metrics, planned_values, score_run, scoring_plan
+    from fwsapp.quality.scoring import (QualityResources, check_metrics, planned_values, prepare_plan, score_run,
+                                        scoring_plan)
     from fwsapp.quality.registry import default_metrics
     from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer
 
@@ -265,6 +266,8 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint, store=store,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
     plans = {run_id: scoring_plan(store, run_id, resources, metrics) for run_id in run_ids}
+    for run_id, plan in plans.items():
+        prepare_plan(store, run_id, resources, plan)
     steps = _per_run(progress, [planned_values(plan) for plan in plans.values()])
     counts = {}
     for (run_id, plan), step in zip(plans.items(), steps):

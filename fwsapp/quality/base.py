@@ -28,6 +28,11 @@ class Metric(ABC):
     def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
         """(rows to store, samples of `todo` covered so far), chunk by chunk, so a stopped job keeps what it finished."""
 
+    def prepare(self, run: dict, resources) -> None:
+        """Load what its values need that may fail to load (a model), before any value is computed: a job then refuses
+        a model that cannot load before its progress starts. Nothing for a metric whose needs always load."""
+        return None
+
     def describe(self, config: str | None) -> str | None:
         """What the values under `config` are called, where that varies with the config; None where it does not."""
         return None

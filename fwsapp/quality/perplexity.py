@@ -42,6 +42,9 @@ class Perplexity(Metric):
         oracle = perplexity_oracle(run, resources.oracle)
         return None if oracle is None else f"oracle={oracle}"
 
+    def prepare(self, run: dict, resources) -> None:
+        resources.model_loader(perplexity_oracle(run, resources.oracle))
+
     def rows(self, todo, run: dict, resources, config: str):
         """The run's own generator reads its stored token ids; another oracle reads the texts tokenised its way."""
         oracle = perplexity_oracle(run, resources.oracle)

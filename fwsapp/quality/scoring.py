@@ -102,6 +102,15 @@ def planned_values(plan: list[PlannedMetric]) -> int:
     return sum(len(planned.todo) for planned in plan)
 
 
+def prepare_plan(store, run_id: str, resources: QualityResources, plan: list[PlannedMetric]) -> None:
+    """Load what the plan's metrics need (an oracle model), so a model that cannot load is refused before any value
+    is computed or any progress shown."""
+    run = store.run(run_id)
+    for planned in plan:
+        if len(planned.todo):
+            implementation_of(planned.metric).prepare(run, resources)
+
+
 def score_run(store, run_id: str, resources: QualityResources, metrics=None,
               progress: Callable[..., None] | None = None, cancel=None,
               plan: list[PlannedMetric] | None = None) -> dict[str, int | None]:
