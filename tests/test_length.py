@@ -137,7 +137,7 @@ def test_the_equal_strength_search_picks_the_known_setting():
     table = matched(pd.DataFrame(sweep("KGW", {1.0: 0.6, 2.0: 0.95}) + sweep("SWEET", {1.0: None, 2.0: None})),
                     0.9).set_index("method")
     assert table.at["SWEET", "runs"] == 0 and np.isnan(table.at["SWEET", "value"])
-    assert table.at["SWEET", "setting"] == "not measured: no swept run has a TPR at this length (see the swept runs)"
+    assert table.at["SWEET", "setting"] == "not measured at this length: see the swept runs"
     assert table.at["KGW", "runs"] == 2
 
 

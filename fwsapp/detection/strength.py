@@ -110,7 +110,7 @@ def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
                 "low_run": None, "high_run": None, "share": math.nan}
         if group.empty:
             rows.append({**base, "value": math.nan, "tpr": math.nan, **{label: math.nan for label in QUALITY},
-                         "setting": "not measured: no swept run has a TPR at this length (see the swept runs)"})
+                         "setting": "not measured at this length: see the swept runs"})
             continue
         if first.empty:
             best = group.loc[group.tpr.idxmax()]
