@@ -14,6 +14,20 @@ def test_a_7b_model_fits_by_its_bytes_per_parameter_and_a_margin():
     assert not fits(meditron, "fp32", 24 * 2**30)  # 30.1 GiB: not on this 24 GiB machine's CPU
 
 
+def test_a_model_that_does_not_fit_in_fp32_is_told_what_bf16_would_need():
+    """A 7B model on this 24 GiB CPU: 30.1 GiB in fp32 does not fit, and the line said no more, though --dtype bf16
+    (15.1 GiB) does."""
+    from fwsapp.orchestration.doctor import model_checks
+
+    lines = {check.item: check.detail for check in model_checks("fp32", 24 * 2**30)}
+    assert lines["epfl-llm/meditron-7b"].endswith(
+        "needs about 30.1 GiB in fp32: does NOT fit (in bf16, --dtype bf16: about 15.1 GiB, fits)")
+    assert lines["smollm2-135m-instruct"].endswith("in fp32: fits")
+    tight = {check.item: check.detail for check in model_checks("fp32", 10 * 2**30)}
+    assert tight["epfl-llm/meditron-7b"].endswith("(in bf16, --dtype bf16: about 15.1 GiB, does NOT fit either)")
+    assert "--dtype" not in {check.item: check.detail for check in model_checks("bf16", 10 * 2**30)}["epfl-llm/meditron-7b"]
+
+
 def test_doctor_reports_every_part_without_loading_a_model(tmp_path, capsys):
     db = tmp_path / "fresh.duckdb"
     assert main(["doctor", "--db", str(db)]) == 0

@@ -88,7 +88,10 @@ def model_checks(dtype: str, free: float, cache_dir: Path = CACHE_DIR) -> list[C
             available = _cached_offline(name)
             where = "in the Hugging Face cache" if available else "not downloaded (needs the network, or --model FOLDER)"
         status = "ok" if available and fit == "fits" else "warning" if available or fit == "fits" else "missing"
-        checks.append(Check("model", name, status, f"{label}; {where}; needs about {_gib(need)} in {dtype}: {fit}"))
+        smaller = "" if fit == "fits" or dtype != "fp32" else \
+            f" (in bf16, --dtype bf16: about {_gib(memory_needed(PARAMETERS[name], 'bf16'))}, " \
+            f"{'fits' if fits(PARAMETERS[name], 'bf16', free) else 'does NOT fit either'})"
+        checks.append(Check("model", name, status, f"{label}; {where}; needs about {_gib(need)} in {dtype}: {fit}{smaller}"))
     return checks
 
 
