@@ -24,9 +24,9 @@ def figures_line(figures: dict) -> str:
              if figures["green"] is not None else f" · {figures['tokens scored']} tokens scored")
     # The p-value beside the score, unless the score is that p-value.
     p_value = f" · p = {figures['p']:.2g}" if figures["p"] is not None and figures["score label"] != "p" else ""
-    quality = f" · ROUGE-L to the unwatermarked answer {figures['ROUGE-L to unwatermarked']:.2f}"
-    if figures["ROUGE-L to reference"] is not None:
-        quality += f", to the reference {figures['ROUGE-L to reference']:.2f}"
+    quality = "".join(f" · ROUGE-L to the {name} {figures[key]:.2f}" for name, key in
+                      (("unwatermarked answer", "ROUGE-L to unwatermarked"), ("reference", "ROUGE-L to reference"))
+                      if figures[key] is not None)
     verdict = "watermark detected" if figures["detected"] else "no watermark detected"
     if figures.get("tokens needed"):  # short answers are often just too short: say how long this one would need
         quality += (f" · at this strength it would need about {figures['tokens needed']} scored tokens, not "

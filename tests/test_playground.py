@@ -60,7 +60,7 @@ def test_the_demos_figures_and_one_unwatermarked_answer_for_every_method(lm):
     flags = [flag for flag in trials[0].detections["watermarked"].token_flags if flag != -1]
     assert kgw["green"] == sum(flags) and kgw["green share"] == pytest.approx(sum(flags) / len(flags))
     assert 0 <= kgw["p"] <= 1 and 0 <= kgw["ROUGE-L to unwatermarked"] <= 1 and kgw["ROUGE-L to reference"] is not None
-    assert answer_figures(trials[0])["unwatermarked"]["ROUGE-L to unwatermarked"] == 1.0
+    assert answer_figures(trials[0])["unwatermarked"]["ROUGE-L to unwatermarked"] is None  # not 1.00 against itself
     # Issue 58, item 6: SynthID draws no green list, so its answer counts no green tokens.
     assert answer_figures(trials[1])["watermarked"]["green"] is None
     # One model and seed: the unwatermarked answer is the same under every method.

@@ -93,8 +93,8 @@ def try_prompt(lm, prompt: str, method: str, params: dict, max_new_tokens: int, 
 def answer_figures(trial: Trial) -> dict[str, dict]:
     """Per text kind, what the lm-watermarking demo shows and a cheap quality figure: the method's own score under its
     own label, the threshold it is held to and the verdict, the tokens scored, the green ones and their share, a
-    one-sided p-value (`nominal_p_value`), and ROUGE-L to the unwatermarked answer and to the reference (when one is
-    given)."""
+    one-sided p-value (`nominal_p_value`), and ROUGE-L to the unwatermarked answer (the watermarked one's) and to the
+    reference (when one is given)."""
     from fwsapp.detection.verdicts import nominal_p_value
     from fwsapp.quality.rouge import rouge
 
@@ -113,7 +113,8 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
             # A green count only where the method draws green lists (a Gumbel or SynthID flag is no green token).
             "green": green if flags and counts_green else None,
             "green share": green / len(flags) if flags and counts_green else None, "p": nominal_p_value(method, found),
-            "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0],
+            # The unwatermarked answer against itself would read 1.00 beside every try: it has none.
+            "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0] if kind == "watermarked" else None,
             "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
             "tokens needed": tokens_needed(method, trial.config.params, found) if kind == "watermarked" else None,
         }
