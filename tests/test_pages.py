@@ -610,7 +610,7 @@ def test_playground_answers_a_typed_prompt_with_token_colours_and_keeps_a_histor
     assert any(text.startswith("**Unwatermarked** · z = ") for text in shown)
     assert sum("background:rgba(200, 247, 197" in text for text in shown) == 2  # both answers coloured token by token
     # Issue 58, item 6: the colours are said once under each answer, in the method's terms, not again for both.
-    legends = [caption.value for caption in app.caption if "grey = not scored" in caption.value]
+    legends = [caption.value for caption in app.caption if "a dashed outline = not scored" in caption.value]
     assert len(legends) == 2 and all(legend.startswith("KGW: green") for legend in legends)
     keep = next(button for button in app.button if button.label == "Keep as a run")
     assert keep.disabled  # no reference answer typed

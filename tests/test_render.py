@@ -81,10 +81,13 @@ def test_token_weights_set_the_strength_of_a_colour_and_values_its_hue():
     # The largest weight among scored tokens is full strength; an unscored token's weight is not drawn.
     assert 'title="weight 2" style="background:rgba(200, 247, 197, 1.0)' in weighted
     assert 'title="weight 0.5" style="background:rgba(200, 247, 197, 0.362)' in weighted
-    assert 'rgba(224, 224, 224, 1.0)' in weighted
-    graded = token_view(["a", "b", "c"], [1, 1, 1], values=[0.0, 0.5, 1.0])
+    assert 'style="background:rgba(224, 224, 224, 0.0);padding:0 1px;border-radius:2px;outline:1px dashed' in weighted
+    graded = token_view(["a", "b", "c", "d"], [1, 1, 1, -1], values=[0.0, 0.5, 1.0, 0.5])
     assert "rgba(247, 197, 197, 1.0)" in graded and "rgba(224, 224, 224, 1.0)" in graded
     assert "rgba(200, 247, 197, 1.0)" in graded and 'title="evidence 0.50"' in graded
+    # A token with neutral evidence is grey; an unscored one was the same grey, so the two could not be told apart.
+    neutral, unscored = re.findall(r'<span[^>]*style="([^"]*)">[bd]</span>', graded)
+    assert "dashed" in unscored and "dashed" not in neutral and "0.0)" in unscored
 
 
 def test_a_column_of_numbers_with_words_among_them_writes_every_number_alike():

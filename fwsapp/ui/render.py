@@ -186,6 +186,8 @@ def highlight_facts(text: str, facts, changed: dict) -> str:
 
 
 FLAG_COLOURS = {1: (200, 247, 197), 0: (247, 197, 197), -1: (224, 224, 224)}
+# An unscored token has no fill, only a dashed outline: in the continuous view grey is a scored token's neutral evidence.
+UNSCORED_STYLE = "outline:1px dashed #9e9e9e;outline-offset:-1px"
 
 
 def _evidence_colour(value: float) -> tuple[int, int, int]:
@@ -197,16 +199,16 @@ def _evidence_colour(value: float) -> tuple[int, int, int]:
 
 def token_view(tokens: list[str], flags: list[int], weights: list[float] = (), values: list[float] = (),
                window: tuple[int, int] | None = None) -> str:
-    """Tokens coloured green/red by flag (unscored grey), or red → grey → green by continuous evidence (`values`),
-    each made inert before it is wrapped. Where tokens carry `weights`, a token's colour is as strong as its
-    weight against the largest, and its tooltip gives the weight. A newline token shows as ↵ inside its colour,
+    """Tokens coloured green/red by flag, or red → grey → green by continuous evidence (`values`), unscored ones only
+    outlined, each made inert before it is wrapped. Where tokens carry `weights`, a token's colour is as strong as
+    its weight against the largest, and its tooltip gives the weight. A newline token shows as ↵ inside its colour,
     then breaks the line, so its flag stays visible. The tokens of `window` (first, end) are underlined."""
     largest = max((weight for weight, flag in zip(weights, flags) if flag >= 0), default=0) or 1
     spans = []
     for index, (token, flag) in enumerate(zip(tokens, flags)):
         scored = flag >= 0
         colour = _evidence_colour(values[index]) if values and scored else FLAG_COLOURS[flag]
-        strength, tip = 1.0, []
+        strength, tip = (1.0 if scored else 0.0), []
         if values and scored:
             tip.append(f"evidence {values[index]:.2f}")
         if weights and scored:
@@ -214,8 +216,9 @@ def token_view(tokens: list[str], flags: list[int], weights: list[float] = (), v
             tip.append(f"weight {weights[index]:.3g}")
         title = f' title="{html.escape(", ".join(tip), quote=True)}"' if tip else ""
         underlined = f";{WINDOW_STYLE}" if window and window[0] <= index < window[1] else ""
+        unscored = "" if scored else f";{UNSCORED_STYLE}"
         spans.append(f'<span{title} style="background:rgba{(*colour, round(strength, 3))};padding:0 1px;'
-                     f'border-radius:2px{underlined}">{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n"))
+                     f'border-radius:2px{unscored}{underlined}">{inert(token.replace(chr(10), "↵"))}</span>' + "<br>" * token.count("\n"))
     return '<div style="line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>"
 
 
@@ -234,7 +237,7 @@ def detection_legend(method: str, detection, window: tuple[int, int] | None = No
                else "green = the token counts for the watermark, red = against")
     weights = "; a fainter colour = less weight in the score (hover for it)" if detection.token_weights else ""
     underlined = (f"; underlined in purple = the best window (WinMax), tokens {window[0] + 1}–{window[1]}" if window else "")
-    return f"{method}: {colours}, grey = not scored{weights}{underlined}."
+    return f"{method}: {colours}, a dashed outline = not scored{weights}{underlined}."
 
 
 CHANGE_COLOURS = {"changed": "#ffd6a5", "pasted": "#b7e4c7", "inserted": "#ffadad"}
