@@ -27,6 +27,22 @@ def test_the_table_and_the_heatmap_follow_one_sample_size_rule():
     assert shown_table(large, "Still detected (share)").loc["a run", CLEAN].startswith("0.75 (")
 
 
+def test_survival_where_there_was_no_mention_to_keep_says_so():
+    """A dose change on answers that state no dose: its survival cell was blank, as if it were not measured, and the
+    attack's line said only "words changed 0.0%"."""
+    from fwsapp.cli.attack import attack_line
+
+    rows = frame(40).assign(attack=["dose-change"] * 2, mentions=[0, 5], mentions_kept=[0, 4],
+                            entity_survival=[None, 0.8])
+    assert shown_table(rows, "Entity survival").loc["a run"].tolist() == ["no mentions to keep", "0.80 (4 of 5 mentions)"]
+    line = attack_line({**rows.iloc[0].to_dict(), "tpr_at_fpr": {"0.01": 0.75}, "negative_texts": 40, "negatives": "unwatermarked",
+                        "words_changed": 0.0})
+    assert line.endswith("; words changed 0.0%; no dose mention in any text, so it changed nothing"), line
+    changed = attack_line({**rows.iloc[1].to_dict(), "tpr_at_fpr": None, "negative_texts": 40, "negatives": "x",
+                           "words_changed": 0.0002})
+    assert changed.endswith("; words changed under 0.1%; dose mentions kept 4 of 5"), changed
+
+
 def test_the_threshold_text_comes_from_the_runs_shown():
     assert thresholds(frame(40)) == "p < 0.01 for vLLM-Gumbel"
     both = pd.concat([frame(40), frame(40, "KGW", {"z_threshold": 4.0})])

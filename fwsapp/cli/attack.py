@@ -81,7 +81,10 @@ def attack_line(row: dict) -> str:
                                      f"the {row['negative_texts']} clean {row['negatives']} texts"):
         shares += f"; {detection}"
     if row["words_changed"] is not None and not entry.forges:
-        shares += f"; words changed {row['words_changed']:.1%}"
+        changed = row["words_changed"]  # a few doses changed among 200 answers' words is not "0.0%"
+        shares += f"; words changed {changed:.1%}" if changed == 0 or changed >= 0.0005 else "; words changed under 0.1%"
     if row["mentions"]:
         shares += f"; {entry.fact} mentions kept {row['mentions_kept']} of {row['mentions']}"
+    elif row["mentions"] == 0 and entry.edits == "mentions":
+        shares += f"; no {entry.fact} mention in any text, so it changed nothing"
     return shares

@@ -447,6 +447,8 @@ def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
 
     def cell(row) -> str | None:
         value = pd.to_numeric(row[MEASURES[measure]], errors="coerce")
+        if measure == "Entity survival" and row.get("mentions") == 0:
+            return "no mentions to keep"  # a dose change on answers that state no dose: nothing survived or fell
         if pd.isna(value):
             return None
         if too_few(row, measure):
