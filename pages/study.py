@@ -130,6 +130,8 @@ def render() -> None:
         ["Progress", "Agreement", "Disagreements", "Links", "Export", "Delete"])
     revision = resources.revision()
     with progress:
+        if short := queries.study_short_of_raters(revision, chosen.study_id):
+            st.warning(markup.message(short))
         st.subheader("Raters")
         st.dataframe(widgets.uniform(queries.study_rater_progress(revision, chosen.study_id)), hide_index=True,
                      width="stretch")

@@ -13,7 +13,7 @@ from fwsapp.human import access, study
 from fwsapp.human.ratings import ratings
 from fwsapp.human.workflow import RatingError
 from fwsapp.store import Store
-from tests.conftest import database_at_schema, hostile_entity_db, imported_qa_db
+from tests.conftest import database_at_schema, hostile_entity_db, imported_qa_db, shown
 
 SCORES = ([4, 4, 4], [3, 3, 3])
 
@@ -76,11 +76,36 @@ def test_a_revoked_raters_unrated_items_go_to_the_rater_invited_next(study_db):
     rater.submit(store, first, *SCORES, seconds=2.0)
     own = store.assignments(invites[1].rater_id)
     assert study.revoke(store, invites[1].rater_id) == len(own) - 1
+    assert study.short_of_raters(store, created) == (f"{len(own) - 1} items have fewer than 2 raters (of 6): invite at "
+                                                     "least 1 more rater; each new rater takes the items still short of "
+                                                     "raters.")
     [newcomer] = study.invite(store, created, ["Dr D"])
     taken = set(zip(store.assignments(newcomer.rater_id).run_id, store.assignments(newcomer.rater_id).sample_idx))
     unrated = set(zip(own.run_id, own.sample_idx)) - {(first.run_id, first.sample_idx)}
     assert taken == unrated  # the rated item keeps its rating and is not given twice
     assert (store.study_items(created.study_id).assigned == 2).all()
+    assert study.short_of_raters(store, created) is None
+
+
+def test_a_study_with_fewer_raters_than_each_item_asks_for_says_so_where_it_is_made_and_followed(tmp_path, capsys):
+    """Three raters per item and two invited: every item would be rated twice, not three times, and neither `study
+    create` nor `study status` said so."""
+    from fwsapp.cli import main
+
+    db = tmp_path / "short.duckdb"
+    run_id = imported_qa_db(db, 8)
+    assert main(["study", "create", "--name", "pilot", "--runs", run_id, "--items-per-run", "4", "--raters-per-item",
+                 "3", "--rater", "Ann", "--rater", "Bob", "--db", str(db)]) == 0
+    made = capsys.readouterr()
+    short = ("4 items have fewer than 3 raters (of 4): invite at least 1 more rater; each new rater takes the items "
+             "still short of raters.")
+    assert short in made.err and short not in made.out and len(made.out.splitlines()) == 3  # the id, then two links
+    assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
+    assert short in capsys.readouterr().out
+    assert main(["study", "invite", "--study", "pilot", "--rater", "Cy", "--db", str(db)]) == 0
+    assert "fewer than" not in capsys.readouterr().err
+    assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
+    assert "fewer than" not in capsys.readouterr().out
 
 
 def test_a_revoked_rater_writes_nothing_more_from_any_click(study_db):
@@ -628,6 +653,9 @@ def test_the_study_page_creates_a_study_shows_its_links_once_and_follows_it(serv
     assert not app.exception
     links = [code.value for code in app.code if "?invite=" in code.value]
     assert len(links) == 2
+    # Two raters for items asked of three (the form's default): the study's progress says it is short of raters.
+    assert ("1 item has fewer than 3 raters (of 1): invite at least 1 more rater; each new rater takes the items still "
+            "short of raters.") in [shown(warning.value) for warning in app.warning]
     store = Store(app_db)
     assert study.rater_for(store, links[0].split("=", 1)[1]) is not None
     store.close()

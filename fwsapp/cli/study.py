@@ -79,6 +79,8 @@ def cmd_study(args) -> int:
               "their links.")
         disagreements = study.disagreements(study.ratings(store, chosen))
         print(f"\n{counted(len(disagreements), 'aspect', 'aspects')} of texts whose raters are {study.DISAGREEMENT}+ points apart")
+        if short := study.short_of_raters(store, chosen):
+            print(short)
         return 0
     elif args.action == "delete":
         chosen = study.study(store, args.study)
@@ -96,4 +98,6 @@ def cmd_study(args) -> int:
         print("Send each rater their link; it is shown only now (only its hash is stored):", file=sys.stderr)
     for invite in invites:
         print(f"{invite.rater_id}\t{invite.name}\t{invite_link(args.url, invite.token)}")
+    if short := study.short_of_raters(store, created if args.action == "create" else study.study(store, args.study)):
+        print(short, file=sys.stderr)  # stdout stays the links, one a line, for a script to send
     return 0

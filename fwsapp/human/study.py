@@ -197,6 +197,20 @@ def attention_checks(share: float, items: int) -> int:
     return max(1, round(share * items)) if share > 0 and items else 0
 
 
+def short_of_raters(store: Store, chosen: Study) -> str | None:
+    """What a study lacks while fewer raters are invited (or left after a revoke) than each item asks for: its items
+    would be rated fewer times than its design says, and neither the creation nor the progress table said so. None
+    when every item has its raters."""
+    items = store.study_items(chosen.study_id)
+    short = items[items.assigned < chosen.raters_per_item]
+    if short.empty:
+        return None
+    more = chosen.raters_per_item - int(short.assigned.min())  # a rater takes an item once, so the fewest decide
+    return (f"{counted(len(short), 'item has', 'items have')} fewer than {counted(chosen.raters_per_item, 'rater', 'raters')}"
+            f" (of {len(items)}): invite at least {counted(more, 'more rater', 'more raters')}; each new rater takes the "
+            "items still short of raters.")
+
+
 def rater_for(store: Store, token: str) -> str | None:
     """The rater id a token opens, or None (unknown or revoked): compared in constant time with every stored hash."""
     return access.matching(token, store.rater_hashes())

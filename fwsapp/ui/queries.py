@@ -171,6 +171,11 @@ def study_rater_progress(revision_key: str, study_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
+def study_short_of_raters(revision_key: str, study_id: str) -> str | None:
+    return study.short_of_raters(store(), study.study(store(), study_id))
+
+
+@st.cache_data(show_spinner=False)
 def study_item_progress(revision_key: str, study_id: str) -> pd.DataFrame:
     return study.item_progress(store(), study.study(store(), study_id))
 
