@@ -74,6 +74,8 @@ def densities(values, runs, task: str) -> None:
     for boundary in (LOW, HIGH):
         figure.add_vline(x=boundary, line_dash="dot", line_color="grey")
     widgets.chart(figure)
+    st.caption("Gaussian KDE reflected at 0, where entropies stop: near-certain tokens pile up there, and a plain KDE "
+               "(seaborn's default) halves their density at 0 and draws a bump beside it.")
     st.subheader("Share of tokens per entropy bin")
     st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
         "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),

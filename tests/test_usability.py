@@ -414,6 +414,23 @@ def test_shared_unwatermarked_and_reference_texts_are_counted_once():
     assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW · delta=1": 2, "SWEET · delta=2 (defaults)": 2}
 
 
+def test_the_entropy_density_holds_its_mass_at_0_where_entropies_pile_up():
+    """Entropies of rate 1 (an exponential, density 1 at 0, falling): the plain KDE read about 0.5 at 0 and peaked
+    beside it, as the Entropy page's curves did; reflected at 0 it comes close to the density there and keeps all
+    its mass on the axis."""
+    import numpy as np
+
+    from fwsapp.results.entropy_shift import density
+
+    values = np.random.default_rng(0).exponential(1.0, 20_000)
+    grid = np.linspace(0, 10, 2001)
+    curve = density(values, grid)
+    # Reflection still smooths the slope at 0 a little (0.89 here, at scipy's bandwidth): not the plain KDE's 0.5.
+    assert curve[0] > 0.85 and curve.argmax() == 0  # the mode at 0, not a bump beside it
+    assert np.trapezoid(curve, grid) == pytest.approx(1.0, abs=0.01)
+    assert np.abs(curve - np.exp(-grid)).max() < 0.12
+
+
 def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_results(app_db, qa_run):
     import json
 
