@@ -163,3 +163,16 @@ def test_runs_that_pair_without_measures_are_named_with_what_computes_them(paire
     assert "pair, but their watermarked texts have no measure yet" in printed
     assert "python -m fwsapp score --run" in printed and "python -m fwsapp analyze --run" in printed
     assert all(run_id in printed for run_id in run_ids[:4])
+
+
+def test_a_shares_detectable_difference_beyond_1_says_none_is_detectable():
+    """Two shares differ by at most 1: the CLI wrote "detectable (80% power) 1.06" for the unsupported share of four
+    prompts, a difference no two shares can have; per-text counts have no such bound."""
+    table = pd.DataFrame({"task": "qa", "setting": paired.EQUAL_DELTA, "compared": "delta 2 against delta 2",
+                          "seeds": 1, "prompts": 4, "texts": 4, "candidate": 1.0, "baseline": 0.333,
+                          "difference": 0.667, "low": 0.0, "high": 1.0, "p": 0.25,
+                          "measure": [paired.UNSUPPORTED_SHARE, "unsupported mentions per text",
+                                      f"{paired.SURVIVAL}, typo (p=0.05)", paired.UNSUPPORTED_SHARE],
+                          "detectable": [1.06, 1.51, 1.2, 0.541]})
+    assert paired.written(table)["detectable (80% power)"].tolist() == ["none (1.06 > 1)", "1.51", "none (1.2 > 1)",
+                                                                        "0.541"]

@@ -382,16 +382,25 @@ def no_equal_strength(tokens: int) -> str:
             "texts are shorter, or fewer than the small-sample rule allows). Choose a smaller T.")
 
 
+def is_share(measure: str) -> bool:
+    """Whether a measure is a share of mentions, so that two methods' values differ by at most 1."""
+    return measure == UNSUPPORTED_SHARE or measure.startswith(SURVIVAL)
+
+
 def written(table: pd.DataFrame) -> pd.DataFrame:
-    """The table as read: each value to three significant digits, the interval as one cell, p in words where tiny."""
+    """The table as read: each value to three significant digits, the interval as one cell, p in words where tiny, and
+    a share's detectable difference above 1 (too few prompts: no difference two shares can have) said so."""
     def number(value) -> str:
         return "–" if pd.isna(value) else f"{value:.3g}"
+
+    def detectable(value, measure: str) -> str:
+        return f"none ({number(value)} > 1)" if is_share(measure) and value > 1 else number(value)
 
     return pd.DataFrame({  # what a reader looks for first: the measure, the difference and its interval
         "task": table.task, "setting": table.setting, "measure": table.measure,
         "difference": table.difference.map(number),
         "95% interval": [f"{number(low)} to {number(high)}" for low, high in zip(table.low, table.high)],
         "p (permutation)": table.p.map(lambda p: "–" if pd.isna(p) else f"{p:.2g}"),
-        "detectable (80% power)": table.detectable.map(number),
+        "detectable (80% power)": [detectable(value, measure) for value, measure in zip(table.detectable, table.measure)],
         "candidate": table.candidate.map(number), "baseline": table.baseline.map(number),
         "compared": table.compared, "seeds": table.seeds, "prompts": table.prompts, "texts": table.texts})
