@@ -51,6 +51,25 @@ def test_summary_schema_and_what_small_samples_cannot_say():
     assert tpr_label(larger, "0.05") == larger["tpr_at_fpr"]["0.05"] is not None  # 30 negatives resolve 5 %
 
 
+def test_the_auroc_interval_is_newcombes_score_interval_and_a_perfect_separation_is_not_certain():
+    """Hanley and McNeil's Wald interval read 1.000–1.000 for every AUROC of 1, on 20 texts a side as on 200 (the
+    report's table for the strength grid: four runs so). Newcombe's score interval, held to SingleCaseES's NAP example
+    (R: NAP(A = c(20, 20, 26, 25, 22, 23), B = c(28, 25, 24, 27, 30, 30, 29)))."""
+    from scipy.stats import norm
+
+    from fwsapp.detection.roc import auroc_interval, score_interval
+
+    assert score_interval(11 / 12, 6, 7) == pytest.approx((0.5973193600384168, 0.9859976893703788), abs=1e-9)
+    assert score_interval(11 / 12, 6, 7, norm.ppf(0.95)) == pytest.approx((0.6591091902344411, 0.9822247870934007),
+                                                                           abs=1e-9)
+    low, high = auroc_interval(1.0, 20, 20)
+    assert high == 1 and low == pytest.approx(0.8987, abs=1e-4)
+    assert auroc_interval(1.0, 200, 200)[0] == pytest.approx(0.9903, abs=1e-4)  # narrower with more texts
+    assert auroc_interval(0.0, 20, 20) == pytest.approx((0.0, 1 - low))  # symmetric
+    low, high = auroc_interval(0.5, 100, 100)
+    assert low == pytest.approx(1 - high) and 0.40 < low < 0.45
+
+
 def test_empty_sides_give_none():
     assert auroc([], [1.0]) is None and tpr_at_fpr([1.0], [], 0.01) is None
 
