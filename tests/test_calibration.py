@@ -15,6 +15,7 @@ from fwsapp.detection.calibration import (
     nominal_threshold,
     run_calibration,
 )
+from fwsapp.detection.roc import threshold_at_fpr
 from fwsapp.watermark.evidence import EXACT_BELOW, green_p_value, green_z
 
 
@@ -56,6 +57,18 @@ def test_the_calibrated_threshold_holds_its_fpr_within_its_interval_on_held_apar
         assert theoretical.rate > 0.015 and theoretical.interval[0] > 0.01  # the nominal 1 % does not hold
 
 
+@pytest.mark.parametrize("direction", ["higher", "lower"])
+def test_the_calibrated_threshold_lets_through_the_share_of_negatives_its_fpr_names(direction):
+    """On 100 negatives the 1 % threshold was the highest of them (none above: 0 %), on 200 the second highest (0.5 %),
+    while the TPR at 1 % FPR beside it used the one with 1 % above."""
+    def flagged(scores, fpr) -> int:
+        threshold = empirical_threshold(scores, fpr, direction, resamples=50).threshold
+        return int((scores > threshold).sum() if direction == "higher" else (scores < threshold).sum())
+
+    scores = np.arange(200, dtype=float) if direction == "higher" else np.linspace(0.0005, 0.1, 200)
+    assert (flagged(scores, 0.01), flagged(scores, 0.05), flagged(scores[:100], 0.01)) == (2, 10, 1)
+
+
 def test_an_empirical_threshold_needs_one_false_positives_worth_of_negatives():
     negatives = np.random.default_rng(0).normal(size=99)
     assert empirical_threshold(negatives, 0.01) is None
@@ -81,10 +94,12 @@ def test_a_runs_calibration_splits_its_negatives_by_length_and_says_where_data_i
     overall = rows.iloc[0]
     assert overall.negatives == 300 and overall["theoretical threshold"] == "z > 4"
     assert overall["nominal FPR"] == pytest.approx(stats.norm.sf(4))
-    assert float(overall["threshold at 1% FPR"].split(" ")[0]) == pytest.approx(
-        np.quantile(negatives.score, 0.99, method="higher"), rel=5e-3)
+    # The rule TPR at 1 % FPR uses: 3 of 300 negatives above it (the 0.99 quantile left 2, and none of 100).
+    exact = threshold_at_fpr(negatives.score.to_numpy(), 0.01)
+    assert float(overall["threshold at 1% FPR"].split(" ")[0]) == pytest.approx(exact, rel=5e-3)
+    assert (negatives.score > exact).sum() == 3
     # three significant digits in every row, trailing zeros kept: "1.70" beside "2.84", not "1.7"
-    even = pd.DataFrame({"score": np.r_[np.linspace(-3, 1.7, 199), 2.0], "num_tokens_scored": np.nan})
+    even = pd.DataFrame({"score": np.r_[np.linspace(-3, 1.7, 198), 2.0, 2.1], "num_tokens_scored": np.nan})
     assert run_calibration("KGW", {}, even, "KGW run")[0]["threshold at 1% FPR"].startswith("1.70 (")
     assert rows.iloc[1:].negatives.sum() == 300
     short = rows[rows.negatives < 100].iloc[0]

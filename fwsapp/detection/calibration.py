@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from fwsapp.watermark import methods
-from fwsapp.detection.roc import oriented
+from fwsapp.detection.roc import oriented, threshold_at_fpr
 from fwsapp.sample_size import not_enough
 
 # Token counts that bound the length buckets: (0, 32], (32, 64], (64, 128], (128, 256], (256, ∞).
@@ -89,23 +89,20 @@ def minimum_negatives(fpr: float) -> int:
 
 def empirical_threshold(negatives, fpr: float, direction: str = "higher", resamples: int = BOOTSTRAP_RESAMPLES,
                         seed: int = 0) -> Calibrated | None:
-    """The score above which (below, for a lower-is-watermarked method) a share `fpr` of the negatives fall: their
-    (1 − fpr) quantile in the oriented scale. None when there are fewer than `minimum_negatives(fpr)`."""
+    """The score above which (below, for a lower-is-watermarked method) at most a share `fpr` of the negatives fall,
+    by the rule TPR at FPR uses everywhere (`roc.threshold_at_fpr`): 2 of 200 negatives above it at 1 %. (The
+    (1 − fpr) quantile it was left 1 of 200 above, and none of 100, so the "threshold at 1 % FPR" held 0.5 % or 0 %
+    and was not the one the TPR at 1 % FPR beside it used.) None when there are fewer than `minimum_negatives(fpr)`."""
     values = oriented(np.asarray(negatives, dtype=float), direction)
     values = values[~np.isnan(values)]
     if not 0 < fpr < 1 or values.size < minimum_negatives(fpr):
         return None
-    quantile = 1 - fpr
-
-    def threshold(sample: np.ndarray) -> float:
-        return float(np.quantile(sample, quantile, method="higher"))
-
     rng = np.random.default_rng(seed)
-    resampled = [threshold(rng.choice(values, values.size)) for _ in range(resamples)]
+    resampled = [threshold_at_fpr(rng.choice(values, values.size), fpr) for _ in range(resamples)]
     low, high = np.quantile(resampled, [0.025, 0.975])
     sign = -1.0 if direction == "lower" else 1.0  # back from the oriented scale to the method's own
     bounds = sorted((sign * float(low), sign * float(high)))
-    return Calibrated(fpr, sign * threshold(values), (bounds[0], bounds[1]), int(values.size))
+    return Calibrated(fpr, sign * threshold_at_fpr(values, fpr), (bounds[0], bounds[1]), int(values.size))
 
 
 def length_bucket(tokens: int) -> str:

@@ -30,7 +30,7 @@ from scipy.stats import norm
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import Evidence
 from fwsapp.detection.calibration import nominal_threshold
-from fwsapp.detection.roc import negative_kind, oriented
+from fwsapp.detection.roc import negative_kind, oriented, threshold_at_fpr
 from fwsapp.store import detection_record
 from fwsapp.sample_size import enough
 
@@ -239,9 +239,10 @@ def window_scores(method: str, params: dict, detection, window: int) -> np.ndarr
 
 def winmax(method: str, params: dict, detection, window: int, fpr: float = DEFAULT_FPR, draws: int = NULL_DRAWS,
            seed: int = 0) -> WinMax:
-    """The highest window score of a text, with its own calibrated threshold: the (1 − fpr) quantile of the highest
-    window score over `draws` texts with the same tokens scored and their evidence drawn as unwatermarked text shows it.
-    The maximum over hundreds of windows is far above a single window's z, so the whole-text threshold does not hold."""
+    """The highest window score of a text, with its own calibrated threshold: the score that the highest window of at
+    most a share `fpr` of `draws` simulated texts exceeds (texts with the same tokens scored and their evidence drawn
+    as unwatermarked text shows it). The maximum over hundreds of windows is far above a single window's z, so the
+    whole-text threshold does not hold."""
     direction = methods.info(method).score_direction
     scores = oriented(window_scores(method, params, detection, window), direction)
     best = int(np.argmax(scores))
@@ -250,7 +251,7 @@ def winmax(method: str, params: dict, detection, window: int, fpr: float = DEFAU
     arrays = evidence.arrays(detection, full)
     null = evidence.null(arrays, full, np.random.default_rng(seed), draws)
     maxima = oriented(evidence.scores(null, full, min(window, arrays["scored"].size)), direction).max(axis=-1)
-    threshold = float(np.quantile(maxima, 1 - fpr, method="higher"))
+    threshold = threshold_at_fpr(maxima, fpr)  # at most fpr of the simulated texts above it, as TPR at FPR everywhere
     p_value = (1 + int((maxima >= scores[best]).sum())) / (1 + draws)
     sign = -1.0 if direction == "lower" else 1.0
     return WinMax(sign * float(scores[best]), best, window, sign * threshold, p_value, fpr,
