@@ -61,11 +61,12 @@ def cmd_study(args) -> int:
             raise ValueError(f"--url: {error}") from None
     store = existing_store(args.db)  # a study is of runs already stored
     if args.action == "create":
-        created, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,
-                                        args.raters_per_item, args.attention, args.entities, args.seed, args.rater)
-        print(f"{created.study_id}: {counted(len(store.study_items(created.study_id)), 'item', 'items')}")
+        chosen, invites = study.create(store, args.name, args.runs, args.share, args.items_per_run,
+                                       args.raters_per_item, args.attention, args.entities, args.seed, args.rater)
+        print(f"{chosen.study_id}: {counted(len(store.study_items(chosen.study_id)), 'item', 'items')}")
     elif args.action == "invite":
-        invites = study.invite(store, study.study(store, args.study), args.rater)
+        chosen = study.study(store, args.study)
+        invites = study.invite(store, chosen, args.rater)
     elif args.action == "revoke":
         unrated = study.revoke(store, args.rater)
         print(f"{args.rater}: revoked; {unrated} unrated items go to the raters you invite next")
@@ -98,6 +99,6 @@ def cmd_study(args) -> int:
         print("Send each rater their link; it is shown only now (only its hash is stored):", file=sys.stderr)
     for invite in invites:
         print(f"{invite.rater_id}\t{invite.name}\t{invite_link(args.url, invite.token)}")
-    if short := study.short_of_raters(store, created if args.action == "create" else study.study(store, args.study)):
+    if short := study.short_of_raters(store, chosen):
         print(short, file=sys.stderr)  # stdout stays the links, one a line, for a script to send
     return 0

@@ -90,9 +90,8 @@ def minimum_negatives(fpr: float) -> int:
 def empirical_threshold(negatives, fpr: float, direction: str = "higher", resamples: int = BOOTSTRAP_RESAMPLES,
                         seed: int = 0) -> Calibrated | None:
     """The score above which (below, for a lower-is-watermarked method) at most a share `fpr` of the negatives fall,
-    by the rule TPR at FPR uses everywhere (`roc.threshold_at_fpr`): 2 of 200 negatives above it at 1 %. (The
-    (1 − fpr) quantile it was left 1 of 200 above, and none of 100, so the "threshold at 1 % FPR" held 0.5 % or 0 %
-    and was not the one the TPR at 1 % FPR beside it used.) None when there are fewer than `minimum_negatives(fpr)`."""
+    by the rule TPR at FPR uses everywhere (`roc.threshold_at_fpr`): 2 of 200 negatives above it at 1 %, where their
+    (1 − fpr) quantile left 1, and none of 100. None when there are fewer than `minimum_negatives(fpr)`."""
     values = oriented(np.asarray(negatives, dtype=float), direction)
     values = values[~np.isnan(values)]
     if not 0 < fpr < 1 or values.size < minimum_negatives(fpr):
