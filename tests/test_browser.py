@@ -237,7 +237,9 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         assert page.get_by_text("0.411").count() >= 1
         page.get_by_text("Export a run", exact=True).click()
-        with page.expect_download() as download:
+        # Built when clicked, reading the store the import's background scoring may still be writing: under the whole
+        # suite's load that took over 30 s once (the gate of 2026-12-05, 16 s alone), so it gets the wait above.
+        with page.expect_download(timeout=150_000) as download:
             page.get_by_role("button", name="Download CSV").click()
         exported = pd.read_csv(download.value.path())
         assert download.value.suggested_filename.startswith("fwsapp-imp-")
