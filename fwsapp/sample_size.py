@@ -13,6 +13,9 @@ MINIMUM = {
     "precision": 10,     # entities the rule flagged that clinicians judged
     "auroc_ci": 10,      # texts on each side
     "rate": 10,          # texts behind a TPR or FPR at one length (fwsapp.detection.length, fwsapp.detection.strength)
+    "bootstrap": 10,     # prompts behind a paired interval (fwsapp.results.paired); for a share, those with a mention on
+                         # the side with fewer: below this BCa's acceleration and tails rest on a handful of values, and
+                         # resamples without a mention leave the share undefined
 }
 
 

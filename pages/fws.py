@@ -205,9 +205,10 @@ def paired_section(runs, target: StrengthTarget, weighting: Weighting) -> None:
                "two that differ only in the method pair seed by seed, and their texts prompt by prompt. Each row is the "
                "candidate minus the baseline over the paired texts, at equal δ and at equal strength (each method at "
                "the value, run on every seed, whose TPR after T tokens is nearest the target above), with a 95 % "
-               "interval from a bootstrap over prompts, a permutation p-value, and the smallest difference the texts "
-               "could detect (80 % power). `python -m bench.entity_study` makes such runs; `python -m fwsapp paired` "
-               "prints the same table.")
+               f"interval from a bootstrap over prompts (from {MINIMUM['bootstrap']} prompts that carry the measure; for a "
+               "share, as many with a mention on each side), a permutation p-value, and the smallest difference the "
+               "texts could detect (80 % power). `python -m bench.entity_study` makes such runs; `python -m fwsapp "
+               "paired` prints the same table.")
     comparable = comparable_methods(runs.method.unique())
     if len(comparable) < 2:
         st.info("Needs runs of two methods with a strength parameter (δ) on the same prompts and seeds.")

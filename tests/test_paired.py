@@ -27,7 +27,7 @@ def sums(candidate_sum, candidate_count, baseline_sum, baseline_count, task="qa"
 
 def test_the_permutation_test_swaps_a_prompts_sum_and_count_together_and_is_exact_over_every_swap():
     rng = np.random.default_rng(3)
-    mentions = [rng.integers(1, 6, 8), rng.integers(1, 6, 8)]
+    mentions = [rng.integers(1, 6, 10), rng.integers(1, 6, 10)]
     unsupported = [rng.integers(0, count + 1) for count in mentions]
     frame = sums(unsupported[0], mentions[0], unsupported[1], mentions[1])
     found = paired.paired_difference(frame)
@@ -35,9 +35,9 @@ def test_the_permutation_test_swaps_a_prompts_sum_and_count_together_and_is_exac
     share = lambda numerators, counts: sum(numerators) / sum(counts)  # noqa: E731
     assert found["candidate"] == pytest.approx(share(unsupported[0], mentions[0]))
     assert found["difference"] == pytest.approx(found["candidate"] - found["baseline"])
-    # Every one of the 2^8 ways to swap the two methods within prompts, each prompt's (unsupported, mentions) as one.
+    # Every one of the 2^10 ways to swap the two methods within prompts, each prompt's (unsupported, mentions) as one.
     null = []
-    for swaps in itertools.product((False, True), repeat=8):
+    for swaps in itertools.product((False, True), repeat=10):
         sides = [[(unsupported[1 - first][i], mentions[1 - first][i]) if swap else
                   (unsupported[first][i], mentions[first][i]) for i, swap in enumerate(swaps)] for first in (0, 1)]
         null.append(share(*zip(*sides[0])) - share(*zip(*sides[1])))
@@ -74,7 +74,7 @@ def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart(
     assert list(table.prompts) == [3, 3, 6] and list(table.texts) == [6, 6, 12]
     assert table.difference.iloc[-1] == pytest.approx(6 / 12 - 4 / 12)
     assert table.compared.iloc[-1] == "at 2 on each task"
-    assert paired.written(table)["95% interval"].str.contains(" to ").all()
+    assert paired.written(table)["95% interval"].tolist() == ["not enough data (n = 3)"] * 2 + ["not enough data (n = 6)"]
     assert list(tasks_named(paired.written(table)).task)[1:] == ["Question answering", paired.ALL_TASKS]  # as shown
 
 
@@ -170,9 +170,32 @@ def test_a_shares_detectable_difference_beyond_1_says_none_is_detectable():
     prompts, a difference no two shares can have; per-text counts have no such bound."""
     table = pd.DataFrame({"task": "qa", "setting": paired.EQUAL_DELTA, "compared": "delta 2 against delta 2",
                           "seeds": 1, "prompts": 4, "texts": 4, "candidate": 1.0, "baseline": 0.333,
-                          "difference": 0.667, "low": 0.0, "high": 1.0, "p": 0.25,
+                          "difference": 0.667, "n": 12, "low": 0.0, "high": 1.0, "p": 0.25,
                           "measure": [paired.UNSUPPORTED_SHARE, "unsupported mentions per text",
                                       f"{paired.SURVIVAL}, typo (p=0.05)", paired.UNSUPPORTED_SHARE],
                           "detectable": [1.06, 1.51, 1.2, 0.541]})
     assert paired.written(table)["detectable (80% power)"].tolist() == ["none (1.06 > 1)", "1.51", "none (1.2 > 1)",
                                                                         "0.541"]
+
+
+def test_a_share_whose_mentions_sit_in_a_few_prompts_gets_no_interval_but_its_permutation_p():
+    """SWEET against KGW on four summaries: SWEET named one disease in one prompt, KGW three in three. The bootstrap
+    over those four prompts read 0.2 to 1 (0 excluded) beside a permutation p of 1: its resamples that dropped the one
+    prompt had no share, and the rest all held it. The interval needs 10 prompts with a mention on each side."""
+    sparse = sums([0, 1, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0])
+    found = paired.paired_difference(sparse)
+    assert found["difference"] == pytest.approx(1 - 2 / 3) and found["n"] == 1
+    assert np.isnan(found["low"]) and np.isnan(found["high"]) and np.isnan(found["detectable"])
+    assert found["p"] == pytest.approx(1.0)
+    row = pd.DataFrame([{"task": "summarization", "setting": paired.EQUAL_DELTA, "compared": "delta 2 against delta 2",
+                         "seeds": 1, "measure": paired.UNSUPPORTED_SHARE, **found}])
+    assert paired.written(row)[["95% interval", "detectable (80% power)"]].values.tolist() == [
+        ["not enough data (n = 1)", "–"]]
+
+    # The same share over 10 prompts with a mention on each side is given its interval.
+    rng = np.random.default_rng(5)
+    mentions = rng.integers(1, 4, (2, 12))
+    mentions[0, :2] = 0  # two prompts without a candidate mention: 10 carry it
+    unsupported = [rng.integers(0, count + 1) for count in mentions]
+    enough = paired.paired_difference(sums(unsupported[0], mentions[0], unsupported[1], mentions[1]))
+    assert enough["n"] == 10 and enough["low"] <= enough["difference"] <= enough["high"]

@@ -319,8 +319,9 @@ def cmd_paired(args) -> int:
     if args.out:
         write_csv(args, table)
     print(f"{args.method} (candidate) against {args.against} (baseline), texts paired by prompt and seed; difference = "
-          "candidate − baseline, 95% interval from a bootstrap over prompts, detectable = the difference a two-sided "
-          "test finds with 80% power")
+          "candidate − baseline, 95% interval from a bootstrap over prompts (n: the prompts that carry the measure; for a "
+          "share, those with a mention on the side with fewer), detectable = the difference a two-sided test finds "
+          "with 80% power")
     for setting, rows in written(table).groupby("setting", sort=False):
         print(f"\n{setting}:")
         print(table_text(rows.drop(columns="setting")))

@@ -22,7 +22,9 @@ attacked text keeps.
 Texts from one prompt under several seeds are not independent, so the prompt is the unit of resampling: the
 interval is a bootstrap over prompts (BCa, scipy), the p-value a permutation test that swaps the two methods within
 each prompt, and the minimum detectable difference the one a two-sided test at 5 % finds with 80 % power given the
-bootstrap's standard error: (z₀.₉₇₅ + z₀.₈) · SE = 2.80 · SE.
+bootstrap's standard error: (z₀.₉₇₅ + z₀.₈) · SE = 2.80 · SE. The interval and the detectable difference need 10
+prompts that carry the measure (`fwsapp.sample_size`; for a share, 10 with a mention on each side); the permutation
+p-value, exact over every swap when the prompts are few, is given at any number.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ import pandas as pd
 
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, check_weights, fws, metric_aspects
 from fwsapp.quality.scoring import read_values
+from fwsapp.sample_size import enough, not_enough
 from fwsapp.watermark import methods
 
 EQUAL_DELTA, EQUAL_STRENGTH = "equal δ", "equal strength"
@@ -263,22 +266,26 @@ def _ratio_difference(candidate_sum, candidate_count, baseline_sum, baseline_cou
 
 def paired_difference(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """One measure's difference (candidate − baseline) over the prompts of `sums` (rows of `prompt_sums`): each side's
-    pooled value, the difference, its bootstrap interval over prompts, the permutation p-value, and the minimum
-    detectable difference."""
+    pooled value, the difference, the permutation p-value, and, from `n` prompts up (the small-sample rule), its
+    bootstrap interval over prompts and the minimum detectable difference. `n` counts the prompts that carry the
+    measure: all of them for a mean per text; for a share, those with a mention, on the side with fewer (a share of
+    four prompts of which one names a disease rests on that one prompt)."""
     from scipy import stats
 
     columns = [sums[column].to_numpy(float) for column in SUM_COLUMNS]
     with np.errstate(invalid="ignore", divide="ignore"):  # no mention on a side: its share is NaN, shown as such
         candidate, baseline = columns[0].sum() / columns[1].sum(), columns[2].sum() / columns[3].sum()
     found = {"prompts": len(sums), "texts": int(sums.texts.sum()), "candidate": candidate, "baseline": baseline,
-             "difference": candidate - baseline, "low": np.nan, "high": np.nan, "p": np.nan, "detectable": np.nan}
+             "difference": candidate - baseline, "n": int(min((columns[1] > 0).sum(), (columns[3] > 0).sum())),
+             "low": np.nan, "high": np.nan, "p": np.nan, "detectable": np.nan}
     if len(sums) < 2 or not (columns[1].sum() and columns[3].sum()):
         return found
     rng = np.random.default_rng(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a degenerate resample (all differences equal) gives NaN, reported as such
-        interval = stats.bootstrap(columns, _ratio_difference, paired=True, vectorized=True, n_resamples=resamples,
-                                   confidence_level=CONFIDENCE, method="BCa", random_state=rng)
+    if enough("bootstrap", found["n"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a degenerate resample (all differences equal) gives NaN, reported as such
+            interval = stats.bootstrap(columns, _ratio_difference, paired=True, vectorized=True, n_resamples=resamples,
+                                       confidence_level=CONFIDENCE, method="BCa", random_state=rng)
     # Swapping the methods within a prompt swaps its sum and count together, so each side is a row of `sides`: the
     # candidate's (sum, count) of prompt i at row i, the baseline's at row n + i.
     sides = np.concatenate([np.stack(columns[:2], axis=-1), np.stack(columns[2:], axis=-1)])
@@ -289,14 +296,16 @@ def paired_difference(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int 
 
     test = stats.permutation_test((prompts, prompts + len(sums)), statistic, permutation_type="samples",
                                   vectorized=True, n_resamples=resamples, random_state=rng)
+    found["p"] = float(test.pvalue)  # exact over every swap at a few prompts: valid at any n
+    if not enough("bootstrap", found["n"]):
+        return found
     low, high = interval.confidence_interval
     spread = interval.bootstrap_distribution
     if np.isnan(low) or np.isnan(high):  # a resample without a mention on one side: the percentiles of the others
         tail = 100 * (1 - CONFIDENCE) / 2
         low, high = np.nanpercentile(spread, [tail, 100 - tail]) if np.isfinite(spread).any() else (np.nan, np.nan)
     critical = stats.norm.ppf(1 - (1 - CONFIDENCE) / 2) + stats.norm.ppf(POWER)
-    found.update(low=float(low), high=float(high), p=float(test.pvalue),
-                 detectable=float(critical * np.nanstd(spread, ddof=1)))
+    found.update(low=float(low), high=float(high), detectable=float(critical * np.nanstd(spread, ddof=1)))
     return found
 
 
@@ -304,7 +313,7 @@ def difference_table(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int =
     """One row per task (and all tasks pooled, their prompts kept apart), setting and measure. Equal δ pools each
     value over the tasks; equal strength pools each task's own setting."""
     columns = ["task", "setting", "compared", "seeds", "measure", "prompts", "texts", "candidate", "baseline",
-               "difference", "low", "high", "p", "detectable"]
+               "difference", "n", "low", "high", "p", "detectable"]
     if sums.empty:
         return pd.DataFrame(columns=columns)
     equal = sums.setting == EQUAL_DELTA
@@ -388,8 +397,9 @@ def is_share(measure: str) -> bool:
 
 
 def written(table: pd.DataFrame) -> pd.DataFrame:
-    """The table as read: each value to three significant digits, the interval as one cell, p in words where tiny, and
-    a share's detectable difference above 1 (too few prompts: no difference two shares can have) said so."""
+    """The table as read: each value to three significant digits, the interval as one cell ("not enough data (n = …)"
+    below the small-sample rule), p in words where tiny, and a share's detectable difference above 1 (too few prompts:
+    no difference two shares can have) said so."""
     def number(value) -> str:
         return "–" if pd.isna(value) else f"{value:.3g}"
 
@@ -399,7 +409,8 @@ def written(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({  # what a reader looks for first: the measure, the difference and its interval
         "task": table.task, "setting": table.setting, "measure": table.measure,
         "difference": table.difference.map(number),
-        "95% interval": [f"{number(low)} to {number(high)}" for low, high in zip(table.low, table.high)],
+        "95% interval": [f"{number(low)} to {number(high)}" if enough("bootstrap", n) else not_enough(n)
+                         for low, high, n in zip(table.low, table.high, table.n)],
         "p (permutation)": table.p.map(lambda p: "–" if pd.isna(p) else f"{p:.2g}"),
         "detectable (80% power)": [detectable(value, measure) for value, measure in zip(table.detectable, table.measure)],
         "candidate": table.candidate.map(number), "baseline": table.baseline.map(number),
