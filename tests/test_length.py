@@ -157,7 +157,7 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     assert block["tokens_to_detect"]["n"] == 4 and set(block["tpr_at_length"]) == {"16", "32", "64", "full"}
     assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 1
     printed = capsys.readouterr().out  # one run of 4 texts: no TPR, and the reason beside it
-    assert "No run has a TPR at this length" in printed and "not enough data (n = 4) watermarked texts of 32" in printed
+    assert "No run has a TPR at this length" in printed and "not enough data (n = 4): watermarked texts of 32 tokens or more" in printed
 
 
 def test_detect_scores_each_texts_best_window_and_refuses_a_method_without_evidence(qa_run, tmp_path, capsys):

@@ -657,6 +657,21 @@ def test_a_column_of_numbers_with_words_gets_room_for_the_words():
     assert config["AUROC"]["type_config"]["format"] == "%.3f" and list(config) == ["AUROC", "TPR@1%"]  # 1 reads 1.000
 
 
+def test_a_count_among_words_stays_a_whole_number_and_a_rate_among_words_gets_three_decimals():
+    """The Detect page's Length tab read "median tokens to detect 7.000" beside "never": a count is written whole."""
+    import numpy as np
+    import pandas as pd
+
+    from fwsapp.ui.widgets import uniform
+
+    frame = pd.DataFrame({"median tokens to detect": [7, "never", np.int64(16), None],
+                          "TPR": [1, 0.71, "not enough data (n = 4)", None], "texts": [4, 4, 4, 4]})
+    shown = uniform(frame)
+    assert shown["median tokens to detect"].tolist()[:3] == ["7", "never", "16"]
+    assert shown["TPR"].tolist()[:3] == ["1.000", "0.710", "not enough data (n = 4)"]
+    assert shown["texts"].tolist() == [4, 4, 4, 4]  # no words among them: left to the table
+
+
 def test_report_shows_where_numbers_come_from_and_no_empty_rows(app_db):
     from tests.conftest import judged_rating_db
 

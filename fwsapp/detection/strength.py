@@ -39,7 +39,7 @@ def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | N
     negatives = np.array([score_at(curve, tokens) for curve in curves.negatives])
     positives, negatives = positives[~np.isnan(positives)], negatives[~np.isnan(negatives)]
     if not enough("rate", positives.size):
-        return None, f"{not_enough(positives.size)} watermarked texts of {tokens} tokens"
+        return None, f"{not_enough(positives.size)}: watermarked texts of {tokens} tokens or more"
     if negatives.size >= minimum_negatives(fpr):
         threshold = threshold_at_fpr(oriented(negatives, direction), fpr)
         return float((oriented(positives, direction) > threshold).mean()), f"empirical ({negatives.size} negatives)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from numbers import Integral
 
 import pandas as pd
 import streamlit as st
@@ -353,13 +354,17 @@ def _mixed(column: pd.Series) -> bool:
 
 def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """`frame` with every number of a mixed column written alike (0.710, 1.000, not 1, 1.0 and 0.71), so the column
-    is text throughout: one format for the reader, one type for Arrow (a mixed column made it log a traceback)."""
-    def written(value):
-        if value is None or isinstance(value, (str, bool)) or pd.isna(value):
-            return value
-        return f"{value:.{digits}f}"
+    is text throughout: one format for the reader, one type for Arrow (a mixed column made it log a traceback). A
+    column whose numbers are all integers is a count and keeps them whole (tokens to detect: 16 or "never", not
+    16.000)."""
+    def written(column: pd.Series) -> pd.Series:
+        def word(value) -> bool:
+            return value is None or isinstance(value, (str, bool)) or pd.isna(value)
 
-    return frame.assign(**{column: frame[column].map(written) for column in frame.columns if _mixed(frame[column])})
+        counts = all(isinstance(value, Integral) for value in column if not word(value))
+        return column.map(lambda value: value if word(value) else f"{value:d}" if counts else f"{value:.{digits}f}")
+
+    return frame.assign(**{column: written(frame[column]) for column in frame.columns if _mixed(frame[column])})
 
 
 def worded_columns(frame: pd.DataFrame) -> dict:
