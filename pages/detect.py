@@ -270,7 +270,8 @@ def key_audit_view(selected, labels: dict[str, str]) -> None:
     _, corpus_name, found = shown
     st.caption(markup.message(f"{found.method}: {found.texts} human texts ({corpus_name or 'the run’s references'}, "
                               f"{found.tokenizer}) under {len(found.table) // max(1, found.table.deduplication.nunique())}"
-                              " keys. Each FPR with its exact 95 % interval; KS p tests the p-values for uniformity."))
+                              " keys. Each FPR with its exact 95 % interval; KS p tests the p-values for uniformity (a count's "
+                              "randomized at its ties: its plain p-values fall on steps)."))
     st.dataframe(found.written(), hide_index=True, width="stretch")
     for line in found.summary():
         st.markdown(markup.message(line))

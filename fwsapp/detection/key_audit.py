@@ -6,7 +6,9 @@ and warns that repetitive text (templates, lists, notes) inflates it unless repe
 detects a corpus of human text (a run's references, or the hospital's own notes) under the deployed key and K − 1 keys
 drawn from a seeded generator, with and without deduplication, and reports per key:
 - the empirical FPR at p < 1 %, 0.1 % and 0.01 %, each with its exact (Clopper–Pearson) 95 % interval;
-- a Kolmogorov–Smirnov test of the p-values against the uniform distribution they follow without a watermark;
+- a Kolmogorov–Smirnov test of the p-values against the uniform distribution they follow without a watermark, the
+  p-values of a count (green tokens, SynthID's g-values) randomized at their ties, as a discrete statistic's p-values
+  are uniform only so (`Evidence.randomized_p_value`);
 - the worst key, and the Bonferroni threshold that holds each level over every configuration audited.
 
 The p-value is the method's own, or the one its statistic implies (a z, or the score standardised from its per-token
@@ -59,10 +61,13 @@ def audit_keys_drawn(info: methods.MethodInfo, deployed: int, count: int, seed: 
     return [deployed, *[int(key) for key in drawn if key != deployed][:count - 1]]
 
 
-def p_values(watermark, texts: Sequence[tuple[Sequence[int], Sequence[int]]], deduplicate: bool) -> np.ndarray:
-    """Each text's p-value under `watermark` (every repeated (context, token) pair scored once with `deduplicate`)."""
+def p_values(watermark, texts: Sequence[tuple[Sequence[int], Sequence[int]]], deduplicate: bool,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's p-value under `watermark` (every repeated (context, token) pair scored once with `deduplicate`),
+    and the p-values the test of uniformity reads: randomized at their ties where the statistic is a count."""
     info, params = watermark.info, watermark.params
-    found = []
+    full = {**info.defaults, **params}
+    found, uniform = [], []
     for (token_ids, context_ids), detection in zip(texts, watermark.detect_many(texts)):
         if deduplicate:
             detection = deduplicated(watermark, detection, token_ids, context_ids)
@@ -72,7 +77,10 @@ def p_values(watermark, texts: Sequence[tuple[Sequence[int], Sequence[int]]], de
             found.append(detection.p if detection.p is not None else detection.score)
         else:
             found.append(float(stats.norm.sf(statistic(info.name, params, detection))))
-    return np.asarray(found, dtype=float)
+        randomized = (info.evidence.randomized_p_value(info.evidence.arrays(detection, full), full, rng)
+                      if info.evidence is not None and detection.token_flags else None)
+        uniform.append(found[-1] if randomized is None else randomized)
+    return np.asarray(found, dtype=float), np.asarray(uniform, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -136,10 +144,11 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
     key_name = secret_param(info)
     deployed = info.with_keys(info.checked_params(params))[key_name]
     rows = []
+    rng = np.random.default_rng(seed)  # the randomized p-values' draws: the same audit gives the same KS p
     for setting, setting_params, generic in deduplication_settings(info, params):
         for index, key in enumerate(audit_keys_drawn(info, deployed, keys, seed)):
             watermark = create(info.name, vocab_size, {**setting_params, key_name: key}, lm=lm, tokenizer=tokenizer)
-            values = p_values(watermark, texts, generic)
+            values, uniform = p_values(watermark, texts, generic, rng)
             row = {"key": f"deployed ({fingerprint(key)})" if index == 0 else f"drawn #{index} (seed {seed})",
                    "deduplication": setting, "texts": int(values.size)}
             for level in AUDIT_LEVELS:
@@ -147,7 +156,7 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
                 row[f"fpr_{level:g}"] = achieved.rate if achieved else None
                 row[f"fpr_{level:g}_interval"] = achieved.interval if achieved else None
                 row[f"false_{level:g}"] = achieved.false if achieved else 0
-            test = stats.kstest(values, "uniform") if values.size else None
+            test = stats.kstest(uniform, "uniform") if uniform.size else None
             row["ks_statistic"] = float(test.statistic) if test else None
             row["ks_p"] = float(test.pvalue) if test else None
             rows.append(row)

@@ -89,12 +89,29 @@ class Evidence:
         green = rng.random((draws, arrays["scored"].size)) < params["gamma"]
         return {**arrays, "green": green * arrays["scored"]}
 
+    def randomized_p_value(self, arrays: dict[str, np.ndarray], params: dict, rng: np.random.Generator) -> float | None:
+        """Where the whole text's statistic is a count: its p-value with the ties at the observed count broken at
+        random, P(X > x) + U·P(X = x), uniform on [0, 1] without a watermark (the form's `null`). A count's plain
+        p-values fall on steps, which a test of uniformity reads as a departure: Kolmogorov–Smirnov called KGW's
+        p-values on 200 random texts of 25 tokens not uniform at 1 % for 56 % of keys. None where the statistic is
+        continuous, and its p-value uniform as it is."""
+        return None
+
+
+def randomized_binomial_p_value(successes: float, trials: float, chance: float, rng: np.random.Generator) -> float:
+    """P(X > k) + U·P(X = k) for X ~ Binomial(trials, chance): a count's randomized p-value."""
+    successes, trials = int(round(successes)), int(round(trials))
+    return float(binom.sf(successes, trials, chance) + rng.random() * binom.pmf(successes, trials, chance))
+
 
 class GreenCount(Evidence):
     green_list = True
 
     def scores(self, arrays, params, window=None):
         return green_z(sums(arrays["green"], window), sums(arrays["scored"], window), params["gamma"])
+
+    def randomized_p_value(self, arrays, params, rng):
+        return randomized_binomial_p_value(arrays["green"].sum(), arrays["scored"].sum(), params["gamma"], rng)
 
 
 class WeightedGreenCount(Evidence):
@@ -147,6 +164,9 @@ class PermutationGreenCount(Evidence):
         green = rng.random((draws, arrays["scored"].size)) < 1 - params["gamma"]
         return {**arrays, "green": green * arrays["scored"]}
 
+    def randomized_p_value(self, arrays, params, rng):
+        return randomized_binomial_p_value(arrays["green"].sum(), arrays["scored"].sum(), 1 - params["gamma"], rng)
+
 
 class MeanG(Evidence):
     """SynthID: each scored token's g-values averaged over the tournament's layers; the score is their mean."""
@@ -167,6 +187,11 @@ class MeanG(Evidence):
         depth = params["depth"]
         g = rng.binomial(depth, 0.5, (draws, arrays["scored"].size)) / depth
         return {**arrays, "g": g * arrays["scored"]}
+
+    def randomized_p_value(self, arrays, params, rng):
+        """The depth · N g-values' sum, each a fair coin without a watermark."""
+        depth = params["depth"]
+        return randomized_binomial_p_value(arrays["g"].sum() * depth, arrays["scored"].sum() * depth, 0.5, rng)
 
 
 class ExponentialSum(Evidence):
