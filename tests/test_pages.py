@@ -580,7 +580,9 @@ def test_home_page_says_the_next_step_and_loads_the_example_data_once(app_db):
     assert not app.exception
     # runs, scored, analysed (meditron's analysis is shipped), judged (the paper published meditron's judge logs)
     assert [metric.value for metric in app.metric][:4] == ["6", "0", "3", "3"]
-    assert "6 runs have no quality metrics yet." in [m.value for m in app.markdown]
+    # An import brings ROUGE and F1 (Table 2 shows them): the runs lack what opening the Quality page computes.
+    assert ("6 runs lack SimCSE (to the unwatermarked output), SimCSE (to the reference), Factuality."
+            in [m.value for m in app.markdown])
     next(button for button in app.button if button.label == "Load the example data").click().run()
     assert [metric.value for metric in app.metric][0] == "6"  # loading again changes nothing
 
@@ -588,8 +590,13 @@ def test_home_page_says_the_next_step_and_loads_the_example_data_once(app_db):
 def test_the_next_step_counts_runs_in_agreement_with_its_noun_and_verb():
     from fwsapp.ui.queries import next_step
 
-    state = {"runs": 3, "scored": 2, "analysed": 3, "judged": 3}
-    assert next_step(state)[2] == "1 run has no quality metrics yet."
+    from fwsapp.quality.registry import lacking_model_free
+
+    assert lacking_model_free("qa", {"rouge2", "rougeL", "f1"}) == [
+        "SimCSE (to the unwatermarked output)", "SimCSE (to the reference)", "Factuality"]
+    assert lacking_model_free("completion", {"simcse", "simcse_reference", "rouge2", "factuality"}) == []  # F1: QA's
+    state = {"runs": 3, "scored": 2, "lacking": ["Factuality"], "analysed": 3, "judged": 3}
+    assert next_step(state)[2] == "1 run lacks Factuality."
     assert next_step({**state, "scored": 3, "analysed": 1})[2] == "2 runs are not analysed yet."
     assert next_step({**state, "scored": 3, "judged": 2})[2] == (
         "1 run has no verdicts yet (the embedded model's smoke-test verdicts do not count).")

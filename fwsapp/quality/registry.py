@@ -135,6 +135,13 @@ def model_free_metrics() -> tuple[str, ...]:
     return tuple(entry.name for entry in METRICS if entry.model_free and entry.by_default)
 
 
+def lacking_model_free(task: str, stored: set[str]) -> list[str]:
+    """The labels of the metrics opening the Quality page computes (`model_free_metrics`) that apply to `task` and of
+    which a run has no value, given the names of the metrics it has values of (`stored`)."""
+    return [entry.label for entry in METRICS if entry.model_free and entry.by_default and entry.applies_to(task)
+            and not set(entry.stored_names) & stored]
+
+
 def stored_metrics() -> tuple[str, ...]:
     """Every metric name a value may be stored under, in the registry's order (the report's quality block)."""
     return tuple(name for entry in METRICS for name in entry.stored_names)

@@ -88,13 +88,18 @@ class RunTables(StoreCore):
         return deleted
 
     def coverage(self, left_out_judges: tuple[str, ...] = ()) -> dict[str, int]:
-        """How many runs there are, and how many have the model-based quality metrics (similarity; ROUGE and F1 come
-        with every import), parsed verdicts (of a judge not in `left_out_judges`), entity analyses, entropies."""
+        """How many runs there are, and how many have parsed verdicts (of a judge not in `left_out_judges`), entity
+        analyses, entropies."""
         count = "SELECT count(DISTINCT run_id) FROM "
         judged = "judgments WHERE status = 'ok'" + " AND judge_model <> ?" * len(left_out_judges)
         return {name: self.row(count + query, list(parameters))[0] for name, query, parameters in (
-            ("runs", "runs", ()), ("scored", "metrics WHERE metric = 'simcse'", ()), ("judged", judged, left_out_judges),
-            ("analysed", "entity_analyses", ()), ("entropies", "entropies", ()))}
+            ("runs", "runs", ()), ("judged", judged, left_out_judges), ("analysed", "entity_analyses", ()),
+            ("entropies", "entropies", ()))}
+
+    def metric_names(self) -> dict[str, set[str]]:
+        """Per run, the names of the metrics it has values of."""
+        rows = self.frame("SELECT run_id, list(DISTINCT metric) AS names FROM metrics GROUP BY run_id")
+        return {row.run_id: set(row.names) for row in rows.itertuples()}
 
     def run(self, run_id: str) -> dict:
         row = self.frame("SELECT * FROM runs WHERE run_id = ?", [run_id])

@@ -351,21 +351,29 @@ def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.D
 
 
 @st.cache_data(show_spinner=False)
-def coverage(revision_key: str) -> dict[str, int]:
+def coverage(revision_key: str) -> dict:
     """The Home page's counts; a run counts as judged by a judge's verdicts, not the embedded model's smoke test (which
-    FWS and the report leave out): "Every run is … judged" stood beside "FWS (judge: no verdicts yet)"."""
+    FWS and the report leave out): "Every run is … judged" stood beside "FWS (judge: no verdicts yet)". A run counts as
+    scored with every metric the Quality page computes when it opens; `lacking` names those some run has no value of
+    (an import brings ROUGE and F1: "6 runs have no quality metrics yet" stood beside its ROUGE)."""
     from fwsapp.judge.summary import SMOKE_TEST_JUDGES
+    from fwsapp.quality.registry import METRICS, lacking_model_free
 
-    return store().coverage(tuple(sorted(SMOKE_TEST_JUDGES)))
+    db = store()
+    names = db.metric_names()
+    lacking = [lacking_model_free(run.task, names.get(run.run_id, set())) for run in db.runs().itertuples()]
+    missing = {label for labels in lacking for label in labels}
+    return {**db.coverage(tuple(sorted(SMOKE_TEST_JUDGES))), "scored": sum(not labels for labels in lacking),
+            "lacking": [entry.label for entry in METRICS if entry.label in missing]}
 
 
-def next_step(state: dict[str, int]) -> tuple[str, str, str]:
+def next_step(state: dict) -> tuple[str, str, str]:
     """(page, link label, why) of the step this database's state calls for next."""
     if not state["runs"]:
         return "pages/playground.py", "Try a watermark on your own prompt", "The database is empty."
     if state["scored"] < state["runs"]:
         return ("pages/quality.py", "Compute the quality metrics",
-                f"{counted(state['runs'] - state['scored'], 'run has', 'runs have')} no quality metrics yet.")
+                f"{counted(state['runs'] - state['scored'], 'run lacks', 'runs lack')} {', '.join(state['lacking'])}.")
     if state["analysed"] < state["runs"]:
         return ("pages/entropy.py", "Analyse entities and entropy",
                 f"{counted(state['runs'] - state['analysed'], 'run is', 'runs are')} not analysed yet.")
