@@ -312,3 +312,14 @@ def test_a_small_number_in_a_report_table_is_not_written_as_zero():
     frame = pd.DataFrame({"nominal FPR": [3.167e-05, 0.0, 0.0123]})
     assert to_markdown(frame).splitlines()[2:] == ["| 3.2e-05 |", "| 0.000 |", "| 0.012 |"]
     assert "3.2e-05" in to_latex(frame, "Calibration") and "0.012" in to_latex(frame, "Calibration")
+
+
+def test_a_latex_tables_signs_are_escaped_as_its_caption_is():
+    """pandas' escaping left '>' in "z > 4", which LaTeX's default font encoding prints as '¿'."""
+    import pandas as pd
+
+    from fwsapp.results.tables import to_latex
+
+    latex = to_latex(pd.DataFrame({"theoretical threshold": ["z > 4"], "p < 1%": ["a_b & c"]}), "p < 0.01")
+    assert "z \\textgreater{} 4" in latex and "p \\textless{} 1\\%" in latex and "a\\_b \\& c" in latex
+    assert "\\caption{p \\textless{} 0.01}" in latex and not re.search(r"[<>]", latex)

@@ -301,14 +301,23 @@ def to_markdown(frame: pd.DataFrame) -> str:
 
 
 def to_latex(frame: pd.DataFrame, caption: str) -> str:
-    """A table fragment (table + tabular, booktabs rules); text is escaped for LaTeX."""
-    tabular = frame.to_latex(index=False, escape=True, na_rep="--", float_format=number_text)
+    """A table fragment (table + tabular, booktabs rules); its caption, headers and text cells escaped for LaTeX by one
+    rule (`latex_escape`): pandas' own escaping leaves '<' and '>', which LaTeX's default font encoding prints as '¡'
+    and '¿' ("z ¿ 4" for the calibration's threshold)."""
+    escaped = frame.rename(columns=lambda column: latex_escape(str(column))).map(
+        lambda value: latex_escape(value) if isinstance(value, str) else value)
+    return latex_table(escaped.to_latex(index=False, escape=False, na_rep="--", float_format=number_text), caption)
+
+
+def latex_table(tabular: str, caption: str) -> str:
+    """A tabular in a table environment under its caption."""
     return "\n".join(["\\begin{table}[t]", "\\centering", f"\\caption{{{latex_escape(caption)}}}", tabular.strip(), "\\end{table}"])
 
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "α": r"$\alpha$", "β": r"$\beta$", "·": r"$\cdot$",
+    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+    "α": r"$\alpha$", "β": r"$\beta$", "·": r"$\cdot$",
 }
 
 
@@ -445,5 +454,4 @@ def quality_latex(frame: pd.DataFrame, caption: str) -> str:
             else:
                 shown.at[index, column] = latex_escape(str(value))
     shown.columns = [latex_escape(column) for column in shown.columns]
-    tabular = shown.to_latex(index=False, escape=False)
-    return "\n".join(["\\begin{table}[t]", "\\centering", f"\\caption{{{latex_escape(caption)}}}", tabular.strip(), "\\end{table}"])
+    return latex_table(shown.to_latex(index=False, escape=False), caption)
