@@ -30,3 +30,9 @@ def duration(seconds: float) -> str:
         return f"{seconds} s"
     minutes, seconds = divmod(seconds, 60)
     return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def p_text(p: float) -> str:
+    """A p-value as written: in significant digits (a strong correlation's p is 3.2e-27, not 0 or 0.000), and one that
+    underflowed to 0 as below the smallest double."""
+    return "< 1e-300" if p == 0 else f"{p:.3g}"

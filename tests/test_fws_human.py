@@ -12,6 +12,7 @@ from fwsapp.human.agreement import (
     friedman_nemenyi,
     human_means,
     krippendorff_alpha,
+    sensitivity_table,
 )
 from fwsapp.human.ratings import RATERS_PER_ITEM, OpenRater, sample_items
 from fwsapp.human.workflow import RatingError
@@ -137,6 +138,22 @@ def test_correlations_equal_scipy_and_say_when_there_are_too_few_texts():
     few = correlation_table(humans.head(4), judge, judge.iloc[:0], metrics, 0.4, 0.2)
     assert few.r.isna().all()
     assert correlation_matrix(few).loc["coherence", "judge"] == "not enough data (n = 4)"
+
+
+def test_a_weightings_p_value_is_written_in_significant_digits_never_0():
+    """The FWS page's sensitivity table read "p GPTJ 0" for a judge that agreed with the raters (p 1e-27), rounded to
+    four decimals; its p now reads as the correlations' do."""
+    rng = np.random.default_rng(0)
+    humans = pd.DataFrame({"run_id": "r", "sample_idx": range(40), "kind": "watermarked",
+                           **{aspect: rng.uniform(0.2, 1, 40) for aspect in ("coherence", "relevance", "factual_accuracy")}})
+    judge = humans.assign(**{aspect: humans[aspect] + rng.normal(0, 0.01, 40)
+                             for aspect in ("coherence", "relevance", "factual_accuracy")})
+    table = sensitivity_table(humans, judge, humans.head(4)).set_index("preset")
+    alpha, beta = PRESETS["Current"]
+    expected = pearsonr(fws(humans.coherence, humans.relevance, humans.factual_accuracy, alpha, beta),
+                        fws(judge.coherence, judge.relevance, judge.factual_accuracy, alpha, beta)).pvalue
+    assert 0 < expected < 1e-20 and table.loc["Current", "p GPTJ"] == f"{expected:.3g}"
+    assert table.loc["Current", "p Auto"] == "not enough data (n = 4)"
 
 
 def test_friedman_and_nemenyi_equal_scipy_and_scikit_posthocs():

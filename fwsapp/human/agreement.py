@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fwsapp import p_text
 from fwsapp.results.fws import ASPECTS, PRESETS, fws
-from fwsapp.sample_size import enough, shown
+from fwsapp.sample_size import enough, not_enough, shown
 
 UNIT = ["run_id", "sample_idx", "kind"]
 
@@ -68,7 +69,9 @@ def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFr
             s = source.assign(fws=fws(source.coherence, source.relevance, source.factual_accuracy, alpha, beta))
             joined = h[UNIT + ["fws"]].merge(s[UNIT + ["fws"]], on=UNIT, suffixes=("_human", "_source"))
             r, p, n = _pearson(joined.fws_human, joined.fws_source)
-            row[f"r {label}"], row[f"p {label}"], row[f"n {label}"] = shown(r, "pearson", n), shown(p, "pearson", n, 4), n
+            # p in significant digits: rounded to four decimals, a strong correlation's p read 0.
+            row[f"r {label}"], row[f"p {label}"], row[f"n {label}"] = shown(r, "pearson", n), (
+                not_enough(n) if not enough("pearson", n) else "–" if p is None else p_text(p)), n
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -22,6 +22,8 @@ import string
 import numpy as np
 import pandas as pd
 
+from fwsapp import p_text
+
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
 WORD_JOINER = "\u2060"
 # "written by another process: 2 of 5" stays as typed: searchable, and copied without an invisible character.
@@ -87,9 +89,7 @@ def inert_figure(figure) -> dict:
 def score_text(score: float, label: str) -> str:
     """A detection score as shown: a p-value in significant digits (a strong watermark's p is 1e-12, not "0.000"),
     and one that underflowed to 0 as below the smallest double; any other score to three decimals."""
-    if label != "p":
-        return f"{score:.3f}"
-    return "< 1e-300" if score == 0 else f"{score:.3g}"
+    return p_text(score) if label == "p" else f"{score:.3f}"
 
 
 def scores_written(table: pd.DataFrame, labels: dict) -> pd.DataFrame:
