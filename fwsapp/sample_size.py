@@ -8,6 +8,7 @@ from __future__ import annotations
 
 MINIMUM = {
     "pearson": 10,       # pairs; below this r's 95 % interval spans most of [-1, 1]
+    "spearman": 10,      # pairs, as for Pearson's r
     "friedman": 10,      # blocks (ratings of a text): the χ² approximation is poor below
     "krippendorff": 5,   # texts rated by two raters or more
     "precision": 10,     # entities the rule flagged that clinicians judged

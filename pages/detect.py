@@ -97,9 +97,8 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
         st.caption("No selected run has predictions yet. The run's model reads each watermarked answer and gives, per "
                    "token, the spike entropy (green lists) or the chosen token's probability (Gumbel sampling).")
         return
-    st.dataframe(widgets.uniform(tasks_named(table)), hide_index=True, width="stretch",
-                 column_config={column: st.column_config.NumberColumn(format="%.2f")
-                                for column in ("Spearman ρ", "detectable (predicted)", "detectable (measured)")})
+    shown = widgets.uniform(tasks_named(table))
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
     st.caption("Predicted: the first T from which the statistic the answer's entropy leads one to expect passes the "
                "same threshold as the measured curves (green lists: Kirchenbauer et al.'s spike-entropy bound, so an "
                "upper bound on the length; Gumbel: ψ(1 + 1/p) + γ per token). Spearman ρ ranks answers both ways. "

@@ -84,3 +84,21 @@ def test_a_runs_answers_are_predicted_once_and_read_against_their_measured_lengt
     copy.close()
     assert main(["detect", "--run", run_id, "--by-length", "--predict", "--db", db]) == 0
     assert Store(db).revision() == revision  # predicted once
+
+
+def test_a_few_answers_correlation_and_shares_say_there_are_too_few(monkeypatch):
+    """Four answers read "Spearman ρ 0.50" and "detectable (measured) 0.75" beside the length table's "not enough data
+    (n = 4)" for the same answers' TPR at their full length; the table holds both to the small-sample rule."""
+    from fwsapp.detection import predicted_length
+
+    def found(answers: int) -> dict:
+        return {"run_id": f"r{answers}", "method": "KGW", "task": "qa", "answers": answers, "predicted_median": 22,
+                "measured_median": 16, "spearman": 0.5, "spearman_pairs": answers, "short_answers": answers,
+                "short_predicted_detectable": 0.75, "short_predicted": answers, "short_measured_detectable": 0.75,
+                "short_measured": answers}
+
+    monkeypatch.setattr(predicted_length, "predicted_against_measured", lambda store, run_id, fpr: found(int(run_id)))
+    table = predicted_length.prediction_table(None, ["4", "24"]).set_index("answers")
+    assert table.loc[4, ["Spearman ρ", "detectable (predicted)", "detectable (measured)"]].tolist() == [
+        "not enough data (n = 4)"] * 3
+    assert table.loc[24, ["Spearman ρ", "detectable (predicted)", "detectable (measured)"]].tolist() == [0.5, 0.75, 0.75]

@@ -22,6 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from fwsapp.detection.length import DEFAULT_FPR, length_threshold, run_curves, tokens_quantile, tokens_to_detect
+from fwsapp.sample_size import shown
 from fwsapp.watermark import methods
 from fwsapp.watermark.expected_evidence import SPIKE_ENTROPY
 
@@ -138,9 +139,11 @@ def predicted_against_measured(store, run_id: str, fpr: float = DEFAULT_FPR) -> 
         "threshold": threshold.label, "answers": len(frame),
         "predicted_median": tokens_quantile(frame.predicted, 0.5), "measured_median": tokens_quantile(frame.measured, 0.5),
         "spearman": float(stats.spearmanr(finite.predicted, finite.measured).statistic) if len(finite) >= 3 else None,
-        "short_answers": len(short),
+        "spearman_pairs": len(finite), "short_answers": len(short),
         "short_predicted_detectable": _share(short.predicted.dropna() <= short.tokens[short.predicted.notna()]),
+        "short_predicted": int(short.predicted.notna().sum()),
         "short_measured_detectable": _share(np.isfinite(short.measured.dropna())),
+        "short_measured": int(short.measured.notna().sum()),
         "per_answer": frame,
     }
 
@@ -152,12 +155,15 @@ def _share(flags) -> float | None:
 
 def prediction_table(store, run_ids: list[str], fpr: float = DEFAULT_FPR) -> pd.DataFrame:
     """Per run with scores by length or predictions: method, task, tokens to detect predicted and measured (medians), their rank
-    correlation over answers, and the share of answers under CODE_OF_PRACTICE_TOKENS detectable, each way."""
+    correlation over answers, and the share of answers under CODE_OF_PRACTICE_TOKENS detectable, each way; the
+    correlation and the shares under the small-sample rule (four answers read "detectable 0.75" beside the length
+    table's "not enough data (n = 4)" for the same answers' TPR at their full length)."""
     rows = [found for run_id in run_ids if (found := predicted_against_measured(store, run_id, fpr)) is not None]
     under = f"under {CODE_OF_PRACTICE_TOKENS} tokens"
     return pd.DataFrame([{
         "run": row["run_id"], "method": row["method"], "task": row["task"], "answers": row["answers"],
         "predicted median": row["predicted_median"], "measured median": row["measured_median"],
-        "Spearman ρ": row["spearman"], f"answers {under}": row["short_answers"],
-        "detectable (predicted)": row["short_predicted_detectable"],
-        "detectable (measured)": row["short_measured_detectable"]} for row in rows])
+        "Spearman ρ": shown(row["spearman"], "spearman", row["spearman_pairs"]), f"answers {under}": row["short_answers"],
+        "detectable (predicted)": shown(row["short_predicted_detectable"], "rate", row["short_predicted"]),
+        "detectable (measured)": shown(row["short_measured_detectable"], "rate", row["short_measured"])}
+        for row in rows])
