@@ -404,6 +404,7 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     assert not app.exception
     summary = next(frame.value for frame in app.dataframe if "method" in frame.value.columns)
     assert list(summary.method) == ["KGW"] and "unsupported by the reference % (watermarked)" in summary.columns
+    assert list(summary.task) == ["Question answering"]  # as every other table names it, not "qa"
     assert any("Reference" in m.value for m in app.markdown)
     app.switch_page("pages/entropy.py").run()
     assert not app.exception
