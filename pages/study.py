@@ -144,8 +144,8 @@ def render() -> None:
         if rated.empty:
             st.info("No ratings yet.")
         else:
-            widgets.human_agreement(rated, queries.fws_samples(revision, tuple(sorted(default_mapping().items()))),
-                                    DEFAULT_ALPHA, DEFAULT_BETA, "judge")
+            samples = queries.fws_samples(revision, tuple(sorted(default_mapping().items())))
+            widgets.human_agreement(rated, samples, DEFAULT_ALPHA, DEFAULT_BETA, f"judge ({samples['judges']})")
     with adjudication:
         found = study.disagreements(rated) if not rated.empty else pd.DataFrame()
         st.caption(f"Texts whose raters are {study.DISAGREEMENT} points apart or more on an aspect.")

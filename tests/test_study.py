@@ -726,3 +726,22 @@ def test_a_run_a_study_uses_is_not_deleted_and_nothing_is_lost(study_db):
     study.create(store, "audit", [run_id], items_per_run=2)
     with pytest.raises(StoreError, match=f"Run {run_id} is in the studies 'audit' and 'pilot': "):  # "the study 'pilot', 'audit'"
         store.delete_run(run_id)
+
+
+def test_the_study_pages_agreement_names_the_judge_its_correlations_read(app_db):
+    """The FWS page names the judge whose verdicts a correlation reads ("judge (gpt-4o)"); the Study page's agreement
+    tab said "judge" alone, whichever judge (or none) had given verdicts."""
+    from streamlit.testing.v1 import AppTest
+
+    run_id = imported_qa_db(app_db, 12)
+    store = Store(app_db)
+    _, invites = study.create(store, "named", [run_id], items_per_run=6, raters_per_item=2, attention_share=0,
+                              raters=["Dr A", "Dr B"])
+    for invite, scores in zip(invites, (([5, 4, 4], [2, 2, 1]), ([4, 4, 5], [1, 2, 2]))):
+        rate_all(store, invite.rater_id, scores)
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.switch_page("pages/study.py").run()
+    assert not app.exception
+    correlations = next(frame.value for frame in app.dataframe if "Auto-FWS mapping" in frame.value.columns)
+    assert "judge (no verdicts yet)" in correlations.columns and "judge" not in correlations.columns
