@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from fwsapp import p_text
 from fwsapp.detection.calibration import achieved_fpr
 from fwsapp.detection.deduplication import deduplicated, deduplication_problem
 from fwsapp.detection.length import statistic
@@ -97,7 +98,7 @@ class KeyAudit:
         shown = self.table[["key", "deduplication", "texts"]].copy()
         for level in AUDIT_LEVELS:
             shown[f"FPR@{level:g}"] = [written_rate(row, level) for row in self.table.to_dict("records")]
-        shown["KS p"] = self.table.ks_p.map(lambda value: "–" if value is None else f"{value:.3g}")
+        shown["KS p"] = self.table.ks_p.map(lambda value: "–" if value is None else p_text(value))
         return shown
 
     def summary(self) -> list[str]:

@@ -134,16 +134,17 @@ def predicted_against_measured(store, run_id: str, fpr: float = DEFAULT_FPR) -> 
     frame = frame.drop(columns="predicted_tokens").astype({"sample_idx": int, "tokens": int})
     finite = frame[np.isfinite(frame.predicted) & np.isfinite(frame.measured)]
     short = frame[frame.tokens < CODE_OF_PRACTICE_TOKENS]
+    # Per short answer predicted (measured): whether it is detected by its end.
+    predicted_detected = short.predicted.dropna() <= short.tokens[short.predicted.notna()]
+    measured_detected = np.isfinite(short.measured.dropna())
     return {
         "run_id": run_id, "method": run["method"], "task": run["task"], "model": model or run["model"],
         "threshold": threshold.label, "answers": len(frame),
         "predicted_median": tokens_quantile(frame.predicted, 0.5), "measured_median": tokens_quantile(frame.measured, 0.5),
         "spearman": float(stats.spearmanr(finite.predicted, finite.measured).statistic) if len(finite) >= 3 else None,
         "spearman_pairs": len(finite), "short_answers": len(short),
-        "short_predicted_detectable": _share(short.predicted.dropna() <= short.tokens[short.predicted.notna()]),
-        "short_predicted": int(short.predicted.notna().sum()),
-        "short_measured_detectable": _share(np.isfinite(short.measured.dropna())),
-        "short_measured": int(short.measured.notna().sum()),
+        "short_predicted_detectable": _share(predicted_detected), "short_predicted": len(predicted_detected),
+        "short_measured_detectable": _share(measured_detected), "short_measured": len(measured_detected),
         "per_answer": frame,
     }
 

@@ -281,6 +281,7 @@ def paired_difference(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int 
     if len(sums) < 2 or not (columns[1].sum() and columns[3].sum()):
         return found
     rng = np.random.default_rng(seed)
+    interval = None
     if enough("bootstrap", found["n"]):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a degenerate resample (all differences equal) gives NaN, reported as such
@@ -297,7 +298,7 @@ def paired_difference(sums: pd.DataFrame, resamples: int = RESAMPLES, seed: int 
     test = stats.permutation_test((prompts, prompts + len(sums)), statistic, permutation_type="samples",
                                   vectorized=True, n_resamples=resamples, random_state=rng)
     found["p"] = float(test.pvalue)  # exact over every swap at a few prompts: valid at any n
-    if not enough("bootstrap", found["n"]):
+    if interval is None:
         return found
     low, high = interval.confidence_interval
     spread = interval.bootstrap_distribution
