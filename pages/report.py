@@ -1,9 +1,7 @@
 """Report: the paper's tables over every run, live, with Markdown and LaTeX downloads; each run's samples exported."""
-from functools import partial
-
 import streamlit as st
 
-from fwsapp.results.export import EXPORT_FORMATS, export_bytes
+from fwsapp.results.export import EXPORT_FORMATS
 from fwsapp.results.run_names import run_label
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
@@ -35,16 +33,19 @@ def render() -> None:
                      column_config=widgets.worded_columns(frame))
     runs = queries.runs(resources.revision())
     named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    with st.expander("Export a run"):
+    # The files are built only while the expander is open (its state reruns the page), not on every draw. They are
+    # handed over as bytes, not as a callable run on the click: Streamlit drops a file built on the click after two
+    # runs of the page's fragments (the sidebar's watcher runs every 2 s), so a browser slow to fetch it got nothing.
+    with st.expander("Export a run", key="export-open", on_change="rerun") as export:
         st.caption("A row per sample: the prompt, the reference, both texts and their token ids, the detection scores, "
                    "each text's evidence record, each stored quality metric per text (`quality_<metric>_<kind>`) "
                    "and the judge's 1-5 scores (`judge_<aspect>_<kind>`). `python -m fwsapp export` writes the same.")
         exported = st.selectbox("Run", list(named), format_func=named.get, key="export-run")
-        buttons = st.columns(len(EXPORT_FORMATS))
-        for column, (fmt, file_format) in zip(buttons, EXPORT_FORMATS.items()):
-            # Built when clicked (Streamlit calls it then, in its own thread), not on every draw of the page.
-            widgets.download(f"Download {file_format.label}", partial(export_bytes, resources.store(), exported, fmt),
-                             f"fwsapp-{exported}.{fmt}", file_format.mime, column, key=f"export-{fmt}")
+        if export.open:
+            buttons = st.columns(len(EXPORT_FORMATS))
+            for column, (fmt, file_format) in zip(buttons, EXPORT_FORMATS.items()):
+                widgets.download(f"Download {file_format.label}", queries.export(resources.revision(), exported, fmt),
+                                 f"fwsapp-{exported}.{fmt}", file_format.mime, column, key=f"export-{fmt}")
     with st.expander("Delete a run"):
         st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "
                    "`python -m fwsapp runs --delete ID` does the same.")

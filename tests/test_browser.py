@@ -1,5 +1,6 @@
 """The main path in a real browser: Debian's Chromium driven by Playwright against `streamlit run`."""
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -237,12 +238,16 @@ def test_import_page_uploads_the_paper_logs_and_the_report_shows_its_fws(tmp_pat
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         assert page.get_by_text("0.411").count() >= 1
         page.get_by_text("Export a run", exact=True).click()
-        # Built when clicked, reading the store the import's background scoring may still be writing: under the whole
-        # suite's load that took over 30 s once (the gate of 2026-12-05, 16 s alone), so it gets the wait above.
+        # Built when the expander opens, reading the store the import's background scoring may still be writing.
         with page.expect_download(timeout=150_000) as download:
             page.get_by_role("button", name="Download CSV").click()
         exported = pd.read_csv(download.value.path())
         assert download.value.suggested_filename.startswith("fwsapp-imp-")
+        # A browser slow to fetch the file still finds it after the sidebar's watcher has run a few times (each run
+        # every 2 s): a file built on the click was gone within 6 s, and such a download never arrived.
+        page.wait_for_timeout(7000)
+        again = page.request.get(download.value.url)
+        assert again.status == 200 and again.body() == Path(download.value.path()).read_bytes()
         assert len(exported) == 200 and exported.judge_coherence_watermarked.mean() == pytest.approx(2.17)
         assert exported.quality_rougeL_watermarked.notna().all()  # the import's model-free scores, per sample
 

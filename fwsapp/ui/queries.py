@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from fwsapp import counted
-from fwsapp.results.export import run_table
+from fwsapp.results.export import export_bytes, run_table
 from fwsapp.entities.entropy import token_values
 from fwsapp.results.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
 from fwsapp.human import study
@@ -50,6 +50,12 @@ def samples(revision_key: str, run_id: str) -> pd.DataFrame:
     if run_id not in set(runs(revision_key).run_id):
         return pd.DataFrame()
     return run_table(store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def export(revision_key: str, run_id: str, fmt: str) -> bytes:
+    """A run's export file (`export_bytes`); a few kept, as each may run to megabytes."""
+    return export_bytes(store(), run_id, fmt)
 
 
 @st.cache_data(show_spinner=False)
