@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from fwsapp.detection.deduplication import deduplicated, deduplication_problem, repeated_pairs
 from fwsapp.models import EMBEDDED_MODEL
@@ -69,6 +70,26 @@ def test_kgw_deduplicated_is_the_z_of_the_first_occurrence_of_each_pair(tokenize
     expected = (green - 0.25 * scored) / np.sqrt(scored * 0.25 * 0.75)
     once = deduplicated(watermark, found, text)
     assert once.num_tokens_scored == scored and once.score == pytest.approx(expected)
+    # Its p-value as the detector writes one: the exact binomial tail of the count, not the normal tail of the z.
+    assert once.p == pytest.approx(binom.sf(green - 1, scored, 0.25), rel=1e-12)
+
+
+@pytest.mark.parametrize("method", CASES)
+def test_a_methods_p_value_taken_from_its_evidence_is_its_detectors(method, tokenizer, request):
+    """What a deduplicated detection's p-value is taken from: the evidence form's p over a whole text equals the p the
+    method's detector writes, on watermarked and on plain text."""
+    info = METHODS[method]
+    if info.evidence is None:
+        return
+    lm = request.getfixturevalue("lm") if info.detector_needs_model({}) else None
+    watermark = create(method, tokenizer.vocab_size, {}, lm=lm, tokenizer=tokenizer)
+    full = {**info.defaults, **watermark.params}
+    rng = np.random.default_rng(3)
+    texts = [rng.choice(np.arange(300, 9000), length).tolist() for length in (12, 60, 250)]
+    for found in watermark.detect_many([(text, []) for text in texts]):
+        if found.p is None or not found.token_flags:
+            continue
+        assert info.evidence.p_value(info.evidence.arrays(found, full), full) == pytest.approx(found.p, rel=1e-9)
 
 
 def test_a_deduplicated_detection_set_is_kept_beside_the_plain_one_and_the_calibration_says_which(tmp_path, capsys):

@@ -14,7 +14,6 @@ from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import norm
 
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import REPEATED
@@ -61,8 +60,9 @@ def deduplicated(watermark, detection, token_ids: Sequence[int], context_ids: Se
     evidence = info.evidence
     arrays = evidence.arrays(kept, params)
     score = float(evidence.scores(arrays, params)[-1])
-    statistic = float(evidence.statistics(arrays, params)[-1])
-    z, p = (None, score) if info.score_label == "p" else (statistic, float(norm.sf(statistic)))
+    z = None if info.score_label == "p" else float(evidence.statistics(arrays, params)[-1])
+    # The p-value as the detector writes it (a green count's exact binomial tail under 200 tokens), where it writes one.
+    p = evidence.p_value(arrays, params) if detection.p is not None else None
     return replace(kept, score=score, z=z, p=p, num_tokens_scored=int(arrays["scored"].sum()))
 
 

@@ -11,8 +11,10 @@ drawn from a seeded generator, with and without deduplication, and reports per k
   are uniform only so (`Evidence.randomized_p_value`);
 - the worst key, and the Bonferroni threshold that holds each level over every configuration audited.
 
-The p-value is the method's own, or the one its statistic implies (a z, or the score standardised from its per-token
-evidence, as the length curves hold it). A method with neither has no false-positive rate to audit.
+The p-value is the one the method's detector answers with (the detection service's `p_value`: a green count's exact
+binomial tail under 200 tokens, not the normal tail of its z), or where it has none the one its statistic implies (the
+score standardised from its per-token evidence, as the length curves hold it). A method with neither has no
+false-positive rate to audit.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from fwsapp import p_text
 from fwsapp.detection.calibration import achieved_fpr
 from fwsapp.detection.deduplication import deduplicated, deduplication_problem
 from fwsapp.detection.length import statistic
+from fwsapp.detection.verdicts import nominal_p_value
 from fwsapp.secret_keys import fingerprint
 from fwsapp.watermark import methods
 
@@ -74,10 +77,8 @@ def p_values(watermark, texts: Sequence[tuple[Sequence[int], Sequence[int]]], de
             detection = deduplicated(watermark, detection, token_ids, context_ids)
         if detection.num_tokens_scored == 0:
             continue
-        if info.score_label == "p":
-            found.append(detection.p if detection.p is not None else detection.score)
-        else:
-            found.append(float(stats.norm.sf(statistic(info.name, params, detection))))
+        nominal = nominal_p_value(info, detection)
+        found.append(nominal if nominal is not None else float(stats.norm.sf(statistic(info.name, params, detection))))
         randomized = (info.evidence.randomized_p_value(info.evidence.arrays(detection, full), full, rng)
                       if info.evidence is not None and detection.token_flags else None)
         uniform.append(found[-1] if randomized is None else randomized)

@@ -89,6 +89,12 @@ class Evidence:
         green = rng.random((draws, arrays["scored"].size)) < params["gamma"]
         return {**arrays, "green": green * arrays["scored"]}
 
+    def p_value(self, arrays: dict[str, np.ndarray], params: dict) -> float:
+        """The whole text's p-value as the method's detector writes it, so that a detection taken again from its
+        evidence (each repeated pair scored once) reads as the detector would: by default the normal tail of the
+        statistic, a z without the watermark."""
+        return float(norm.sf(self.statistics(arrays, params)[-1]))
+
     def randomized_p_value(self, arrays: dict[str, np.ndarray], params: dict, rng: np.random.Generator) -> float | None:
         """Where the whole text's statistic is a count: its p-value with the ties at the observed count broken at
         random, P(X > x) + U·P(X = x), uniform on [0, 1] without a watermark (the form's `null`). A count's plain
@@ -109,6 +115,9 @@ class GreenCount(Evidence):
 
     def scores(self, arrays, params, window=None):
         return green_z(sums(arrays["green"], window), sums(arrays["scored"], window), params["gamma"])
+
+    def p_value(self, arrays, params):
+        return green_p_value(int(round(arrays["green"].sum())), int(arrays["scored"].sum()), params["gamma"])
 
     def randomized_p_value(self, arrays, params, rng):
         return randomized_binomial_p_value(arrays["green"].sum(), arrays["scored"].sum(), params["gamma"], rng)
@@ -164,6 +173,9 @@ class PermutationGreenCount(Evidence):
         green = rng.random((draws, arrays["scored"].size)) < 1 - params["gamma"]
         return {**arrays, "green": green * arrays["scored"]}
 
+    def p_value(self, arrays, params):
+        return green_p_value(int(round(arrays["green"].sum())), int(arrays["scored"].sum()), 1 - params["gamma"])
+
     def randomized_p_value(self, arrays, params, rng):
         return randomized_binomial_p_value(arrays["green"].sum(), arrays["scored"].sum(), 1 - params["gamma"], rng)
 
@@ -206,6 +218,9 @@ class ExponentialSum(Evidence):
     def scores(self, arrays, params, window=None):
         total, scored = sums(arrays["evidence"], window), sums(arrays["scored"], window)
         return np.where(scored > 0, gamma_distribution.sf(total, np.maximum(scored, 1)), 1.0)
+
+    def p_value(self, arrays, params):
+        return float(self.scores(arrays, params)[-1])  # the score is the p-value
 
     def null(self, arrays, params, rng, draws):
         return {**arrays, "evidence": rng.exponential(1.0, (draws, arrays["scored"].size)) * arrays["scored"]}
