@@ -210,7 +210,8 @@ def table7(entities, analyses, runs):
     # "unsupported by the reference" is said once, in the caption: in every header it pushed the increase off a 1,400 px page.
     short = {column: st.column_config.Column(column.replace("unsupported by the reference", "unsupported"), help=column)
              for column in summary.columns if "unsupported by the reference" in column}
-    st.dataframe(tasks_named(summary).style.format(precision=3), hide_index=True, width="stretch", column_config=short)
+    st.dataframe(widgets.uniform(tasks_named(summary)).style.format(precision=3), hide_index=True, width="stretch",
+                 column_config=short)
     st.caption("Unsupported: unsupported by the reference. None: not measured (no mentions of that kind). Rates count the "
                "entities selected above.")
     return entities

@@ -76,6 +76,37 @@ def test_bin_shares_and_token_spans(lm):
     assert spans[0][0] == 0 and spans[-1][1] == len("Gout is painful.")
 
 
+def test_a_share_of_unsupported_mentions_needs_enough_mentions_in_table_7_and_the_report():
+    """Table 7's unsupported share is a rate over mentions: one mention read 100 %, and its increase over the other
+    side as a finding. Below the small-sample rule's minimum it says so, with the count, on the Entities page's table and
+    in the report's."""
+    import pandas as pd
+
+    from fwsapp.results.report import entities_block
+    from fwsapp.results.tables import entities_table
+
+    runs = pd.DataFrame([{"run_id": "r", "method": "KGW", "task": "qa", "model": "m", "params": "{}", "imported": False}])
+    analyses = pd.DataFrame([{"run_id": "r", "sample_idx": index, "config": "mesh;enc;sim<0.6", "unwatermarked_tokens": 50,
+                              "watermarked_tokens": 50} for index in range(6)])
+    mention = {"run_id": "r", "config": "mesh;enc;sim<0.6", "introduced": True, "token_indices": [1], "entity": "x",
+               "normalized": "x"}
+    entities = pd.DataFrame([{**mention, "sample_idx": index % 6, "text_kind": "watermarked", "hallucinated": index < 3}
+                             for index in range(12)] + [{**mention, "sample_idx": 0, "text_kind": "unwatermarked",
+                                                         "hallucinated": True}])
+    summary = entity_summary(entities, analyses, runs).iloc[0]
+    assert summary["unsupported by the reference % (watermarked)"] == 25.0  # 3 of 12
+    assert summary["unsupported by the reference % (unwatermarked)"] == "not enough data (n = 1)"  # not 100
+    assert summary["unsupported by the reference %: increase"] == "not enough data (n = 1)"  # not -75
+    assert summary["introduced per text: increase"] == pytest.approx(12 / 6 - 1 / 6)
+    block = entities_block("r", entities, analyses, runs, pd.DataFrame(columns=["run_id", "text_kind", "entropy",
+                                                                               "entropy_model"]))
+    assert block["hallucination_rate"] == {"watermarked": 25.0, "unwatermarked": None}
+    named = {"model": "m", "task": "qa", "method": "KGW", "settings": "defaults", "entities": block}
+    table = entities_table({"runs": [named]}).iloc[0]
+    assert table["Unsupported % (watermarked)"] == 25.0
+    assert table["Unsupported % (unwatermarked)"] == "not enough data (n = 1)"
+
+
 def test_a_runs_analysis_is_stored_once_and_summarised(lm, store, mesh, encoder):
     import json
 

@@ -6,12 +6,21 @@ import pandas as pd
 
 from fwsapp.entities.introduced import recognizer_of
 from fwsapp.results.run_names import run_settings
+from fwsapp.sample_size import enough, not_enough
+
+
+def unsupported_share(mentions: pd.DataFrame) -> float | str | None:
+    """The share (%) of disease mentions the reference does not support: None without a mention, and below the
+    small-sample rule's minimum "not enough data (n = …)" (one mention read 0 % or 100 %)."""
+    if mentions.empty:
+        return None
+    return float(mentions.hallucinated.mean() * 100) if enough("rate", len(mentions)) else not_enough(len(mentions))
 
 
 def entity_summary(entities, analyses, runs):
     """The paper's Table 7 per run: introduced entities per text, the share of tokens inside introduced
-    entities, the hallucination rate (hallucinated share of the text's disease mentions), and the
-    increase of each over unwatermarked."""
+    entities, the hallucination rate (hallucinated share of the text's disease mentions, with the mentions it counts),
+    and the increase of each over unwatermarked."""
     rows = []
     names = run_settings(runs)
     for run in runs.itertuples():
@@ -29,10 +38,14 @@ def entity_summary(entities, analyses, runs):
             row[f"introduced per text ({kind})"] = len(introduced) / len(samples)
             row[f"introduced token share % ({kind})"] = (
                 introduced.token_indices.map(len).sum() / token_total * 100 if token_total else None)
-            row[f"unsupported by the reference % ({kind})"] = mentions.hallucinated.mean() * 100 if len(mentions) else None
+            row[f"unsupported by the reference % ({kind})"] = unsupported_share(mentions)
+            row[f"disease mentions ({kind})"] = len(mentions)
         for measure in ("introduced per text", "introduced token share %", "unsupported by the reference %"):
             marked, plain = row[f"{measure} (watermarked)"], row[f"{measure} (unwatermarked)"]
-            row[f"{measure}: increase"] = None if marked is None or plain is None else marked - plain
+            row[f"{measure}: increase"] = (
+                None if marked is None or plain is None
+                else not_enough(min(row["disease mentions (watermarked)"], row["disease mentions (unwatermarked)"]))
+                if isinstance(marked, str) or isinstance(plain, str) else marked - plain)
         rows.append(row)
     frame = pd.DataFrame(rows)
     # The answer first (what the watermark added, and how much of it the reference does not support), where a
