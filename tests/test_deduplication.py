@@ -131,6 +131,8 @@ def test_a_deduplicated_detection_set_is_kept_beside_the_plain_one_and_the_calib
     assert sorted(zip(rows["texts read"], rows["repeated pairs"])) == [
         ("best 16-token window", "each scored"), ("whole", "each scored"), ("whole", "scored once"),
         ("whole, homoglyphs normalised", "each scored")]
+    # Six texts a side: no TPR, at FPR 0 as at 1 % (a rate of sixths read as a finding)
+    assert set(rows["TPR@FPR=0"]) == set(rows["TPR@FPR=0.01"]) == {"not enough data (n = 6)"}
     assert main(["detect", "--run", run_id, "--db", str(db), "--method", "EXP-edit", "--deduplicate"]) == 2
     assert "EXP-edit is not seeded by the tokens before each position" in capsys.readouterr().err
 

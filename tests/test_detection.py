@@ -43,7 +43,13 @@ def test_summary_schema_and_what_small_samples_cannot_say():
     assert result["mean_score"] == {"watermarked": pytest.approx(5.1666, 1e-3), "unwatermarked": 0.0}
     # Three negatives resolve neither 1 % nor 5 % FPR, and three texts a side give no interval: said, not guessed.
     assert result["tpr_at_fpr"]["0.01"] is None and result["auroc_ci"] is None
-    assert tpr_label(result, "0.01") == "not enough data (n = 3)" and tpr_label(result, "0") == 1.0
+    assert tpr_label(result, "0.01") == "not enough data (n = 3)"
+    # TPR at FPR 0 needs no more negatives than one to be defined, but three texts a side make a rate of thirds (the
+    # report's Table 1 read 0.750 for four answers beside "not enough data (n = 4)" at 1 % and 5 %).
+    assert result["tpr_at_fpr"]["0"] == 1.0 and tpr_label(result, "0") == "not enough data (n = 3)"
+    few_positives = summary([5.0] * 4, list(range(-20, 0)))
+    assert tpr_label(few_positives, "0") == "not enough data (n = 4)"
+    assert tpr_label(summary([5.0] * 9 + [-30.0], list(range(-20, 0))), "0") == 0.9  # ten a side: a rate
     assert interval_label(result) == "not enough data (n = 3)"
     larger = summary(list(range(10, 40)), list(range(0, 30)))
     low, high = larger["auroc_ci"]

@@ -225,6 +225,7 @@ def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, l
             "window_tokens": None if pd.isna(entry.window_tokens) else int(entry.window_tokens),
             "normalize": entry.normalize if isinstance(entry.normalize, str) else None,
             "auroc": block["auroc"] if block else None, "tpr_at_fpr": block["tpr_at_fpr"] if block else None,
+            "n": block["n"] if block else None,
             "agreement": agreement(own, stored[(stored.run_id == entry.run_id) & (stored.detector == entry.method)])
             if bool(runs.loc[entry.run_id, "imported"]) else None,
         })

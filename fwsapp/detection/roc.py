@@ -154,8 +154,12 @@ def interval_label(block: dict) -> str:
 
 
 def tpr_label(block: dict, key: str) -> float | str | None:
-    """A detection block's TPR at one FPR level as the page and the report show it."""
-    negatives = block["n"]["negatives"]
+    """A detection block's TPR at one FPR level as the page and the report show it: a rate, so below the small-sample
+    rule's minimum of texts on either side (the positives it counts, the negatives that set its threshold) it says so,
+    as the Robustness page's TPRs do; and a level the negatives cannot resolve is never shown."""
+    negatives, smaller = block["n"]["negatives"], min(block["n"]["positives"], block["n"]["negatives"])
     if float(key) in unresolved_fpr_levels(negatives):
         return not_enough(negatives)
+    if not enough("rate", smaller):
+        return not_enough(smaller)
     return block["tpr_at_fpr"][key]

@@ -287,7 +287,7 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
                 + (f", {entry['normalize']} normalised" if entry.get("normalize") else ""),
                 "max |Δ| vs imported": agreement.get("max_abs_diff"),
                 "AUROC": entry["auroc"],
-                **{f"TPR@FPR={key}": value for key, value in (entry["tpr_at_fpr"] or {}).items()},
+                **{f"TPR@FPR={key}": roc.tpr_label(entry, key) for key in entry["tpr_at_fpr"] or {}},
                 "texts scored": entry["texts_scored"], "negatives": entry["negatives"],
                 "params": methods.info(entry["method"]).changed_params(params),
             })
