@@ -153,8 +153,14 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     assert "tokens to detect: median" in printed and "never detected" in printed
     from fwsapp.results.report import build_report
 
-    block = next(entry for entry in build_report(store)["runs"] if entry["run_id"] == run_id)["detection"]
+    from fwsapp.results.tables import length_table
+
+    report = build_report(store)
+    block = next(entry for entry in report["runs"] if entry["run_id"] == run_id)["detection"]
     assert block["tokens_to_detect"]["n"] == 4 and set(block["tpr_at_length"]) == {"16", "32", "64", "full"}
+    # The report's table says why four texts give no TPR, as the command does; "–" read as not computed yet.
+    row = length_table(report).iloc[0]
+    assert {row[f"TPR after {size}"] for size in ("16", "32", "64", "full")} == {"not enough data (n = 4)"}
     assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 1
     printed = capsys.readouterr().out  # one run of 4 texts: no TPR, and the reason beside it
     assert "No run has a TPR at this length" in printed and "not enough data (n = 4): watermarked texts of 32 tokens or more" in printed

@@ -17,7 +17,7 @@ from fwsapp.judge.summary import judge_name
 from fwsapp.entities.recognizers import KINDS
 from fwsapp.quality.registry import Column, stored_columns
 from fwsapp.robustness.attack_sets import survival_column
-from fwsapp.sample_size import enough, not_enough
+from fwsapp.sample_size import enough, not_enough, shown
 
 UNWATERMARKED = "Unwatermarked"
 
@@ -192,7 +192,10 @@ def length_table(report: dict) -> pd.DataFrame:
         rows.append({**_named(run), "Verdict at": detection.get("length_threshold"),
                      "Tokens to detect (median)": found["median"],
                      "Never detected": f"{found['never_detected']} of {found['n']}",
-                     **{f"TPR after {size}": row["tpr"] for size, row in detection["tpr_at_length"].items()}})
+                     # Below the small-sample rule's minimum of texts that long the cell says so, as `detect
+                     # --by-length` prints it: "–" reads as not computed yet.
+                     **{f"TPR after {size}": shown(row["tpr"], "rate", row["n"])
+                        for size, row in detection["tpr_at_length"].items()}})
     return _ordered(rows) if rows else pd.DataFrame()
 
 
