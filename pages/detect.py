@@ -71,7 +71,11 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
         figure.update_xaxes(tickvals=list(LENGTH_GRID))  # the lengths tabulated, not the log axis' minor ticks
         widgets.chart(figure)
     if not frames["tokens"].empty:
-        widgets.chart(px.box(frames["tokens"], x="run", y="tokens to detect", points="all"))
+        # Runs down the side: their labels read across, where below the boxes they were tilted and took more room than
+        # the boxes.
+        boxes = px.box(frames["tokens"], y="run", x="tokens to detect", points="all", orientation="h")
+        widgets.chart(boxes.update_layout(height=140 + 60 * frames["tokens"].run.nunique(), yaxis_title=None,
+                                           yaxis_autorange="reversed"))  # in the table's order
     st.dataframe(widgets.uniform(frames["rates"].drop(columns="tokens")), hide_index=True, width="stretch")
     st.caption("T counts the text's tokens from its start; after T tokens a text is scored on those alone (the score "
                "its detector gives that prefix). Tokens to detect is the T from which a text stays detected; a text "
