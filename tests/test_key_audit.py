@@ -122,6 +122,11 @@ def test_detect_audit_keys_on_a_runs_references_and_on_a_hospitals_own_notes(tmp
     assert f"30 human texts ({notes}, mistral-v1)" in capsys.readouterr().out
     assert main(["detect", "--run", run_id, "--corpus", str(notes), "--db", str(db)]) == 2
     assert "--corpus is the human text of --audit-keys" in capsys.readouterr().err
+    # Options the audit does not read are refused, not ignored.
+    assert main(["detect", "--run", run_id, "--seed", "3", "--db", str(db)]) == 2
+    assert "--seed seeds the keys --audit-keys draws: add --audit-keys K, or drop it." in capsys.readouterr().err
+    assert main(["detect", "--run", run_id, "--audit-keys", "2", "--predict", "--db", str(db)]) == 2
+    assert "drop --window, --by-length, --predict," in capsys.readouterr().err
     absent = tmp_path / "absent.jsonl"
     assert main(["detect", "--run", run_id, "--audit-keys", "2", "--corpus", str(absent), "--db", str(db)]) == 2
     assert f"{absent}: cannot be read (No such file or directory)" in capsys.readouterr().err

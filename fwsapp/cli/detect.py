@@ -56,7 +56,7 @@ def register(commands) -> None:
                              "Kolmogorov–Smirnov test of the p-values, the worst key and the Bonferroni threshold")
     detect.add_argument("--corpus", help="with --audit-keys: a JSONL file of {\"text\": ...} lines (the hospital's own "
                         "notes) instead of the run's references")
-    detect.add_argument("--seed", type=int, default=0, help="with --audit-keys: seeds the drawn keys (default 0)")
+    detect.add_argument("--seed", type=int, help="with --audit-keys: seeds the drawn keys (default 0)")
 
     compare = command(commands, cmd_compare, "compare",
         help="methods at equal strength: each sweep's setting that reaches a target TPR, and quality there",
@@ -142,16 +142,19 @@ def cmd_detect(args) -> int:
 
 
 def check_audit_options(args) -> None:
-    if args.all or len(args.run) != 1 or args.window or args.by_length or args.normalize or args.out \
+    if args.all or len(args.run) != 1 or args.window or args.by_length or args.predict or args.normalize or args.out \
             or args.deduplicate or args.evidence:
         raise ValueError("--audit-keys audits one run's method and key (with and without deduplication): give a single "
-                         "--run, and drop --window, --by-length, --normalize, --deduplicate, --evidence and --out.")
+                         "--run, and drop --window, --by-length, --predict, --normalize, --deduplicate, --evidence and "
+                         "--out.")
 
 
 def check_detection_options(args) -> None:
     """The options of a detection or a reading by length that do not go together."""
     if args.corpus:
         raise ValueError("--corpus is the human text of --audit-keys: add --audit-keys K, or drop it.")
+    if args.seed is not None:
+        raise ValueError("--seed seeds the keys --audit-keys draws: add --audit-keys K, or drop it.")
     if args.evidence and (args.window or args.by_length):
         raise ValueError("--evidence records whole texts' verdicts: drop --window (WinMax's verdict has no evidence "
                          "record) and --by-length.")
@@ -210,7 +213,7 @@ def print_key_audit(store, targets: list[str], args) -> int:
     method = args.method or store.run(run_id)["method"]
     params = parse_params(method, args.param) if args.param else None
     corpus = [line["text"] for line in read_records_jsonl(args.corpus)] if args.corpus else None
-    found = pipeline.audit_keys(store, run_id, model_loader(args), args.audit_keys, args.seed, method=method,
+    found = pipeline.audit_keys(store, run_id, model_loader(args), args.audit_keys, args.seed or 0, method=method,
                                 params=params, tokenizer=args.tokenizer, corpus=corpus)
     print(f"{found.method}: {found.texts} human texts ({args.corpus or f'the references of {run_id}'}, "
           f"{found.tokenizer}) under "
