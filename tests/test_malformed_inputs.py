@@ -200,6 +200,7 @@ def test_integers_a_database_column_cannot_hold_are_refused_before_any_work(db, 
     (["--window", "0"], "--window must be from 1 to 100,000 tokens, not 0"),
     (["--audit-keys", "10"], "--audit-keys audits one run's method and key"),
     (["--predict"], "--predict compares predicted with measured tokens to detect"),
+    (["--fpr", "0.05"], "--fpr sets the false-positive rate of --by-length's and --window's verdicts"),  # not ignored
 ])
 def test_detect_over_every_run_refuses_its_options_before_reading_any_run(db, capsys, options, expected):
     """The refusal is the one line: it came below a line for each run `--all` skips (the imported run's model 'm'

@@ -40,8 +40,8 @@ def register(commands) -> None:
                         help="with --by-length: also predict each watermarked answer's tokens to detect from the run's "
                              "model's next-token distributions (spike entropy, or the chosen token's probability), "
                              "against the measured ones, and the share of answers under 200 tokens detectable")
-    detect.add_argument("--fpr", type=float, default=0.01, help="false-positive rate of --by-length's and --window's "
-                        "verdicts (default %(default)s)")
+    detect.add_argument("--fpr", type=float, help="false-positive rate of --by-length's and --window's verdicts "
+                        "(default 0.01)")
     detect.add_argument("--deduplicate", action="store_true",
                         help="score each repeated (context, token) pair once, as lm-watermarking's "
                              "ignore_repeated_ngrams: repetitive human text then keeps to the nominal false-positive rate")
@@ -94,11 +94,15 @@ def strength_options(parser) -> None:
 def cmd_detect(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.watermark.methods import parse_params
-    from fwsapp.detection.length import check_window_size, windowed_rates
+    from fwsapp.detection.length import DEFAULT_FPR, check_window_size, windowed_rates
     from fwsapp.detection.redetect import set_evidence, set_scores, set_summaries
     from fwsapp.paths import write_output
 
     # The options first: a refusal after `detectable` came below a line for every run it skips.
+    if args.fpr is not None and not (args.by_length or args.window):
+        raise ValueError("--fpr sets the false-positive rate of --by-length's and --window's verdicts: add one of them, "
+                         "or drop it (a plain detection reports its TPR at 1 % FPR).")
+    args.fpr = DEFAULT_FPR if args.fpr is None else args.fpr
     if not 0 < args.fpr < 1:
         raise ValueError(f"--fpr must be in (0, 1), not {args.fpr}.")
     if args.window is not None:
