@@ -69,6 +69,9 @@ def test_an_llm_attack_without_its_servers_url_and_model_is_refused_in_its_own_p
     assert_refused(["attack", "--attack", "paraphrase", "--param", "backend=compatible", "--param", "model=m", "--all",
                     "--db", str(db)], ["needs base_url:"], db, capsys)
     assert "--base-url" not in capsys.readouterr().err
+    assert_refused(["attack", "--attack", "paraphrase", "--param", "backend=local", "--param",
+                    "base_url=http://127.0.0.1:9/v1", "--all", "--db", str(db)],
+                   ["paraphrase: The local judge backend takes no base URL"], db, capsys)
 
 
 def test_inviting_a_rater_to_a_full_study_is_refused_and_no_link_is_printed(tmp_path, capsys):

@@ -280,6 +280,11 @@ def test_a_study_seed_beyond_32_bits_is_refused(db, capsys):
     (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1"], ["needs a judge model (--judge-model"]),
     (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
       "--api-key-env", "FWSAPP_TEST_UNSET_KEY"], ["FWSAPP_TEST_UNSET_KEY: that environment variable is not set"]),
+    # A URL meant for a server of one's own went unused: OpenAI's backend asked OpenAI with OPENAI_API_KEY.
+    (["--all", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1"],
+     ["The openai judge backend takes no base URL", "use the compatible backend"]),
+    (["--all", "--backend", "local", "--base-url", "http://127.0.0.1:9/v1"], ["The local judge backend takes no base URL"]),
+    (["--all", "--backend", "local", "--api-key-env", "PATH"], ["The local judge backend sends no API key"]),
     (["--all", "--backend", "local", "--concurrency", "0"], ["--concurrency must be at least 1"]),
     # nan passed a `timeout <= 0` check, and each of the four requests failed as an "unreadable response"
     (["--all", "--backend", "local", "--timeout", "nan"], ["--timeout must be a number of seconds above 0, not nan"]),
@@ -394,6 +399,7 @@ def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     ("", "", 'judge = { backend = "local", timeout = -1 }', "[steps] judge timeout must be a number above 0"),
     ("", "", 'judge = { backend = ["local"] }', "[steps] judge backend must be one of"),
     ("", "", 'judge = { backend = "compatible", model = "m" }', "needs base_url and model"),
+    ("", "", 'judge = { backend = "openai", base_url = "http://127.0.0.1:9/v1" }', "The openai judge backend takes no base URL"),
     ('[grid.datasets]\nsummarization = "missing.json"', "", "", "names summarization, which is not in [grid] tasks"),
     ("seeds = [1099511627776]", "", "", "[grid] seeds must be a whole number from 0 to 2,147,483,647"),
     ("", "", 'attack = [{ name = "typo", seed = -1 }]', "[steps] attack 1 seed must be a whole number from 0"),

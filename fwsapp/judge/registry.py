@@ -31,6 +31,16 @@ class JudgeBackendPlugIn(PlugIn):
     def in_process(self) -> bool:
         return "model" in self.needs
 
+    def unused_setting(self, base_url: str | None, api_key: str | None) -> str | None:
+        """Why a base URL or an API key given to this backend would go unused, or None: OpenAI's backend asks OpenAI's
+        own endpoint whatever URL it is given, so a URL meant for a server of one's own must not pass unseen."""
+        if base_url and "base_url" not in self.needs:
+            return (f"The {self.name} judge backend takes no base URL ({self.help}): for a server of your own, use the "
+                    "compatible backend; else drop the URL.")
+        if api_key and not {"key", "optional_key"} & set(self.needs):
+            return f"The {self.name} judge backend sends no API key ({self.help}): drop it."
+        return None
+
     def key_status(self) -> tuple[str, str] | None:
         """(status, detail) of the key it needs, for doctor; None when it needs none."""
         if "key" not in self.needs:

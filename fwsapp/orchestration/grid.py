@@ -237,8 +237,10 @@ def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
         _choice(name, "[steps] judge", judge, "backend", JUDGE_BACKENDS.names(), required=True)
         for key in ("base_url", "model", "api_key_env"):
             _text(name, "[steps] judge", judge, key)
-        needs = JUDGE_BACKENDS[judge["backend"]].needs
-        if "base_url" in needs and not (judge.get("base_url") and judge.get("model")):
+        entry = JUDGE_BACKENDS[judge["backend"]]
+        if unused := entry.unused_setting(judge.get("base_url"), judge.get("api_key_env")):
+            raise SpecError(f"{name}: [steps] judge: {unused}")
+        if "base_url" in entry.needs and not (judge.get("base_url") and judge.get("model")):
             raise SpecError(f"{name}: [steps] judge with backend '{judge['backend']}' needs base_url and model (the "
                             "server's address and the model name it serves).")
         if "max_attempts" in judge and (type(judge["max_attempts"]) is not int or judge["max_attempts"] < 1):

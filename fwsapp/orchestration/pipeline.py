@@ -282,10 +282,12 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
 def judge_backend(model_loader: ModelLoader, kind: str, judge_model: str | None = None, base_url: str | None = None,
                   timeout: float = REQUEST_TIMEOUT_SECONDS, api_key: str | None = None):
     """The judge to ask: OpenAI, an OpenAI-compatible server, or a local model (loaded by `model_loader`)."""
-    from fwsapp.judge.backends import make_backend
+    from fwsapp.judge.backends import JudgeError, make_backend
     from fwsapp.judge.registry import JUDGE_BACKENDS
 
     entry = JUDGE_BACKENDS[kind] if kind in JUDGE_BACKENDS else None  # an unknown kind: make_backend says so
+    if entry and (unused := entry.unused_setting(base_url, api_key)):
+        raise JudgeError(unused)  # before a model is loaded
     loaded = model_loader(judge_model or entry.default_model) if entry and entry.in_process else None
     return make_backend(kind, judge_model, base_url, timeout=timeout, loaded=loaded, api_key=api_key)
 

@@ -152,6 +152,8 @@ class AttackPlugIn(PlugIn, DeclaredParams):
                 raise ValueError(f"{self.name} through the {backend.name} backend needs {' and '.join(missing)}: the "
                                  "server's base URL (e.g. base_url=http://localhost:8000/v1) and the model it serves "
                                  "(model=NAME).")
+            if unused := backend.unused_setting(checked.get("base_url"), None):
+                raise ValueError(f"{self.name}: {unused}")
         return checked
 
     def label(self, params: dict) -> str:
