@@ -111,6 +111,13 @@ def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys
     assert f"{run_id}: disease entities already analysed (" in said and f"{run_id}: clinical facts already stored" in said
 
 
+def test_analyze_refuses_an_entropy_model_none_of_its_runs_would_read(qa_run, capsys):
+    """A generated run's entropies are its own model's: --entropy-model was ignored without a word."""
+    store, _, run_id = qa_run
+    assert main(["analyze", "--run", run_id, "--entropy-model", "other-model", "--db", str(store.path)]) == 2
+    assert "--entropy-model names the model that reads imported runs' texts" in capsys.readouterr().err
+
+
 def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert main(["generate", "--task", "qa", "--method", "KGW", "--dataset", str(tmp_path / "none.json"),
                  "--db", str(tmp_path / "x.duckdb")]) == 2

@@ -391,6 +391,8 @@ def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     ("", "", 'analyze = { recognizer = ["mesh"] }', "[steps] analyze recognizer must be one of trained, mesh"),
     ("", "", 'analyze = { threshold = "0.5" }', "[steps] analyze threshold must be a number at least 0 and at most 1"),
     ("", "", "analyze = { threshold = 1.5 }", "threshold must be a number at least 0 and at most 1, not 1.5."),
+    # A grid's runs are generated, their entropies their own model's: the key was read and never used.
+    ("", "", 'analyze = { entropy_model = "m" }', "[steps] analyze has no key 'entropy_model'"),
     ("", "", 'judge = { backend = "local", concurrency = "8" }', "concurrency must be a whole number of at least 1"),
     ("", "", 'judge = { backend = "local", concurrency = 0 }', "concurrency must be a whole number of at least 1"),
     ("", "", 'judge = { backend = "local", max_attempts = 0 }', "max_attempts must be a whole number of at least 1"),

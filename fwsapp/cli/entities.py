@@ -52,6 +52,10 @@ def cmd_analyze(args) -> int:
     from fwsapp.orchestration import pipeline
 
     store, targets = opened_targets(args)
+    if args.entropy_model and not any(store.run(run_id)["imported"] for run_id in targets):
+        raise ValueError("--entropy-model names the model that reads imported runs' texts (their generator is not "
+                         "loaded); a generated run's entropies are its own model's, and none of these runs is imported: "
+                         "drop it.")
     with progress_bar("analyze", "sample") as progress:
         analysis = pipeline.analyze(store, targets, model_loader(args), progress, entropy_model=args.entropy_model,
                                     threshold=args.threshold, recognizer=args.recognizer)

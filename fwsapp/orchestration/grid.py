@@ -4,7 +4,7 @@
     [server]                     url, tokenizer, concurrency: the runs generated through that serving engine, [grid]
                                  models being the names it serves (its API key: the command line's --server-key-env)
     [[method]]                   name, params; a list value is a sweep: params = { delta = [1.0, 2.0] } is two runs
-    [steps]                      score = [metrics], analyze = { recognizer, entropy_model, threshold },
+    [steps]                      score = [metrics], analyze = { recognizer, threshold },
                                  judge = { backend, base_url, model, concurrency, swap, timeout, budget },
                                  attack = [{ name, params, seed, normalize }]: a list value in params is a sweep
 
@@ -44,10 +44,10 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class AnalyzeStep:
-    """[steps] analyze: the disease recognizer (default: the registry's), the entropy model and the threshold."""
+    """[steps] analyze: the disease recognizer (default: the registry's) and the threshold. No entropy model: a grid's
+    runs are generated, and their entropies are their own model's."""
 
     recognizer: str | None = None
-    entropy_model: str | None = None
     threshold: float = HALLUCINATION_THRESHOLD
 
 
@@ -227,7 +227,6 @@ def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
             raise SpecError(f"{name}: [steps] analyze is true or a table of {', '.join(sorted(ANALYZE_KEYS))}.")
         _known(name, "[steps] analyze", analyze, ANALYZE_KEYS)
         _choice(name, "[steps] analyze", analyze, "recognizer", recognizers_of("disease"))
-        _text(name, "[steps] analyze", analyze, "entropy_model")
         _number(name, "[steps] analyze", analyze, "threshold", low=0, high=1)
     judge = steps.get("judge")
     if judge is not None:

@@ -407,8 +407,7 @@ def grid(store: Store, spec, model_loader: ModelLoader, progress: Progress | Non
         outcome.scored = score(store, finished, model_loader, step("score"), cancel, metrics=steps.score)
     if steps.analyze is not None and finished and not _cancelled(cancel):
         outcome.analysis = analyze(store, finished, model_loader, step("analyze"), cancel,
-                                   entropy_model=steps.analyze.entropy_model, threshold=steps.analyze.threshold,
-                                   recognizer=steps.analyze.recognizer)
+                                   threshold=steps.analyze.threshold, recognizer=steps.analyze.recognizer)
     if steps.judge is not None and finished and not _cancelled(cancel):
         asked = steps.judge
         backend = judge_backend(model_loader, asked.backend, asked.model, asked.base_url, asked.timeout, api_key)
