@@ -133,6 +133,11 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys):
     assert "No run 'missing'" in capsys.readouterr().err
     assert main(["export", "--run", "missing", "--out", str(tmp_path / "o.xlsx"), "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "Export to .csv or .parquet, not .xlsx" in capsys.readouterr().err and not (tmp_path / "o.xlsx").exists()
+    # A Parquet file named .csv (it was written so, and opened as garbage).
+    assert main(["export", "--run", "missing", "--out", str(tmp_path / "o.csv"), "--format", "parquet",
+                 "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "o.csv names a CSV file, but the format asked for is Parquet: name it ….parquet, or leave the format to the " \
+           "name." in capsys.readouterr().err and not (tmp_path / "o.csv").exists()
 
 
 @pytest.mark.parametrize("command", [["runs"], ["runs", "--delete", "imp-x", "--yes"], ["report"],

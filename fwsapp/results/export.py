@@ -119,11 +119,15 @@ EXPORT_FORMATS = {"csv": FileFormat("CSV", "text/csv"), "parquet": FileFormat("P
 
 def export_format(path: Path, fmt: str | None = None) -> str:
     """The format asked for, else the one `path`'s suffix names; refused, before anything is read, when neither
-    names one of EXPORT_FORMATS."""
-    chosen = (fmt or Path(path).suffix.lstrip(".")).lower()
+    names one of EXPORT_FORMATS, or when the two name different ones."""
+    suffix = Path(path).suffix.lstrip(".").lower()
+    chosen = (fmt or suffix).lower()
     if chosen not in EXPORT_FORMATS:
         raise ValueError(f"Export to {' or '.join(f'.{known}' for known in EXPORT_FORMATS)}, not "
                          f".{chosen or '(no suffix)'}: end the file's name so.")
+    if suffix in EXPORT_FORMATS and suffix != chosen:  # a Parquet file named .csv opens as garbage
+        raise ValueError(f"{path} names a {EXPORT_FORMATS[suffix].label} file, but the format asked for is "
+                         f"{EXPORT_FORMATS[chosen].label}: name it ….{chosen}, or leave the format to the name.")
     return chosen
 
 
