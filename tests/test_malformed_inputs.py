@@ -296,6 +296,13 @@ def test_bad_judge_arguments(db, capsys, extra, expected):
     assert_refused(["judge", *extra, "--db", str(db)], expected, db, capsys)
 
 
+def test_an_oracle_no_metric_asked_for_reads_is_refused(db, capsys):
+    """It was ignored: ROUGE was computed and the oracle never loaded, without a word."""
+    assert_refused(["score", "--all", "--metrics", "rouge", "f1", "--oracle", "gpt2", "--db", str(db)],
+                   ["--oracle is the language model that ppl reads, and no metric asked for reads one: add it to "
+                    "--metrics, or drop --oracle."], db, capsys)
+
+
 @pytest.mark.parametrize("name, content", [("notes.json", b'{"a": 1}'), ("table.csv", b"a,b\n1,2\n"),
                                            ("data.parquet", b"PAR1\x00\x00PAR1")])
 def test_a_database_path_that_is_another_file_is_refused_and_left_alone(tmp_path, capsys, name, content):

@@ -21,7 +21,12 @@ def register(commands) -> None:
 
 def cmd_score(args) -> int:
     from fwsapp.orchestration import pipeline
+    from fwsapp.quality.registry import METRICS, default_metrics
 
+    readers = [entry.name for entry in METRICS if "model" in entry.needs]  # the metrics that read a language model
+    if args.oracle and not set(readers) & set(args.metrics or default_metrics()):
+        raise ValueError(f"--oracle is the language model that {' and '.join(readers)} read{'s' if len(readers) == 1 else ''}, "
+                         "and no metric asked for reads one: add it to --metrics, or drop --oracle.")
     store, targets = opened_targets(args)
     with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,
