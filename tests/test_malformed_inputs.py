@@ -115,6 +115,9 @@ GENERATE_ARGUMENTS = [
     # each option of a served run named alone, with its value (one message named both, whichever was wrong)
     (["--server", "http://127.0.0.1:9/v1", "--timeout", "nan"], ["--timeout must be more than 0 and at most 3600 seconds, not nan"]),
     (["--server", "http://127.0.0.1:9/v1", "--attempts", "0"], ["--attempts must be from 1 to 20, not 0"]),
+    # a served run's options without a server (--concurrency was ignored, and one option read "go with")
+    (["--concurrency", "3"], ["--concurrency goes with --server: add --server URL, or drop it."]),
+    (["--served-model", "m", "--attempts", "2"], ["--served-model, --attempts go with --server: add --server URL, or drop them."]),
 ]
 
 

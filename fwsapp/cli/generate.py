@@ -8,7 +8,7 @@ from fwsapp.cli.terminal import model_loader, progress_bar
 
 
 def register(commands) -> None:
-    from fwsapp.models.server import ATTEMPTS, REQUEST_TIMEOUT_SECONDS
+    from fwsapp.models.server import ATTEMPTS, CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.watermark.methods import METHODS
 
     generate = command(commands, cmd_generate, "generate", models=True,
@@ -36,7 +36,8 @@ def register(commands) -> None:
     served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding its API key, if it wants one")
     served.add_argument("--tokenizer", metavar="NAME", help="the served model's tokenizer (default: the one its name "
                         "implies), for the detector's vocabulary and answers returned without token ids")
-    served.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    served.add_argument("--concurrency", type=int, default=CONCURRENT_REQUESTS,
+                        help="requests in flight at once (default %(default)s)")
     served.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT_SECONDS, metavar="SECONDS",
                         help="how long one answer may take to arrive whole, from connecting to its last byte "
                              "(default %(default)g); a server silent that long is tried again, then given up")
@@ -49,16 +50,19 @@ def cmd_generate(args) -> int:
     from fwsapp.generation.run_config import RunConfig
     from fwsapp.watermark.methods import parse_params
     from fwsapp.models import EMBEDDED_MODEL
-    from fwsapp.models.server import ATTEMPTS, REQUEST_TIMEOUT_SECONDS
+    from fwsapp.models.server import ATTEMPTS, CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS
     from fwsapp.store import Store
 
     if args.dataset != "demo" and not Path(args.dataset).is_file():
         raise ValueError(f"--dataset {args.dataset}: no such file. Use 'demo' or a JSON, JSONL or CSV path.")
     served_only = [option for option, value in (("--served-model", args.served_model), ("--api-key-env",
                    args.api_key_env), ("--tokenizer", args.tokenizer), ("--timeout", args.timeout != REQUEST_TIMEOUT_SECONDS),
-                   ("--attempts", args.attempts != ATTEMPTS)) if value]
+                   ("--attempts", args.attempts != ATTEMPTS), ("--concurrency", args.concurrency != CONCURRENT_REQUESTS))
+                   if value]
     if not args.server and served_only:
-        raise ValueError(f"{', '.join(served_only)} go with --server.")
+        one = len(served_only) == 1
+        raise ValueError(f"{', '.join(served_only)} {'goes' if one else 'go'} with --server: add --server URL, or drop "
+                         f"{'it' if one else 'them'}.")
     if not 0 < args.timeout <= 3600:
         raise ValueError(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}.")
     if not 1 <= args.attempts <= 20:

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from fwsapp.generation.generate import UnitResult, UnitWork, batch_seed, detected_unit
 from fwsapp.generation.run_config import Cancelled
 from fwsapp.generation.batch import GeneratedBatch
-from fwsapp.models.server import (ATTEMPTS, REQUEST_TIMEOUT_SECONDS, ServerError, TransientServerError,
-                                  bounded_http_client, faults_sorted, short, with_retries)
+from fwsapp.models.server import (ATTEMPTS, CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS, ServerError,
+                                  TransientServerError, bounded_http_client, faults_sorted, short, with_retries)
 
-CONCURRENT_REQUESTS = 8
 # The opt-out is taken as ignored when more than this share of the answers asked for without the watermark carry it
 # (at the method's threshold, a share near its false-positive rate is expected).
 IGNORED_OPT_OUT_SHARE = 0.5

@@ -27,6 +27,7 @@ TOO_LARGE = "a reply of more than"
 # A serving engine's answer: tries, and how long each may take to arrive whole (a 7B model's 1,024 tokens under load).
 ATTEMPTS = 4
 REQUEST_TIMEOUT_SECONDS = 300.0
+CONCURRENT_REQUESTS = 8  # a serving engine's answers in flight at once
 
 Reply = TypeVar("Reply")
 
