@@ -111,10 +111,13 @@ def test_analyze_says_what_it_stored_and_what_was_there_already(tmp_path, capsys
     assert f"{run_id}: disease entities already analysed (" in said and f"{run_id}: clinical facts already stored" in said
 
 
-def test_analyze_refuses_an_entropy_model_none_of_its_runs_would_read(qa_run, capsys):
+def test_analyze_refuses_an_entropy_model_none_of_its_runs_would_read(tmp_path, capsys):
     """A generated run's entropies are its own model's: --entropy-model was ignored without a word."""
-    store, _, run_id = qa_run
-    assert main(["analyze", "--run", run_id, "--entropy-model", "other-model", "--db", str(store.path)]) == 2
+    db = tmp_path / "generated.duckdb"
+    store = Store(db)
+    store.ensure_run("gen-1", {}, model="m", task="qa", method="KGW", params={}, seed=1, n=1)
+    store.close()
+    assert main(["analyze", "--run", "gen-1", "--entropy-model", "other-model", "--db", str(db)]) == 2
     assert "--entropy-model names the model that reads imported runs' texts" in capsys.readouterr().err
 
 
