@@ -226,6 +226,11 @@ def test_runs_delete_asks_first_and_removes_every_row_of_the_run(tmp_path, capsy
     assert "no terminal to confirm on; add --yes" in capsys.readouterr().err
     assert main(["runs", "--delete", "  ", "--db", str(db)]) == 2  # it listed the runs and exited 0
     assert "--delete needs a run id" in capsys.readouterr().err
+    # Options that belong to the other use are refused, not ignored (--yes alone listed the runs).
+    assert main(["runs", "--yes", "--db", str(db)]) == 2
+    assert "--yes confirms --delete: add --delete ID, or drop it." in capsys.readouterr().err
+    assert main(["runs", "--delete", first, "--yes", "--format", "json", "--db", str(db)]) == 2
+    assert "--format is the listing's" in capsys.readouterr().err
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt: "something else")
     assert main(["runs", "--delete", first, "--db", str(db)]) == 1

@@ -15,8 +15,8 @@ def register(commands) -> None:
     from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 
     runs = command(commands, cmd_runs, "runs", help="list runs, or delete one with all its rows")
-    runs.add_argument("--format", choices=["table", "json"], default="table",
-                      help="table: a line per run for people; json: the stored columns (default %(default)s)")
+    runs.add_argument("--format", choices=["table", "json"],
+                      help="table: a line per run for people; json: the stored columns (default table)")
     runs.add_argument("--delete", metavar="ID", help="delete this run and every row that belongs to it (asks first)")
     runs.add_argument("--yes", action="store_true", help="with --delete: do not ask")
 
@@ -58,7 +58,10 @@ def register(commands) -> None:
 
 
 def cmd_runs(args) -> int:
-
+    if args.delete is None and args.yes:
+        raise ValueError("--yes confirms --delete: add --delete ID, or drop it.")
+    if args.delete is not None and args.format:
+        raise ValueError("--format is the listing's: --delete prints what it deleted; drop --format.")
     if args.delete is not None:
         if not args.delete.strip():
             raise ValueError("--delete needs a run id: `python -m fwsapp runs` lists them.")
