@@ -21,7 +21,7 @@ from fwsapp.entities.introduced import (
     verdict_agreement,
 )
 from fwsapp.data.tasks import tasks_named
-from fwsapp.results.entity_table import entity_summary
+from fwsapp.results.entity_table import entity_summary, shown_summary
 from fwsapp.entities.recognizers import KINDS
 from fwsapp.entities.recognizers.base import BRANCHES, NON_DISEASE_HEADS, OUTCOMES, STOPLIST
 from fwsapp.sample_size import not_enough
@@ -210,7 +210,7 @@ def table7(entities, analyses, runs):
     # "unsupported by the reference" is said once, in the caption: in every header it pushed the increase off a 1,400 px page.
     short = {column: st.column_config.Column(column.replace("unsupported by the reference", "unsupported"), help=column)
              for column in summary.columns if "unsupported by the reference" in column}
-    st.dataframe(widgets.uniform(tasks_named(summary)).style.format(precision=3), hide_index=True, width="stretch",
+    st.dataframe(widgets.uniform(tasks_named(shown_summary(summary))).style.format(precision=3), hide_index=True, width="stretch",
                  column_config=short)
     st.caption("Unsupported: unsupported by the reference. None: not measured (no mentions of that kind). Rates count the "
                "entities selected above.")

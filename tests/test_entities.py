@@ -12,7 +12,7 @@ from fwsapp.entities.introduced import (
     verdict_agreement,
     with_mesh_headings,
 )
-from fwsapp.results.entity_table import entity_summary
+from fwsapp.results.entity_table import entity_summary, shown_summary
 from fwsapp.entities.recognizers.base import STOPLIST, Entity
 from fwsapp.entities.recognizers import load_recognizer
 from fwsapp.entities.entropy import bin_shares, token_spans
@@ -93,14 +93,17 @@ def test_a_share_of_unsupported_mentions_needs_enough_mentions_in_table_7_and_th
     entities = pd.DataFrame([{**mention, "sample_idx": index % 6, "text_kind": "watermarked", "hallucinated": index < 3}
                              for index in range(12)] + [{**mention, "sample_idx": 0, "text_kind": "unwatermarked",
                                                          "hallucinated": True}])
-    summary = entity_summary(entities, analyses, runs).iloc[0]
+    numbers = entity_summary(entities, analyses, runs)
+    summary = shown_summary(numbers).iloc[0]
     assert summary["unsupported by the reference % (watermarked)"] == 25.0  # 3 of 12
     assert summary["unsupported by the reference % (unwatermarked)"] == "not enough data (n = 1)"  # not 100
     assert summary["unsupported by the reference %: increase"] == "not enough data (n = 1)"  # not -75
     assert summary["introduced per text: increase"] == pytest.approx(12 / 6 - 1 / 6)
+    assert numbers.iloc[0]["unsupported by the reference %: increase"] == -75.0  # the numbers are kept, with their count
     block = entities_block("r", entities, analyses, runs, pd.DataFrame(columns=["run_id", "text_kind", "entropy",
                                                                                "entropy_model"]))
-    assert block["hallucination_rate"] == {"watermarked": 25.0, "unwatermarked": None}
+    assert block["hallucination_rate"] == {"watermarked": 25.0, "unwatermarked": 100.0}
+    assert block["mentions"] == {"watermarked": 12, "unwatermarked": 1}
     named = {"model": "m", "task": "qa", "method": "KGW", "settings": "defaults", "entities": block}
     table = entities_table({"runs": [named]}).iloc[0]
     assert table["Unsupported % (watermarked)"] == 25.0

@@ -227,6 +227,7 @@ def test_figures_never_pool_two_recognizers():
     summary = entity_summary(kept_entities, kept_analyses, runs)
     assert summary.recognizer.tolist() == ["B"]
     assert summary["introduced per text (watermarked)"].tolist() == [2.0]
+    assert summary["unsupported by the reference % (watermarked)"].tolist() == [0.0]
     assert summary["disease mentions (watermarked)"].tolist() == [2]  # B's two, not A's beside them
     assert one_recognizer(entities, analyses, preferred="C")[1].config.tolist() == ["A;enc;sim<0.6"]
 

@@ -147,7 +147,6 @@ def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFram
     return {
         "recognizer": row.get("recognizer") if len(row) else None,
         "introduced_per_text": {kind: _number(row, f"introduced per text ({kind})") for kind in kinds},
-        # None below the small-sample rule's minimum of mentions, which the tables say with the count.
         "hallucination_rate": {kind: _number(row, f"unsupported by the reference % ({kind})") for kind in kinds},
         "mentions": {kind: int(row[f"disease mentions ({kind})"]) if len(row) else 0 for kind in kinds},
         # Whose next-token distributions the entropies are of: the run's own model, or for an import a stand-in.
@@ -160,9 +159,8 @@ def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFram
 
 
 def _number(row, key: str):
-    """The cell as a number; None where there is none, or where the small-sample rule put its words instead."""
     value = row.get(key) if hasattr(row, "get") else None
-    return None if value is None or isinstance(value, str) or pd.isna(value) else float(value)
+    return None if value is None or pd.isna(value) else float(value)
 
 
 DETECTABILITY = {"auroc": "AUROC", "tpr@0": "TPR at FPR 0%", "tpr@0.01": "TPR at FPR 1%", "tpr@0.05": "TPR at FPR 5%"}

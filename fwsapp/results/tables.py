@@ -17,7 +17,8 @@ from fwsapp.judge.summary import judge_name
 from fwsapp.entities.recognizers import KINDS
 from fwsapp.quality.registry import Column, stored_columns
 from fwsapp.robustness.attack_sets import survival_column
-from fwsapp.sample_size import enough, not_enough, shown
+from fwsapp.results.entity_table import unsupported_shown
+from fwsapp.sample_size import shown
 
 UNWATERMARKED = "Unwatermarked"
 
@@ -218,19 +219,13 @@ def robustness_table(report: dict) -> pd.DataFrame:
     return frame.astype({"Mentions": "Int64"}) if rows else frame
 
 
-def unsupported_cell(entities: dict, kind: str):
-    """A run's share (%) of unsupported mentions, or below the small-sample rule's minimum of mentions why there is
-    none."""
-    mentions = entities["mentions"][kind]
-    return not_enough(mentions) if mentions and not enough("rate", mentions) else entities["hallucination_rate"][kind]
-
-
 def entities_table(report: dict) -> pd.DataFrame:
     """The disease names each run's texts introduced, and the share of mentions the reference does not support."""
     rows = [{**_named(run), "Recognizer": run["entities"]["recognizer"],
              **{f"Introduced per text ({kind})": run["entities"]["introduced_per_text"][kind]
                 for kind in ("watermarked", "unwatermarked")},
-             **{f"Unsupported % ({kind})": unsupported_cell(run["entities"], kind)
+             **{f"Unsupported % ({kind})": unsupported_shown(run["entities"]["hallucination_rate"][kind],
+                                                             run["entities"]["mentions"][kind])
                 for kind in ("watermarked", "unwatermarked")}}
             for run in report["runs"] if run.get("entities") and run["entities"].get("recognizer")]
     return _ordered(rows) if rows else pd.DataFrame()
