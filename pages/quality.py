@@ -8,7 +8,7 @@ from fwsapp.data.tasks import TASKS, task_label
 from fwsapp.models import DEFAULT_ENCODER
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.quality.scoring import EMBEDDED_ORACLE_TOKENS_PER_SECOND, perplexity_metric
-from fwsapp.quality.registry import METRICS, column_label, default_metrics, in_stored_order
+from fwsapp.quality.registry import METRICS, column_label, default_metrics, in_stored_order, unread_setting
 from fwsapp.results.tables import best_cells, difference_from_unwatermarked, quality_latex, quality_table
 from fwsapp import duration
 from fwsapp.results.export import csv_bytes
@@ -49,8 +49,12 @@ def model_metrics_form(runs) -> None:
                     f"the one that wrote {'it' if len(foreign) == 1 else 'them'} ({', '.join(sorted(set(foreign.generator)))}): "
                     "the perplexities will be that oracle's, not comparable with the generator's or the paper's.",
                     key="score-consent")
+        unread = unread_setting(tuple(metrics), oracle=oracle, alignscore_checkpoint=checkpoint)
+        if unread:
+            st.error(unread)
         manager = resources.jobs()
-        if st.button("Compute", disabled=not chosen or consent_needed or bool(manager.active("score"))):
+        if st.button("Compute", disabled=not chosen or not metrics or bool(unread) or consent_needed
+                     or bool(manager.active("score"))):
             manager.start_scoring(chosen, tuple(metrics), oracle, checkpoint)
             st.rerun()
 

@@ -299,11 +299,22 @@ def test_bad_judge_arguments(db, capsys, extra, expected):
     assert_refused(["judge", *extra, "--db", str(db)], expected, db, capsys)
 
 
-def test_an_oracle_no_metric_asked_for_reads_is_refused(db, capsys):
-    """It was ignored: ROUGE was computed and the oracle never loaded, without a word."""
-    assert_refused(["score", "--all", "--metrics", "rouge", "f1", "--oracle", "gpt2", "--db", str(db)],
-                   ["--oracle is the language model that ppl reads, and no metric asked for reads one: add it to "
-                    "--metrics, or drop --oracle."], db, capsys)
+GIVEN_SETTINGS = {"oracle": "gpt2", "alignscore_checkpoint": "align.ckpt", "recognizer": "mesh"}
+
+
+@pytest.mark.parametrize("setting", GIVEN_SETTINGS)
+def test_a_scoring_setting_no_metric_asked_for_reads_is_refused(db, capsys, setting):
+    """Each was ignored: ROUGE and F1 were computed, the oracle never loaded, the checkpoint and the recognizer never
+    read, without a word."""
+    from fwsapp.quality.registry import METRICS, SCORE_SETTINGS
+
+    assert set(GIVEN_SETTINGS) == set(SCORE_SETTINGS)
+    readers = [entry.name for entry in METRICS if setting in entry.reads]
+    assert readers and not {"rouge", "f1"} & set(readers)
+    assert_refused(["score", "--all", "--metrics", "rouge", "f1", f"--{setting.replace('_', '-')}",
+                    GIVEN_SETTINGS[setting], "--db", str(db)],
+                   [f"No metric asked for (rouge, f1) reads {SCORE_SETTINGS[setting]}: add {' or '.join(readers)} to "
+                    f"the metrics, or drop '{GIVEN_SETTINGS[setting]}'."], db, capsys)
 
 
 @pytest.mark.parametrize("name, content", [("notes.json", b'{"a": 1}'), ("table.csv", b"a,b\n1,2\n"),

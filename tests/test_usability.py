@@ -218,6 +218,15 @@ def test_imported_runs_get_perplexity_only_from_a_named_oracle_with_consent(app_
     assert not by_label(app.button, "Compute").disabled
     # Issue 58, item 15: a duration people read ("roughly 40 s", "roughly 2 min 5 s"), never "0.0 min".
     assert any(re.search(r"tokens to read: roughly \d+ (s|min)", caption.value) for caption in app.caption)
+    # An oracle no metric asked for reads is said, not computed around; no metric asked for computes nothing.
+    app.multiselect(key="score-metrics").set_value(["rouge"]).run()
+    assert any("reads a perplexity oracle: add ppl to the metrics, or drop 'smollm2-135m-instruct'" in error.value
+               for error in app.error)
+    assert by_label(app.button, "Compute").disabled
+    app.text_input(key="score-oracle").set_value("").run()
+    assert not app.error and not by_label(app.button, "Compute").disabled
+    app.multiselect(key="score-metrics").set_value([]).run()
+    assert by_label(app.button, "Compute").disabled
 
 
 def test_quality_table_names_the_oracle_and_never_bolds_a_self_similarity(app_db, qa_run, lm):

@@ -16,17 +16,13 @@ def register(commands) -> None:
                        + f" (default: {' '.join(default_metrics())})")
     score.add_argument("--oracle", help="perplexity model (default: the run's own model; the embedded one for imports)")
     score.add_argument("--alignscore-checkpoint", help="an AlignScore checkpoint; without it the offline stand-in is used")
-    recognizer(score, "the offline factual-consistency stand-in's disease recognizer")
+    recognizer(score, "the disease recognizer of the offline factual-consistency stand-in and of clinical_facts")
+    score.set_defaults(recognizer=None)  # the metrics' default, so that one named where no metric reads it is refused
 
 
 def cmd_score(args) -> int:
     from fwsapp.orchestration import pipeline
-    from fwsapp.quality.registry import METRICS, default_metrics
 
-    readers = [entry.name for entry in METRICS if "model" in entry.needs]  # the metrics that read a language model
-    if args.oracle and not set(readers) & set(args.metrics or default_metrics()):
-        raise ValueError(f"--oracle is the language model that {' and '.join(readers)} read{'s' if len(readers) == 1 else ''}, "
-                         "and no metric asked for reads one: add it to --metrics, or drop --oracle.")
     store, targets = opened_targets(args)
     with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,

@@ -258,11 +258,14 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
     compute, planned for every run before the first is scored: values already stored and metrics skipped are no work."""
     from fwsapp.quality.scoring import (QualityResources, check_metrics, planned_values, prepare_plan, score_run,
                                         scoring_plan)
-    from fwsapp.quality.registry import default_metrics
+    from fwsapp.quality.registry import default_metrics, unread_setting
     from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer
 
     metrics = tuple(metrics or default_metrics())
     check_metrics(metrics)
+    if unread := unread_setting(metrics, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint,
+                                recognizer=recognizer):
+        raise ValueError(unread)
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint, store=store,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
     plans = {run_id: scoring_plan(store, run_id, resources, metrics) for run_id in run_ids}

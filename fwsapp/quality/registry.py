@@ -4,11 +4,12 @@ An entry says what the metric needs (`needs`: "model", a language model; "encode
 "recognizer", the disease recognizer; nothing for metrics of the texts alone, which an import computes at once), the
 columns its values are stored under (`columns`: ROUGE writes ROUGE-2 and ROUGE-L), each with its label in tables,
 which way is better, which of the paper's tables shows it and which FWS aspects it may stand for; which texts get
-one (`kinds`), the tasks it applies to, whether `score` computes it when no metric is named (`by_default`), and for
-the metrics that read no language model their measured cost (`seconds_per_1000_characters`), which makes them
-"model-free": the Quality page computes those when it opens. `score --metrics`, the grid's [steps] score, the Quality
-page's tables and downloads, the report's tables, the FWS page's aspect choices and `doctor` read it. The
-implementation is a `fwsapp.quality.base.Metric`.
+one (`kinds`), the tasks it applies to, the scoring settings it reads (`reads`: an oracle, an AlignScore checkpoint, a
+recognizer; one given that no metric asked for reads is refused), whether `score` computes it when no metric is named
+(`by_default`), and for the metrics that read no language model their measured cost
+(`seconds_per_1000_characters`), which makes them "model-free": the Quality page computes those when it opens.
+`score --metrics`, the grid's [steps] score, the Quality page's tables and downloads, the report's tables, the FWS
+page's aspect choices and `doctor` read it. The implementation is a `fwsapp.quality.base.Metric`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from fwsapp.models import ENCODER_PACKAGE
 from fwsapp.plugins import PlugIn, Registry, missing_package
 
 GENERATED_KINDS = ("watermarked", "unwatermarked")
+# The scoring settings a metric may read (`reads`), in words: score's --oracle, --alignscore-checkpoint and --recognizer,
+# the Quality page's oracle and checkpoint fields.
+SCORE_SETTINGS = {"oracle": "a perplexity oracle", "alignscore_checkpoint": "an AlignScore checkpoint",
+                  "recognizer": "a disease recognizer"}
 # The FWS aspects a metric may stand for (fwsapp.results.fws.ASPECTS; declared here so the registry stays below it).
 ASPECTS = ("coherence", "relevance", "factual_accuracy")
 
@@ -56,6 +61,11 @@ class MetricPlugIn(PlugIn):
     seconds_per_1000_characters: float | None = None
     # Why a run may get no value of it, and what to do (where its implementation's config can be None).
     skipped_because: str = ""
+    reads: tuple[str, ...] = ()  # the SCORE_SETTINGS it reads
+
+    def __post_init__(self):
+        if not set(self.reads) <= set(SCORE_SETTINGS):
+            raise ValueError(f"The metric '{self.name}' reads settings among {', '.join(SCORE_SETTINGS)}.")
 
     @property
     def stored_columns(self) -> tuple[Column, ...]:
@@ -75,7 +85,7 @@ class MetricPlugIn(PlugIn):
 
 METRICS = Registry("metric", [
     MetricPlugIn("ppl", "perplexity of each output under an oracle (the run's own model unless one is named)",
-                 "fwsapp.quality.perplexity:Perplexity", needs=("model",), label="Perplexity",
+                 "fwsapp.quality.perplexity:Perplexity", needs=("model",), label="Perplexity", reads=("oracle",),
                  columns=(Column("ppl", "PPL", lower_is_better=True, paper_table=1),),
                  skipped_because="the run is imported, so name its oracle (score --oracle MODEL, or the Quality "
                                  "page's oracle field); its values are then that model's, not the generator's"),
@@ -101,11 +111,12 @@ METRICS = Registry("metric", [
                  "stand-in disease-entity support", "fwsapp.quality.factuality:Factuality", label="Factuality",
                  columns=(Column("factuality", "Factuality", paper_table=2, aspects=("factual_accuracy",),
                                  default_for=("factual_accuracy",)),),
-                 needs=("encoder", "recognizer"),
+                 needs=("encoder", "recognizer"), reads=("alignscore_checkpoint", "recognizer"),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.096),
     MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: drugs and doses it does not "
                  "state, facts whose assertion it contradicts, corrupted medical terms (the facts' recognizers)",
                  "fwsapp.quality.clinical_facts:ClinicalFacts", label="Clinical facts", needs=("recognizer",),
+                 reads=("recognizer",),
                  # Two taggers over every text: asked for (score --metrics, the Quality page), not run on every open.
                  by_default=False,
                  columns=(Column("unsupported_drugs", "Unsupported drugs / text", lower_is_better=True,
@@ -127,6 +138,17 @@ METRICS = Registry("metric", [
 def default_metrics() -> tuple[str, ...]:
     """What `score` computes when no metric is named."""
     return tuple(entry.name for entry in METRICS if entry.by_default)
+
+
+def unread_setting(metrics, **given) -> str | None:
+    """Why a scoring setting given (SCORE_SETTINGS: `oracle="gpt2"`) would go unread by every metric asked for, and what
+    to do; None when each one given is read. A setting no metric reads was computed around without a word."""
+    for setting, value in given.items():
+        readers = [entry.name for entry in METRICS if setting in entry.reads]
+        if value and not set(readers) & set(metrics):
+            return (f"No metric asked for ({', '.join(metrics)}) reads {SCORE_SETTINGS[setting]}: add "
+                    f"{' or '.join(readers)} to the metrics, or drop {value!r}.")
+    return None
 
 
 def model_free_metrics() -> tuple[str, ...]:
