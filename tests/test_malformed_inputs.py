@@ -118,6 +118,11 @@ GENERATE_ARGUMENTS = [
     # a served run's options without a server (--concurrency was ignored, and one option read "go with")
     (["--concurrency", "3"], ["--concurrency goes with --server: add --server URL, or drop it."]),
     (["--served-model", "m", "--attempts", "2"], ["--served-model, --attempts go with --server: add --server URL, or drop them."]),
+    # where and how to load a model, through a server that holds it (each was ignored)
+    (["--server", "http://127.0.0.1:9/v1", "--device", "cuda:1"], ["--device says where and how this process loads a "
+                                                                    "model; through --server it loads none"]),
+    (["--server", "http://127.0.0.1:9/v1", "--device", "cpu", "--dtype", "fp32"], ["--device and --dtype say where",
+                                                                                    "drop them."]),
 ]
 
 

@@ -69,6 +69,11 @@ def cmd_generate(args) -> int:
         raise ValueError(f"--attempts must be from 1 to 20, not {args.attempts}.")
     if args.server and args.model:
         raise ValueError("--model is what this process loads; through --server, name the served model with --served-model.")
+    if args.server and (loading := [option for option, value in (("--device", args.device), ("--dtype", args.dtype))
+                                    if value]):
+        raise ValueError(f"{' and '.join(loading)} {'say' if len(loading) > 1 else 'says'} where and how this process "
+                         "loads a model; through --server it loads none (the server holds the model): drop "
+                         f"{'them' if len(loading) > 1 else 'it'}.")
     config = RunConfig(
         task=args.task, method=args.method, dataset=args.dataset, model=args.served_model or args.model or EMBEDDED_MODEL,
         params=parse_params(args.method, args.param), n=args.n, max_new_tokens=args.max_new_tokens,
