@@ -341,6 +341,20 @@ def test_serve_detection_refuses_a_rate_limit_that_is_none_or_lets_nothing_throu
         RateLimit(FastAPI(), rate)
 
 
+@pytest.mark.parametrize("options, unused", [(["--model", "m", "--tokenizer", "llama-3"], "--model is unused"),
+                                             (["--device", "cuda:1"], "--device is unused"),
+                                             (["--device", "cpu", "--dtype", "fp32"], "--device and --dtype are unused")])
+def test_serve_detection_refuses_loading_options_its_detector_does_not_read(options, unused, nothing_loads,
+                                                                             monkeypatch, capsys):
+    """vLLM-Gumbel detects from the tokens alone: --model beside --tokenizer, --device and --dtype were ignored."""
+    from fwsapp.cli import main
+
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    assert main(["serve-detection", "--method", "vLLM-Gumbel", "--param", f"key=${KEY_VARIABLE}", *options]) == 2
+    err = capsys.readouterr().err
+    assert "vLLM-Gumbel's detector reads no model, so none is loaded: " + unused in err and KEY not in err
+
+
 @pytest.mark.model  # starts the service as users do: a process on a port
 def test_serve_detection_serves_on_loopback_refuses_off_it_without_a_token_and_never_logs_the_key(tmp_path, llama3):
     environment = {**os.environ, KEY_VARIABLE: KEY, "PYTHONPATH": str(PROJECT)}

@@ -61,6 +61,13 @@ def cmd_serve_detection(args) -> int:
     if args.min_tokens is not None and args.min_tokens < 0:
         raise ValueError(f"--min-tokens must be 0 or more, not {args.min_tokens}.")
     checked = declared.checked_params(params)
+    if not declared.detector_needs_model(checked) and (unused := [
+            option for option, value in (("--model", args.model and args.tokenizer), ("--device", args.device),
+                                         ("--dtype", args.dtype)) if value]):
+        one = len(unused) == 1
+        raise ValueError(f"{declared.name}'s detector reads no model, so none is loaded: {' and '.join(unused)} "
+                         f"{'is' if one else 'are'} unused (the tokenizer is "
+                         f"{'--tokenizer' if args.tokenizer else '--model'}'s): drop {'it' if one else 'them'}.")
     minimum = UNCALIBRATED
     if args.min_tokens is not None:
         minimum = MinimumLength(args.min_tokens, "given (--min-tokens)")
