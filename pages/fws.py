@@ -18,7 +18,7 @@ from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
 from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_duration
 from fwsapp.judge.runner import JudgeSettings
-from fwsapp.judge.summary import counted_judgments, indiscriminate_judges, smoke_test_judges
+from fwsapp.judge.summary import counted_judges, counted_judgments, indiscriminate_judges, smoke_test_judges
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
@@ -37,6 +37,7 @@ class Weighting(NamedTuple):
     beta: float
     mapping_key: tuple
     include_smoke: bool
+    judge: str | None  # the one judge whose verdicts count (None: the default)
     judges: str
     source_names: dict
 
@@ -98,7 +99,7 @@ def show_table(title: str, table, empty: str, source: str, weighting: Weighting)
     shown = table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3)
     st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
     pooled = pooled_reference(queries.fws_means(resources.revision(), weighting.mapping_key,
-                                                weighting.include_smoke)[source])
+                                                weighting.include_smoke, weighting.judge)[source])
     several = pooled[pooled.run_id.str.contains(",")]
     st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
                "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
@@ -136,7 +137,7 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
 
     # Both sources, each in its own line style: judge data must not hide the metric-based curve.
     sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), weighting.mapping_key, source,
-                                         weighting.include_smoke).assign(
+                                         weighting.include_smoke, weighting.judge).assign(
         source=weighting.source_names[source]) for source in ("GPTJ", "Auto")], ignore_index=True)
     if not sweep.empty:
         st.subheader("Where rankings flip: FWS along the factuality : coherence ratio")
@@ -161,7 +162,7 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
             figure.add_vline(x=weighting.alpha / weighting.beta, line_dash="dot", line_color="grey")
         widgets.chart(figure)
 
-    drops = queries.judge_drops(resources.revision(), weighting.include_smoke)
+    drops = queries.judge_drops(resources.revision(), weighting.include_smoke, weighting.judge)
     if not drops.empty:
         st.subheader(markup.message(f"Judge drop % per aspect ({weighting.judges})"))
         st.dataframe(drops.round(1), hide_index=True, width="stretch")
@@ -180,7 +181,7 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
     target_fpr = columns[1].selectbox("at FPR", (0.01, 0.05), format_func="{:.0%}".format, key="strength-fpr")
     target_tokens = columns[2].number_input("after T tokens", 8, 1024, 64, 8, key="strength-tokens")
     swept, matched = queries.equal_strength(resources.revision(), float(target_tpr), target_fpr, int(target_tokens),
-                                            weighting.alpha, weighting.beta, weighting.include_smoke)
+                                            weighting.alpha, weighting.beta, weighting.include_smoke, weighting.judge)
     if swept.empty:
         st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
                 "with scores by length (Detect page, Length tab).")
@@ -281,7 +282,7 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
     if rated.empty:
         st.info("No human ratings yet. Raters use the Rate page.")
         return
-    samples = queries.fws_samples(resources.revision(), weighting.mapping_key, weighting.include_smoke)
+    samples = queries.fws_samples(resources.revision(), weighting.mapping_key, weighting.include_smoke, weighting.judge)
     humans = widgets.human_agreement(rated, samples, weighting.alpha, weighting.beta,
                                      f"judge ({weighting.judges})")
     st.subheader("Sensitivity of each weighting (FWS-to-human r)")
@@ -308,14 +309,15 @@ def render() -> None:
     mapping_key = tuple(sorted(auto_mapping().items()))
     all_verdicts = queries.judgments(resources.revision())
     include_smoke = widgets.count_smoke_tests(smoke_test_judges(all_verdicts), "fws-smoke")
-    for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke)):
+    judge = widgets.judge_choice(counted_judges(all_verdicts, include_smoke), "fws-judge")
+    for warning in indiscriminate_judges(counted_judgments(all_verdicts, include_smoke, judge)):
         st.warning(markup.message(warning))
-    judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke)["judges"]
-    weighting = Weighting(alpha, beta, mapping_key, include_smoke, judges,
+    judges = queries.fws_samples(resources.revision(), mapping_key, include_smoke, judge)["judges"]
+    weighting = Weighting(alpha, beta, mapping_key, include_smoke, judge, judges,
                           {"GPTJ": f"judge ({judges})", "Auto": "Auto (metrics)"})
     detect_column = st.selectbox("Detectability for the trade-off chart", list(DETECTABILITY),
                                  format_func=DETECTABILITY.get, key="fws-detect")
-    prepared = queries.fws_prepared(resources.revision(), mapping_key, include_smoke)
+    prepared = queries.fws_prepared(resources.revision(), mapping_key, include_smoke, judge)
     sources = list(prepared)  # GPTJ and Auto
     tradeoff_source = st.radio("FWS for the trade-off chart", sources, index=sources.index(shown_source(prepared)),
                                horizontal=True, key="fws-source", format_func=lambda source: markup.message(weighting.source_names[source]))

@@ -22,13 +22,15 @@ def render() -> None:
     widgets.set_fws_weights(alpha, beta)
     include_smoke = widgets.count_smoke_tests(queries.report_parts(resources.revision())["smoke_tests_left_out"],
                                              "report-smoke")
-    report = queries.report(resources.revision(), alpha, beta, include_smoke)
+    judge = widgets.judge_choice(queries.report_parts(resources.revision(), include_smoke)["judge_choices"],
+                                 "report-judge")
+    report = queries.report(resources.revision(), alpha, beta, include_smoke, judge)
     st.caption(f"The FWS page uses the same weights. Table 4 and both downloads state them: {weights_line(report)}.")
     if not report["runs"]:
         widgets.no_runs_yet()
         st.stop()
     for title, frame in report_tables(report):
-        st.subheader(title)
+        st.subheader(markup.message(title))  # Table 4 names the judge, as it was typed or imported
         st.dataframe(widgets.uniform(frame).style.format(precision=3), hide_index=True, width="stretch",
                      column_config=widgets.worded_columns(frame))
     runs = queries.runs(resources.revision())

@@ -253,6 +253,19 @@ def judged_rating_db(path, n=3):
     return run_id
 
 
+def add_verdicts(path, run_id: str, judge_model: str, samples, watermarked, unwatermarked) -> None:
+    """Parsed verdicts of another judge on some of a run's samples: the same scores for every sample."""
+    from fwsapp.store import Store, insert_rows
+
+    store = Store(path)
+    with store.transaction() as cursor:
+        insert_rows(cursor, "judgments", run_id, [
+            {"sample_idx": i, "judge_model": judge_model, "prompt_version": "v", "watermarked_first": True,
+             "texts_hash": str(i), "status": "ok", "raw_output": "", "reason": None,
+             "scores_watermarked": list(watermarked), "scores_unwatermarked": list(unwatermarked)} for i in samples])
+    store.close()
+
+
 HOSTILE = ('Diabetes mellitus <script>window.__pwned = 1</script> and gout '
            '<img src=x onerror="window.__pwned = 2"> with **asthma**. ![pixel](http://evil.example/pixel.png) '
            '[click](http://evil.example/link) :red[alarm] $x^2$')

@@ -310,6 +310,39 @@ def judged_by(store, judge_model: str, same: bool, statuses=("ok",) * 4):
     return run_id
 
 
+def test_the_judge_figures_count_one_judge_never_several_pooled(store, capsys):
+    """A run judged by two judges: the report's judge figures were the mean of both judges' scores, over whichever
+    samples each judged; now one judge's, the one with the most parsed verdicts or the one named."""
+    from fwsapp.cli import main
+    from fwsapp.results.report import build_report
+    from fwsapp.store import Store
+    from tests.conftest import add_verdicts
+
+    run_id = judged_by(store, "gpt-4o", same=False)  # four verdicts: A 4, B 5 on every aspect
+    path = store.path
+    store.close()
+    add_verdicts(path, run_id, "strict-judge", range(2), (1, 1, 1), (2, 2, 2))
+    store = Store(path)
+    report = build_report(store)
+    assert report["judge_model"] == "gpt-4o" and report["judge_choices"] == ["gpt-4o", "strict-judge"]
+    block = report["runs"][0]["judge"]
+    assert block["n_judged"] == 4 and block["coherence"] == {"watermarked": 4.0, "unwatermarked": 5.0}
+    assert report["judges"] == "gpt-4o"
+    strict = build_report(store, judge="strict-judge")
+    assert strict["judges"] == "strict-judge" and strict["runs"][0]["judge"]["n_judged"] == 2
+    assert strict["runs"][0]["judge"]["coherence"] == {"watermarked": 1.0, "unwatermarked": 2.0}
+    with pytest.raises(ValueError, match="No verdicts by the judge 'nobody'; the judges are gpt-4o, strict-judge."):
+        build_report(store, judge="nobody")
+    store.close()
+    capsys.readouterr()
+    assert main(["report", "--judge", "strict-judge", "--db", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["runs"][0]["judge"]["n_judged"] == 2
+    assert "The judge figures are strict-judge's; gpt-4o also judged (--judge MODEL counts another's)." in err
+    assert main(["report", "--judge", "nobody", "--db", str(path)]) == 2
+    assert "No verdicts by the judge 'nobody'" in capsys.readouterr().err
+
+
 def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(store):
     from fwsapp.judge.summary import indiscriminate_judges
     from fwsapp.models import EMBEDDED_MODEL
@@ -351,8 +384,8 @@ def test_the_report_counts_unreachable_pairs_apart_from_failed_ones(store):
 
 def test_a_judge_that_gave_no_verdict_is_not_named_as_a_source_of_the_figures(store):
     """A judge that was never reached (a mistyped model, a server down) was named in Table 4's and the FWS page's
-    title ("judge: far-judge, gpt-4o") beside the judge whose verdicts the figures are; the runs table still names it
-    among the judges the run was asked of."""
+    title ("judge: far-judge, gpt-4o") beside the judge whose verdicts the figures are. The figures count one judge's
+    verdicts, so the runs table names that judge; the other may be chosen, and its figures are its failures."""
     from fwsapp.results.report import build_report
     from fwsapp.results.tables import report_tables, runs_table
 
@@ -361,7 +394,9 @@ def test_a_judge_that_gave_no_verdict_is_not_named_as_a_source_of_the_figures(st
     report = build_report(store)
     assert report["judges"] == "gpt-4o"
     assert "Table 4: FWS (Auto and judge: gpt-4o), α = 0.4, β = 0.2" in [title for title, _ in report_tables(report)]
-    assert runs_table(report).Judge.tolist() == ["far-judge, gpt-4o"]  # the one run, asked of both
+    assert runs_table(report).Judge.tolist() == ["gpt-4o"] and report["judge_choices"] == ["gpt-4o", "far-judge"]
+    far = build_report(store, judge="far-judge")
+    assert far["judges"] == "no verdicts yet" and runs_table(far)[["Judge failed", "Judge unreachable"]].iloc[0].tolist() == [1, 3]
 
 
 def test_a_run_whose_judge_gave_no_verdict_has_no_row_of_dashes_in_the_drop_table(store):

@@ -276,6 +276,7 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
 
 
 def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
+    from fwsapp.ui.render import message
     from tests.conftest import judged_rating_db
 
     judged_rating_db(app_db, n=2)  # watermarked judge scores [4,2,3] and [2,2,2]; unwatermarked [5,5,5], [3,3,3]
@@ -296,7 +297,7 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     # One place for α and β: the Report page opens with the FWS page's weights, and its Table 4 names them.
     app.switch_page("pages/report.py").run()
     assert [widget.value for widget in app.number_input] == [0.3, 0.4]
-    assert any(header.value == "Table 4: FWS (Auto and judge: gpt-4o), α = 0.3, β = 0.4" for header in app.subheader)
+    assert any(header.value == message("Table 4: FWS (Auto and judge: gpt-4o), α = 0.3, β = 0.4") for header in app.subheader)
     app.number_input[0].set_value(0.25).run()
     app.switch_page("pages/fws.py").run()
     assert app.radio(key="fws-mode").value == "Free α and β"  # (0.25, 0.4) is no preset
@@ -350,6 +351,31 @@ def test_the_tradeoff_chart_opens_on_the_fws_that_exists(app_db):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     assert app.switch_page("pages/fws.py").run().radio(key="fws-source").value == "GPTJ"
+
+
+def test_the_fws_page_counts_one_judge_chosen_where_several_judged(app_db):
+    """A run judged by two judges: the FWS page's judge figures pooled both judges' verdicts per sample; now one judge's,
+    by default the one with the most verdicts, another chosen."""
+    from tests.conftest import add_verdicts, judged_rating_db
+
+    run_id = judged_rating_db(app_db, n=3)  # gpt-4o: A's mean FWS 0.547, B's 0.800
+    add_verdicts(app_db, run_id, "strict-judge", range(2), (1, 1, 1), (2, 2, 2))
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/fws.py").run()
+    chooser = app.selectbox(key="fws-judge")
+    assert chooser.options == ["gpt-4o", "strict-judge"] and chooser.value == "gpt-4o"
+    fws = app.dataframe[0].value.set_index("method")["Question answering"]
+    assert fws["KGW"] == pytest.approx(0.547, abs=1e-3) and fws["Unwatermarked"] == pytest.approx(0.8)
+    chooser.select("strict-judge").run()
+    assert not app.exception
+    fws = app.dataframe[0].value.set_index("method")["Question answering"]
+    assert fws["KGW"] == pytest.approx(0.2) and fws["Unwatermarked"] == pytest.approx(0.4)
+    assert "strict" in app.subheader[0].value
+    app.switch_page("pages/report.py").run()  # the report's tables the same way
+    assert any("Table 4" in header.value and "gpt&#45;4o" in header.value for header in app.subheader)
+    app.selectbox(key="report-judge").select("strict-judge").run()
+    assert any("Table 4" in header.value and "strict&#45;judge" in header.value for header in app.subheader)
 
 
 def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
@@ -505,7 +531,8 @@ def test_pages_that_show_texts_render_a_hostile_file_inertly(app_db):
 
 def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts(app_db):
     """A model and a judge named with markup (an import's names are typed, a spec's are read from a file) show as
-    text: in the Detect page's notice, the FWS page's titles and radio, and every chart's legend, ticks and hover.
+    text: in the Detect page's notice, the FWS and Report pages' titles, the FWS page's radio, and every chart's
+    legend, ticks and hover (the Report page's Table 4 title rendered the judge's name as Markdown).
     Plotly draws a chart's text as HTML of its own: `<a href>` in a legend was a live link."""
     from fwsapp.store import Store
     from tests.conftest import import_example_summaries
@@ -518,13 +545,14 @@ def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts
     app.run()
     # Each page, what of the names its notices and radios show, and how many of its charts show the model's.
     for page, named, charts in (("pages/detect.py", "evil&#46;example&#47;l", 1), ("pages/fws.py", "jb&#42;&#42;", 2),
-                                ("pages/judge.py", None, 1), ("pages/quality.py", None, 1)):
+                                ("pages/judge.py", None, 1), ("pages/quality.py", None, 1),
+                                ("pages/report.py", "jb&#42;&#42;", 0)):
         app.switch_page(page).run()
         assert not app.exception, page
         shown = [element.value for kind in ("markdown", "caption", "info", "warning", "success", "subheader")
                  for element in getattr(app, kind)] + [option for radio in app.radio for option in radio.options]
         assert named is None or any(named in text for text in shown), page
-        assert not [text for text in shown if "](http" in text or "<a" in text or "**b**" in text or "**jb**" in text], page
+        assert not [text for text in shown if "](http" in text or "<a " in text or "**b**" in text or "**jb**" in text], page
         strings = [json.dumps(json.loads(chart.proto.spec), ensure_ascii=False) for chart in app.get("plotly_chart")]
         assert sum("&lt;a href=" in spec for spec in strings) == charts and not any("<a " in spec for spec in strings), page
 

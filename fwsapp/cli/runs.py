@@ -39,6 +39,8 @@ def register(commands) -> None:
     report.add_argument("--beta", type=float, default=DEFAULT_BETA, help="FWS weight of coherence")
     report.add_argument("--include-smoke-tests", action="store_true",
                         help="count the embedded model's smoke-test verdicts in the judge figures (left out by default)")
+    report.add_argument("--judge", metavar="MODEL", help="the judge whose verdicts the judge figures count: one judge's, "
+                        "never several pooled (default: the one with the most parsed verdicts)")
 
     importer = command(commands, cmd_import, "import",
         help="import generations, detection scores and judge logs; prints the run id")
@@ -99,10 +101,14 @@ def cmd_report(args) -> int:
     from fwsapp.results.tables import render
 
     check_weights(args.alpha, args.beta)  # before the database is looked for
-    report = build_report(existing_store(args.db), alpha=args.alpha, beta=args.beta, include_smoke_tests=args.include_smoke_tests)
+    report = build_report(existing_store(args.db), alpha=args.alpha, beta=args.beta,
+                          include_smoke_tests=args.include_smoke_tests, judge=args.judge)
     if report["smoke_tests_left_out"]:
         print(f"Left out the smoke-test verdicts of {', '.join(report['smoke_tests_left_out'])} "
               "(--include-smoke-tests counts them).", file=sys.stderr)
+    if others := [model for model in report["judge_choices"] if model != report["judge_model"]]:
+        print(f"The judge figures are {report['judges']}'s; {', '.join(others)} also judged "
+              "(--judge MODEL counts another's).", file=sys.stderr)
     print(json.dumps(report, indent=2) if args.format == "json" else render(report, args.format))
     return 0
 

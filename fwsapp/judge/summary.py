@@ -29,11 +29,31 @@ def smoke_test_judges(judgments: pd.DataFrame) -> list[str]:
     return sorted(model for model in set(judgments.judge_model) if is_smoke_test(model)) if not judgments.empty else []
 
 
-def counted_judgments(judgments: pd.DataFrame, include_smoke_tests: bool = False) -> pd.DataFrame:
-    """The verdicts that FWS, rankings and the report count: a smoke-test judge's only when asked for."""
-    if include_smoke_tests or judgments.empty:
-        return judgments
-    return judgments[~judgments.judge_model.isin(SMOKE_TEST_JUDGES)]
+def counted_judges(judgments: pd.DataFrame, include_smoke_tests: bool = False) -> list[str]:
+    """The judges whose verdicts a figure may count, the default first: a real judge before a smoke test (counted only
+    when asked for), then the judge with the most parsed verdicts, then by name."""
+    if judgments.empty:
+        return []
+    parsed = judgments.judge_model[judgments.status == "ok"].value_counts()
+    return sorted((model for model in set(judgments.judge_model) if include_smoke_tests or not is_smoke_test(model)),
+                  key=lambda model: (is_smoke_test(model), -int(parsed.get(model, 0)), model))
+
+
+def counted_judgments(judgments: pd.DataFrame, include_smoke_tests: bool = False, judge: str | None = None) -> pd.DataFrame:
+    """The verdicts that FWS, rankings and the report count: one judge's, `judge` or else the default
+    (`counted_judges`' first); a smoke-test judge's only when asked for or named. Judges' scales differ, so no figure
+    pools two: the mean of a strict judge's and a lenient one's scores, over whichever samples each judged, is
+    neither's. A run that only another judge judged has no judge figure under this one."""
+    if judge is None:
+        judges = counted_judges(judgments, include_smoke_tests)
+        if not judges:
+            return judgments.iloc[0:0]
+        judge = judges[0]
+    elif judgments.empty or judge not in set(judgments.judge_model):
+        named = counted_judges(judgments, include_smoke_tests=True)
+        raise ValueError(f"No verdicts by the judge {judge!r}; "
+                         + (f"the judges are {', '.join(named)}." if named else "no run is judged yet."))
+    return judgments[judgments.judge_model == judge]
 
 
 def judges_label(judgments: pd.DataFrame) -> str:

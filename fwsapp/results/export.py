@@ -78,7 +78,8 @@ def quality_columns(store: Store, run_id: str) -> pd.DataFrame:
 
 def judge_columns(store: Store, run_id: str) -> pd.DataFrame:
     """Per judged sample, the judge's 1-5 scores of each text, `judge_<aspect>_<kind>` (the mean of its verdicts, both
-    orders and every judge model, as the report's judge block reads them), how many verdicts, and the judge models."""
+    orders and every judge model: a row of raw data, where the report's judge figures count one judge's), how many
+    verdicts, and the judge models."""
     judgments = store.judgments([run_id])
     samples = per_sample_scores(judgments)
     if samples.empty:

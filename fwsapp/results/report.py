@@ -17,7 +17,7 @@ from fwsapp.entities.introduced import analysed_entities
 from fwsapp.results.entity_table import entity_summary
 from fwsapp.entities.entropy import bin_shares, token_values
 from fwsapp.detection.length import DEFAULT_FPR as LENGTH_FPR, length_summary, run_curves
-from fwsapp.judge.summary import counted_judgments, judge_block, judges_label, smoke_test_judges
+from fwsapp.judge.summary import counted_judges, counted_judgments, judge_block, judges_label, smoke_test_judges
 from fwsapp.watermark.methods import detection_kinds
 from fwsapp.quality.scoring import GENERATED_KINDS, quality_block, read_values
 from fwsapp.detection.redetect import set_summaries
@@ -47,16 +47,17 @@ def with_lengths(block: dict | None, store: Store, run_id: str, fpr: float = LEN
             "length_threshold": summary["threshold"], "length_source": curves.source}
 
 
-def collect(store: Store, include_smoke_tests: bool = False) -> dict:
+def collect(store: Store, include_smoke_tests: bool = False, judge: str | None = None) -> dict:
     """Everything in the report that does not depend on the FWS weights, one entry per run: detection,
     quality with each kind's mean Auto-FWS aspects, the judge block, entities, detection sets and attacks.
-    A smoke-test judge's verdicts (the embedded model's) count only where `include_smoke_tests`.
+    A smoke-test judge's verdicts (the embedded model's) count only where `include_smoke_tests`, and one judge's
+    verdicts count: `judge`, else the default (`counted_judgments`); `judge_choices` lists the judges it may be.
     The app caches this per database revision; `weigh` adds FWS for any α and β."""
     runs = store.runs()
     scores, metrics = store.detections(), read_values(store)
     all_judgments = store.judgments()
-    judgments = counted_judgments(all_judgments, include_smoke_tests)
-    left_out = [] if include_smoke_tests else smoke_test_judges(all_judgments)
+    judgments = counted_judgments(all_judgments, include_smoke_tests, judge)
+    left_out = [] if include_smoke_tests else [model for model in smoke_test_judges(all_judgments) if model != judge]
     entity_rows, analyses = analysed_entities(store)
     entropy_values = token_values(store)
     redetections = set_summaries(store)
@@ -93,6 +94,8 @@ def collect(store: Store, include_smoke_tests: bool = False) -> dict:
             "coverage": stored_coverage(store, run.run_id),
         })
     return {"runs": entries, "judges": judges_label(judgments), "smoke_tests_left_out": left_out,
+            "judge_model": judgments.judge_model.iloc[0] if not judgments.empty else None,
+            "judge_choices": counted_judges(all_judgments, include_smoke_tests),
             "database": str(store.path)}
 
 
@@ -129,9 +132,9 @@ def weigh(parts: dict, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA)
 
 
 def build_report(store: Store, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA,
-                 include_smoke_tests: bool = False) -> dict:
+                 include_smoke_tests: bool = False, judge: str | None = None) -> dict:
     check_weights(alpha, beta)
-    return weigh(collect(store, include_smoke_tests), alpha, beta)
+    return weigh(collect(store, include_smoke_tests, judge), alpha, beta)
 
 
 def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFrame, runs: pd.DataFrame,

@@ -65,18 +65,20 @@ def run_fit(revision_key: str, run_id: str) -> dict | None:
 
 
 @st.cache_data(show_spinner=False)
-def report_parts(revision_key: str, include_smoke_tests: bool = False) -> dict:
-    """The report's α-free parts, built once per revision (a smoke-test judge's verdicts counted only when asked)."""
-    return collect(store(), include_smoke_tests)
+def report_parts(revision_key: str, include_smoke_tests: bool = False, judge: str | None = None) -> dict:
+    """The report's α-free parts, built once per revision and judge (a smoke-test judge's verdicts counted only when
+    asked; None: the default judge)."""
+    return collect(store(), include_smoke_tests, judge)
 
 
-def report(revision_key: str, alpha: float, beta: float, include_smoke_tests: bool = False) -> dict:
-    return weigh(report_parts(revision_key, include_smoke_tests), alpha, beta)
+def report(revision_key: str, alpha: float, beta: float, include_smoke_tests: bool = False,
+           judge: str | None = None) -> dict:
+    return weigh(report_parts(revision_key, include_smoke_tests, judge), alpha, beta)
 
 
 @st.cache_data(show_spinner=False)
-def judge_drops(revision_key: str, include_smoke_tests: bool = False) -> pd.DataFrame:
-    return judge_drop_table(report_parts(revision_key, include_smoke_tests))
+def judge_drops(revision_key: str, include_smoke_tests: bool = False, judge: str | None = None) -> pd.DataFrame:
+    return judge_drop_table(report_parts(revision_key, include_smoke_tests, judge))
 
 
 @st.cache_data(show_spinner=False)
@@ -119,24 +121,27 @@ def sample_row(revision_key: str, run_id: str, sample_idx: int) -> dict:
 
 
 @st.cache_data(show_spinner=False)
-def fws_samples(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False) -> dict:
+def fws_samples(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False,
+                judge: str | None = None) -> dict:
     """Per-sample aspects from the judge and the metrics, with the metrics themselves: α-free, loaded once
-    per revision (and only where per-sample values are needed: agreement with human ratings). A smoke-test
-    judge's verdicts count only where `include_smoke_tests`; `judges` names the judges that count."""
+    per revision (and only where per-sample values are needed: agreement with human ratings). One judge's verdicts
+    count (`judge`, else the default), a smoke-test judge's only where `include_smoke_tests` or named; `judges` names
+    it."""
     db = store()
     runs_frame = db.runs()
     metrics_frame = read_values(db)
-    counted = counted_judgments(db.judgments(), include_smoke_tests)
+    counted = counted_judgments(db.judgments(), include_smoke_tests, judge)
     return {"judge": judge_aspects(counted), "judges": judges_label(counted),
             "auto": metric_aspects(metrics_frame, dict(zip(runs_frame.run_id, runs_frame.task)), dict(mapping)),
             "metrics": metrics_frame}
 
 
 @st.cache_data(show_spinner=False)
-def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False) -> dict:
+def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False,
+              judge: str | None = None) -> dict:
     """Each run's mean aspects (judge and metrics) with its detectability: all a slider move re-weights.
     FWS is linear in the aspects, so these few rows are enough for every α and β."""
-    samples = fws_samples(revision_key, mapping, include_smoke_tests)
+    samples = fws_samples(revision_key, mapping, include_smoke_tests, judge)
     runs_frame = runs(revision_key)
     detection = detection_frame(store())
     return {"judge": run_means(samples["judge"], runs_frame, detection),
@@ -144,16 +149,18 @@ def fws_means(revision_key: str, mapping: tuple[tuple[str, str], ...], include_s
 
 
 @st.cache_data(show_spinner=False)
-def fws_prepared(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False) -> dict:
+def fws_prepared(revision_key: str, mapping: tuple[tuple[str, str], ...], include_smoke_tests: bool = False,
+                 judge: str | None = None) -> dict:
     """The α-free inputs of the FWS page's views (`fws.prepare_views`)."""
-    means = fws_means(revision_key, mapping, include_smoke_tests)
+    means = fws_means(revision_key, mapping, include_smoke_tests, judge)
     return prepare_views(means["judge"], means["auto"])
 
 
 @st.cache_data(show_spinner=False)
 def ratio_sweep_cached(revision_key: str, mapping: tuple[tuple[str, str], ...], source: str,
-                       include_smoke_tests: bool = False) -> pd.DataFrame:
-    return ratio_sweep(fws_means(revision_key, mapping, include_smoke_tests)["judge" if source == "GPTJ" else "auto"], RATIOS)
+                       include_smoke_tests: bool = False, judge: str | None = None) -> pd.DataFrame:
+    return ratio_sweep(fws_means(revision_key, mapping, include_smoke_tests, judge)["judge" if source == "GPTJ" else "auto"],
+                       RATIOS)
 
 
 @st.cache_data(show_spinner=False)
@@ -249,11 +256,11 @@ def strength_tprs(revision_key: str, fpr: float, tokens: int) -> pd.DataFrame:
 
 
 def equal_strength(revision_key: str, target_tpr: float, fpr: float, tokens: int, alpha: float, beta: float,
-                   include_smoke_tests: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   include_smoke_tests: bool = False, judge: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The swept runs and each sweep's setting at the target; the TPRs cached, the FWS weights applied after."""
     check_target(target_tpr, fpr, tokens)
     points = with_quality(strength_tprs(revision_key, fpr, tokens),
-                          report(revision_key, alpha, beta, include_smoke_tests))
+                          report(revision_key, alpha, beta, include_smoke_tests, judge))
     return points, matched(points, target_tpr)
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 
 from fwsapp import counted, duration
 from fwsapp.ui import render
+from fwsapp.judge.summary import judge_name
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
@@ -416,6 +417,18 @@ def count_smoke_tests(judges: list[str], key: str) -> bool:
         render.message(f"Count the smoke-test verdicts of {', '.join(judges)}"), value=False, key=key,
         help="The embedded 135M model is forced into the verdict format: its verdicts test the plumbing, not the "
              "texts, so FWS, the drops and the rankings leave them out unless you count them here.")
+
+
+def judge_choice(judges: list[str], key: str) -> str | None:
+    """The one judge whose verdicts the page's judge figures count, chosen where several judged (`counted_judges`, the
+    default first); None for the default, so that the figures cached for it are shared."""
+    if len(judges) < 2:
+        return None
+    chosen = st.selectbox("Judge", judges, key=key, format_func=judge_name,
+                          help="Judges' scales differ, so the judge figures count one judge's verdicts, never several "
+                               "pooled. The default judged the most pairs; a run this judge did not judge has no judge "
+                               "figure under it.")
+    return None if chosen == judges[0] else chosen
 
 
 WEIGHTS_KEY = "fws_weights"  # not a widget's key: it outlives the page that set it
