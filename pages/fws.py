@@ -320,7 +320,9 @@ def render() -> None:
     prepared = queries.fws_prepared(resources.revision(), mapping_key, include_smoke, judge)
     sources = list(prepared)  # GPTJ and Auto
     tradeoff_source = st.radio("FWS for the trade-off chart", sources, index=sources.index(shown_source(prepared)),
-                               horizontal=True, key="fws-source", format_func=lambda source: markup.message(weighting.source_names[source]))
+                               # Labels that do not name the judge: a radio whose labels change with the Judge
+                               # chooser was drawn with neither option selected.
+                               horizontal=True, key="fws-source", format_func={"GPTJ": "judge", "Auto": "Auto (metrics)"}.get)
     views = fws_views(prepared, alpha, beta, detect_column, tradeoff_source)
     show_table(f"FWS, judge ({judges})", views["gptj"], "No judge verdicts yet: judging asks an LLM to score each pair, or "
                                                    "import a judged log.", "judge", weighting)
