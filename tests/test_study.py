@@ -31,11 +31,13 @@ def study_db(tmp_path):
 
 
 def rate_all(store, rater_id, scores=SCORES):
+    """Every item of the rater rated: `scores` are the watermarked text's and the unwatermarked one's, whichever the
+    rater sees first."""
     while True:
         task = study.StudyRater(rater_id).queue(store).upcoming
         if task is None:
             return
-        study.StudyRater(rater_id).submit(store, task, *scores, seconds=2.0)
+        study.StudyRater(rater_id).submit(store, task, *(scores if task.watermarked_first else scores[::-1]), seconds=2.0)
 
 
 def test_the_token_is_stored_only_as_its_hash_and_opens_its_rater_alone(study_db):
@@ -377,6 +379,48 @@ def test_a_bad_study_is_one_line_and_nothing_is_written(tmp_path):
     with pytest.raises(Exception, match="nope"):
         study.create(store, "s", [run_id, "nope"])
     assert store.revision() == revision and store.studies().empty
+    store.close()
+
+
+def test_an_items_raters_see_its_texts_in_counterbalanced_order_and_the_export_says_which(study_db):
+    """Every rater of an item saw it in the item's one A/B order, so a position bias the raters share (A rated higher)
+    agreed with itself and raised Krippendorff's alpha. Now half of an item's raters see the watermarked text first;
+    each rater's page and the export follow the rater's own order."""
+    store, created, invites = study_db
+    items = store.study_items(created.study_id).set_index(["run_id", "sample_idx"])
+    orders = {}
+    for invite in invites:
+        for row in store.assignments(invite.rater_id).itertuples():
+            orders.setdefault((row.run_id, row.sample_idx), []).append(bool(row.watermarked_first))
+    assert len(orders) == 6 and all(sorted(shown) == [False, True] for shown in orders.values())
+    assert (items.assigned == 2).all() and (items.assigned_watermarked_first == 1).all()
+    for invite in invites:
+        rate_all(store, invite.rater_id, ([5, 5, 5], [1, 1, 1]))
+    seen = {(invite.rater_id, row.run_id, row.sample_idx): bool(row.watermarked_first)
+            for invite in invites for row in store.assignments(invite.rater_id).itertuples()}
+    rated = ratings(store)
+    assert (rated[rated.kind == "watermarked"].coherence == 5).all()  # each text's scores as the rater gave them
+    assert all(row.shown_as == ("A" if seen[(row.rater, row.run_id, row.sample_idx)] == (row.kind == "watermarked")
+                                else "B") for row in rated.itertuples())
+    assert set(rated[rated.kind == "watermarked"].shown_as) == {"A", "B"}
+
+
+def test_a_study_rater_assigned_before_the_counterbalancing_sees_the_items_order(tmp_path):
+    path = tmp_path / "old.duckdb"
+    connection = database_at_schema(path, 20)
+    connection.execute("INSERT INTO runs (run_id, config_hash, config, task, method, params, n, status, created) "
+                       "VALUES ('r', 'h', '{}', 'qa', 'KGW', '{}', 1, 'done', now())")
+    connection.execute("INSERT INTO human_items VALUES ('r', 0, false, now())")
+    connection.execute("INSERT INTO studies VALUES ('s', 'old', ['r'], 2, 0, false, 0, now())")
+    connection.execute("INSERT INTO study_items VALUES ('s', 'r', 0)")
+    connection.execute("INSERT INTO raters VALUES ('rater-1', 's', 'Dr Old', 'hash', now(), NULL)")
+    connection.execute("INSERT INTO study_assignments VALUES ('rater-1', 'r', 0, 0, false)")
+    connection.close()
+    store = Store(path)
+    assert store.assignments("rater-1").watermarked_first.tolist() == [False]
+    [item] = store.study_items("s").itertuples()
+    assert (item.assigned, item.assigned_watermarked_first) == (1, 0)
+    assert study.counterbalanced(False, [1, 0]) is True  # the next rater sees the watermarked text first
     store.close()
 
 

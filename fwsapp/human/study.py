@@ -6,7 +6,8 @@ own items in their own random order, attention checks, and what the researcher r
 - **Assignment** (overlap control): each item goes to `raters_per_item` raters, those with the fewest items so far.
   Raters invited together share the items evenly; a rater invited later takes the items still short of raters.
 - **Order**: each rater sees their items in an order drawn from their own id, so no two raters go through the study
-  alike and no order effect is shared.
+  alike and no order effect is shared; and an item's raters see its A/B order counterbalanced (half the watermarked
+  text first, half second, the item's own order breaking a tie), so no position bias is shared either.
 - **Attention checks**: a share of each rater's items (10 % by default) is shown again, A and B swapped, once the
   rater has rated `ATTENTION_GAP` more items (or has none left). The second rating is kept apart; the researcher
   reads how consistent the rater was, the rater is never told.
@@ -164,12 +165,15 @@ def invite(store: Store, chosen: Study, names: list[str]) -> list[Invite]:
     names = rater_names(names, taken)
     items = store.study_items(chosen.study_id)
     load = dict.fromkeys(range(len(names)), 0)
-    chosen_items: dict[int, list[tuple[str, int]]] = {index: [] for index in load}
+    chosen_items: dict[int, list[tuple[str, int, bool]]] = {index: [] for index in load}
     rng = _seeded(chosen.study_id, len(taken))
     for row in items.sample(frac=1, random_state=rng.randrange(2**32)).itertuples():
         needed = chosen.raters_per_item - int(row.assigned)
+        shown = [int(row.assigned) - int(row.assigned_watermarked_first), int(row.assigned_watermarked_first)]
         for index in sorted(load, key=lambda index: (load[index], rng.random()))[:max(0, needed)]:
-            chosen_items[index].append((row.run_id, int(row.sample_idx)))
+            first = counterbalanced(bool(row.watermarked_first), shown)
+            shown[first] += 1
+            chosen_items[index].append((row.run_id, int(row.sample_idx), first))
             load[index] += 1
     idle = [names[index] for index, count in load.items() if not count]
     if idle:  # a link that opens nothing to rate, and a rater no status would show: refused, nothing written
@@ -186,9 +190,19 @@ def invite(store: Store, chosen: Study, names: list[str]) -> list[Invite]:
         positions = order.sample(range(len(own)), len(own))
         checks = set(order.sample(range(len(own)), attention_checks(chosen.attention_share, len(own))))
         store.add_rater(rater_id, chosen.study_id, name, access.token_hash(token),
-                        [(run_id, sample_idx, positions[i], i in checks) for i, (run_id, sample_idx) in enumerate(own)])
+                        [(run_id, sample_idx, positions[i], i in checks, first)
+                         for i, (run_id, sample_idx, first) in enumerate(own)])
         invites.append(Invite(rater_id, name, token))
     return invites
+
+
+def counterbalanced(item_order: bool, shown: list[int]) -> bool:
+    """Whether the next rater of an item sees its watermarked text first, given how many of its raters see it second
+    and first (`shown`): the order fewer of them see, the item's own on a tie. A position bias shared by every rater of
+    an item (A rated higher) would agree with itself and inflate Krippendorff's alpha; counterbalanced, it cancels."""
+    if shown[0] == shown[1]:
+        return item_order
+    return shown[1] < shown[0]
 
 
 def attention_checks(share: float, items: int) -> int:

@@ -97,8 +97,11 @@ class HumanTables(StoreCore):
         return int(done), int(total)
 
     def human_ratings(self) -> pd.DataFrame:
-        """Every rating with its run's method, model and task, and the item's A/B order."""
+        """Every rating with its run's method, model and task, and the A/B order its rater saw: a study rater's own,
+        else the item's."""
         return self.frame(
-            """SELECT h.*, r.method, r.model, r.task, i.watermarked_first
+            """SELECT h.*, r.method, r.model, r.task, COALESCE(a.watermarked_first, i.watermarked_first) AS watermarked_first
                FROM human_ratings h JOIN runs r USING (run_id) JOIN human_items i USING (run_id, sample_idx)
+               LEFT JOIN study_assignments a
+                      ON a.rater_id = h.rater AND a.run_id = h.run_id AND a.sample_idx = h.sample_idx
                ORDER BY run_id, sample_idx, rater""")

@@ -1,6 +1,6 @@
 """The database schema: its version, and the migrations that bring an older file up to it."""
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 # Each entry migrates the schema from version i to i + 1; append, never edit.
 MIGRATIONS = [
@@ -388,5 +388,10 @@ MIGRATIONS = [
         predicted_statistics DOUBLE[] NOT NULL,
         PRIMARY KEY (run_id, sample_idx, model)
     );
+    """,
+    # 21: the A/B order each study rater sees an item in (fwsapp.human.study: counterbalanced across its raters); NULL
+    # for the assignments made before, which were shown in the item's own order.
+    """
+    ALTER TABLE study_assignments ADD COLUMN watermarked_first BOOLEAN;
     """,
 ]

@@ -23,26 +23,32 @@ class StudyTables(StoreCore):
         return self.frame("SELECT * FROM studies ORDER BY created")
 
     def study_items(self, study_id: str) -> pd.DataFrame:
-        """The study's items with their A/B order and how many raters are assigned to each. A revoked rater's item
-        counts only once rated: the unrated ones go to the raters invited next."""
+        """The study's items with their A/B order, how many raters are assigned to each and how many of them see the
+        watermarked text first. A revoked rater's item counts only once rated: the unrated ones go to the raters
+        invited next."""
         return self.frame(
             """SELECT t.run_id, t.sample_idx, i.watermarked_first,
-                      (SELECT count(*) FROM study_assignments a JOIN raters r USING (rater_id)
-                       WHERE r.study_id = t.study_id AND a.run_id = t.run_id AND a.sample_idx = t.sample_idx
-                         AND (r.revoked IS NULL OR EXISTS (
-                              SELECT 1 FROM human_ratings h
-                              WHERE h.rater = a.rater_id AND h.run_id = a.run_id AND h.sample_idx = a.sample_idx))
-                      ) AS assigned
+                      count(a.rater_id) AS assigned,
+                      count(a.rater_id) FILTER (WHERE COALESCE(a.watermarked_first, i.watermarked_first))
+                          AS assigned_watermarked_first
                FROM study_items t JOIN human_items i USING (run_id, sample_idx)
-               WHERE t.study_id = ? ORDER BY t.run_id, t.sample_idx""", [study_id])
+               LEFT JOIN (SELECT a.* FROM study_assignments a JOIN raters r USING (rater_id)
+                          WHERE r.study_id = ? AND (r.revoked IS NULL OR EXISTS (
+                                SELECT 1 FROM human_ratings h
+                                WHERE h.rater = a.rater_id AND h.run_id = a.run_id AND h.sample_idx = a.sample_idx))
+                         ) a USING (run_id, sample_idx)
+               WHERE t.study_id = ?
+               GROUP BY t.run_id, t.sample_idx, i.watermarked_first
+               ORDER BY t.run_id, t.sample_idx""", [study_id, study_id])
 
     def add_rater(self, rater_id: str, study_id: str, name: str, token_hash: str,
-                  assignments: list[tuple[str, int, int, bool]]) -> None:
-        """A rater with their assignments (run, sample, position in their order, attention check)."""
+                  assignments: list[tuple[str, int, int, bool, bool]]) -> None:
+        """A rater with their assignments (run, sample, position in their order, attention check, whether the
+        watermarked text is shown first)."""
         with self.transaction() as cursor:
             cursor.execute("INSERT INTO raters VALUES (?, ?, ?, ?, ?, NULL)", [rater_id, study_id, name, token_hash, now()])
             if assignments:  # a rater invited once every item has its raters gets none
-                cursor.executemany("INSERT INTO study_assignments VALUES (?, ?, ?, ?, ?)",
+                cursor.executemany("INSERT INTO study_assignments VALUES (?, ?, ?, ?, ?, ?)",
                                    [(rater_id, *assignment) for assignment in assignments])
 
     def raters(self, study_id: str | None = None) -> pd.DataFrame:
@@ -68,7 +74,8 @@ class StudyTables(StoreCore):
         """A rater's items in their own order, with what they did with each: the rating (scores, comment, seconds,
         time), a skip, and the attention check's second rating."""
         return self.frame(
-            """SELECT a.run_id, a.sample_idx, a.position, a.attention, i.watermarked_first,
+            """SELECT a.run_id, a.sample_idx, a.position, a.attention,
+                      COALESCE(a.watermarked_first, i.watermarked_first) AS watermarked_first,
                       h.scores_watermarked, h.scores_unwatermarked, h.comment, h.seconds, h.created AS rated,
                       s.created AS skipped, c.scores_watermarked AS repeat_watermarked,
                       c.scores_unwatermarked AS repeat_unwatermarked, c.seconds AS repeat_seconds,
