@@ -7,6 +7,7 @@ from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW
 from fwsapp.results.entropy_shift import bin_table, density_frame, stand_in_models
 from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.store import generated_here
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import with_settings
 from fwsapp.ui import queries, resources, widgets
@@ -21,12 +22,13 @@ def launch(runs) -> None:
     with st.expander("Compute missing analyses (entropies and disease entities)"):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
-        imported = runs[runs.run_id.isin(chosen) & runs.imported]
+        elsewhere = [row.run_id for row in runs.itertuples() if row.run_id in chosen and not generated_here(row._asdict())]
         entropy_model = None
-        if not imported.empty:
-            st.info("Imported runs have no model: their entropies need one. The embedded model is a stand-in for "
-                    "the paper's 7B generators, so treat its entropies as indicative only.")
-            if st.checkbox(f"Use {EMBEDDED_MODEL} for imported runs", key="analyze-embedded"):
+        if elsewhere:
+            st.info("Imported runs, and runs a serving engine answered, have no model here: their entropies need one. "
+                    "The embedded model is a stand-in for the paper's 7B generators, so treat its entropies as "
+                    "indicative only.")
+            if st.checkbox(f"Use {EMBEDDED_MODEL} for imported and served runs", key="analyze-embedded"):
                 entropy_model = EMBEDDED_MODEL
         threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
                               "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,

@@ -118,7 +118,7 @@ def test_analyze_refuses_an_entropy_model_none_of_its_runs_would_read(tmp_path, 
     store.ensure_run("gen-1", {}, model="m", task="qa", method="KGW", params={}, seed=1, n=1)
     store.close()
     assert main(["analyze", "--run", "gen-1", "--entropy-model", "other-model", "--db", str(db)]) == 2
-    assert "--entropy-model names the model that reads imported runs' texts" in capsys.readouterr().err
+    assert "--entropy-model names the model that reads the texts of imported and served runs" in capsys.readouterr().err
 
 
 def test_bad_input_is_one_clear_line(tmp_path, capsys):

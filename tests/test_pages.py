@@ -455,6 +455,29 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
     assert not app.exception
 
 
+def test_the_entropy_form_asks_for_a_model_for_a_run_a_serving_engine_answered(app_db):
+    """A served run's generator is not loaded here, as an imported run's is not: the form offered no model for it, and
+    the job loaded the served model's name here and read its references alone."""
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    imported = imported_qa_db(app_db, 2)
+    store = Store(app_db)
+    store.ensure_run("served-run", {"server": "http://127.0.0.1:9/v1"}, model="served-7b", task="qa",
+                     method="vLLM-Gumbel", params={}, seed=1, n=2)
+    store.write_batch("served-run", [{**row, "run_id": "served-run"} for row in store.generation_rows(imported, [0, 1])],
+                      [])
+    store.set_status("served-run", "done")
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/entropy.py").run()
+    app.multiselect(key="analyze-runs").set_value(["served-run"]).run()
+    assert not app.exception
+    assert any("runs a serving engine answered, have no model here" in info.value for info in app.info)
+    assert "for imported and served runs" in app.checkbox(key="analyze-embedded").label
+
+
 @pytest.mark.skipif(not (PROJECT.parent / "shared" / "data" / "paper").exists(), reason="needs ../shared/data/paper")
 def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
     """Imported scores have no token counts (the page used to crash on them); a re-detection job scores the

@@ -132,6 +132,17 @@ def test_a_served_run_stores_the_servers_ids_asks_one_opt_out_per_answer_and_det
             assert theirs.is_watermarked == watermarked
     for place in (db.read_bytes(), csv.encode()):
         assert str(KEY).encode() not in place
+    # Its generator is not loaded here: analyze loaded the served model's name as if the run had been generated here,
+    # and read its references alone (the server recorded no entropy of its answers).
+    assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--db", str(db)]) == 0
+    assert f"{run_id}: imported or served, so its generator is not loaded here" in capsys.readouterr().out
+    assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--entropy-model", EMBEDDED_MODEL, "--db",
+                 str(db)]) == 0
+    assert f"{run_id}: entropies of 9 texts stored" in capsys.readouterr().out
+    store = Store(db)
+    assert store.entropy_keys(run_id, EMBEDDED_MODEL) == {(index, kind) for index in range(3)
+                                                         for kind in ("reference", "unwatermarked", "watermarked")}
+    store.close()
 
 
 @pytest.mark.model

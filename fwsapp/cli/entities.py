@@ -16,8 +16,8 @@ def register(commands) -> None:
     analyze = command(commands, cmd_analyze, "analyze", models=True,
         help="the entropy, disease-entity and clinical-fact analyses a run lacks")
     target_options(analyze)
-    analyze.add_argument("--entropy-model", help="model for imported runs' entropies (their generator is not loaded); "
-                         "default: skip entropy for imported runs")
+    analyze.add_argument("--entropy-model", help="model for the entropies of imported and served runs (their generator "
+                         "is not loaded here; the served model itself, where it loads here); default: skip their entropy")
     analyze.add_argument("--threshold", type=float, default=HALLUCINATION_THRESHOLD,
                          help="hallucination: similarity below this to every reference entity")
     recognizer(analyze)
@@ -50,12 +50,13 @@ def register(commands) -> None:
 
 def cmd_analyze(args) -> int:
     from fwsapp.orchestration import pipeline
+    from fwsapp.store import generated_here
 
     store, targets = opened_targets(args)
-    if args.entropy_model and not any(store.run(run_id)["imported"] for run_id in targets):
-        raise ValueError("--entropy-model names the model that reads imported runs' texts (their generator is not "
-                         "loaded); a generated run's entropies are its own model's, and none of these runs is imported: "
-                         "drop it.")
+    if args.entropy_model and all(generated_here(store.run(run_id)) for run_id in targets):
+        raise ValueError("--entropy-model names the model that reads the texts of imported and served runs (their "
+                         "generator is not loaded here); a run generated here has its own model's entropies, and every "
+                         "one of these runs was: drop it.")
     with progress_bar("analyze", "sample") as progress:
         analysis = pipeline.analyze(store, targets, model_loader(args), progress, entropy_model=args.entropy_model,
                                     threshold=args.threshold, recognizer=args.recognizer)
@@ -69,7 +70,8 @@ def analysis_lines(analysis) -> list[str]:
     same."""
     lines = []
     for run_id, computed in analysis.entropies.items():
-        lines.append(f"{run_id}: imported, so its generator is not loaded; pass --entropy-model NAME for entropies"
+        lines.append(f"{run_id}: imported or served, so its generator is not loaded here; pass --entropy-model NAME "
+                     "for entropies"
                      if computed is None else f"{run_id}: entropies {done(computed, 'text', 'stored')}")
         lines.append(f"{run_id}: disease entities {done(analysis.entities[run_id], 'sample', 'analysed')} "
                      f"({analysis.recognizer})")

@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from fwsapp.models.teacher_forcing import teacher_force
+from fwsapp.store import generated_here
 
 # Bins of the paper's entropy-shift analysis (nats).
 LOW, HIGH = 1.5, 4.0
@@ -41,11 +42,12 @@ def teacher_forced(lm, items: list[tuple[str, str]], batch_size: int = 8) -> lis
 
 
 def missing_texts(store, run_id: str, model_name: str) -> list[tuple[int, str, str, str]]:
-    """(sample, kind, prompt, text) whose entropies are not stored: references always; generated texts
-    too when the run was imported (no entropies were recorded while generating them)."""
+    """(sample, kind, prompt, text) whose entropies are not stored: references always; generated texts too when the run
+    was not generated here (imported, or answered by a serving engine: no entropies were recorded while generating
+    them)."""
     run = store.run(run_id)
     have = store.entropy_keys(run_id, model_name)
-    kinds = ("reference", "unwatermarked", "watermarked") if run["imported"] else ("reference",)
+    kinds = ("reference",) if generated_here(run) else ("reference", "unwatermarked", "watermarked")
     todo = []
     for row in store.generations(run_id).itertuples():
         for kind in kinds:

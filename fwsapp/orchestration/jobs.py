@@ -225,13 +225,14 @@ class JobManager:
 
     def start_analysis(self, run_ids: list[str], entropy_model: str | None,
                        threshold: float = pipeline.HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Job:
-        """Entropies (references; imported texts with `entropy_model`) and disease entities of each run, found
+        """Entropies (references; the texts of imported and served runs with `entropy_model`) and disease entities of each run, found
         by the named `recognizer` (default: the trained tagger)."""
         def work(progress, cancel):
             analysis = pipeline.analyze(self.store, run_ids, self.model_loader, progress, cancel,
                                         entropy_model=entropy_model, threshold=threshold, recognizer=recognizer)
             skipped = analysis.skipped
-            note = f" Entropy skipped for imported runs {', '.join(skipped)}: choose a model for them." if skipped else ""
+            note = (f" Entropy skipped for the imported or served runs {', '.join(skipped)}: choose a model for them."
+                    if skipped else "")
             return f"Analysed {runs_counted(analysis.entities)} with {analysis.recognizer}.{note}"
 
         key = f"analyze:{','.join(run_ids)}:{entropy_model}:{threshold}:{recognizer}"

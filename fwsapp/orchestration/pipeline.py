@@ -322,16 +322,17 @@ class Analysis:
 def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
             cancel: threading.Event | None = None, *, entropy_model: str | None = None,
             threshold: float = HALLUCINATION_THRESHOLD, recognizer: str | None = None) -> Analysis:
-    """Teacher-forced entropies (references; imported texts under `entropy_model`, whose generator is not
-    loaded), disease entities of each run, found by the `recognizer` backend (default: the trained
-    tagger), and every kind's clinical facts with their changes (diseases by the same recognizer); progress counts
-    samples."""
+    """Teacher-forced entropies (references; the texts of runs not generated here, imported or served, under
+    `entropy_model`, since their generator is not loaded), disease entities of each run, found by the `recognizer`
+    backend (default: the trained tagger), and every kind's clinical facts with their changes (diseases by the same
+    recognizer); progress counts samples."""
     from fwsapp.models.encoder import DEFAULT_ENCODER, load_encoder
     from fwsapp.entities.introduced import analysis_config, analyze_run
     from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER, check_recognizer, load_recognizer, recognizer_label
     from fwsapp.entities.entropy import compute_entropies, missing_texts
     from fwsapp.entities.fact_analysis import analyze_run_facts
     from fwsapp.entities.facts import FactFinder
+    from fwsapp.store import generated_here
 
     if not 0 < threshold < 1:
         raise ValueError(f"The hallucination threshold must be between 0 and 1, not {threshold}.")
@@ -344,7 +345,7 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     for run, size, step in zip(runs, sizes, _per_run(progress, sizes)):
         if _cancelled(cancel):
             break
-        run_id, name = run["run_id"], entropy_model if run["imported"] else run["model"]
+        run_id, name = run["run_id"], run["model"] if generated_here(run) else entropy_model
         # What is stored already needs no model: a rerun with nothing to do loaded the recognizer, the encoder and
         # the language model (6 s of a grid's 6.5 s) to find every sample done.
         entities_done = len(store.analysed_samples(run_id, config)) == size

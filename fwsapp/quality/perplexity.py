@@ -11,6 +11,7 @@ import numpy as np
 
 from fwsapp.quality.base import Metric, metric_row
 from fwsapp.models import LoadedModel
+from fwsapp.store import generated_here
 from fwsapp.models.teacher_forcing import teacher_force
 
 
@@ -34,7 +35,7 @@ PPL_CHUNK = 8  # samples per perplexity pass between progress reports and writes
 def perplexity_oracle(run: dict, oracle: str | None) -> str | None:
     """The model whose perplexity a run gets: the one named, else the run's own generator. An imported run, and a run
     generated through a serving engine, have none loaded here, so they get perplexity only when an oracle is named."""
-    return oracle or (None if run["imported"] or (run.get("config") or {}).get("server") else run["model"])
+    return oracle or (run["model"] if generated_here(run) else None)
 
 
 class Perplexity(Metric):

@@ -8,7 +8,7 @@ from fwsapp.store.core import PER_RUN_TABLES, TEXT_COLUMNS, StoreError, insert_r
 from fwsapp.store.human import HumanTables
 from fwsapp.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from fwsapp.store.redetections import DetectionSets
-from fwsapp.store.runs import RunTables, detection_record
+from fwsapp.store.runs import RunTables, detection_record, generated_here
 from fwsapp.store.study import StudyTables
 
 
@@ -17,4 +17,4 @@ class Store(RunTables, DetectionSets, AnalysisTables, HumanTables, StudyTables):
 
 
 __all__ = ["MIGRATIONS", "PER_RUN_TABLES", "SCHEMA_VERSION", "TEXT_COLUMNS", "Store", "StoreError", "detected_record",
-           "detection_record", "insert_rows"]
+           "detection_record", "generated_here", "insert_rows"]

@@ -109,6 +109,7 @@ class RunTables(StoreCore):
         record["config"] = json.loads(record["config"])
         record["params"] = json.loads(record["params"])
         record["tokenizer"] = record["config"].get("tokenizer")  # a served run's, where it was named
+        record["server"] = record["config"].get("server")  # as `runs()` gives it
         return record
 
     def run_fit(self, run_id: str) -> dict | None:
@@ -196,6 +197,13 @@ class RunTables(StoreCore):
 
     def judgments(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self._per_run("judgments", run_ids)
+
+
+def generated_here(run) -> bool:
+    """Whether a run's texts came from a model fwsapp loads (`run()`'s record or a `runs()` row): not imported, and not
+    answered by a serving engine. Only such a run's own model is here to read its texts again (perplexity, entropies);
+    the others get them from a model named for them."""
+    return not bool(run["imported"]) and not isinstance(run["server"], str)
 
 
 def detection_record(sample_idx: int, text_kind: str, detector: str, score: float, *, z=None, p=None,
