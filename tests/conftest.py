@@ -214,6 +214,28 @@ def imported_qa_db(path, n):
     return run_id
 
 
+def served_run_db(path, texts=None, tokenizer=None) -> str:
+    """A run a serving engine answered ("served-run", vLLM-Gumbel through a server at a closed port) over the samples
+    of an imported qa run; `texts` replace both answers, their ids `tokenizer`'s. No entropies: a server records none."""
+    from fwsapp.store import Store
+
+    imported = imported_qa_db(path, len(texts) if texts else 2)
+    store = Store(path)
+    store.ensure_run("served-run", {"server": "http://127.0.0.1:9/v1"}, model="served-7b", task="qa",
+                     method="vLLM-Gumbel", params={}, seed=1, n=len(texts) if texts else 2)
+    rows = store.generation_rows(imported, list(range(len(texts) if texts else 2)))
+    for index, row in enumerate(rows):
+        row["run_id"] = "served-run"
+        for kind in ("watermarked", "unwatermarked"):
+            if texts:
+                row[f"{kind}_text"], row[f"{kind}_ids"] = texts[index], tokenizer(texts[index])["input_ids"]
+            row[f"{kind}_entropy"] = []
+    store.write_batch("served-run", rows, [])
+    store.set_status("served-run", "done")
+    store.close()
+    return "served-run"
+
+
 def database_at_schema(path, version):
     """An empty DuckDB file migrated only up to an old schema version, to test the migrations after it."""
     import duckdb

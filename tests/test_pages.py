@@ -458,17 +458,9 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
 def test_the_entropy_form_asks_for_a_model_for_a_run_a_serving_engine_answered(app_db):
     """A served run's generator is not loaded here, as an imported run's is not: the form offered no model for it, and
     the job loaded the served model's name here and read its references alone."""
-    from fwsapp.store import Store
-    from tests.conftest import imported_qa_db
+    from tests.conftest import served_run_db
 
-    imported = imported_qa_db(app_db, 2)
-    store = Store(app_db)
-    store.ensure_run("served-run", {"server": "http://127.0.0.1:9/v1"}, model="served-7b", task="qa",
-                     method="vLLM-Gumbel", params={}, seed=1, n=2)
-    store.write_batch("served-run", [{**row, "run_id": "served-run"} for row in store.generation_rows(imported, [0, 1])],
-                      [])
-    store.set_status("served-run", "done")
-    store.close()
+    served_run_db(app_db)
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/entropy.py").run()

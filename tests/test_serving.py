@@ -134,14 +134,32 @@ def test_a_served_run_stores_the_servers_ids_asks_one_opt_out_per_answer_and_det
         assert str(KEY).encode() not in place
     # Its generator is not loaded here: analyze loaded the served model's name as if the run had been generated here,
     # and read its references alone (the server recorded no entropy of its answers).
-    assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--db", str(db)]) == 0
-    assert f"{run_id}: imported or served, so its generator is not loaded here" in capsys.readouterr().out
     assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--entropy-model", EMBEDDED_MODEL, "--db",
                  str(db)]) == 0
     assert f"{run_id}: entropies of 9 texts stored" in capsys.readouterr().out
     store = Store(db)
     assert store.entropy_keys(run_id, EMBEDDED_MODEL) == {(index, kind) for index in range(3)
                                                          for kind in ("reference", "unwatermarked", "watermarked")}
+    store.close()
+    assert main(["analyze", "--run", run_id, "--recognizer", "mesh", "--db", str(db)]) == 0
+    assert f"{run_id}: imported or served, so its generator is not loaded here" in capsys.readouterr().out
+
+
+@pytest.mark.model
+def test_a_served_runs_disease_mentions_read_the_entropies_teacher_forced_under_the_entropy_model(lm, tmp_path):
+    """Analysed as if generated here, a served answer's mentions read the entropies recorded while generating, which a
+    server leaves empty: every mention's entropy was None."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+    from tests.conftest import served_run_db
+
+    path = tmp_path / "served.duckdb"
+    run_id = served_run_db(path, ["Diabetes mellitus and asthma are common.", "Gout is a painful arthritis."],
+                           lm.tokenizer)
+    store = Store(path)
+    pipeline.analyze(store, [run_id], lambda name: lm, entropy_model=lm.name, recognizer="mesh")
+    answers = store.entities([run_id]).query("text_kind != 'reference'")
+    assert len(answers) >= 4 and answers.entropy.notna().all()
     store.close()
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from fwsapp.data.tasks import task_label
 from fwsapp.sample_size import enough
+from fwsapp.store import generated_here
 from fwsapp.entities.recognizers.base import Entity, mesh_branch, mesh_heading
 
 HALLUCINATION_THRESHOLD = 0.6
@@ -169,7 +170,7 @@ def _token_info(store, run: dict, row, tokenizer) -> dict[str, tuple[list, list]
     info = {}
     for kind, spans, entropy in store.sample_entropies(run["run_id"], int(row.sample_idx)):
         info[kind] = ([tuple(span) for span in spans], list(entropy))
-    if not run["imported"] and tokenizer is not None:
+    if generated_here(run) and tokenizer is not None:  # else the teacher-forced ones: a server records none
         from fwsapp.entities.entropy import token_spans
 
         for kind in ("unwatermarked", "watermarked"):
