@@ -57,8 +57,9 @@ def chosen_runs(runs, values, measured) -> tuple[str, object]:
         chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model", format_func=markup.message)
         of_task = of_task[of_task.model == chosen_model]
     if stand_ins := stand_in_models(values[values.run_id.isin(set(of_task.run_id))], of_task):
-        st.caption(markup.message(f"The imported runs' entropies are under {', '.join(stand_ins)}, a stand-in for "
-                                  "their generator (not loaded here): indicative only."))
+        st.caption(markup.message(f"The entropies of the imported and served runs are under {', '.join(stand_ins)}, "
+                                  "a model named for their generator (not loaded here): indicative only unless it is "
+                                  "that generator."))
     return task, of_task
 
 
@@ -67,8 +68,8 @@ def densities(values, runs, task: str) -> None:
     curves = density_frame(values, runs, task)
     colours = widgets.series_colours(curves.series.unique() if not curves.empty else ())
     if curves.empty:
-        st.info("No entropies for this task yet. Generated runs record them; references and imported texts need "
-                "the analysis above (imported runs need a model).")
+        st.info("No entropies for this task yet. Runs generated here record them; references, and the texts of "
+                "imported and served runs, need the analysis above (imported and served runs need a model).")
         return
     st.subheader("Entropy densities")
     figure = px.line(curves, x="entropy", y="density", color="series", color_discrete_map=colours,

@@ -289,7 +289,7 @@ def test_a_runs_difference_from_unwatermarked_is_against_its_own_texts_and_the_r
 
     def run(run_id, rouge2, factuality=(None, None)):
         return {"run_id": run_id, "model": "m", "task": "qa", "method": "KGW", "settings": f"seed={run_id}", "n": 4,
-                "imported": True, "quality": {"rouge2": dict(zip(("unwatermarked", "watermarked"), rouge2)),
+                "imported": True, "source": "imported", "quality": {"rouge2": dict(zip(("unwatermarked", "watermarked"), rouge2)),
                                               "factuality": dict(zip(("unwatermarked", "watermarked"), factuality))}}
 
     report = {"runs": [run("1", (0.20, 0.18)), run("2", (0.30, 0.27), factuality=(0.6, 0.5))]}

@@ -145,6 +145,23 @@ def test_a_served_run_stores_the_servers_ids_asks_one_opt_out_per_answer_and_det
     assert f"{run_id}: imported or served, so its generator is not loaded here" in capsys.readouterr().out
 
 
+def test_the_report_names_a_served_run_as_served_as_runs_does(tmp_path):
+    """The report's runs table and its provenance columns said "generated" of a run a serving engine answered."""
+    from fwsapp.results.report import build_report
+    from fwsapp.results.run_names import listing
+    from fwsapp.results.tables import runs_table
+    from fwsapp.store import Store
+    from tests.conftest import served_run_db
+
+    path = tmp_path / "served.duckdb"
+    run_id = served_run_db(path)
+    store = Store(path)
+    table = runs_table(build_report(store)).set_index("Run")
+    assert table.loc[run_id, "Source"] == "served" and set(table.Source) == {"served", "imported"}
+    assert dict(zip(listing(store.runs()).run, listing(store.runs()).source))[run_id] == "served"
+    store.close()
+
+
 @pytest.mark.model
 def test_a_served_runs_disease_mentions_read_the_entropies_teacher_forced_under_the_entropy_model(lm, tmp_path):
     """Analysed as if generated here, a served answer's mentions read the entropies recorded while generating, which a

@@ -507,7 +507,7 @@ def test_the_entropy_page_draws_one_models_runs_at_a_time_and_names_the_stand_in
         own = values[values.run_id == ids[chosen]]
         assert bins.at["KGW · imported", "tokens"] == (own.text_kind == "watermarked").sum()
         assert bins.at["unwatermarked", "tokens"] == (own.text_kind == "unwatermarked").sum()
-        assert any(f"under {lm.name}, a stand-in for their generator" in shown(caption.value) for caption in app.caption)
+        assert any(f"under {lm.name}, a model named for their generator" in shown(caption.value) for caption in app.caption)
 
 
 # Runs that differ only in their parameters

@@ -8,6 +8,7 @@ import pandas as pd
 
 from fwsapp.entities.entropy import BINS, bin_shares
 from fwsapp.results.run_names import run_settings
+from fwsapp.store import generated_here
 
 
 def density(values, grid) -> np.ndarray:
@@ -24,9 +25,10 @@ def density(values, grid) -> np.ndarray:
 
 
 def stand_in_models(values, runs) -> list[str]:
-    """The models whose entropies stand in for imported runs' generators (not loaded here) among `runs`."""
-    imported = set(runs[runs.imported.astype(bool)].run_id)
-    return sorted(set(values[values.run_id.isin(imported)].entropy_model))
+    """The models whose entropies stand in for the generators of imported and served runs (not loaded here) among
+    `runs`."""
+    elsewhere = {run.run_id for _, run in runs.iterrows() if not generated_here(run)}
+    return sorted(set(values[values.run_id.isin(elsewhere)].entropy_model))
 
 
 def series_values(values, runs, task: str):

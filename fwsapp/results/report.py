@@ -22,7 +22,7 @@ from fwsapp.watermark.methods import detection_kinds
 from fwsapp.quality.scoring import GENERATED_KINDS, quality_block, read_values
 from fwsapp.detection.redetect import set_summaries
 from fwsapp.robustness.attack_sets import summaries as robustness_summaries
-from fwsapp.results.run_names import run_label, run_settings, settings
+from fwsapp.results.run_names import run_label, run_settings, settings, text_source
 from fwsapp.store import Store
 
 
@@ -82,7 +82,7 @@ def collect(store: Store, include_smoke_tests: bool = False, judge: str | None =
             "model": run.model,
             "task": run.task,
             "n": int(max(run.samples_done, run.n if run.imported else 0)), "n_planned": int(run.n),
-            "imported": bool(run.imported),
+            "imported": bool(run.imported), "source": text_source(run._asdict()),
             "status": run.status,
             "detection": with_lengths(run_detection(run_scores, run.score_direction, run.method), store, run.run_id),
             "quality": quality,

@@ -12,6 +12,7 @@ import json
 import pandas as pd
 
 from fwsapp.data.tasks import task_label
+from fwsapp.store import generated_here
 from fwsapp.watermark import methods
 
 IMPORTED = "imported"
@@ -49,11 +50,16 @@ def run_label(run: dict) -> str:
             f"{run['model']} · n={run['samples_done']} · {run['run_id']}")
 
 
+def text_source(run) -> str:
+    """Where a run's texts came from (`Store.run()`'s record or a `runs()` row): imported, served (a serving engine
+    answered), or generated here."""
+    return IMPORTED if run["imported"] else "generated" if generated_here(run) else "served"
+
+
 def listing(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs (`Store.runs()` rows) as `runs` lists them for people: id, method and settings, model, task, where the
     texts came from, samples stored of those planned, status with its reason, and when it began."""
-    source = [IMPORTED if imported else "served" if pd.notna(server) else "generated"
-              for imported, server in zip(runs.imported.astype(bool), runs.server)]
+    source = [text_source(run) for _, run in runs.iterrows()]
     status = [f"{status}: {reason}" if pd.notna(reason) else status
               for status, reason in zip(runs.status, runs.status_reason)]
     return pd.DataFrame({"run": runs.run_id, "method": runs.method, "settings": runs.run_id.map(run_settings(runs)),

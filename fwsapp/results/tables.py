@@ -63,7 +63,7 @@ def runs_table(report: dict) -> pd.DataFrame:
 
     rows = [{
         **_named(run), "Run": run["run_id"],
-        "Source": _source(run), "n": run["n"], "Status": _status(run),
+        "Source": run["source"], "n": run["n"], "Status": _status(run),
         "AUROC": _get(run, "detection", "auroc"), "AUROC 95% CI": interval(run),
         "Judged": _get(run, "judge", "n_judged"), "Judge failed": _get(run, "judge", "n_failed"),
         "Judge unreachable": _get(run, "judge", "n_unreachable"),
@@ -82,10 +82,6 @@ def _status(run: dict) -> str:
     if status == "running":
         return f"generating: {run['n']} of {run.get('n_planned', run['n'])} samples so far"
     return status
-
-
-def _source(run: dict) -> str:
-    return "imported" if run["imported"] else "generated"
 
 
 def _ppl_oracle(run: dict) -> str | None:
@@ -394,7 +390,7 @@ def quality_table(report: dict, task: str) -> pd.DataFrame:
         values = {"Model": run["model"], "Method": method, "Settings": run["settings"], **_quality(run, kind, columns)}
         # Where the numbers come from, after them, so the measurements fit a 1,400 px page. Perplexity is only
         # comparable under one oracle: say whose it is.
-        values.update({"n": run["n"], "source": _source(run), "PPL oracle": _ppl_oracle(run)})
+        values.update({"n": run["n"], "source": run["source"], "PPL oracle": _ppl_oracle(run)})
         return values
 
     rows = [row(run, "watermarked", run["method"]) for run in runs]

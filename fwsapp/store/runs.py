@@ -203,7 +203,7 @@ def generated_here(run) -> bool:
     """Whether a run's texts came from a model fwsapp loads (`run()`'s record or a `runs()` row): not imported, and not
     answered by a serving engine. Only such a run's own model is here to read its texts again (perplexity, entropies);
     the others get them from a model named for them."""
-    return not bool(run["imported"]) and not isinstance(run["server"], str)
+    return not bool(run["imported"]) and not isinstance(run.get("server"), str)
 
 
 def detection_record(sample_idx: int, text_kind: str, detector: str, score: float, *, z=None, p=None,
