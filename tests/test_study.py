@@ -405,12 +405,18 @@ def test_an_items_raters_see_its_texts_in_counterbalanced_order_and_the_export_s
     assert set(rated[rated.kind == "watermarked"].shown_as) == {"A", "B"}
 
 
-def test_a_study_rater_assigned_before_the_counterbalancing_sees_the_items_order(tmp_path):
-    path = tmp_path / "old.duckdb"
-    connection = database_at_schema(path, 20)
+def old_database_with_an_item(path, version: int, watermarked_first: bool):
+    """A database at an old schema version holding run 'r' and its sample 0 up for rating; the open connection."""
+    connection = database_at_schema(path, version)
     connection.execute("INSERT INTO runs (run_id, config_hash, config, task, method, params, n, status, created) "
                        "VALUES ('r', 'h', '{}', 'qa', 'KGW', '{}', 1, 'done', now())")
-    connection.execute("INSERT INTO human_items VALUES ('r', 0, false, now())")
+    connection.execute("INSERT INTO human_items VALUES ('r', 0, ?, now())", [watermarked_first])
+    return connection
+
+
+def test_a_study_rater_assigned_before_the_counterbalancing_sees_the_items_order(tmp_path):
+    path = tmp_path / "old.duckdb"
+    connection = old_database_with_an_item(path, 20, watermarked_first=False)
     connection.execute("INSERT INTO studies VALUES ('s', 'old', ['r'], 2, 0, false, 0, now())")
     connection.execute("INSERT INTO study_items VALUES ('s', 'r', 0)")
     connection.execute("INSERT INTO raters VALUES ('rater-1', 's', 'Dr Old', 'hash', now(), NULL)")
@@ -426,10 +432,7 @@ def test_a_study_rater_assigned_before_the_counterbalancing_sees_the_items_order
 
 def test_legacy_ratings_under_typed_names_survive_the_migration_and_are_counted(tmp_path):
     path = tmp_path / "old.duckdb"
-    connection = database_at_schema(path, 10)
-    connection.execute("INSERT INTO runs (run_id, config_hash, config, task, method, params, n, status, created) "
-                       "VALUES ('r', 'h', '{}', 'qa', 'KGW', '{}', 1, 'done', now())")
-    connection.execute("INSERT INTO human_items VALUES ('r', 0, true, now())")
+    connection = old_database_with_an_item(path, 10, watermarked_first=True)
     connection.execute("INSERT INTO human_ratings VALUES ('Dr Legacy', 'r', 0, [4, 4, 4], [5, 5, 5], 'ok', now())")
     connection.close()
     store = Store(path)
