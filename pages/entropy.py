@@ -7,9 +7,8 @@ from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW
 from fwsapp.results.entropy_shift import bin_table, density_frame, stand_in_models
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.store import generated_here
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
-from fwsapp.results.run_names import with_settings
+from fwsapp.results.run_names import generated_elsewhere, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.ui.router import through_router
@@ -22,7 +21,7 @@ def launch(runs) -> None:
     with st.expander("Compute missing analyses (entropies and disease entities)"):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
-        elsewhere = [row.run_id for row in runs.itertuples() if row.run_id in chosen and not generated_here(row._asdict())]
+        elsewhere = generated_elsewhere(runs[runs.run_id.isin(chosen)])
         entropy_model = None
         if elsewhere:
             st.info("Imported runs, and runs a serving engine answered, have no model here: their entropies need one. "

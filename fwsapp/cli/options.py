@@ -59,6 +59,11 @@ def loading(parser: argparse.ArgumentParser) -> None:
                         "else fp16; fp32 on cpu)")
 
 
+def loading_given(args) -> list[str]:
+    """The options of `loading` given on the command line: refused where the command loads no model."""
+    return [option for option, value in (("--device", args.device), ("--dtype", args.dtype)) if value]
+
+
 # Suffixes that name a format: an --out named for another format than its command writes is refused (a spreadsheet
 # program opens JSONL named .csv as broken rows). Any other suffix is the user's choice.
 FORMAT_SUFFIXES = {".csv": "CSV", ".jsonl": "JSONL", ".json": "JSON", ".parquet": "Parquet"}

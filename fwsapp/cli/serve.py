@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from fwsapp.cli.options import command
+from fwsapp.cli.options import command, loading_given
 
 
 def register(commands) -> None:
@@ -61,9 +61,8 @@ def cmd_serve_detection(args) -> int:
     if args.min_tokens is not None and args.min_tokens < 0:
         raise ValueError(f"--min-tokens must be 0 or more, not {args.min_tokens}.")
     checked = declared.checked_params(params)
-    if not declared.detector_needs_model(checked) and (unused := [
-            option for option, value in (("--model", args.model and args.tokenizer), ("--device", args.device),
-                                         ("--dtype", args.dtype)) if value]):
+    if not declared.detector_needs_model(checked) and (
+            unused := ["--model"] * bool(args.model and args.tokenizer) + loading_given(args)):
         one = len(unused) == 1
         raise ValueError(f"{declared.name}'s detector reads no model, so none is loaded: {' and '.join(unused)} "
                          f"{'is' if one else 'are'} unused (the tokenizer is "

@@ -87,8 +87,9 @@ METRICS = Registry("metric", [
     MetricPlugIn("ppl", "perplexity of each output under an oracle (the run's own model unless one is named)",
                  "fwsapp.quality.perplexity:Perplexity", needs=("model",), label="Perplexity", reads=("oracle",),
                  columns=(Column("ppl", "PPL", lower_is_better=True, paper_table=1),),
-                 skipped_because="the run is imported, so name its oracle (score --oracle MODEL, or the Quality "
-                                 "page's oracle field); its values are then that model's, not the generator's"),
+                 skipped_because="the run is imported or served, so its generator is not loaded here: name its "
+                                 "oracle (score --oracle MODEL, or the Quality page's oracle field); its values are "
+                                 "then that model's, not the generator's"),
     MetricPlugIn("simcse", "cosine similarity of the watermarked output's sentence embedding to the unwatermarked one's",
                  "fwsapp.quality.simcse:SimCSE", label="SimCSE (to the unwatermarked output)", kinds=("watermarked",),
                  columns=(Column("simcse", "SimCSE", paper_table=1),),

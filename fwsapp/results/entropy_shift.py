@@ -7,8 +7,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.entities.entropy import BINS, bin_shares
-from fwsapp.results.run_names import run_settings
-from fwsapp.store import generated_here
+from fwsapp.results.run_names import generated_elsewhere, run_settings
 
 
 def density(values, grid) -> np.ndarray:
@@ -27,8 +26,7 @@ def density(values, grid) -> np.ndarray:
 def stand_in_models(values, runs) -> list[str]:
     """The models whose entropies stand in for the generators of imported and served runs (not loaded here) among
     `runs`."""
-    elsewhere = {run.run_id for _, run in runs.iterrows() if not generated_here(run)}
-    return sorted(set(values[values.run_id.isin(elsewhere)].entropy_model))
+    return sorted(set(values[values.run_id.isin(generated_elsewhere(runs))].entropy_model))
 
 
 def series_values(values, runs, task: str):

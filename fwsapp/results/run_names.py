@@ -56,6 +56,11 @@ def text_source(run) -> str:
     return IMPORTED if run["imported"] else "generated" if generated_here(run) else "served"
 
 
+def generated_elsewhere(runs: pd.DataFrame) -> set[str]:
+    """The ids of the runs (`Store.runs()` rows) whose generator is not loaded here: imported or served."""
+    return {run.run_id for _, run in runs.iterrows() if not generated_here(run)}
+
+
 def listing(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs (`Store.runs()` rows) as `runs` lists them for people: id, method and settings, model, task, where the
     texts came from, samples stored of those planned, status with its reason, and when it began."""
