@@ -181,6 +181,30 @@ def test_a_served_runs_disease_mentions_read_the_entropies_teacher_forced_under_
 
 
 @pytest.mark.model
+def test_mentions_analysed_before_their_entropies_read_them_once_stored(lm, tmp_path):
+    """`analyze` without --entropy-model, then with it: the mentions found first had no entropy, and were not looked at
+    again (every sample counted as analysed), so the Entropy page's entropy inside disease mentions missed the run."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+    from tests.conftest import served_run_db
+
+    path = tmp_path / "served.duckdb"
+    run_id = served_run_db(path, ["Diabetes mellitus and asthma are common.", "Gout is a painful arthritis."],
+                           lm.tokenizer)
+    store = Store(path)
+    first = pipeline.analyze(store, [run_id], lambda name: lm, recognizer="mesh")
+    assert first.entropies[run_id] is None and store.entities([run_id]).entropy.isna().all()
+    mentions = len(store.entities([run_id]))
+    then = pipeline.analyze(store, [run_id], lambda name: lm, entropy_model=lm.name, recognizer="mesh")
+    entities = store.entities([run_id])
+    assert then.entities[run_id] == 2 and len(entities) == mentions and entities.entropy.notna().all()
+    assert store.entity_analyses([run_id])[["reference_tokens", "unwatermarked_tokens"]].notna().all().all()
+    again = pipeline.analyze(store, [run_id], lambda name: lm, entropy_model=lm.name, recognizer="mesh")
+    assert again.entities[run_id] == 0 and store.entities([run_id]).equals(entities)  # a repeated command changes nothing
+    store.close()
+
+
+@pytest.mark.model
 def test_a_run_stopped_by_a_failing_server_says_so_in_one_line_and_resumes_to_the_same_samples(lm, tmp_path):
     from fwsapp.generation.serving import ServingEngine, ServingError
     from fwsapp.orchestration import pipeline

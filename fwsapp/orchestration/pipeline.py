@@ -342,16 +342,21 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
     outcome = Analysis(recognizer=recognizer_label(recognizer_name))
     config = analysis_config(outcome.recognizer, DEFAULT_ENCODER, threshold)
     sizes = [store.count("generations", run["run_id"]) for run in runs]
+
+    def entities_done(run_id: str, size: int) -> bool:
+        return len(store.analysed_samples(run_id, config)) == size
+
     for run, size, step in zip(runs, sizes, _per_run(progress, sizes)):
         if _cancelled(cancel):
             break
         run_id, name = run["run_id"], run["model"] if generated_here(run) else entropy_model
         # What is stored already needs no model: a rerun with nothing to do loaded the recognizer, the encoder and
-        # the language model (6 s of a grid's 6.5 s) to find every sample done.
-        entities_done = len(store.analysed_samples(run_id, config)) == size
-        lm = model_loader(name) if name and (missing_texts(store, run_id, name) or not entities_done) else None
+        # the language model (6 s of a grid's 6.5 s) to find every sample done. Asked again once the entropies are
+        # stored, since a sample analysed without them is analysed again.
+        lm = model_loader(name) if name and (missing_texts(store, run_id, name) or not entities_done(run_id, size)) \
+            else None
         outcome.entropies[run_id] = compute_entropies(store, run_id, lm) if lm is not None else (0 if name else None)
-        outcome.entities[run_id] = 0 if entities_done else analyze_run(
+        outcome.entities[run_id] = 0 if entities_done(run_id, size) else analyze_run(
             store, run_id, load_recognizer(recognizer_name), load_encoder(), lm.tokenizer if lm else None,
             threshold=threshold, progress=step)
         outcome.facts[run_id] = analyze_run_facts(store, run_id, finder, cancel=cancel)

@@ -79,13 +79,22 @@ class AnalysisTables(StoreCore):
         return values[values.entropy.notna() & (values.entropy > float("-inf"))]
 
     def analysed_samples(self, run_id: str, config: str) -> set[int]:
-        rows = self.rows(
-            "SELECT sample_idx FROM entity_analyses WHERE run_id = ? AND config = ?", [run_id, config])
+        """Samples whose entities are analysed under `config` with every text's entropies stored now: a text that had
+        none when analysed (an imported or served answer before its teacher-forced entropies) is analysed again."""
+        rows = self.rows("""
+            SELECT sample_idx FROM entity_analyses analysed WHERE run_id = ? AND config = ? AND NOT EXISTS (
+                SELECT 1 FROM entropies stored WHERE stored.run_id = analysed.run_id
+                AND stored.sample_idx = analysed.sample_idx
+                AND CASE stored.text_kind WHEN 'reference' THEN analysed.reference_tokens
+                                          WHEN 'unwatermarked' THEN analysed.unwatermarked_tokens
+                                          ELSE analysed.watermarked_tokens END IS NULL)""", [run_id, config])
         return {int(row[0]) for row in rows}
 
     def write_entity_analysis(self, run_id: str, entity_rows: list[dict], analysis: dict) -> None:
-        """A sample's entities and its done-marker, in one transaction."""
+        """A sample's entities and its done-marker, in one transaction, replacing an earlier analysis's."""
         with self.transaction() as cursor:
+            cursor.execute("DELETE FROM entities WHERE run_id = ? AND sample_idx = ? AND config = ?",
+                           [run_id, analysis["sample_idx"], analysis["config"]])
             if entity_rows:
                 insert_rows(cursor, "entities", run_id, entity_rows)
             insert_rows(cursor, "entity_analyses", run_id, [analysis])
