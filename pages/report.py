@@ -41,12 +41,15 @@ def render() -> None:
     with st.expander("Export a run", key="export-open", on_change="rerun") as export:
         st.caption("A row per sample: the prompt, the reference, both texts and their token ids, the detection scores, "
                    "each text's evidence record, each stored quality metric per text (`quality_<metric>_<kind>`) "
-                   "and the judge's 1-5 scores (`judge_<aspect>_<kind>`). `python -m fwsapp export` writes the same.")
+                   "and one judge's 1-5 scores (`judge_<aspect>_<kind>`, the judge in `judge_model`). "
+                   "`python -m fwsapp export` writes the same.")
         exported = st.selectbox("Run", list(named), format_func=named.get, key="export-run")
+        exported_judge = widgets.judge_choice(queries.run_judges(resources.revision(), exported), "export-judge")
         if export.open:
             buttons = st.columns(len(EXPORT_FORMATS))
             for column, (fmt, file_format) in zip(buttons, EXPORT_FORMATS.items()):
-                widgets.download(f"Download {file_format.label}", queries.export(resources.revision(), exported, fmt),
+                widgets.download(f"Download {file_format.label}",
+                                 queries.export(resources.revision(), exported, fmt, exported_judge),
                                  f"fwsapp-{exported}.{fmt}", file_format.mime, column, key=f"export-{fmt}")
     with st.expander("Delete a run"):
         st.caption("Removes the run with every row that belongs to it: texts, scores, verdicts, analyses, ratings. "

@@ -71,7 +71,7 @@ def test_the_export_carries_each_samples_quality_values_and_judge_scores_as_the_
         for kind in ("watermarked", "unwatermarked"):
             assert table[f"judge_{aspect}_{kind}"].mean() == pytest.approx(judge[aspect][kind])
     assert judge["coherence"]["watermarked"] == pytest.approx(2.17)  # the paper's log, as read before
-    assert set(table.judge_models) == {"gpt-4o"} and set(table.judge_verdicts) == {1}
+    assert set(table.judge_model) == {"gpt-4o"} and set(table.judge_verdicts) == {1}
 
 
 def test_detect_says_what_the_set_found_and_whether_it_reproduces_an_imports_scores(tmp_path, capsys):

@@ -343,6 +343,38 @@ def test_the_judge_figures_count_one_judge_never_several_pooled(store, capsys):
     assert "No verdicts by the judge 'nobody'" in capsys.readouterr().err
 
 
+def test_an_export_holds_one_judges_verdicts_the_runs_default_or_the_one_named(store, tmp_path, capsys):
+    """A run judged by two judges: each exported row's judge scores were the mean of both judges' verdicts on that
+    sample (4.0 and 1.0 read 2.5), a score neither judge gave."""
+    import pandas as pd
+
+    from fwsapp.cli import main
+    from fwsapp.results.export import export_table
+    from fwsapp.store import Store
+    from tests.conftest import add_verdicts
+
+    run_id = judged_by(store, "gpt-4o", same=False)  # four verdicts: A 4, B 5 on every aspect
+    path = store.path
+    store.close()
+    add_verdicts(path, run_id, "strict-judge", range(2), (1, 1, 1), (2, 2, 2))
+    store = Store(path)
+    default = export_table(store, run_id).dropna(subset=["judge_model"])
+    assert set(default.judge_model) == {"gpt-4o"} and set(default.judge_coherence_watermarked) == {4.0}
+    strict = export_table(store, run_id, "strict-judge").dropna(subset=["judge_model"])
+    assert len(strict) == 2 and set(strict.judge_factual_accuracy_watermarked) == {1.0} \
+        and set(strict.judge_relevance_unwatermarked) == {2.0}
+    with pytest.raises(ValueError, match=f"The run {run_id} has no verdicts by the judge 'nobody'; its judges are "
+                                         "gpt-4o, strict-judge."):
+        export_table(store, run_id, "nobody")
+    store.close()
+    out = tmp_path / "strict.parquet"
+    assert main(["export", "--run", run_id, "--judge", "strict-judge", "--out", str(out), "--db", str(path)]) == 0
+    assert set(pd.read_parquet(out).judge_coherence_unwatermarked.dropna()) == {2.0}
+    assert main(["export", "--run", run_id, "--judge", "nobody", "--out", str(tmp_path / "no.csv"),
+                 "--db", str(path)]) == 2
+    assert "has no verdicts by the judge 'nobody'" in capsys.readouterr().err and not (tmp_path / "no.csv").exists()
+
+
 def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(store):
     from fwsapp.judge.summary import indiscriminate_judges
     from fwsapp.models import EMBEDDED_MODEL

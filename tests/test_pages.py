@@ -376,6 +376,8 @@ def test_the_fws_page_counts_one_judge_chosen_where_several_judged(app_db):
     assert any("Table 4" in header.value and "gpt&#45;4o" in header.value for header in app.subheader)
     app.selectbox(key="report-judge").select("strict-judge").run()
     assert any("Table 4" in header.value and "strict&#45;judge" in header.value for header in app.subheader)
+    exported = app.selectbox(key="export-judge")  # the export holds one of the run's judges' verdicts too
+    assert exported.options == ["gpt-4o", "strict-judge"] and exported.value == "gpt-4o"
 
 
 def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):

@@ -27,8 +27,12 @@ def register(commands) -> None:
                                  "it: for a generated run its score can differ from score_<kind>, scored on the ids "
                                  "the model generated), each stored quality metric per text (quality_<metric>_<kind>, "
                                  "under the metric's main config, as the report reads it) and the judge's 1-5 scores "
-                                 "(judge_<aspect>_<kind>, the mean of its verdicts; judge_verdicts, judge_models).")
+                                 "(judge_<aspect>_<kind>, the mean of its verdicts in both orders; judge_verdicts, "
+                                 "judge_model) of one judge, never several pooled.")
     export.add_argument("--run", required=True, help="the run's id (`runs` lists them)")
+    export.add_argument("--judge", metavar="MODEL",
+                        help="whose verdicts the judge columns hold (default: the judge that judged the run most, a "
+                             "smoke test only where no other did)")
     export.add_argument("--format", choices=EXPORT_FORMATS, help="(default: by --out's suffix)")
     output_file(export, "the file to write", required=True)
 
@@ -90,7 +94,8 @@ def cmd_runs(args) -> int:
 def cmd_export(args) -> int:
     from fwsapp.results.export import export_run
 
-    path = export_run(existing_store(args.db), args.run, args.format, Path(args.out), force=args.force)
+    path = export_run(existing_store(args.db), args.run, args.format, Path(args.out), force=args.force,
+                      judge=args.judge)
     print(path)
     return 0
 

@@ -1,5 +1,5 @@
 """Export one run: a row per sample with both texts, the reference, the detection scores, each text's evidence record
-(where `detect --evidence` has kept them), each stored quality metric's value per text and the judge's scores."""
+(where `detect --evidence` has kept them), each stored quality metric's value per text and one judge's scores."""
 from __future__ import annotations
 
 import io
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.judge.parser import ASPECTS
-from fwsapp.judge.summary import KINDS, per_sample_scores
+from fwsapp.judge.summary import KINDS, counted_judges, per_sample_scores
 from fwsapp.paths import replaceable_output, write_output
 from fwsapp.quality.scoring import read_values
 from fwsapp.quality.registry import in_stored_order
@@ -76,25 +76,34 @@ def quality_columns(store: Store, run_id: str) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def judge_columns(store: Store, run_id: str) -> pd.DataFrame:
-    """Per judged sample, the judge's 1-5 scores of each text, `judge_<aspect>_<kind>` (the mean of its verdicts, both
-    orders and every judge model: a row of raw data, where the report's judge figures count one judge's), how many
-    verdicts, and the judge models."""
+def run_judges(store: Store, run_id: str) -> list[str]:
+    """The judges of a run whose verdicts an export may hold, the default first (`counted_judges`; a smoke test
+    last, and only where it judged the run)."""
+    return counted_judges(store.judgments([run_id]), include_smoke_tests=True)
+
+
+def judge_columns(store: Store, run_id: str, judge: str | None = None) -> pd.DataFrame:
+    """Per judged sample, one judge's 1-5 scores of each text, `judge_<aspect>_<kind>` (the mean of its verdicts in
+    both orders), how many verdicts, and the judge (`judge_model`): `judge`, else the run's default (`run_judges`).
+    Judges' scales differ, so a row never pools two, as no figure does."""
+    judges = run_judges(store, run_id)
+    if judge is not None and judge not in judges:
+        raise ValueError(f"The run {run_id} has no verdicts by the judge {judge!r}; "
+                         + (f"its judges are {', '.join(judges)}." if judges else "it is not judged yet."))
+    judge = judge or (judges[0] if judges else None)
     judgments = store.judgments([run_id])
-    samples = per_sample_scores(judgments)
+    samples = per_sample_scores(judgments[judgments.judge_model == judge])
     if samples.empty:
         return pd.DataFrame(columns=["sample_idx"])
-    parsed = judgments[judgments.status == "ok"]
-    models = parsed.groupby("sample_idx").judge_model.agg(lambda names: ", ".join(sorted(set(names))))
     scores = {f"{aspect}_{kind}": f"judge_{aspect}_{kind}" for kind in KINDS for aspect in ASPECTS}
     return samples[["sample_idx", *scores]].rename(columns=scores).assign(
-        judge_verdicts=samples.orders.to_numpy(), judge_models=samples.sample_idx.map(models).to_numpy())
+        judge_verdicts=samples.orders.to_numpy(), judge_model=judge)
 
 
-def export_table(store: Store, run_id: str) -> pd.DataFrame:
-    """What `export` writes: `run_table` with `quality_columns` and `judge_columns` beside it."""
+def export_table(store: Store, run_id: str, judge: str | None = None) -> pd.DataFrame:
+    """What `export` writes: `run_table` with `quality_columns` and `judge`'s `judge_columns` beside it."""
     return (run_table(store, run_id).merge(quality_columns(store, run_id), on="sample_idx", how="left")
-            .merge(judge_columns(store, run_id), on="sample_idx", how="left"))
+            .merge(judge_columns(store, run_id, judge), on="sample_idx", how="left"))
 
 
 def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
@@ -143,16 +152,18 @@ def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     raise ValueError(f"Unknown export format '{fmt}': use csv or parquet.")
 
 
-def export_bytes(store: Store, run_id: str, fmt: str) -> bytes:
+def export_bytes(store: Store, run_id: str, fmt: str, judge: str | None = None) -> bytes:
     """A run's `export_table` as the bytes of a file of `fmt` (one of EXPORT_FORMATS)."""
-    return table_bytes(export_table(store, run_id), fmt)
+    return table_bytes(export_table(store, run_id, judge), fmt)
 
 
-def export_run(store: Store, run_id: str, fmt: str | None, out: Path, force: bool = False) -> Path:
-    """A run's samples to CSV (list columns as JSON arrays) or Parquet (`fmt`, else by `out`'s suffix), written as
-    every output file is (`paths.write_output`: a new file, or with `force` a regular one replaced)."""
+def export_run(store: Store, run_id: str, fmt: str | None, out: Path, force: bool = False,
+               judge: str | None = None) -> Path:
+    """A run's samples to CSV (list columns as JSON arrays) or Parquet (`fmt`, else by `out`'s suffix), with `judge`'s
+    verdicts (else the run's default judge's), written as every output file is (`paths.write_output`: a new file, or
+    with `force` a regular one replaced)."""
     out = Path(out)
     fmt = export_format(out, fmt)
     replaceable_output(out, force)  # before the table is read
-    write_output(out, export_bytes(store, run_id, fmt), force)
+    write_output(out, export_bytes(store, run_id, fmt, judge), force)
     return out

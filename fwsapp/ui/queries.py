@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from fwsapp import counted
-from fwsapp.results.export import export_bytes, run_table
+from fwsapp.results.export import export_bytes, run_judges as export_judges, run_table
 from fwsapp.entities.entropy import token_values
 from fwsapp.results.fws import judge_aspects, metric_aspects, prepare_views, ratio_sweep, run_means
 from fwsapp.human import study
@@ -53,9 +53,15 @@ def samples(revision_key: str, run_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def export(revision_key: str, run_id: str, fmt: str) -> bytes:
-    """A run's export file (`export_bytes`); a few kept, as each may run to megabytes."""
-    return export_bytes(store(), run_id, fmt)
+def export(revision_key: str, run_id: str, fmt: str, judge: str | None = None) -> bytes:
+    """A run's export file (`export_bytes`), with `judge`'s verdicts (None: the run's default judge's); a few kept, as
+    each may run to megabytes."""
+    return export_bytes(store(), run_id, fmt, judge)
+
+
+@st.cache_data(show_spinner=False)
+def run_judges(revision_key: str, run_id: str) -> list[str]:
+    return export_judges(store(), run_id)
 
 
 @st.cache_data(show_spinner=False)
