@@ -382,3 +382,33 @@ def test_exp_edit_reads_markllms_key_sequence_and_aligns_every_token():
     assert watermark.detect(list(range(12))).num_tokens_scored == 12
     first = create("EXP-edit", 500, {"sequence_length": 5, "n_runs": 3, "pseudo_length": 3})
     assert first.detect(list(range(12))).num_tokens_scored == 5
+
+
+@pytest.mark.model
+def test_a_detector_that_reads_a_model_loads_the_runs_own_not_its_tokenizers_name(lm, tmp_path):
+    """A SWEET run of BioMistral-7B, detected again (detect, the Detect page, an attack's detection) or audited: its
+    entropy gate loaded the model named by the run's tokenizer, "mistral-v1", which is no model, so the detection
+    failed; the run's own model reads its texts."""
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
+    from fwsapp.orchestration import pipeline
+
+    store = Store(tmp_path / "sweet.duckdb")
+    run_id = run_generation(RunConfig(task="qa", method="SWEET", n=2, max_new_tokens=12, batch_size=2, seed=3),
+                            store, lm)
+    model = "BioMistral/BioMistral-7B"  # as stored on a GPU server: its texts tokenised by mistral-v1
+    with store.transaction() as cursor:
+        cursor.execute("UPDATE runs SET model = ? WHERE run_id = ?", [model, run_id])
+    asked = []
+
+    def loader(name):
+        asked.append(name)
+        return lm  # its vocabulary holds mistral-v1's ids
+
+    [found] = pipeline.detect(store, [run_id], loader)
+    assert asked == [model] and found.tokenizer == "mistral-v1"
+    pipeline.audit_keys(store, run_id, loader, 2)
+    assert asked == [model, model]
+    pipeline.detect(store, [run_id], loader, tokenizer=lm.name)  # a tokenizer named: the model of that name
+    assert asked[-1] == lm.name
+    store.close()

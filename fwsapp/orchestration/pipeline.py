@@ -149,7 +149,7 @@ def audit_keys(store: Store, run_id: str, model_loader: ModelLoader, keys: int, 
     if not texts:
         raise ValueError(f"Run {run_id} has no references to audit with: give a file of human texts instead.")
     loaded = load_tokenizer(tokenizer or run_tokenizer(run["model"], run.get("tokenizer")))
-    lm = model_loader(run["model"]) if info(method).detector_needs_model(params) else None
+    lm = model_loader(detector_model(run, tokenizer)) if info(method).detector_needs_model(params) else None
     ids = [(token_ids, []) for token_ids in loaded.encode_many(texts) if len(token_ids) >= length.MIN_TOKENS]
     return audit(method, params, ids, loaded.vocab_size, keys, seed, lm=lm, tokenizer=loaded)
 
@@ -172,10 +172,24 @@ def undetectable(store: Store, run_ids: list[str], tokenizer: str | None = None)
     return reasons
 
 
+def detector_model(run: dict, tokenizer: str | None = None) -> str:
+    """The model a detector that reads one (SWEET's entropy gate, a model-scored statistic) loads for a run's texts:
+    the run's own model where it was generated here and no other tokenizer is named (a 7B model's run is tokenised
+    by a shipped tokenizer, "mistral-v1", which is no model); else the model the tokenizer names (`tokenizer`, or
+    the run's: a Hugging Face id or folder), whose vocabulary the ids are in."""
+    from fwsapp.models.tokenizers import run_tokenizer
+    from fwsapp.store import generated_here
+
+    if generated_here(run) and not tokenizer:
+        return run["model"]
+    return tokenizer or run_tokenizer(run["model"], run["tokenizer"])
+
+
 def _detection_plans(store: Store, run_ids: list[str], method: str | None, params: dict | None,
                      tokenizer: str | None, normalize: str | None) -> tuple[list[tuple], dict]:
-    """Each run's (run id, method, merged parameters, tokenizer name), every one checked and its tokenizer loaded
-    before any work: a bad parameter or a tokenizer this machine cannot load is one line, with nothing stored."""
+    """Each run's (run id, method, merged parameters, tokenizer name, `detector_model`), every one checked and its
+    tokenizer loaded before any work: a bad parameter or a tokenizer this machine cannot load is one line, with nothing
+    stored."""
     from fwsapp.detection.normalizers import normalizer
     from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
 
@@ -194,7 +208,7 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
         if name not in tokenizers:
             tokenizers[name] = load_tokenizer(name)
-        plans.append((run_id, chosen, merged, name))
+        plans.append((run_id, chosen, merged, name, detector_model(run, tokenizer)))
     return plans, tokenizers
 
 
@@ -209,10 +223,10 @@ def _detect_planned(store: Store, plans: list[tuple], tokenizers: dict, model_lo
             for attack_set in ((None, attack_sets[plan[0]]) if plan[0] in attack_sets else (None,))]
     sizes = [store.count("generations", plan[0]) * (1 if attack_set else 2) for plan, attack_set in sets]
     results = []
-    for ((run_id, chosen, merged, name), attack_set), step in zip(sets, _per_run(progress, sizes)):
+    for ((run_id, chosen, merged, name, model), attack_set), step in zip(sets, _per_run(progress, sizes)):
         if _cancelled(cancel):
             break
-        lm = model_loader(name) if methods.info(chosen).detector_needs_model(merged) else None
+        lm = model_loader(model) if methods.info(chosen).detector_needs_model(merged) else None
         set_id = redetect(store, run_id, chosen, merged, tokenizers[name], lm=lm, progress=step, cancel=cancel,
                           attack_set=attack_set, normalize=normalize, by_length=by_length and not attack_set,
                           window=window, deduplicate=deduplicate)
