@@ -8,7 +8,7 @@ from fwsapp.entities.entropy import HIGH, LOW
 from fwsapp.results.entropy_shift import bin_table, density_frame, stand_in_models
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
-from fwsapp.results.run_names import generated_elsewhere, with_settings
+from fwsapp.results.run_names import elsewhere_sources, with_settings
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.ui.router import through_router
@@ -21,13 +21,13 @@ def launch(runs) -> None:
     with st.expander("Compute missing analyses (entropies and disease entities)"):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
-        elsewhere = generated_elsewhere(runs[runs.run_id.isin(chosen)])
+        elsewhere = elsewhere_sources(runs[runs.run_id.isin(chosen)])
         entropy_model = None
         if elsewhere:
-            st.info("Imported runs, and runs a serving engine answered, have no model here: their entropies need one. "
-                    "The embedded model is a stand-in for the paper's 7B generators, so treat its entropies as "
-                    "indicative only.")
-            if st.checkbox(f"Use {EMBEDDED_MODEL} for imported and served runs", key="analyze-embedded"):
+            st.info(f"The {elsewhere} runs have no model here (a serving engine's model runs on its server): their "
+                    "entropies need one. The embedded model is a stand-in for the paper's 7B generators, so treat its "
+                    "entropies as indicative only.")
+            if st.checkbox(f"Use {EMBEDDED_MODEL} for the {elsewhere} runs", key="analyze-embedded"):
                 entropy_model = EMBEDDED_MODEL
         threshold = st.slider("Hallucination threshold: an introduced entity is unsupported when its similarity to every "
                               "reference entity is below this", 0.05, 0.95, HALLUCINATION_THRESHOLD, 0.05,
@@ -56,7 +56,8 @@ def chosen_runs(runs, values, measured) -> tuple[str, object]:
         chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model", format_func=markup.message)
         of_task = of_task[of_task.model == chosen_model]
     if stand_ins := stand_in_models(values[values.run_id.isin(set(of_task.run_id))], of_task):
-        st.caption(markup.message(f"The entropies of the imported and served runs are under {', '.join(stand_ins)}, "
+        st.caption(markup.message(f"The entropies of the {elsewhere_sources(of_task)} runs are under "
+                                  f"{', '.join(stand_ins)}, "
                                   "a model named for their generator (not loaded here): indicative only unless it is "
                                   "that generator."))
     return task, of_task

@@ -460,16 +460,23 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
 def test_the_entropy_form_asks_for_a_model_for_a_run_a_serving_engine_answered(app_db):
     """A served run's generator is not loaded here, as an imported run's is not: the form offered no model for it, and
     the job loaded the served model's name here and read its references alone."""
+    from fwsapp.store import Store
     from tests.conftest import served_run_db
 
     served_run_db(app_db)
+    store = Store(app_db)
+    run_ids = list(store.runs().run_id)
+    store.close()
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/entropy.py").run()
-    app.multiselect(key="analyze-runs").set_value(["served-run"]).run()
+    runs = app.multiselect(key="analyze-runs")
+    runs.set_value(["served-run"]).run()
     assert not app.exception
-    assert any("runs a serving engine answered, have no model here" in info.value for info in app.info)
-    assert "for imported and served runs" in app.checkbox(key="analyze-embedded").label
+    assert any(info.value.startswith("The served runs have no model here") for info in app.info)
+    assert app.checkbox(key="analyze-embedded").label.endswith("for the served runs")  # not "imported and served"
+    runs.set_value(run_ids).run()  # the imported run beside it
+    assert app.checkbox(key="analyze-embedded").label.endswith("for the imported and served runs")
 
 
 @pytest.mark.skipif(not (PROJECT.parent / "shared" / "data" / "paper").exists(), reason="needs ../shared/data/paper")

@@ -61,6 +61,12 @@ def generated_elsewhere(runs: pd.DataFrame) -> set[str]:
     return {run.run_id for _, run in runs.iterrows() if not generated_here(run)}
 
 
+def elsewhere_sources(runs: pd.DataFrame) -> str:
+    """Where the texts of those `runs` whose generator is not loaded here came from, in words: "imported", "served" or
+    "imported and served" ("" where every one was generated here)."""
+    return " and ".join(sorted({text_source(run) for _, run in runs.iterrows() if not generated_here(run)}))
+
+
 def listing(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs (`Store.runs()` rows) as `runs` lists them for people: id, method and settings, model, task, where the
     texts came from, samples stored of those planned, status with its reason, and when it began."""
