@@ -408,7 +408,8 @@ def test_a_detector_that_reads_a_model_loads_the_runs_own_not_its_tokenizers_nam
     [found] = pipeline.detect(store, [run_id], loader)
     assert asked == [model] and found.tokenizer == "mistral-v1"
     pipeline.audit_keys(store, run_id, loader, 2)
-    assert asked == [model, model]
+    pipeline.detect(store, [run_id], loader, tokenizer="mistral-v1")  # its own, named (the Detect page's form does)
+    assert asked == [model, model, model]
     pipeline.detect(store, [run_id], loader, tokenizer=lm.name)  # a tokenizer named: the model of that name
     assert asked[-1] == lm.name
     store.close()

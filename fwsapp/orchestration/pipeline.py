@@ -180,9 +180,10 @@ def detector_model(run: dict, tokenizer: str | None = None) -> str:
     from fwsapp.models.tokenizers import run_tokenizer
     from fwsapp.store import generated_here
 
-    if generated_here(run) and not tokenizer:
+    own = run_tokenizer(run["model"], run["tokenizer"])
+    if generated_here(run) and tokenizer in (None, own):  # the Detect page's form names the run's own
         return run["model"]
-    return tokenizer or run_tokenizer(run["model"], run["tokenizer"])
+    return tokenizer or own
 
 
 def _detection_plans(store: Store, run_ids: list[str], method: str | None, params: dict | None,
