@@ -172,3 +172,24 @@ def test_the_detect_pages_key_audit_tab_audits_a_runs_key_on_its_references(app_
     assert table.key.iloc[0].startswith("deployed (scrypt:") and (table.texts == 30).all()
     assert all(value.endswith("]") for value in table["FPR@0.01"])  # a rate and its exact interval
     assert any("Bonferroni over the 6 configurations" in text.value for text in app.markdown)
+
+
+def test_a_parameter_given_to_the_audit_is_set_over_the_runs_own_and_keeps_its_key(tmp_path):
+    """`detect --audit-keys K --param gamma=…` audited under the method's defaults with the parameter given: the run's
+    key (hash_key 99) was dropped for the default one, so the "deployed" key was not the deployer's."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+
+    rng = np.random.default_rng(3)
+    words = "the patient was given aspirin for pain and fever after surgery with no further".split()
+    store = Store(tmp_path / "audit.duckdb")
+    store.ensure_run("kgw-audit", {}, model="smollm2-135m-instruct", task="qa", method="KGW",
+                     params={"rng": "cpu", "hash_key": 99}, seed=1, n=20)
+    store.write_batch("kgw-audit", [
+        {"sample_idx": index, "prompt": f"q{index}", "reference": " ".join(rng.choice(words, 60)),
+         "watermarked_text": "w", "unwatermarked_text": "u"} for index in range(20)], [])
+    own = pipeline.audit_keys(store, "kgw-audit", None, 2)
+    given = pipeline.audit_keys(store, "kgw-audit", None, 2, params={"gamma": 0.5})
+    assert given.table.key.iloc[0] == own.table.key.iloc[0] and given.table.key.iloc[0].startswith("deployed (")
+    assert given.table["fpr_0.01"].tolist() == own.table["fpr_0.01"].tolist()  # gamma 0.5 is the run's own
+    store.close()

@@ -22,7 +22,8 @@ def register(commands) -> None:
     detect.lists_params = True
     detect.add_argument("--method", help=f"one of {method_names}; default: the run's own method")
     detect.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25 (default: the run's parameters)")
+                        help="e.g. rng=cpu, cuda_blocks=492, gamma=0.25, set over the run's own parameters (its key "
+                             "among them) where --method is the run's")
     detect.add_argument("--tokenizer", help="mistral-v1, llama-3, a Hugging Face id or a folder "
                         "(default: the one the run's model implies)")
     output_file(detect, "write sample_idx,text,score,num_tokens_scored to this CSV file",

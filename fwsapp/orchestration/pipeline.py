@@ -139,10 +139,9 @@ def audit_keys(store: Store, run_id: str, model_loader: ModelLoader, keys: int, 
 
     checked_seed(seed)
     run = store.run(run_id)
-    method = method or run["method"]
-    if problem := audit_problem(method):
+    if problem := audit_problem(methods.canonical_name(method or run["method"])):
         raise ValueError(problem)
-    params = params if params else (run["params"] if method == run["method"] else {})
+    method, params = detection_settings(run, method, params)
     audit_keys_drawn(info(method), 0, keys, seed)  # the count
     texts = corpus if corpus is not None else [
         text for text in store.generations(run_id).reference if isinstance(text, str) and text.strip()]
@@ -170,6 +169,14 @@ def undetectable(store: Store, run_ids: list[str], tokenizer: str | None = None)
         if run_id not in reasons and problems.get(name):
             reasons[run_id] = problems[name]
     return reasons
+
+
+def detection_settings(run: dict, method: str | None = None, params: dict | None = None) -> tuple[str, dict]:
+    """The method a run's texts are detected with (`method`, else the run's own) and its parameters, checked: the
+    run's own under its own method (its key among them), with `params` over them."""
+    chosen = methods.canonical_name(method or run["method"])
+    own = run["params"] if chosen == run["method"] else {}
+    return chosen, methods.info(chosen).checked_params({**own, **(params or {})})
 
 
 def detector_model(run: dict, tokenizer: str | None = None) -> str:
@@ -201,9 +208,7 @@ def _detection_plans(store: Store, run_ids: list[str], method: str | None, param
         if not store.count("generations", run_id):
             raise ValueError(f"{run_id} holds no texts (its scores were imported alone): there is nothing to detect "
                              "again; import its generations with them to detect its texts.")
-        chosen = methods.canonical_name(method or run["method"])
-        own = run["params"] if chosen == run["method"] else {}
-        merged = methods.info(chosen).checked_params({**own, **(params or {})})
+        chosen, merged = detection_settings(run, method, params)
         name = tokenizer or run_tokenizer(run["model"], run["tokenizer"])
         if not name:
             raise ValueError(f"{run_id}: its model is unknown, so name a tokenizer.")
