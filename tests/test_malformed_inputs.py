@@ -216,6 +216,18 @@ def test_detect_over_every_run_refuses_its_options_before_reading_any_run(db, ca
     assert_refused(["detect", "--all", *options, "--db", str(db)], [expected], db, capsys)
 
 
+@pytest.mark.parametrize("options, unused", [
+    (["--device", "cpu"], "--device"),
+    (["--dtype", "fp32", "--device", "cuda"], "--device and --dtype"),
+    (["--audit-keys", "2", "--dtype", "fp32"], "--dtype"),
+])
+def test_detect_refuses_loading_options_where_no_detector_reads_a_model(db, capsys, options, unused):
+    """KGW's detector reads no model, so --device and --dtype were ignored without a word."""
+    run_id = Store(db, read_only=True).runs().run_id.iloc[0]
+    assert_refused(["detect", "--run", run_id, *options, "--db", str(db)],
+                   [f"KGW's detector reads no model, so none is loaded: drop {unused}."], db, capsys)
+
+
 @pytest.mark.parametrize("options, expected", [
     (["--seed", "-1"], "--seed must be a whole number from 0 to 2,147,483,647"),
     (["--param", "p=5"], "typo: p=5.0 is out of range; it must be in [0, 1]"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fwsapp.cli.options import command, output_file, recognizer, target_options, write_csv
+from fwsapp.cli.options import command, loading_given, output_file, recognizer, target_options, write_csv
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.cli.terminal import detectable, existing_store, opened_targets, model_loader, progress_bar, table_text
 
@@ -117,11 +117,15 @@ def cmd_detect(args) -> int:
         targets = detectable(store, targets, args.tokenizer)
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
+    params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
+    if (unused := loading_given(args)) and targets and not args.predict and not pipeline.detection_reads_model(
+            store, targets, args.method, params):
+        named = ", ".join(sorted({args.method or store.run(run_id)["method"] for run_id in targets}))
+        raise ValueError(f"{named}'s detector reads no model, so none is loaded: drop {' and '.join(unused)}.")
     if args.audit_keys is not None:
-        return print_key_audit(store, targets, args)
+        return print_key_audit(store, targets, args, params)
     if args.by_length:
         return print_lengths(store, targets, args)
-    params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
     with progress_bar("detect", "text") as progress:
         sets = pipeline.detect(store, targets, model_loader(args), progress, method=args.method, params=params,
                                tokenizer=args.tokenizer, normalize=args.normalize, window=args.window,
@@ -208,15 +212,14 @@ def verdict_counts(records: list[dict]) -> str:
             + f" (too short: under {minimum['tokens']} scored tokens, {minimum['basis']})")
 
 
-def print_key_audit(store, targets: list[str], args) -> int:
-    """`detect --audit-keys K`: one run's method and key over human text (its references, or --corpus)."""
+def print_key_audit(store, targets: list[str], args, params: dict) -> int:
+    """`detect --audit-keys K`: one run's method and key (`params` set over the run's) over human text (its
+    references, or --corpus)."""
     from fwsapp.entities.recognizers.base import read_records_jsonl
     from fwsapp.orchestration import pipeline
-    from fwsapp.watermark.methods import parse_params
 
     run_id = targets[0]
     method = args.method or store.run(run_id)["method"]
-    params = parse_params(method, args.param) if args.param else None
     corpus = [line["text"] for line in read_records_jsonl(args.corpus)] if args.corpus else None
     found = pipeline.audit_keys(store, run_id, model_loader(args), args.audit_keys, args.seed or 0, method=method,
                                 params=params, tokenizer=args.tokenizer, corpus=corpus)

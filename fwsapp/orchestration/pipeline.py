@@ -179,6 +179,13 @@ def detection_settings(run: dict, method: str | None = None, params: dict | None
     return chosen, methods.info(chosen).checked_params({**own, **(params or {})})
 
 
+def detection_reads_model(store: Store, run_ids: list[str], method: str | None = None,
+                          params: dict | None = None) -> bool:
+    """Whether detecting these runs (under `method` and `params`, else their own) loads a model."""
+    return any(methods.info(chosen).detector_needs_model(merged)
+               for chosen, merged in (detection_settings(store.run(run_id), method, params) for run_id in run_ids))
+
+
 def detector_model(run: dict, tokenizer: str | None = None) -> str:
     """The model a detector that reads one (SWEET's entropy gate, a model-scored statistic) loads for a run's texts:
     the run's own model where it was generated here and no other tokenizer is named (a 7B model's run is tokenised
