@@ -201,7 +201,7 @@ def test_a_run_over_the_same_prompts_reuses_the_stored_reference_entropies(store
     monkeypatch.setattr(entropy, "teacher_forced", lambda *args, **kwargs: pytest.fail("recomputed a stored reference"))
     assert entropy.compute_entropies(store, second, lm) == 2
     assert entropy.compute_entropies(store, second, lm) == 0  # a repeated command changes nothing
-    assert store.sample_entropies(second, 1) == store.sample_entropies(first, 1)
+    assert store.sample_entropies(second, 1, lm.name) == store.sample_entropies(first, 1, lm.name)
 
 
 def test_a_reference_that_names_no_disease_is_said_so_and_sorted_after_compared_samples():

@@ -205,6 +205,32 @@ def test_mentions_analysed_before_their_entropies_read_them_once_stored(lm, tmp_
 
 
 @pytest.mark.model
+def test_a_samples_mentions_read_one_entropy_models_values(lm, tmp_path):
+    """A run with entropies under two stand-in models (its unwatermarked answers under the second alone): a new analysis
+    (another threshold) read each text kind's entropies from whichever model's row came last, the unwatermarked
+    answer's mentions under one model and the watermarked one's under another; now under the model named for it."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+    from tests.conftest import served_run_db
+
+    path = tmp_path / "served.duckdb"
+    run_id = served_run_db(path, ["Diabetes mellitus and asthma are common.", "Gout is a painful arthritis."],
+                           lm.tokenizer)
+    store = Store(path)
+    pipeline.analyze(store, [run_id], lambda name: lm, entropy_model=lm.name, recognizer="mesh")
+    first = store.entities([run_id]).set_index(["sample_idx", "text_kind", "start_char"]).entropy
+    with store.transaction() as cursor:  # a second stand-in's entropies of the unwatermarked answers, all 9 nats
+        cursor.execute("INSERT INTO entropies SELECT run_id, sample_idx, text_kind, 'other-model', token_ids, "
+                       "token_spans, list_transform(entropy, lambda value: 9.0) FROM entropies WHERE text_kind = 'unwatermarked'")
+    pipeline.analyze(store, [run_id], lambda name: lm, entropy_model=lm.name, recognizer="mesh", threshold=0.5)
+    entities = store.entities([run_id])
+    second = entities[entities.config.str.endswith("sim<0.5")].set_index(["sample_idx", "text_kind", "start_char"])
+    assert (second.index.get_level_values("text_kind") == "unwatermarked").any()
+    assert second.entropy.to_dict() == first.to_dict()
+    store.close()
+
+
+@pytest.mark.model
 def test_a_run_stopped_by_a_failing_server_says_so_in_one_line_and_resumes_to_the_same_samples(lm, tmp_path):
     from fwsapp.generation.serving import ServingEngine, ServingError
     from fwsapp.orchestration import pipeline

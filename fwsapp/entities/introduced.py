@@ -165,10 +165,12 @@ def _covered(spans, start: int, end: int) -> list[int]:
     return [index for index, (token_start, token_end) in enumerate(spans) if token_start < end and token_end > start]
 
 
-def _token_info(store, run: dict, row, tokenizer) -> dict[str, tuple[list, list]]:
-    """Per text kind: (token character spans, token entropies), where known."""
+def _token_info(store, run: dict, row, tokenizer, entropy_model: str | None) -> dict[str, tuple[list, list]]:
+    """Per text kind: (token character spans, token entropies), where known; the teacher-forced ones under
+    `entropy_model` alone, so no sample reads its reference under one model and its answer under another."""
     info = {}
-    for kind, spans, entropy in store.sample_entropies(run["run_id"], int(row.sample_idx)):
+    for kind, spans, entropy in store.sample_entropies(run["run_id"], int(row.sample_idx), entropy_model) \
+            if entropy_model else ():
         info[kind] = ([tuple(span) for span in spans], list(entropy))
     if generated_here(run) and tokenizer is not None:  # else the teacher-forced ones: a server records none
         from fwsapp.entities.entropy import token_spans
@@ -181,10 +183,12 @@ def _token_info(store, run: dict, row, tokenizer) -> dict[str, tuple[list, list]
 
 
 def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
-                threshold: float = HALLUCINATION_THRESHOLD, progress=None) -> int:
+                threshold: float = HALLUCINATION_THRESHOLD, progress=None, entropy_model: str | None = None) -> int:
     """Find the disease entities of every text of a run, mark introduced and hallucinated ones, map them
-    to tokens and their entropy, and store them; samples already analysed are skipped."""
+    to tokens and their entropy (teacher-forced under `entropy_model`, else under the model the run holds most
+    entropies of), and store them; samples already analysed are skipped."""
     run = store.run(run_id)
+    entropy_model = entropy_model or store.most_entropies_model(run_id)
     config = analysis_config(recognizer.backend, encoder.name, threshold)
     done = store.analysed_samples(run_id, config)
     samples = [row for row in store.generations(run_id).itertuples() if int(row.sample_idx) not in done]
@@ -192,7 +196,7 @@ def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
         texts = {kind: (row.reference if kind == "reference" else getattr(row, f"{kind}_text")) for kind in TEXT_KINDS}
         texts = {kind: text for kind, text in texts.items() if isinstance(text, str)}
         found = dict(zip(texts, recognizer.find_many(list(texts.values()))))
-        tokens = _token_info(store, run, row, tokenizer)
+        tokens = _token_info(store, run, row, tokenizer, entropy_model)
         generated_kinds = [kind for kind in ("unwatermarked", "watermarked") if kind in texts]
         pairs = dict(zip(generated_kinds, analyze_pairs(
             [texts["reference"]] * len(generated_kinds), [texts[kind] for kind in generated_kinds],

@@ -385,7 +385,7 @@ def analyze(store: Store, run_ids: list[str], model_loader: ModelLoader, progres
         outcome.entropies[run_id] = compute_entropies(store, run_id, lm) if lm is not None else (0 if name else None)
         outcome.entities[run_id] = 0 if entities_done(run_id, size) else analyze_run(
             store, run_id, load_recognizer(recognizer_name), load_encoder(), lm.tokenizer if lm else None,
-            threshold=threshold, progress=step)
+            threshold=threshold, progress=step, entropy_model=lm.name if lm else None)
         outcome.facts[run_id] = analyze_run_facts(store, run_id, finder, cancel=cancel)
         if step:
             step(size, size)
