@@ -363,7 +363,7 @@ def test_an_export_holds_one_judges_verdicts_the_runs_default_or_the_one_named(s
     strict = export_table(store, run_id, "strict-judge").dropna(subset=["judge_model"])
     assert len(strict) == 2 and set(strict.judge_factual_accuracy_watermarked) == {1.0} \
         and set(strict.judge_relevance_unwatermarked) == {2.0}
-    with pytest.raises(ValueError, match=f"The run {run_id} has no verdicts by the judge 'nobody'; its judges are "
+    with pytest.raises(ValueError, match=f"Run {run_id}: No verdicts by the judge 'nobody'; the judges are "
                                          "gpt-4o, strict-judge."):
         export_table(store, run_id, "nobody")
     store.close()
@@ -372,7 +372,7 @@ def test_an_export_holds_one_judges_verdicts_the_runs_default_or_the_one_named(s
     assert set(pd.read_parquet(out).judge_coherence_unwatermarked.dropna()) == {2.0}
     assert main(["export", "--run", run_id, "--judge", "nobody", "--out", str(tmp_path / "no.csv"),
                  "--db", str(path)]) == 2
-    assert "has no verdicts by the judge 'nobody'" in capsys.readouterr().err and not (tmp_path / "no.csv").exists()
+    assert "No verdicts by the judge 'nobody'" in capsys.readouterr().err and not (tmp_path / "no.csv").exists()
 
 
 def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(store):

@@ -52,7 +52,7 @@ def counted_judgments(judgments: pd.DataFrame, include_smoke_tests: bool = False
     elif judgments.empty or judge not in set(judgments.judge_model):
         named = counted_judges(judgments, include_smoke_tests=True)
         raise ValueError(f"No verdicts by the judge {judge!r}; "
-                         + (f"the judges are {', '.join(named)}." if named else "no run is judged yet."))
+                         + (f"the judges are {', '.join(named)}." if named else "nothing here is judged yet."))
     return judgments[judgments.judge_model == judge]
 
 

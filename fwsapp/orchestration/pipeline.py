@@ -139,9 +139,9 @@ def audit_keys(store: Store, run_id: str, model_loader: ModelLoader, keys: int, 
 
     checked_seed(seed)
     run = store.run(run_id)
-    if problem := audit_problem(methods.canonical_name(method or run["method"])):
-        raise ValueError(problem)
     method, params = detection_settings(run, method, params)
+    if problem := audit_problem(method):
+        raise ValueError(problem)
     audit_keys_drawn(info(method), 0, keys, seed)  # the count
     texts = corpus if corpus is not None else [
         text for text in store.generations(run_id).reference if isinstance(text, str) and text.strip()]

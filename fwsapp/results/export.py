@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp.judge.parser import ASPECTS
-from fwsapp.judge.summary import KINDS, counted_judges, per_sample_scores
+from fwsapp.judge.summary import KINDS, counted_judges, counted_judgments, per_sample_scores
 from fwsapp.paths import replaceable_output, write_output
 from fwsapp.quality.scoring import read_values
 from fwsapp.quality.registry import in_stored_order
@@ -86,18 +86,16 @@ def judge_columns(store: Store, run_id: str, judge: str | None = None) -> pd.Dat
     """Per judged sample, one judge's 1-5 scores of each text, `judge_<aspect>_<kind>` (the mean of its verdicts in
     both orders), how many verdicts, and the judge (`judge_model`): `judge`, else the run's default (`run_judges`).
     Judges' scales differ, so a row never pools two, as no figure does."""
-    judges = run_judges(store, run_id)
-    if judge is not None and judge not in judges:
-        raise ValueError(f"The run {run_id} has no verdicts by the judge {judge!r}; "
-                         + (f"its judges are {', '.join(judges)}." if judges else "it is not judged yet."))
-    judge = judge or (judges[0] if judges else None)
-    judgments = store.judgments([run_id])
-    samples = per_sample_scores(judgments[judgments.judge_model == judge])
+    try:
+        verdicts = counted_judgments(store.judgments([run_id]), include_smoke_tests=True, judge=judge)
+    except ValueError as error:
+        raise ValueError(f"Run {run_id}: {error}") from None
+    samples = per_sample_scores(verdicts)
     if samples.empty:
         return pd.DataFrame(columns=["sample_idx"])
     scores = {f"{aspect}_{kind}": f"judge_{aspect}_{kind}" for kind in KINDS for aspect in ASPECTS}
     return samples[["sample_idx", *scores]].rename(columns=scores).assign(
-        judge_verdicts=samples.orders.to_numpy(), judge_model=judge)
+        judge_verdicts=samples.orders.to_numpy(), judge_model=verdicts.judge_model.iloc[0])
 
 
 def export_table(store: Store, run_id: str, judge: str | None = None) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_qu
 from fwsapp.results.paired import comparison_table
 from fwsapp.quality.scoring import read_values
 from fwsapp.results.tables import judge_drop_table
+from fwsapp.store import generated_here
 from fwsapp.ui.resources import db_path, model, store
 
 
@@ -298,10 +299,10 @@ def token_flags(revision_key: str, run_id: str, sample_idx: int, kind: str, over
     if token_ids is None or not hasattr(token_ids, "__len__"):
         raise ValueError(f"This run stores no {kind} tokens (post-hoc detectors generate no watermarked text).")
     token_ids = [int(token) for token in token_ids]
-    if run["config"].get("server"):  # its ids are the engine's: read with its tokenizer, no model is loaded here
+    if not generated_here(run):  # a serving engine's ids: read with its tokenizer, as its model is not here
         from fwsapp.models.tokenizers import load_tokenizer, run_tokenizer
 
-        tokenizer = load_tokenizer(run_tokenizer(run["model"], run["config"].get("tokenizer")))
+        tokenizer = load_tokenizer(run_tokenizer(run["model"], run["tokenizer"]))
         return explain(run["method"], run["params"], None, token_ids, tokenizer.encode(row.prompt),
                        fitted=store().run_fit(run_id), tokenizer=tokenizer)
     lm = model(run["model"])
