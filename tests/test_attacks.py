@@ -79,6 +79,16 @@ def test_each_attack_declares_what_it_edits_keeps_and_reads(name):
         assert entry.host_text(entry.defaults) in HOST_TEXTS
 
 
+@pytest.mark.parametrize("name", ATTACKS.names())
+def test_an_attack_loads_a_model_here_only_as_a_forger_or_through_the_local_backend(name):
+    """What `attack` reads to refuse --device and --dtype where nothing is loaded."""
+    entry = ATTACKS[name]
+    assert entry.reads_model(entry.checked_params(entry.test_params)) == runs_a_model(name)
+    if "backend" in entry.needs:  # a server rewrites: no model loaded here
+        served = {**entry.test_params, "backend": "compatible", "base_url": "http://localhost:8000/v1", "model": "m"}
+        assert not entry.reads_model(entry.checked_params(served))
+
+
 @pytest.mark.parametrize("declaration, problem", [
     ({"edits": "everything"}, "edits='everything' is none of"),
     ({"params": {"keep_entities": (False, None)}}, "keep_entities is implied by `protects`"),

@@ -228,6 +228,23 @@ def test_detect_refuses_loading_options_where_no_detector_reads_a_model(db, caps
                    [f"KGW's detector reads no model, so none is loaded: drop {unused}."], db, capsys)
 
 
+@pytest.mark.parametrize("command, expected", [
+    (["score", "--metrics", "rouge", "f1", "--device", "cpu"],
+     "No metric asked for (rouge, f1) reads with a language model, so none is loaded: drop --device."),
+    (["judge", "--backend", "openai", "--dtype", "fp32"],
+     "The openai judge's model answers from its server, so none is loaded: drop --dtype."),
+    (["analyze", "--device", "cpu"], "Every one of these runs was imported or served (its generator is not loaded "
+                                     "here) and no --entropy-model is named, so none is loaded: drop --device."),
+    (["attack", "--attack", "typo", "--device", "cpu", "--dtype", "fp32"],
+     "typo reads no model, nor does KGW's detector, so none is loaded: drop --device and --dtype."),
+])
+def test_commands_refuse_loading_options_where_they_load_no_model(db, capsys, command, expected):
+    """Only `generate --server`, `serve-detection` and `detect` refused them; `score`, `judge`, `analyze` and `attack`
+    went on without a word, loading nothing, or asked OpenAI and stored its verdicts."""
+    run_id = Store(db, read_only=True).runs().run_id.iloc[0]
+    assert_refused([*command, "--run", run_id, "--db", str(db)], [expected], db, capsys)
+
+
 @pytest.mark.parametrize("options, expected", [
     (["--seed", "-1"], "--seed must be a whole number from 0 to 2,147,483,647"),
     (["--param", "p=5"], "typo: p=5.0 is out of range; it must be in [0, 1]"),

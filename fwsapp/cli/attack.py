@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fwsapp.cli.options import command, target_options
+from fwsapp.cli.options import command, loading_given, refuse_unused_loading, target_options
 from fwsapp.cli.terminal import detectable, opened_targets, model_loader, progress_bar
 
 
@@ -37,7 +37,7 @@ def cmd_attack(args) -> int:
     # The options first: a refusal after the runs are read came below a line for every run --all skips.
     params = dict(split_pair(pair) for pair in args.param)
     checked_seed(args.seed)
-    check_attack_params(args.attack, params)
+    entry, checked = check_attack_params(args.attack, params)
     store, targets = opened_targets(args)
     if args.all:  # every run that has watermarked texts to attack; the others are named, not a reason to stop
         runs = ready(store.runs())
@@ -47,6 +47,10 @@ def cmd_attack(args) -> int:
             print(f"{run_id}: skipped (no watermarked texts yet, still generating, or a post-hoc detector)",
                   file=sys.stderr)
         targets = detectable(store, attackable, args.tokenizer)
+    if loading_given(args) and targets and not entry.reads_model(checked):
+        named = ", ".join(sorted({store.run(run_id)["method"] for run_id in targets}))
+        refuse_unused_loading(args, pipeline.detection_reads_model(store, targets),
+                              f"{args.attack} reads no model, nor does {named}'s detector")
     with progress_bar(f"attack {args.attack}", "text") as progress:
         sets = pipeline.attack(store, targets, model_loader(args), progress, attack=args.attack, params=params,
                                seed=args.seed, tokenizer=args.tokenizer, normalize=args.normalize)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from fwsapp.cli.options import command, loading_given, output_file, recognizer, target_options, write_csv
+from fwsapp.cli.options import (command, loading_given, output_file, recognizer, refuse_unused_loading, target_options,
+                                write_csv)
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
 from fwsapp.cli.terminal import detectable, existing_store, opened_targets, model_loader, progress_bar, table_text
 
@@ -118,10 +119,10 @@ def cmd_detect(args) -> int:
     if args.out and len(targets) != 1:
         raise ValueError("--out writes one run's scores: give a single --run.")
     params = parse_params(args.method or store.run(targets[0])["method"], args.param) if args.param else {}
-    if (unused := loading_given(args)) and targets and not args.predict and not pipeline.detection_reads_model(
-            store, targets, args.method, params):
+    if loading_given(args) and targets and not args.predict:
         named = ", ".join(sorted({args.method or store.run(run_id)["method"] for run_id in targets}))
-        raise ValueError(f"{named}'s detector reads no model, so none is loaded: drop {' and '.join(unused)}.")
+        refuse_unused_loading(args, pipeline.detection_reads_model(store, targets, args.method, params),
+                              f"{named}'s detector reads no model")
     if args.audit_keys is not None:
         return print_key_audit(store, targets, args, params)
     if args.by_length:

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 
-from fwsapp.cli.options import command, target_options
+from fwsapp.cli.options import command, refuse_unused_loading, target_options
 from fwsapp.cli.terminal import opened_targets, INTERRUPTED, first_interrupt_stops, model_loader, progress_bar
 
 
@@ -39,6 +39,8 @@ def cmd_judge(args) -> int:
     from fwsapp.judge.registry import JUDGE_BACKENDS
     from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
 
+    refuse_unused_loading(args, JUDGE_BACKENDS[args.backend].in_process,
+                          f"The {args.backend} judge's model answers from its server")
     for option, value in (("--max-attempts", args.max_attempts), ("--concurrency", args.concurrency)):
         if value < 1:
             raise ValueError(f"{option} must be at least 1, not {value}.")

@@ -64,6 +64,13 @@ def loading_given(args) -> list[str]:
     return [option for option, value in (("--device", args.device), ("--dtype", args.dtype)) if value]
 
 
+def refuse_unused_loading(args, reads_model: bool, why: str) -> None:
+    """--device and --dtype refused where the command, as asked, loads no model (`why` says so): they were ignored
+    without a word."""
+    if (unused := loading_given(args)) and not reads_model:
+        raise ValueError(f"{why}, so none is loaded: drop {' and '.join(unused)}.")
+
+
 # Suffixes that name a format: an --out named for another format than its command writes is refused (a spreadsheet
 # program opens JSONL named .csv as broken rows). Any other suffix is the user's choice.
 FORMAT_SUFFIXES = {".csv": "CSV", ".jsonl": "JSONL", ".json": "JSON", ".parquet": "Parquet"}

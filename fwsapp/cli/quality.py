@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from fwsapp.cli.options import command, recognizer, target_options
+from fwsapp.cli.options import command, recognizer, refuse_unused_loading, target_options
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
@@ -22,7 +22,11 @@ def register(commands) -> None:
 
 def cmd_score(args) -> int:
     from fwsapp.orchestration import pipeline
+    from fwsapp.quality.registry import METRICS, default_metrics
 
+    metrics = args.metrics or default_metrics()
+    refuse_unused_loading(args, any("model" in METRICS[name].needs for name in metrics),
+                          f"No metric asked for ({', '.join(metrics)}) reads with a language model")
     store, targets = opened_targets(args)
     with progress_bar("score", "sample × metric") as progress:
         counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,

@@ -138,6 +138,11 @@ class AttackPlugIn(PlugIn, DeclaredParams):
         return params.get("recognizer", self.params["recognizer"][0] if "recognizer" in self.params
                           else MODEL_FREE_RECOGNIZER)
 
+    def reads_model(self, checked: dict) -> bool:
+        """Whether attacking with these checked parameters loads a language model here: a forger's adversary, or an LLM
+        attack through the in-process backend (one through a server loads none)."""
+        return "model" in self.needs or ("backend" in self.needs and JUDGE_BACKENDS[checked["backend"]].in_process)
+
     def checked_params(self, params: dict) -> dict:
         """The defaults updated with `params` (strings from the command line typed as the defaults are), checked; an
         LLM attack's backend has what it needs (a server's URL and model), in the attack's own parameter names."""
