@@ -108,6 +108,16 @@ def test_budget_cap_stops_cleanly_and_the_rest_resumes(store):
         assert len(store.judgments([run_id])) == 10
 
 
+def test_a_budget_no_price_can_count_is_refused_before_any_request(store):
+    """A model with no known price counted no spend, so the cap was never reached: every pair was asked for."""
+    run_id = make_run(store, n=4)
+    with StubServer(latency=0.01) as stub:
+        with pytest.raises(ValueError, match=r"A budget of \$1 cannot be kept with stub-judge: no price is known"):
+            run_judge(store, [run_id], backend(stub, model="stub-judge"), JudgeSettings(budget_usd=1.0, **FAST))
+        assert stub.requests == []
+    assert store.judgments([run_id]).empty
+
+
 def authorizations(stub) -> list[str]:
     return [value for headers in stub.headers_seen for key, value in headers.items() if key.lower() == "authorization"]
 

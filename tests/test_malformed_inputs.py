@@ -328,6 +328,10 @@ def test_a_study_seed_beyond_32_bits_is_refused(db, capsys):
     (["--all", "--backend", "local", "--timeout", "0"], ["--timeout must be a number of seconds above 0, not 0"]),
     (["--all", "--backend", "local", "--budget", "nan"], ["--budget must be a number of US$ from 0, not nan"]),
     (["--all", "--backend", "local", "--budget", "-1"], ["--budget must be a number of US$ from 0, not -1"]),
+    # No price is known for these models, so the spend stayed uncounted and the cap was never reached.
+    (["--all", "--backend", "local", "--budget", "5"], ["A budget of $5 cannot be kept with", "no price is known"]),
+    (["--all", "--backend", "compatible", "--base-url", "http://127.0.0.1:9/v1", "--judge-model", "my-llama",
+      "--budget", "0.5"], ["A budget of $0.5 cannot be kept with my-llama: no price is known for it (only for gpt-4o"]),
 ])
 def test_bad_judge_arguments(db, capsys, extra, expected):
     assert_refused(["judge", *extra, "--db", str(db)], expected, db, capsys)
@@ -452,6 +456,7 @@ def test_an_uploaded_spec_names_only_shipped_or_uploaded_datasets(dataset):
     ("", "", 'judge = { backend = "local", concurrency = 0 }', "concurrency must be a whole number of at least 1"),
     ("", "", 'judge = { backend = "local", max_attempts = 0 }', "max_attempts must be a whole number of at least 1"),
     ("", "", 'judge = { backend = "local", budget = "1" }', "[steps] judge budget must be a number at least 0"),
+    ("", "", 'judge = { backend = "local", budget = 1 }', "[steps] judge: A budget of $1 cannot be kept with"),
     ("", "", 'judge = { backend = "local", swap = "no" }', "[steps] judge swap must be true or false, not 'no'."),
     ("", "", 'judge = { backend = "local", timeout = -1 }', "[steps] judge timeout must be a number above 0"),
     ("", "", 'judge = { backend = ["local"] }', "[steps] judge backend must be one of"),

@@ -198,6 +198,8 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
         app.radio(key="judge-backend").set_value("compatible").run()
         app.text_input(key="judge-base-url").set_value(stub.base_url).run()
         app.text_input(key="judge-model-compatible").set_value("stub-judge").run()
+        # No price is known for stub-judge: a cap on its spend could never be reached.
+        assert next(box for box in app.checkbox if box.label == "Budget cap").disabled
         key = "sk-typed-on-the-page-7731"
         app.text_input(key="judge-api-key-compatible").set_value(key).run()
         next(b for b in app.button if b.label == "Test connection").click().run()

@@ -37,7 +37,7 @@ def cmd_judge(args) -> int:
     from fwsapp.orchestration import pipeline
     from fwsapp.judge.backends import local_duration
     from fwsapp.judge.registry import JUDGE_BACKENDS
-    from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs
+    from fwsapp.judge.runner import JudgeSettings, estimate, plan_pairs, unkept_budget
 
     refuse_unused_loading(args, JUDGE_BACKENDS[args.backend].in_process,
                           f"The {args.backend} judge's model answers from its server")
@@ -48,6 +48,8 @@ def cmd_judge(args) -> int:
         raise ValueError(f"--timeout must be a number of seconds above 0, not {args.timeout:g}.")
     if args.budget is not None and not 0 <= args.budget < math.inf:
         raise ValueError(f"--budget must be a number of US$ from 0, not {args.budget:g}.")
+    if unkept := unkept_budget(args.judge_model or JUDGE_BACKENDS[args.backend].default_model, args.budget):
+        raise ValueError(unkept)  # before a local judge's model is loaded
     store, targets = opened_targets(args)
     api_key = None
     if args.api_key_env:

@@ -28,7 +28,7 @@ from typing import Callable
 
 from fwsapp import counted
 from fwsapp.judge import prompts
-from fwsapp.judge.backends import Completion, JudgeError, price, requests_abandoned_on_interrupt
+from fwsapp.judge.backends import PRICES, Completion, JudgeError, price, requests_abandoned_on_interrupt
 from fwsapp.models.server import with_retries
 from fwsapp.judge.registry import CONCURRENT_REQUESTS
 from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
@@ -258,6 +258,16 @@ def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Eve
     return row, usage
 
 
+def unkept_budget(judge_model: str, budget_usd: float | None) -> str | None:
+    """Why a budget cap cannot be kept with this judge model, or None. The spend is counted from the model's price per
+    token; a model with none known here (a local or self-served model, an OpenAI model not in PRICES) never reached
+    the cap, so every pair was asked for under a cap that was no cap."""
+    if budget_usd is None or price(judge_model) is not None:
+        return None
+    return (f"A budget of ${budget_usd:g} cannot be kept with {judge_model}: no price is known for it (only for "
+            f"{', '.join(PRICES)}), so its spend is not counted. Drop the budget, or judge with one of those.")
+
+
 def run_judge(
     store: Store,
     run_ids: list[str],
@@ -268,6 +278,8 @@ def run_judge(
 ) -> Outcome:
     """Judge every missing pair of the runs; verdicts are written as they arrive."""
     settings = settings or JudgeSettings()
+    if unkept := unkept_budget(backend.model, settings.budget_usd):
+        raise ValueError(unkept)
     plan = plan_pairs(store, run_ids, backend.model, settings)
     pairs = plan.pairs
     outcome = Outcome(requested=len(pairs), skipped=plan.already_judged, without_text=plan.without_text)

@@ -211,6 +211,7 @@ def _dataset_path(name: str, base: Path, task: str, value, uploaded: bool) -> st
 
 def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
     from fwsapp.judge.registry import JUDGE_BACKENDS
+    from fwsapp.judge.runner import unkept_budget
     from fwsapp.quality.registry import METRICS
     from fwsapp.entities.recognizers import recognizers_of
 
@@ -252,6 +253,8 @@ def _steps(name: str, raw: dict, allow_large: bool = False) -> Steps:
             raise SpecError(f"{name}: [steps] judge swap must be true or false, not {judge['swap']!r}.")
         _number(name, "[steps] judge", judge, "timeout", low=0, open_low=True)
         _number(name, "[steps] judge", judge, "budget", low=0)
+        if unkept := unkept_budget(judge.get("model") or entry.default_model, judge.get("budget")):
+            raise SpecError(f"{name}: [steps] judge: {unkept}")
     return Steps(score=tuple(score), analyze=AnalyzeStep(**analyze) if isinstance(analyze, dict) else None,
                  judge=JudgeStep(**judge) if judge is not None else None, attack=_attacks(name, steps.get("attack", []), allow_large))
 
