@@ -476,6 +476,37 @@ def test_entropy_page_opens_on_a_task_with_data_keeps_colours_and_dismisses_old_
     assert not app.get("progress") and "Cancel" not in [button.label for button in app.button]
 
 
+def test_a_runs_entropies_are_read_under_one_model_for_every_text_kind(tmp_path):
+    """Chosen per text kind by most tokens, a run's watermarked densities came from one stand-in and its unwatermarked
+    ones from another (its watermarked texts longer in one's tokens, its unwatermarked in the other's), and the Entropy
+    page and the report set the two against each other."""
+    import json
+
+    from fwsapp.entities.entropy import read_entropy_model, token_values
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.results.report import collect
+    from fwsapp.store import Store
+
+    db = Store(tmp_path / "two-stand-ins.duckdb")
+    rows = [{"prompt": "Is gout painful?", "natural_text": "Gout is painful.", "unwatermarked_text": "Gout aches.",
+             "watermarked_text": "Gout hurts; rest helps."}]
+    run_id = import_logs(db, method="KGW", model="meditron", task_name="qa",
+                         generations=LogFile("meditron.json", json.dumps(rows).encode()))
+    for model, lengths, value in (("stand-in-a", {"watermarked": 6, "unwatermarked": 2}, 1.0),
+                                  ("stand-in-b", {"watermarked": 3, "unwatermarked": 3, "reference": 1}, 5.0)):
+        db.write_rows("entropies", run_id, [
+            {"sample_idx": 0, "text_kind": kind, "model": model, "token_ids": list(range(length)),
+             "token_spans": [[index, index + 1] for index in range(length)], "entropy": [value] * length}
+            for kind, length in lengths.items()])
+    values = token_values(db)
+    assert set(values.entropy_model) == {"stand-in-a"}  # 8 tokens against 7, for every kind
+    assert values.groupby("text_kind").size().to_dict() == {"unwatermarked": 2, "watermarked": 6}
+    assert collect(db)["runs"][0]["entities"]["entropy_model"] == "stand-in-a"
+    # A new entity analysis with no model named reads the same one (it read the model with most texts: b's 3 against 2).
+    assert read_entropy_model(db, run_id) == "stand-in-a"
+    db.close()
+
+
 def test_the_entropy_page_draws_one_models_runs_at_a_time_and_names_the_stand_in(app_db, lm):
     """Two models' imported KGW runs read alike ("KGW · imported"): their texts were one curve, pooled. And an
     import's entropies are under a stand-in model, which the page names; a second stand-in is never pooled in."""

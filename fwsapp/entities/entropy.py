@@ -73,14 +73,22 @@ def compute_entropies(store, run_id: str, lm, progress=None) -> int:
 
 
 def token_values(store, run_ids: list[str] | None = None):
-    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy_model, entropy; each run's texts of
-    one kind under one model, so two models' entropies are never pooled: an imported run analysed again under another
-    entropy model keeps the one that holds most of its tokens."""
+    """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy_model, entropy; each run's texts
+    under one model, so two models' entropies are never pooled: an imported run analysed again under another entropy
+    model keeps the one that holds most of its tokens. Chosen per run, not per text kind: the watermarked texts'
+    densities are read against the unwatermarked ones, and each kind's own most-tokens model could differ (another
+    stand-in's interrupted analysis, another tokenizer's lengths)."""
     values = store.token_entropies(run_ids)
-    counts = values.groupby(["run_id", "text_kind", "entropy_model"], as_index=False).size()
+    counts = values.groupby(["run_id", "entropy_model"], as_index=False).size()
     kept = counts.sort_values(["size", "entropy_model"], ascending=[False, True], kind="stable").drop_duplicates(
-        ["run_id", "text_kind"])
-    return values.merge(kept[["run_id", "text_kind", "entropy_model"]], on=["run_id", "text_kind", "entropy_model"])
+        "run_id")
+    return values.merge(kept[["run_id", "entropy_model"]], on=["run_id", "entropy_model"])
+
+
+def read_entropy_model(store, run_id: str) -> str | None:
+    """The model a run's texts are read under where none is named (`token_values`'s choice), or None."""
+    values = token_values(store, [run_id])
+    return values.entropy_model.iloc[0] if len(values) else None
 
 
 def bin_shares(values) -> dict[str, float]:

@@ -185,10 +185,12 @@ def _token_info(store, run: dict, row, tokenizer, entropy_model: str | None) -> 
 def analyze_run(store, run_id: str, recognizer, encoder, tokenizer=None,
                 threshold: float = HALLUCINATION_THRESHOLD, progress=None, entropy_model: str | None = None) -> int:
     """Find the disease entities of every text of a run, mark introduced and hallucinated ones, map them
-    to tokens and their entropy (teacher-forced under `entropy_model`, else under the model the run holds most
-    entropies of), and store them; samples already analysed are skipped."""
+    to tokens and their entropy (teacher-forced under `entropy_model`, else under the model the Entropy page reads
+    the run under: `read_entropy_model`), and store them; samples already analysed are skipped."""
+    from fwsapp.entities.entropy import read_entropy_model
+
     run = store.run(run_id)
-    entropy_model = entropy_model or store.most_entropies_model(run_id)
+    entropy_model = entropy_model or read_entropy_model(store, run_id)
     config = analysis_config(recognizer.backend, encoder.name, threshold)
     done = store.analysed_samples(run_id, config)
     samples = [row for row in store.generations(run_id).itertuples() if int(row.sample_idx) not in done]

@@ -152,8 +152,9 @@ def entities_block(run_id: str, entity_rows: pd.DataFrame, analyses: pd.DataFram
         "introduced_per_text": {kind: _number(row, f"introduced per text ({kind})") for kind in kinds},
         "hallucination_rate": {kind: _number(row, f"unsupported by the reference % ({kind})") for kind in kinds},
         "mentions": {kind: int(row[f"disease mentions ({kind})"]) if len(row) else 0 for kind in kinds},
-        # Whose next-token distributions the entropies are of: the run's own model, or for an import a stand-in.
-        "entropy_model": ", ".join(sorted(set(own_entropy.entropy_model))) or None,
+        # Whose next-token distributions the entropies are of (one per run, `token_values`): the run's own model, or
+        # for an import a stand-in.
+        "entropy_model": own_entropy.entropy_model.iloc[0] if len(own_entropy) else None,
         "entropy_bins": {
             kind: bin_shares(own_entropy.loc[own_entropy.text_kind == kind, "entropy"])
             for kind in ("reference", "unwatermarked", "watermarked")

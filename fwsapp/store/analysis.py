@@ -64,12 +64,6 @@ class AnalysisTables(StoreCore):
             "SELECT text_kind, token_spans, entropy FROM entropies WHERE run_id = ? AND sample_idx = ? AND model = ?",
             [run_id, int(sample_idx), model])
 
-    def most_entropies_model(self, run_id: str) -> str | None:
-        """The model whose teacher-forced entropies a run holds for most texts (the first by name on a tie), or None."""
-        rows = self.rows("SELECT model FROM entropies WHERE run_id = ? GROUP BY model ORDER BY count(*) DESC, model "
-                         "LIMIT 1", [run_id])
-        return rows[0][0] if rows else None
-
     def token_entropies(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         """Long table of per-token entropies: run_id, sample_idx, text_kind, entropy_model (the model whose
         distribution they are of), entropy (generated texts from the generation job, under the run's model;
