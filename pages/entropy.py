@@ -5,7 +5,7 @@ import streamlit as st
 from fwsapp.data.tasks import TASKS
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW
-from fwsapp.results.entropy_shift import bin_table, density_frame, stand_in_models
+from fwsapp.results.entropy_shift import bin_table, density_frame, entropy_models, stand_in_models
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import elsewhere_sources, with_settings
@@ -55,6 +55,12 @@ def chosen_runs(runs, values, measured) -> tuple[str, object]:
     if len(models) > 1:
         chosen_model = st.radio("Model", models, horizontal=True, key="entropy-model", format_func=markup.message)
         of_task = of_task[of_task.model == chosen_model]
+    # One generator's runs may be read under two models (imports analysed with two stand-ins): their unwatermarked
+    # texts would be one curve of two models' entropies, and each watermarked run set against it.
+    if len(read_under := entropy_models(values, of_task)) > 1:
+        chosen_under = st.radio("Entropies under", read_under, horizontal=True, key="entropy-under",
+                                format_func=markup.message)
+        of_task = of_task[of_task.run_id.isin(set(values[values.entropy_model == chosen_under].run_id))]
     if stand_ins := stand_in_models(values[values.run_id.isin(set(of_task.run_id))], of_task):
         st.caption(markup.message(f"The entropies of the {elsewhere_sources(of_task)} runs are under "
                                   f"{', '.join(stand_ins)}, "

@@ -507,6 +507,32 @@ def test_a_runs_entropies_are_read_under_one_model_for_every_text_kind(tmp_path)
     db.close()
 
 
+def test_the_entropy_page_draws_one_entropy_models_runs_where_a_generators_runs_were_read_under_two(app_db):
+    """Two imports of one generator analysed with two stand-ins: their unwatermarked texts were one curve of both
+    stand-ins' entropies, each watermarked run set against it."""
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    ids = [imported_qa_db(app_db, n=n) for n in (3, 4)]
+    db = Store(app_db)
+    for run_id, model, value in ((ids[0], "stand-in-a", 1.0), (ids[1], "stand-in-b", 5.0)):
+        db.write_rows("entropies", run_id, [
+            {"sample_idx": index, "text_kind": kind, "model": model, "token_ids": [1, 2, 3],
+             "token_spans": [[0, 1], [1, 2], [2, 3]], "entropy": [value, value + 0.5, value + 1.0]}
+            for index in range(3) for kind in ("watermarked", "unwatermarked", "reference")])
+    db.close()
+    app = open_page("entropy")
+    under = app.radio(key="entropy-under")
+    assert [shown(option) for option in under.options] == ["stand-in-a", "stand-in-b"]
+    for chosen, high in (("stand-in-a", 0.0), ("stand-in-b", 100.0)):  # a's entropies 1–2 nats, b's 5–6
+        under.set_value(chosen).run()
+        bins = app.dataframe[0].value.set_index("series")
+        assert bins.at["unwatermarked", "tokens"] == 9  # one run's three texts of three tokens, not both runs'
+        assert bins.at["unwatermarked", "high (> 4.0 nats) %"] == high
+        assert len(bins) == 3  # reference, unwatermarked and the one run read under it
+        assert any(f"under {chosen}, a model named" in shown(caption.value) for caption in app.caption)
+
+
 def test_the_entropy_page_draws_one_models_runs_at_a_time_and_names_the_stand_in(app_db, lm):
     """Two models' imported KGW runs read alike ("KGW · imported"): their texts were one curve, pooled. And an
     import's entropies are under a stand-in model, which the page names; a second stand-in is never pooled in."""

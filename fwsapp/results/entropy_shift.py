@@ -23,6 +23,11 @@ def density(values, grid) -> np.ndarray:
     return kde(grid) + kde(-grid)
 
 
+def entropy_models(values, runs) -> list[str]:
+    """The models whose next-token distributions the entropies of `runs` are of (`token_values`: one per run)."""
+    return sorted(set(values[values.run_id.isin(set(runs.run_id))].entropy_model))
+
+
 def stand_in_models(values, runs) -> list[str]:
     """The models whose entropies stand in for the generators of imported and served runs (not loaded here) among
     `runs`."""
