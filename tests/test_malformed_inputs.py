@@ -119,10 +119,10 @@ GENERATE_ARGUMENTS = [
     (["--concurrency", "3"], ["--concurrency goes with --server: add --server URL, or drop it."]),
     (["--served-model", "m", "--attempts", "2"], ["--served-model, --attempts go with --server: add --server URL, or drop them."]),
     # where and how to load a model, through a server that holds it (each was ignored)
-    (["--server", "http://127.0.0.1:9/v1", "--device", "cuda:1"], ["--device says where and how this process loads a "
-                                                                    "model; through --server it loads none"]),
-    (["--server", "http://127.0.0.1:9/v1", "--device", "cpu", "--dtype", "fp32"], ["--device and --dtype say where",
-                                                                                    "drop them."]),
+    (["--server", "http://127.0.0.1:9/v1", "--device", "cuda:1"], ["Through --server the server holds the model, so "
+                                                                    "none is loaded: drop --device."]),
+    (["--server", "http://127.0.0.1:9/v1", "--device", "cpu", "--dtype", "fp32"], ["Through --server the server holds",
+                                                                                    "drop --device and --dtype."]),
 ]
 
 

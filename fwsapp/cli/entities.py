@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from fwsapp import counted
-from fwsapp.cli.options import command, loading_given, output_file, recognizer, refuse_unused_loading, target_options
+from fwsapp.cli.options import command, output_file, recognizer, refuse_unused_loading, target_options
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
 
@@ -53,12 +53,13 @@ def cmd_analyze(args) -> int:
     from fwsapp.store import generated_here
 
     store, targets = opened_targets(args)
-    if args.entropy_model and all(generated_here(store.run(run_id)) for run_id in targets):
+    here = [generated_here(store.run(run_id)) for run_id in targets]
+    if args.entropy_model and all(here):
         raise ValueError("--entropy-model names the model that reads the texts of imported and served runs (their "
                          "generator is not loaded here); a run generated here has its own model's entropies, and every "
                          "one of these runs was: drop it.")
-    if loading_given(args) and not args.entropy_model:
-        refuse_unused_loading(args, any(generated_here(store.run(run_id)) for run_id in targets),
+    if not args.entropy_model:
+        refuse_unused_loading(args, any(here),
                               "Every one of these runs was imported or served (its generator is not loaded here) "
                               "and no --entropy-model is named")
     with progress_bar("analyze", "sample") as progress:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwsapp.cli.options import command, loading_given, task_option
+from fwsapp.cli.options import command, refuse_unused_loading, task_option
 from fwsapp.cli.terminal import model_loader, progress_bar
 
 
@@ -69,10 +69,7 @@ def cmd_generate(args) -> int:
         raise ValueError(f"--attempts must be from 1 to 20, not {args.attempts}.")
     if args.server and args.model:
         raise ValueError("--model is what this process loads; through --server, name the served model with --served-model.")
-    if args.server and (loading := loading_given(args)):
-        raise ValueError(f"{' and '.join(loading)} {'say' if len(loading) > 1 else 'says'} where and how this process "
-                         "loads a model; through --server it loads none (the server holds the model): drop "
-                         f"{'them' if len(loading) > 1 else 'it'}.")
+    refuse_unused_loading(args, not args.server, "Through --server the server holds the model")
     config = RunConfig(
         task=args.task, method=args.method, dataset=args.dataset, model=args.served_model or args.model or EMBEDDED_MODEL,
         params=parse_params(args.method, args.param), n=args.n, max_new_tokens=args.max_new_tokens,

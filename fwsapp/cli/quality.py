@@ -29,7 +29,7 @@ def cmd_score(args) -> int:
                           f"No metric asked for ({', '.join(metrics)}) reads with a language model")
     store, targets = opened_targets(args)
     with progress_bar("score", "sample × metric") as progress:
-        counts = pipeline.score(store, targets, model_loader(args), progress, metrics=args.metrics, oracle=args.oracle,
+        counts = pipeline.score(store, targets, model_loader(args), progress, metrics=metrics, oracle=args.oracle,
                                 alignscore_checkpoint=args.alignscore_checkpoint, recognizer=args.recognizer)
     for line in scored_lines(counts):
         print(line)

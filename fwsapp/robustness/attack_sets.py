@@ -144,11 +144,11 @@ def rewriting_backend(checked: dict, model_loader=None):
 
     entry = JUDGE_BACKENDS[checked["backend"]]
     model = checked["model"] or entry.default_model or None
-    if "model" in entry.needs and model_loader is None:
+    if entry.in_process and model_loader is None:
         raise ValueError(f"The {entry.name} backend rewrites with a model loaded here: give a model loader.")
-    loaded = model_loader(model or EMBEDDED_MODEL) if "model" in entry.needs else None
+    loaded = model_loader(model or EMBEDDED_MODEL) if entry.in_process else None
     backend = make_backend(entry.name, model, checked["base_url"] or None, REQUEST_TIMEOUT_SECONDS, loaded=loaded)
-    if "model" not in entry.needs:
+    if not entry.in_process:
         try:
             backend.check()
         except RuntimeError as error:
