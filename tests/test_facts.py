@@ -152,9 +152,19 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("5–10 mg") == dose_value("5-10 mg") == dose_value("5 to 10 mg") == "5-10 mg"
     assert dose_value("0.5 L") == "500 mL"
     assert dose_value("twice daily") == dose_value("two times a day") == dose_value("bid") == "2/day"
-    assert dose_value("every 4 to 6 hours") == "every 4-6 hour"
+    # A frequency is one rate however it is written: an interval, a count per period or an abbreviation.
+    assert dose_value("every 8 hours") == dose_value("three times a day") == dose_value("tid") == "3/day"
+    assert dose_value("every 24 hours") == dose_value("once daily") == dose_value("nightly") == "1/day"
+    assert dose_value("every seven days") == dose_value("once a week") == dose_value("weekly") == "1/week"
+    assert dose_value("every 28 days") == dose_value("every four weeks") != dose_value("once a month") == "1/month"
+    assert dose_value("once an hour") == dose_value("every 1 hour") == "24/day"
+    assert dose_value("every 4 to 6 hours") == "4-6/day"
+    assert dose_value("4 times a month") == "4/month" and dose_value("every 3 days") == "2.33333/week"
     assert dose_value("2.5 mg/kg") == "2.5 mg/kg"
     assert compared(finder, "Take 1 g of paracetamol twice daily.", "Take 1000 mg of Tylenol twice a day.") == []
+    assert compared(finder, "Give 400 mg of ibuprofen every 8 hours.", "Give 400 mg of ibuprofen three times a day.") == []
+    assert compared(finder, "Give 400 mg of ibuprofen every 6 hours.", "Give 400 mg of ibuprofen three times a day.") == [
+        Change("dose", 25, 38, "three times a day", "every 6 hours")]
     assert compared(finder, "Take 5-10 mg of morphine.", "Take 5–10 mg of morphine.") == []
     assert compared(finder, "Take 5-15 mg of morphine.", "Take 5–10 mg of morphine.") == [
         Change("dose", 5, 12, "5–10 mg", "5-15 mg")]

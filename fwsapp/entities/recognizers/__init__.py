@@ -132,8 +132,9 @@ RECOGNIZERS = Registry("recognizer", [
         # the drug lexicon tells a concentration ("1% clobetasol") from a statistic ("25% of patients")
         unavailable=lambda: missing_package("pint")() or missing_package(DRUG_PACKAGE)(),
         # v2: a frequency word alone before a noun is an adjective ("daily activities"), no dose (`names_a_dose`);
-        # v3: a percentage is a dose only as a concentration
-        label=lambda: "dose grammar v3", kind="dose"),
+        # v3: a percentage is a dose only as a concentration; v4: a frequency is a rate, an interval the same value as
+        # the count it equals ("every 8 hours" and "three times a day": 3/day)
+        label=lambda: "dose grammar v4", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

@@ -1,6 +1,6 @@
 """The `doses` recognizer: amounts with a unit ("500 mg", "5–10 mL", "2.5 mg/kg"), counted units ("2 tablets") and
 frequencies ("twice daily", "every 4 to 6 hours", "three times a day"), each normalised so that "1 g" and "1000 mg"
-are one value.
+are one value, and so are "every 8 hours", "three times a day" and "tid" (3/day).
 
 Written here as a grammar, because the maintained parser of quantities in text, quantulum3 (0.10), disambiguates units
 with a scikit-learn model pickled under an older scikit-learn that no longer loads (ModuleNotFoundError: '_loss'),
@@ -44,7 +44,7 @@ DOSE = re.compile(rf"(?<![\w.]){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
 FREQUENCY = re.compile(
     rf"\b(?:(?P<times>once|twice|thrice|(?P<count>{NUMBER}|{'|'.join(NUMBER_WORDS)})\s+times)\s+"
-    r"(?:a|per|each|every)?\s*(?P<period>day|daily|week|weekly|month|hour)"
+    r"(?:an?|per|each|every)?\s*(?P<period>day|daily|week|weekly|month|hour)"
     rf"|every\s+(?P<every>{NUMBER}|{'|'.join(NUMBER_WORDS)})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
     r"(?P<every_unit>hours?|hrs?|days?|weeks?)"
     r"|(?P<daily>daily|nightly|weekly|bid|tid|qid|b\.i\.d\.|t\.i\.d\.))\b", re.IGNORECASE)
@@ -52,6 +52,9 @@ PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "mont
            "nightly": "day"}
 PER_UNITS = {"d": "day", "h": "hour", "hr": "hour"}
 ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4}
+# A frequency is a rate, written per the first of these periods in which it is a whole number at least 1 ("4/month",
+# not "0.92/week"), else the first in which it is at least 1: an interval and a count that are one rate are one value.
+RATE_PERIODS = ("day", "week", "month")
 
 
 def _number(text: str) -> float:
@@ -100,16 +103,27 @@ def dose_value(text: str) -> str:
     if match:
         if match["daily"]:
             word = match["daily"].lower()
-            return f"{ABBREVIATED[word]}/day" if word in ABBREVIATED else f"1/{PERIODS[word]}"
+            return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
         if match["every"]:
             unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
-            every = _shown(_number(match["every"]))
-            if match["every_high"]:
-                every += f"-{_shown(_number(match['every_high']))}"
-            return f"every {every} {unit}"
+            intervals = [match["every"], *([match["every_high"]] if match["every_high"] else [])]
+            return _rate(tuple(1 / _number(interval) for interval in intervals), unit)
         times = TIMES.get(match["times"].split()[0].lower()) or _number(match["count"])
-        return f"{_shown(times)}/{PERIODS[match['period'].lower()]}"
+        return _rate((times,), PERIODS[match["period"].lower()])
     return " ".join(text.lower().split())
+
+
+def _rate(counts: tuple[float, ...], period: str) -> str:
+    """`counts` times per `period` (one count, or a range's two) as a rate in one of RATE_PERIODS, converted by pint:
+    "every 8 hours" is (1/8,) per hour, '3/day'; "every 4 to 6 hours" '4-6/day'; "every 7 days" '1/week'."""
+    registry = _registry()
+    written = []
+    for unit in RATE_PERIODS:
+        rates = sorted(float(_shown(registry.Quantity(count, f"1/{period}").to(f"1/{unit}").magnitude))
+                       for count in counts)
+        written.append(("-".join(_shown(rate) for rate in rates) + f"/{unit}", rates))
+    whole = [value for value, rates in written if rates[0] >= 1 and all(rate == round(rate) for rate in rates)]
+    return next(iter(whole), None) or next((value for value, rates in written if rates[-1] >= 1), written[-1][0])
 
 
 # Nouns a frequency word before them still times: "a daily dose", "daily tablets", "multiple daily injections".
