@@ -151,6 +151,9 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("1 g") == dose_value("1000 mg") == dose_value("1000mg") == "1000 mg"
     assert dose_value("5–10 mg") == dose_value("5-10 mg") == dose_value("5 to 10 mg") == "5-10 mg"
     assert dose_value("0.5 L") == "500 mL"
+    # A dosing spoon is the metric one, as on a medicine's label: pint's US teaspoon is 4.93 mL.
+    assert dose_value("one teaspoon") == dose_value("1 tsp") == dose_value("5 mL") == "5 mL"
+    assert dose_value("2 tablespoons") == dose_value("2 tbsp") == dose_value("30 ml") == "30 mL"
     assert dose_value("twice daily") == dose_value("two times a day") == dose_value("bid") == "2/day"
     # A frequency is one rate however it is written: an interval, a count per period or an abbreviation.
     assert dose_value("every 8 hours") == dose_value("three times a day") == dose_value("tid") == "3/day"

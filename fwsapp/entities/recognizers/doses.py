@@ -33,8 +33,13 @@ UNITS = {
     "%": "percent", "percent": "percent",
     "tablet": "tablet", "tablets": "tablet", "tab": "tablet", "tabs": "tablet", "capsule": "capsule",
     "capsules": "capsule", "pill": "pill", "pills": "pill", "puff": "puff", "puffs": "puff", "drop": "drop",
-    "drops": "drop", "spoonful": "spoonful", "teaspoon": "teaspoon", "teaspoons": "teaspoon",
+    "drops": "drop", "spoonful": "spoonful", "teaspoon": "medical_teaspoon", "teaspoons": "medical_teaspoon",
+    "tsp": "medical_teaspoon", "tablespoon": "medical_tablespoon", "tablespoons": "medical_tablespoon",
+    "tbsp": "medical_tablespoon",
 }
+# A dosing spoon is the metric one that medicine labels and dosing devices use (5 mL, 15 mL), not pint's US customary
+# teaspoon (4.93 mL), which would make "one teaspoon" another dose than "5 mL".
+MEDICAL_SPOONS = ("medical_teaspoon = 5 milliliter", "medical_tablespoon = 15 milliliter")
 # Each dimension's unit of comparison, and how it is written (clinical style: mL, not pint's ml).
 BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
@@ -72,6 +77,8 @@ def _registry():
 
     registry = pint.UnitRegistry()
     registry.define("IU = [international_unit]")
+    for definition in MEDICAL_SPOONS:
+        registry.define(definition)
     return registry
 
 
