@@ -131,6 +131,18 @@ def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_th
         "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated", "fibromyalgia": "affirmed"}
 
 
+def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
+    """"Do not exceed 4 g" states the most of a dose; NegEx negated the dose and the drug, so the same limit written as
+    "up to 4 g" read as an assertion flipped. A negation beside a limit still negates."""
+    facts = finder.find_many(["Do not exceed 4 g of acetaminophen per day. Drink no more than 14 units of alcohol a "
+                              "week. Take not more than 8 tablets in 24 hours. Do not take aspirin; there is no fever."])[0]
+    assert [(fact.text, fact.assertion) for fact in facts] == [
+        ("4 g", "affirmed"), ("acetaminophen", "affirmed"), ("14 units", "affirmed"), ("alcohol", "affirmed"),
+        ("8 tablets", "affirmed"), ("aspirin", "negated"), ("fever", "negated")]
+    assert [change.kind for change in compared(finder, "Take up to 4 g of acetaminophen per day.",
+                                               "Do not exceed 4 g of acetaminophen per day.")] == []
+
+
 def test_a_negation_ends_with_its_list_item_or_line(finder):
     """As a 7B answer of the paper writes a list: the bullet glued to the full stop before it ("analgesics.•"), which
     spaCy kept as one token, so "not" negated every disease of the next item, and the drug lexicon missed the drug;

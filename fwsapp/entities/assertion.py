@@ -77,6 +77,13 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
                          "medication", "medications", "medicine", "medicines", "test", "tests", "diet",
                          "way to prevent", "way to cure"))
 
+# A limit is no negation: "do not exceed 4 g of acetaminophen a day", "no more than 14 units of alcohol a week" state
+# the most of a dose, and NegEx negated both the dose and the drug, so "up to 4 g" against it read as a flipped
+# assertion.
+LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not")
+                            for comparative in ("more", "less", "fewer", "greater", "higher", "lower", "longer")),
+                          "not exceed", "not to exceed", "never exceed", "never to exceed")
+
 
 # Triggers that reach less far than NEGATION_WINDOW. "Free" negates the word before it alone ("pork-free", "gluten free
 # warfarin"): reaching back to the sentence's start, "Is gelatin an ingredient of vitamin D and is it pork-free?" negated
@@ -89,7 +96,7 @@ def negation_termset() -> dict[str, list[str]]:
 
     patterns = termset("en_clinical").get_patterns()
     return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]
-            + list(INTERVENTION_PSEUDO_NEGATIONS) + list(PROSE_PSEUDO_NEGATIONS),
+            + list(INTERVENTION_PSEUDO_NEGATIONS) + list(PROSE_PSEUDO_NEGATIONS) + list(LIMIT_PSEUDO_NEGATIONS),
             "preceding_negations": [term for term in patterns["preceding_negations"] if term not in NOT_NEGATIONS],
             "termination": patterns["termination"] + CAUSE_TERMINATIONS}
 

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 # 6: a negation reaches five words (`assertion.NEGATION_WINDOW`). 7: "rule out" and "versus" negate nothing, nor do
 # turns of prose ("not uncommon", "no idea"). 8: "free" is a trigger of reach 0; a bracket counts toward a reach.
 # 9: a capital letter's full stop is a word of its own (`recognizers.tokenizer`). 10: "thyroid gland" is no drug name
-# a corrupted term is near.
-FACTS_VERSION = 10
+# a corrupted term is near. 11: a limit ("do not exceed", "no more than") negates nothing (`LIMIT_PSEUDO_NEGATIONS`).
+FACTS_VERSION = 11
 
 
 @dataclass(frozen=True)
