@@ -176,6 +176,10 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("every 4 to 6 hours") == "4-6/day"
     assert dose_value("4 times a month") == "4/month" and dose_value("every 3 days") == "2.33333/week"
     assert dose_value("2.5 mg/kg") == "2.5 mg/kg"
+    assert dose_value("2.5 mg/kg/day") == dose_value("2.5 mg/kg per day") == "2.5 mg/kg/day" != dose_value("2.5 mg/kg/dose")
+    assert dose_value("4 g per day") == dose_value("4 g/d") == "4000 mg/day"
+    assert [(f.text, f.value) for f in finder.find_many(["Take 5 mg per dose, 2 mg/hr at night."])[0]] == [
+        ("5 mg per dose", "5 mg/dose"), ("2 mg/hr", "2 mg/hour")]
     assert compared(finder, "Take 1 g of paracetamol twice daily.", "Take 1000 mg of Tylenol twice a day.") == []
     assert compared(finder, "Give 400 mg of ibuprofen every 8 hours.", "Give 400 mg of ibuprofen three times a day.") == []
     assert compared(finder, "Give 400 mg of ibuprofen every 6 hours.", "Give 400 mg of ibuprofen three times a day.") == [

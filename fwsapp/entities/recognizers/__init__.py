@@ -133,7 +133,8 @@ RECOGNIZERS = Registry("recognizer", [
         unavailable=lambda: missing_package("pint")() or missing_package(DRUG_PACKAGE)(),
         # v2: a frequency word alone before a noun is an adjective ("daily activities"), no dose (`names_a_dose`);
         # v3: a percentage is a dose only as a concentration; v4: a frequency is a rate, an interval the same value as
-        # the count it equals ("every 8 hours" and "three times a day": 3/day); a teaspoon is 5 mL, a tablespoon 15
+        # the count it equals ("every 8 hours" and "three times a day": 3/day); a teaspoon is 5 mL, a tablespoon 15;
+        # "mg/kg/day" is not "mg/kg", and "per dose" not "per d[ay]"
         label=lambda: "dose grammar v4", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default

@@ -44,7 +44,10 @@ MEDICAL_SPOONS = ("medical_teaspoon = 5 milliliter", "medical_tablespoon = 15 mi
 BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
 _AMOUNT = rf"(?P<low>{NUMBER}|{'|'.join(NUMBER_WORDS)})(?:\s*(?:-|–|to)\s*(?P<high>{NUMBER}))?"
-_PER = r"(?:\s*(?:/|per\s+)(?P<per>kg|day|d|hour|h|hr|dose|m2|week))?"
+# A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose").
+# Each a whole word: "per dose" is not "per d[ay]".
+_PER = (r"(?:\s*(?:/|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|m2|week)(?!\w)"
+        r"(?:\s*(?:/|per\s+)(?P<per_then>day|dose|d|hour|hr|h|week)(?!\w))?)?")
 DOSE = re.compile(rf"(?<![\w.]){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
 FREQUENCY = re.compile(
@@ -104,8 +107,8 @@ def dose_value(text: str) -> str:
         amount = _shown(_number(match["low"]) * factor)
         if match["high"]:
             amount += f"-{_shown(_number(match['high']) * factor)}"
-        per = PER_UNITS.get((match["per"] or "").lower(), (match["per"] or "").lower())
-        return f"{amount} {unit}" + (f"/{per}" if per else "")
+        pers = [PER_UNITS.get(per.lower(), per.lower()) for per in (match["per"], match["per_then"]) if per]
+        return f"{amount} {unit}" + "".join(f"/{per}" for per in pers)
     match = FREQUENCY.fullmatch(text.strip())
     if match:
         if match["daily"]:
