@@ -124,11 +124,16 @@ def test_what_negex_calls_possible_and_turns_of_prose_negate_no_finding(finder):
 
 
 def test_a_cure_or_treatment_that_does_not_exist_negates_the_intervention_not_the_condition(finder):
-    """As the paper's answers say it: NegEx's clinical terms negated kidney failure and the syndrome here."""
+    """As the paper's answers say it: NegEx's clinical terms negated kidney failure, the syndrome, gout and blindness
+    here, and the neuralgia that only some patients get."""
     facts = finder.find_many(["There is no cure for kidney failure and no specific treatment for cri du chat syndrome, "
-                              "though the child has no fever. There is no specific test for fibromyalgia."])[0]
+                              "though the child has no fever. There is no specific test for fibromyalgia. Without "
+                              "proper treatment, gout leads to blindness in patients without diabetes. Not everyone "
+                              "with shingles develops postherpetic neuralgia."])[0]
     assert {fact.text: fact.assertion for fact in facts} == {
-        "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated", "fibromyalgia": "affirmed"}
+        "kidney failure": "affirmed", "cri du chat syndrome": "affirmed", "fever": "negated", "fibromyalgia": "affirmed",
+        "gout": "affirmed", "blindness": "affirmed", "diabetes": "negated", "shingles": "affirmed",
+        "postherpetic neuralgia": "affirmed"}
 
 
 def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):

@@ -60,19 +60,21 @@ NOT_PSEUDO = frozenset({"not cause"})
 NOT_NEGATIONS = frozenset({*POSSIBLE_NOT_NEGATED, "versus"})
 # Turns of patient-facing prose that negate no finding: a litotes ("heart disease is not uncommon", "by no means
 # uncommon"), a comment ("it is not surprising that asthma ..."), a part ("not just from the cancer", "not all cases of
-# dystonia"), an alternative ("presence or absence of hyponatraemia", "whether or not you had a premature birth", "if not
-# treated, can lead to gangrene"), "no idea why you have mouth ulcers". Read in the paper's answers, each negated the
-# finding after it.
+# dystonia", "not everyone with shingles develops postherpetic neuralgia"), an alternative ("presence or absence of
+# hyponatraemia", "whether or not you had a premature birth", "if not treated, can lead to gangrene"), "no idea why you
+# have mouth ulcers". Read in the paper's answers, each negated the finding after it.
 PROSE_PSEUDO_NEGATIONS = ("not uncommon", "not unusual", "not surprising", "not surprisingly", "by no means",
-                          "not just", "not all", "presence or absence", "whether or not", "if not", "no idea",
-                          "not sure", "no doubt")
+                          "not just", "not all", "not every", "not everyone", "not everybody", "presence or absence",
+                          "whether or not", "if not", "no idea", "not sure", "no doubt")
 # Patient-facing answers say what a condition lacks: "there is no cure for kidney failure", "no specific treatment for
-# cri du chat syndrome", "no proven vaccine to prevent Ebola", "no specific test for fibromyalgia". The intervention is
-# negated, the condition is not; NegEx's clinical set, written for notes ("no pneumonia"), negated all 12 conditions
-# after a cure, treatment or vaccine in the paper's 5,400 answers.
+# cri du chat syndrome", "no proven vaccine to prevent Ebola", "no specific test for fibromyalgia", and what it does
+# untreated: "without proper treatment, it can be hard to become pregnant". The intervention is negated, the condition
+# is not; NegEx's clinical set, written for notes ("no pneumonia"), negated all 12 conditions after a cure, treatment
+# or vaccine in the paper's 5,400 answers.
 INTERVENTION_PSEUDO_NEGATIONS = tuple(
-    f"no {qualifier}{intervention}"
-    for qualifier in ("", "known ", "specific ", "effective ", "proven ", "approved ", "definitive ", "particular ")
+    f"{absent} {qualifier}{intervention}" for absent in ("no", "without")
+    for qualifier in ("", "known ", "specific ", "effective ", "proven ", "approved ", "definitive ", "particular ",
+                      "proper ", "prompt ", "appropriate ", "early ", "any ", "medical ")
     for intervention in ("cure", "cures", "treatment", "treatments", "therapy", "therapies", "vaccine", "vaccines",
                          "medication", "medications", "medicine", "medicines", "test", "tests", "diet",
                          "way to prevent", "way to cure"))

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 # 6: a negation reaches five words (`assertion.NEGATION_WINDOW`). 7: "rule out" and "versus" negate nothing, nor do
 # turns of prose ("not uncommon", "no idea"). 8: "free" is a trigger of reach 0; a bracket counts toward a reach.
 # 9: a capital letter's full stop is a word of its own (`recognizers.tokenizer`). 10: "thyroid gland" is no drug name
-# a corrupted term is near. 11: a limit ("do not exceed", "no more than") negates nothing (`LIMIT_PSEUDO_NEGATIONS`).
+# a corrupted term is near. 11: a limit ("do not exceed", "no more than") negates nothing (`LIMIT_PSEUDO_NEGATIONS`),
+# nor does "without treatment" or "not everyone".
 FACTS_VERSION = 11
 
 
