@@ -245,6 +245,21 @@ def test_commands_refuse_loading_options_where_they_load_no_model(db, capsys, co
     assert_refused([*command, "--run", run_id, "--db", str(db)], [expected], db, capsys)
 
 
+@pytest.mark.parametrize("steps, expected", [
+    ("", "{spec} generates through the serving engine at http://127.0.0.1:9, and none of its detectors and steps reads a "
+         "model here, so none is loaded: drop --device."),
+    ('attack = [{ name = "typo" }]', "and none of its detectors and steps reads a model here"),
+    # A local judge loads one: the options stand, and the unreachable server is what stops the grid, in one sentence.
+    ('judge = { backend = "local" }', "The server at http://127.0.0.1:9 did not list its models: connection failed or "
+                                      "response cut off: Connection error. Is it an OpenAI-compatible server"),
+])
+def test_a_served_grid_refuses_loading_options_where_nothing_loads_a_model_here(tmp_path, db, capsys, steps, expected):
+    """Through a [server], --device and --dtype were handed to nothing and ignored without a word."""
+    spec = tmp_path / "served.toml"
+    spec.write_text('[server]\nurl = "http://127.0.0.1:9"\n\n' + tiny_spec(steps=steps).replace("KGW", "vLLM-Gumbel"))
+    assert_refused(["grid", str(spec), "--device", "cpu", "--db", str(db)], [expected.format(spec=spec)], db, capsys)
+
+
 @pytest.mark.parametrize("options, expected", [
     (["--seed", "-1"], "--seed must be a whole number from 0 to 2,147,483,647"),
     (["--param", "p=5"], "typo: p=5.0 is out of range; it must be in [0, 1]"),

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from fwsapp import counted
-from fwsapp.cli.options import command
+from fwsapp.cli.options import command, refuse_unused_loading
 from fwsapp.judge.keys import confirmed_judge_key
 from fwsapp.cli.terminal import model_loader, progress_bar, table_text
 
@@ -38,6 +38,9 @@ def cmd_grid(args) -> int:
     from fwsapp.store import Store
 
     spec = load_spec(args.spec, allow_large=args.yes)  # every key checked before anything else
+    if spec.server:
+        refuse_unused_loading(args, spec.loads_model_here(), f"{args.spec} generates through the serving engine at "
+                              f"{spec.server.url}, and none of its detectors and steps reads a model here")
     api_key = confirmed_judge_key(args.spec, spec.steps.judge, args.api_key_env)
     judge_backend = JUDGE_BACKENDS[spec.steps.judge.backend] if spec.steps.judge else None
     if judge_backend and "key" in judge_backend.needs and not (api_key or os.environ.get(judge_backend.key_env)

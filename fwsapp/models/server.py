@@ -194,4 +194,6 @@ def _retry_after(error) -> float | None:
 
 
 def short(error) -> str:
-    return str(error).splitlines()[0][:200]
+    """An error's first line, at most 200 characters, without a full stop: it is quoted within a sentence ("Connection
+    error.. Is it …")."""
+    return str(error).splitlines()[0][:200].rstrip(".")

@@ -111,6 +111,21 @@ class Spec:
     steps: Steps = field(default_factory=Steps)
     server: ServerSetting | None = None
 
+    def loads_model_here(self) -> bool:
+        """Whether running the spec loads a language model in this process or on its Ray workers (where --device and
+        --dtype apply): always where it generates here; through a [server], only for a detector that reads the model,
+        a judge on the local backend or an attack that loads one. Served runs have no generator here, so the score
+        step gives them no perplexity and the analyze step no entropies (neither names a model)."""
+        from fwsapp.judge.registry import JUDGE_BACKENDS
+        from fwsapp.robustness.attacks import ATTACKS
+        from fwsapp.watermark import methods
+
+        if self.server is None:
+            return True
+        return (any(methods.info(run.method).detector_needs_model(run.params) for run in self.runs)
+                or bool(self.steps.judge and JUDGE_BACKENDS[self.steps.judge.backend].in_process)
+                or any(ATTACKS[attack.name].reads_model(dict(attack.params)) for attack in self.steps.attack))
+
 
 def load_spec(source: str | Path, text: str | None = None, allow_large: bool = False) -> Spec:
     """A spec from a file, or from `text` (an upload) named `source`. A file's dataset paths are relative to it; an
