@@ -133,7 +133,7 @@ def _rate(counts: tuple[float, ...], period: str) -> str:
                        for count in counts)
         written.append(("-".join(_shown(rate) for rate in rates) + f"/{unit}", rates))
     whole = [value for value, rates in written if rates[0] >= 1 and all(rate == round(rate) for rate in rates)]
-    return next(iter(whole), None) or next((value for value, rates in written if rates[-1] >= 1), written[-1][0])
+    return whole[0] if whole else next((value for value, rates in written if rates[-1] >= 1), written[-1][0])
 
 
 # Nouns a frequency word before them still times: "a daily dose", "daily tablets", "multiple daily injections".
