@@ -9,11 +9,11 @@ from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS, task_label, task_labels
-from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration, price
+from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
-from fwsapp.judge.runner import JudgeSettings
+from fwsapp.judge.runner import JudgeSettings, budget_counted
 from fwsapp.judge.summary import indiscriminate_judges, smoke_test_judges
 from fwsapp.ui.router import through_router
 
@@ -63,8 +63,8 @@ def backend_section() -> BackendChoice:
         "Ask again for failed verdicts", key="judge-retry-failed",
         help="Verdicts that came back but could not be parsed are final unless asked again; unreachable pairs are "
              "always asked again.")
-    if not local:  # the spend is counted from a price per token: a model with none known could never reach a cap
-        priced = price(judge_model or default_model or "") is not None
+    if not local:
+        priced = budget_counted(judge_model or default_model or "")
         use_budget = option_columns[2].checkbox(
             "Budget cap", disabled=not priced,
             help=None if priced else "No price is known for this judge model, so its spend is not counted and no cap "

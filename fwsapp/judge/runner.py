@@ -258,11 +258,16 @@ def judge_pair(pair: Pair, backend, settings: JudgeSettings, stop: threading.Eve
     return row, usage
 
 
+def budget_counted(judge_model: str) -> bool:
+    """Whether a budget cap can be kept with this judge model: the spend is counted from its price per token, and a
+    model with none known here (a local or self-served model, an OpenAI model not in PRICES) never reaches a cap."""
+    return price(judge_model) is not None
+
+
 def unkept_budget(judge_model: str, budget_usd: float | None) -> str | None:
-    """Why a budget cap cannot be kept with this judge model, or None. The spend is counted from the model's price per
-    token; a model with none known here (a local or self-served model, an OpenAI model not in PRICES) never reached
-    the cap, so every pair was asked for under a cap that was no cap."""
-    if budget_usd is None or price(judge_model) is not None:
+    """Why a budget cap cannot be kept with this judge model (`budget_counted`), or None: every pair was asked for
+    under a cap that was no cap."""
+    if budget_usd is None or budget_counted(judge_model):
         return None
     return (f"A budget of ${budget_usd:g} cannot be kept with {judge_model}: no price is known for it (only for "
             f"{', '.join(PRICES)}), so its spend is not counted. Drop the budget, or judge with one of those.")
