@@ -355,6 +355,26 @@ def test_serve_detection_refuses_loading_options_its_detector_does_not_read(opti
     assert "vLLM-Gumbel's detector reads no model, so none is loaded: " + unused in err and KEY not in err
 
 
+def test_serve_detection_reads_lengths_only_from_a_run_of_its_parameters(tmp_path, nothing_loads, monkeypatch, capsys):
+    """A KGW run of γ = 0.5 set the too-short line of a service detecting at γ = 0.25, as "calibrated" on that run; and
+    --db without --lengths-from was read by nothing, without a word."""
+    from fwsapp.cli import main
+    from tests.conftest import imported_qa_db
+
+    db = str(tmp_path / "runs.duckdb")
+    run_id = imported_qa_db(db, 2)  # KGW, delta 2, gamma 0.5, no scores by length
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    served = ["serve-detection", "--method", "KGW", "--param", f"hash_key=${KEY_VARIABLE}"]
+    assert main([*served, "--param", "gamma=0.25", "--lengths-from", run_id, "--db", db]) == 2
+    assert (f"Run {run_id}'s lengths were measured under gamma=0.5, not gamma=0.25: give the run's values with --param"
+            in capsys.readouterr().err)
+    # Another key and another verdict threshold are the same lengths: the run is read, and lacks its curves.
+    assert main([*served, "--param", "z_threshold=5", "--lengths-from", run_id, "--db", db]) == 2
+    assert f"Run {run_id} has no scores by length" in capsys.readouterr().err
+    assert main([*served, "--db", db]) == 2
+    assert "--db names the database --lengths-from reads its run from" in capsys.readouterr().err
+
+
 @pytest.mark.model  # starts the service as users do: a process on a port
 def test_serve_detection_serves_on_loopback_refuses_off_it_without_a_token_and_never_logs_the_key(tmp_path, llama3):
     environment = {**os.environ, KEY_VARIABLE: KEY, "PYTHONPATH": str(PROJECT)}

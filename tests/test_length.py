@@ -158,6 +158,12 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     report = build_report(store)
     block = next(entry for entry in report["runs"] if entry["run_id"] == run_id)["detection"]
     assert block["tokens_to_detect"]["n"] == 4 and set(block["tpr_at_length"]) == {"16", "32", "64", "full"}
+    from fwsapp.detection.verdicts import MinimumLength
+    from fwsapp.watermark import methods
+
+    # A service under another key reads the run's lengths (`serve-detection --lengths-from`): their median, as here.
+    minimum = MinimumLength.from_run(store, run_id, "KGW", methods.info("KGW").checked_params({"hash_key": 7}))
+    assert minimum.tokens == block["tokens_to_detect"]["median"] == 16
     # The report's table says why four texts give no TPR, as the command does; "–" read as not computed yet.
     row = length_table(report).iloc[0]
     assert {row[f"TPR after {size}"] for size in ("16", "32", "64", "full")} == {"not enough data (n = 4)"}

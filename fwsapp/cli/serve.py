@@ -7,10 +7,11 @@ from fwsapp.cli.options import command, loading_given
 
 
 def register(commands) -> None:
+    from fwsapp.paths import DEFAULT_DB
     from fwsapp.service.limits import DEFAULT_RATE_LIMIT
     from fwsapp.watermark.methods import watermark_names
 
-    serve = command(commands, cmd_serve_detection, "serve-detection", models=True,
+    serve = command(commands, cmd_serve_detection, "serve-detection", models=True, database=False,
         help="serve a watermark's detection over HTTP (POST /detect as vLLM's reference server, /detect/batch)",
         description="An HTTP detection service (FastAPI, uvicorn) for one method and key: POST /detect with "
                     "{\"text\": ...} or {\"token_ids\": [...]} answers score, p_value, num_scored_tokens and "
@@ -29,6 +30,7 @@ def register(commands) -> None:
                          "scored on fewer tokens than its answers' median tokens to detect is `too_short` (without it "
                          "or --min-tokens: fewer than 25, a rule of thumb)")
     lengths.add_argument("--min-tokens", type=int, help="or that many scored tokens, given")
+    serve.add_argument("--db", help=f"with --lengths-from: the DuckDB file its run is in (default {DEFAULT_DB})")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="(default %(default)s, as vLLM's server)")
     serve.add_argument("--rate-limit", default=DEFAULT_RATE_LIMIT,
@@ -58,6 +60,9 @@ def cmd_serve_detection(args) -> int:
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be between 1 and 65535, not {args.port}.")
     checked_rate(args.rate_limit)
+    if args.db and not args.lengths_from:
+        raise ValueError("--db names the database --lengths-from reads its run from, and the service reads no other: "
+                         "add --lengths-from RUN, or drop --db.")
     if args.min_tokens is not None and args.min_tokens < 0:
         raise ValueError(f"--min-tokens must be 0 or more, not {args.min_tokens}.")
     checked = declared.checked_params(params)
@@ -73,7 +78,10 @@ def cmd_serve_detection(args) -> int:
     elif args.lengths_from:
         from fwsapp.cli.terminal import existing_store
 
-        minimum = MinimumLength.from_run(existing_store(args.db), args.lengths_from, declared.name, checked)
+        from fwsapp.paths import DEFAULT_DB
+
+        minimum = MinimumLength.from_run(existing_store(args.db or DEFAULT_DB), args.lengths_from, declared.name,
+                                         checked)
     return serve(build_detector(args, declared, params, minimum), token, args)
 
 

@@ -44,11 +44,22 @@ class MinimumLength:
     @classmethod
     def from_run(cls, store, run_id: str, method: str, params: dict) -> MinimumLength:
         """The median tokens to detect of the run's watermarked answers at its method's threshold for a 1 % FPR; the run
-        must be of this method with scores by length (`detect --by-length`)."""
+        must be of this method and these parameters (`params`: checked), with scores by length (`detect --by-length`).
+        Its key and verdict threshold may differ: how many tokens a mark needs does not depend on which key drew it,
+        and the threshold read here is the 1 % FPR one."""
         run = store.run(run_id)
         if run["method"] != method:
             raise ValueError(f"Run {run_id} is a {run['method']} run: its lengths say nothing of {method}; give a "
                              f"{method} run, or --min-tokens.")
+        declared = methods.info(method)
+        measured = {**declared.defaults, **run["params"]}
+        unlike = {declared.threshold_param, *declared.secret_params}
+        differing = [name for name in declared.defaults if name not in unlike and measured[name] != params[name]]
+        if differing:
+            raise ValueError(f"Run {run_id}'s lengths were measured under "
+                             f"{', '.join(f'{name}={measured[name]}' for name in differing)}, not "
+                             f"{', '.join(f'{name}={params[name]}' for name in differing)}: give the run's values with "
+                             "--param, a run of these parameters, or --min-tokens.")
         curves = run_curves(store, run_id)
         if curves is None:
             raise ValueError(f"Run {run_id} has no scores by length: run `python -m fwsapp detect --by-length --run "
