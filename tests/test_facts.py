@@ -183,6 +183,12 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("2.5 mg/kg") == "2.5 mg/kg"
     assert dose_value("2.5 mg/kg/day") == dose_value("2.5 mg/kg per day") == "2.5 mg/kg/day" != dose_value("2.5 mg/kg/dose")
     assert dose_value("4 g per day") == dose_value("4 g/d") == "4000 mg/day"
+    # A fraction is one number: "1/2 teaspoon" was "2 teaspoon" (10 mL), "1 1/2 tablets" "2 tablet".
+    assert dose_value("1/2 teaspoon") == dose_value("½ tsp") == dose_value("2.5 mL") == "2.5 mL"
+    assert dose_value("1 1/2 tablets") == dose_value("1½ tablets") == "1.5 tablet"
+    assert dose_value("half a tablet") == dose_value("1/2 tablet") == "0.5 tablet" != dose_value("2 tablets")
+    assert [f.text for f in finder.find_many(["Blood pressure 120/80 mmHg, care 24/7 units, take 1/2-1 tablet."])[0]] \
+        == ["1/2-1 tablet"]
     assert [(f.text, f.value) for f in finder.find_many(["Take 5 mg per dose, 2 mg/hr at night."])[0]] == [
         ("5 mg per dose", "5 mg/dose"), ("2 mg/hr", "2 mg/hour")]
     assert compared(finder, "Take 1 g of paracetamol twice daily.", "Take 1000 mg of Tylenol twice a day.") == []

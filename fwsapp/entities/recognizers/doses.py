@@ -10,6 +10,8 @@ of physical units, to one unit per dimension (mg, mL, mmol), so equal amounts co
 from __future__ import annotations
 
 import re
+import unicodedata
+from fractions import Fraction
 from functools import lru_cache
 
 from fwsapp.entities.recognizers.base import Entity, Recognizer, words_after
@@ -17,6 +19,10 @@ from fwsapp.entities.recognizers.base import Entity, Recognizer, words_after
 NUMBER = r"\d+(?:[.,]\d+)?"
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                 "ten": 10, "twelve": 12, "half": 0.5}
+# A fraction of a tablet or a spoon, after a whole number or not: "1/2", "1 1/2", "½", "1½"; one digit each side, as a
+# dose's fractions are ("24/7" is none). Read as its two digits apart, "1/2 teaspoon" was "2 teaspoon", 10 mL.
+VULGAR_FRACTIONS = "½¼¾⅓⅔⅛"
+FRACTION = rf"(?:\d+\s+)?\d/\d(?!\d)|(?:\d+\s*)?[{VULGAR_FRACTIONS}]"
 # Unit spellings -> pint's unit names; counted units (a tablet is no physical unit) map to themselves.
 UNITS = {
     "mg": "milligram", "milligram": "milligram", "milligrams": "milligram",
@@ -43,12 +49,14 @@ MEDICAL_SPOONS = ("medical_teaspoon = 5 milliliter", "medical_tablespoon = 15 mi
 # Each dimension's unit of comparison, and how it is written (clinical style: mL, not pint's ml).
 BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
-_AMOUNT = rf"(?P<low>{NUMBER}|{'|'.join(NUMBER_WORDS)})(?:\s*(?:-|–|to)\s*(?P<high>{NUMBER}))?"
+_AMOUNT = (rf"(?P<low>{FRACTION}|{NUMBER}|half\s+an?|{'|'.join(NUMBER_WORDS)})"
+           rf"(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?")
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose").
 # Each a whole word: "per dose" is not "per d[ay]".
 _PER = (r"(?:\s*(?:/|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|m2|week)(?!\w)"
         r"(?:\s*(?:/|per\s+)(?P<per_then>day|dose|d|hour|hr|h|week)(?!\w))?)?")
-DOSE = re.compile(rf"(?<![\w.]){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
+# Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything.
+DOSE = re.compile(rf"(?<![\w.])(?<!\d/){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
 FREQUENCY = re.compile(
     rf"\b(?:(?P<times>once|twice|thrice|(?P<count>{NUMBER}|{'|'.join(NUMBER_WORDS)})\s+times)\s+"
@@ -66,8 +74,17 @@ RATE_PERIODS = ("day", "week", "month")
 
 
 def _number(text: str) -> float:
-    return float(NUMBER_WORDS.get(text.lower(), text.replace(",", ".") if text.count(",") == 1 and len(
-        text.split(",")[1]) != 3 else text.replace(",", "")))
+    """A written amount's value: '1,000' 1000, '0,5' 0.5, 'two' 2, 'half a' 0.5, '1 1/2' and '1½' 1.5."""
+    text = text.strip().lower()
+    if text.split()[0] in NUMBER_WORDS:
+        return NUMBER_WORDS[text.split()[0]]
+    if "/" in text:
+        whole, _, fraction = text.rpartition(" ")
+        return float(whole or 0) + float(Fraction(fraction))
+    if text[-1] in VULGAR_FRACTIONS:
+        return float(text[:-1] or 0) + unicodedata.numeric(text[-1])
+    return float(text.replace(",", ".") if text.count(",") == 1 and len(text.split(",")[1]) != 3
+                 else text.replace(",", ""))
 
 
 def _shown(value: float) -> str:
