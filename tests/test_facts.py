@@ -183,6 +183,19 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("2.5 mg/kg") == "2.5 mg/kg"
     assert dose_value("2.5 mg/kg/day") == dose_value("2.5 mg/kg per day") == "2.5 mg/kg/day" != dose_value("2.5 mg/kg/dose")
     assert dose_value("4 g per day") == dose_value("4 g/d") == "4000 mg/day"
+    # A count may be a range, and hyphenated: the higher end alone was read ("1-2 times a day" was twice a day), and
+    # "twice-daily" was "daily", 1/day.
+    assert dose_value("1-2 times a day") == dose_value("once or twice daily") == "1-2/day" != dose_value("twice a day")
+    assert dose_value("two or three times a day") == dose_value("2-3 times per day") == "2-3/day"
+    assert dose_value("twice-daily") == dose_value("twice daily") == "2/day"
+    assert dose_value("q6h") == dose_value("every 6 hours") == "4/day"
+    assert dose_value("every other day") == dose_value("qod") == "3.5/week"
+    assert dose_value("once a year") == dose_value("every 12 months") == "1/year"
+    # An amount per volume is a concentration, no dose: "100 mg/dL" was "100 mg".
+    assert dose_value("100 mg/dL") != dose_value("100 mg") and dose_value("5 mmol / l") == "5 mmol/L"
+    assert dose_value("5 mcg/kg/min") == "0.005 mg/kg/min"
+    assert compared(finder, "Take 1 g of paracetamol twice a day.", "Take 1 g of paracetamol 1-2 times a day.") == [
+        Change("dose", 24, 35, "1-2 times a day", "twice a day")]
     # A fraction is one number: "1/2 teaspoon" was "2 teaspoon" (10 mL), "1 1/2 tablets" "2 tablet".
     assert dose_value("1/2 teaspoon") == dose_value("½ tsp") == dose_value("2.5 mL") == "2.5 mL"
     assert dose_value("1 1/2 tablets") == dose_value("1½ tablets") == "1.5 tablet"

@@ -135,7 +135,7 @@ RECOGNIZERS = Registry("recognizer", [
         # v3: a percentage is a dose only as a concentration; v4: a frequency is a rate, an interval the same value as
         # the count it equals ("every 8 hours" and "three times a day": 3/day); a teaspoon is 5 mL, a tablespoon 15;
         # "mg/kg/day" is not "mg/kg", and "per dose" not "per d[ay]"
-        label=lambda: "dose grammar v5", kind="dose"),
+        label=lambda: "dose grammar v6", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

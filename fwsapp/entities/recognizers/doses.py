@@ -51,26 +51,37 @@ BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
 _AMOUNT = (rf"(?P<low>{FRACTION}|{NUMBER}|half\s+an?|{'|'.join(NUMBER_WORDS)})"
            rf"(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?")
-# A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose").
+# A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
+# per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose).
 # Each a whole word: "per dose" is not "per d[ay]".
-_PER = (r"(?:\s*(?:/|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|m2|week)(?!\w)"
-        r"(?:\s*(?:/|per\s+)(?P<per_then>day|dose|d|hour|hr|h|week)(?!\w))?)?")
+_PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l)(?!\w)"
+        r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?)?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything.
 DOSE = re.compile(rf"(?<![\w.])(?<!\d/){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
+_COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
+# A count may be a range ("1-2 times a day", "two or three times a day", "once or twice daily": the higher end alone
+# was read, so "1-2 times a day" and "twice a day" were one value), and hyphenated ("twice-daily" was "daily", 1/day).
+# A year is a period ("once a year", "every 2 years"), but "annually" and "yearly" alone are none: in the paper's
+# answers they are mostly of statistics ("8,000 new lesions annually").
 FREQUENCY = re.compile(
-    rf"\b(?:(?P<times>once|twice|thrice|(?P<count>{NUMBER}|{'|'.join(NUMBER_WORDS)})\s+times)\s+"
-    r"(?:an?|per|each|every)?\s*(?P<period>day|daily|week|weekly|month|hour)"
-    rf"|every\s+(?P<every>{NUMBER}|{'|'.join(NUMBER_WORDS)})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
-    r"(?P<every_unit>hours?|hrs?|days?|weeks?)"
-    r"|(?P<daily>daily|nightly|weekly|bid|tid|qid|b\.i\.d\.|t\.i\.d\.))\b", re.IGNORECASE)
-PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "hour": "hour",
-           "nightly": "day"}
-PER_UNITS = {"d": "day", "h": "hour", "hr": "hour"}
-ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4}
+    rf"\b(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
+    rf"|(?P<count>{_COUNT})(?:\s*(?:-|–|to|or)\s*(?P<count_high>{_COUNT}))?\s+times?)[\s-]+"
+    r"(?:(?:an?|per|each|every)[\s-]+)?(?P<period>day|daily|week|weekly|month|monthly|hour|year)"
+    rf"|every\s+(?P<every>{_COUNT})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
+    r"(?P<every_unit>hours?|hrs?|days?|weeks?|months?|years?)"
+    r"|every\s+other\s+(?P<every_other>day|week)"
+    r"|q(?P<every_hours>[1-9]\d?)h"
+    r"|(?P<daily>daily|nightly|weekly|monthly|bid|tid|qid|qd|qod|b\.i\.d\.|t\.i\.d\.))\b",
+    re.IGNORECASE)
+PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "monthly": "month",
+           "hour": "hour", "year": "year", "nightly": "day"}
+PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "dl": "dL", "ml": "mL", "l": "L", "m²": "m2"}
+# The clinical abbreviations, in doses a day: "qd" once, "qod" every other day.
+ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4, "qd": 1, "qod": 0.5}
 # A frequency is a rate, written per the first of these periods in which it is a whole number at least 1 ("4/month",
 # not "0.92/week"), else the first in which it is at least 1: an interval and a count that are one rate are one value.
-RATE_PERIODS = ("day", "week", "month")
+RATE_PERIODS = ("day", "week", "month", "year")
 
 
 def _number(text: str) -> float:
@@ -135,8 +146,15 @@ def dose_value(text: str) -> str:
             unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
             intervals = [match["every"], *([match["every_high"]] if match["every_high"] else [])]
             return _rate(tuple(1 / _number(interval) for interval in intervals), unit)
-        times = TIMES.get(match["times"].split()[0].lower()) or _number(match["count"])
-        return _rate((times,), PERIODS[match["period"].lower()])
+        if match["every_other"]:
+            return _rate((0.5,), match["every_other"].lower())
+        if match["every_hours"]:
+            return _rate((1 / int(match["every_hours"]),), "hour")
+        if match["times"]:
+            counts = [TIMES[word.lower()] for word in (match["times"], match["times_high"]) if word]
+        else:
+            counts = [_number(count) for count in (match["count"], match["count_high"]) if count]
+        return _rate(tuple(counts), PERIODS[match["period"].lower()])
     return " ".join(text.lower().split())
 
 
