@@ -86,6 +86,9 @@ def test_rewording_that_changes_no_fact_is_no_change(finder):
                      "Patients with asthma should take Ventolin, and they must avoid smoke.",  # brand for generic
                      "People who have asthma should use salbutamol and must keep away from smoke."):  # a paraphrase
         assert compared(finder, reworded, original) == [], reworded
+    # "Alcohol" alone is ethanol, as "ethyl alcohol" is: the package filed it under benzyl alcohol.
+    assert compared(finder, "Avoid alcohol with metronidazole.", "Avoid ethyl alcohol with metronidazole.") == []
+    assert [fact.value for fact in finder.find_many(["Avoid alcohol."])[0]] == ["ethanol"]
 
 
 def test_negation_has_a_scope(finder):

@@ -88,8 +88,8 @@ def _scispacy_unavailable() -> str | None:
 # chemical v3: its lexicon feature, the drug lexicon, at v2; chemical v4: no number, lone lower-case letter or function
 # words alone (`names_a_chemical`). Disease v4, chemical v5: their lexicon features and abbreviations read in the
 # clinical tokenizer's words (`tokenizer`: "hepatitis B." is MeSH's "hepatitis B"). Chemical v6: its lexicon feature,
-# the drug lexicon, at v5.
-TAGGER_VERSIONS = {"disease": 4, "chemical": 6}
+# the drug lexicon, at v5. Chemical v7: its concepts the drug lexicon v6's ("alcohol" is ethanol).
+TAGGER_VERSIONS = {"disease": 4, "chemical": 7}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -124,8 +124,9 @@ RECOGNIZERS = Registry("recognizer", [
         "fwsapp.entities.recognizers.drugs:DrugLexiconRecognizer", unavailable=missing_package(DRUG_PACKAGE),
         # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more"); v3: no
         # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D."); v5: no organ
-        # ("thyroid gland", filed under desiccated thyroid)
-        label=lambda: "drug lexicon v5", kind="chemical"),
+        # ("thyroid gland", filed under desiccated thyroid); v6: "alcohol" is ethanol (it was benzyl alcohol, from the
+        # package's "alcohol,")
+        label=lambda: "drug lexicon v6", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer",
@@ -134,7 +135,9 @@ RECOGNIZERS = Registry("recognizer", [
         # v2: a frequency word alone before a noun is an adjective ("daily activities"), no dose (`names_a_dose`);
         # v3: a percentage is a dose only as a concentration; v4: a frequency is a rate, an interval the same value as
         # the count it equals ("every 8 hours" and "three times a day": 3/day); a teaspoon is 5 mL, a tablespoon 15;
-        # "mg/kg/day" is not "mg/kg", and "per dose" not "per d[ay]"
+        # "mg/kg/day" is not "mg/kg", and "per dose" not "per d[ay]"; v5: a fraction is one number ("1/2 teaspoon");
+        # v6: a count of times may be a range ("1-2 times a day") or hyphenated ("twice-daily"), "q6h", "qod" and a
+        # year's frequencies are read, and an amount per volume or minute is read whole ("100 mg/dL")
         label=lambda: "dose grammar v6", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default

@@ -31,6 +31,10 @@ REAGENT_ACRONYM_WORDS = frozenset({"sits", "caps", "indicators"})
 # Organs the package files under the medicine made of them: "thyroid gland" is desiccated thyroid to it, and 22 of the
 # paper's answers name the gland.
 ORGAN_NAMES = frozenset({"thyroid gland"})
+# What clinical text means by a name the package files otherwise: "alcohol" alone is ethanol. The package has it only
+# as "alcohol,", the head of "Alcohol, benzyl" cut at its comma, so each of the 196 "alcohol"s in the paper's answers
+# was benzyl alcohol; ethanol it files as "ethyl alcohol" and "grain alcohol".
+CLINICAL_READINGS = {"alcohol": "ethanol"}
 
 
 @lru_cache(maxsize=1)
@@ -39,7 +43,8 @@ def drug_variants() -> dict[str, str]:
     keep at least 3 letters or digits once normalised ("[he]", helium, is "he": every "He was" was helium; "2',3",
     stavudine, matched "2 3"), and that are no English function word (spaCy's stop words), organ, nor a reagent's
     acronym that is a word: "more", a brand of pancreatic enzymes, was a third of the lexicon's matches in the paper's
-    answers (1,991 of 6,616)."""
+    answers (1,991 of 6,616). CLINICAL_READINGS say what a name means in clinical text where the package says
+    otherwise."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     left_out = _stoplist() | STOP_WORDS | REAGENT_ACRONYM_WORDS | ORGAN_NAMES
@@ -48,7 +53,7 @@ def drug_variants() -> dict[str, str]:
         name = normalize(variant)
         if len(targets) == 1 and len(name.replace(" ", "")) > 2 and not {variant, name} & left_out:
             variants[name] = normalize(targets[0])
-    return variants
+    return variants | CLINICAL_READINGS
 
 
 def _stoplist() -> frozenset[str]:
