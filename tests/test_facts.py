@@ -48,6 +48,12 @@ def test_no_drug_is_a_name_of_two_letters_a_function_word_or_an_organ(finder):
     facts = finder.find_many(["He was given morphine. No change in 2 3 weeks. He took Li at night, and more of it "
                               "sits in the caps. The thyroid gland is small."])[0]
     assert [(fact.kind, fact.text) for fact in facts] == [("chemical", "morphine")]
+    # Clinical text's readings: CPPD is a disease (an antioxidant of rubber to the package), "beta 2" a receptor
+    # (isoetharine), DMPA depot medroxyprogesterone (the herbicide Zytron); "at 10" (a brand of dihydrotachysterol) no
+    # name at all.
+    facts = finder.find_many(["Symptomatic CPPD starts at 10 years after a beta 2 agonist and DMPA injections."])[0]
+    assert [(fact.kind, fact.text, fact.value) for fact in facts if fact.kind == "chemical"] == [
+        ("chemical", "DMPA", "medroxyprogesterone acetate")]
 
 
 def test_a_number_a_lone_small_letter_or_function_words_name_no_chemical():

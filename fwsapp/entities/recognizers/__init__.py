@@ -88,8 +88,9 @@ def _scispacy_unavailable() -> str | None:
 # chemical v3: its lexicon feature, the drug lexicon, at v2; chemical v4: no number, lone lower-case letter or function
 # words alone (`names_a_chemical`). Disease v4, chemical v5: their lexicon features and abbreviations read in the
 # clinical tokenizer's words (`tokenizer`: "hepatitis B." is MeSH's "hepatitis B"). Chemical v6: its lexicon feature,
-# the drug lexicon, at v5. Chemical v7: its concepts the drug lexicon v6's ("alcohol" is ethanol).
-TAGGER_VERSIONS = {"disease": 4, "chemical": 7}
+# the drug lexicon, at v5. Chemical v7: its concepts the drug lexicon v6's ("alcohol" is ethanol); chemical v8: its
+# lexicon feature and concepts the drug lexicon v7's.
+TAGGER_VERSIONS = {"disease": 4, "chemical": 8}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -125,8 +126,9 @@ RECOGNIZERS = Registry("recognizer", [
         # v2: no name shorter than 3 characters once normalised ("[he]", helium), nor a function word ("more"); v3: no
         # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D."); v5: no organ
         # ("thyroid gland", filed under desiccated thyroid); v6: "alcohol" is ethanol (it was benzyl alcohol, from the
-        # package's "alcohol,")
-        label=lambda: "drug lexicon v6", kind="chemical"),
+        # package's "alcohol,"); v7: clinical readings of acronyms (CPPD no drug), no code of function words and
+        # numbers ("at 10")
+        label=lambda: "drug lexicon v7", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",
         "fwsapp.entities.recognizers.doses:DoseRecognizer",

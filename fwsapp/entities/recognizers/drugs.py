@@ -31,10 +31,12 @@ REAGENT_ACRONYM_WORDS = frozenset({"sits", "caps", "indicators"})
 # Organs the package files under the medicine made of them: "thyroid gland" is desiccated thyroid to it, and 22 of the
 # paper's answers name the gland.
 ORGAN_NAMES = frozenset({"thyroid gland"})
-# What clinical text means by a name the package files otherwise: "alcohol" alone is ethanol. The package has it only
-# as "alcohol,", the head of "Alcohol, benzyl" cut at its comma, so each of the 196 "alcohol"s in the paper's answers
-# was benzyl alcohol; ethanol it files as "ethyl alcohol" and "grain alcohol".
-CLINICAL_READINGS = {"alcohol": "ethanol"}
+# What clinical text means by a name the package files otherwise, None where it names no drug there. "Alcohol" alone is
+# ethanol: the package has it only as "alcohol,", the head of "Alcohol, benzyl" cut at its comma, so each of the 196
+# "alcohol"s in the paper's answers was benzyl alcohol (ethanol it files as "ethyl alcohol" and "grain alcohol"). DMPA
+# is depot medroxyprogesterone acetate, not the herbicide Zytron; CPPD calcium pyrophosphate deposition disease, not an
+# antioxidant of rubber (71 of the paper's answers); "beta-2" the receptor, not isoetharine.
+CLINICAL_READINGS = {"alcohol": "ethanol", "dmpa": "medroxyprogesterone acetate", "cppd": None, "beta 2": None}
 
 
 @lru_cache(maxsize=1)
@@ -43,17 +45,20 @@ def drug_variants() -> dict[str, str]:
     keep at least 3 letters or digits once normalised ("[he]", helium, is "he": every "He was" was helium; "2',3",
     stavudine, matched "2 3"), and that are no English function word (spaCy's stop words), organ, nor a reagent's
     acronym that is a word: "more", a brand of pancreatic enzymes, was a third of the lexicon's matches in the paper's
-    answers (1,991 of 6,616). CLINICAL_READINGS say what a name means in clinical text where the package says
-    otherwise."""
+    answers (1,991 of 6,616). Nor a code made of function words, letters and numbers alone ("at 10", a brand of
+    dihydrotachysterol, was every "at 10 years"). CLINICAL_READINGS say what a name means in clinical text where the
+    package says otherwise."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    left_out = _stoplist() | STOP_WORDS | REAGENT_ACRONYM_WORDS | ORGAN_NAMES
+    no_drug = {name for name, reading in CLINICAL_READINGS.items() if reading is None}
+    left_out = _stoplist() | STOP_WORDS | REAGENT_ACRONYM_WORDS | ORGAN_NAMES | no_drug
     variants = {}
     for variant, targets in drug_dictionary().items():
         name = normalize(variant)
-        if len(targets) == 1 and len(name.replace(" ", "")) > 2 and not {variant, name} & left_out:
+        if (len(targets) == 1 and len(name.replace(" ", "")) > 2 and not {variant, name} & left_out
+                and not all(word in STOP_WORDS or word.isdigit() or len(word) == 1 for word in name.split())):
             variants[name] = normalize(targets[0])
-    return variants | CLINICAL_READINGS
+    return variants | {name: reading for name, reading in CLINICAL_READINGS.items() if reading}
 
 
 def _stoplist() -> frozenset[str]:
