@@ -155,6 +155,10 @@ def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
         ("8 tablets", "affirmed"), ("aspirin", "negated"), ("fever", "negated")]
     assert [change.kind for change in compared(finder, "Take up to 4 g of acetaminophen per day.",
                                                "Do not exceed 4 g of acetaminophen per day.")] == []
+    # With its verb between: "do not take more than" is "take no more than", not a flipped assertion.
+    for limit in ("Do not take more than 8 tablets in 24 hours.", "Don't take more than 8 tablets in 24 hours.",
+                  "Never use more than 8 tablets in 24 hours."):
+        assert compared(finder, limit, "Take no more than 8 tablets in 24 hours.") == [], limit
 
 
 def test_a_negation_ends_with_its_list_item_or_line(finder):

@@ -81,9 +81,14 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
 
 # A limit is no negation: "do not exceed 4 g of acetaminophen a day", "no more than 14 units of alcohol a week" state
 # the most of a dose, and NegEx negated both the dose and the drug, so "up to 4 g" against it read as a flipped
-# assertion.
-LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not")
-                            for comparative in ("more", "less", "fewer", "greater", "higher", "lower", "longer")),
+# assertion. So is one with its verb between: "do not take more than 4 g" is "take no more than 4 g" (it read as a
+# flipped assertion against it).
+LIMIT_COMPARATIVES = ("more", "less", "fewer", "greater", "higher", "lower", "longer")
+LIMIT_VERBS = ("take", "use", "give", "have", "drink", "eat", "apply", "consume")
+LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not", "never")
+                            for comparative in LIMIT_COMPARATIVES),
+                          *(f"{negation} {verb} {comparative} than" for negation in ("not", "don't", "doesn't", "never")
+                            for verb in LIMIT_VERBS for comparative in LIMIT_COMPARATIVES),
                           "not exceed", "not to exceed", "never exceed", "never to exceed")
 
 

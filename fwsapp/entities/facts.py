@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 # turns of prose ("not uncommon", "no idea"). 8: "free" is a trigger of reach 0; a bracket counts toward a reach.
 # 9: a capital letter's full stop is a word of its own (`recognizers.tokenizer`). 10: "thyroid gland" is no drug name
 # a corrupted term is near. 11: a limit ("do not exceed", "no more than") negates nothing (`LIMIT_PSEUDO_NEGATIONS`),
-# nor does "without treatment" or "not everyone".
-FACTS_VERSION = 11
+# nor does "without treatment" or "not everyone". 12: nor one with its verb between ("do not take more than"); and
+# the drug lexicon's clinical readings ("alcohol" ethanol, CPPD no drug) name the concepts.
+FACTS_VERSION = 12
 
 
 @dataclass(frozen=True)
