@@ -161,6 +161,17 @@ def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
         assert compared(finder, limit, "Take no more than 8 tablets in 24 hours.") == [], limit
 
 
+def test_whom_a_treatment_is_not_for_is_no_negation_of_their_condition(finder):
+    """"Not suitable for people with asthma" names the people the advice is about; NegEx negated their asthma, so the
+    same advice written "people with asthma should avoid it" read as a flipped assertion."""
+    assert compared(finder, "Ibuprofen is not recommended for people with asthma.",
+                    "People with asthma should avoid ibuprofen.") == []
+    facts = finder.find_many(["It should not be used during an asthma attack, and it is not suitable in cases of gout. "
+                              "There is no fever."])[0]
+    assert [(fact.text, fact.assertion) for fact in facts] == [("asthma", "affirmed"), ("gout", "affirmed"),
+                                                                ("fever", "negated")]
+
+
 def test_a_negation_ends_with_its_list_item_or_line(finder):
     """As a 7B answer of the paper writes a list: the bullet glued to the full stop before it ("analgesics.•"), which
     spaCy kept as one token, so "not" negated every disease of the next item, and the drug lexicon missed the drug;

@@ -91,6 +91,14 @@ LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("n
                             for verb in LIMIT_VERBS for comparative in LIMIT_COMPARATIVES),
                           "not exceed", "not to exceed", "never exceed", "never to exceed")
 
+# Who or what a treatment is not for is no negation of it: "not suitable for people with poor circulation", "not
+# recommended for dyspepsia of acute onset", "should not be used during the first trimester of pregnancy" name the
+# people, the condition or the time the advice is about, which NegEx negated.
+INDICATION_PSEUDO_NEGATIONS = tuple(
+    f"not {be}{verdict} {preposition}" for be in ("", "be ")
+    for verdict in ("recommended", "suitable", "advised", "indicated", "appropriate", "safe", "used", "given",
+                    "prescribed")
+    for preposition in ("for", "in", "during"))
 
 # Triggers that reach less far than NEGATION_WINDOW. "Free" negates the word before it alone ("pork-free", "gluten free
 # warfarin"): reaching back to the sentence's start, "Is gelatin an ingredient of vitamin D and is it pork-free?" negated
@@ -103,7 +111,8 @@ def negation_termset() -> dict[str, list[str]]:
 
     patterns = termset("en_clinical").get_patterns()
     return {**patterns, "pseudo_negations": [term for term in patterns["pseudo_negations"] if term not in NOT_PSEUDO]
-            + list(INTERVENTION_PSEUDO_NEGATIONS) + list(PROSE_PSEUDO_NEGATIONS) + list(LIMIT_PSEUDO_NEGATIONS),
+            + [*INTERVENTION_PSEUDO_NEGATIONS, *PROSE_PSEUDO_NEGATIONS, *LIMIT_PSEUDO_NEGATIONS,
+               *INDICATION_PSEUDO_NEGATIONS],
             "preceding_negations": [term for term in patterns["preceding_negations"] if term not in NOT_NEGATIONS],
             "termination": patterns["termination"] + CAUSE_TERMINATIONS}
 

@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass
 # 9: a capital letter's full stop is a word of its own (`recognizers.tokenizer`). 10: "thyroid gland" is no drug name
 # a corrupted term is near. 11: a limit ("do not exceed", "no more than") negates nothing (`LIMIT_PSEUDO_NEGATIONS`),
 # nor does "without treatment" or "not everyone". 12: nor one with its verb between ("do not take more than"); and
-# the drug lexicon's clinical readings ("alcohol" ethanol, CPPD no drug) name the concepts.
-FACTS_VERSION = 12
+# the drug lexicon's clinical readings ("alcohol" ethanol, CPPD no drug) name the concepts. 13: whom a treatment is
+# not for is not negated ("not suitable for people with asthma").
+FACTS_VERSION = 13
 
 
 @dataclass(frozen=True)
