@@ -380,7 +380,7 @@ def test_serve_detection_serves_on_loopback_refuses_off_it_without_a_token_and_n
     environment = {**os.environ, KEY_VARIABLE: KEY, "PYTHONPATH": str(PROJECT)}
     environment.pop("FWSAPP_ADMIN_TOKEN", None)
     command = [sys.executable, "-m", "fwsapp", "serve-detection", "--method", "vLLM-Gumbel",
-               "--param", f"key=${KEY_VARIABLE}", "--tokenizer", "llama-3", "--db", str(tmp_path / "db.duckdb")]
+               "--param", f"key=${KEY_VARIABLE}", "--tokenizer", "llama-3"]
     refused = subprocess.run([*command, "--host", "0.0.0.0"], env=environment, capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode == 2 and "FWSAPP_ADMIN_TOKEN" in refused.stderr

@@ -4,10 +4,10 @@ from __future__ import annotations
 import sys
 
 from fwsapp.cli.options import command, loading_given
+from fwsapp.paths import DEFAULT_DB
 
 
 def register(commands) -> None:
-    from fwsapp.paths import DEFAULT_DB
     from fwsapp.service.limits import DEFAULT_RATE_LIMIT
     from fwsapp.watermark.methods import watermark_names
 
@@ -77,8 +77,6 @@ def cmd_serve_detection(args) -> int:
         minimum = MinimumLength(args.min_tokens, "given (--min-tokens)")
     elif args.lengths_from:
         from fwsapp.cli.terminal import existing_store
-
-        from fwsapp.paths import DEFAULT_DB
 
         minimum = MinimumLength.from_run(existing_store(args.db or DEFAULT_DB), args.lengths_from, declared.name,
                                          checked)
