@@ -49,8 +49,8 @@ MEDICAL_SPOONS = ("medical_teaspoon = 5 milliliter", "medical_tablespoon = 15 mi
 # Each dimension's unit of comparison, and how it is written (clinical style: mL, not pint's ml).
 BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
-_AMOUNT = (rf"(?P<low>{FRACTION}|{NUMBER}|half\s+an?|{'|'.join(NUMBER_WORDS)})"
-           rf"(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?")
+_COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
+_AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{_COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
 # per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose).
 # Each a whole word: "per dose" is not "per d[ay]".
@@ -59,7 +59,6 @@ _PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|d
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything.
 DOSE = re.compile(rf"(?<![\w.])(?<!\d/){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
-_COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
 # A count may be a range ("1-2 times a day", "two or three times a day", "once or twice daily": the higher end alone
 # was read, so "1-2 times a day" and "twice a day" were one value), and hyphenated ("twice-daily" was "daily", 1/day).
 # A year is a period ("once a year", "every 2 years"), but "annually" and "yearly" alone are none: in the paper's
@@ -85,10 +84,11 @@ RATE_PERIODS = ("day", "week", "month", "year")
 
 
 def _number(text: str) -> float:
-    """A written amount's value: '1,000' 1000, '0,5' 0.5, 'two' 2, 'half a' 0.5, '1 1/2' and '1½' 1.5."""
+    """A written amount's value: '1,000' 1000, '0,5' 0.5, 'two' 2, 'twice' 2, 'half a' 0.5, '1 1/2' and '1½' 1.5."""
     text = text.strip().lower()
-    if text.split()[0] in NUMBER_WORDS:
-        return NUMBER_WORDS[text.split()[0]]
+    words = {**NUMBER_WORDS, **TIMES}
+    if text.split()[0] in words:
+        return words[text.split()[0]]
     if "/" in text:
         whole, _, fraction = text.rpartition(" ")
         return float(whole or 0) + float(Fraction(fraction))
@@ -96,6 +96,11 @@ def _number(text: str) -> float:
         return float(text[:-1] or 0) + unicodedata.numeric(text[-1])
     return float(text.replace(",", ".") if text.count(",") == 1 and len(text.split(",")[1]) != 3
                  else text.replace(",", ""))
+
+
+def _values(match: re.Match, low: str, high: str) -> tuple[float, ...]:
+    """The value of group `low`, and of group `high` where a range gives one."""
+    return tuple(_number(match[group]) for group in (low, high) if match[group])
 
 
 def _shown(value: float) -> str:
@@ -132,9 +137,7 @@ def dose_value(text: str) -> str:
     match = DOSE.fullmatch(text.strip())
     if match:
         factor, unit = _to_base(UNITS[match["unit"].lower()])
-        amount = _shown(_number(match["low"]) * factor)
-        if match["high"]:
-            amount += f"-{_shown(_number(match['high']) * factor)}"
+        amount = "-".join(_shown(value * factor) for value in _values(match, "low", "high"))
         pers = [PER_UNITS.get(per.lower(), per.lower()) for per in (match["per"], match["per_then"]) if per]
         return f"{amount} {unit}" + "".join(f"/{per}" for per in pers)
     match = FREQUENCY.fullmatch(text.strip())
@@ -144,17 +147,13 @@ def dose_value(text: str) -> str:
             return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
         if match["every"]:
             unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
-            intervals = [match["every"], *([match["every_high"]] if match["every_high"] else [])]
-            return _rate(tuple(1 / _number(interval) for interval in intervals), unit)
+            return _rate(tuple(1 / interval for interval in _values(match, "every", "every_high")), unit)
         if match["every_other"]:
             return _rate((0.5,), match["every_other"].lower())
         if match["every_hours"]:
             return _rate((1 / int(match["every_hours"]),), "hour")
-        if match["times"]:
-            counts = [TIMES[word.lower()] for word in (match["times"], match["times_high"]) if word]
-        else:
-            counts = [_number(count) for count in (match["count"], match["count_high"]) if count]
-        return _rate(tuple(counts), PERIODS[match["period"].lower()])
+        counts = _values(match, "times", "times_high") if match["times"] else _values(match, "count", "count_high")
+        return _rate(counts, PERIODS[match["period"].lower()])
     return " ".join(text.lower().split())
 
 

@@ -26,18 +26,15 @@ def drug_dictionary() -> dict[str, list[str]]:
         return pickle.load(handle)["drug_variant_to_canonical"]
 
 
-# Lower-cased acronyms of laboratory reagents that running text uses as words ("sits", "caps", "indicators").
-REAGENT_ACRONYM_WORDS = frozenset({"sits", "caps", "indicators"})
-# Organs the package files under the medicine made of them: "thyroid gland" is desiccated thyroid to it, and 22 of the
-# paper's answers name the gland.
-ORGAN_NAMES = frozenset({"thyroid gland"})
 # What clinical text means by a name the package files otherwise, None where it names no drug there. "Alcohol" alone is
 # ethanol: the package has it only as "alcohol,", the head of "Alcohol, benzyl" cut at its comma, so each of the 196
 # "alcohol"s in the paper's answers was benzyl alcohol (ethanol it files as "ethyl alcohol" and "grain alcohol"). DMPA
 # is depot medroxyprogesterone acetate, not the herbicide Zytron; CPPD calcium pyrophosphate deposition disease, not an
-# antioxidant of rubber (71 of the paper's answers); "beta-2" the receptor, not isoetharine.
-CLINICAL_READINGS = {"alcohol": "ethanol", "dmpa": "medroxyprogesterone acetate", "cppd": None, "beta 2": None}
-
+# antioxidant of rubber (71 of the paper's answers); "beta-2" the receptor, not isoetharine. Laboratory reagents'
+# acronyms that running text uses as words ("sits", "caps", "indicators") and an organ the package files under the
+# medicine made of it ("thyroid gland", desiccated thyroid, in 22 of the paper's answers) name none.
+CLINICAL_READINGS = {"alcohol": "ethanol", "dmpa": "medroxyprogesterone acetate", "cppd": None, "beta 2": None,
+                     "sits": None, "caps": None, "indicators": None, "thyroid gland": None}
 
 @lru_cache(maxsize=1)
 def drug_variants() -> dict[str, str]:
@@ -51,7 +48,7 @@ def drug_variants() -> dict[str, str]:
     from spacy.lang.en.stop_words import STOP_WORDS
 
     no_drug = {name for name, reading in CLINICAL_READINGS.items() if reading is None}
-    left_out = _stoplist() | STOP_WORDS | REAGENT_ACRONYM_WORDS | ORGAN_NAMES | no_drug
+    left_out = _stoplist() | STOP_WORDS | no_drug
     variants = {}
     for variant, targets in drug_dictionary().items():
         name = normalize(variant)
