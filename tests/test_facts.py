@@ -152,7 +152,7 @@ def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
                               "week. Take not more than 8 tablets in 24 hours. Do not take aspirin; there is no fever."])[0]
     assert [(fact.text, fact.assertion) for fact in facts] == [
         ("4 g", "affirmed"), ("acetaminophen", "affirmed"), ("14 units", "affirmed"), ("alcohol", "affirmed"),
-        ("8 tablets", "affirmed"), ("aspirin", "negated"), ("fever", "negated")]
+        ("8 tablets", "affirmed"), ("in 24 hours", "affirmed"), ("aspirin", "negated"), ("fever", "negated")]
     assert [change.kind for change in compared(finder, "Take up to 4 g of acetaminophen per day.",
                                                "Do not exceed 4 g of acetaminophen per day.")] == []
     # With its verb between: "do not take more than" is "take no more than", not a flipped assertion.
@@ -206,7 +206,17 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("4 times a month") == "4/month" and dose_value("every 3 days") == "2.33333/week"
     assert dose_value("2.5 mg/kg") == "2.5 mg/kg"
     assert dose_value("2.5 mg/kg/day") == dose_value("2.5 mg/kg per day") == "2.5 mg/kg/day" != dose_value("2.5 mg/kg/dose")
-    assert dose_value("4 g per day") == dose_value("4 g/d") == "4000 mg/day"
+    # An amount a day is the amount and its period however written, as "40 mg daily" is: "40 mg per day" was one value
+    # against it, "4 g a day" and "8 tablets in 24 hours" an amount alone.
+    for written in ("40 mg per day", "40 mg a day", "40 mg/day", "40 mg/d", "40 mg each day", "40 mg in 24 hours"):
+        assert compared(finder, "Take 40 mg daily.", f"Take {written}.") == [], written
+    assert [(f.text, f.value) for f in finder.find_many(["Up to 8 tablets in a 24-hour period, 50 mg a week."])[0]] \
+        == [("8 tablets", "8 tablet"), ("in a 24-hour period", "1/day"), ("50 mg", "50 mg"), ("a week", "1/week")]
+    assert compared(finder, "Take 40 mg per day.", "Take 40 mg twice daily.") == [
+        Change("dose", 11, 18, "twice daily", "per day")]
+    # A naked decimal is a number: ".5 mg" was no dose.
+    assert [(f.text, f.value) for f in finder.find_many(["Take .5 mg of lorazepam, not 5 mg."])[0] if f.kind == "dose"] \
+        == [(".5 mg", "0.5 mg"), ("5 mg", "5 mg")]
     # A count may be a range, and hyphenated: the higher end alone was read ("1-2 times a day" was twice a day), and
     # "twice-daily" was "daily", 1/day.
     assert dose_value("1-2 times a day") == dose_value("once or twice daily") == "1-2/day" != dose_value("twice a day")

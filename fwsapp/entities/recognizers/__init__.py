@@ -139,8 +139,10 @@ RECOGNIZERS = Registry("recognizer", [
         # the count it equals ("every 8 hours" and "three times a day": 3/day); a teaspoon is 5 mL, a tablespoon 15;
         # "mg/kg/day" is not "mg/kg", and "per dose" not "per d[ay]"; v5: a fraction is one number ("1/2 teaspoon");
         # v6: a count of times may be a range ("1-2 times a day") or hyphenated ("twice-daily"), "q6h", "qod" and a
-        # year's frequencies are read, and an amount per volume or minute is read whole ("100 mg/dL")
-        label=lambda: "dose grammar v6", kind="dose"),
+        # year's frequencies are read, and an amount per volume or minute is read whole ("100 mg/dL"); v7: an amount a
+        # day or a week is the amount and its period ("40 mg per day", "4 g a day", "8 tablets in 24 hours": 40 mg and
+        # 1/day, as "40 mg daily"), and a naked decimal is a number (".5 mg")
+        label=lambda: "dose grammar v7", kind="dose"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

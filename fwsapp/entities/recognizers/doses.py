@@ -16,7 +16,9 @@ from functools import lru_cache
 
 from fwsapp.entities.recognizers.base import Entity, Recognizer, words_after
 
-NUMBER = r"\d+(?:[.,]\d+)?"
+# A naked decimal is a number too (".5 mg", ".25 mg ointment"), as error-prone as prescribers are told it is; it was
+# read as nothing.
+NUMBER = r"(?:\d+(?:[.,]\d+)?|\.\d+)"
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                 "ten": 10, "twelve": 12, "half": 0.5}
 # A fraction of a tablet or a spoon, after a whole number or not: "1/2", "1 1/2", "½", "1½"; one digit each side, as a
@@ -53,11 +55,20 @@ _COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
 _AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{_COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
 # per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose).
-# Each a whole word: "per dose" is not "per d[ay]".
+# Each a whole word: "per dose" is not "per d[ay]". An amount a day is written many ways ("a day", "each day", "in 24
+# hours", "/24h"): each is `PERIOD`, read apart from the amount (`DoseRecognizer`).
 _PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l)(?!\w)"
-        r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?)?")
+        r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?"
+        r"|\s+(?:an?|each|every|in\s+(?:a|one))\s+(?P<per_word>day|week)(?!\w)"
+        r"|(?P<per_24h>\s*/\s*24\s*|\s+(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?24[\s-]*)(?:hours?|hrs?|h)(?!\w)"
+        r"(?:\s+period)?)?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything.
 DOSE = re.compile(rf"(?<![\w.])(?<!\d/){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
+# The period of an amount's "per day" or "a week" ("40 mg per day" is 40 mg once a day, as "40 mg daily" is: read as one
+# value, it was another dose than the amount and its frequency, and "4 g a day" was 4 g).
+PERIOD = re.compile(r"(?:/\s*|per\s+|an?\s+|each\s+|every\s+|in\s+(?:a|one)\s+)(?P<period>day|d|week)"
+                    r"|(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?:hours?|hrs?|h)(?:\s+period)?",
+                    re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # A count may be a range ("1-2 times a day", "two or three times a day", "once or twice daily": the higher end alone
 # was read, so "1-2 times a day" and "twice a day" were one value), and hyphenated ("twice-daily" was "daily", 1/day).
@@ -154,6 +165,9 @@ def dose_value(text: str) -> str:
             return _rate((1 / int(match["every_hours"]),), "hour")
         counts = _values(match, "times", "times_high") if match["times"] else _values(match, "count", "count_high")
         return _rate(counts, PERIODS[match["period"].lower()])
+    match = PERIOD.fullmatch(text.strip())
+    if match:
+        return _rate((1,), "week" if (match["period"] or "").lower() == "week" else "day")
     return " ".join(text.lower().split())
 
 
@@ -220,7 +234,21 @@ class DoseRecognizer(Recognizer):
             kept, reach = [], -1
             for start, end in spans:
                 if start >= reach:
-                    kept.append(Entity(text[start:end], start, end))
+                    kept.extend(_amount_and_period(text, start, end))
                     reach = end
             found.append(kept)
         return found
+
+
+def _amount_and_period(text: str, start: int, end: int) -> list[Entity]:
+    """A mention, or an amount a day or a week as two: the amount and its period, so that "40 mg per day", "40 mg a
+    day" and "40 mg daily" are the same two facts (40 mg, 1/day), and "twice daily" against any of them changes the
+    frequency alone."""
+    dose = DOSE.fullmatch(text, start, end)
+    periodic = dose and not dose["per_then"] and (
+        (dose["per"] or "").lower() in ("day", "d", "week") or dose["per_word"] or dose["per_24h"])
+    if not periodic:
+        return [Entity(text[start:end], start, end)]
+    amount_end = dose.end("unit")
+    period_start = amount_end + len(text[amount_end:end]) - len(text[amount_end:end].lstrip())
+    return [Entity(text[start:amount_end], start, amount_end), Entity(text[period_start:end], period_start, end)]
