@@ -169,6 +169,22 @@ def test_recognizers_by_name_and_their_labels():
     assert [e.text for e in mesh.find("Dementia, delirium and diabetes; combined therapy.")] == ["Dementia", "delirium", "diabetes"]
 
 
+def test_a_taggers_label_carries_its_lexicons_version(monkeypatch):
+    """A new version of the lexicon a tagger reads is a new version of the tagger in every label an analysis records,
+    with nothing to bump by hand; the concepts of the chemical tagger's mentions are the drug lexicon's too."""
+    from dataclasses import replace
+
+    from fwsapp.entities.recognizers import RECOGNIZERS
+
+    assert recognizer_label("trained").endswith(f" on {recognizer_label('mesh')}")
+    before = recognizer_label("chemical-tagger")
+    assert before.endswith(f" on {recognizer_label('drug-lexicon')}")
+    monkeypatch.setitem(RECOGNIZERS._entries, "drug-lexicon",
+                        replace(RECOGNIZERS["drug-lexicon"], label=lambda: "drug lexicon v99"))
+    after = recognizer_label("chemical-tagger")
+    assert after != before and after.endswith(" on drug lexicon v99")
+
+
 def test_recognize_writes_one_line_per_input_in_order(tmp_path):
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     texts = ["Patients with myocardial infarction (MI) and MI-related heart failure.", "", "No finding here."]

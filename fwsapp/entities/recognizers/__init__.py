@@ -83,21 +83,22 @@ def _scispacy_unavailable() -> str | None:
     return None
 
 
-# The version of each trained tagger's recognizer, in its label. Disease v2: the stoplist and head rule; disease v3:
+# The version of each trained tagger's own reading, in its label. Disease v2: the stoplist and head rule; disease v3:
 # acronyms that are words only in capitals, no letter or function words alone; chemical v2: one sense per discourse;
-# chemical v3: its lexicon feature, the drug lexicon, at v2; chemical v4: no number, lone lower-case letter or function
-# words alone (`names_a_chemical`). Disease v4, chemical v5: their lexicon features and abbreviations read in the
-# clinical tokenizer's words (`tokenizer`: "hepatitis B." is MeSH's "hepatitis B"). Chemical v6: its lexicon feature,
-# the drug lexicon, at v5. Chemical v7: its concepts the drug lexicon v6's ("alcohol" is ethanol); chemical v8: its
-# lexicon feature and concepts the drug lexicon v7's.
+# chemical v4: no number, lone lower-case letter or function words alone (`names_a_chemical`). Disease v4, chemical v5:
+# abbreviations and lexicon features read in the clinical tokenizer's words. (Chemical v3 and v6 to v8 were new drug
+# lexicons, whose label the tagger's label now carries: `trained_label`.)
 TAGGER_VERSIONS = {"disease": 4, "chemical": 8}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
-    """A trained tagger's label: its kind and version, and a digest of the weights in `folder` (default: shipped)."""
-    from fwsapp.entities.ner import model_dir, weights_digest
+    """A trained tagger's label: its kind and version, a digest of the weights in `folder` (default: shipped), and the
+    label of the lexicon recognizer whose matches are its feature (the chemical tagger's concepts are that lexicon's
+    too), so that a new version of the lexicon is a new version of the tagger, said nowhere else."""
+    from fwsapp.entities.ner import TAGGED_KINDS, model_dir, weights_digest
 
-    return f"trained {kind} tagger v{TAGGER_VERSIONS[kind]} {weights_digest(folder or model_dir(kind))}"
+    lexicon = RECOGNIZERS[TAGGED_KINDS[kind]].label()
+    return f"trained {kind} tagger v{TAGGER_VERSIONS[kind]} {weights_digest(folder or model_dir(kind))} on {lexicon}"
 
 
 RECOGNIZERS = Registry("recognizer", [
