@@ -15,6 +15,7 @@ import pytest
 from fwsapp.entities.changes import BY_CONCEPT, Change, changes, corruptions
 from fwsapp.entities.facts import FactFinder
 from fwsapp.entities.recognizers.doses import dose_value
+from fwsapp.entities.recognizers.durations import duration_value
 
 MODEL_FREE = {"disease": "mesh", "chemical": "drug-lexicon", "dose": "doses"}
 
@@ -159,6 +160,22 @@ def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
     for limit in ("Do not take more than 8 tablets in 24 hours.", "Don't take more than 8 tablets in 24 hours.",
                   "Never use more than 8 tablets in 24 hours."):
         assert compared(finder, limit, "Take no more than 8 tablets in 24 hours.") == [], limit
+
+
+def test_a_courses_or_a_symptoms_length_is_a_fact_in_one_unit(finder):
+    """How long a course or a symptom lasts is a fact: "for 7 days" against "for 10 days" changed nothing before the
+    durations' kind; equal lengths are one value, a length with no number is none, and a limit on it negates nothing."""
+    assert duration_value("for 2 weeks") == duration_value("for 14 days") == duration_value("14-day course") == "14 days"
+    assert duration_value("for 48 hours") == duration_value("for two days") == "2 days" != duration_value("for 36 hours")
+    assert duration_value("for a year") == duration_value("for 12 months") == "12 months"
+    assert duration_value("for five to seven days") == duration_value("for 5-7 days") == "5-7 days"
+    assert compared(finder, "Take amoxicillin 500 mg three times a day for 10 days.",
+                    "Take amoxicillin 500 mg three times a day for 7 days.") == [
+        Change("duration", 42, 53, "for 7 days", "for 10 days")]
+    assert compared(finder, "My ear has been blocked for two weeks.", "Ear blocked for 14 days.") == []
+    assert [fact.text for fact in finder.find_many(["For years he smoked; for a few days it hurt, then for an hour."])[0]
+            if fact.kind == "duration"] == ["for an hour"]
+    assert compared(finder, "Do not use it for more than 7 days.", "Use it for no more than 7 days.") == []
 
 
 def test_whom_a_treatment_is_not_for_is_no_negation_of_their_condition(finder):
@@ -609,7 +626,8 @@ def test_fact_survival_counts_each_kinds_facts_an_attack_kept_with_their_asserti
     # The dose changed; the drug stayed; fever lost its negation, asthma stayed.
     assert found == {"chemical": [1, 1], "disease": [2, 1], "dose": [1, 0]}
     pooled = survival_by_kind(pd.Series([json.dumps(found), json.dumps({"disease": [2, 2]}), None]))
-    assert pooled == {"disease_fact_survival": 0.75, "chemical_fact_survival": 1.0, "dose_fact_survival": 0.0}
+    assert pooled == {"disease_fact_survival": 0.75, "chemical_fact_survival": 1.0, "dose_fact_survival": 0.0,
+                      "duration_fact_survival": None}  # no text stated a length
 
 
 def test_paired_reads_the_clinical_facts_metric_per_watermarked_text(tmp_path):

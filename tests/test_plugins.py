@@ -214,7 +214,7 @@ def test_a_toy_judge_backend_is_one_entry_away_from_the_cli_doctor_the_page_and_
 def test_an_unknown_plug_in_names_the_registered_ones():
     with pytest.raises(ValueError, match="Unknown judge backend 'gpt': choose one of local, openai, compatible"):
         JUDGE_BACKENDS["gpt"]
-    assert json.dumps(RECOGNIZERS.names()) == '["trained", "mesh", "scispacy", "chemical-tagger", "drug-lexicon", "doses"]'
+    assert json.dumps(RECOGNIZERS.names()) == '["trained", "mesh", "scispacy", "chemical-tagger", "drug-lexicon", "doses", "durations"]'
 
 
 # -- quality metrics ---------------------------------------------------------------------------------------------------

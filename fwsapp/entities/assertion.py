@@ -82,13 +82,19 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
 # A limit is no negation: "do not exceed 4 g of acetaminophen a day", "no more than 14 units of alcohol a week" state
 # the most of a dose, and NegEx negated both the dose and the drug, so "up to 4 g" against it read as a flipped
 # assertion. So is one with its verb between: "do not take more than 4 g" is "take no more than 4 g" (it read as a
-# flipped assertion against it).
+# flipped assertion against it); and a limit on a course's length.
 LIMIT_COMPARATIVES = ("more", "less", "fewer", "greater", "higher", "lower", "longer")
 LIMIT_VERBS = ("take", "use", "give", "have", "drink", "eat", "apply", "consume")
 LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not", "never")
                             for comparative in LIMIT_COMPARATIVES),
                           *(f"{negation} {verb} {comparative} than" for negation in ("not", "don't", "doesn't", "never")
                             for verb in LIMIT_VERBS for comparative in LIMIT_COMPARATIVES),
+                          # and a course's: "do not use it for more than 7 days" is "use it for no more than 7 days"
+                          *(f"{negation} {verb} {thing}for {comparative} than"
+                            for negation in ("not", "don't", "doesn't", "never") for verb in LIMIT_VERBS
+                            for thing in ("", "it ", "them ", "this ") for comparative in ("more", "longer", "less")),
+                          *(f"not be {verb} for {comparative} than" for verb in ("used", "taken", "given", "applied")
+                            for comparative in ("more", "longer", "less")),
                           "not exceed", "not to exceed", "never exceed", "never to exceed")
 
 # Who or what a treatment is not for is no negation of it: "not suitable for people with poor circulation", "not

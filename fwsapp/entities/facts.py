@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass
 # a corrupted term is near. 11: a limit ("do not exceed", "no more than") negates nothing (`LIMIT_PSEUDO_NEGATIONS`),
 # nor does "without treatment" or "not everyone". 12: nor one with its verb between ("do not take more than"); and
 # the drug lexicon's clinical readings ("alcohol" ethanol, CPPD no drug) name the concepts. 13: whom a treatment is
-# not for is not negated ("not suitable for people with asthma").
-FACTS_VERSION = 13
+# not for is not negated ("not suitable for people with asthma"). 14: nor a limit on a course's length ("do not use it
+# for more than 7 days"), the durations' kind being read.
+FACTS_VERSION = 14
 
 
 @dataclass(frozen=True)

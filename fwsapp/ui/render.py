@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from fwsapp import p_text
+from fwsapp.entities.recognizers import KINDS
 
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
 WORD_JOINER = "\u2060"
@@ -142,15 +143,14 @@ def highlight_entities(text: str | None, entities: pd.DataFrame) -> str:
     return "".join(pieces)
 
 
-FACT_COLOURS = {"disease": "#cfe3ff", "chemical": "#d8f5d0", "dose": "#f3dcff"}
 CHANGED_BORDER = "2px solid #c0392b"
 ASSERTION_MARKS = {"negated": "¬ ", "uncertain": "? "}
 
 
 def fact_legend() -> str:
     """The facts' highlight colours, and how a changed, negated or uncertain fact is marked, as chips."""
-    chips = [f'<span style="background:{colour};padding:0 6px;border-radius:3px">{html.escape(kind)}</span>'
-             for kind, colour in FACT_COLOURS.items()]
+    chips = [f'<span style="background:{kind.colour};padding:0 6px;border-radius:3px">{html.escape(name)}</span>'
+             for name, kind in KINDS.items()]
     chips.append(f'<span style="border:{CHANGED_BORDER};padding:0 6px;border-radius:3px">changed</span>')
     chips += [f"<span>{mark.strip()} {assertion}</span>" for assertion, mark in ASSERTION_MARKS.items()]
     return " ".join(chips)
@@ -173,7 +173,7 @@ def highlight_facts(text: str, facts, changed: dict) -> str:
         style = "padding:0 2px;border-radius:3px"
         tips = [f"{fact.kind}: {fact.value} ({fact.assertion})"] if fact else []
         if fact:
-            style += f";background:{FACT_COLOURS.get(fact.kind, '#eeeeee')}"
+            style += f";background:{KINDS[fact.kind].colour}"
         for against, change in changed.get((start, end), []):
             style += f";border:{CHANGED_BORDER}"
             tips.append(f"{change.kind} against the {against}: was '{change.was}', now '{change.now}'")

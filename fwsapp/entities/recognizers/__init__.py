@@ -37,6 +37,7 @@ class FactKind:
     change: str
     normaliser: str
     example: tuple[str, str]  # a sentence and a mention in it every recognizer of the kind finds (the generic test)
+    colour: str  # its mentions' highlight where texts are shown side by side
     mention_rule: str | None = None
 
     def concept(self, text: str) -> str:
@@ -50,14 +51,17 @@ class FactKind:
 KINDS = {kind.name: kind for kind in (
     FactKind("disease", "diseases, disorders and symptoms, as BC5CDR and NCBI Disease annotate them; a MeSH heading "
              "and its entry terms are one concept", "disease", "fwsapp.entities.recognizers.base:disease_concept",
-             ("Gout and Asthma are common.", "Asthma"), "fwsapp.entities.recognizers.base:names_a_disease"),
+             ("Gout and Asthma are common.", "Asthma"), "#cfe3ff", "fwsapp.entities.recognizers.base:names_a_disease"),
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
-             "fwsapp.entities.recognizers.base:names_a_chemical"),
+             "#d8f5d0", "fwsapp.entities.recognizers.base:names_a_chemical"),
     FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily; a percentage only "
              "as a concentration, of a cream or a solution); equal amounts in other units are one value", "dose",
-             "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg"),
+             "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg"), "#f3dcff",
              "fwsapp.entities.recognizers.doses:names_a_dose"),
+    FactKind("duration", "how long a treatment or a symptom lasts, with a number (for 7 days, for two weeks, a 10-day "
+             "course); equal lengths in other units are one value", "duration",
+             "fwsapp.entities.recognizers.durations:duration_value", ("Take it for 7 days.", "for 7 days"), "#ffe8c2"),
 )}
 
 
@@ -144,6 +148,10 @@ RECOGNIZERS = Registry("recognizer", [
         # day or a week is the amount and its period ("40 mg per day", "4 g a day", "8 tablets in 24 hours": 40 mg and
         # 1/day, as "40 mg daily"), and a naked decimal is a number (".5 mg")
         label=lambda: "dose grammar v7", kind="dose"),
+    RecognizerPlugIn(
+        "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",
+        "fwsapp.entities.recognizers.durations:DurationRecognizer", label=lambda: "duration grammar v1",
+        kind="duration"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

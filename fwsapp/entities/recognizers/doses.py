@@ -51,8 +51,8 @@ MEDICAL_SPOONS = ("medical_teaspoon = 5 milliliter", "medical_tablespoon = 15 mi
 # Each dimension's unit of comparison, and how it is written (clinical style: mL, not pint's ml).
 BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
-_COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
-_AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{_COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
+COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
+_AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
 # per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose).
 # Each a whole word: "per dose" is not "per d[ay]". An amount a day is written many ways ("a day", "each day", "in 24
@@ -76,9 +76,9 @@ TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # answers they are mostly of statistics ("8,000 new lesions annually").
 FREQUENCY = re.compile(
     rf"\b(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
-    rf"|(?P<count>{_COUNT})(?:\s*(?:-|–|to|or)\s*(?P<count_high>{_COUNT}))?\s+times?)[\s-]+"
+    rf"|(?P<count>{COUNT})(?:\s*(?:-|–|to|or)\s*(?P<count_high>{COUNT}))?\s+times?)[\s-]+"
     r"(?:(?:an?|per|each|every)[\s-]+)?(?P<period>day|daily|week|weekly|month|monthly|hour|year)"
-    rf"|every\s+(?P<every>{_COUNT})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
+    rf"|every\s+(?P<every>{COUNT})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
     r"(?P<every_unit>hours?|hrs?|days?|weeks?|months?|years?)"
     r"|every\s+other\s+(?P<every_other>day|week)"
     r"|q(?P<every_hours>[1-9]\d?)h"
@@ -94,7 +94,7 @@ ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4, "qd": 1, 
 RATE_PERIODS = ("day", "week", "month", "year")
 
 
-def _number(text: str) -> float:
+def written_number(text: str) -> float:
     """A written amount's value: '1,000' 1000, '0,5' 0.5, 'two' 2, 'twice' 2, 'half a' 0.5, '1 1/2' and '1½' 1.5."""
     text = text.strip().lower()
     words = {**NUMBER_WORDS, **TIMES}
@@ -109,12 +109,12 @@ def _number(text: str) -> float:
                  else text.replace(",", ""))
 
 
-def _values(match: re.Match, low: str, high: str) -> tuple[float, ...]:
+def written_values(match: re.Match, low: str, high: str) -> tuple[float, ...]:
     """The value of group `low`, and of group `high` where a range gives one."""
-    return tuple(_number(match[group]) for group in (low, high) if match[group])
+    return tuple(written_number(match[group]) for group in (low, high) if match[group])
 
 
-def _shown(value: float) -> str:
+def shown_number(value: float) -> str:
     return f"{value:.6g}"
 
 
@@ -148,7 +148,7 @@ def dose_value(text: str) -> str:
     match = DOSE.fullmatch(text.strip())
     if match:
         factor, unit = _to_base(UNITS[match["unit"].lower()])
-        amount = "-".join(_shown(value * factor) for value in _values(match, "low", "high"))
+        amount = "-".join(shown_number(value * factor) for value in written_values(match, "low", "high"))
         pers = [PER_UNITS.get(per.lower(), per.lower()) for per in (match["per"], match["per_then"]) if per]
         return f"{amount} {unit}" + "".join(f"/{per}" for per in pers)
     match = FREQUENCY.fullmatch(text.strip())
@@ -158,12 +158,12 @@ def dose_value(text: str) -> str:
             return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
         if match["every"]:
             unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
-            return _rate(tuple(1 / interval for interval in _values(match, "every", "every_high")), unit)
+            return _rate(tuple(1 / interval for interval in written_values(match, "every", "every_high")), unit)
         if match["every_other"]:
             return _rate((0.5,), match["every_other"].lower())
         if match["every_hours"]:
             return _rate((1 / int(match["every_hours"]),), "hour")
-        counts = _values(match, "times", "times_high") if match["times"] else _values(match, "count", "count_high")
+        counts = written_values(match, "times", "times_high") if match["times"] else written_values(match, "count", "count_high")
         return _rate(counts, PERIODS[match["period"].lower()])
     match = PERIOD.fullmatch(text.strip())
     if match:
@@ -177,9 +177,9 @@ def _rate(counts: tuple[float, ...], period: str) -> str:
     registry = _registry()
     written = []
     for unit in RATE_PERIODS:
-        rates = sorted(float(_shown(registry.Quantity(count, f"1/{period}").to(f"1/{unit}").magnitude))
+        rates = sorted(float(shown_number(registry.Quantity(count, f"1/{period}").to(f"1/{unit}").magnitude))
                        for count in counts)
-        written.append(("-".join(_shown(rate) for rate in rates) + f"/{unit}", rates))
+        written.append(("-".join(shown_number(rate) for rate in rates) + f"/{unit}", rates))
     whole = [value for value, rates in written if rates[0] >= 1 and all(rate == round(rate) for rate in rates)]
     return whole[0] if whole else next((value for value, rates in written if rates[-1] >= 1), written[-1][0])
 
