@@ -204,6 +204,19 @@ def _british(name: str) -> str:
 
 
 
+def leftmost_longest(text: str, patterns) -> list[tuple[int, int]]:
+    """The spans the patterns match in `text`, none overlapping: of two that overlap, the one that starts first, or
+    the longer where both start alike (a grammar's mentions: "500 mg twice daily" is no "500 mg" inside another)."""
+    spans = sorted({(match.start(), match.end()) for pattern in patterns for match in pattern.finditer(text)},
+                   key=lambda span: (span[0], -span[1]))
+    kept, reach = [], -1
+    for start, end in spans:
+        if start >= reach:
+            kept.append((start, end))
+            reach = end
+    return kept
+
+
 class Recognizer:
     """A recognizer of one kind of mention: `candidates(texts)` are the spans its backend proposes; `find_many(texts)`
     keeps those that can be of its kind (its kind's declared `mention_rule`, so every recognizer of a kind fails alike)

@@ -14,7 +14,7 @@ import unicodedata
 from fractions import Fraction
 from functools import lru_cache
 
-from fwsapp.entities.recognizers.base import Entity, Recognizer, words_after
+from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest, words_after
 
 # A naked decimal is a number too (".5 mg", ".25 mg ointment"), as error-prone as prescribers are told it is; it was
 # read as nothing.
@@ -55,20 +55,18 @@ COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
 _AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
 # per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose).
-# Each a whole word: "per dose" is not "per d[ay]". An amount a day is written many ways ("a day", "each day", "in 24
-# hours", "/24h"): each is `PERIOD`, read apart from the amount (`DoseRecognizer`).
+# Each a whole word: "per dose" is not "per d[ay]". An amount a day or a week is written other ways too: "a day",
+# "each week", "in 24 hours", "/24h" (`_PERIOD_WORDS`, `_A_DAY_IN_HOURS`), and read apart from its amount as a `PERIOD`.
+_PERIOD_WORDS = r"(?:an?|each|every|in\s+(?:a|one))\s+(?P<per_word>day|week)(?!\w)"
+_A_DAY_IN_HOURS = r"(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?:hours?|hrs?|h)(?!\w)(?:\s+period)?"
 _PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l)(?!\w)"
         r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?"
-        r"|\s+(?:an?|each|every|in\s+(?:a|one))\s+(?P<per_word>day|week)(?!\w)"
-        r"|(?P<per_24h>\s*/\s*24\s*|\s+(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?24[\s-]*)(?:hours?|hrs?|h)(?!\w)"
-        r"(?:\s+period)?)?")
+        rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS}))?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything.
 DOSE = re.compile(rf"(?<![\w.])(?<!\d/){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 # The period of an amount's "per day" or "a week" ("40 mg per day" is 40 mg once a day, as "40 mg daily" is: read as one
 # value, it was another dose than the amount and its frequency, and "4 g a day" was 4 g).
-PERIOD = re.compile(r"(?:/\s*|per\s+|an?\s+|each\s+|every\s+|in\s+(?:a|one)\s+)(?P<period>day|d|week)"
-                    r"|(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?:hours?|hrs?|h)(?:\s+period)?",
-                    re.IGNORECASE)
+PERIOD = re.compile(rf"(?:/\s*|per\s+)(?P<period>day|d|week)(?!\w)|{_PERIOD_WORDS}|{_A_DAY_IN_HOURS}", re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # A count may be a range ("1-2 times a day", "two or three times a day", "once or twice daily": the higher end alone
 # was read, so "1-2 times a day" and "twice a day" were one value), and hyphenated ("twice-daily" was "daily", 1/day).
@@ -167,7 +165,7 @@ def dose_value(text: str) -> str:
         return _rate(counts, PERIODS[match["period"].lower()])
     match = PERIOD.fullmatch(text.strip())
     if match:
-        return _rate((1,), "week" if (match["period"] or "").lower() == "week" else "day")
+        return _rate((1,), "week" if (match["period"] or match["per_word"] or "").lower() == "week" else "day")
     return " ".join(text.lower().split())
 
 
@@ -227,17 +225,8 @@ class DoseRecognizer(Recognizer):
     kind = "dose"
 
     def candidates(self, texts: list[str]) -> list[list[Entity]]:
-        found = []
-        for text in texts:
-            spans = sorted({(m.start(), m.end()) for pattern in (DOSE, FREQUENCY) for m in pattern.finditer(text)},
-                           key=lambda span: (span[0], -span[1]))
-            kept, reach = [], -1
-            for start, end in spans:
-                if start >= reach:
-                    kept.extend(_amount_and_period(text, start, end))
-                    reach = end
-            found.append(kept)
-        return found
+        return [[entity for start, end in leftmost_longest(text, (DOSE, FREQUENCY))
+                 for entity in _amount_and_period(text, start, end)] for text in texts]
 
 
 def _amount_and_period(text: str, start: int, end: int) -> list[Entity]:

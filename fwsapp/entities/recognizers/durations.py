@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from fwsapp.entities.recognizers.base import Entity, Recognizer
+from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest
 from fwsapp.entities.recognizers.doses import COUNT, shown_number, written_values
 
 # Each unit's length in hours or in months: hours, days and weeks are written in days (hours that make no whole day in
@@ -58,7 +58,5 @@ class DurationRecognizer(Recognizer):
     kind = "duration"
 
     def candidates(self, texts: list[str]) -> list[list[Entity]]:
-        return [[Entity(match[0], match.start(), match.end())
-                 for match in sorted((m for pattern in (FOR_LENGTH, COURSE) for m in pattern.finditer(text)),
-                                     key=lambda m: m.start())]
+        return [[Entity(text[start:end], start, end) for start, end in leftmost_longest(text, (FOR_LENGTH, COURSE))]
                 for text in texts]
