@@ -1,6 +1,6 @@
-"""Clinical facts and disease entities: the diseases, drugs and doses of a sample's answers and reference side by side,
-what changed between them, and the disease names a watermark introduced that the reference does not support;
-clinicians record what each one really is."""
+"""Clinical facts and disease entities: the diseases, drugs, doses and durations of a sample's answers and reference
+side by side, what changed between them, and the disease names a watermark introduced that the reference does not
+support; clinicians record what each one really is."""
 import pandas as pd
 import streamlit as st
 
@@ -48,8 +48,8 @@ def render() -> None:
 
 def clinical_facts() -> None:
     """A sample's three texts side by side, a tab per kind of fact, changed facts outlined; verdicts per fact."""
-    st.caption("Facts: diseases, drugs and doses, each normalised to its concept (a MeSH heading, a generic name, a dose "
-               "in one unit) with its assertion (¬ negated, ? uncertain). A fact is outlined where it changed: one "
+    st.caption(f"Facts: {markup.fact_kinds_named()}, each normalised to its concept (a MeSH heading, a generic name, an "
+               "amount or a length in one unit) with its assertion (¬ negated, ? uncertain). A fact is outlined where it changed: one "
                "answer states it and the other text does not, or makes the same statement with the other assertion. "
                "The answers were written independently, so they are compared by concept, not by position.")
     picked = facts_sample_picker()

@@ -147,6 +147,12 @@ CHANGED_BORDER = "2px solid #c0392b"
 ASSERTION_MARKS = {"negated": "¬ ", "uncertain": "? "}
 
 
+def fact_kinds_named() -> str:
+    """The kinds of fact, as a caption names them: "diseases, drugs, doses and durations"."""
+    names = [f"{kind.change}s" for kind in KINDS.values()]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
 def fact_legend() -> str:
     """The facts' highlight colours, and how a changed, negated or uncertain fact is marked, as chips."""
     chips = [f'<span style="background:{kind.colour};padding:0 6px;border-radius:3px">{html.escape(name)}</span>'
