@@ -84,17 +84,19 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
 # assertion. So is one with its verb between: "do not take more than 4 g" is "take no more than 4 g" (it read as a
 # flipped assertion against it); and a limit on a course's length.
 LIMIT_COMPARATIVES = ("more", "less", "fewer", "greater", "higher", "lower", "longer")
+COURSE_COMPARATIVES = ("more", "longer", "less")  # of a course's length: "for more than 7 days"
 LIMIT_VERBS = ("take", "use", "give", "have", "drink", "eat", "apply", "consume")
+VERB_NEGATIONS = ("not", "don't", "doesn't", "never")
 LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not", "never")
                             for comparative in LIMIT_COMPARATIVES),
-                          *(f"{negation} {verb} {comparative} than" for negation in ("not", "don't", "doesn't", "never")
+                          *(f"{negation} {verb} {comparative} than" for negation in VERB_NEGATIONS
                             for verb in LIMIT_VERBS for comparative in LIMIT_COMPARATIVES),
                           # and a course's: "do not use it for more than 7 days" is "use it for no more than 7 days"
-                          *(f"{negation} {verb} {thing}for {comparative} than"
-                            for negation in ("not", "don't", "doesn't", "never") for verb in LIMIT_VERBS
-                            for thing in ("", "it ", "them ", "this ") for comparative in ("more", "longer", "less")),
+                          *(f"{negation} {verb} {thing}for {comparative} than" for negation in VERB_NEGATIONS
+                            for verb in LIMIT_VERBS for thing in ("", "it ", "them ", "this ")
+                            for comparative in COURSE_COMPARATIVES),
                           *(f"not be {verb} for {comparative} than" for verb in ("used", "taken", "given", "applied")
-                            for comparative in ("more", "longer", "less")),
+                            for comparative in COURSE_COMPARATIVES),
                           "not exceed", "not to exceed", "never exceed", "never to exceed")
 
 # Who or what a treatment is not for is no negation of it: "not suitable for people with poor circulation", "not
