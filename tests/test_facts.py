@@ -152,8 +152,9 @@ def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
     facts = finder.find_many(["Do not exceed 4 g of acetaminophen per day. Drink no more than 14 units of alcohol a "
                               "week. Take not more than 8 tablets in 24 hours. Do not take aspirin; there is no fever."])[0]
     assert [(fact.text, fact.assertion) for fact in facts] == [
-        ("4 g", "affirmed"), ("acetaminophen", "affirmed"), ("14 units", "affirmed"), ("alcohol", "affirmed"),
-        ("8 tablets", "affirmed"), ("in 24 hours", "affirmed"), ("aspirin", "negated"), ("fever", "negated")]
+        ("Do not exceed 4 g", "affirmed"), ("acetaminophen", "affirmed"), ("no more than 14 units", "affirmed"),
+        ("alcohol", "affirmed"), ("not more than 8 tablets", "affirmed"), ("in 24 hours", "affirmed"),
+        ("aspirin", "negated"), ("fever", "negated")]
     assert [change.kind for change in compared(finder, "Take up to 4 g of acetaminophen per day.",
                                                "Do not exceed 4 g of acetaminophen per day.")] == []
     # With its verb between: "do not take more than" is "take no more than", not a flipped assertion.
@@ -176,6 +177,33 @@ def test_a_courses_or_a_symptoms_length_is_a_fact_in_one_unit(finder):
     assert [fact.text for fact in finder.find_many(["For years he smoked; for a few days it hurt, then for an hour."])[0]
             if fact.kind == "duration"] == ["for an hour"]
     assert compared(finder, "Do not use it for more than 7 days.", "Use it for no more than 7 days.") == []
+
+
+def test_a_bound_is_part_of_a_doses_or_a_lengths_value(finder):
+    """"Less than 48 mmol/mol" is a target and "more than 48 mmol/mol" its opposite; "for less than three hours" and
+    "for more than three hours" (both in the paper's answers) likewise. The bound was read past, so a watermark that
+    turned one into the other changed no fact. A limit is an upper bound however it is written, with its negation
+    ("no more than", "do not exceed", "do not use it for more than"); strict and inclusive bounds are one."""
+    assert dose_value("up to 4 g") == dose_value("Do not exceed 4 g") == dose_value("no more than 4000 mg") \
+        == dose_value("less than 4 g") == dose_value("not to exceed 4 g") == "≤ 4000 mg"
+    assert dose_value("at least 4 g") == dose_value("more than 4 g") == dose_value("not less than 4 g") == "≥ 4000 mg"
+    assert dose_value("4 g") == "4000 mg"
+    assert dose_value("more than once a day") == "≥ 1/day" and dose_value("up to 3 times a day") == "≤ 3/day"
+    assert duration_value("for more than 3 hours") == duration_value("for at least three hours") == "≥ 3 hours"
+    assert duration_value("for two days or less") == duration_value("for up to 48 hours") == "≤ 2 days"
+    assert duration_value("for a week or longer") == duration_value("for over 7 days") == "≥ 7 days"
+    assert duration_value("for about 2 weeks") == duration_value("for the next 14 days") == "14 days"
+    assert compared(finder, "Keep your HbA1c to less than 48 mmol/mol.", "Keep your HbA1c to more than 48 mmol/mol.") == [
+        Change("dose", 19, 36, "more than 48 mmol", "less than 48 mmol")]
+    assert compared(finder, "The ring comes out for less than three hours.",
+                    "The ring comes out for more than three hours.") == [
+        Change("duration", 19, 44, "for more than three hours", "for less than three hours")]
+    assert [change.kind for change in compared(finder, "Take up to 4 g a day.", "Take 4 g a day.")] == ["dose"]
+    # The limit's negation is the bound's: the same limit written three ways is no change.
+    assert compared(finder, "Do not use it for more than 7 days.", "Use it for no more than 7 days.") == []
+    assert compared(finder, "Do not take more than 8 tablets a day.", "Take up to 8 tablets a day.") == []
+    # A negated verb with no bound after it is no limit: the length alone is the fact.
+    assert [fact.text for fact in finder.find_many(["You should not eat for 4 - 6 hours."])[0]] == ["for 4 - 6 hours"]
 
 
 def test_whom_a_treatment_is_not_for_is_no_negation_of_their_condition(finder):
@@ -228,7 +256,7 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     for written in ("40 mg per day", "40 mg a day", "40 mg/day", "40 mg/d", "40 mg each day", "40 mg in 24 hours"):
         assert compared(finder, "Take 40 mg daily.", f"Take {written}.") == [], written
     assert [(f.text, f.value) for f in finder.find_many(["Up to 8 tablets in a 24-hour period, 50 mg a week."])[0]] \
-        == [("8 tablets", "8 tablet"), ("in a 24-hour period", "1/day"), ("50 mg", "50 mg"), ("a week", "1/week")]
+        == [("Up to 8 tablets", "≤ 8 tablet"), ("in a 24-hour period", "1/day"), ("50 mg", "50 mg"), ("a week", "1/week")]
     assert compared(finder, "Take 40 mg per day.", "Take 40 mg twice daily.") == [
         Change("dose", 11, 18, "twice daily", "per day")]
     # A naked decimal is a number: ".5 mg" was no dose.

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from negspacy.negation import Negex
 
+from fwsapp.entities.recognizers.bounds import LIMIT_COMPARATIVES, LIMIT_VERBS, VERB_NEGATIONS
 from fwsapp.entities.recognizers.tokenizer import BULLETS, english
 
 AFFIRMED, NEGATED, UNCERTAIN = "affirmed", "negated", "uncertain"
@@ -83,10 +84,8 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
 # the most of a dose, and NegEx negated both the dose and the drug, so "up to 4 g" against it read as a flipped
 # assertion. So is one with its verb between: "do not take more than 4 g" is "take no more than 4 g" (it read as a
 # flipped assertion against it); and a limit on a course's length.
-LIMIT_COMPARATIVES = ("more", "less", "fewer", "greater", "higher", "lower", "longer")
+# The limits' words are the bounds' (a limit is part of the dose's or the length's value there).
 COURSE_COMPARATIVES = ("more", "longer", "less")  # of a course's length: "for more than 7 days"
-LIMIT_VERBS = ("take", "use", "give", "have", "drink", "eat", "apply", "consume")
-VERB_NEGATIONS = ("not", "don't", "doesn't", "never")
 LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not", "never")
                             for comparative in LIMIT_COMPARATIVES),
                           *(f"{negation} {verb} {comparative} than" for negation in VERB_NEGATIONS

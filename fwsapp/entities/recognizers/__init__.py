@@ -55,12 +55,13 @@ KINDS = {kind.name: kind for kind in (
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
              "#d8f5d0", "fwsapp.entities.recognizers.base:names_a_chemical"),
-    FactKind("dose", "an amount with a unit, a range or a frequency (500 mg, 5–10 mL, twice daily; a percentage only "
-             "as a concentration, of a cream or a solution); equal amounts in other units are one value", "dose",
+    FactKind("dose", "an amount with a unit, a range or a frequency, with its bound (500 mg, 5–10 mL, twice daily, up to "
+             "4 g; a percentage only as a concentration, of a cream or a solution); equal amounts in other units are one "
+             "value", "dose",
              "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg"), "#f3dcff",
              "fwsapp.entities.recognizers.doses:names_a_dose"),
-    FactKind("duration", "how long a treatment or a symptom lasts, with a number (for 7 days, for two weeks, a 10-day "
-             "course); equal lengths in other units are one value", "duration",
+    FactKind("duration", "how long a treatment or a symptom lasts, with a number and its bound (for 7 days, for two "
+             "weeks, a 10-day course, for more than 3 hours); equal lengths in other units are one value", "duration",
              "fwsapp.entities.recognizers.durations:duration_value", ("Take it for 7 days.", "for 7 days"), "#ffe8c2"),
 )}
 
@@ -146,12 +147,14 @@ RECOGNIZERS = Registry("recognizer", [
         # v6: a count of times may be a range ("1-2 times a day") or hyphenated ("twice-daily"), "q6h", "qod" and a
         # year's frequencies are read, and an amount per volume or minute is read whole ("100 mg/dL"); v7: an amount a
         # day or a week is the amount and its period ("40 mg per day", "4 g a day", "8 tablets in 24 hours": 40 mg and
-        # 1/day, as "40 mg daily"), and a naked decimal is a number (".5 mg")
-        label=lambda: "dose grammar v7", kind="dose"),
+        # 1/day, as "40 mg daily"), and a naked decimal is a number (".5 mg"); v8: a bound is part of the value ("up to
+        # 4 g" and "do not exceed 4 g" are '≤ 4000 mg', "more than once a day" '≥ 1/day': `bounds`)
+        label=lambda: "dose grammar v8", kind="dose"),
     RecognizerPlugIn(
         "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",
-        "fwsapp.entities.recognizers.durations:DurationRecognizer", label=lambda: "duration grammar v1",
-        kind="duration"),
+        "fwsapp.entities.recognizers.durations:DurationRecognizer",
+        # v2: a bound is part of the value ("for more than 3 hours" '≥ 3 hours', "for two days or less" '≤ 2 days')
+        label=lambda: "duration grammar v2", kind="duration"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

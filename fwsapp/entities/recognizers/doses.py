@@ -15,6 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest, words_after
+from fwsapp.entities.recognizers.bounds import BOUND, bounded
 
 # A naked decimal is a number too (".5 mg", ".25 mg ointment"), as error-prone as prescribers are told it is; it was
 # read as nothing.
@@ -62,8 +63,8 @@ _A_DAY_IN_HOURS = r"(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?
 _PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l)(?!\w)"
         r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?"
         rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS}))?")
-# Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything.
-DOSE = re.compile(rf"(?<![\w.])(?<!\d/){_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
+# Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything. With its bound, if any ("up to 4 g").
+DOSE = re.compile(rf"(?<![\w.])(?<!\d/)(?:{BOUND}\s+)?{_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 # The period of an amount's "per day" or "a week" ("40 mg per day" is 40 mg once a day, as "40 mg daily" is: read as one
 # value, it was another dose than the amount and its frequency, and "4 g a day" was 4 g).
 PERIOD = re.compile(rf"(?:/\s*|per\s+)(?P<period>day|d|week)(?!\w)|{_PERIOD_WORDS}|{_A_DAY_IN_HOURS}", re.IGNORECASE)
@@ -73,7 +74,7 @@ TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # A year is a period ("once a year", "every 2 years"), but "annually" and "yearly" alone are none: in the paper's
 # answers they are mostly of statistics ("8,000 new lesions annually").
 FREQUENCY = re.compile(
-    rf"\b(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
+    rf"\b(?:{BOUND}\s+)?(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
     rf"|(?P<count>{COUNT})(?:\s*(?:-|–|to|or)\s*(?P<count_high>{COUNT}))?\s+times?)[\s-]+"
     r"(?:(?:an?|per|each|every)[\s-]+)?(?P<period>day|daily|week|weekly|month|monthly|hour|year)"
     rf"|every\s+(?P<every>{COUNT})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"
@@ -141,32 +142,37 @@ def _to_base(unit: str) -> tuple[float, str]:
 
 
 def dose_value(text: str) -> str:
-    """A dose's normalised value: '1 g' -> '1000 mg', '5–10 mg' -> '5-10 mg', 'twice daily' -> '2/day'; the lower-cased
-    text where it is no dose."""
+    """A dose's normalised value: '1 g' -> '1000 mg', '5–10 mg' -> '5-10 mg', 'twice daily' -> '2/day', 'no more than
+    4 g' -> '≤ 4000 mg' (`bounds`); the lower-cased text where it is no dose."""
     match = DOSE.fullmatch(text.strip())
     if match:
         factor, unit = _to_base(UNITS[match["unit"].lower()])
         amount = "-".join(shown_number(value * factor) for value in written_values(match, "low", "high"))
         pers = [PER_UNITS.get(per.lower(), per.lower()) for per in (match["per"], match["per_then"]) if per]
-        return f"{amount} {unit}" + "".join(f"/{per}" for per in pers)
+        return bounded(match, f"{amount} {unit}" + "".join(f"/{per}" for per in pers))
     match = FREQUENCY.fullmatch(text.strip())
     if match:
-        if match["daily"]:
-            word = match["daily"].lower()
-            return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
-        if match["every"]:
-            unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
-            return _rate(tuple(1 / interval for interval in written_values(match, "every", "every_high")), unit)
-        if match["every_other"]:
-            return _rate((0.5,), match["every_other"].lower())
-        if match["every_hours"]:
-            return _rate((1 / int(match["every_hours"]),), "hour")
-        counts = written_values(match, "times", "times_high") if match["times"] else written_values(match, "count", "count_high")
-        return _rate(counts, PERIODS[match["period"].lower()])
+        return bounded(match, _frequency(match))
     match = PERIOD.fullmatch(text.strip())
     if match:
         return _rate((1,), "week" if (match["period"] or match["per_word"] or "").lower() == "week" else "day")
     return " ".join(text.lower().split())
+
+
+def _frequency(match: re.Match) -> str:
+    """A FREQUENCY match's rate."""
+    if match["daily"]:
+        word = match["daily"].lower()
+        return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
+    if match["every"]:
+        unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
+        return _rate(tuple(1 / interval for interval in written_values(match, "every", "every_high")), unit)
+    if match["every_other"]:
+        return _rate((0.5,), match["every_other"].lower())
+    if match["every_hours"]:
+        return _rate((1 / int(match["every_hours"]),), "hour")
+    counts = written_values(match, "times", "times_high") if match["times"] else written_values(match, "count", "count_high")
+    return _rate(counts, PERIODS[match["period"].lower()])
 
 
 def _rate(counts: tuple[float, ...], period: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest
+from fwsapp.entities.recognizers.bounds import BOUND, BOUND_AFTER, BOUND_UNNAMED, NEGATED_VERB, bounded
 from fwsapp.entities.recognizers.doses import COUNT, shown_number, written_values
 
 # Each unit's length in hours or in months: hours, days and weeks are written in days (hours that make no whole day in
@@ -19,12 +20,13 @@ HOURS = {"hour": 1, "hr": 1, "day": 24, "week": 168, "wk": 168}
 MONTHS = {"month": 1, "year": 12, "yr": 12}
 _UNIT = r"(?P<unit>hours?|hrs?|days?|weeks?|wks?|months?|years?|yrs?)"
 _AMOUNT = rf"(?P<low>{COUNT}|an?)(?:\s*(?:-|–|to|or)\s*(?P<high>{COUNT}))?"
-# "for 7 days", "for about 2 weeks", "for another 3 days", "for the next 48 hours"; the words a length may be hedged by
-# leave its value as it is.
+# "for 7 days", "for about 2 weeks", "for another 3 days", "for the next 48 hours": the words a length may be hedged by
+# leave its value as it is; its bound is part of it ("for more than 3 hours", "for two days or less", "do not use it
+# for more than 7 days").
+_HEDGE = r"(?:about|around|approximately|another|the\s+(?:next|past|last|first))"
 FOR_LENGTH = re.compile(
-    rf"\bfor\s+(?:(?:about|around|approximately|at\s+least|up\s+to|another|over|(?:no\s+)?(?:more|less|longer)\s+than"
-    rf"|the\s+(?:next|past|last|first))\s+)?"
-    rf"{_AMOUNT}\s+{_UNIT}\b", re.IGNORECASE)
+    rf"(?:(?P<negated_verb>{NEGATED_VERB})(?=for\s+{BOUND_UNNAMED}\b))?"
+    rf"\bfor\s+(?:(?:{BOUND}|{_HEDGE})\s+)?{_AMOUNT}\s+{_UNIT}\b(?:{BOUND_AFTER})?", re.IGNORECASE)
 # "a 10-day course", "a 2 week supply": a length before the course it measures.
 COURSE = re.compile(rf"\b(?P<low>{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{COUNT}))?[\s-]+(?P<unit>day|week|month)\s+"
                     r"(?:course|treatment|regimen|supply)\b", re.IGNORECASE)
@@ -32,7 +34,8 @@ COURSE = re.compile(rf"\b(?P<low>{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{COUNT}))
 
 def duration_value(text: str) -> str:
     """A length's normalised value: 'for 2 weeks' and 'a 14-day course' '14 days', 'for 48 hours' '2 days', 'for a
-    year' '12 months', 'for 5-7 days' '5-7 days'; the lower-cased text where it is no length."""
+    year' '12 months', 'for 5-7 days' '5-7 days', 'for at least a week' '≥ 7 days' (`bounds`); the lower-cased text
+    where it is no length."""
     match = FOR_LENGTH.fullmatch(text.strip()) or COURSE.fullmatch(text.strip())
     if not match:
         return " ".join(text.lower().split())
@@ -40,11 +43,11 @@ def duration_value(text: str) -> str:
     low = 1.0 if match["low"].lower() in ("a", "an") else None
     amounts = (low,) if low else written_values(match, "low", "high")
     if unit in MONTHS:
-        return _written([amount * MONTHS[unit] for amount in amounts], "month")
+        return bounded(match, _written([amount * MONTHS[unit] for amount in amounts], "month"))
     hours = [amount * HOURS[unit] for amount in amounts]
     if HOURS[unit] == 1 and any(value % 24 for value in hours):
-        return _written(hours, "hour")
-    return _written([value / 24 for value in hours], "day")
+        return bounded(match, _written(hours, "hour"))
+    return bounded(match, _written([value / 24 for value in hours], "day"))
 
 
 def _written(amounts: list[float], unit: str) -> str:

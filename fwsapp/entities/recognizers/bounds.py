@@ -1,0 +1,64 @@
+"""A bound on an amount or a length: "more than 4 g", "at least 7 days", "up to twice a day", "do not exceed 4 g",
+"for two days or less". A bound is part of the value it qualifies: "less than 9 mmol/L" is a target, "more than 9
+mmol/L" its opposite, and "9 mmol/L" a reading; read past, the three were one value, so a watermark that flipped a
+limit changed no fact.
+
+A lower and an upper bound are told apart, but not a strict one from an inclusive one: patient-facing text writes "no
+more than 4 g", "up to 4 g" and "less than 4 g" for one limit, and "more than a week" and "at least a week" for one
+threshold. A negation before a bound turns it ("no more than", "not less than", "do not take more than", "not to
+exceed"): a limit, which is why these words negate no fact (fwsapp.entities.assertion), share this vocabulary.
+"""
+from __future__ import annotations
+
+import re
+
+LOWER, UPPER = "≥", "≤"
+# Comparatives a limit is written with ("no more than"), and the words before one that make a limit of it.
+LIMIT_COMPARATIVES = ("more", "less", "fewer", "greater", "higher", "lower", "longer")
+VERB_NEGATIONS = ("not", "don't", "doesn't", "never")
+LIMIT_VERBS = ("take", "use", "give", "have", "drink", "eat", "apply", "consume")
+# Each bound's direction, as written before an amount.
+BOUNDS = {
+    **{f"{comparative} than": LOWER for comparative in ("more", "greater", "higher", "longer")},
+    **{f"{comparative} than": UPPER for comparative in ("less", "fewer", "lower", "shorter")},
+    "over": LOWER, "above": LOWER, "at least": LOWER, "in excess of": LOWER, "exceeding": LOWER, "exceeds": LOWER,
+    "exceed": LOWER, "a minimum of": LOWER, "minimum of": LOWER,
+    "under": UPPER, "below": UPPER, "up to": UPPER, "at most": UPPER, "a maximum of": UPPER, "maximum of": UPPER,
+}
+# ... and after it: "for two days or less", "for a week or longer".
+BOUNDS_AFTER = {"more": LOWER, "longer": LOWER, "greater": LOWER, "over": LOWER, "above": LOWER,
+                "less": UPPER, "fewer": UPPER, "shorter": UPPER, "under": UPPER, "below": UPPER}
+
+
+def _either(words) -> str:
+    return "|".join(r"\s+".join(map(re.escape, phrase.split())) for phrase in sorted(words, key=len, reverse=True))
+
+
+# "Do not" whole, so that a limit's span reads as it is written ("Do not exceed 4 g").
+_VERB_NEGATION = rf"(?:(?:do|does)\s+(?=not\b))?(?:{_either(VERB_NEGATIONS)})"
+_NEGATION = rf"(?:no|{_VERB_NEGATION})\s+(?:to\s+)?"
+# A negated verb before the bound ("do not take more than", "never use it for more than"), or before the "for" of a
+# length ("not be used for more than 7 days").
+NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:(?:{_either(LIMIT_VERBS)})\s+(?:(?:it|them|this)\s+)?"
+                r"|be\s+(?:used|taken|given|applied)\s+)")
+BOUND = rf"(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})"
+BOUND_UNNAMED = rf"(?:{_NEGATION})?(?:{_either(BOUNDS)})"  # for a lookahead in a pattern that has BOUND's groups
+BOUND_AFTER = rf"\s+or\s+(?P<bound_after>{_either(BOUNDS_AFTER)})\b"
+
+
+def bound(match: re.Match) -> str:
+    """The direction of a match's bound, LOWER, UPPER or '' where it has none, from its groups `bound` or
+    `bound_after`, turned by a `negation` or a `negated_verb` (groups of BOUND, BOUND_AFTER and NEGATED_VERB)."""
+    groups = match.groupdict()
+    written = groups.get("bound") or groups.get("bound_after")
+    if not written:
+        return ""
+    direction = (BOUNDS if groups.get("bound") else BOUNDS_AFTER)[" ".join(written.lower().split())]
+    negated = groups.get("negation") or groups.get("negated_verb")
+    return {LOWER: UPPER, UPPER: LOWER}[direction] if negated else direction
+
+
+def bounded(match: re.Match, value: str) -> str:
+    """`value` with its bound before it: '≤ 4000 mg'."""
+    direction = bound(match)
+    return f"{direction} {value}" if direction else value
