@@ -4,11 +4,12 @@ held against the reference by concept (`fwsapp.entities.changes`), and the two p
 
 Run: .venv/bin/python -m bench.facts_paper [--samples 200] [--resamples 9999] [--out bench/results/facts_paper.json]
 
-Per text, against the reference: drugs and diseases the reference does not state, doses it does not state, facts
-whose assertion it contradicts (negation flips), and corrupted medical terms per 1,000 words. The unwatermarked
-answer is chance's baseline: it was sampled from the same model for the same prompt without the watermark, so
-W − U is what the watermark adds. Intervals: BCa bootstrap over prompts; p: a permutation test that swaps W and U
-within a prompt (`fwsapp.results.paired.paired_difference`). Also, for context, the changes of W against U itself.
+Per text, against the reference: the facts of each kind (diseases, drugs, doses, durations: the registry's kinds) the
+reference does not state, facts whose assertion it contradicts (negation flips), and corrupted medical terms per 1,000
+words. The unwatermarked answer is chance's baseline: it was sampled from the same model for the same prompt without the
+watermark, so W − U is what the watermark adds. Intervals: BCa bootstrap over prompts; p: a permutation test that swaps
+W and U within a prompt (`fwsapp.results.paired.paired_difference`). Also, for context, the changes of W against U
+itself.
 """
 from __future__ import annotations
 
@@ -23,16 +24,17 @@ from bench.common import ROOT
 from fwsapp.data.tasks import strip_prompt
 from fwsapp.entities.changes import BY_CONCEPT, changes, counted, word_count
 from fwsapp.entities.facts import FactFinder
+from fwsapp.entities.recognizers import KINDS
 from fwsapp.results.paired import paired_difference
 
 PAPER = ROOT.parent / "shared" / "data" / "paper"
 MODELS = ("meditron", "biomistral", "jsl")
 TASKS = {"HQA": "completion", "HQA2": "qa", "MEQS": "summarization"}
+# Each kind of fact's change, then the assertions' and the corruptions'.
+CHANGES = (*(kind.change for kind in KINDS.values()), "negation", "corruption")
 # Measure -> (change kind, whether it counts only facts the other text lacks, per 1,000 words)
 MEASURES = {
-    "unsupported drugs / text": ("drug", True, False),
-    "unsupported diseases / text": ("disease", True, False),
-    "unsupported doses / text": ("dose", True, False),
+    **{f"unsupported {kind.change}s / text": (kind.change, True, False) for kind in KINDS.values()},
     "negation flips / text": ("negation", False, False),
     "corrupted terms / 1,000 words": ("corruption", False, True),
 }
@@ -57,7 +59,7 @@ def measure_file(finder: FactFinder, path: Path, samples: int) -> list[dict]:
         for side, found in sides.items():
             for measure, (kind, unsupported_only, _) in MEASURES.items():
                 row[f"{side} {measure}"] = counted(found, kind, unsupported_only)
-        for kind in ("drug", "disease", "dose", "negation", "corruption"):
+        for kind in CHANGES:
             row[f"W vs U {kind}"] = counted(between, kind, False)
         rows.append(row)
     return rows
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = {"model": model, "task": task, "texts with a drug (W, U, R)": [
                 int((rows[f"{side} drugs"] > 0).sum()) for side in "WUR"],
                 "W vs U changes / text": {kind: float(rows[f"W vs U {kind}"].mean())
-                                          for kind in ("drug", "disease", "dose", "negation", "corruption")},
+                                          for kind in CHANGES},
                 "differences": differences(rows, args.resamples)}
             results.append(summary)
             print(json.dumps(summary, default=float), flush=True)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"recognizers": finder.labels, "seconds": time.perf_counter() - started, "per_log": results,
               "pooled": differences(every, args.resamples),
               "pooled W vs U changes / text": {kind: float(every[f"W vs U {kind}"].mean())
-                                               for kind in ("drug", "disease", "dose", "negation", "corruption")}}
+                                               for kind in CHANGES}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, default=float))
     print(json.dumps(report["pooled"], indent=1, default=float))

@@ -593,6 +593,17 @@ def test_a_runs_facts_are_stored_resumably_and_a_repeat_adds_nothing(tmp_path, f
     assert stored_sample_facts(whole, ids[1], 0, texts, "clinical-facts v1;another") is None
 
 
+def test_the_clinical_facts_metric_counts_the_drugs_doses_and_durations_the_reference_does_not_state(finder):
+    """A course's length the reference does not state is a factual error as a dose is; the metric had no column for it."""
+    from fwsapp.quality.clinical_facts import measures
+
+    output, reference = "Take amoxicillin 500 mg three times a day for 10 days.", "Take amoxicillin three times a day."
+    facts = finder.find_many([output, reference])
+    assert measures(output, changes(output, facts[0], reference, facts[1], by=BY_CONCEPT)) == {
+        "unsupported_drugs": 0.0, "unsupported_doses": 1.0, "unsupported_durations": 1.0, "negation_flips": 0.0,
+        "corrupted_terms": 0.0}
+
+
 def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the_rest(tmp_path, finder, monkeypatch):
     """20 of the paper's BioMistral answers, 16 of them analysed (stopped after its first chunk): scoring the clinical
     facts metric finds the facts of the other 4 only, and its values equal those of a run scored from scratch."""
@@ -607,13 +618,13 @@ def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the
     monkeypatch.setattr(FactFinder, "find_many", lambda self, texts: searched.append(len(texts)) or find_many(self, texts))
     counts = [score_run(store, run_id, QualityResources(model_loader=None, store=store), ("clinical_facts",))
               for store, run_id in zip((analysed, scratch), ids)]
-    assert counts == [{"clinical_facts": 20 * 2 * 4}] * 2  # 20 samples × 2 answers × 4 measures, in both
+    assert counts == [{"clinical_facts": 20 * 2 * len(COUNTED)}] * 2  # 20 samples × 2 answers × each measure, in both
     assert searched[:2] == [4 * 2, 4 * 2]  # the analysed run: each answer kind of the 4 left, with their references
     assert sum(searched[2:]) == 20 * 2 * 2  # from scratch: every answer and its reference, for both kinds
     first, second = (store.metrics().drop(columns="run_id").sort_values(["sample_idx", "text_kind", "metric"])
                      .reset_index(drop=True) for store in (analysed, scratch))
     pd.testing.assert_frame_equal(first, second)
-    assert first[first.metric.isin(COUNTED)].value.sum() > 0  # some drug, dose, negation or corruption was counted
+    assert first[first.metric.isin(COUNTED)].value.sum() > 0  # some drug, dose, duration, negation or corruption counted
 
 
 def test_values_of_an_earlier_facts_version_are_superseded_in_every_table(tmp_path):

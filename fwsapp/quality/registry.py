@@ -114,7 +114,7 @@ METRICS = Registry("metric", [
                                  default_for=("factual_accuracy",)),),
                  needs=("encoder", "recognizer"), reads=("alignscore_checkpoint", "recognizer"),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.096),
-    MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: drugs and doses it does not "
+    MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: drugs, doses and durations it does not "
                  "state, facts whose assertion it contradicts, corrupted medical terms (the facts' recognizers)",
                  "fwsapp.quality.clinical_facts:ClinicalFacts", label="Clinical facts", needs=("recognizer",),
                  reads=("recognizer",),
@@ -124,6 +124,8 @@ METRICS = Registry("metric", [
                                  aspects=("factual_accuracy",), failure_mode="hallucinated terminology (a drug)"),
                           Column("unsupported_doses", "Unsupported doses / text", lower_is_better=True,
                                  aspects=("factual_accuracy",), failure_mode="factual error (a dose)"),
+                          Column("unsupported_durations", "Unsupported durations / text", lower_is_better=True,
+                                 aspects=("factual_accuracy",), failure_mode="factual error (a course's or a symptom's length)"),
                           Column("negation_flips", "Negation flips / text", lower_is_better=True,
                                  aspects=("factual_accuracy",), failure_mode="factual error (an assertion flipped)"),
                           Column("corrupted_terms", "Corrupted terms / 1,000 words", lower_is_better=True,
