@@ -188,6 +188,10 @@ def test_a_bound_is_part_of_a_doses_or_a_lengths_value(finder):
         == dose_value("less than 4 g") == dose_value("not to exceed 4 g") == "≤ 4000 mg"
     assert dose_value("at least 4 g") == dose_value("more than 4 g") == dose_value("not less than 4 g") == "≥ 4000 mg"
     assert dose_value("4 g") == "4000 mg"
+    # As a sign: "LDL-C < 70 mg/dL", "BMI >30 kg/m2" (15 of the paper's dose mentions).
+    assert dose_value("< 70 mg/dL") == dose_value("<70 mg/dL") == dose_value("below 70 mg/dL") == "≤ 70 mg/dL"
+    assert dose_value(">= 2 tablets") == dose_value("≥2 tablets") == "≥ 2 tablet"
+    assert duration_value("for > 48 hours") == "≥ 2 days"
     assert dose_value("more than once a day") == "≥ 1/day" and dose_value("up to 3 times a day") == "≤ 3/day"
     assert duration_value("for more than 3 hours") == duration_value("for at least three hours") == "≥ 3 hours"
     assert duration_value("for two days or less") == duration_value("for up to 48 hours") == "≤ 2 days"

@@ -25,6 +25,8 @@ BOUNDS = {
     "exceed": LOWER, "a minimum of": LOWER, "minimum of": LOWER,
     "under": UPPER, "below": UPPER, "up to": UPPER, "at most": UPPER, "a maximum of": UPPER, "maximum of": UPPER,
 }
+# ... as a sign ("LDL-C < 70 mg/dL", "BMI >30 kg/m2": 15 of the paper's dose mentions) ...
+SIGNS = {"<": UPPER, "≤": UPPER, "<=": UPPER, "=<": UPPER, ">": LOWER, "≥": LOWER, ">=": LOWER, "=>": LOWER}
 # ... and after it: "for two days or less", "for a week or longer".
 BOUNDS_AFTER = {"more": LOWER, "longer": LOWER, "greater": LOWER, "over": LOWER, "above": LOWER,
                 "less": UPPER, "fewer": UPPER, "shorter": UPPER, "under": UPPER, "below": UPPER}
@@ -41,15 +43,19 @@ _NEGATION = rf"(?:no|{_VERB_NEGATION})\s+(?:to\s+)?"
 # length ("not be used for more than 7 days").
 NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:(?:{_either(LIMIT_VERBS)})\s+(?:(?:it|them|this)\s+)?"
                 r"|be\s+(?:used|taken|given|applied)\s+)")
-BOUND = rf"(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})"
-BOUND_UNNAMED = rf"(?:{_NEGATION})?(?:{_either(BOUNDS)})"  # for a lookahead in a pattern that has BOUND's groups
+# A bound and what separates it from its amount.
+BOUND = rf"(?:(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})\s+|(?P<sign>{_either(SIGNS)})\s*)"
+# The same without groups, for a lookahead in a pattern that has BOUND's.
+BOUND_UNNAMED = rf"(?:(?:{_NEGATION})?(?:{_either(BOUNDS)})\s+|(?:{_either(SIGNS)})\s*)"
 BOUND_AFTER = rf"\s+or\s+(?P<bound_after>{_either(BOUNDS_AFTER)})\b"
 
 
 def bound(match: re.Match) -> str:
-    """The direction of a match's bound, LOWER, UPPER or '' where it has none, from its groups `bound` or
-    `bound_after`, turned by a `negation` or a `negated_verb` (groups of BOUND, BOUND_AFTER and NEGATED_VERB)."""
+    """The direction of a match's bound, LOWER, UPPER or '' where it has none, from its groups `sign`, `bound` or
+    `bound_after`, a word turned by a `negation` or a `negated_verb` (groups of BOUND, BOUND_AFTER and NEGATED_VERB)."""
     groups = match.groupdict()
+    if groups.get("sign"):
+        return SIGNS[groups["sign"]]
     written = groups.get("bound") or groups.get("bound_after")
     if not written:
         return ""

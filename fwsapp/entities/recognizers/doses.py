@@ -64,7 +64,7 @@ _PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|d
         r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?"
         rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS}))?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything. With its bound, if any ("up to 4 g").
-DOSE = re.compile(rf"(?<![\w.])(?<!\d/)(?:{BOUND}\s+)?{_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
+DOSE = re.compile(rf"(?<![\w.])(?<!\d/)(?:{BOUND})?{_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 # The period of an amount's "per day" or "a week" ("40 mg per day" is 40 mg once a day, as "40 mg daily" is: read as one
 # value, it was another dose than the amount and its frequency, and "4 g a day" was 4 g).
 PERIOD = re.compile(rf"(?:/\s*|per\s+)(?P<period>day|d|week)(?!\w)|{_PERIOD_WORDS}|{_A_DAY_IN_HOURS}", re.IGNORECASE)
@@ -74,7 +74,7 @@ TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # A year is a period ("once a year", "every 2 years"), but "annually" and "yearly" alone are none: in the paper's
 # answers they are mostly of statistics ("8,000 new lesions annually").
 FREQUENCY = re.compile(
-    rf"\b(?:{BOUND}\s+)?(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
+    rf"(?:(?<!\w){BOUND})?\b(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
     rf"|(?P<count>{COUNT})(?:\s*(?:-|–|to|or)\s*(?P<count_high>{COUNT}))?\s+times?)[\s-]+"
     r"(?:(?:an?|per|each|every)[\s-]+)?(?P<period>day|daily|week|weekly|month|monthly|hour|year)"
     rf"|every\s+(?P<every>{COUNT})(?:\s*(?:-|–|to)\s*(?P<every_high>{NUMBER}))?\s*"

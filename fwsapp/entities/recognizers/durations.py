@@ -25,8 +25,8 @@ _AMOUNT = rf"(?P<low>{COUNT}|an?)(?:\s*(?:-|–|to|or)\s*(?P<high>{COUNT}))?"
 # for more than 7 days").
 _HEDGE = r"(?:about|around|approximately|another|the\s+(?:next|past|last|first))"
 FOR_LENGTH = re.compile(
-    rf"(?:(?P<negated_verb>{NEGATED_VERB})(?=for\s+{BOUND_UNNAMED}\b))?"
-    rf"\bfor\s+(?:(?:{BOUND}|{_HEDGE})\s+)?{_AMOUNT}\s+{_UNIT}\b(?:{BOUND_AFTER})?", re.IGNORECASE)
+    rf"(?:(?P<negated_verb>{NEGATED_VERB})(?=for\s+{BOUND_UNNAMED}))?"
+    rf"\bfor\s+(?:{BOUND}|{_HEDGE}\s+)?{_AMOUNT}\s+{_UNIT}\b(?:{BOUND_AFTER})?", re.IGNORECASE)
 # "a 10-day course", "a 2 week supply": a length before the course it measures.
 COURSE = re.compile(rf"\b(?P<low>{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{COUNT}))?[\s-]+(?P<unit>day|week|month)\s+"
                     r"(?:course|treatment|regimen|supply)\b", re.IGNORECASE)
