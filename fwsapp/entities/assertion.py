@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from negspacy.negation import Negex
 
-from fwsapp.entities.recognizers.bounds import LIMIT_COMPARATIVES, LIMIT_VERBS, VERB_NEGATIONS
+from fwsapp.entities.recognizers.bounds import COMPARATIVES, LIMIT_VERBS, VERB_NEGATIONS
 from fwsapp.entities.recognizers.tokenizer import BULLETS, english
 
 AFFIRMED, NEGATED, UNCERTAIN = "affirmed", "negated", "uncertain"
@@ -87,9 +87,9 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
 # The limits' words are the bounds' (a limit is part of the dose's or the length's value there).
 COURSE_COMPARATIVES = ("more", "longer", "less")  # of a course's length: "for more than 7 days"
 LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not", "never")
-                            for comparative in LIMIT_COMPARATIVES),
+                            for comparative in COMPARATIVES),
                           *(f"{negation} {verb} {comparative} than" for negation in VERB_NEGATIONS
-                            for verb in LIMIT_VERBS for comparative in LIMIT_COMPARATIVES),
+                            for verb in LIMIT_VERBS for comparative in COMPARATIVES),
                           # and a course's: "do not use it for more than 7 days" is "use it for no more than 7 days"
                           *(f"{negation} {verb} {thing}for {comparative} than" for negation in VERB_NEGATIONS
                             for verb in LIMIT_VERBS for thing in ("", "it ", "them ", "this ")

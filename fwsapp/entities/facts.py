@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass
 # nor does "without treatment" or "not everyone". 12: nor one with its verb between ("do not take more than"); and
 # the drug lexicon's clinical readings ("alcohol" ethanol, CPPD no drug) name the concepts. 13: whom a treatment is
 # not for is not negated ("not suitable for people with asthma"). 14: nor a limit on a course's length ("do not use it
-# for more than 7 days"), the durations' kind being read.
-FACTS_VERSION = 14
+# for more than 7 days"), the durations' kind being read. 15: a limit's comparatives are its bounds' (`bounds`), so
+# "no shorter than" is one too.
+FACTS_VERSION = 15
 
 
 @dataclass(frozen=True)

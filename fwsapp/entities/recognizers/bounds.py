@@ -13,14 +13,15 @@ from __future__ import annotations
 import re
 
 LOWER, UPPER = "≥", "≤"
-# Comparatives a limit is written with ("no more than"), and the words before one that make a limit of it.
-LIMIT_COMPARATIVES = ("more", "less", "fewer", "greater", "higher", "lower", "longer")
+# Comparatives, each with the direction of its bound ("more than 4 g", "or less"); a limit is written with one ("no
+# more than"), and the words before one that make a limit of it.
+COMPARATIVES = {"more": LOWER, "greater": LOWER, "higher": LOWER, "longer": LOWER,
+                "less": UPPER, "fewer": UPPER, "lower": UPPER, "shorter": UPPER}
 VERB_NEGATIONS = ("not", "don't", "doesn't", "never")
 LIMIT_VERBS = ("take", "use", "give", "have", "drink", "eat", "apply", "consume")
 # Each bound's direction, as written before an amount.
 BOUNDS = {
-    **{f"{comparative} than": LOWER for comparative in ("more", "greater", "higher", "longer")},
-    **{f"{comparative} than": UPPER for comparative in ("less", "fewer", "lower", "shorter")},
+    **{f"{comparative} than": direction for comparative, direction in COMPARATIVES.items()},
     "over": LOWER, "above": LOWER, "at least": LOWER, "in excess of": LOWER, "exceeding": LOWER, "exceeds": LOWER,
     "exceed": LOWER, "a minimum of": LOWER, "minimum of": LOWER,
     "under": UPPER, "below": UPPER, "up to": UPPER, "at most": UPPER, "a maximum of": UPPER, "maximum of": UPPER,
@@ -28,8 +29,7 @@ BOUNDS = {
 # ... as a sign ("LDL-C < 70 mg/dL", "BMI >30 kg/m2": 15 of the paper's dose mentions) ...
 SIGNS = {"<": UPPER, "≤": UPPER, "<=": UPPER, "=<": UPPER, ">": LOWER, "≥": LOWER, ">=": LOWER, "=>": LOWER}
 # ... and after it: "for two days or less", "for a week or longer".
-BOUNDS_AFTER = {"more": LOWER, "longer": LOWER, "greater": LOWER, "over": LOWER, "above": LOWER,
-                "less": UPPER, "fewer": UPPER, "shorter": UPPER, "under": UPPER, "below": UPPER}
+BOUNDS_AFTER = {**COMPARATIVES, "over": LOWER, "above": LOWER, "under": UPPER, "below": UPPER}
 
 
 def _either(words) -> str:

@@ -45,9 +45,8 @@ def duration_value(text: str) -> str:
     if unit in MONTHS:
         return bounded(match, _written([amount * MONTHS[unit] for amount in amounts], "month"))
     hours = [amount * HOURS[unit] for amount in amounts]
-    if HOURS[unit] == 1 and any(value % 24 for value in hours):
-        return bounded(match, _written(hours, "hour"))
-    return bounded(match, _written([value / 24 for value in hours], "day"))
+    whole_days = HOURS[unit] > 1 or not any(value % 24 for value in hours)
+    return bounded(match, _written([value / 24 for value in hours], "day") if whole_days else _written(hours, "hour"))
 
 
 def _written(amounts: list[float], unit: str) -> str:
