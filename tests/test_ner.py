@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from fwsapp.cli import main as cli
 from fwsapp.entities.ner.abbreviations import Abbreviation, find_abbreviations, make_consistent
@@ -155,6 +156,27 @@ def test_the_shipped_tagger_is_small_and_reaches_its_recorded_development_f1(kin
         scores = score_spans([[(e.start, e.end) for e in own] for own in found], [list(d.mentions) for d in documents])
         assert scores["exact"].f1 == pytest.approx(sample[name]["exact"]["f1"], abs=0.005)
         assert scores["exact"].f1 >= floor - 0.05
+
+
+@pytest.mark.model  # loads the trained disease tagger
+def test_a_windows_scores_do_not_depend_on_the_windows_tagged_beside_it():
+    """A text's mentions are the text's alone: its window's logits are the same alone and batched beside a longer
+    window (padding). In bf16 they moved by up to 0.1 (0.03 here), and the mentions of 3 of the example data's 1,800
+    answers changed with the order they were tagged in."""
+    tagger = load_recognizer("trained").tagger
+    text = ("Hypothyroidism is treated with levothyroxine, a synthetic thyroid hormone taken once a day. People with type "
+            "2 diabetes and chronic kidney disease may develop anaemia, high blood pressure and heart failure; an ACE "
+            "inhibitor slows the kidney damage. See a doctor if the fatigue, weight gain or depression does not improve.")
+    longer = " ".join(["Asthma, eczema and hay fever often occur together in children with a family history."] * 12)
+
+    def logits(texts):
+        pieces, scored = tagger.window_logits(texts)
+        return next(row[:len(pieces[0].ids) + 2] for chunk, batch in scored for row, (index, *_) in zip(batch, chunk)
+                    if index == 0)
+
+    alone, beside = logits([text]), logits([text, longer])
+    assert alone.dtype == beside.dtype == torch.float32
+    assert (alone - beside).abs().max() < 1e-4
 
 
 def test_recognizers_by_name_and_their_labels():

@@ -32,7 +32,6 @@ from fwsapp.entities.ner.tagger import (
     WINDOW,
     MentionTagger,
     batch_tensors,
-    inference_autocast,
     new_model,
     piece_labels,
     shipped_state,
@@ -43,6 +42,16 @@ from fwsapp.entities.ner.tagger import (
 from fwsapp.entities.recognizers.trained import TrainedRecognizer
 
 TRAIN_WINDOW = 128  # shorter windows than at inference: more, cheaper steps per epoch
+
+
+def training_autocast():
+    """bf16 autocast where this CPU computes bf16 natively (it doubles a training step's throughput), else a no-op.
+    Training only: inference stays fp32 (`MentionTagger.window_logits` says why)."""
+    import torch
+
+    if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def training_examples(tokenizer, documents: list[Document], lexicon: str, size: int = TRAIN_WINDOW):
@@ -130,7 +139,7 @@ def train(epochs: int, seed: int, learning_rate: float, batch_size: int, out: Pa
         for first in range(0, len(order), batch_size):
             batch = [examples[index] for index in order[first:first + batch_size]]
             inputs, targets = batch_tensors(tokenizer, [row for row, _ in batch], [labels for _, labels in batch])
-            with inference_autocast(device):
+            with training_autocast():
                 loss = model(**inputs, labels=targets).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -92,8 +92,9 @@ def _scispacy_unavailable() -> str | None:
 # acronyms that are words only in capitals, no letter or function words alone; chemical v2: one sense per discourse;
 # chemical v4: no number, lone lower-case letter or function words alone (`names_a_chemical`). Disease v4, chemical v5:
 # abbreviations and lexicon features read in the clinical tokenizer's words. (Chemical v3 and v6 to v8 were new drug
-# lexicons, whose label the tagger's label now carries: `trained_label`.)
-TAGGER_VERSIONS = {"disease": 4, "chemical": 8}
+# lexicons, whose label the tagger's label now carries: `trained_label`.) Disease v5, chemical v9: fp32 inference on
+# every device, so a text's mentions no longer depend on the texts tagged with it (`MentionTagger.window_logits`).
+TAGGER_VERSIONS = {"disease": 5, "chemical": 9}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
