@@ -181,7 +181,7 @@ def test_a_courses_or_a_symptoms_length_is_a_fact_in_one_unit(finder):
 
 def test_a_bound_is_part_of_a_doses_or_a_lengths_value(finder):
     """"Less than 48 mmol/mol" is a target and "more than 48 mmol/mol" its opposite; "for less than three hours" and
-    "for more than three hours" (both in the paper's answers) likewise. The bound was read past, so a watermark that
+    "for more than three hours" (both in one of the paper's HealthQA texts) likewise. The bound was read past, so a watermark that
     turned one into the other changed no fact. A limit is an upper bound however it is written, with its negation
     ("no more than", "do not exceed", "do not use it for more than"); strict and inclusive bounds are one."""
     assert dose_value("up to 4 g") == dose_value("Do not exceed 4 g") == dose_value("no more than 4000 mg") \
