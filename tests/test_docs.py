@@ -68,11 +68,13 @@ def test_the_readmes_finding_is_the_benchmarks_recorded_result():
     """The README's 7B table is `bench.facts_paper`'s pooled result as recorded, every figure to its printed digits."""
     import json
 
+    from fwsapp.entities.recognizers import KINDS
+
     readme = (PROJECT / "README.md").read_text()
     pooled = json.loads((PROJECT / "bench" / "results" / "facts_paper.json").read_text())["pooled"]
     rows = re.findall(r"^\| [a-z][^|]* \| ([\d.]+) \| ([\d.]+) \| ([−+][\d.]+) \(([−+][\d.]+), ([−+][\d.]+)\) \| ([\d.]+) \|$",
                       readme, re.MULTILINE)
-    assert len(rows) == len(pooled) == 5
+    assert len(rows) == len(pooled) == len(KINDS) + 2  # each kind of fact, negation flips, corrupted terms
     for printed, measured in zip(rows, pooled):
         expected = [measured[name] for name in ("candidate", "baseline", "difference", "low", "high", "p")]
         assert [float(figure.replace("−", "-")) for figure in printed] == \
