@@ -34,7 +34,7 @@ TASKS = {"HQA": "completion", "HQA2": "qa", "MEQS": "summarization"}
 CHANGES = (*(kind.change for kind in KINDS.values()), "negation", "corruption")
 # Measure -> (change kind, whether it counts only facts the other text lacks, per 1,000 words)
 MEASURES = {
-    **{f"unsupported {kind.change}s / text": (kind.change, True, False) for kind in KINDS.values()},
+    **{f"unsupported {kind.plural} / text": (kind.change, True, False) for kind in KINDS.values()},
     "negation flips / text": ("negation", False, False),
     "corrupted terms / 1,000 words": ("corruption", False, True),
 }

@@ -1,6 +1,7 @@
 """Clinical facts against the reference (`fwsapp.entities.changes`, by concept): per text, the drugs, doses and
-durations the reference does not state, the facts whose assertion it contradicts, and the corrupted medical terms per 1,000 words.
-Lower is better for each; the watermarked and unwatermarked texts' values side by side say what the watermark adds.
+durations the reference does not state, the facts whose assertion it contradicts, and the corrupted medical terms per
+1,000 words. Lower is better for each; the watermarked and unwatermarked texts' values side by side say what the
+watermark adds.
 The changes `analyze` stored under the same finder are counted as they are (fwsapp.entities.fact_analysis compares each
 answer with the reference in the same way), so facts are found once, not again for the metric."""
 from __future__ import annotations

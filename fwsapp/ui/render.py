@@ -149,7 +149,7 @@ ASSERTION_MARKS = {"negated": "¬ ", "uncertain": "? "}
 
 def fact_kinds_named() -> str:
     """The kinds of fact, as a caption names them: "diseases, drugs, doses and durations"."""
-    names = [f"{kind.change}s" for kind in KINDS.values()]
+    names = [kind.plural for kind in KINDS.values()]
     return ", ".join(names[:-1]) + f" and {names[-1]}"
 
 

@@ -40,6 +40,11 @@ class FactKind:
     colour: str  # its mentions' highlight where texts are shown side by side
     mention_rule: str | None = None
 
+    @property
+    def plural(self) -> str:
+        """What its facts are called together, as captions and measures name them: "drugs", "doses"."""
+        return f"{self.change}s"
+
     def concept(self, text: str) -> str:
         return load_implementation(self.normaliser)(text)
 

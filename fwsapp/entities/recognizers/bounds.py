@@ -45,8 +45,8 @@ NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:(?:{_either(LIMIT_VERBS)})\s+(?:(?:it|t
                 r"|be\s+(?:used|taken|given|applied)\s+)")
 # A bound and what separates it from its amount.
 BOUND = rf"(?:(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})\s+|(?P<sign>{_either(SIGNS)})\s*)"
-# The same without groups, for a lookahead in a pattern that has BOUND's.
-BOUND_UNNAMED = rf"(?:(?:{_NEGATION})?(?:{_either(BOUNDS)})\s+|(?:{_either(SIGNS)})\s*)"
+# The same without its groups' names, for a lookahead in a pattern that has BOUND's.
+BOUND_UNNAMED = re.sub(r"\(\?P<\w+>", "(?:", BOUND)
 BOUND_AFTER = rf"\s+or\s+(?P<bound_after>{_either(BOUNDS_AFTER)})\b"
 
 

@@ -36,6 +36,7 @@ def drug_dictionary() -> dict[str, list[str]]:
 CLINICAL_READINGS = {"alcohol": "ethanol", "dmpa": "medroxyprogesterone acetate", "cppd": None, "beta 2": None,
                      "sits": None, "caps": None, "indicators": None, "thyroid gland": None}
 
+
 @lru_cache(maxsize=1)
 def drug_variants() -> dict[str, str]:
     """Drug name (normalised) -> its canonical generic name (normalised), for names the package files under one, that
