@@ -198,7 +198,10 @@ def test_a_bound_is_part_of_a_doses_or_a_lengths_value(finder):
     assert duration_value("for a week or longer") == duration_value("for over 7 days") == "≥ 7 days"
     assert duration_value("for about 2 weeks") == duration_value("for the next 14 days") == "14 days"
     assert compared(finder, "Keep your HbA1c to less than 48 mmol/mol.", "Keep your HbA1c to more than 48 mmol/mol.") == [
-        Change("dose", 19, 36, "more than 48 mmol", "less than 48 mmol")]
+        Change("dose", 19, 40, "more than 48 mmol/mol", "less than 48 mmol/mol")]
+    # Glued to its number, as a 7B answer wrote it: the amount, glued to a word, was no dose at all.
+    assert dose_value("less than1.8 mmol/l") == dose_value("< 1.8 mmol/L") == "≤ 1.8 mmol/L"
+    assert duration_value("for more than5 days") == "≥ 5 days"
     assert compared(finder, "The ring comes out for less than three hours.",
                     "The ring comes out for more than three hours.") == [
         Change("duration", 19, 44, "for more than three hours", "for less than three hours")]
@@ -277,6 +280,16 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     # An amount per volume is a concentration, no dose: "100 mg/dL" was "100 mg".
     assert dose_value("100 mg/dL") != dose_value("100 mg") and dose_value("5 mmol / l") == "5 mmol/L"
     assert dose_value("5 mcg/kg/min") == "0.005 mg/kg/min"
+    # An amount per amount is a ratio: an HbA1c of "48 mmol/mol" was "48 mmol".
+    assert dose_value("48 mmol / mol") == "48 mmol/mol" != dose_value("48 mmol")
+    assert dose_value("4 grams/litre") == dose_value("4 g/L") == "4000 mg/L"
+    # A mass in kilograms is a body weight or a BMI, no dose (they were "9e+07 mg" and "3e+07 mg/m2"); a number is
+    # written out, with its thousands groups read ("1,000,000 units" was "000,000 units", 0 IU).
+    assert [f.text for f in finder.find_many(["She weighs over 90kg, a BMI of 40 kg/m2, after a loss of 5 kg."])[0]
+            if f.kind == "dose"] == []
+    assert [(f.text, f.value) for f in finder.find_many(["Take 1,000,000 units, not 1,000 mg or 1000 g."])[0]] == [
+        ("1,000,000 units", "1000000 IU"), ("1,000 mg", "1000 mg"), ("1000 g", "1000000 mg")]
+    assert dose_value("5 ng/mL") == "0.000005 mg/mL"
     assert compared(finder, "Take 1 g of paracetamol twice a day.", "Take 1 g of paracetamol 1-2 times a day.") == [
         Change("dose", 24, 35, "1-2 times a day", "twice a day")]
     # A fraction is one number: "1/2 teaspoon" was "2 teaspoon" (10 mL), "1 1/2 tablets" "2 tablet".

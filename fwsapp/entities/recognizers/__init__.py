@@ -154,13 +154,16 @@ RECOGNIZERS = Registry("recognizer", [
         # year's frequencies are read, and an amount per volume or minute is read whole ("100 mg/dL"); v7: an amount a
         # day or a week is the amount and its period ("40 mg per day", "4 g a day", "8 tablets in 24 hours": 40 mg and
         # 1/day, as "40 mg daily"), and a naked decimal is a number (".5 mg"); v8: a bound is part of the value ("up to
-        # 4 g" and "do not exceed 4 g" are '≤ 4000 mg', "more than once a day" '≥ 1/day': `bounds`)
-        label=lambda: "dose grammar v8", kind="dose"),
+        # 4 g" and "do not exceed 4 g" are '≤ 4000 mg', "more than once a day" '≥ 1/day': `bounds`); v9: a mass in
+        # kilograms is a body weight, no dose; "48 mmol/mol" is a ratio, not "48 mmol"; a bound may be glued to its
+        # number ("less than1.8 mmol/l"); values are written out ("1000000 IU", not "1e+06 IU")
+        label=lambda: "dose grammar v9", kind="dose"),
     RecognizerPlugIn(
         "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",
         "fwsapp.entities.recognizers.durations:DurationRecognizer",
-        # v2: a bound is part of the value ("for more than 3 hours" '≥ 3 hours', "for two days or less" '≤ 2 days')
-        label=lambda: "duration grammar v2", kind="duration"),
+        # v2: a bound is part of the value ("for more than 3 hours" '≥ 3 hours', "for two days or less" '≤ 2 days');
+        # v3: a bound may be glued to its number ("for more than5 days")
+        label=lambda: "duration grammar v3", kind="duration"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

@@ -43,8 +43,10 @@ _NEGATION = rf"(?:no|{_VERB_NEGATION})\s+(?:to\s+)?"
 # length ("not be used for more than 7 days").
 NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:(?:{_either(LIMIT_VERBS)})\s+(?:(?:it|them|this)\s+)?"
                 r"|be\s+(?:used|taken|given|applied)\s+)")
-# A bound and what separates it from its amount.
-BOUND = rf"(?:(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})\s+|(?P<sign>{_either(SIGNS)})\s*)"
+# A bound and what separates it from its amount: a space, or none before a digit, as a 7B answer may write it ("less
+# than1.8 mmol/l", whose amount, glued to a word, was no dose at all).
+BOUND = (rf"(?:(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})(?:\s+|(?=\d))"
+         rf"|(?P<sign>{_either(SIGNS)})\s*)")
 # The same without its groups' names, for a lookahead in a pattern that has BOUND's.
 BOUND_UNNAMED = re.sub(r"\(\?P<\w+>", "(?:", BOUND)
 BOUND_AFTER = rf"\s+or\s+(?P<bound_after>{_either(BOUNDS_AFTER)})\b"

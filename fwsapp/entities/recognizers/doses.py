@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
@@ -18,19 +19,20 @@ from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longes
 from fwsapp.entities.recognizers.bounds import BOUND, bounded
 
 # A naked decimal is a number too (".5 mg", ".25 mg ointment"), as error-prone as prescribers are told it is; it was
-# read as nothing.
-NUMBER = r"(?:\d+(?:[.,]\d+)?|\.\d+)"
+# read as nothing. So is a number with thousands groups ("1,000,000 units" was "000,000 units", 0 IU).
+NUMBER = r"(?:\d{1,3}(?:,\d{3}){2,}(?:\.\d+)?|\d+(?:[.,]\d+)?|\.\d+)"
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                 "ten": 10, "twelve": 12, "half": 0.5}
 # A fraction of a tablet or a spoon, after a whole number or not: "1/2", "1 1/2", "½", "1½"; one digit each side, as a
 # dose's fractions are ("24/7" is none). Read as its two digits apart, "1/2 teaspoon" was "2 teaspoon", 10 mL.
 VULGAR_FRACTIONS = "½¼¾⅓⅔⅛"
 FRACTION = rf"(?:\d+\s+)?\d/\d(?!\d)|(?:\d+\s*)?[{VULGAR_FRACTIONS}]"
-# Unit spellings -> pint's unit names; counted units (a tablet is no physical unit) map to themselves.
+# Unit spellings -> pint's unit names; counted units (a tablet is no physical unit) map to themselves. Not kilograms: a
+# mass in kilograms is a body's ("weigh over 90kg", "weight loss of 30 kg", a BMI "over 40 kg/m2": every one of the
+# paper's answers that has one), and was a dose of "9e+07 mg".
 UNITS = {
     "mg": "milligram", "milligram": "milligram", "milligrams": "milligram",
     "g": "gram", "gram": "gram", "grams": "gram", "gm": "gram",
-    "kg": "kilogram",
     "mcg": "microgram", "µg": "microgram", "μg": "microgram", "ug": "microgram", "microgram": "microgram",
     "micrograms": "microgram",
     "ng": "nanogram",
@@ -55,12 +57,13 @@ _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=Tr
 COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
 _AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
-# per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose).
+# per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose), and one
+# per amount a ratio (an HbA1c of "48 mmol/mol" was "48 mmol").
 # Each a whole word: "per dose" is not "per d[ay]". An amount a day or a week is written other ways too: "a day",
 # "each week", "in 24 hours", "/24h" (`_PERIOD_WORDS`, `_A_DAY_IN_HOURS`), and read apart from its amount as a `PERIOD`.
 _PERIOD_WORDS = r"(?:an?|each|every|in\s+(?:a|one))\s+(?P<per_word>day|week)(?!\w)"
 _A_DAY_IN_HOURS = r"(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?:hours?|hrs?|h)(?!\w)(?:\s+period)?"
-_PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l)(?!\w)"
+_PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l|litre|liter|mol)(?!\w)"
         r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?"
         rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS}))?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything. With its bound, if any ("up to 4 g").
@@ -85,7 +88,7 @@ FREQUENCY = re.compile(
     re.IGNORECASE)
 PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "monthly": "month",
            "hour": "hour", "year": "year", "nightly": "day"}
-PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "dl": "dL", "ml": "mL", "l": "L", "m²": "m2"}
+PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "dl": "dL", "ml": "mL", "l": "L", "litre": "L", "liter": "L", "m²": "m2"}
 # The clinical abbreviations, in doses a day: "qd" once, "qod" every other day.
 ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4, "qd": 1, "qod": 0.5}
 # A frequency is a rate, written per the first of these periods in which it is a whole number at least 1 ("4/month",
@@ -114,7 +117,8 @@ def written_values(match: re.Match, low: str, high: str) -> tuple[float, ...]:
 
 
 def shown_number(value: float) -> str:
-    return f"{value:.6g}"
+    """Six significant digits, written out: '1000000 IU', not '1e+06 IU'."""
+    return format(Decimal(f"{value:.6g}"), "f")
 
 
 @lru_cache(maxsize=1)
