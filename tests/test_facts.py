@@ -621,6 +621,23 @@ def test_the_clinical_facts_metric_counts_the_drugs_doses_and_durations_the_refe
         "corrupted_terms": 0.0}
 
 
+def test_each_kind_of_fact_whose_unstated_facts_are_a_failure_has_its_column_and_failure_mode():
+    """The metric's columns come from the kinds' registry: a new kind that declares its failure is counted, and shown in
+    the report's failure modes, without an edit to the metric (its columns and what it counted were a hand list)."""
+    from fwsapp.entities.recognizers import KINDS
+    from fwsapp.quality.clinical_facts import COUNTED
+    from fwsapp.quality.registry import METRICS
+
+    failing = {kind.unsupported_column: kind for kind in KINDS.values() if kind.unstated_failure}
+    assert set(failing) >= {"unsupported_drugs", "unsupported_doses", "unsupported_durations"}
+    assert "unsupported_diseases" not in failing  # an answer names diseases its reference does not, as context
+    columns = {column.name: column for column in METRICS["clinical_facts"].columns}
+    assert set(columns) == set(COUNTED) == {*failing, "negation_flips", "corrupted_terms"}
+    for name, kind in failing.items():
+        assert (columns[name].failure_mode, COUNTED[name]) == (kind.unstated_failure, (kind.change, True))
+        assert columns[name].label == f"Unsupported {kind.plural} / text"
+
+
 def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the_rest(tmp_path, finder, monkeypatch):
     """20 of the paper's BioMistral answers, 16 of them analysed (stopped after its first chunk): scoring the clinical
     facts metric finds the facts of the other 4 only, and its values equal those of a run scored from scratch."""

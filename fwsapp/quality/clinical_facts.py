@@ -1,7 +1,7 @@
-"""Clinical facts against the reference (`fwsapp.entities.changes`, by concept): per text, the drugs, doses and
-durations the reference does not state, the facts whose assertion it contradicts, and the corrupted medical terms per
-1,000 words. Lower is better for each; the watermarked and unwatermarked texts' values side by side say what the
-watermark adds.
+"""Clinical facts against the reference (`fwsapp.entities.changes`, by concept): per text, the facts the reference does
+not state of each kind for which that is a failure (drugs, doses, durations: `FactKind.unstated_failure`), the facts
+whose assertion it contradicts, and the corrupted medical terms per 1,000 words. Lower is better for each; the
+watermarked and unwatermarked texts' values side by side say what the watermark adds.
 The changes `analyze` stored under the same finder are counted as they are (fwsapp.entities.fact_analysis compares each
 answer with the reference in the same way), so facts are found once, not again for the metric."""
 from __future__ import annotations
@@ -11,12 +11,11 @@ from collections.abc import Iterator
 import pandas as pd
 
 from fwsapp.quality.base import ReferenceMetric, metric_row
+from fwsapp.quality.registry import UNSTATED_FAILURES
 
 # Stored column -> (change kind, only facts the reference lacks)
 COUNTED = {
-    "unsupported_drugs": ("drug", True),
-    "unsupported_doses": ("dose", True),
-    "unsupported_durations": ("duration", True),
+    **{kind.unsupported_column: (kind.change, True) for kind in UNSTATED_FAILURES},
     "negation_flips": ("negation", False),
     "corrupted_terms": ("corruption", False),  # per 1,000 words
 }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fwsapp.entities.recognizers import KINDS
 from fwsapp.models import ENCODER_PACKAGE
 from fwsapp.plugins import PlugIn, Registry, missing_package
 
@@ -25,6 +26,8 @@ SCORE_SETTINGS = {"oracle": "a perplexity oracle", "alignscore_checkpoint": "an 
                   "recognizer": "a disease recognizer"}
 # The FWS aspects a metric may stand for (fwsapp.results.fws.ASPECTS; declared here so the registry stays below it).
 ASPECTS = ("coherence", "relevance", "factual_accuracy")
+# The kinds of clinical fact whose facts a reference does not state are a failure: the clinical facts metric's columns.
+UNSTATED_FAILURES = tuple(kind for kind in KINDS.values() if kind.unstated_failure)
 
 
 @dataclass(frozen=True)
@@ -114,18 +117,17 @@ METRICS = Registry("metric", [
                                  default_for=("factual_accuracy",)),),
                  needs=("encoder", "recognizer"), reads=("alignscore_checkpoint", "recognizer"),
                  unavailable=missing_package(ENCODER_PACKAGE), seconds_per_1000_characters=0.096),
-    MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: drugs, doses and durations it does not "
-                 "state, facts whose assertion it contradicts, corrupted medical terms (the facts' recognizers)",
+    MetricPlugIn("clinical_facts", "clinical facts against the reference, by concept: "
+                 + ", ".join(kind.plural for kind in UNSTATED_FAILURES) + " it does not state, facts whose assertion it "
+                 "contradicts, corrupted medical terms (the facts' recognizers)",
                  "fwsapp.quality.clinical_facts:ClinicalFacts", label="Clinical facts", needs=("recognizer",),
                  reads=("recognizer",),
                  # Two taggers over every text: asked for (score --metrics, the Quality page), not run on every open.
                  by_default=False,
-                 columns=(Column("unsupported_drugs", "Unsupported drugs / text", lower_is_better=True,
-                                 aspects=("factual_accuracy",), failure_mode="hallucinated terminology (a drug)"),
-                          Column("unsupported_doses", "Unsupported doses / text", lower_is_better=True,
-                                 aspects=("factual_accuracy",), failure_mode="factual error (a dose)"),
-                          Column("unsupported_durations", "Unsupported durations / text", lower_is_better=True,
-                                 aspects=("factual_accuracy",), failure_mode="factual error (a course's or a symptom's length)"),
+                 # A column per kind of fact whose unstated facts are a failure (`FactKind.unstated_failure`).
+                 columns=(*(Column(kind.unsupported_column, f"Unsupported {kind.plural} / text", lower_is_better=True,
+                                   aspects=("factual_accuracy",), failure_mode=kind.unstated_failure)
+                            for kind in UNSTATED_FAILURES),
                           Column("negation_flips", "Negation flips / text", lower_is_better=True,
                                  aspects=("factual_accuracy",), failure_mode="factual error (an assertion flipped)"),
                           Column("corrupted_terms", "Corrupted terms / 1,000 words", lower_is_better=True,

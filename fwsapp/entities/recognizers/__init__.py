@@ -31,7 +31,10 @@ class FactKind:
     """A kind of clinical fact. A recognizer declares the kind it finds; `change` names a changed fact of the kind,
     `normaliser` ("module:function", loaded on use) gives a mention's concept, so that two names of one concept
     ("Tylenol", "paracetamol"; "1 g", "1000 mg") compare equal, and `mention_rule` ("module:function" of text, start
-    and end), where given, is what every mention of the kind must pass, so that all its recognizers fail alike."""
+    and end), where given, is what every mention of the kind must pass, so that all its recognizers fail alike.
+    `unstated_failure`, where given, is the failure mode a fact of the kind is when the reference does not state it, which
+    the clinical facts metric counts per text in a column of its own; none for a kind whose unstated facts are no error
+    (an answer names diseases its reference does not, as context)."""
     name: str
     help: str
     change: str
@@ -39,11 +42,17 @@ class FactKind:
     example: tuple[str, str]  # a sentence and a mention in it every recognizer of the kind finds (the generic test)
     colour: str  # its mentions' highlight where texts are shown side by side
     mention_rule: str | None = None
+    unstated_failure: str | None = None
 
     @property
     def plural(self) -> str:
         """What its facts are called together, as captions and measures name them: "drugs", "doses"."""
         return f"{self.change}s"
+
+    @property
+    def unsupported_column(self) -> str:
+        """The clinical facts metric's column of its facts the reference does not state: "unsupported_drugs"."""
+        return f"unsupported_{self.plural}"
 
     def concept(self, text: str) -> str:
         return load_implementation(self.normaliser)(text)
@@ -59,15 +68,17 @@ KINDS = {kind.name: kind for kind in (
              ("Gout and Asthma are common.", "Asthma"), "#cfe3ff", "fwsapp.entities.recognizers.base:names_a_disease"),
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
-             "#d8f5d0", "fwsapp.entities.recognizers.base:names_a_chemical"),
+             "#d8f5d0", "fwsapp.entities.recognizers.base:names_a_chemical",
+             unstated_failure="hallucinated terminology (a drug)"),
     FactKind("dose", "an amount with a unit, a range or a frequency, with its bound (500 mg, 5–10 mL, twice daily, up to "
              "4 g; a percentage only as a concentration, of a cream or a solution); equal amounts in other units are one "
              "value", "dose",
              "fwsapp.entities.recognizers.doses:dose_value", ("Take 500 mg twice daily.", "500 mg"), "#f3dcff",
-             "fwsapp.entities.recognizers.doses:names_a_dose"),
+             "fwsapp.entities.recognizers.doses:names_a_dose", unstated_failure="factual error (a dose)"),
     FactKind("duration", "how long a treatment or a symptom lasts, with a number and its bound (for 7 days, for two "
              "weeks, a 10-day course, for more than 3 hours); equal lengths in other units are one value", "duration",
-             "fwsapp.entities.recognizers.durations:duration_value", ("Take it for 7 days.", "for 7 days"), "#ffe8c2"),
+             "fwsapp.entities.recognizers.durations:duration_value", ("Take it for 7 days.", "for 7 days"), "#ffe8c2",
+             unstated_failure="factual error (a course's or a symptom's length)"),
 )}
 
 
