@@ -290,6 +290,11 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert [(f.text, f.value) for f in finder.find_many(["Take 1,000,000 units, not 1,000 mg or 1000 g."])[0]] == [
         ("1,000,000 units", "1000000 IU"), ("1,000 mg", "1000 mg"), ("1000 g", "1000000 mg")]
     assert dose_value("5 ng/mL") == "0.000005 mg/mL"
+    # "One and a half units" was "half units", 0.5 IU; a number word is a whole word ("MU/TENG" was "ten g", 10 g), and
+    # a capital G glued to a number a needle's gauge.
+    assert [(f.text, f.value) for f in finder.find_many(["One and a half units, MU/TENG, a 14G curette, 14 g."])[0]
+            if f.kind == "dose"] == [("One and a half units", "1.5 IU"), ("14 g", "14000 mg")]
+    assert duration_value("for one and a half years") == "18 months"
     assert compared(finder, "Take 1 g of paracetamol twice a day.", "Take 1 g of paracetamol 1-2 times a day.") == [
         Change("dose", 24, 35, "1-2 times a day", "twice a day")]
     # A fraction is one number: "1/2 teaspoon" was "2 teaspoon" (10 mL), "1 1/2 tablets" "2 tablet".

@@ -54,8 +54,11 @@ MEDICAL_SPOONS = ("medical_teaspoon = 5 milliliter", "medical_tablespoon = 15 mi
 # Each dimension's unit of comparison, and how it is written (clinical style: mL, not pint's ml).
 BASE_UNITS = {"[mass]": ("milligram", "mg"), "[length] ** 3": ("milliliter", "mL"), "[substance]": ("millimole", "mmol")}
 _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=True))
-COUNT = rf"{NUMBER}|{'|'.join(NUMBER_WORDS)}"
-_AMOUNT = rf"(?P<low>{FRACTION}|half\s+an?|{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
+# A number written as a word is a whole word: "MU/TENG" was "ten g", 10 g.
+COUNT = rf"{NUMBER}|(?:{'|'.join(NUMBER_WORDS)})\b"
+# "One and a half units" was "half units", 0.5 IU.
+AND_A_HALF = rf"(?:{COUNT})\s+and\s+a\s+half"
+_AMOUNT = rf"(?P<low>{FRACTION}|{AND_A_HALF}|half\s+an?|{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
 # per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose), and one
 # per amount a ratio (an HbA1c of "48 mmol/mol" was "48 mmol").
@@ -97,8 +100,11 @@ RATE_PERIODS = ("day", "week", "month", "year")
 
 
 def written_number(text: str) -> float:
-    """A written amount's value: '1,000' 1000, '0,5' 0.5, 'two' 2, 'twice' 2, 'half a' 0.5, '1 1/2' and '1½' 1.5."""
-    text = text.strip().lower()
+    """A written amount's value: '1,000' 1000, '0,5' 0.5, 'two' 2, 'twice' 2, 'half a' 0.5, '1 1/2', '1½' and 'one
+    and a half' 1.5."""
+    text = " ".join(text.lower().split())
+    if text.endswith(" and a half"):
+        return written_number(text.removesuffix(" and a half")) + 0.5
     words = {**NUMBER_WORDS, **TIMES}
     if text.split()[0] in words:
         return words[text.split()[0]]
@@ -209,13 +215,17 @@ def names_a_dose(text: str, start: int, end: int) -> bool:
     in the paper's answers), unless the noun is a dose's ("a daily dose", "daily tablets"); before a function word or
     a stop it is an adverb ("apply it daily to the wart", "taken weekly."). A percentage is a dose only as a
     concentration, with a preparation, alcohol or a drug in the two words after it ("1% hydrocortisone cream", "40%
-    alcohol"): "25% of patients", "a 20% reduction", "95% CI" are statistics, 510 of those dose mentions."""
+    alcohol"): "25% of patients", "a 20% reduction", "95% CI" are statistics, 510 of those dose mentions. A capital G
+    glued to a number is a needle's or a cannula's gauge ("a 14G curette", "an 18G cannula"), not grams ("g")."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    dose = DOSE.fullmatch(text[start:end])
+    mention = text[start:end]
+    dose = DOSE.fullmatch(mention)
     if dose and UNITS[dose["unit"].lower()] == "percent":
         return any(word in CONCENTRATION_WORDS or _is_drug(word) for word in words_after(text, end))
-    frequency = FREQUENCY.fullmatch(text[start:end])
+    if dose and dose["unit"] == "G" and mention[dose.start("unit") - 1].isdigit():
+        return False
+    frequency = FREQUENCY.fullmatch(mention)
     if not (frequency and frequency["daily"] and frequency["daily"].lower() in PERIODS):
         return True
     following = words_after(text, end, 1)

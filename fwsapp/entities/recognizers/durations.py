@@ -12,14 +12,14 @@ import re
 
 from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest
 from fwsapp.entities.recognizers.bounds import BOUND, BOUND_AFTER, BOUND_UNNAMED, NEGATED_VERB, bounded
-from fwsapp.entities.recognizers.doses import COUNT, shown_number, written_values
+from fwsapp.entities.recognizers.doses import AND_A_HALF, COUNT, shown_number, written_values
 
 # Each unit's length in hours or in months: hours, days and weeks are written in days (hours that make no whole day in
 # hours), months and years in months (a month is no whole number of days).
 HOURS = {"hour": 1, "hr": 1, "day": 24, "week": 168, "wk": 168}
 MONTHS = {"month": 1, "year": 12, "yr": 12}
 _UNIT = r"(?P<unit>hours?|hrs?|days?|weeks?|wks?|months?|years?|yrs?)"
-_AMOUNT = rf"(?P<low>{COUNT}|an?)(?:\s*(?:-|–|to|or)\s*(?P<high>{COUNT}))?"
+_AMOUNT = rf"(?P<low>{AND_A_HALF}|{COUNT}|an?)(?:\s*(?:-|–|to|or)\s*(?P<high>{COUNT}))?"
 # "for 7 days", "for about 2 weeks", "for another 3 days", "for the next 48 hours": the words a length may be hedged by
 # leave its value as it is; its bound is part of it ("for more than 3 hours", "for two days or less", "do not use it
 # for more than 7 days").
