@@ -161,6 +161,20 @@ def test_a_limit_on_a_dose_negates_neither_the_dose_nor_the_drug(finder):
     for limit in ("Do not take more than 8 tablets in 24 hours.", "Don't take more than 8 tablets in 24 hours.",
                   "Never use more than 8 tablets in 24 hours."):
         assert compared(finder, limit, "Take no more than 8 tablets in 24 hours.") == [], limit
+    # With what it limits named between: the bound was not turned ("≥ 10 days") and the drug was negated, so the same
+    # advice written the other way read as a length changed and an assertion flipped.
+    for limit, same in (("Do not take ibuprofen for more than 10 days.", "Take ibuprofen for no more than 10 days."),
+                        ("Do not take ibuprofen more than 3 times a day.", "Take ibuprofen up to 3 times a day."),
+                        ("Don't use decongestant nasal sprays for longer than 3 days.",
+                         "Use decongestant nasal sprays for 3 days or less.")):
+        assert compared(finder, limit, same) == [], limit
+    assert [(fact.text, fact.value, fact.assertion) for fact in finder.find_many(
+        ["Do not give children under 12 more than 2 tablets."])[0]] == [
+        ("Do not give children under 12 more than 2 tablets", "≤ 2 tablet", "affirmed")]
+    # How long to abstain is no limit: "do not drink alcohol for at least 48 hours" was read "≤ 2 days".
+    assert [(fact.text, fact.value, fact.assertion) for fact in finder.find_many(
+        ["Do not drink alcohol for at least 48 hours."])[0]] == [
+        ("alcohol", "ethanol", "negated"), ("for at least 48 hours", "≥ 2 days", "negated")]
 
 
 def test_a_courses_or_a_symptoms_length_is_a_fact_in_one_unit(finder):

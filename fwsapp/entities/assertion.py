@@ -47,6 +47,9 @@ UNCERTAINTY_TERMSET = {
                     "nevertheless", "still", "then", "which", *CAUSE_TERMINATIONS],
 }
 FACTS_KEY = "facts"
+# The spans of the facts a negation is read into as a limit ("do not take ibuprofen for more than 10 days" is '≤ 10
+# days'): a trigger inside one negates nothing, so the drug it names between is not negated.
+LIMITS_KEY = "limits"
 # How many words a negation trigger reaches, as in NegEx's first form (Chapman et al. 2001: a finding within five words
 # of its trigger); negspacy reaches the sentence's end. Patient-facing answers write long sentences: in the paper's 7B
 # answers, of facts negated from six words or more away, 1 of 28 read was negated ("if you have no idea why you are
@@ -153,6 +156,13 @@ class WindowedNegex(Negex):
 
     def negex(self, doc):
         preceding, following, terminating = self.process_negations(doc)
+        limits = doc.spans[LIMITS_KEY] if LIMITS_KEY in doc.spans else []
+
+        def free(triggers):
+            return [(match, start, end) for match, start, end in triggers
+                    if not any(limit.start <= start and end <= limit.end for limit in limits)]
+
+        preceding, following = free(preceding), free(following)
 
         def near(start: int, end: int, trigger) -> bool:
             words = sum(not token.is_space and (token.is_bracket or not token.is_punct) for token in doc[start:end])
@@ -185,13 +195,17 @@ def _pipeline():
     return nlp, (negation, uncertainty)
 
 
-def assertions(texts: list[str], spans: list[list[tuple[int, int]]]) -> list[list[str]]:
-    """The assertion of each span (character offsets) of each text, in the order given."""
+def assertions(texts: list[str], spans: list[list[tuple[int, int]]],
+               limits: list[list[tuple[int, int]]] | None = None) -> list[list[str]]:
+    """The assertion of each span (character offsets) of each text, in the order given; `limits`, each text's spans
+    of the facts whose negation is read into their value (a bound turned), negate nothing inside them."""
     nlp, passes = _pipeline()
     found = []
-    for doc, text_spans in zip(nlp.pipe(texts), spans):
+    for doc, text_spans, text_limits in zip(nlp.pipe(texts), spans, limits or [[] for _ in texts]):
         group = [doc.char_span(start, end, alignment_mode="expand") for start, end in text_spans]
         doc.spans[FACTS_KEY] = [span for span in group if span is not None]
+        doc.spans[LIMITS_KEY] = [span for start, end in text_limits
+                                 if (span := doc.char_span(start, end, alignment_mode="expand")) is not None]
         for assertion_pass in passes:
             doc = assertion_pass(doc)
         found.append([AFFIRMED if span is None else

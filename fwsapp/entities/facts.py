@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass
 # the drug lexicon's clinical readings ("alcohol" ethanol, CPPD no drug) name the concepts. 13: whom a treatment is
 # not for is not negated ("not suitable for people with asthma"). 14: nor a limit on a course's length ("do not use it
 # for more than 7 days"), the durations' kind being read. 15: a limit's comparatives are its bounds' (`bounds`), so
-# "no shorter than" is one too.
-FACTS_VERSION = 15
+# "no shorter than" is one too. 16: a negation read into a limit's value negates nothing inside it ("do not take
+# ibuprofen for more than 10 days": ibuprofen is affirmed, the length '≤ 10 days').
+FACTS_VERSION = 16
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class FactFinder:
         """Each text's facts, ordered by position (and kind, for facts of two kinds on one span)."""
         from fwsapp.entities.assertion import assertions
         from fwsapp.entities.recognizers import load_recognizer
+        from fwsapp.entities.recognizers.bounds import LOWER, UPPER
 
         texts = [text or "" for text in texts]
         found: list[list[tuple[str, object, str]]] = [[] for _ in texts]
@@ -81,7 +83,9 @@ class FactFinder:
                 found[index] += [(kind, entity, recognizer.concept(entity.text)) for entity in entities]
         for index in range(len(found)):
             found[index].sort(key=lambda item: (item[1].start, item[1].end, item[0]))
-        asserted = assertions(texts, [[(entity.start, entity.end) for _, entity, _ in items] for items in found])
+        asserted = assertions(texts, [[(entity.start, entity.end) for _, entity, _ in items] for items in found],
+                              [[(entity.start, entity.end) for _, entity, value in items if value.startswith((LOWER, UPPER))]
+                               for items in found])
         return [[Fact(kind, entity.start, entity.end, entity.text, value, assertion)
                  for (kind, entity, value), assertion in zip(items, text_assertions)]
                 for items, text_assertions in zip(found, asserted)]

@@ -30,6 +30,11 @@ BOUNDS = {
 SIGNS = {"<": UPPER, "≤": UPPER, "<=": UPPER, "=<": UPPER, ">": LOWER, "≥": LOWER, ">=": LOWER, "=>": LOWER}
 # ... and after it: "for two days or less", "for a week or longer".
 BOUNDS_AFTER = {**COMPARATIVES, "over": LOWER, "above": LOWER, "under": UPPER, "below": UPPER}
+# The bounds a negation turns into a limit: "no more than 4 g", "do not exceed 4 g", "do not use it for longer than 7
+# days". Not "at least", "up to" or "a minimum of": "do not drink alcohol for at least 48 hours" says how long to
+# abstain, and was read "≤ 2 days".
+NEGATABLE = [phrase for phrase in BOUNDS if phrase.endswith(" than")
+             or phrase in ("over", "above", "under", "below", "exceed", "exceeds", "exceeding", "in excess of")]
 
 
 def _either(words) -> str:
@@ -40,15 +45,18 @@ def _either(words) -> str:
 _VERB_NEGATION = rf"(?:(?:do|does)\s+(?=not\b))?(?:{_either(VERB_NEGATIONS)})"
 _NEGATION = rf"(?:no|{_VERB_NEGATION})\s+(?:to\s+)?"
 # A negated verb before the bound ("do not take more than", "never use it for more than"), or before the "for" of a
-# length ("not be used for more than 7 days").
-NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:(?:{_either(LIMIT_VERBS)})\s+(?:(?:it|them|this)\s+)?"
-                r"|be\s+(?:used|taken|given|applied)\s+)")
+# length ("not be used for more than 7 days"), with up to three words of what it limits between ("do not take
+# ibuprofen for more than 10 days", "do not give children under 12 more than 2 tablets"): read without them, the bound
+# was not turned ("≥ 10 days").
+NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:{_either(LIMIT_VERBS)}|be\s+(?:used|taken|given|applied))\s+"
+                r"(?:[\w'-]+\s+){0,3}?")
+# A bound a negation turns, and a negation where one follows.
+TURNED_BOUND = rf"(?:{_either(NEGATABLE)})\b"
+_TURNING = rf"(?:{_NEGATION}|{NEGATED_VERB})(?={TURNED_BOUND})"
 # A bound and what separates it from its amount: a space, or none before a digit, as a 7B answer may write it ("less
 # than1.8 mmol/l", whose amount, glued to a word, was no dose at all).
-BOUND = (rf"(?:(?P<negation>{_NEGATION}|{NEGATED_VERB})?(?P<bound>{_either(BOUNDS)})(?:\s+|(?=\d))"
+BOUND = (rf"(?:(?P<negation>{_TURNING})?(?P<bound>{_either(BOUNDS)})(?:\s+|(?=\d))"
          rf"|(?P<sign>{_either(SIGNS)})\s*)")
-# The same without its groups' names, for a lookahead in a pattern that has BOUND's.
-BOUND_UNNAMED = re.sub(r"\(\?P<\w+>", "(?:", BOUND)
 BOUND_AFTER = rf"\s+or\s+(?P<bound_after>{_either(BOUNDS_AFTER)})\b"
 
 

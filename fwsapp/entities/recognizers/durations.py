@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest
-from fwsapp.entities.recognizers.bounds import BOUND, BOUND_AFTER, BOUND_UNNAMED, NEGATED_VERB, bounded
+from fwsapp.entities.recognizers.bounds import BOUND, BOUND_AFTER, NEGATED_VERB, TURNED_BOUND, bounded
 from fwsapp.entities.recognizers.doses import AND_A_HALF, COUNT, shown_number, written_values
 
 # Each unit's length in hours or in months: hours, days and weeks are written in days (hours that make no whole day in
@@ -25,7 +25,7 @@ _AMOUNT = rf"(?P<low>{AND_A_HALF}|{COUNT}|an?)(?:\s*(?:-|–|to|or)\s*(?P<high>{
 # for more than 7 days").
 _HEDGE = r"(?:about|around|approximately|another|the\s+(?:next|past|last|first))"
 FOR_LENGTH = re.compile(
-    rf"(?:(?P<negated_verb>{NEGATED_VERB})(?=for\s+{BOUND_UNNAMED}))?"
+    rf"(?:(?P<negated_verb>{NEGATED_VERB})(?=for\s+{TURNED_BOUND}))?"
     rf"\bfor\s+(?:{BOUND}|{_HEDGE}\s+)?{_AMOUNT}\s+{_UNIT}\b(?:{BOUND_AFTER})?", re.IGNORECASE)
 # "a 10-day course", "a 2 week supply": a length before the course it measures.
 COURSE = re.compile(rf"\b(?P<low>{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{COUNT}))?[\s-]+(?P<unit>day|week|month)\s+"
