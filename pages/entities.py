@@ -59,7 +59,7 @@ def clinical_facts() -> None:
     found = queries.sample_facts(resources.revision(), run_id, sample_idx)
     st.markdown(markup.fact_legend(), unsafe_allow_html=True)
     rater = st.text_input("Your name (verdicts are filed under it)", key="fact-rater")
-    names = {kind: f"{kind}s" for kind in KINDS} | {CORRUPTION_TAB: CORRUPTION_TAB}
+    names = {name: kind.plural for name, kind in KINDS.items()} | {CORRUPTION_TAB: CORRUPTION_TAB}
     for tab, kind in zip(st.tabs([f"{names[kind]} ({changed_count(found, kind)} changed)" for kind in names]), names):
         with tab:
             facts_side_by_side(found, kind)

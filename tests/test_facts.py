@@ -512,6 +512,8 @@ def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_
     assert "border:2px solid" in shown and "¬ " in shown  # a changed fact outlined; a negated one marked
     changed = {kind for frame in app.dataframe if "was" in frame.value.columns for kind in frame.value.change}
     assert {"drug", "disease"} <= changed
+    # A tab per kind, named as the caption names the kinds ("drugs", not the registry's "chemicals").
+    assert [tab.label.split(" (")[0] for tab in app.tabs] == ["diseases", "drugs", "doses", "durations", "corrupted terms"]
     app.text_input(key="fact-rater").input("Dr A").run()
     verdict = next(radio for radio in app.radio if radio.key.startswith("fact-verdict-Dr A-"))
     verdict.set_value("wrong").run()
