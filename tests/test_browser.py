@@ -519,7 +519,7 @@ def test_the_facts_browser_on_the_paper_biomistral_answers(tmp_path, browser_pag
         needle.press("Enter")
         page.get_by_text("Who can not take disease").first.wait_for(timeout=60_000)
         settled(page)
-        drugs_tab = page.get_by_role("tab", name=re.compile(r"chemicals \(\d+ changed\)"))
+        drugs_tab = page.get_by_role("tab", name=re.compile(r"drugs \(\d+ changed\)"))
         drugs_tab.wait_for(timeout=120_000)  # the facts are found once the taggers have loaded
         drugs_tab.click()
         outlined = page.locator("span[title*='drug against the']:visible")  # React rewrites the style attribute
