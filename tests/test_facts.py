@@ -514,6 +514,7 @@ def test_the_facts_browser_marks_a_drug_change_shows_a_negated_fact_and_saves_a_
     assert {"drug", "disease"} <= changed
     # A tab per kind, named as the caption names the kinds ("drugs", not the registry's "chemicals").
     assert [tab.label.split(" (")[0] for tab in app.tabs] == ["diseases", "drugs", "doses", "durations", "corrupted terms"]
+    assert ">drug</span>" in shown and ">chemical</span>" not in shown  # and the legend names a drug so too
     app.text_input(key="fact-rater").input("Dr A").run()
     verdict = next(radio for radio in app.radio if radio.key.startswith("fact-verdict-Dr A-"))
     verdict.set_value("wrong").run()

@@ -155,8 +155,8 @@ def fact_kinds_named() -> str:
 
 def fact_legend() -> str:
     """The facts' highlight colours, and how a changed, negated or uncertain fact is marked, as chips."""
-    chips = [f'<span style="background:{kind.colour};padding:0 6px;border-radius:3px">{html.escape(name)}</span>'
-             for name, kind in KINDS.items()]
+    chips = [f'<span style="background:{kind.colour};padding:0 6px;border-radius:3px">{html.escape(kind.change)}</span>'
+             for kind in KINDS.values()]
     chips.append(f'<span style="border:{CHANGED_BORDER};padding:0 6px;border-radius:3px">changed</span>')
     chips += [f"<span>{mark.strip()} {assertion}</span>" for assertion, mark in ASSERTION_MARKS.items()]
     return " ".join(chips)
