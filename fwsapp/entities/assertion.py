@@ -86,19 +86,14 @@ INTERVENTION_PSEUDO_NEGATIONS = tuple(
 # A limit is no negation: "do not exceed 4 g of acetaminophen a day", "no more than 14 units of alcohol a week" state
 # the most of a dose, and NegEx negated both the dose and the drug, so "up to 4 g" against it read as a flipped
 # assertion. So is one with its verb between: "do not take more than 4 g" is "take no more than 4 g" (it read as a
-# flipped assertion against it); and a limit on a course's length.
-# The limits' words are the bounds' (a limit is part of the dose's or the length's value there).
-COURSE_COMPARATIVES = ("more", "longer", "less")  # of a course's length: "for more than 7 days"
+# flipped assertion against it). The limits' words are the bounds'. A limit with its amount or length is a fact whose
+# value holds the negation, and negates nothing inside it (`LIMITS_KEY`: "do not use it for more than 7 days", "do not
+# take ibuprofen more than 3 times a day"); these phrases are for the limits with none ("do not take more than the
+# recommended dose of paracetamol").
 LIMIT_PSEUDO_NEGATIONS = (*(f"{negation} {comparative} than" for negation in ("no", "not", "never")
                             for comparative in COMPARATIVES),
                           *(f"{negation} {verb} {comparative} than" for negation in VERB_NEGATIONS
                             for verb in LIMIT_VERBS for comparative in COMPARATIVES),
-                          # and a course's: "do not use it for more than 7 days" is "use it for no more than 7 days"
-                          *(f"{negation} {verb} {thing}for {comparative} than" for negation in VERB_NEGATIONS
-                            for verb in LIMIT_VERBS for thing in ("", "it ", "them ", "this ")
-                            for comparative in COURSE_COMPARATIVES),
-                          *(f"not be {verb} for {comparative} than" for verb in ("used", "taken", "given", "applied")
-                            for comparative in COURSE_COMPARATIVES),
                           "not exceed", "not to exceed", "never exceed", "never to exceed")
 
 # Who or what a treatment is not for is no negation of it: "not suitable for people with poor circulation", "not
