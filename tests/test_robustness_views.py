@@ -69,3 +69,19 @@ def test_an_import_records_the_settings_its_file_names_carry(tmp_path):
     assert main(["import", "--method", "KGW", "--model", "m", "--task", "qa", "--generations", str(plain), "--db",
                  str(tmp_path / "plain.duckdb")]) == 0
     assert json.loads(Store(tmp_path / "plain.duckdb", read_only=True).runs().params.iloc[0]) == {}
+
+
+def test_each_kind_of_fact_has_a_survival_measure_named_as_its_captions_name_it():
+    """The Robustness page offered "Fact survival (chemical)" beside captions and tabs that call the kind "drugs"; the
+    report's table had the same label. Each kind is one measure, its label the kind's own plural."""
+    from fwsapp.entities.recognizers import KINDS
+    from fwsapp.results.tables import robustness_table
+    from fwsapp.robustness.attack_sets import MEASURES, survival_column
+
+    survival = {label: column for label, column in MEASURES.items() if label.startswith("Fact survival")}
+    assert survival == {f"Fact survival ({kind.plural})": survival_column(name) for name, kind in KINDS.items()}
+    assert "Fact survival (drugs)" in survival
+    row = {"attack_label": "typo", "texts": 40, "auroc": 0.7, "still_detected": 0.25, "entity_survival": 0.5,
+           **{column: 0.5 for column in survival.values()}}
+    table = robustness_table({"runs": [{"model": "m", "task": "qa", "method": "KGW", "settings": "", "robustness": [row]}]})
+    assert set(survival) <= set(table.columns)

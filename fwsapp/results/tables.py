@@ -14,9 +14,8 @@ from fwsapp.data.tasks import task_label, task_labels
 from fwsapp.detection.coverage import reasons_label
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
-from fwsapp.entities.recognizers import KINDS
 from fwsapp.quality.registry import Column, stored_columns
-from fwsapp.robustness.attack_sets import survival_column
+from fwsapp.robustness.attack_sets import survival_labels
 from fwsapp.results.entity_table import unsupported_shown
 from fwsapp.sample_size import shown
 
@@ -208,7 +207,7 @@ def robustness_table(report: dict) -> pd.DataFrame:
     rows = [{**_named(run), "Attack": row["attack_label"], "Texts": row["texts"], "AUROC": row["auroc"],
              "TPR at 1% FPR": (row.get("tpr_at_fpr") or {}).get("0.01"), "Still detected": row["still_detected"],
              "Entity survival": row["entity_survival"], "Mentions": row.get("mentions"),
-             **{f"Fact survival ({kind})": row.get(survival_column(kind)) for kind in KINDS}}
+             **{label: row.get(column) for column, label in survival_labels().items()}}
             for run in report["runs"] for row in run.get("robustness") or []]
     frame = pd.DataFrame(rows)
     # A count: the clean row's none would make the column float, and the report print 101 mentions as "101.000".

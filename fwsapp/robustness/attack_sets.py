@@ -355,6 +355,11 @@ def survival_column(kind: str) -> str:
     return f"{kind}_fact_survival"
 
 
+def survival_labels() -> dict[str, str]:
+    """Each kind's survival column -> its label, the kind named as its caption names it ("Fact survival (drugs)")."""
+    return {survival_column(name): f"Fact survival ({kind.plural})" for name, kind in KINDS.items()}
+
+
 def survival_by_kind(stored: pd.Series) -> dict[str, float | None]:
     """Each kind's share of the clean texts' facts the attacked texts keep, pooled over the texts (None: no fact)."""
     from fwsapp.entities.recognizers import KINDS
@@ -410,7 +415,7 @@ def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFram
 MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "TPR at 5% FPR": "TPR at 5% FPR", "AUROC": "auroc",
             "Still detected (share)": "still_detected",
             "Entity survival": "entity_survival",
-            **{f"Fact survival ({kind})": survival_column(kind) for kind in KINDS},
+            **{label: column for column, label in survival_labels().items()},
             "Words changed": "words_changed", "Similarity to the clean text": "similarity"}
 
 
