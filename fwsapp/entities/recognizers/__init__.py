@@ -169,16 +169,19 @@ RECOGNIZERS = Registry("recognizer", [
         # kilograms is a body weight, no dose; "48 mmol/mol" is a ratio, not "48 mmol"; a bound may be glued to its
         # number ("less than1.8 mmol/l"); values are written out ("1000000 IU", not "1e+06 IU"); "one and a half units"
         # is 1.5 IU (it was "half units"), a number word a whole word ("TENG" was 10 g), "14G" a gauge; a limit may
-        # name what it limits between its negation and its bound ("do not take ibuprofen more than 3 times a day")
-        label=lambda: "dose grammar v9", kind="dose"),
+        # name what it limits between its negation and its bound ("do not take ibuprofen more than 3 times a day");
+        # v10: a rate whole per no period is written as its interval ("every 2 weeks", not "2.17411/month"), a limit's
+        # verb may be what it is for ("is not intended to be used for more than")
+        label=lambda: "dose grammar v10", kind="dose"),
     RecognizerPlugIn(
         "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",
         "fwsapp.entities.recognizers.durations:DurationRecognizer",
         # v2: a bound is part of the value ("for more than 3 hours" '≥ 3 hours', "for two days or less" '≤ 2 days');
         # v3: a bound may be glued to its number ("for more than5 days"), "for one and a half years" is 18 months, a
         # limit may name what it limits ("do not take ibuprofen for more than 10 days" '≤ 10 days'), and "do not drink
-        # for at least 48 hours" is no limit ('≥ 2 days')
-        label=lambda: "duration grammar v3", kind="duration"),
+        # for at least 48 hours" is no limit ('≥ 2 days'); v4: a limit's verb may be what it is for ("is not intended to
+        # be used for more than four weeks" '≤ 28 days', it was '≥ 28 days')
+        label=lambda: "duration grammar v4", kind="duration"),
 ])
 DEFAULT_RECOGNIZER = RECOGNIZERS.default
 # Loads no model: the attacks' default for diseases, cheap enough to run on every attacked text.

@@ -45,11 +45,11 @@ def _either(words) -> str:
 _VERB_NEGATION = rf"(?:(?:do|does)\s+(?=not\b))?(?:{_either(VERB_NEGATIONS)})"
 _NEGATION = rf"(?:no|{_VERB_NEGATION})\s+(?:to\s+)?"
 # A negated verb before the bound ("do not take more than", "never use it for more than"), or before the "for" of a
-# length ("not be used for more than 7 days"), with up to three words of what it limits between ("do not take
-# ibuprofen for more than 10 days", "do not give children under 12 more than 2 tablets"): read without them, the bound
-# was not turned ("≥ 10 days").
-NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:{_either(LIMIT_VERBS)}|be\s+(?:used|taken|given|applied))\s+"
-                r"(?:[\w'-]+\s+){0,3}?")
+# length ("not be used for more than 7 days", "is not intended to be used for more than four weeks", which was a lower
+# bound), with up to three words of what it limits between ("do not take ibuprofen for more than 10 days", "do not give
+# children under 12 more than 2 tablets"): read without them, the bound was not turned ("≥ 10 days").
+NEGATED_VERB = (rf"{_VERB_NEGATION}\s+(?:(?:intended|meant|supposed|designed)\s+to\s+)?"
+                rf"(?:{_either(LIMIT_VERBS)}|be\s+(?:used|taken|given|applied))\s+(?:[\w'-]+\s+){{0,3}}?")
 # A bound a negation turns, and a negation where one follows.
 TURNED_BOUND = rf"(?:{_either(NEGATABLE)})\b"
 _TURNING = rf"(?:{_NEGATION}|{NEGATED_VERB})(?={TURNED_BOUND})"

@@ -95,8 +95,10 @@ PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "dl": "dL", "ml": "mL", "l":
 # The clinical abbreviations, in doses a day: "qd" once, "qod" every other day.
 ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4, "qd": 1, "qod": 0.5}
 # A frequency is a rate, written per the first of these periods in which it is a whole number at least 1 ("4/month",
-# not "0.92/week"), else the first in which it is at least 1: an interval and a count that are one rate are one value.
+# not "0.92/week"), else as its interval, in the longest of INTERVAL_UNITS in which that is whole ("every 2 weeks", not
+# "2.17411/month"; "every 36 hours"): an interval and a count that are one rate are one value.
 RATE_PERIODS = ("day", "week", "month", "year")
+INTERVAL_UNITS = ("year", "month", "week", "day", "hour")
 
 
 def written_number(text: str) -> float:
@@ -186,16 +188,29 @@ def _frequency(match: re.Match) -> str:
 
 
 def _rate(counts: tuple[float, ...], period: str) -> str:
-    """`counts` times per `period` (one count, or a range's two) as a rate in one of RATE_PERIODS, converted by pint:
-    "every 8 hours" is (1/8,) per hour, '3/day'; "every 4 to 6 hours" '4-6/day'; "every 7 days" '1/week'."""
+    """`counts` times per `period` (one count, or a range's two) as a rate in one of RATE_PERIODS, or as an interval,
+    converted by pint: "every 8 hours" is (1/8,) per hour, '3/day'; "every 4 to 6 hours" '4-6/day'; "every 7 days"
+    '1/week'; "every 28 days" 'every 4 weeks' (it was '1.08705/month'); "every other day" 'every 2 days'."""
     registry = _registry()
-    written = []
-    for unit in RATE_PERIODS:
-        rates = sorted(float(shown_number(registry.Quantity(count, f"1/{period}").to(f"1/{unit}").magnitude))
-                       for count in counts)
-        written.append(("-".join(shown_number(rate) for rate in rates) + f"/{unit}", rates))
-    whole = [value for value, rates in written if rates[0] >= 1 and all(rate == round(rate) for rate in rates)]
-    return whole[0] if whole else next((value for value, rates in written if rates[-1] >= 1), written[-1][0])
+    rates = [registry.Quantity(count, f"1/{period}") for count in counts]
+
+    def in_unit(quantities, unit: str) -> list[float]:
+        return sorted(float(shown_number(quantity.to(unit).magnitude)) for quantity in quantities)
+
+    def whole(values: list[float]) -> bool:
+        return all(value == round(value) for value in values)
+
+    per_period = [(in_unit(rates, f"1/{unit}"), unit) for unit in RATE_PERIODS]
+    for values, unit in per_period:
+        if values[0] >= 1 and whole(values):
+            return "-".join(map(shown_number, values)) + f"/{unit}"
+    for unit in INTERVAL_UNITS:
+        intervals = in_unit([1 / rate for rate in rates], unit)
+        if whole(intervals):
+            return "every " + "-".join(map(shown_number, intervals)) + f" {unit}s"
+    # An interval that is whole in no unit ("every 2.5 hours"): the rate per the first period in which it is at least 1.
+    values, unit = next(((values, unit) for values, unit in per_period if values[-1] >= 1), per_period[-1])
+    return "-".join(map(shown_number, values)) + f"/{unit}"
 
 
 # Nouns a frequency word before them still times: "a daily dose", "daily tablets", "multiple daily injections".
