@@ -265,7 +265,7 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
 
     assert runs_table(build_report(store)).set_index("Run").Status["gen-running"] == "generating: 0 of 4 samples so far"
     store.close()
-    assert (work.run_ids, work.values, work.seconds) == ([], 0, 0.0)
+    assert (work.run_ids, work.metrics, work.values, work.seconds) == ([], [], 0, 0.0)
     app = AppTest.from_file(APP, default_timeout=120)
     app.run()
     for page in ("pages/quality.py", "pages/fws.py"):
@@ -275,6 +275,32 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     offered = app.multiselect(key="attack-runs")
     assert offered.options and not any("gen-running" in option for option in offered.options)
     assert any("Left out until their texts are stored: gen-running" in caption.value for caption in app.caption)
+
+
+def test_values_computed_again_under_a_new_version_say_so_before_and_while_they_are(app_db):
+    """After a recognizer's upgrade the Quality page computed, with a progress bar and no word of why, values the user
+    had seen: the work says how many of its values replace ones of an earlier version, and the page says it."""
+    from fwsapp.quality.base import metric_row
+    from fwsapp.quality.scoring import QualityResources, missing_work, stored_as
+    from fwsapp.store import Store
+
+    run_id = imported_qa_db(app_db, n=2)
+    store = Store(app_db)
+    name, config, kinds = stored_as("factuality", store.run(run_id), QualityResources(model_loader=None))
+    before = missing_work(store, [run_id])
+    assert before.replaces == 0
+    store.write_rows("metrics", run_id, [metric_row(sample, kind, name, config.replace(" v", " v0."), 0.5)
+                                         for sample in range(2) for kind in kinds])
+    after = missing_work(store, [run_id])
+    store.close()
+    assert (after.values, after.replaces) == (before.values, 2)  # both samples' disease support, once each
+    assert "factuality" in after.metrics and "rouge" not in after.metrics  # an import brings ROUGE: not offered
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    app.switch_page("pages/fws.py").run()  # the page that offers the work on a button, so its line stays
+    assert not app.exception
+    assert any(f"{after.values:,} values (2 of them in place of values computed under an earlier version of a "
+               "recognizer or of the facts)" in block.value for block in app.info), [block.value for block in app.info]
 
 
 def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):

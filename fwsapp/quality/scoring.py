@@ -75,11 +75,14 @@ def computed_values(counts: dict[str, int | None], named: Callable[[str], str] =
 @dataclass(frozen=True)
 class PlannedMetric:
     """One metric of a run's scoring: the config its values go under (None: skipped, such as perplexity of an imported
-    run with no oracle named) and the samples that lack them."""
+    run with no oracle named), the samples that lack them, and how many of those have values under another config (an
+    earlier version of a recognizer or of the facts, another encoder or oracle), which tables stop reading once the
+    current config has values."""
 
     metric: str
     config: str | None
     todo: pd.DataFrame
+    replaces: int = 0
 
 
 def scoring_plan(store, run_id: str, resources: QualityResources, metrics=None) -> list[PlannedMetric]:
@@ -92,8 +95,9 @@ def scoring_plan(store, run_id: str, resources: QualityResources, metrics=None) 
     plan = []
     for metric in metrics_for(run, metrics):
         name, config, kinds = stored_as(metric, run, resources)
-        plan.append(PlannedMetric(metric, config, samples.iloc[0:0] if config is None
-                                  else _missing(samples, have, name, config, kinds)))
+        todo = samples.iloc[0:0] if config is None else _missing(samples, have, name, config, kinds)
+        elsewhere = {sample for stored, other, sample, _ in have if stored == name and other != config}
+        plan.append(PlannedMetric(metric, config, todo, int(todo.sample_idx.isin(elsewhere).sum())))
     return plan
 
 
@@ -195,28 +199,33 @@ def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFra
 
 @dataclass
 class MissingWork:
-    """What computing some metrics would do: the runs that lack any of them, how many sample × metric values are
-    missing, and about how long that takes here."""
+    """What computing some metrics would do: the runs that lack any of them, the metrics some run lacks, how many
+    sample × metric values are missing, how many of those replace values stored under another config
+    (`PlannedMetric.replaces`), and about how long that takes here."""
 
     run_ids: list[str]
+    metrics: list[str]
     values: int
     seconds: float
+    replaces: int = 0
 
 
 def missing_work(store, run_ids: list[str], metrics=None) -> MissingWork:
     """The missing values of model-free `metrics` (default: all of them; each has a measured rate) in the runs."""
     metrics = model_free_metrics() if metrics is None else metrics
     resources = QualityResources(model_loader=None)
-    lacking, values, seconds = [], 0, 0.0
+    lacking, lacked, values, seconds, replaces = [], set(), 0, 0.0, 0
     for run_id in run_ids:
         plan = scoring_plan(store, run_id, resources, metrics)
         if planned_values(plan):
             lacking.append(run_id)
+        lacked |= {planned.metric for planned in plan if len(planned.todo)}
         values += planned_values(plan)
+        replaces += sum(planned.replaces for planned in plan)
         seconds += sum(METRICS[planned.metric].seconds_per_1000_characters / 1000 * sum(
             planned.todo[column].str.len().sum() for column in ("watermarked_text", "unwatermarked_text", "reference"))
             for planned in plan)
-    return MissingWork(lacking, values, float(seconds))
+    return MissingWork(lacking, [metric for metric in metrics if metric in lacked], values, float(seconds), replaces)
 
 
 def _scorable(store, run_id: str) -> tuple[pd.DataFrame, set]:

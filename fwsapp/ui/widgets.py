@@ -222,21 +222,33 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
 
     work = missing_model_free_work(revision(), tuple(run_ids))
     manager = jobs()
-    if not work.values or manager.active("score"):
+    if manager.active("score"):
+        # Why values the page had are computed again, while they are: a user who saw them all wondered.
+        if st.session_state.get("model-free-replacing"):
+            st.caption(st.session_state["model-free-replacing"])
+        return
+    st.session_state.pop("model-free-replacing", None)
+    if not work.values:
         return
     about = duration(work.seconds)
     started = st.session_state.setdefault("model-free-started", set())
+    names = ", ".join(METRICS[name].label for name in work.metrics)
+    replaced = (f"{work.replaces:,} of them in place of values computed under an earlier version of a recognizer or "
+                "of the facts" if work.replaces else "")
 
     def start() -> None:
         started.add(tuple(work.run_ids))
+        if replaced:
+            st.session_state["model-free-replacing"] = (
+                f"Computing {counted(work.values, 'value', 'values')} of {names}, {replaced}: until the job ends, the "
+                "tables read the values computed so far, never the two versions together.")
         manager.start_scoring(work.run_ids, registered_model_free(), None, None)
         st.rerun()
 
     if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
         start()
-    names = ", ".join(METRICS[name].label for name in registered_model_free())
-    st.info(f"{counted(len(work.run_ids), 'run lacks', 'runs lack')} {names}: {work.values:,} values, about {about} here. "
-            "They need no language model.")
+    st.info(f"{counted(len(work.run_ids), 'run lacks', 'runs lack')} {names}: {work.values:,} values"
+            f"{f' ({replaced})' if replaced else ''}, about {about} here. They need no language model.")
     if st.button(f"Compute them now (about {about})", key="model-free-compute", type="primary"):
         start()
 
