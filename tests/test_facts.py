@@ -303,6 +303,12 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     # An amount per volume is a concentration, no dose: "100 mg/dL" was "100 mg".
     assert dose_value("100 mg/dL") != dose_value("100 mg") and dose_value("5 mmol / l") == "5 mmol/L"
     assert dose_value("5 mcg/kg/min") == "0.005 mg/kg/min"
+    # An amount per hours is a rate ("2 ml/hours" was 2 mL), and one per a number of hours its amount and frequency, as
+    # with "every" ("10 mg / 6 hours" was 10 mg alone; one each in the paper's answers).
+    assert dose_value("2 ml/hours") == dose_value("2 mL per hour") == "2 mL/hour"
+    assert [(f.text, f.value) for f in finder.find_many(["Give 10 mg / 6 hours."])[0]] == [
+        ("10 mg", "10 mg"), ("/ 6 hours", "4/day")]
+    assert compared(finder, "Give 10 mg every 6 hours.", "Give 10 mg / 6 hours.") == []
     # An amount per amount is a ratio: an HbA1c of "48 mmol/mol" was "48 mmol".
     assert dose_value("48 mmol / mol") == "48 mmol/mol" != dose_value("48 mmol")
     assert dose_value("4 grams/litre") == dose_value("4 g/L") == "4000 mg/L"

@@ -171,7 +171,8 @@ RECOGNIZERS = Registry("recognizer", [
         # is 1.5 IU (it was "half units"), a number word a whole word ("TENG" was 10 g), "14G" a gauge; a limit may
         # name what it limits between its negation and its bound ("do not take ibuprofen more than 3 times a day");
         # v10: a rate whole per no period is written as its interval ("every 2 weeks", not "2.17411/month"), a limit's
-        # verb may be what it is for ("is not intended to be used for more than")
+        # verb may be what it is for ("is not intended to be used for more than"), an amount per hours is a rate ("2
+        # ml/hours") and one per a number of hours its amount and frequency ("10 mg / 6 hours")
         label=lambda: "dose grammar v10", kind="dose"),
     RecognizerPlugIn(
         "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",

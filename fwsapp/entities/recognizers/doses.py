@@ -66,14 +66,19 @@ _AMOUNT = rf"(?P<low>{FRACTION}|{AND_A_HALF}|half\s+an?|{COUNT})(?:\s*(?:-|–|t
 # "each week", "in 24 hours", "/24h" (`_PERIOD_WORDS`, `_A_DAY_IN_HOURS`), and read apart from its amount as a `PERIOD`.
 _PERIOD_WORDS = r"(?:an?|each|every|in\s+(?:a|one))\s+(?P<per_word>day|week)(?!\w)"
 _A_DAY_IN_HOURS = r"(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?:hours?|hrs?|h)(?!\w)(?:\s+period)?"
-_PER = (r"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|hour|hr|h|min|m2|m²|week|dl|ml|l|litre|liter|mol)(?!\w)"
-        r"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|hour|hr|h|min|week)(?!\w))?"
-        rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS}))?")
+# An amount per hours is a rate ("2 ml/hours" was 2 mL); an amount per a number of hours or days is the amount and its
+# frequency ("10 mg / 6 hours", as "10 mg every 6 hours": it was 10 mg alone).
+_HOURS = r"hours?|hrs?|h"
+_INTERVAL = rf"(?:/\s*|per\s+)(?P<interval>{COUNT})\s*(?P<interval_unit>{_HOURS}|days?|weeks?)(?!\w)"
+_PER = (rf"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|{_HOURS}|min(?:ute)?s?|m2|m²|week|dl|ml|l|litre|liter|mol)(?!\w)"
+        rf"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|{_HOURS}|min(?:ute)?s?|week)(?!\w))?"
+        rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS})|\s*(?P<per_interval>{_INTERVAL}))?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything. With its bound, if any ("up to 4 g").
 DOSE = re.compile(rf"(?<![\w.])(?<!\d/)(?:{BOUND})?{_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 # The period of an amount's "per day" or "a week" ("40 mg per day" is 40 mg once a day, as "40 mg daily" is: read as one
 # value, it was another dose than the amount and its frequency, and "4 g a day" was 4 g).
-PERIOD = re.compile(rf"(?:/\s*|per\s+)(?P<period>day|d|week)(?!\w)|{_PERIOD_WORDS}|{_A_DAY_IN_HOURS}", re.IGNORECASE)
+PERIOD = re.compile(rf"(?:/\s*|per\s+)(?P<period>day|d|week)(?!\w)|{_PERIOD_WORDS}|{_A_DAY_IN_HOURS}|{_INTERVAL}",
+                    re.IGNORECASE)
 TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # A count may be a range ("1-2 times a day", "two or three times a day", "once or twice daily": the higher end alone
 # was read, so "1-2 times a day" and "twice a day" were one value), and hyphenated ("twice-daily" was "daily", 1/day).
@@ -91,7 +96,8 @@ FREQUENCY = re.compile(
     re.IGNORECASE)
 PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "monthly": "month",
            "hour": "hour", "year": "year", "nightly": "day"}
-PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "dl": "dL", "ml": "mL", "l": "L", "litre": "L", "liter": "L", "m²": "m2"}
+PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "hrs": "hour", "hours": "hour", "mins": "min", "minute": "min",
+             "minutes": "min", "dl": "dL", "ml": "mL", "l": "L", "litre": "L", "liter": "L", "m²": "m2"}
 # The clinical abbreviations, in doses a day: "qd" once, "qod" every other day.
 ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4, "qd": 1, "qod": 0.5}
 # A frequency is a rate, written per the first of these periods in which it is a whole number at least 1 ("4/month",
@@ -166,6 +172,9 @@ def dose_value(text: str) -> str:
     if match:
         return bounded(match, _frequency(match))
     match = PERIOD.fullmatch(text.strip())
+    if match and match["interval"]:
+        unit = match["interval_unit"].lower().rstrip("s")
+        return _rate((1 / written_number(match["interval"]),), PER_UNITS.get(unit, unit))
     if match:
         return _rate((1,), "week" if (match["period"] or match["per_word"] or "").lower() == "week" else "day")
     return " ".join(text.lower().split())
@@ -270,7 +279,7 @@ def _amount_and_period(text: str, start: int, end: int) -> list[Entity]:
     frequency alone."""
     dose = DOSE.fullmatch(text, start, end)
     periodic = dose and not dose["per_then"] and (
-        (dose["per"] or "").lower() in ("day", "d", "week") or dose["per_word"] or dose["per_24h"])
+        (dose["per"] or "").lower() in ("day", "d", "week") or dose["per_word"] or dose["per_24h"] or dose["per_interval"])
     if not periodic:
         return [Entity(text[start:end], start, end)]
     amount_end = dose.end("unit")
