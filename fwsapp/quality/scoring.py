@@ -82,7 +82,7 @@ class PlannedMetric:
     metric: str
     config: str | None
     todo: pd.DataFrame
-    replaces: int = 0
+    replaces: int
 
 
 def scoring_plan(store, run_id: str, resources: QualityResources, metrics=None) -> list[PlannedMetric]:
@@ -207,7 +207,7 @@ class MissingWork:
     metrics: list[str]
     values: int
     seconds: float
-    replaces: int = 0
+    replaces: int
 
 
 def missing_work(store, run_ids: list[str], metrics=None) -> MissingWork:

@@ -362,8 +362,6 @@ def survival_labels() -> dict[str, str]:
 
 def survival_by_kind(stored: pd.Series) -> dict[str, float | None]:
     """Each kind's share of the clean texts' facts the attacked texts keep, pooled over the texts (None: no fact)."""
-    from fwsapp.entities.recognizers import KINDS
-
     totals = {kind: [0, 0] for kind in KINDS}
     for found in stored.dropna():
         for kind, (clean, kept) in (json.loads(found) if isinstance(found, str) else found).items():
