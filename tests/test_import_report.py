@@ -323,3 +323,32 @@ def test_a_latex_tables_signs_are_escaped_as_its_caption_is():
     latex = to_latex(pd.DataFrame({"theoretical threshold": ["z > 4"], "p < 1%": ["a_b & c"]}), "p < 0.01")
     assert "z \\textgreater{} 4" in latex and "p \\textless{} 1\\%" in latex and "a\\_b \\& c" in latex
     assert "\\caption{p \\textless{} 0.01}" in latex and not re.search(r"[<>]", latex)
+
+
+def test_the_report_names_the_values_it_reads_under_earlier_settings(tmp_path):
+    """A run whose factual consistency was computed before its recognizer's upgrade, and not since: the report read
+    those values as today's with no word. The runs table says which metrics are read under other settings than `score`
+    uses now, until `score` computes them again."""
+    from fwsapp.quality.base import metric_row
+    from fwsapp.quality.scoring import QualityResources, stored_as
+    from fwsapp.results.tables import runs_table
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    run_id = imported_qa_db(tmp_path / "r.duckdb", n=2)
+    store = Store(tmp_path / "r.duckdb")
+    name, config, kinds = stored_as("factuality", store.run(run_id), QualityResources(model_loader=None))
+
+    def stored(written_config: str, value: float) -> None:
+        store.write_rows("metrics", run_id, [metric_row(sample, kind, name, written_config, value)
+                                             for sample in range(2) for kind in kinds])
+
+    def read_under_other_settings():
+        return runs_table(build_report(store)).set_index("Run").at[run_id, "Read under other settings"]
+
+    assert read_under_other_settings() is None  # ROUGE and F1, brought by the import, are today's
+    stored(config.replace(" v", " v0."), 0.25)
+    assert read_under_other_settings() == "Factuality"
+    stored(config, 0.75)
+    assert read_under_other_settings() is None
+    store.close()

@@ -254,16 +254,26 @@ def read_values(store, run_ids: list[str] | None = None) -> pd.DataFrame:
     """The runs' stored metric values as every table reads them: each run's metric under one config, the one `score`
     writes now (the current recognizers and facts, the run's own perplexity oracle) where it has values, else the one
     with the most values (a named oracle)."""
-    resources = QualityResources(model_loader=None)
-    implementations = [implementation_of(entry.name) for entry in METRICS]
-    current = set()
     metrics = store.metrics(run_ids)
-    for run_id in metrics.run_id.unique():
-        run = store.run(run_id)
-        for implementation in implementations:
-            config = implementation.config(run, resources)
-            current |= {(run_id, name, config) for name in implementation.entry.stored_names}
+    current = {(run_id, name, config) for run_id in metrics.run_id.unique()
+               for name, config in current_configs(store.run(run_id)).items()}
     return main_config_rows(metrics, current)
+
+
+def current_configs(run: dict) -> dict[str, str | None]:
+    """Each stored metric name -> the config `score` writes a run's values under now, with no setting named (None:
+    it computes none without one, such as an imported run's perplexity)."""
+    resources = QualityResources(model_loader=None)
+    return {name: implementation_of(entry.name).config(run, resources) for entry in METRICS
+            for name in entry.stored_names}
+
+
+def other_settings(run: dict, configs: dict[str, str | None]) -> list[str]:
+    """The stored metric names whose values, read under `configs` (a quality block's), are not under the config `score`
+    writes now: computed under an earlier version of a recognizer or of the facts, or another oracle, encoder or
+    checkpoint than the defaults. A report lists them, so a value of code since changed is never read as today's."""
+    now = current_configs(run)
+    return [name for name, config in configs.items() if config is not None and now.get(name) not in (None, config)]
 
 
 def perplexity_metric() -> str:

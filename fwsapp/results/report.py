@@ -19,7 +19,7 @@ from fwsapp.entities.entropy import bin_shares, token_values
 from fwsapp.detection.length import DEFAULT_FPR as LENGTH_FPR, length_summary, run_curves
 from fwsapp.judge.summary import counted_judges, counted_judgments, judge_block, judges_label, smoke_test_judges
 from fwsapp.watermark.methods import detection_kinds
-from fwsapp.quality.scoring import GENERATED_KINDS, quality_block, read_values
+from fwsapp.quality.scoring import GENERATED_KINDS, other_settings, quality_block, read_values
 from fwsapp.detection.redetect import set_summaries
 from fwsapp.robustness.attack_sets import summaries as robustness_summaries
 from fwsapp.results.run_names import run_label, run_settings, settings, text_source
@@ -72,6 +72,7 @@ def collect(store: Store, include_smoke_tests: bool = False, judge: str | None =
         run_metrics = metrics[metrics.run_id == run.run_id]
         quality = quality_block(run_metrics) if not run_metrics.empty else None
         if quality is not None:
+            quality["other_settings"] = other_settings(store.run(run.run_id), quality["configs"])
             own = auto[auto.run_id == run.run_id].set_index("kind")
             quality["auto_aspects"] = {kind: {aspect: float(own.at[kind, aspect]) for aspect in ASPECTS}
                                        for kind in GENERATED_KINDS if kind in own.index} or None

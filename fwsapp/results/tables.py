@@ -14,7 +14,7 @@ from fwsapp.data.tasks import task_label, task_labels
 from fwsapp.detection.coverage import reasons_label
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
-from fwsapp.quality.registry import Column, stored_columns
+from fwsapp.quality.registry import Column, column_label, stored_columns
 from fwsapp.robustness.attack_sets import survival_labels
 from fwsapp.results.entity_table import unsupported_shown
 from fwsapp.sample_size import shown
@@ -56,7 +56,8 @@ def _named(run: dict, method: str | None = None) -> dict:
 
 def runs_table(report: dict) -> pd.DataFrame:
     """Where every number below comes from: each run's source, sample count, AUROC with its interval, the
-    judge's successes and failures, and the perplexity oracle."""
+    judge's successes and failures, the perplexity oracle, and the metrics read under other settings than `score`
+    uses now (an earlier version of a recognizer or of the facts: `score` computes them again)."""
     def interval(run):
         return interval_label(run["detection"]) if run.get("detection") else None
 
@@ -68,6 +69,7 @@ def runs_table(report: dict) -> pd.DataFrame:
         "Judge unreachable": _get(run, "judge", "n_unreachable"),
         "Judge": ", ".join(map(judge_name, _get(run, "judge", "judge_models") or [])) or None,
         "PPL oracle": _ppl_oracle(run),
+        "Read under other settings": ", ".join(map(column_label, _get(run, "quality", "other_settings") or [])) or None,
     } for run in report["runs"]]
     if not rows:
         return pd.DataFrame(rows)
