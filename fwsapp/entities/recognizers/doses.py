@@ -96,8 +96,9 @@ FREQUENCY = re.compile(
     re.IGNORECASE)
 PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "monthly": "month",
            "hour": "hour", "year": "year", "nightly": "day"}
-PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "hrs": "hour", "hours": "hour", "mins": "min", "minute": "min",
-             "minutes": "min", "dl": "dL", "ml": "mL", "l": "L", "litre": "L", "liter": "L", "m²": "m2"}
+# How a unit after "per" or "every" is written in a value (its plural's "s" dropped first: "hrs", "hours", "mins").
+PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "minute": "min", "dl": "dL", "ml": "mL", "l": "L", "litre": "L",
+             "liter": "L", "m²": "m2"}
 # The clinical abbreviations, in doses a day: "qd" once, "qod" every other day.
 ABBREVIATED = {"bid": 2, "b.i.d.": 2, "tid": 3, "t.i.d.": 3, "qid": 4, "qd": 1, "qod": 0.5}
 # A frequency is a rate, written per the first of these periods in which it is a whole number at least 1 ("4/month",
@@ -123,6 +124,12 @@ def written_number(text: str) -> float:
         return float(text[:-1] or 0) + unicodedata.numeric(text[-1])
     return float(text.replace(",", ".") if text.count(",") == 1 and len(text.split(",")[1]) != 3
                  else text.replace(",", ""))
+
+
+def per_unit(written: str) -> str:
+    """A unit after "per", a slash or "every", as a value writes it: 'hrs', 'hours' and 'h' 'hour', 'ml' 'mL'."""
+    unit = written.lower().removesuffix("s")
+    return PER_UNITS.get(unit, unit)
 
 
 def written_values(match: re.Match, low: str, high: str) -> tuple[float, ...]:
@@ -166,15 +173,14 @@ def dose_value(text: str) -> str:
     if match:
         factor, unit = _to_base(UNITS[match["unit"].lower()])
         amount = "-".join(shown_number(value * factor) for value in written_values(match, "low", "high"))
-        pers = [PER_UNITS.get(per.lower(), per.lower()) for per in (match["per"], match["per_then"]) if per]
+        pers = [per_unit(per) for per in (match["per"], match["per_then"]) if per]
         return bounded(match, f"{amount} {unit}" + "".join(f"/{per}" for per in pers))
     match = FREQUENCY.fullmatch(text.strip())
     if match:
         return bounded(match, _frequency(match))
     match = PERIOD.fullmatch(text.strip())
     if match and match["interval"]:
-        unit = match["interval_unit"].lower().rstrip("s")
-        return _rate((1 / written_number(match["interval"]),), PER_UNITS.get(unit, unit))
+        return _rate((1 / written_number(match["interval"]),), per_unit(match["interval_unit"]))
     if match:
         return _rate((1,), "week" if (match["period"] or match["per_word"] or "").lower() == "week" else "day")
     return " ".join(text.lower().split())
@@ -186,7 +192,7 @@ def _frequency(match: re.Match) -> str:
         word = match["daily"].lower()
         return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
     if match["every"]:
-        unit = match["every_unit"].lower().rstrip("s").replace("hr", "hour")
+        unit = per_unit(match["every_unit"])
         return _rate(tuple(1 / interval for interval in written_values(match, "every", "every_high")), unit)
     if match["every_other"]:
         return _rate((0.5,), match["every_other"].lower())
