@@ -689,7 +689,7 @@ def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the
     monkeypatch.setattr(FactFinder, "find_many", lambda self, texts: searched.append(len(texts)) or find_many(self, texts))
     counts = [score_run(store, run_id, QualityResources(model_loader=None, store=store), ("clinical_facts",))
               for store, run_id in zip((analysed, scratch), ids)]
-    assert counts == [{"clinical_facts": 20 * 2 * len(COUNTED)}] * 2  # 20 samples × 2 answers × each measure, in both
+    assert counts == [{"clinical_facts": 20}] * 2  # 20 samples' values (2 answers × each measure), in both
     assert searched[:2] == [4 * 2, 4 * 2]  # the analysed run: each answer kind of the 4 left, with their references
     assert sum(searched[2:]) == 20 * 2 * 2  # from scratch: every answer and its reference, for both kinds
     first, second = (store.metrics().drop(columns="run_id").sort_values(["sample_idx", "text_kind", "metric"])

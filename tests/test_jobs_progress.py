@@ -21,6 +21,31 @@ def test_the_estimate_is_the_jobs_own_rate_from_its_first_finished_unit(monkeypa
     assert duration(3 * 3600 + 125) == "3 h 2 min"
 
 
+def test_a_scoring_job_says_what_it_does_before_its_work_is_counted(tmp_path):
+    """The Quality page's scoring job read "starting, 0 of 0 sample × metric values" for its first ~15 s, while it
+    found what each run lacked and loaded the taggers: as if there were nothing to do. It names the phase, no count."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+    from fwsapp.ui.widgets import progress_line
+    from tests.conftest import imported_qa_db
+
+    run_id = imported_qa_db(tmp_path / "plan.duckdb", 2)
+    store = Store(tmp_path / "plan.duckdb")
+    job = Job(kind="score", key="k", label="Scoring 1 run")
+    lines = []
+
+    def progress(done, total, note=""):
+        job.advance(done, total, note)
+        lines.append(progress_line(job, "sample × metric values"))
+
+    pipeline.score(store, [run_id], None, progress, metrics=("rouge", "f1", "factuality"))
+    store.close()
+    assert lines[0].startswith("Scoring 1 run: running · finding the values each run lacks · "), lines
+    assert lines[1].startswith("Scoring 1 run: running · loading what the metrics need · "), lines
+    assert not any("0 of 0" in line for line in lines)
+    assert lines[-1].startswith("Scoring 1 run: running, 2 of 2 sample × metric values · "), lines  # the import's are stored
+
+
 def test_a_jobs_model_load_is_its_phase_until_the_work_reports(store, monkeypatch):
     from fwsapp import models
 

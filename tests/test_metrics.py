@@ -85,7 +85,8 @@ def test_score_computes_everything_once_and_names_the_stand_in_honestly(qa_run, 
     store = Store(tmp_path / "score.duckdb")
     resources = QualityResources(model_loader=lambda name: lm)
     first = score_run(store, run_id, resources)
-    assert first == {"ppl": 8, "simcse": 4, "simcse_reference": 8, "rouge": 16, "f1": 8, "factuality": 8}
+    # Sample × metric values, as the plan and the progress count them, whatever rows each stores (ROUGE's four).
+    assert first == {"ppl": 4, "simcse": 4, "simcse_reference": 4, "rouge": 4, "f1": 4, "factuality": 4}
     second = score_run(store, run_id, resources)
     assert set(second.values()) == {0} and set(second) == set(default_metrics())
     block = quality_block(read_values(store, [run_id]))
@@ -118,7 +119,9 @@ def test_progress_counts_the_values_to_compute_not_those_stored_or_skipped(tmp_p
     reported = []
     counts = pipeline.score(store, [run_id], None, lambda done, total, note="": reported.append((done, total)),
                             metrics=("ppl", "f1", "rouge"))
-    assert counts == {run_id: {"ppl": None, "f1": 0, "rouge": CHUNK * 2 * 2}}  # 16 samples × 2 texts × ROUGE-2 and -L
+    assert counts == {run_id: {"ppl": None, "f1": 0, "rouge": CHUNK}}  # 16 samples' ROUGE-2 and -L, both texts
+    assert reported[:2] == [(0, 0)] * 2  # the plan's phases, before the work is counted
+    reported = reported[2:]
     assert reported[0] == (0, CHUNK) and reported[-1] == (CHUNK, CHUNK) and {total for _, total in reported} == {CHUNK}
     assert all(later >= earlier for (earlier, _), (later, _) in zip(reported, reported[1:]))
     store.close()
@@ -142,9 +145,9 @@ def test_an_oracle_that_cannot_load_is_refused_before_any_progress_or_value(tmp_
         raise ModelLoadError(f"Could not load the model '{name}'.")
 
     with pytest.raises(ModelLoadError, match="/nonexistent"):
-        pipeline.score(store, [run_id], unloadable, lambda done, total, note="": reported.append(done),
+        pipeline.score(store, [run_id], unloadable, lambda done, total, note="": reported.append(total),
                        metrics=("rouge", "ppl"), oracle="/nonexistent")
-    assert asked == ["/nonexistent"] and reported == []
+    assert asked == ["/nonexistent"] and set(reported) == {0}  # the phases alone: no work counted, so no bar
     assert store.row("SELECT count(*) FROM metrics")[0] == 0
     store.close()
 
@@ -167,6 +170,28 @@ def test_a_cancel_is_heard_between_chunks_of_a_metric_and_what_was_done_stays(tm
             cancel.set()
 
     counts = score_run(store, run_id, QualityResources(model_loader=None), ("rouge",), stop_after_a_chunk, cancel)
-    assert counts == {"rouge": 2 * CHUNK * 2}  # one chunk of samples, both texts, ROUGE-2 and ROUGE-L
-    assert score_run(store, run_id, QualityResources(model_loader=None), ("rouge",)) == {"rouge": 2 * 2 * CHUNK * 2}
+    assert counts == {"rouge": CHUNK}  # one chunk of samples
+    assert len(store.metrics([run_id])) == CHUNK * 2 * 2  # each text's ROUGE-2 and ROUGE-L, kept
+    assert score_run(store, run_id, QualityResources(model_loader=None), ("rouge",)) == {"rouge": 2 * CHUNK}
     store.close()
+
+
+def test_the_values_a_job_says_it_computed_are_those_it_offered_and_counted(tmp_path):
+    """The Quality page offered "1,224 values" of Factuality, counted 1,224 in its progress, and said when done that it
+    had "Computed 2448 Factuality values": the rows stored (both texts), not the values it had offered."""
+    from fwsapp.orchestration import pipeline
+    from fwsapp.quality.registry import METRICS
+    from fwsapp.quality.scoring import computed_values, missing_work
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    run_id = imported_qa_db(tmp_path / "offer.duckdb", 1100)
+    store = Store(tmp_path / "offer.duckdb")
+    store.row("DELETE FROM metrics")
+    offered = missing_work(store, [run_id], ("rouge", "f1"))
+    totals = []
+    counts = pipeline.score(store, [run_id], None, lambda done, total, note="": totals.append(total),
+                            metrics=("rouge", "f1"))[run_id]
+    store.close()
+    assert offered.values == 2200 == max(totals) == sum(counts.values())  # 1,100 samples × 2 metrics
+    assert computed_values(counts, lambda metric: METRICS[metric].label) == "computed 1,100 ROUGE-2/L, 1,100 Token F1 values"

@@ -194,7 +194,8 @@ def test_scoring_several_runs_keeps_one_progress_total_from_start_to_end(tmp_pat
     calls = []
     pipeline.score(store, [small, large], lambda name: None, lambda done, total, note="": calls.append((done, total)),
                    metrics=("rouge", "f1"))
-    assert {total for _, total in calls} == {(2 + 5) * 2}  # samples × metrics, known before the first run starts
+    assert calls[:2] == [(0, 0)] * 2  # the plan's phases, before the work is counted
+    assert {total for _, total in calls[2:]} == {(2 + 5) * 2}  # samples × metrics, known before the first run starts
     dones = [done for done, _ in calls]
     assert dones == sorted(dones) and dones[-1] == 14
 

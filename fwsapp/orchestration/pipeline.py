@@ -280,8 +280,8 @@ def attack(store: Store, run_ids: list[str], model_loader: ModelLoader, progress
 def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress: Progress | None = None,
           cancel: threading.Event | None = None, *, metrics: tuple[str, ...] | None = None, oracle: str | None = None,
           alignscore_checkpoint: str | None = None, recognizer: str | None = None) -> dict[str, dict[str, int]]:
-    """Compute the quality metrics each run lacks; returns, per run, how many values each metric added (None:
-    skipped, the perplexity of an imported run when no `oracle` is named). Progress counts the samples × metrics to
+    """Compute the quality metrics each run lacks; returns, per run, how many sample × metric values each metric added
+    (None: skipped, the perplexity of an imported run when no `oracle` is named). Progress counts the samples × metrics to
     compute, planned for every run before the first is scored: values already stored and metrics skipped are no work."""
     from fwsapp.quality.scoring import (QualityResources, check_metrics, planned_values, prepare_plan, score_run,
                                         scoring_plan)
@@ -295,7 +295,10 @@ def score(store: Store, run_ids: list[str], model_loader: ModelLoader, progress:
         raise ValueError(unread)
     resources = QualityResources(model_loader, oracle=oracle, alignscore_checkpoint=alignscore_checkpoint, store=store,
                                  recognizer_name=check_recognizer(recognizer or DEFAULT_RECOGNIZER))
+    said = progress or (lambda done, total, note="": None)
+    said(0, 0, "finding the values each run lacks")
     plans = {run_id: scoring_plan(store, run_id, resources, metrics) for run_id in run_ids}
+    said(0, 0, "loading what the metrics need")
     for run_id, plan in plans.items():
         prepare_plan(store, run_id, resources, plan)
     steps = _per_run(progress, [planned_values(plan) for plan in plans.values()])

@@ -64,9 +64,10 @@ def check_metrics(metrics) -> None:
 
 
 def computed_values(counts: dict[str, int | None], named: Callable[[str], str] = str) -> str:
-    """What `score_run` did, in words: "computed 200 simcse, 400 factuality values; rouge, f1 already stored". A metric
-    that added nothing had every value stored; one skipped (None) is the caller's to explain."""
-    added = [f"{count} {named(metric)}" for metric, count in counts.items() if count]
+    """What `score_run` did, in words: "computed 1,200 simcse, 1,200 factuality values; rouge, f1 already stored", in
+    sample × metric values, as its plan and progress count them. A metric that added nothing had every value stored;
+    one skipped (None) is the caller's to explain."""
+    added = [f"{count:,} {named(metric)}" for metric, count in counts.items() if count]
     stored = [named(metric) for metric, count in counts.items() if count == 0]
     return (f"computed {', '.join(added)} values" if added else "computed no value") \
         + (f"; {', '.join(stored)} already stored" if stored else "")
@@ -119,8 +120,9 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=None,
               progress: Callable[..., None] | None = None, cancel=None,
               plan: list[PlannedMetric] | None = None) -> dict[str, int | None]:
     """Compute the metrics a run lacks (default: the registry's default metrics; or its `plan`, made before); returns
-    how many values were computed per metric (None: skipped). `cancel` (an Event) is heard between chunks of a metric,
-    within seconds: what was written stays, and a rerun does the rest."""
+    how many sample × metric values were computed per metric (None: skipped): the samples scored, whatever the rows
+    each stores (ROUGE's two per text), as the plan and the progress count them. `cancel` (an Event) is heard between
+    chunks of a metric, within seconds: what was written stays, and a rerun does the rest."""
     plan = scoring_plan(store, run_id, resources, metrics) if plan is None else plan
     run = store.run(run_id)
     progress = progress or (lambda done, total, note="": None)
@@ -137,7 +139,7 @@ def score_run(store, run_id: str, resources: QualityResources, metrics=None,
         for rows, covered in implementation.rows(planned.todo, run, resources, planned.config) if len(planned.todo) else ():
             if rows:
                 store.write_rows("metrics", run_id, rows)  # each chunk is kept if the job stops
-            computed[planned.metric] += len(rows)
+            computed[planned.metric] = covered
             progress(done + covered, total, planned.metric)
             if cancel is not None and cancel.is_set():
                 return computed

@@ -138,9 +138,11 @@ def job_status(kind: str, noun: str, body=None) -> None:
 
 
 def progress_line(job, noun: str = "") -> str:
-    """A running job in one line: what, how far, the phase under way, and the time (elapsed; left at its own rate)."""
+    """A running job in one line: what, how far, the phase under way, and the time (elapsed; left at its own rate).
+    Until its work is counted (a plan being made, a model loading), no count: "0 of 0" read as nothing to do."""
+    counts = f", {job.done:,} of {job.total:,} {noun}" if job.total else ""
     detail = f" · {job.note}" if job.note else ""
-    return f"{job.label}: {job.status}, {job.done:,} of {job.total:,} {noun}{detail} · {job.timing()}".replace("  ", " ")
+    return f"{job.label}: {job.status}{counts}{detail} · {job.timing()}".replace("  ", " ")
 
 
 def running_jobs() -> None:
