@@ -303,6 +303,41 @@ def test_values_computed_again_under_a_new_version_say_so_before_and_while_they_
                "recognizer or of the facts)" in block.value for block in app.info), [block.value for block in app.info]
 
 
+def test_why_values_are_computed_again_is_said_to_everyone_who_has_the_page_open(app_db, monkeypatch):
+    """The line saying why a job computes values again was kept in the session that started it: a second viewer saw
+    the progress bar alone. It goes with the job."""
+    import threading
+
+    from fwsapp.orchestration.jobs import JobManager
+    from fwsapp.quality.base import metric_row
+    from fwsapp.quality.scoring import QualityResources, stored_as
+    from fwsapp.store import Store
+
+    run_id = imported_qa_db(app_db, n=2)
+    store = Store(app_db)
+    name, config, kinds = stored_as("factuality", store.run(run_id), QualityResources(model_loader=None))
+    store.write_rows("metrics", run_id, [metric_row(sample, kind, name, config.replace(" v", " v0."), 0.5)
+                                         for sample in range(2) for kind in kinds])
+    store.close()
+    release = threading.Event()
+    monkeypatch.setattr(JobManager, "start_scoring", lambda self, run_ids, *args: self.start(
+        "score", "held", "Scoring", lambda progress, cancel: release.wait(60) and "done"))
+    try:
+        starter = AppTest.from_file(APP, default_timeout=120)
+        starter.run()
+        starter.switch_page("pages/fws.py").run()
+        starter.button(key="model-free-compute").click().run()
+        viewer = AppTest.from_file(APP, default_timeout=120)  # another person's session, while the job runs
+        viewer.run()
+        viewer.switch_page("pages/quality.py").run()
+        assert not viewer.exception
+        said = [shown(caption.value) for caption in viewer.caption]
+        assert any(caption.startswith("Computing 6 values of SimCSE") and ", Factuality, 2 of them in place of values "
+                   "computed under an earlier version" in caption for caption in said), said
+    finally:
+        release.set()
+
+
 def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     from fwsapp.ui.render import message
     from tests.conftest import judged_rating_db

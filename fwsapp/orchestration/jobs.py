@@ -44,6 +44,7 @@ class Job:
     note: str = ""  # what is under way inside the current step
     status: str = "starting"  # starting, running, done, cancelled, failed
     message: str | None = None  # the result line, or the error
+    why: str = ""  # why it runs, where that is not plain from its label: said beside it to whoever has its page open
     config: RunConfig | None = None  # what a generation job makes, so its page can show it again
     run_ids: tuple[str, ...] = ()  # the runs it generates: none of them may be deleted under it
     finished_at: datetime | None = None

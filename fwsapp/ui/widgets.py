@@ -224,12 +224,12 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
 
     work = missing_model_free_work(revision(), tuple(run_ids))
     manager = jobs()
-    if manager.active("score"):
-        # Why values the page had are computed again, while they are: a user who saw them all wondered.
-        if st.session_state.get("model-free-replacing"):
-            st.caption(st.session_state["model-free-replacing"])
+    if active := manager.active("score"):
+        # Why values the page had are computed again, while they are, to whoever has the page open: a user who saw
+        # them all wondered.
+        if active[0].why:
+            st.caption(render.message(active[0].why))
         return
-    st.session_state.pop("model-free-replacing", None)
     if not work.values:
         return
     about = duration(work.seconds)
@@ -240,11 +240,10 @@ def model_free_metrics(run_ids: list[str], automatic: bool) -> None:
 
     def start() -> None:
         started.add(tuple(work.run_ids))
+        job = manager.start_scoring(work.run_ids, registered_model_free(), None, None)
         if replaced:
-            st.session_state["model-free-replacing"] = (
-                f"Computing {counted(work.values, 'value', 'values')} of {names}, {replaced}: until the job ends, the "
-                "tables read the values computed so far, never the two versions together.")
-        manager.start_scoring(work.run_ids, registered_model_free(), None, None)
+            job.why = (f"Computing {counted(work.values, 'value', 'values')} of {names}, {replaced}: until the job ends, "
+                       "the tables read the values computed so far, never the two versions together.")
         st.rerun()
 
     if automatic and work.seconds <= AUTOMATIC_SECONDS and tuple(work.run_ids) not in started:
