@@ -309,6 +309,13 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert [(f.text, f.value) for f in finder.find_many(["Give 10 mg / 6 hours."])[0]] == [
         ("10 mg", "10 mg"), ("/ 6 hours", "4/day")]
     assert compared(finder, "Give 10 mg every 6 hours.", "Give 10 mg / 6 hours.") == []
+    # A liquid's strength is one concentration, per one unit of its volume: "250 mg/5 mL" was 250 mg and 5 mL.
+    assert dose_value("250 mg/5 mL") == dose_value("250mg per 5ml") == dose_value("250 mg in 5 mL") \
+        == dose_value("50 mg/mL") == "50 mg/mL"
+    assert dose_value("125-250 mg/5 ml") == "25-50 mg/mL" and dose_value("1 g/100 mL") == "10 mg/mL"
+    assert [(f.text, f.value) for f in finder.find_many(["Amoxicillin 250 mg/5 mL oral suspension."])[0]
+            if f.kind == "dose"] == [("250 mg/5 mL", "50 mg/mL")]
+    assert compared(finder, "Give amoxicillin 250 mg/5 mL.", "Give amoxicillin 50 mg/mL.") == []
     # An amount per amount is a ratio: an HbA1c of "48 mmol/mol" was "48 mmol".
     assert dose_value("48 mmol / mol") == "48 mmol/mol" != dose_value("48 mmol")
     assert dose_value("4 grams/litre") == dose_value("4 g/L") == "4000 mg/L"

@@ -70,9 +70,13 @@ _A_DAY_IN_HOURS = r"(?:/\s*|(?:in|per|over)\s+(?:a\s+|any\s+|one\s+)?)24[\s-]*(?
 # frequency ("10 mg / 6 hours", as "10 mg every 6 hours": it was 10 mg alone).
 _HOURS = r"hours?|hrs?|h"
 _INTERVAL = rf"(?:/\s*|per\s+)(?P<interval>{COUNT})\s*(?P<interval_unit>{_HOURS}|days?|weeks?)(?!\w)"
+# A liquid's strength is an amount per a volume ("250 mg/5 mL", "250mg in 5ml"): one concentration, per one of its
+# unit ("50 mg/mL", as "50 mg/mL" is written); it was two doses, 250 mg and 5 mL.
+_PER_VOLUME = rf"(?:/\s*|per\s+|in\s+)(?P<volume>{NUMBER})\s*(?P<volume_unit>ml|dl|l)(?!\w)"
 _PER = (rf"(?:\s*(?:/\s*|per\s+)(?P<per>kg|day|dose|d|{_HOURS}|min(?:ute)?s?|m2|m²|week|dl|ml|l|litre|liter|mol)(?!\w)"
         rf"(?:\s*(?:/\s*|per\s+)(?P<per_then>day|dose|d|{_HOURS}|min(?:ute)?s?|week)(?!\w))?"
-        rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS})|\s*(?P<per_interval>{_INTERVAL}))?")
+        rf"|\s+{_PERIOD_WORDS}|\s*(?P<per_24h>{_A_DAY_IN_HOURS})|\s*(?P<per_interval>{_INTERVAL})"
+        rf"|\s*{_PER_VOLUME})?")
 # Not after a digit and a slash: "120/80" is a ratio, "5/2" no 2 of anything. With its bound, if any ("up to 4 g").
 DOSE = re.compile(rf"(?<![\w.])(?<!\d/)(?:{BOUND})?{_AMOUNT}\s*(?P<unit>{_UNIT})(?![\w]){_PER}", re.IGNORECASE)
 # The period of an amount's "per day" or "a week" ("40 mg per day" is 40 mg once a day, as "40 mg daily" is: read as one
@@ -172,8 +176,10 @@ def dose_value(text: str) -> str:
     match = DOSE.fullmatch(text.strip())
     if match:
         factor, unit = _to_base(UNITS[match["unit"].lower()])
+        if match["volume"]:
+            factor /= written_number(match["volume"])
         amount = "-".join(shown_number(value * factor) for value in written_values(match, "low", "high"))
-        pers = [per_unit(per) for per in (match["per"], match["per_then"]) if per]
+        pers = [per_unit(per) for per in (match["per"], match["per_then"], match["volume_unit"]) if per]
         return bounded(match, f"{amount} {unit}" + "".join(f"/{per}" for per in pers))
     match = FREQUENCY.fullmatch(text.strip())
     if match:
