@@ -35,9 +35,10 @@ def model_metrics_form(runs) -> None:
             st.caption("Perplexity, before it starts: the oracle per run, and what is left to score.")
             st.dataframe(plan, hide_index=True, width="stretch")
             tokens = int(plan["tokens (about)"].sum())
-            st.caption(f"About {tokens:,} tokens to read: roughly {duration(tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND)} "
-                       "with the embedded 135M model on this machine's CPU (measured, docs/benchmarks.md); a 7B oracle "
-                       "takes tens of times longer on a CPU.")
+            if tokens:  # none when every run's perplexity is stored, or no oracle is named for it (said below)
+                st.caption(f"About {tokens:,} tokens to read: roughly {duration(tokens / EMBEDDED_ORACLE_TOKENS_PER_SECOND)} "
+                           "with the embedded 135M model on this machine's CPU (measured, docs/benchmarks.md); a 7B "
+                           "oracle takes tens of times longer on a CPU.")
             unnamed = plan[plan.oracle == "none (name one)"]
             if not unnamed.empty:
                 st.info(f"Runs {', '.join(unnamed.run)} (imported, or generated through a serving engine) get no "

@@ -208,6 +208,7 @@ def test_imported_runs_get_perplexity_only_from_a_named_oracle_with_consent(app_
     plan = app.dataframe[0].value
     assert plan.loc[0, "oracle"] == "none (name one)" and plan.loc[0, "samples to score"] == 0
     assert any(run_id in info.value and "no perplexity until an oracle is named" in info.value for info in app.info)
+    assert not any("tokens to read" in caption.value for caption in app.caption)  # it said "About 0 tokens", "0 s"
     app.text_input(key="score-oracle").set_value("smollm2-135m-instruct").run()
     plan = app.dataframe[0].value
     assert plan.loc[0, "samples to score"] == 3 and not plan.loc[0, "own generator"]
