@@ -705,6 +705,38 @@ def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the
     assert first[first.metric.isin(COUNTED)].value.sum() > 0  # some drug, dose, duration, negation or corruption counted
 
 
+def test_factuality_reads_the_disease_support_analyze_stored_and_finds_only_the_rest(tmp_path, monkeypatch):
+    """The same 20 answers, 12 of them analysed: Factuality's stand-in found every disease again (9 of the 16 minutes
+    `score` took on the paper's nine logs after `analyze`); it reads the 12 from the stored entities, finds the other
+    8's, and its values equal those of a run scored from scratch."""
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.entities.recognizers import load_recognizer
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.quality.scoring import QualityResources, score_run
+
+    (analysed, scratch), ids = paper_answers_twice(tmp_path, ("analysed", "scratch"))
+    recognizer = load_recognizer()
+
+    def stop_after_12(done, total):
+        if done == 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        analyze_run(analysed, ids[0], recognizer, load_encoder(), progress=stop_after_12)
+    searched = []
+    find_many = type(recognizer).find_many
+    monkeypatch.setattr(type(recognizer), "find_many", lambda self, texts: searched.append(len(texts)) or find_many(self, texts))
+    counts = [score_run(store, run_id, QualityResources(model_loader=None, store=store), ("factuality",))
+              for store, run_id in zip((analysed, scratch), ids)]
+    assert counts == [{"factuality": 20}] * 2
+    assert searched[:4] == [8] * 4  # the analysed run: each answer kind of the 8 left, and their references
+    assert sum(searched[4:]) == 20 * 2 * 2  # from scratch: every answer and its reference, for both kinds
+    first, second = (store.metrics().drop(columns="run_id").query("metric == 'factuality'")
+                     .sort_values(["sample_idx", "text_kind"]).reset_index(drop=True) for store in (analysed, scratch))
+    pd.testing.assert_frame_equal(first, second)
+    assert first.value.min() == 0 and first.value.max() == 1 and first.value.nunique() > 2  # none, some, all supported
+
+
 def test_values_of_an_earlier_facts_version_are_superseded_in_every_table(tmp_path):
     """A run scored before the facts changed (facts v4's negation flips), then again: the report, the Quality page's
     values, the export and FWS read the values the current code writes, not the earlier ones, which won by count, and

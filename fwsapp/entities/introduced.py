@@ -132,6 +132,19 @@ def analysis_config(recognizer_name: str, encoder_name: str, threshold: float) -
     return f"{recognizer_name};{encoder_name};sim<{threshold}"
 
 
+def stored_support(store, run_id: str, config: str, kinds) -> dict[tuple[int, str], float]:
+    """Per (sample, text kind) of `kinds`, of each sample `analyze_run` analysed under `config`, the text's disease-entity
+    support (`SampleEntities.support`) from the entities it stored: the share of its mentions it did not call
+    unsupported, 1.0 where it found none."""
+    analysed = store.entity_analyses([run_id])
+    entities = store.entities([run_id])
+    entities = entities[(entities.config == config) & entities.text_kind.isin(kinds)]
+    counts = entities.groupby(["sample_idx", "text_kind"]).hallucinated.agg(["sum", "count"])
+    unsupported = {key: row["sum"] / row["count"] for key, row in counts.iterrows()}
+    return {(int(sample), kind): 1.0 - unsupported.get((sample, kind), 0.0)
+            for sample in analysed[analysed.config == config].sample_idx for kind in kinds}
+
+
 def recognizer_of(config: str) -> str:
     """The recognizer label an analysis config records."""
     return config.split(";", 1)[0]

@@ -15,6 +15,12 @@ def metric_row(sample_idx: int, kind: str, metric: str, config: str, value) -> d
             "value": None if value is None else float(value)}
 
 
+def with_both_texts(todo: pd.DataFrame, kinds) -> pd.Series:
+    """Which samples have a reference and a text of each of `kinds`: those an analysis compared with their reference."""
+    return todo.reference.fillna("").ne("") & pd.concat([todo[f"{kind}_text"].fillna("").ne("") for kind in kinds],
+                                                        axis=1).all(axis=1)
+
+
 class Metric(ABC):
     def __init__(self, entry: MetricPlugIn):
         self.entry = entry
@@ -48,7 +54,16 @@ class ReferenceMetric(Metric):
     def values(self, outputs: list[str], references: list[str], resources) -> list[float] | dict[str, list[float]]:
         """One value per (output, reference); a dict of such lists, by stored name, for a metric that stores several."""
 
+    def stored(self, todo: pd.DataFrame, run: dict, resources, config: str) -> tuple[pd.DataFrame, list[dict]]:
+        """The samples of `todo` whose values another step already found under the same config (`analyze`'s stored
+        results), with their rows: they are read, not found again. None by default."""
+        return todo.iloc[0:0], []
+
     def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
+        known, known_rows = self.stored(todo, run, resources, config)
+        if len(known):
+            yield known_rows, len(known)
+        todo = todo.drop(known.index)
         # Chunks of CHUNK samples: each is stored as it is done, and a Cancel is heard between them, within seconds.
         for start in range(0, len(todo), CHUNK):
             chunk = todo.iloc[start:start + CHUNK]
@@ -59,4 +74,4 @@ class ReferenceMetric(Metric):
                 for name, values in by_name.items():
                     rows += [metric_row(row.sample_idx, kind, name, config, value)
                              for row, value in zip(chunk.itertuples(), values)]
-            yield rows, start + len(chunk)
+            yield rows, len(known) + start + len(chunk)

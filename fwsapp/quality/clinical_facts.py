@@ -6,11 +6,9 @@ The changes `analyze` stored under the same finder are counted as they are (fwsa
 answer with the reference in the same way), so facts are found once, not again for the metric."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pandas as pd
 
-from fwsapp.quality.base import ReferenceMetric, metric_row
+from fwsapp.quality.base import ReferenceMetric, metric_row, with_both_texts
 from fwsapp.quality.registry import UNSTATED_FAILURES
 
 # Stored column -> (change kind, only facts the reference lacks)
@@ -42,17 +40,11 @@ class ClinicalFacts(ReferenceMetric):
                 values[name].append(value)
         return values
 
-    def rows(self, todo: pd.DataFrame, run: dict, resources, config: str) -> Iterator[tuple[list[dict], int]]:
-        """The samples `analyze` compared with their reference under this config first, from its stored changes; then
-        the rest, found here."""
+    def stored(self, todo: pd.DataFrame, run: dict, resources, config: str) -> tuple[pd.DataFrame, list[dict]]:
+        """The samples `analyze` compared with their reference under this config, from its stored changes."""
         analysed = set() if resources.store is None else resources.store.fact_analysed_samples(run["run_id"], config)
-        both_texts = todo.reference.fillna("").ne("") & pd.concat(
-            [todo[f"{kind}_text"].fillna("").ne("") for kind in self.entry.kinds], axis=1).all(axis=1)
-        stored = todo[todo.sample_idx.isin(analysed) & both_texts]
-        if len(stored):
-            yield self.stored_rows(stored, run["run_id"], resources.store, config), len(stored)
-        for rows, covered in super().rows(todo.drop(stored.index), run, resources, config):
-            yield rows, len(stored) + covered
+        samples = todo[todo.sample_idx.isin(analysed) & with_both_texts(todo, self.entry.kinds)]
+        return samples, self.stored_rows(samples, run["run_id"], resources.store, config) if len(samples) else []
 
     def stored_rows(self, samples: pd.DataFrame, run_id: str, store, config: str) -> list[dict]:
         from fwsapp.entities.changes import Change
