@@ -297,6 +297,13 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("1-2 times a day") == dose_value("once or twice daily") == "1-2/day" != dose_value("twice a day")
     assert dose_value("two or three times a day") == dose_value("2-3 times per day") == "2-3/day"
     assert dose_value("twice-daily") == dose_value("twice daily") == "2/day"
+    # "daily", "nightly", "weekly" and "monthly" in two words are the same rates: "take it every day" was no frequency,
+    # so "take it daily" for it read as a frequency added.
+    assert dose_value("every day") == dose_value("Each day") == dose_value("each night") == dose_value("daily") == "1/day"
+    assert dose_value("every week") == "1/week" and dose_value("each month") == "1/month"
+    assert compared(finder, "Take it daily, and weekly a second one.", "Take it every day, and every week a second one.") == []
+    assert compared(finder, "Use the cream every day.", "Use the cream twice a day.") == [
+        Change("dose", 14, 23, "twice a day", "every day")]
     assert dose_value("q6h") == dose_value("every 6 hours") == "4/day"
     assert dose_value("every other day") == dose_value("qod") == dose_value("every 2 days") == "every 2 days"
     assert dose_value("once a year") == dose_value("every 12 months") == "1/year"
@@ -563,9 +570,9 @@ def test_a_frequency_word_before_a_noun_is_no_dose(finder):
     'Daily Fluid Intake'): each an unsupported dose '1/day' where the reference did not say it. An adverb is a
     frequency, and so is 'daily' before a dose's noun."""
     text = ("Daily Fluid Intake affects daily activities and daily life. Apply it daily to the wart. It is taken weekly. "
-            "The maximum daily dose is 4 g. Take it nightly, with food.")
+            "The maximum daily dose is 4 g. Take it nightly, with food. Every day tasks tire her; use it every day.")
     doses = [fact.text for fact in finder.find_many([text])[0] if fact.kind == "dose"]
-    assert doses == ["daily", "weekly", "daily", "4 g", "nightly"]
+    assert doses == ["daily", "weekly", "daily", "4 g", "nightly", "every day"]
 
 
 def test_a_percentage_is_a_dose_only_as_a_concentration(finder):

@@ -173,8 +173,9 @@ RECOGNIZERS = Registry("recognizer", [
         # v10: a rate whole per no period is written as its interval ("every 2 weeks", not "2.17411/month"), a limit's
         # verb may be what it is for ("is not intended to be used for more than"), an amount per hours is a rate ("2
         # ml/hours") and one per a number of hours its amount and frequency ("10 mg / 6 hours"); v11: a liquid's
-        # strength is one concentration per unit of volume ("250 mg/5 mL" is 50 mg/mL; it was 250 mg and 5 mL)
-        label=lambda: "dose grammar v11", kind="dose"),
+        # strength is one concentration per unit of volume ("250 mg/5 mL" is 50 mg/mL; it was 250 mg and 5 mL); v12:
+        # "every day", "each night", "every week", "each month" alone are frequencies, as "daily" ... "monthly" are
+        label=lambda: "dose grammar v12", kind="dose"),
     RecognizerPlugIn(
         "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",
         "fwsapp.entities.recognizers.durations:DurationRecognizer",

@@ -87,7 +87,9 @@ TIMES = {"once": 1, "twice": 2, "thrice": 3}
 # A count may be a range ("1-2 times a day", "two or three times a day", "once or twice daily": the higher end alone
 # was read, so "1-2 times a day" and "twice a day" were one value), and hyphenated ("twice-daily" was "daily", 1/day).
 # A year is a period ("once a year", "every 2 years"), but "annually" and "yearly" alone are none: in the paper's
-# answers they are mostly of statistics ("8,000 new lesions annually").
+# answers they are mostly of statistics ("8,000 new lesions annually"). "Every day", "each night", "every week" and
+# "each month" are "daily", "nightly", "weekly" and "monthly" in two words (`each_period`): "take it every day" read as
+# no frequency, so a watermark's "take it daily" for it read as a frequency added.
 FREQUENCY = re.compile(
     rf"(?:(?<!\w){BOUND})?\b(?:(?:(?P<times>once|twice|thrice)(?:\s+or\s+(?P<times_high>twice|thrice))?"
     rf"|(?P<count>{COUNT})(?:\s*(?:-|–|to|or)\s*(?P<count_high>{COUNT}))?\s+times?)[\s-]+"
@@ -96,10 +98,11 @@ FREQUENCY = re.compile(
     r"(?P<every_unit>hours?|hrs?|days?|weeks?|months?|years?)"
     r"|every\s+other\s+(?P<every_other>day|week)"
     r"|q(?P<every_hours>[1-9]\d?)h"
+    r"|(?:every|each)\s+(?P<each_period>day|night|week|month)"
     r"|(?P<daily>daily|nightly|weekly|monthly|bid|tid|qid|qd|qod|b\.i\.d\.|t\.i\.d\.))\b",
     re.IGNORECASE)
 PERIODS = {"day": "day", "daily": "day", "week": "week", "weekly": "week", "month": "month", "monthly": "month",
-           "hour": "hour", "year": "year", "nightly": "day"}
+           "hour": "hour", "year": "year", "nightly": "day", "night": "day"}
 # How a unit after "per" or "every" is written in a value (its plural's "s" dropped first: "hrs", "hours", "mins").
 PER_UNITS = {"d": "day", "h": "hour", "hr": "hour", "minute": "min", "dl": "dL", "ml": "mL", "l": "L", "litre": "L",
              "liter": "L", "m²": "m2"}
@@ -197,6 +200,8 @@ def _frequency(match: re.Match) -> str:
     if match["daily"]:
         word = match["daily"].lower()
         return _rate((ABBREVIATED[word],), "day") if word in ABBREVIATED else _rate((1,), PERIODS[word])
+    if match["each_period"]:
+        return _rate((1,), PERIODS[match["each_period"].lower()])
     if match["every"]:
         unit = per_unit(match["every_unit"])
         return _rate(tuple(1 / interval for interval in written_values(match, "every", "every_high")), unit)
@@ -248,8 +253,9 @@ CONCENTRATION_WORDS = frozenset({
 def names_a_dose(text: str, start: int, end: int) -> bool:
     """Whether a recognizer's mention text[start:end] can be a dose. A frequency word alone ("daily", "weekly") before
     a noun is an adjective, "daily activities", "daily life", "Daily Fluid Intake" (133 of the 1,296 dose mentions
-    in the paper's answers), unless the noun is a dose's ("a daily dose", "daily tablets"); before a function word or
-    a stop it is an adverb ("apply it daily to the wart", "taken weekly."). A percentage is a dose only as a
+    in the paper's answers), and so is one in two words ("every day tasks"), unless the noun is a dose's ("a daily
+    dose", "daily tablets"); before a function word or a stop it is an adverb ("apply it daily to the wart", "taken
+    weekly."). A percentage is a dose only as a
     concentration, with a preparation, alcohol or a drug in the two words after it ("1% hydrocortisone cream", "40%
     alcohol"): "25% of patients", "a 20% reduction", "95% CI" are statistics, 510 of those dose mentions. A capital G
     glued to a number is a needle's or a cannula's gauge ("a 14G curette", "an 18G cannula"), not grams ("g")."""
@@ -262,7 +268,7 @@ def names_a_dose(text: str, start: int, end: int) -> bool:
     if dose and dose["unit"] == "G" and mention[dose.start("unit") - 1].isdigit():
         return False
     frequency = FREQUENCY.fullmatch(mention)
-    if not (frequency and frequency["daily"] and frequency["daily"].lower() in PERIODS):
+    if not (frequency and (frequency["each_period"] or frequency["daily"] and frequency["daily"].lower() in PERIODS)):
         return True
     following = words_after(text, end, 1)
     return not following or following[0] in STOP_WORDS or following[0] in DOSING_NOUNS
