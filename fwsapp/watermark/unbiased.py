@@ -42,8 +42,11 @@ def max_llr(p_logs: torch.Tensor, q_logs: torch.Tensor, queries: list[tuple[floa
     q_tails, p_tails = torch.logcumsumexp(q_sorted, dim=-1), torch.logcumsumexp(p_sorted, dim=-1)
     found = []
     for d_p, d_q in queries:
-        q_moved = torch.where(q_tails <= d_q, torch.tensor(-math.inf), q_tails + torch.log(-torch.expm1(d_q - q_tails)))
-        p_moved = torch.logaddexp(p_tails, torch.tensor(d_p))
+        # A mass of 0 (log −inf) moves nothing: the tails as they are, the same values the formulas give, computed
+        # once, not per query (one side of every query is 0, the detector's two calls each hold one side there).
+        q_moved = q_tails if d_q == -math.inf else torch.where(
+            q_tails <= d_q, torch.tensor(-math.inf), q_tails + torch.log(-torch.expm1(d_q - q_tails)))
+        p_moved = p_tails if d_p == -math.inf else torch.logaddexp(p_tails, torch.tensor(d_p))
         moved = F.pad(_without_nan(q_moved - p_moved), (1, 0), value=-math.inf)
         crossing = llr < moved[..., :-1]
         cut = torch.where(crossing.any(-1), crossing.int().argmax(-1), torch.tensor(moved.shape[-1] - 1))
