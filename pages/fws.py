@@ -112,7 +112,7 @@ def judge_in_place(runs) -> None:
     """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
     judged = queries.judged_run_ids(resources.revision())
     unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
-    plan = queries.judge_plan(resources.revision(), unjudged, EMBEDDED_MODEL, False, False)
+    plan = queries.judge_plan(resources.revision(), unjudged, "local", EMBEDDED_MODEL, False, False)
     manager = resources.jobs()
     about = local_duration(plan["pairs"])
     if plan["pairs"] and st.button(f"Judge {counted(plan['pairs'], 'pair', 'pairs')} with the embedded model now (about {about})",

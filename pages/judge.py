@@ -109,8 +109,8 @@ def run_section(runs, choice: BackendChoice) -> None:
     if not default and not chosen:
         st.caption("Every run has verdicts already; choose one to judge it again with another judge model.")
     if chosen:
-        plan = queries.judge_plan(resources.revision(), tuple(chosen), choice.judge_model, choice.settings.swap,
-                                  choice.settings.retry_failed)
+        plan = queries.judge_plan(resources.revision(), tuple(chosen), choice.kind, choice.judge_model,
+                                  choice.settings.swap, choice.settings.retry_failed)
         cost = (f"about {local_duration(plan['pairs'])} here, no cost" if choice.local
                 else f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model")
         st.write(

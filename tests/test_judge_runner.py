@@ -98,7 +98,7 @@ def test_budget_cap_stops_cleanly_and_the_rest_resumes(store):
     run_id = make_run(store, n=10)
     with StubServer(latency=0.05) as stub:
         judge = backend(stub, model="gpt-4o")  # priced: 500 in + 120 out tokens = $0.00245 a call
-        usage, cost = estimate(plan_pairs(store, [run_id], "gpt-4o", JudgeSettings()).pairs, "gpt-4o")
+        usage, cost = estimate(plan_pairs(store, [run_id], "gpt-4o", JudgeSettings()).pairs, "gpt-4o", "openai")
         assert usage.prompt_tokens > 0 and cost > 0
         outcome = run_judge(store, [run_id], judge, JudgeSettings(concurrency=2, budget_usd=0.006, **FAST))
         assert outcome.stopped == "budget"
@@ -266,12 +266,15 @@ def test_the_local_judge_is_decoded_into_the_verdict_format_so_every_verdict_par
     shutil.copy(store.path, tmp_path / "copy.duckdb")
     copy = Store(tmp_path / "copy.duckdb")
     backend = pipeline.judge_backend(lambda name: lm, "local")
+    planned, _ = estimate(plan_pairs(copy, [run_id], backend.model, JudgeSettings()).pairs, backend.model, "local")
     outcome = pipeline.judge(copy, [run_id], None, backend=backend, settings=JudgeSettings(concurrency=1))
     verdicts = copy.judgments([run_id])
     copy.close()
     assert outcome.judged == 4 and len(verdicts) == 4 and (verdicts.status == "ok").all()
     assert all(parse_verdict(output).ok for output in verdicts.raw_output)
-    assert verdicts.completion_tokens.max() <= 30  # the verdict alone, not a justification first
+    # The verdict alone, not a justification first; and as many tokens as the plan said before the run (it said 350 a
+    # pair, an API judge's explanation and verdict, so the Judge page offered a local run "69,650 completion tokens").
+    assert verdicts.completion_tokens.sum() == planned.completion_tokens == 4 * 25
 
 
 def test_the_local_judge_pads_on_the_left_without_touching_the_shared_tokenizer(lm, monkeypatch):

@@ -62,7 +62,7 @@ def cmd_judge(args) -> int:
     backend = pipeline.judge_backend(loader, args.backend, args.judge_model, args.base_url, args.timeout, api_key)
     judge_model = backend.model
     plan = plan_pairs(store, targets, judge_model, settings)
-    usage, cost = estimate(plan.pairs, judge_model)
+    usage, cost = estimate(plan.pairs, judge_model, args.backend)
     print(f"{plan.described()}, with {judge_model}: about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
           + (f", no cost, about {local_duration(len(plan.pairs))} here" if JUDGE_BACKENDS[args.backend].in_process

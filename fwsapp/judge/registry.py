@@ -26,6 +26,9 @@ class JudgeBackendPlugIn(PlugIn):
     menu_label: str = ""
     default_model: str = ""  # "" where the user must name one
     key_env: str | None = None  # where a required key is read from when none is given
+    # The tokens a verdict takes, for the estimate before a run: an explanation, then the scores, from a judge that
+    # writes as it likes; the verdict alone from one decoded into its format.
+    completion_tokens: int = 350
 
     @property
     def in_process(self) -> bool:
@@ -54,7 +57,8 @@ JUDGE_BACKENDS = Registry("judge backend", [
     JudgeBackendPlugIn(
         "local", f"a local transformers model; the embedded {EMBEDDED_MODEL} is a smoke test, not a judge",
         "fwsapp.judge.backends:LocalBackend", needs=("model",), unavailable=missing_package(EMBEDDED_PACKAGE),
-        menu_label=f"Local model ({LOCAL_DEMO_NOTE})", default_model=EMBEDDED_MODEL),
+        menu_label=f"Local model ({LOCAL_DEMO_NOTE})", default_model=EMBEDDED_MODEL,
+        completion_tokens=25),  # the verdict's format in the embedded model's tokens (judge/verdict_format.py)
     JudgeBackendPlugIn(
         "openai", "OpenAI's API (the paper's gpt-4o-2024-08-06)", "fwsapp.judge.backends:OpenAIBackend",
         needs=("key",), menu_label="OpenAI", default_model=DEFAULT_OPENAI_MODEL, key_env="OPENAI_API_KEY"),

@@ -30,16 +30,15 @@ from fwsapp import counted
 from fwsapp.judge import prompts
 from fwsapp.judge.backends import PRICES, Completion, JudgeError, price, requests_abandoned_on_interrupt
 from fwsapp.models.server import with_retries
-from fwsapp.judge.registry import CONCURRENT_REQUESTS
+from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS
 from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
 from fwsapp.judge.records import texts_hash
 from fwsapp.store import Store
 
 UNREACHABLE = "unreachable"  # the request never got a verdict back; retried on the next run
 
-# Rough planning figures: about 4 characters per token, and a verdict with justifications.
+# A rough planning figure: about 4 characters per token.
 CHARS_PER_TOKEN = 4
-EXPECTED_COMPLETION_TOKENS = 350
 
 
 # Pairs in a row whose requests never got through, each after all its retries, before no new pair is sent: the judge
@@ -203,10 +202,10 @@ def plan_pairs(store: Store, run_ids: list[str], judge_model: str, settings: Jud
     return PairPlan(pairs, skipped, without_text)
 
 
-def estimate(pairs: list[Pair], judge_model: str) -> tuple[Usage, float | None]:
-    """Expected tokens and cost before a run, from the prompt lengths."""
+def estimate(pairs: list[Pair], judge_model: str, backend: str) -> tuple[Usage, float | None]:
+    """Expected tokens and cost before a run, from the prompt lengths and what a verdict of `backend` takes."""
     characters = sum(len(message["content"]) for pair in pairs for message in pair.messages())
-    usage = Usage(characters // CHARS_PER_TOKEN, EXPECTED_COMPLETION_TOKENS * len(pairs))
+    usage = Usage(characters // CHARS_PER_TOKEN, JUDGE_BACKENDS[backend].completion_tokens * len(pairs))
     return usage, usage.cost(judge_model)
 
 

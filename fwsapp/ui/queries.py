@@ -114,10 +114,10 @@ def judge_means(revision_key: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
-def judge_plan(revision_key: str, run_ids: tuple[str, ...], judge_model: str, swap: bool,
+def judge_plan(revision_key: str, run_ids: tuple[str, ...], backend: str, judge_model: str, swap: bool,
                retry_failed: bool = False) -> dict:
     plan = plan_pairs(store(), list(run_ids), judge_model, JudgeSettings(swap=swap, retry_failed=retry_failed))
-    usage, cost = estimate(plan.pairs, judge_model)
+    usage, cost = estimate(plan.pairs, judge_model, backend)
     return {"pairs": len(plan.pairs), "described": plan.described(), "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens, "cost": cost}
 
