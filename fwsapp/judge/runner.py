@@ -30,6 +30,7 @@ from fwsapp import counted
 from fwsapp.judge import prompts
 from fwsapp.judge.backends import PRICES, Completion, JudgeError, price, requests_abandoned_on_interrupt
 from fwsapp.models.server import with_retries
+from fwsapp.models.tokenizers import CHARS_PER_TOKEN
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS
 from fwsapp.judge.parser import VERDICT_SCHEMA, parse_verdict
 from fwsapp.judge.records import texts_hash
@@ -37,8 +38,6 @@ from fwsapp.store import Store
 
 UNREACHABLE = "unreachable"  # the request never got a verdict back; retried on the next run
 
-# A rough planning figure: about 4 characters per token.
-CHARS_PER_TOKEN = 4
 
 
 # Pairs in a row whose requests never got through, each after all its retries, before no new pair is sent: the judge

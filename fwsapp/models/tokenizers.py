@@ -19,6 +19,9 @@ from typing import Callable
 from fwsapp.models import EMBEDDED_MODEL, ModelLoadError, package_folder
 from fwsapp.paths import CACHE_DIR
 
+# English prose is about 4 characters a token in these BPE and sentencepiece vocabularies: the rough count a plan
+# gives before any tokenizer is loaded (a judge's prompts, the texts perplexity will read).
+CHARS_PER_TOKEN = 4
 LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )

@@ -16,6 +16,7 @@ from fwsapp.quality.perplexity import perplexity_oracle
 from fwsapp.quality.registry import GENERATED_KINDS, METRICS, default_metrics, model_free_metrics
 from fwsapp.entities.recognizers import DEFAULT_RECOGNIZER
 from fwsapp.models import DEFAULT_ENCODER
+from fwsapp.models.tokenizers import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
     from fwsapp.models import LoadedModel
@@ -174,7 +175,6 @@ def metrics_for(run: dict, metrics) -> list[str]:
 # Measured (docs/benchmarks.md, quality metrics): the embedded 135M model as oracle scores about 780
 # tokens a second on 2 CPU cores; an estimate, not a promise, and roughly proportional to model size.
 EMBEDDED_ORACLE_TOKENS_PER_SECOND = 780
-CHARS_PER_TOKEN = 4  # a rough count before any tokenizer is loaded
 
 
 def perplexity_plan(store, run_ids: list[str], oracle: str | None) -> pd.DataFrame:
