@@ -39,7 +39,6 @@ from fwsapp.store import Store
 UNREACHABLE = "unreachable"  # the request never got a verdict back; retried on the next run
 
 
-
 # Pairs in a row whose requests never got through, each after all its retries, before no new pair is sent: the judge
 # is down or its address is wrong, and every further pair would wait out its own retries (half a minute at the
 # defaults) for nothing; 200 pairs at a refused address took 10 minutes to say so.

@@ -255,10 +255,10 @@ def names_a_dose(text: str, start: int, end: int) -> bool:
     a noun is an adjective, "daily activities", "daily life", "Daily Fluid Intake" (133 of the 1,296 dose mentions
     in the paper's answers), and so is one in two words ("every day tasks"), unless the noun is a dose's ("a daily
     dose", "daily tablets"); before a function word or a stop it is an adverb ("apply it daily to the wart", "taken
-    weekly."). A percentage is a dose only as a
-    concentration, with a preparation, alcohol or a drug in the two words after it ("1% hydrocortisone cream", "40%
-    alcohol"): "25% of patients", "a 20% reduction", "95% CI" are statistics, 510 of those dose mentions. A capital G
-    glued to a number is a needle's or a cannula's gauge ("a 14G curette", "an 18G cannula"), not grams ("g")."""
+    weekly."). A percentage is a dose only as a concentration, with a preparation, alcohol or a drug in the two words
+    after it ("1% hydrocortisone cream", "40% alcohol"): "25% of patients", "a 20% reduction", "95% CI" are
+    statistics, 510 of those dose mentions. A capital G glued to a number is a needle's or a cannula's gauge ("a 14G
+    curette", "an 18G cannula"), not grams ("g")."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     mention = text[start:end]
