@@ -608,14 +608,18 @@ def test_drug_swap_and_dose_change_inject_the_changes_the_facts_then_find(finder
                                   "asked for: no more in the text"  # it read "1 of 3 doses found"
 
 
-def paper_answers_twice(tmp_path, names: tuple[str, str]) -> tuple[list, list[str]]:
-    """20 of the paper's BioMistral QA answers, imported into two databases named `names`: their stores and run ids."""
+def paper_answers_twice(tmp_path, names: tuple[str, str], empty_answer: int | None = None) -> tuple[list, list[str]]:
+    """20 of the paper's BioMistral QA answers, imported into two databases named `names`: their stores and run ids.
+    With `empty_answer`, that sample's watermarked answer is its prompt alone, imported empty (as the paper's word-count
+    strip left five of its answers)."""
     from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.conftest import PROJECT
 
     records = json.loads((PROJECT.parent / "shared" / "data" / "paper" /
                           "KGW-g0.5-d2-biomistral-HQA2.generations.json").read_text())[:20]
+    if empty_answer is not None:
+        records[empty_answer]["watermarked_text"] = records[empty_answer]["prompt"]
     source = tmp_path / "g.json"
     source.write_text(json.dumps(records))
     stores = [Store(tmp_path / f"{name}.duckdb") for name in names]
@@ -715,13 +719,15 @@ def test_the_clinical_facts_metric_counts_what_analyze_stored_and_finds_only_the
 def test_factuality_reads_the_disease_support_analyze_stored_and_finds_only_the_rest(tmp_path, monkeypatch):
     """The same 20 answers, 12 of them analysed: Factuality's stand-in found every disease again (9 of the 16 minutes
     `score` took on the paper's nine logs after `analyze`); it reads the 12 from the stored entities, finds the other
-    8's, and its values equal those of a run scored from scratch."""
+    8's, and its values equal those of a run scored from scratch. An empty answer among the 12 is read too (no disease,
+    1.0, as found): it was found again, and loaded the taggers for it."""
     from fwsapp.entities.introduced import analyze_run
     from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.models.encoder import load_encoder
     from fwsapp.quality.scoring import QualityResources, score_run
 
-    (analysed, scratch), ids = paper_answers_twice(tmp_path, ("analysed", "scratch"))
+    (analysed, scratch), ids = paper_answers_twice(tmp_path, ("analysed", "scratch"), empty_answer=3)
+    assert analysed.generations(ids[0]).watermarked_text[3] == ""
     recognizer = load_recognizer()
 
     def stop_after_12(done, total):
@@ -742,6 +748,7 @@ def test_factuality_reads_the_disease_support_analyze_stored_and_finds_only_the_
                      .sort_values(["sample_idx", "text_kind"]).reset_index(drop=True) for store in (analysed, scratch))
     pd.testing.assert_frame_equal(first, second)
     assert first.value.min() == 0 and first.value.max() == 1 and first.value.nunique() > 2  # none, some, all supported
+    assert first.query("sample_idx == 3 and text_kind == 'watermarked'").value.tolist() == [1.0]
 
 
 def test_values_of_an_earlier_facts_version_are_superseded_in_every_table(tmp_path):

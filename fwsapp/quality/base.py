@@ -15,12 +15,6 @@ def metric_row(sample_idx: int, kind: str, metric: str, config: str, value) -> d
             "value": None if value is None else float(value)}
 
 
-def with_both_texts(todo: pd.DataFrame, kinds) -> pd.Series:
-    """Which samples have a reference and a text of each of `kinds`: those an analysis compared with their reference."""
-    return todo.reference.fillna("").ne("") & pd.concat([todo[f"{kind}_text"].fillna("").ne("") for kind in kinds],
-                                                        axis=1).all(axis=1)
-
-
 class Metric(ABC):
     def __init__(self, entry: MetricPlugIn):
         self.entry = entry

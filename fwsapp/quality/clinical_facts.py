@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fwsapp.quality.base import ReferenceMetric, metric_row, with_both_texts
+from fwsapp.quality.base import ReferenceMetric, metric_row
 from fwsapp.quality.registry import UNSTATED_FAILURES
 
 # Stored column -> (change kind, only facts the reference lacks)
@@ -18,6 +18,13 @@ COUNTED = {
     "corrupted_terms": ("corruption", False),  # per 1,000 words
 }
 PER_THOUSAND_WORDS = "corrupted_terms"
+
+
+def with_both_texts(todo: pd.DataFrame, kinds) -> pd.Series:
+    """Which samples have a reference and a text of each of `kinds`: those the facts analysis compared with their
+    reference."""
+    return todo.reference.fillna("").ne("") & pd.concat([todo[f"{kind}_text"].fillna("").ne("") for kind in kinds],
+                                                        axis=1).all(axis=1)
 
 
 class ClinicalFacts(ReferenceMetric):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD, analysis_config, analyze_pairs, stored_support
-from fwsapp.quality.base import ReferenceMetric, metric_row, with_both_texts
+from fwsapp.quality.base import ReferenceMetric, metric_row
 
 STAND_IN_NAME = "Disease-entity support (offline stand-in)"
 ALIGNSCORE_NAME = "AlignScore"
@@ -56,14 +56,15 @@ class Factuality(ReferenceMetric):
     def stored(self, todo: pd.DataFrame, run: dict, resources, config: str) -> tuple[pd.DataFrame, list[dict]]:
         """The stand-in's values of the samples `analyze` analysed under the same recognizer, encoder and threshold,
         from the disease entities it stored: found once, not again (finding them again took 9 of the 16 minutes
-        `score` spent on the paper's nine logs after `analyze`)."""
+        `score` spent on the paper's nine logs after `analyze`). An empty answer is read as well: no disease, 1.0, as
+        found."""
         if resources.alignscore_checkpoint or resources.store is None:
             return super().stored(todo, run, resources, config)
         from fwsapp.entities.recognizers import recognizer_label
 
         support = stored_support(resources.store, run["run_id"], analysis_config(
             recognizer_label(resources.recognizer_name), resources.encoder_name, HALLUCINATION_THRESHOLD), self.entry.kinds)
-        samples = todo[todo.sample_idx.isin({sample for sample, _ in support}) & with_both_texts(todo, self.entry.kinds)]
+        samples = todo[todo.sample_idx.isin({sample for sample, _ in support})]
         return samples, [metric_row(sample, kind, self.entry.stored_names[0], config, support[(sample, kind)])
                          for sample in samples.sample_idx for kind in self.entry.kinds]
 
