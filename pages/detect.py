@@ -186,8 +186,10 @@ def render() -> None:
             statistics = [score_label(method) for method in comparison.method]
             typical = (markup.scores_written(comparison, {"positives' typical score": statistics}) if "p" in statistics
                        else comparison)
-            st.dataframe(widgets.uniform(tasks_named(typical).round(3)), hide_index=True, width="stretch",
-                         column_config=widgets.worded_columns(comparison))
+            shown = widgets.uniform(tasks_named(typical).round(3))
+            # Column settings from the table shown: the comparison's float column of typical scores would write the
+            # text "2.06e-90" back as a number to three decimals, 0.000, in the browser.
+            st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
                 st.warning(markup.message(warning))
             redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))

@@ -1050,3 +1050,6 @@ def test_the_method_comparison_writes_a_typical_p_value_in_significant_digits(ap
     comparison = app.dataframe[0].value.set_index("method")
     assert comparison.loc["vLLM-Gumbel", "positives' typical score"] == "7.5e-21"  # the median of the four
     assert comparison.loc["KGW", "positives' typical score"] == "3.700"
+    # ...and the browser shows that text: a number format on the column wrote "7.5e-21" as 0.000.
+    assert "format" not in json.loads(app.dataframe[0].proto.columns).get("positives' typical score", {}).get(
+        "type_config", {})
