@@ -196,10 +196,10 @@ def render() -> None:
             if not redetected.empty:
                 st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
                            "max |Δ| compares with the imported scores of the same texts.")
-                rates = {column: st.column_config.NumberColumn(format="%.3f") for column in redetected.columns
-                         if column.startswith(("AUROC", "TPR"))}  # 1.000 beside 0.997; max |Δ| keeps its digits
-                st.dataframe(tasks_named(redetected).round(6), hide_index=True, width="stretch",
-                             column_config=rates)
+                sets = widgets.uniform(tasks_named(redetected).round(6))  # "not enough data" beside 0.917
+                rates = {column: st.column_config.NumberColumn(format="%.3f") for column in sets.columns
+                         if column.startswith(("AUROC", "TPR")) and sets[column].dtype.kind == "f"}
+                st.dataframe(sets, hide_index=True, width="stretch", column_config=rates)  # max |Δ| keeps its digits
             coverage = queries.watermark_coverage(resources.revision(), tuple(chosen))
             for flagged in coverage[coverage["flags"] != ""].itertuples() if not coverage.empty else ():
                 st.warning(markup.message(f"{flagged.method} run {flagged.run} carries no watermark as asked: "

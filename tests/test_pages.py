@@ -568,6 +568,43 @@ def test_detect_page_opens_on_paper_logs_and_redetects_them(app_db):
     assert sets.loc[0, "tokenizer"] == "mistral-v1" and sets.loc[0, "max |Δ| vs imported"] < 1e-6
 
 
+def test_a_detection_set_with_too_few_negatives_shows_its_words_as_words(app_db):
+    """A re-detection's TPR at 1 % FPR over 4 negatives is "not enough data (n = 4)"; its column was given a number
+    format anyway, which the browser marks as a value it cannot read."""
+    from fwsapp.detection.redetect import redetect
+    from fwsapp.models.tokenizers import load_tokenizer
+    from fwsapp.store import Store
+
+    import_detected_qa_run(app_db)
+    store = Store(app_db)
+    redetect(store, store.runs().run_id[0], "KGW", {"gamma": 0.25}, load_tokenizer("mistral-v1"))
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/detect.py").run()
+    assert not app.exception
+    sets = next(frame for frame in app.dataframe if "max |Δ| vs imported" in frame.value.columns)
+    assert sets.value.loc[0, "TPR@FPR=0.01"] == "not enough data (n = 4)"
+    columns = json.loads(sets.proto.columns)
+    assert "format" not in columns.get("TPR@FPR=0.01", {}).get("type_config", {})
+    assert columns["AUROC"]["type_config"]["format"] == "%.3f"  # a rate still reads 1.000 beside 0.997
+
+
+def test_the_report_page_writes_a_small_rate_as_its_downloads_do(app_db):
+    """z > 4's nominal FPR, 3.2e-05, read 0.000 on the Report page (three decimals) and 3.2e-05 in its Markdown."""
+    import pyarrow as pa
+
+    import_detected_qa_run(app_db)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/report.py").run()
+    assert not app.exception
+    calibration = next(frame for frame in app.dataframe if "nominal FPR" in frame.value.columns)
+    written = pa.ipc.open_stream(calibration.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    assert (written.loc[0, "nominal FPR"], written.loc[0, "achieved FPR"]) == ("3.2e-05", "0.000")
+    assert "nominal FPR" not in json.loads(calibration.proto.columns)  # no number format over the written one
+
+
 def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()

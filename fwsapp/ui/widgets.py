@@ -381,15 +381,27 @@ def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     return frame.assign(**{column: written(frame[column]) for column in frame.columns if _mixed(frame[column])})
 
 
-def worded_columns(frame: pd.DataFrame) -> dict:
+def worded_columns(frame: pd.DataFrame, decimals: bool = True) -> dict:
     """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
     (n = 4)") room for the words (a formatted frame's columns are sized by their numbers and cut the words short), and
-    every column of fractional numbers three decimals, so 1 reads 1.000 beside 0.997."""
+    with `decimals` every column of fractional numbers three decimals, so 1 reads 1.000 beside 0.997 (a column's
+    format here overrides a Styler's)."""
     worded = {column: st.column_config.Column(width=160) for column in frame.columns
               if frame[column].dtype == object and frame[column].map(lambda value: isinstance(value, str)).any()}
-    decimals = {column: st.column_config.NumberColumn(format="%.3f") for column in frame.columns
-                if pd.api.types.is_float_dtype(frame[column])}
-    return {**decimals, **worded}
+    three = {column: st.column_config.NumberColumn(format="%.3f") for column in frame.columns
+             if decimals and pd.api.types.is_float_dtype(frame[column])}
+    return {**three, **worded}
+
+
+def written_as_exported(frame: pd.DataFrame) -> tuple:
+    """`frame` styled for st.dataframe, with its column settings, as the report's downloads write it (`number_text`):
+    three decimals, and two significant digits where three would write a value that is not 0 as 0.000 (z > 4's nominal
+    FPR, 3.2e-05, read 0.000 on the Report page and 3.2e-05 in its Markdown)."""
+    from fwsapp.results.tables import number_text
+
+    shown = uniform(frame)
+    numbers = [column for column in shown.columns if shown[column].dtype.kind == "f"]
+    return shown.style.format(number_text, subset=numbers, na_rep="None"), worded_columns(shown, decimals=False)
 
 
 # One colour per series on every chart: the two baselines, then each method in the registry's order.
