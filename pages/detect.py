@@ -143,8 +143,11 @@ def score_views(chosen: list[str], scores) -> None:
         facet_row_spacing=min(0.12, 0.9 / max(1, -(-panels // 2))), facet_col_spacing=0.08,
         color_discrete_map=widgets.BASELINE_COLOURS,
     )
+    # Bins per panel: Plotly Express puts every facet's traces in one bin group, so a p-value's panel got the bins of
+    # the z-scores' range beside it (two bins, 0-0.5 and 0.5-1). Each panel's texts are counted on its own axis.
+    figure.for_each_trace(lambda trace: trace.update(bingroup=trace.xaxis))
     figure.update_xaxes(matches=None, showticklabels=True)
-    figure.update_yaxes(matches=None, title_text="texts")
+    figure.update_yaxes(matches=None, showticklabels=True, title_text="texts")
     figure.for_each_annotation(lambda note: note.update(text=note.text.removeprefix("run=")))
     widgets.chart(figure)
     st.subheader("Scores per text")

@@ -1090,3 +1090,12 @@ def test_the_method_comparison_writes_a_typical_p_value_in_significant_digits(ap
     # ...and the browser shows that text: a number format on the column wrote "7.5e-21" as 0.000.
     assert "format" not in json.loads(app.dataframe[0].proto.columns).get("positives' typical score", {}).get(
         "type_config", {})
+    # The score distributions bin each run's panel on its own range: the p-values' panel had the z-scores' bins (0-0.5
+    # and 0.5-1), and a panel beside the first had no counts on its axis.
+    histogram = next(json.loads(chart.proto.spec) for chart in app.get("plotly_chart")
+                     if '"texts"' in chart.proto.spec)
+    panels = {trace["xaxis"]: set() for trace in histogram["data"]}
+    for trace in histogram["data"]:
+        panels[trace["xaxis"]].add(trace["bingroup"])
+    assert len(panels) == 2 and all(groups == {axis} for axis, groups in panels.items())
+    assert all(axis.get("showticklabels") for name, axis in histogram["layout"].items() if name.startswith("yaxis"))
