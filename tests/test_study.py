@@ -30,14 +30,15 @@ def study_db(tmp_path):
     store.close()
 
 
-def rate_all(store, rater_id, scores=SCORES):
-    """Every item of the rater rated: `scores` are the watermarked text's and the unwatermarked one's, whichever the
-    rater sees first."""
+def rate_all(store, rater_id, scores=SCORES, seconds=2.0):
+    """Every item of the rater rated, each in `seconds`: `scores` are the watermarked text's and the unwatermarked
+    one's, whichever the rater sees first."""
     while True:
         task = study.StudyRater(rater_id).queue(store).upcoming
         if task is None:
             return
-        study.StudyRater(rater_id).submit(store, task, *(scores if task.watermarked_first else scores[::-1]), seconds=2.0)
+        study.StudyRater(rater_id).submit(store, task, *(scores if task.watermarked_first else scores[::-1]),
+                                            seconds=seconds)
 
 
 def test_the_token_is_stored_only_as_its_hash_and_opens_its_rater_alone(study_db):
@@ -457,10 +458,11 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     store = Store(db)
     token = links[0][2].split("=", 1)[1]
     assert study.rater_for(store, token) == links[0][0]
-    rate_all(store, links[0][0])
+    rate_all(store, links[0][0], seconds=9.193096)  # as a browser times an item
     store.close()
     assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
     status = capsys.readouterr().out
+    assert re.search(r"Dr A .* 9\.19 +1$", status, re.MULTILINE), status  # not 9.193096 seconds, nor 1.000000
     assert status.startswith("pilot: 1 run, 2 raters per item, 10% of each rater's items (at least one) shown twice") and "Dr A" in status
     # Dr B has rated nothing: no median time and no consistency yet, written "–" as every table's gap (it read "None").
     assert "None" not in status and re.search(r"Dr B .* – +–$", status, re.MULTILINE), status
