@@ -250,6 +250,29 @@ def test_quality_page_computes_model_free_metrics_on_open_and_perplexity_on_requ
     assert app.selectbox(key="dist-metric").options[:4] == ["PPL", "SimCSE", "SimCSE to ref.", "ROUGE-2"]
 
 
+def test_the_quality_distributions_draw_the_tasks_in_their_order(app_db):
+    """A summarization run stored before a completion run drew Summarization's panel first; every table and the Judge
+    page's chart have completion, then QA, then summarization."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    for task in ("summarization", "completion"):
+        rows = [{"prompt": f"Prompt {i}.", "watermarked_text": f"Rest and fluids for case {i}.",
+                 "unwatermarked_text": f"Rest for case {i}.", "natural_text": f"Fluids for case {i}."} for i in range(3)]
+        import_logs(store, method="KGW", model="meditron", task_name=task,
+                    generations=LogFile("g.json", json.dumps(rows).encode()))
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/quality.py").run()
+    app.selectbox(key="dist-metric").select("rougeL").run()  # an import's own: stored for both runs
+    assert not app.exception
+    boxes = json.loads(app.get("plotly_chart")[-1].proto.spec)
+    panels = sorted(boxes["layout"]["annotations"], key=lambda note: note["x"])
+    assert [note["text"] for note in panels] == ["Text completion", "Summarization"]
+
+
 def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     """A run that is generating its first batch has 0 stored samples: the pages open, and its missing work is none."""
     from fwsapp.quality.scoring import missing_work
