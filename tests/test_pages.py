@@ -15,6 +15,14 @@ from tests.conftest import PROJECT, copy_store, imported_qa_db, shown
 APP = str(PROJECT / "app.py")
 
 
+def page_app(page: str) -> AppTest:
+    """The app opened, then switched to one of its pages (`pages/{page}.py`), on the test's database."""
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page(f"pages/{page}.py").run()
+    return app
+
+
 def run_until(app: AppTest, condition, timeout: float = 180) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -51,9 +59,7 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     store, config, run_id = qa_run
     store.row("CHECKPOINT")
     shutil.copy(store.path, app_db)
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/detect.py").run()
+    app = page_app("detect")
     assert not app.exception
     assert app.title[0].value == "Detect"
     metrics = app.dataframe[0].value
@@ -148,9 +154,7 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
 
 
 def test_detect_page_without_runs_says_what_to_do_and_loads_the_example_data_in_place(app_db):
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/detect.py").run()
+    app = page_app("detect")
     assert "No runs yet" in app.info[0].value
     next(button for button in app.button if button.label == "Load the example data").click().run()
     assert not app.exception and len(app.multiselect[0].value) == 4  # four of the six example runs, compared at once
@@ -192,9 +196,7 @@ def test_judge_page_uses_a_compatible_server(app_db, tmp_path):
     imported_qa_db(app_db, n=5)
     with StubServer(latency=0.05) as stub:
         stub.plan = {"condition 2?": ["500", "valid"]}
-        app = AppTest.from_file(APP, default_timeout=60)
-        app.run()
-        app.switch_page("pages/judge.py").run()
+        app = page_app("judge")
         app.radio(key="judge-backend").set_value("compatible").run()
         app.text_input(key="judge-base-url").set_value(stub.base_url).run()
         app.text_input(key="judge-model-compatible").set_value("stub-judge").run()
@@ -263,9 +265,7 @@ def test_the_quality_distributions_draw_the_tasks_in_their_order(app_db):
         import_logs(store, method="KGW", model="meditron", task_name=task,
                     generations=LogFile("g.json", json.dumps(rows).encode()))
     store.close()
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/quality.py").run()
+    app = page_app("quality")
     app.selectbox(key="dist-metric").select("rougeL").run()  # an import's own: stored for both runs
     assert not app.exception
     boxes = json.loads(app.get("plotly_chart")[-1].proto.spec)
@@ -366,9 +366,7 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     from tests.conftest import judged_rating_db
 
     judged_rating_db(app_db, n=2)  # watermarked judge scores [4,2,3] and [2,2,2]; unwatermarked [5,5,5], [3,3,3]
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/fws.py").run()
+    app = page_app("fws")
     assert not app.exception
     table = app.dataframe[0].value.set_index("method")
     assert table.loc["KGW", "Question answering"] == pytest.approx((0.56 + 0.40) / 2, abs=5e-4)
@@ -414,9 +412,7 @@ def import_detected_qa_run(path) -> None:
 
 def fws_page_on_metrics_only() -> AppTest:
     """The FWS page with Auto mapped to the metrics an import computes (no model): ROUGE-L, token F1 and ROUGE-2."""
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/fws.py").run()
+    app = page_app("fws")
     app.selectbox(key="map-coherence").select("rougeL").run()
     app.selectbox(key="map-factual_accuracy").select("rouge2").run()
     assert not app.exception
@@ -446,9 +442,7 @@ def test_the_fws_page_counts_one_judge_chosen_where_several_judged(app_db):
 
     run_id = judged_rating_db(app_db, n=3)  # gpt-4o: A's mean FWS 0.547, B's 0.800
     add_verdicts(app_db, run_id, "strict-judge", range(2), (1, 1, 1), (2, 2, 2))
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/fws.py").run()
+    app = page_app("fws")
     chooser = app.selectbox(key="fws-judge")
     assert chooser.options == ["gpt-4o", "strict-judge"] and chooser.value == "gpt-4o"
     fws = app.dataframe[0].value.set_index("method")["Question answering"]
@@ -511,9 +505,7 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     compute_entropies(demo, run_id, lm)
     analyze_run(demo, run_id, load_recognizer(), load_encoder(), lm.tokenizer)
     demo.close()
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/entities.py").run()
+    app = page_app("entities")
     app.radio(key="entities-view").set_value("Disease entities (Table 7)").run()
     assert not app.exception
     summary = next(frame.value for frame in app.dataframe if "method" in frame.value.columns)
@@ -534,9 +526,7 @@ def test_imported_runs_without_a_model_are_explained_not_failed(app_db):
     from tests.conftest import hostile_entity_db
 
     hostile_entity_db(app_db)
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/entropy.py").run()
+    app = page_app("entropy")
     assert not app.exception
     assert any("No entropies for this task yet" in info.value for info in app.info)
     app.switch_page("pages/detect.py").run()
@@ -553,9 +543,7 @@ def test_the_entropy_form_asks_for_a_model_for_a_run_a_serving_engine_answered(a
     store = Store(app_db)
     run_ids = list(store.runs().run_id)
     store.close()
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/entropy.py").run()
+    app = page_app("entropy")
     runs = app.multiselect(key="analyze-runs")
     runs.set_value(["served-run"]).run()
     assert not app.exception
@@ -602,9 +590,7 @@ def test_a_detection_set_with_too_few_negatives_shows_its_words_as_words(app_db)
     store = Store(app_db)
     redetect(store, store.runs().run_id[0], "KGW", {"gamma": 0.25}, load_tokenizer("mistral-v1"))
     store.close()
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/detect.py").run()
+    app = page_app("detect")
     assert not app.exception
     sets = next(frame for frame in app.dataframe if "max |Δ| vs imported" in frame.value.columns)
     assert sets.value.loc[0, "TPR@FPR=0.01"] == "not enough data (n = 4)"
@@ -618,9 +604,7 @@ def test_the_report_page_writes_a_small_rate_as_its_downloads_do(app_db):
     import pyarrow as pa
 
     import_detected_qa_run(app_db)
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/report.py").run()
+    app = page_app("report")
     assert not app.exception
     calibration = next(frame for frame in app.dataframe if "nominal FPR" in frame.value.columns)
     written = pa.ipc.open_stream(calibration.proto.arrow_data.styler.display_values).read_all().to_pandas()
@@ -629,9 +613,7 @@ def test_the_report_page_writes_a_small_rate_as_its_downloads_do(app_db):
 
 
 def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/generate.py").run()
+    app = page_app("generate")
     app.number_input(key="generate-KGW-gamma").set_value(0.0).run()
     assert not app.exception
     from fwsapp.ui.render import message
@@ -712,9 +694,7 @@ def test_the_quality_pages_differences_are_written_to_three_decimals(app_db):
     store = Store(app_db)
     import_example_summaries(store, kinds=("generations", "detection"))
     store.close()
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/quality.py").run()
+    app = page_app("quality")
     differences = next(frame for frame in app.dataframe if "Method" in frame.value.columns
                        and "Unwatermarked" not in set(frame.value.Method))
     assert differences.value.loc[0, "ROUGE-2"] == pytest.approx(-0.022, abs=5e-4)  # Table 2: 0.025 against 0.046
@@ -732,9 +712,7 @@ def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, mo
         '[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nn = 2\nmax_new_tokens = 8\nbatch_size = 1\n\n'
         '[[method]]\nname = "KGW"\n')
     (tmp_path / "broken.toml").write_text('[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nsamples = 2\n')
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/experiments.py").run()
+    app = page_app("experiments")
     assert not app.exception and app.title[0].value == "Experiments"
     assert "[grid] has no key 'samples'" in html.unescape(app.error[0].value)  # broken.toml sorts first
     app.selectbox[0].select(tmp_path / "tiny.toml").run()
@@ -891,9 +869,7 @@ def test_experiments_page_with_an_unreachable_ray_address_fails_at_once_and_can_
     monkeypatch.setattr(fwsapp.paths, "EXPERIMENTS_DIR", tmp_path)
     (tmp_path / "tiny.toml").write_text(
         '[grid]\nmodels = ["smollm2-135m-instruct"]\ntasks = ["qa"]\nn = 1\nmax_new_tokens = 4\n\n[[method]]\nname = "KGW"\n')
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/experiments.py").run()
+    app = page_app("experiments")
     app.text_input[0].set_value("127.0.0.1:1").run()
     next(button for button in app.button if button.label == "Launch").click().run()
     run_until(app, lambda a: bool(a.error), timeout=30)
@@ -917,9 +893,7 @@ def test_rate_page_keeps_every_answer_when_one_is_missing_and_numbers_an_item_th
     from tests.conftest import judged_rating_db
 
     judged_rating_db(app_db, n=3)
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/rate.py").run()
+    app = page_app("rate")
     app.text_input(key="rater-name").set_value("Dr A").run()
 
     def number() -> str:
@@ -1103,9 +1077,7 @@ def test_the_method_comparison_writes_a_typical_p_value_in_significant_digits(ap
                 detection=LogFile("d.json", json.dumps(scores).encode()))
     store.close()
     import_detected_qa_run(app_db)  # a KGW run: z-scores
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.run()
-    app.switch_page("pages/detect.py").run()
+    app = page_app("detect")
     assert not app.exception
     comparison = app.dataframe[0].value.set_index("method")
     assert comparison.loc["vLLM-Gumbel", "positives' typical score"] == "7.5e-21"  # the median of the four

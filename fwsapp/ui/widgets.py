@@ -13,6 +13,7 @@ from fwsapp import counted, duration
 from fwsapp.ui import render
 from fwsapp.judge.summary import judge_name
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
+from fwsapp.results.tables import number_text
 from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
 from fwsapp.ui.resources import jobs, loaded_models, revision, store
@@ -397,8 +398,6 @@ def written_as_exported(frame: pd.DataFrame) -> tuple:
     """`frame` styled for st.dataframe, with its column settings, as the report's downloads write it (`number_text`):
     three decimals, and two significant digits where three would write a value that is not 0 as 0.000 (z > 4's nominal
     FPR, 3.2e-05, read 0.000 on the Report page and 3.2e-05 in its Markdown)."""
-    from fwsapp.results.tables import number_text
-
     shown = uniform(frame)
     numbers = [column for column in shown.columns if shown[column].dtype.kind == "f"]
     return shown.style.format(number_text, subset=numbers, na_rep="None"), worded_columns(shown, decimals=False)
