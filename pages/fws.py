@@ -19,7 +19,7 @@ from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
 from fwsapp.judge.backends import LOCAL_DEMO_NOTE, local_duration
 from fwsapp.judge.runner import JudgeSettings
 from fwsapp.judge.summary import counted_judges, counted_judgments, indiscriminate_judges, smoke_test_judges
-from fwsapp.models import EMBEDDED_MODEL
+from fwsapp.judge.registry import IN_PROCESS_BACKEND
 from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
@@ -112,12 +112,13 @@ def judge_in_place(runs) -> None:
     """The embedded model judges the unjudged runs, from here; a real judge's settings are on the Judge page."""
     judged = queries.judged_run_ids(resources.revision())
     unjudged = tuple(run_id for run_id in runs.run_id if run_id not in judged)
-    plan = queries.judge_plan(resources.revision(), unjudged, "local", EMBEDDED_MODEL, False, False)
+    backend = IN_PROCESS_BACKEND
+    plan = queries.judge_plan(resources.revision(), unjudged, backend.name, backend.default_model, False, False)
     manager = resources.jobs()
     about = local_duration(plan["pairs"])
     if plan["pairs"] and st.button(f"Judge {counted(plan['pairs'], 'pair', 'pairs')} with the embedded model now (about {about})",
                                    disabled=bool(manager.active("judge")), key="fws-judge-local"):
-        manager.start_judge(list(unjudged), "local", None, None, JudgeSettings(concurrency=1))
+        manager.start_judge(list(unjudged), backend.name, None, None, JudgeSettings(concurrency=1))
         st.rerun()
     st.caption(f"The embedded model as a judge: {LOCAL_DEMO_NOTE}. For GPT-4o or your own "
                "server, the Judge page has the settings.")

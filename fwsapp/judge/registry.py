@@ -67,3 +67,5 @@ JUDGE_BACKENDS = Registry("judge backend", [
         "fwsapp.judge.backends:CompatibleBackend", needs=("base_url", "model_name", "optional_key"),
         menu_label="OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)"),
 ])
+# The backend that judges in this process with its default model (the embedded one): the FWS page's judge in place.
+IN_PROCESS_BACKEND = next(entry for entry in JUDGE_BACKENDS if entry.in_process)
