@@ -9,6 +9,7 @@ from fwsapp import counted
 from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.detection.key_audit import audit_problem
+from fwsapp.detection.redetect import reproduction
 from fwsapp.detection.verdicts import MIN_TOKENS_FOR_VERDICT
 from fwsapp.entities.recognizers.base import parse_records_jsonl
 from fwsapp.orchestration import pipeline
@@ -195,7 +196,14 @@ def render() -> None:
             st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
                 st.warning(markup.message(warning))
-            redetected = queries.redetection_comparison(resources.revision(), tuple(chosen))
+            redetected, unreproduced = queries.redetection_comparison(resources.revision(), tuple(chosen))
+            for run_id, agreement in unreproduced.items():
+                st.warning(markup.message(
+                    f"{labels.get(run_id, run_id)}: detected again under its own settings, "
+                    f"{reproduction(agreement)}. The log was scored under other settings (another generator, key or "
+                    "tokenizer; the paper's jsl summarization log needs 492 CUDA blocks): find them with Re-detect "
+                    "below, then import the log again with them (the Import page's settings), so that attacks and "
+                    "every later stage read them."))
             if not redetected.empty:
                 st.caption("Detection sets: the runs' texts scored again (Re-detect, below), beside their own scores. "
                            "max |Δ| compares with the imported scores of the same texts.")

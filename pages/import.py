@@ -2,9 +2,10 @@
 import streamlit as st
 
 from fwsapp.ui import render as markup
-from fwsapp.ui import queries, resources
+from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import PAPER_FILE_CODES, TASKS, task_from_file_name, tasks_named
-from fwsapp.orchestration.importer import ImportProblem, LogFile, import_logs, model_from_file_name
+from fwsapp.orchestration.importer import (ImportProblem, LogFile, import_logs, model_from_file_name,
+                                           settings_in_names)
 from fwsapp.judge.records import PAPER_JUDGE
 from fwsapp.watermark.methods import METHODS
 from fwsapp.ui.router import through_router
@@ -52,6 +53,15 @@ def render() -> None:
             help="Higher means watermarked for z-scores; EXP-edit's p-values are lower-is-watermarked.",
         )
 
+    with st.expander("The watermark's settings, where the files' names do not say them"):
+        st.caption("Detection and attacks read the run's settings. The paper's names say γ and δ (g0.5-d2); a log "
+                   "made on another GPU or under another key needs those said here, as the paper's jsl summarization "
+                   "logs need 492 CUDA blocks (an RTX 3090-class card). Settings left at their default change nothing.")
+        named = settings_in_names(method, [upload.name for upload in uploads])
+        # Keyed by what the names say, so the inputs take the next files' settings, not the first files'.
+        settings = widgets.param_inputs(METHODS[method], "-".join(["import", method, *(
+            f"{key}{value:g}" for key, value in sorted(named.items()))]), named)
+
     if st.button("Import", type="primary"):
         files = {
             name: LogFile(upload.name, upload.getvalue()) if upload else None
@@ -65,7 +75,7 @@ def render() -> None:
                 run_id = import_logs(
                     resources.store(), method=method, model=model.strip(), task_name=task,
                     score_direction=None if direction == "from the method" else direction, negatives=negatives,
-                    judge_model=judge_model, **files,
+                    judge_model=judge_model, params=settings, **files,
                 )
             except (ImportProblem, ValueError) as error:
                 st.error(markup.message(f"Nothing was imported. {error}"))

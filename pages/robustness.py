@@ -83,7 +83,7 @@ def overview(frame) -> None:
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         widgets.chart(figure)
     with st.expander("Every removal attack set, with its detection and what it changed"):
-        shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci", "retokenised"],
+        shown = frame.drop(columns=["params", "detector_params", "set_id", "run", "auroc_ci", "baseline_note"],
                            errors="ignore")
         st.dataframe(widgets.uniform(tasks_named(shown)), hide_index=True, width="stretch")
 

@@ -352,3 +352,31 @@ def test_the_report_names_the_values_it_reads_under_earlier_settings(tmp_path):
     stored(config, 0.75)
     assert read_under_other_settings() is None
     store.close()
+
+
+def test_settings_given_at_import_are_the_runs_and_one_log_has_one_run_however_imported(store, monkeypatch):
+    """A log made on a smaller GPU (the paper's jsl summarization: 492 CUDA blocks) is read under its own green lists
+    only when the run says so; the files' names carry γ and δ alone."""
+    log = LogFile("KGW-g0.25-d2-jsl-MEQS.generations.json", json.dumps(GOOD_GENERATIONS).encode())
+    plain = import_logs(store, method="KGW", model="jsl", task_name="summarization", generations=log)
+    given = import_logs(store, method="KGW", model="jsl", task_name="summarization", generations=log,
+                        params=["cuda_blocks=492"])
+    assert given != plain
+    assert store.run(given)["params"] == {"gamma": 0.25, "delta": 2.0, "cuda_blocks": 492}
+    # A setting at its default, or the one the names say, is no setting given: the same run, nothing changed.
+    before = store.revision()
+    assert import_logs(store, method="KGW", model="jsl", task_name="summarization", generations=log,
+                       params={"cuda_blocks": 0, "gamma": 0.25, "delta": 2.0, "rng": "cuda"}) == plain
+    assert store.revision() == before
+    for params, message in [(["gamma=0.5"], "The files' names say gamma=0.25, but the settings given say gamma=0.5"),
+                            (["blocks=1"], "KGW has no parameter 'blocks'"),
+                            (["cuda_blocks=-1"], "cuda_blocks=-1 is out of range")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            import_logs(store, method="KGW", model="jsl", task_name="summarization", generations=log, params=params)
+    assert store.revision() == before
+    # A key is recorded as the generated runs record theirs: the variable's name and the key's fingerprint.
+    monkeypatch.setenv("LOG_KEY", "20260801")
+    keyed = import_logs(store, method="KGW", model="jsl", task_name="summarization", generations=log,
+                        params=["hash_key=$LOG_KEY"])
+    recorded = store.run(keyed)["params"]["hash_key"]
+    assert recorded.startswith("$LOG_KEY scrypt:") and "20260801" not in str(store.run(keyed))

@@ -1094,3 +1094,24 @@ def test_the_method_comparison_writes_a_typical_p_value_in_significant_digits(ap
         panels[trace["xaxis"]].add(trace["bingroup"])
     assert len(panels) == 2 and all(groups == {axis} for axis, groups in panels.items())
     assert all(axis.get("showticklabels") for name, axis in histogram["layout"].items() if name.startswith("yaxis"))
+
+
+def test_the_import_page_records_the_settings_the_file_names_do_not_say(app_db):
+    """A log made on a smaller GPU needs its generator said: the page's settings reach the run, as `import --param`'s,
+    pre-filled with what the names say (γ = 0.25 here)."""
+    from fwsapp.store import Store
+
+    rows = [{"prompt": "What is gout?", "watermarked_text": "Gout is arthritis.", "unwatermarked_text": "Gout hurts.",
+             "natural_text": "Gout is a form of arthritis."}]
+    app = page_app("import")
+    app.get("file_uploader")[0].set_value(("KGW-g0.25-d2-jsl-MEQS.generations.json", json.dumps(rows).encode(),
+                                           "application/json"))
+    app.run()
+    inputs = {widget.label: widget for widget in app.number_input}
+    assert inputs["gamma"].value == 0.25
+    inputs["cuda blocks"].set_value(492)
+    app.button[0].click().run()  # Import
+    assert not app.exception and app.success[0].value.startswith("Imported as run")
+    run = Store(app_db, read_only=True).runs().iloc[0]
+    assert (run.model, run.task, json.loads(run.params)) == ("jsl", "summarization",
+                                                            {"gamma": 0.25, "delta": 2.0, "cuda_blocks": 492})

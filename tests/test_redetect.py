@@ -238,6 +238,59 @@ def test_import_pairs_scores_by_skipping_the_texts_markllm_skipped(tmp_path):
     assert store.count("detections", run_id) == 399
 
 
+@needs_paper_logs
+def test_a_log_scored_under_other_settings_is_said_so_and_the_settings_given_at_import_reach_its_attacks(tmp_path,
+                                                                                                       capsys,
+                                                                                                       monkeypatch):
+    """The paper's jsl summarization log was made on an RTX 3090-class GPU (492 CUDA blocks). Imported without that,
+    detection said "reproduced within 4.1" and an attack was read against other green lists (clean TPR 0.05, as if
+    the watermark were gone); imported with `--param cuda_blocks=492`, detection and attacks read the log's lists."""
+    from fwsapp.robustness.attack_sets import CLEAN, summaries
+
+    stem = "KGW-g0.5-d2-jsl-MEQS"  # its first 20 answers (the 21st is empty), the names kept: they say γ and δ
+    generations = json.loads((PAPER / f"{stem}.generations.json").read_text())[:20]
+    scores = {kind: values[:20] for kind, values in
+              json.loads((PAPER / f"{stem}.detection.json").read_text()).items()}
+    (tmp_path / f"{stem}.generations.json").write_text(json.dumps(generations))
+    (tmp_path / f"{stem}.detection.json").write_text(json.dumps(scores))
+    db = str(tmp_path / "jsl.duckdb")
+    logs = ["--method", "KGW", "--model", "jsl", "--task", "summarization", "--db", db,
+            "--generations", str(tmp_path / f"{stem}.generations.json"),
+            "--detection", str(tmp_path / f"{stem}.detection.json")]
+
+    def run_through(*args) -> str:
+        capsys.readouterr()
+        assert main(list(args)) == 0
+        return capsys.readouterr().out
+
+    plain = run_through("import", *logs).strip()
+    found = run_through("detect", "--run", plain, "--db", db)
+    assert "the imported scores NOT reproduced: " in found and "import the log again with those --param" in found
+    assert "NOT reproduced" in run_through("attack", "--run", plain, "--attack", "word-deletion", "--db", db)
+    # Under settings of one's own choosing the scores are expected to differ: no advice.
+    found = run_through("detect", "--run", plain, "--param", "gamma=0.25", "--db", db)
+    assert "NOT reproduced" in found and "--param" not in found
+
+    given = run_through("import", *logs, "--param", "cuda_blocks=492").strip()
+    assert given != plain and Store(db, read_only=True).run(given)["params"]["cuda_blocks"] == 492
+    assert "the imported scores of 40 texts reproduced exactly" in run_through("detect", "--run", given, "--db", db)
+    attacked = run_through("attack", "--run", given, "--attack", "word-deletion", "--db", db)
+    assert "NOT reproduced" not in attacked
+    baselines = {row["run_id"]: row for row in summaries(Store(db, read_only=True)) if row["attack_label"] == CLEAN}
+    assert baselines[given]["baseline_note"] is None and baselines[given]["auroc"] > 0.7  # the paper: 0.786 on all 200
+    assert baselines[plain]["baseline_note"].startswith("the imported scores NOT reproduced")
+    assert baselines[plain]["auroc"] < baselines[given]["auroc"]
+    robustness = run_through("report", "--format", "markdown", "--db", db).split("## Robustness")[1]
+    assert robustness.count("NOT reproduced") == 2  # the plain run's clean row and its attack's, in a Baseline note
+    # The Detect page says it above its detection sets, of the one run whose settings are not its log's.
+    from tests.conftest import shown
+    from tests.test_pages import page_app
+
+    monkeypatch.setenv("FWSAPP_DB", db)
+    warnings = [shown(warning.value) for warning in page_app("detect").warning if "NOT reproduced" in warning.value]
+    assert len(warnings) == 1 and plain in warnings[0] and "import the log again" in warnings[0]
+
+
 # -- the command ---------------------------------------------------------------------------------------
 
 def test_detect_command_writes_the_csv_and_a_rerun_computes_nothing(qa_run, tmp_path, capsys):

@@ -91,4 +91,6 @@ def attack_line(row: dict) -> str:
         shares += f"; {entry.fact} mentions kept {row['mentions_kept']} of {row['mentions']}"
     elif row["mentions"] == 0 and entry.edits == "mentions":
         shares += f"; no {entry.fact} mention in any text, so it changed nothing"
+    if row.get("baseline_note"):  # figures read against other green lists than the run's, or other ids
+        shares += f"; {row['baseline_note']}"
     return shares

@@ -187,15 +187,16 @@ def detection_phrase(auroc: float | None, tpr_at_fpr: dict | None, against: str)
 
 def set_line(summary: dict) -> str:
     """What a detection set found: AUROC and TPR at 1 % FPR against the run's negatives, and for an import how
-    closely it reproduces the stored scores ("detect" printed the set's id alone)."""
+    closely it reproduces the stored scores ("detect" printed the set's id alone), and what to do where it does not."""
+    from fwsapp.detection.redetect import NOT_REPRODUCED_HINT, reproduction
+
     found = detection_phrase(summary["auroc"], summary["tpr_at_fpr"], f"the {summary['negatives']} texts") or \
         f"no AUROC: no watermarked or no {summary['negatives']} text was scored"
     found += f"; {summary['texts_scored']} texts scored"
     if agreement := summary["agreement"]:
-        gap = agreement["max_abs_diff"]
-        found += ("; no imported score to compare with" if not agreement["n"] else
-                  f"; the imported scores of {agreement['n']} texts reproduced "
-                  + ("exactly" if gap == 0 else f"within {gap:.2g}"))
+        # Under settings of one's own choosing, other scores are expected; under the run's, the run is wrong.
+        found += "; " + reproduction(agreement) + (f": {NOT_REPRODUCED_HINT}"
+                                                   if agreement["differing"] and summary["run_settings"] else "")
     return found
 
 

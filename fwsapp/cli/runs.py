@@ -61,6 +61,11 @@ def register(commands) -> None:
     importer.add_argument("--negatives", choices=["reference", "unwatermarked"], default="reference",
                           help="what the unwatermarked scores scored: the human reference (MarkLLM's natural mode, "
                                "as in the paper's logs; default) or the unwatermarked output")
+    importer.lists_params = True
+    importer.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                          help="a watermark setting the files' names do not carry, which every later stage reads from "
+                               "the run: e.g. cuda_blocks=492 for a Llama-3 log made on an RTX 3090-class GPU, as the "
+                               "paper's jsl summarization logs were (docs/methods.md)")
 
 
 def cmd_runs(args) -> int:
@@ -128,7 +133,7 @@ def cmd_import(args) -> int:
     }
     read = read_logs(method=args.method, model=args.model, task_name=args.task, dataset=args.dataset,
                      score_direction=args.score_direction, negatives=args.negatives, judge_model=args.judge_model,
-                     **files)
+                     params=args.param, **files)
     store = Store(args.db)  # once the logs are read: a refused one leaves no database behind
     present = set(store.runs().run_id)
     run_id = store_logs(store, read)

@@ -34,6 +34,7 @@ from fwsapp.detection.verdicts import (
 )
 from fwsapp.store import TEXT_COLUMNS, Store, detection_record
 from fwsapp.models.tokenizers import TextTokenizer
+from fwsapp.watermark import methods
 
 CSV_COLUMNS = ["sample_idx", "text", "score", "num_tokens_scored"]
 WRITE_EVERY = 50  # texts per transaction: a killed job keeps what it scored
@@ -204,7 +205,8 @@ def run_evidence(store: Store, run_id: str) -> pd.DataFrame:
 
 
 def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, list[dict]]:
-    """Per run, each detection set's detectability and its agreement with the run's own stored scores."""
+    """Per run, each detection set's detectability, its agreement with the run's own stored scores, and whether it
+    scored under the run's own method and parameters (`run_settings`)."""
     sets = store.detection_sets(run_ids)
     if sets.empty:
         return {}
@@ -228,16 +230,48 @@ def set_summaries(store: Store, run_ids: list[str] | None = None) -> dict[str, l
             "n": block["n"] if block else None,
             "agreement": agreement(own, stored[(stored.run_id == entry.run_id) & (stored.detector == entry.method)])
             if bool(runs.loc[entry.run_id, "imported"]) else None,
+            "run_settings": entry.method == runs.loc[entry.run_id, "method"] and json.loads(entry.params)
+            == methods.info(entry.method).checked_params(json.loads(runs.loc[entry.run_id, "params"])),
         })
     return summaries
 
 
+# A stored score counts as reproduced within these bounds: a log that wrote its scores to four significant digits
+# still agrees, while other green lists (another generator, key or tokenizer) move a z-score by whole units.
+REPRODUCED_WITHIN = {"rtol": 1e-4, "atol": 1e-6}
+NOT_REPRODUCED_HINT = ("the log was scored under other settings than the run's (another generator, key or tokenizer: "
+                       "docs/methods.md, \"Checking texts from MarkLLM or the paper\"); find them with detect --param "
+                       "and --tokenizer, then import the log again with those --param, so that attacks and every later "
+                       "stage read them")
+
+
 def agreement(scores: pd.DataFrame, stored: pd.DataFrame) -> dict | None:
-    """How closely a set reproduces stored scores of the same texts: pairs compared and the largest gap."""
+    """How closely a set reproduces stored scores of the same texts: pairs compared, the largest gap and how many pairs
+    differ beyond `REPRODUCED_WITHIN`."""
     if stored.empty:
         return None
     merged = scores.merge(stored, on=["sample_idx", "text_kind"], suffixes=("", "_stored")).dropna(
         subset=["score", "score_stored"])
     if merged.empty:
-        return {"n": 0, "max_abs_diff": None}
-    return {"n": int(len(merged)), "max_abs_diff": float(np.max(np.abs(merged.score - merged.score_stored)))}
+        return {"n": 0, "max_abs_diff": None, "differing": 0}
+    close = np.isclose(merged.score, merged.score_stored, **REPRODUCED_WITHIN)
+    return {"n": int(len(merged)), "max_abs_diff": float(np.max(np.abs(merged.score - merged.score_stored))),
+            "differing": int((~close).sum())}
+
+
+def not_reproduced(summaries: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per imported run, the agreement of a detection set under the run's own settings that does not reproduce its
+    stored scores (`set_summaries`): the run's settings are not the log's."""
+    return {run_id: entry["agreement"] for run_id, sets in summaries.items() for entry in sets
+            if entry["run_settings"] and entry["agreement"] and entry["agreement"]["differing"]}
+
+
+def reproduction(agreement: dict) -> str:
+    """How a detection set's scores compare with the imported ones, in words: 'the imported scores of 400 texts
+    reproduced exactly', or 'the imported scores NOT reproduced: 395 of 399 texts differ, by up to 4.1'."""
+    gap, n = agreement["max_abs_diff"], agreement["n"]
+    if not n:
+        return "no imported score to compare with"
+    if not agreement.get("differing"):
+        return f"the imported scores of {n} texts reproduced " + ("exactly" if gap == 0 else f"within {gap:.2g}")
+    return f"the imported scores NOT reproduced: {agreement['differing']} of {n} texts differ, by up to {gap:.2g}"

@@ -179,13 +179,16 @@ def read_logs(
     score_direction: str | None = None,
     negatives: str = "reference",
     judge_model: str = PAPER_JUDGE,
+    params: dict | list[str] | None = None,
 ) -> ReadLogs:
     """Read and check any subset of the three logs as one run, touching no database: a log that is refused leaves
     nothing behind, not even an empty database.
 
     `negatives` says what the "unwatermarked" scores scored: the human reference (MarkLLM's "natural" mode,
     as in the paper's logs) or the unwatermarked output. `judge_model` is the model that wrote the judge log's
-    verdicts.
+    verdicts. `params` are the watermark's settings the files' names do not carry (`KEY=VALUE` strings or a dict), such
+    as the generator of a log made on a smaller GPU (`cuda_blocks=492`): every later stage (detection, attacks) reads
+    them from the run.
     """
     method = methods.canonical_name(method)
     task(task_name)
@@ -196,6 +199,14 @@ def read_logs(
         raise ImportProblem("Give at least one of --generations, --detection and --judged.")
     if negatives not in NEGATIVE_KINDS:
         raise ImportProblem(f"--negatives must be 'reference' or 'unwatermarked', not {negatives!r}.")
+    files = [log for log in (generations, detection, judged) if log]
+    named, given = settings_in_names(method, [log.name for log in files]), given_settings(method, params or {})
+    if conflicting := sorted(key for key in set(named) & set(given) if named[key] != given[key]):
+        raise ImportProblem(f"The files' names say {', '.join(f'{key}={named[key]:g}' for key in conflicting)}, but "
+                            f"the settings given say {', '.join(f'{key}={given[key]}' for key in conflicting)}: give "
+                            "the files' settings, or files named for the settings given.")
+    defaults = methods.info(method).defaults
+    given = {key: value for key, value in given.items() if key not in named and value != defaults[key]}
     judge_model = " ".join(str(judge_model or "").split())
     if judged and not judge_model:
         raise ImportProblem("Name the judge model that wrote the judge log (the paper's is gpt-4o).")
@@ -232,8 +243,6 @@ def read_logs(
                 statistic = {"p": value} if direction == "lower" else {"z": value}
                 detection_rows.append(detection_record(index, kind, method, value, **statistic))
 
-    files = [log for log in (generations, detection, judged) if log]
-    params = settings_in_names(method, [log.name for log in files])
     identity = {
         "imported": True, "method": method, "model": model, "task": task_name, "score_direction": direction,
         "files": {log.name: hashlib.sha256(log.content).hexdigest() for log in files},
@@ -243,12 +252,16 @@ def read_logs(
         identity["detection_alignment"] = alignment
     if judged and judge_model != PAPER_JUDGE:  # the paper's judge stays implicit, so earlier imports keep their ids
         identity["judge_model"] = judge_model
+    # As the judge: settings given change the run (other green lists); those at their default or in the names are no
+    # setting given, so a log has one run however it is imported, and earlier imports keep their ids.
+    if given:
+        identity["params"] = given
     run_id = "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     n = max(len(records), len(scores["watermarked_scores"]) if scores else 0, len(judgments))
     return ReadLogs(
         run_id,
         {
-            "config": identity, "model": model, "task": task_name, "method": method, "params": params,
+            "config": identity, "model": model, "task": task_name, "method": method, "params": {**named, **given},
             "n": n, "imported": True, "score_direction": direction, "status": "done",
         },
         {"generations": generation_rows, "detections": detection_rows, "judgments": judgments},
@@ -268,6 +281,15 @@ def settings_in_names(method: str, names: list[str]) -> dict:
     if not found or any(settings != found[0] for settings in found) or not set(found[0]) <= set(declared):
         return {}
     return found[0]
+
+
+def given_settings(method: str, params: dict | list[str]) -> dict:
+    """The settings given beside the files, typed and checked as a run's are (a key given as `$VAR` recorded with its
+    fingerprint)."""
+    info = methods.info(method)
+    given = info.typed_params(methods.parse_params(method, params))
+    info.checked_params(given)
+    return given
 
 
 def _score_rows(rows: list[dict], kind: str, values: list[float], generations: LogFile | None,

@@ -17,7 +17,7 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     # The negatives are named in the row: an imported run's Detect figures read its reference, these its clean texts.
     baseline = frame[frame.attack_label == CLEAN].set_index("set_id")
     negatives = baseline.negatives
-    notes = baseline.retokenised if "retokenised" in baseline else pd.Series(dtype=object)
+    notes = baseline.baseline_note if "baseline_note" in baseline else pd.Series(dtype=object)
     return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task_label(task)} · {model} · n={clean.get(set_id, '?')}"
                              + f" · against its {negatives.get(set_id, 'clean')} texts"
                              + (f" · {notes[set_id]}" if isinstance(notes.get(set_id), str) else "")

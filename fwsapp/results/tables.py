@@ -209,11 +209,16 @@ def robustness_table(report: dict) -> pd.DataFrame:
     rows = [{**_named(run), "Attack": row["attack_label"], "Texts": row["texts"], "AUROC": row["auroc"],
              "TPR at 1% FPR": (row.get("tpr_at_fpr") or {}).get("0.01"), "Still detected": row["still_detected"],
              "Entity survival": row["entity_survival"], "Mentions": row.get("mentions"),
-             **{label: row.get(column) for column, label in survival_labels().items()}}
+             **{label: row.get(column) for column, label in survival_labels().items()},
+             # Why a run's baseline is not its Detect figures (its log's settings, a server's ids): beside its numbers.
+             "Baseline note": row.get("baseline_note")}
             for run in report["runs"] for row in run.get("robustness") or []]
     frame = pd.DataFrame(rows)
+    if not rows:
+        return frame
     # A count: the clean row's none would make the column float, and the report print 101 mentions as "101.000".
-    return frame.astype({"Mentions": "Int64"}) if rows else frame
+    frame = frame.astype({"Mentions": "Int64"})
+    return frame if frame["Baseline note"].notna().any() else frame.drop(columns="Baseline note")
 
 
 def entities_table(report: dict) -> pd.DataFrame:

@@ -295,7 +295,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
     texts = store.attacked_texts(list(attacks.index))
     scores = store.redetections(list(attacked_sets.set_id) + list(clean_sets.set_id))
     runs = store.runs().set_index("run_id")
-    found, baselines = [], {}
+    found, baselines, notes = [], {}, {}
     for entry in attacked_sets.itertuples():
         attack = attacks.loc[entry.attack_set_id]
         params = json.loads(attack.params)
@@ -306,10 +306,12 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
         negatives = clean.loc[clean.text_kind == negative, "score"].dropna()
         paired = own.merge(clean[clean.text_kind == "watermarked"], on="sample_idx", suffixes=("", "_clean"))
         edited = texts[texts.attack_set_id == entry.attack_set_id]
+        if clean_set_id(entry) not in notes:
+            notes[clean_set_id(entry)] = baseline_note(store, entry, runs.loc[entry.run_id], clean)
         common = {"run_id": entry.run_id, "method": entry.method, "task": runs.loc[entry.run_id, "task"],
                   "model": runs.loc[entry.run_id, "model"], "tokenizer": entry.tokenizer, "normalize": entry.normalize,
                   "negatives": negative, "negative_texts": int(negatives.size),
-                  "detector_params": json.loads(entry.params)}
+                  "detector_params": json.loads(entry.params), "baseline_note": notes[clean_set_id(entry)]}
         detection = _detection(own.score.dropna(), negatives, entry, json.loads(entry.params))
         mentions = int(edited.mentions_clean.sum())
         found.append({
@@ -329,8 +331,7 @@ def summaries(store: Store, run_ids: list[str] | None = None) -> list[dict]:
         if len(same) and same.set_id.iloc[0] not in baselines:
             positives = clean.loc[clean.text_kind == "watermarked", "score"].dropna()
             baselines[same.set_id.iloc[0]] = {
-                **common, "retokenised": retokenised(store, entry.run_id, entry.tokenizer, runs.loc[entry.run_id]),
-                "attack": None, "attack_label": CLEAN, "params": {}, "seed": None, "attack_set_id": None,
+                **common, "attack": None, "attack_label": CLEAN, "params": {}, "seed": None, "attack_set_id": None,
                 "set_id": same.set_id.iloc[0], **_detection(positives, negatives, entry, json.loads(entry.params)),
                 "mean_score_change": 0.0, "words_changed": 0.0, "rouge_l": 1.0, "similarity": 1.0, "mentions": None,
                 "mentions_kept": None, "entity_survival": None, "mentions_introduced": 0,
@@ -370,12 +371,27 @@ def survival_by_kind(stored: pd.Series) -> dict[str, float | None]:
     return {survival_column(kind): kept / clean if clean else None for kind, (clean, kept) in totals.items()}
 
 
+def baseline_note(store: Store, entry, run, clean: pd.DataFrame) -> str | None:
+    """What sets the clean baseline (`clean`, the run's texts detected again as `entry` detects the attacked ones) apart
+    from the run's own scores on the Detect page: a served run's texts read again from text get other ids
+    (`retokenised`); an imported run's stored scores that this detection does not reproduce were made under other
+    settings, so every attack on it is read against other green lists. None where nothing does."""
+    from fwsapp.detection.redetect import agreement, reproduction
+
+    if isinstance(run.get("server"), str):
+        return retokenised(store, entry.run_id, entry.tokenizer, run)
+    if not bool(run.get("imported")):
+        return None
+    stored = store.detections([entry.run_id])
+    found = agreement(clean, stored[stored.detector == entry.method])
+    return (f"{reproduction(found)} (the log's settings differ: import it again with its --param)"
+            if found and found["differing"] else None)
+
+
 def retokenised(store: Store, run_id: str, tokenizer: str, run) -> str | None:
     """For a run generated through a serving engine, whose own detection read the engine's ids: how many of its
     watermarked texts, read again from text as every attacked text is, get other ids than the engine's (the clean
-    baseline then differs from the Detect page's). None for any other run."""
-    if not isinstance(run.get("server"), str):
-        return None
+    baseline then differs from the Detect page's)."""
     from fwsapp.models.tokenizers import load_tokenizer
 
     encode = load_tokenizer(tokenizer).encode

@@ -213,11 +213,14 @@ def detection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.Data
 
 
 @st.cache_data(show_spinner=False)
-def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
-    from fwsapp.detection.redetect import set_summaries
+def redetection_comparison(revision_key: str, run_ids: tuple[str, ...]) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """The detection sets' table, and per imported run the agreement of a set under its own settings that does not
+    reproduce its stored scores."""
+    from fwsapp.detection.redetect import not_reproduced, set_summaries
     from fwsapp.results.report import redetection_comparison as comparison
 
-    return comparison(set_summaries(store(), list(run_ids)))
+    summaries = set_summaries(store(), list(run_ids))
+    return comparison(summaries), not_reproduced(summaries)
 
 
 @st.cache_data(show_spinner=False)
