@@ -686,20 +686,34 @@ def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts
         assert sum("&lt;a href=" in spec for spec in strings) == charts and not any("<a " in spec for spec in strings), page
 
 
-def test_the_quality_pages_differences_are_written_to_three_decimals(app_db):
-    """-0.25 beside 0.069 and a bare 0: the difference table alone was written as its numbers fell."""
+def test_the_quality_pages_numbers_are_written_as_its_downloads_write_them(app_db):
+    """-0.25 beside 0.069 and a bare 0: the difference table alone was written as its numbers fell; then three decimals
+    wrote a difference of -0.00025 as -0.000 (a watermark that cost one bigram in 2,000)."""
+    import pyarrow as pa
+
+    from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.conftest import import_example_summaries
 
     store = Store(app_db)
     import_example_summaries(store, kinds=("generations", "detection"))
+    words = [f"w{index}" for index in range(2000)]
+    rows = [{"prompt": "Q?", "natural_text": " ".join(words), "unwatermarked_text": " ".join(words),
+             "watermarked_text": " ".join(words[:-1])}]
+    import_logs(store, method="KGW", model="m", task_name="qa",
+                generations=LogFile("g.json", json.dumps(rows).encode()))
     store.close()
     app = page_app("quality")
-    differences = next(frame for frame in app.dataframe if "Method" in frame.value.columns
-                       and "Unwatermarked" not in set(frame.value.Method))
-    assert differences.value.loc[0, "ROUGE-2"] == pytest.approx(-0.022, abs=5e-4)  # Table 2: 0.025 against 0.046
-    columns = json.loads(differences.proto.columns)
-    assert all(columns[name]["type_config"]["format"] == "%.3f" for name in ("ROUGE-2", "ROUGE-L"))
+
+    def written(frame) -> pd.DataFrame:
+        assert "ROUGE-2" not in json.loads(frame.proto.columns)  # no number format over the written one
+        return pa.ipc.open_stream(frame.proto.arrow_data.styler.display_values).read_all().to_pandas()
+
+    differences = [written(frame) for frame in app.dataframe if "Method" in frame.value.columns
+                   and "Unwatermarked" not in set(frame.value.Method)]
+    assert [frame.loc[0, "ROUGE-2"] for frame in differences] == ["-0.00025", "-0.022"]  # Table 2: 0.025 - 0.046
+    tables = [written(frame) for frame in app.dataframe if "Unwatermarked" in set(frame.value.get("Method", []))]
+    assert tables[0]["ROUGE-2"].tolist() == ["1.000", "1.000"]  # 0.99975 rounds to 1.000, as the LaTeX writes it
 
 
 def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, monkeypatch):
