@@ -599,12 +599,14 @@ def test_a_detection_set_with_too_few_negatives_shows_its_words_as_words(app_db)
     assert columns["AUROC"]["type_config"]["format"] == "%.3f"  # a rate still reads 1.000 beside 0.997
 
 
-def test_the_report_page_writes_a_small_rate_as_its_downloads_do(app_db):
-    """z > 4's nominal FPR, 3.2e-05, read 0.000 on the Report page (three decimals) and 3.2e-05 in its Markdown."""
+@pytest.mark.parametrize("page", ["report", "detect"])
+def test_the_calibration_tables_write_a_small_rate_as_the_reports_downloads_do(app_db, page):
+    """z > 4's nominal FPR, 3.2e-05, read 0.000 on the Report page (three decimals) and 3.2e-05 in its Markdown; the
+    Detect page's Calibration tab wrote it 0.00003 (Streamlit's own format)."""
     import pyarrow as pa
 
     import_detected_qa_run(app_db)
-    app = page_app("report")
+    app = page_app(page)
     assert not app.exception
     calibration = next(frame for frame in app.dataframe if "nominal FPR" in frame.value.columns)
     written = pa.ipc.open_stream(calibration.proto.arrow_data.styler.display_values).read_all().to_pandas()
