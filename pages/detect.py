@@ -70,6 +70,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
                          labels={"tokens": "T: tokens read", "TPR": f"TPR (verdict at {fpr:.0%} FPR)"})
         figure.update_yaxes(range=[-0.02, 1.02])
         figure.update_xaxes(tickvals=list(LENGTH_GRID))  # the lengths tabulated, not the log axis' minor ticks
+        figure.update_layout(legend=widgets.LEGEND_BELOW)
         widgets.chart(figure)
     if not frames["tokens"].empty:
         # Runs down the side: their labels read across, where below the boxes they were tilted and took more room than
@@ -133,7 +134,7 @@ def score_views(chosen: list[str], scores) -> None:
     figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
                      "tpr": "true positive rate", "label": "run"}, range_x=[0, 1], range_y=[0, 1.02])
     figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
-    figure.update_layout(legend={"orientation": "h", "y": -0.25})
+    figure.update_layout(legend=widgets.LEGEND_BELOW)
     widgets.chart(figure)
     st.subheader("Score distributions")
     st.caption("One panel per run, each on its own score axis: z-scores, mean g and p-values do not share a scale.")

@@ -403,6 +403,10 @@ def written_as_exported(frame: pd.DataFrame) -> tuple:
     return shown.style.format(number_text, subset=numbers, na_rep="None"), worded_columns(shown, decimals=False)
 
 
+# A legend of run labels under its chart: at the side, long labels took half the plot's width.
+LEGEND_BELOW = {"orientation": "h", "y": -0.25}
+
+
 # One colour per series on every chart: the two baselines, then each method in the registry's order.
 BASELINE_COLOURS = {"reference": "#8d99ae", "unwatermarked": "#e76f51", "watermarked": "#2a9d8f"}
 
