@@ -717,12 +717,15 @@ def test_a_rater_goes_back_to_change_a_rating_and_a_skip(app_db):
 def test_a_column_of_numbers_with_words_gets_room_for_the_words():
     import pandas as pd
 
-    from fwsapp.ui.widgets import worded_columns
+    from fwsapp.ui.widgets import uniform, worded_columns
 
     frame = pd.DataFrame({"Model": ["a", "b"], "AUROC": [1.0, 0.9], "TPR@1%": [1.0, "not enough data (n = 4)"]})
     config = worded_columns(frame)
     assert config["TPR@1%"]["width"] == 160  # the Report's Table 1 cut these words short
     assert config["AUROC"]["type_config"]["format"] == "%.3f" and list(config) == ["AUROC", "TPR@1%"]  # 1 reads 1.000
+    # As the pages give it: written alike by `uniform`, a column of text (pandas 3's str) that still mixes the two.
+    assert list(worded_columns(uniform(frame))) == ["AUROC", "TPR@1%"]
+    assert worded_columns(uniform(frame))["TPR@1%"]["width"] == 160
 
 
 def test_a_count_among_words_stays_a_whole_number_and_a_rate_among_words_gets_three_decimals():
