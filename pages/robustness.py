@@ -19,7 +19,7 @@ from fwsapp.robustness.attack_sets import (
     strength_curves,
     unresolved_note,
 )
-from fwsapp.results.robustness_table import labelled
+from fwsapp.results.robustness_table import baseline_notes, labelled
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui.router import through_router
 
@@ -177,6 +177,8 @@ def render() -> None:
                 "word-deletion`.")
         return
     frame = labelled(frame, runs)
+    for run, note in baseline_notes(frame).items():  # before the figures they qualify
+        st.warning(markup.message(f"{run}: {note}."))
     forgeries = forged(frame)
     if (~forgeries & frame.attack.notna()).any():
         overview(frame[~forgeries])

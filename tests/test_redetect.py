@@ -289,6 +289,11 @@ def test_a_log_scored_under_other_settings_is_said_so_and_the_settings_given_at_
     monkeypatch.setenv("FWSAPP_DB", db)
     warnings = [shown(warning.value) for warning in page_app("detect").warning if "NOT reproduced" in warning.value]
     assert len(warnings) == 1 and plain in warnings[0] and "import the log again" in warnings[0]
+    # And the Robustness page above its figures, where the end of a row's label was cut off in the table.
+    robustness = page_app("robustness")
+    warnings = [shown(warning.value) for warning in robustness.warning if "NOT reproduced" in warning.value]
+    assert len(warnings) == 1 and "imported, delta=2, gamma=0.5" in warnings[0]
+    assert not any("NOT reproduced" in str(label) for frame in robustness.dataframe for label in frame.value.index)
 
 
 # -- the command ---------------------------------------------------------------------------------------

@@ -11,20 +11,27 @@ from fwsapp.robustness.attack_sets import CLEAN
 
 def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """`summary_frame` with each row's run called as the other pages call it (method, settings with its strength,
-    then id where needed) and the number of its watermarked texts detected clean."""
+    then id where needed) and the number of its watermarked texts detected clean (why its baseline is not its own
+    scores, where it is not: `baseline_notes`)."""
     named = run_settings(runs)
     clean = frame[frame.attack_label == CLEAN].set_index("set_id").texts
     # The negatives are named in the row: an imported run's Detect figures read its reference, these its clean texts.
     baseline = frame[frame.attack_label == CLEAN].set_index("set_id")
     negatives = baseline.negatives
-    notes = baseline.baseline_note if "baseline_note" in baseline else pd.Series(dtype=object)
     return frame.assign(run=[f"{method} · {named.get(run_id, run_id)} · {task_label(task)} · {model} · n={clean.get(set_id, '?')}"
                              + f" · against its {negatives.get(set_id, 'clean')} texts"
-                             + (f" · {notes[set_id]}" if isinstance(notes.get(set_id), str) else "")
                              + (f" · normalised ({normalize})" if isinstance(normalize, str) else "")
                              for run_id, method, task, model, normalize, set_id
                              in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize,
                                     _clean_set(frame))])
+
+
+def baseline_notes(frame: pd.DataFrame) -> dict[str, str]:
+    """Each labelled run whose clean baseline is not its own scores, and why (`attack_sets.baseline_note`): said above
+    its figures, where at the end of its label a table cut it off and a chart's axis squeezed the chart."""
+    clean = frame[frame.attack_label == CLEAN]
+    return {run: note for run, note in zip(clean.run, clean.get("baseline_note", [None] * len(clean)))
+            if isinstance(note, str)}
 
 
 def _clean_set(frame: pd.DataFrame) -> list[str]:
