@@ -360,11 +360,10 @@ def scroll_to(anchor: str) -> None:
 
 
 def _mixed(column: pd.Series) -> bool:
-    """A column of numbers with words among them ("not enough data (n = 4)")."""
-    if column.dtype != object:
-        return False
-    kinds = column.dropna().map(lambda value: isinstance(value, str))
-    return bool(kinds.any() and not kinds.all())
+    """A column of numbers with words among them ("not enough data (n = 4)"): the numbers as numbers, or as the text
+    `uniform` writes them (a column of text throughout, which pandas 3 types as str, not object)."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    return bool(numbers.notna().any() and (numbers.isna() & column.map(lambda value: isinstance(value, str))).any())
 
 
 def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
@@ -382,20 +381,13 @@ def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     return frame.assign(**{column: written(frame[column]) for column in frame.columns if _mixed(frame[column])})
 
 
-def _words_among_numbers(column: pd.Series) -> bool:
-    """Whether a column holds numbers, as numbers or as text written by `uniform` (a column of text throughout, which
-    pandas 3 types as str, not object), and words that are not numbers."""
-    numbers = pd.to_numeric(column, errors="coerce")
-    return bool(numbers.notna().any() and (numbers.isna() & column.map(lambda value: isinstance(value, str))).any())
-
-
 def worded_columns(frame: pd.DataFrame, decimals: bool = True) -> dict:
     """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
     (n = 4)") room for the words (a formatted frame's columns are sized by their numbers and cut the words short), and
     with `decimals` every column of fractional numbers three decimals, so 1 reads 1.000 beside 0.997 (a column's
     format here overrides a Styler's)."""
     worded = {column: st.column_config.Column(width=160) for column in frame.columns
-              if _words_among_numbers(frame[column])}
+              if _mixed(frame[column])}
     three = {column: st.column_config.NumberColumn(format="%.3f") for column in frame.columns
              if decimals and pd.api.types.is_float_dtype(frame[column])}
     return {**three, **worded}
