@@ -712,6 +712,28 @@ def test_the_study_page_creates_a_study_shows_its_links_once_and_follows_it(serv
     assert not [code for code in app.code if "?invite=" in code.value]  # shown once
 
 
+def test_a_second_study_not_yet_rated_opens_and_exports_while_the_first_has_ratings(served_study, app_db, tmp_path):
+    """Its ratings are the database's filtered to none, dated columns and all: the export's test for list cells asked
+    `any()` of an empty datetime column, and the admin's Study page and `study export` failed with a TypeError."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.cli import main
+
+    run_id, _, invites = served_study
+    store = Store(app_db)
+    rate_all(store, invites[0].rater_id)
+    study.create(store, "second", [run_id], items_per_run=2, raters_per_item=1, attention_share=0.0, raters=["Dr X"])
+    store.close()
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.switch_page("pages/study.py").run()
+    app.selectbox[0].set_value(next(option for option in app.selectbox[0].options if "second" in option)).run()
+    assert not app.exception
+    assert [button.disabled for button in app.get("download_button")] == [True, True]  # nothing to download yet
+    out = tmp_path / "second.csv"
+    assert main(["study", "export", "--study", "second", "--out", str(out), "--db", str(app_db)]) == 0
+    assert pd.read_csv(out).empty and list(pd.read_csv(out).columns)[:2] == ["rater", "run_id"]
+
+
 def test_the_study_page_deletes_a_study_once_its_name_is_typed(served_study, app_db):
     from streamlit.testing.v1 import AppTest
 

@@ -106,13 +106,15 @@ def export_table(store: Store, run_id: str, judge: str | None = None) -> pd.Data
 
 def with_json_lists(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with each list cell (token ids, entropies) as a JSON array, which any CSV reader can parse; pandas would
-    write numpy's repr, line breaks and all."""
+    write numpy's repr, line breaks and all. Only an object column holds lists: an empty column of another type maps to
+    its own type, and an empty datetime column refuses `any()` (a study not yet rated, beside another's ratings)."""
     def as_json(value):
         return json.dumps(value.tolist() if isinstance(value, np.ndarray) else value) if isinstance(
             value, (list, tuple, np.ndarray)) else value
 
     return frame.assign(**{column: frame[column].map(as_json) for column in frame.columns
-                           if frame[column].map(lambda value: isinstance(value, (list, tuple, np.ndarray))).any()})
+                           if frame[column].dtype == object
+                           and frame[column].map(lambda value: isinstance(value, (list, tuple, np.ndarray))).any()})
 
 
 @dataclass(frozen=True)
