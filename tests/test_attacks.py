@@ -15,6 +15,7 @@ from fwsapp.robustness.attacks import ATTACKS
 from fwsapp.robustness.attacks.base import AttackInput, Span, words_of
 from fwsapp.robustness.attack_sets import CLEAN as CLEAN_COLUMN
 from fwsapp.robustness.attack_sets import attack_run, summaries, words_changed
+from fwsapp.results.tables import number_text
 
 CLEAN = ("Patients with type 2 diabetes and high blood pressure should not skip their medication. It is the kidney "
          "disease that worries doctors most, and asthma does not help. They are told to walk daily and eat less salt, "
@@ -420,6 +421,13 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
                                    "word-deletion (ratio=0.1)", "word-deletion (ratio=0.5)"]  # the clean re-detection
     # first; each attack's strength
     assert " · delta=2 (defaults) · Question answering · " in table.index[0] and " · n=4" in table.index[0]
+    import pyarrow as pa
+
+    every = next(frame for frame in app.dataframe if "Run" in frame.value.columns)
+    assert not [column for column in every.value.columns if "_" in column]  # headed, not run_id or words_changed
+    assert {"Attack", "Words changed", "Similarity to the clean text", "Mentions introduced"} <= set(every.value.columns)
+    written = pa.ipc.open_stream(every.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    assert written["Words changed"].tolist() == [number_text(value) for value in every.value["Words changed"]]
     app.radio(key="robustness-measure").set_value("Words changed").run()
     changed = app.dataframe[0].value.iloc[0]
     assert float(changed[CLEAN_COLUMN]) == 0

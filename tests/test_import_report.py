@@ -146,7 +146,7 @@ def test_the_robustness_tables_mention_counts_are_whole_numbers():
     from fwsapp.results.tables import robustness_table, to_latex, to_markdown
 
     clean = {"attack_label": "clean (no attack)", "texts": 200, "auroc": 1.0, "tpr_at_fpr": {"0.01": 1.0},
-             "still_detected": 1.0, "entity_survival": None}
+             "still_detected": 1.0, "entity_survival": None, "disease_fact_survival": None}
     attacked = {**clean, "attack_label": "dose-change (k=1)", "still_detected": 0.995, "entity_survival": 0.644,
                 "mentions": 101, "dose_fact_survival": 0.644}
     report = {"runs": [{"model": "biomistral", "task": "qa", "method": "KGW", "settings": "delta=2",

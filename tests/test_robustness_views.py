@@ -85,3 +85,28 @@ def test_each_kind_of_fact_has_a_survival_measure_named_as_its_captions_name_it(
            **{column: 0.5 for column in survival.values()}}
     table = robustness_table({"runs": [{"model": "m", "task": "qa", "method": "KGW", "settings": "", "robustness": [row]}]})
     assert set(survival) <= set(table.columns)
+
+
+def test_every_attack_set_is_read_under_the_headings_the_report_uses_counts_whole():
+    """The Robustness page's table of every set showed the summary's raw columns (run_id, words_changed, 101.0
+    mentions); the report's robustness table left out what each attack did to the text. Both head the same columns
+    alike now, and the report carries the words changed and the similarity beside the detection."""
+    from fwsapp.results.robustness_table import every_set
+    from fwsapp.results.tables import robustness_table
+    from fwsapp.robustness.attack_sets import HEADINGS, flattened
+
+    clean = {"attack_label": "clean (no attack)", "seed": None, "texts": 200, "auroc": 1.0, "auroc_ci": [0.99, 1.0],
+             "tpr_at_fpr": {"0.0": 0.9, "0.01": 1.0, "0.05": 1.0}, "still_detected": 1.0, "words_changed": 0.0,
+             "similarity": 1.0, "mentions": None, "entity_survival": None, "run_id": "r1", "set_id": "s1"}
+    attacked = {**clean, "attack_label": "dose-change (k=1)", "seed": 0, "words_changed": 0.00015, "similarity": 0.97,
+                "mentions": 101, "entity_survival": 0.644, "tpr_at_fpr": {"0.0": 0.5, "0.01": 0.8, "0.05": 0.9}}
+    table = every_set(flattened([clean, attacked]).assign(run="KGW · qa"))
+    assert list(table.columns) == ["Run", *[HEADINGS[column] for column in HEADINGS if column in (
+        *clean, "TPR at 0% FPR", "TPR at 1% FPR", "TPR at 5% FPR", "AUROC 95% CI")]]
+    assert table["Mentions"].tolist()[1] == 101 and str(table["Mentions"].dtype) == "Int64"
+    assert table["TPR at 1% FPR"].tolist() == [1.0, 0.8] and table["AUROC 95% CI"][0] == "0.990–1.000"
+    report = robustness_table({"runs": [{"model": "m", "task": "qa", "method": "KGW", "settings": "",
+                                         "robustness": [clean, attacked]}]})
+    assert report.loc[1, ["Attack", "TPR at 1% FPR", "Words changed", "Similarity to the clean text"]].tolist() == [
+        "dose-change (k=1)", 0.8, 0.00015, 0.97]
+    assert "Baseline note" not in report.columns

@@ -6,7 +6,7 @@ import pandas as pd
 
 from fwsapp.data.tasks import task_label
 from fwsapp.results.run_names import run_settings
-from fwsapp.robustness.attack_sets import CLEAN
+from fwsapp.robustness.attack_sets import CLEAN, headed
 
 
 def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -24,6 +24,12 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                              for run_id, method, task, model, normalize, set_id
                              in zip(frame.run_id, frame.method, frame.task, frame.model, frame.normalize,
                                     _clean_set(frame))])
+
+
+def every_set(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every attack set and clean baseline of `labelled`'s frame, as read: its run's label, then the summary's columns
+    under their headings (the raw column names and Streamlit's own number format read run_id and 0.00015)."""
+    return frame[["run"]].rename(columns={"run": "Run"}).join(headed(frame))
 
 
 def baseline_notes(frame: pd.DataFrame) -> dict[str, str]:

@@ -15,7 +15,7 @@ from fwsapp.detection.coverage import reasons_label
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.quality.registry import Column, column_label, stored_columns
-from fwsapp.robustness.attack_sets import survival_labels
+from fwsapp.robustness.attack_sets import flattened, headed, survival_labels, tpr_column
 from fwsapp.results.entity_table import unsupported_shown
 from fwsapp.sample_size import shown
 
@@ -204,21 +204,22 @@ def calibration_table(report: dict) -> pd.DataFrame:
     return _ordered(rows) if rows else pd.DataFrame()
 
 
+# The robustness table's columns (`attack_sets.HEADINGS`): the detection after each attack beside what it did to the text.
+ROBUSTNESS_COLUMNS = ("attack_label", "texts", "auroc", tpr_column(0.01), "still_detected", "words_changed", "similarity",
+                      "entity_survival", "mentions", *survival_labels())
+
+
 def robustness_table(report: dict) -> pd.DataFrame:
-    """Each run's detection after each attack, the clean texts detected the same way first (the Robustness page)."""
-    rows = [{**_named(run), "Attack": row["attack_label"], "Texts": row["texts"], "AUROC": row["auroc"],
-             "TPR at 1% FPR": (row.get("tpr_at_fpr") or {}).get("0.01"), "Still detected": row["still_detected"],
-             "Entity survival": row["entity_survival"], "Mentions": row.get("mentions"),
-             **{label: row.get(column) for column, label in survival_labels().items()},
-             # Why a run's baseline is not its Detect figures (its log's settings, a server's ids): beside its numbers.
-             "Baseline note": row.get("baseline_note")}
-            for run in report["runs"] for row in run.get("robustness") or []]
-    frame = pd.DataFrame(rows)
-    if not rows:
-        return frame
-    # A count: the clean row's none would make the column float, and the report print 101 mentions as "101.000".
-    frame = frame.astype({"Mentions": "Int64"})
-    return frame if frame["Baseline note"].notna().any() else frame.drop(columns="Baseline note")
+    """Each run's detection after each attack, the clean texts detected the same way first (the Robustness page), and
+    what the attack did to the texts."""
+    runs = [run for run in report["runs"] for _ in run.get("robustness") or []]
+    if not runs:
+        return pd.DataFrame()
+    rows = flattened([row for run in report["runs"] for row in run.get("robustness") or []])
+    frame = pd.DataFrame([_named(run) for run in runs]).join(headed(rows, ROBUSTNESS_COLUMNS))
+    # Why a run's baseline is not its Detect figures (its log's settings, a server's ids): beside its numbers.
+    notes = rows.get("baseline_note")
+    return frame.assign(**{"Baseline note": notes}) if notes is not None and notes.notna().any() else frame
 
 
 def entities_table(report: dict) -> pd.DataFrame:

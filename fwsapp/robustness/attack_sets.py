@@ -413,24 +413,51 @@ def _detection(positives: pd.Series, negatives: pd.Series, entry, params: dict) 
 
 
 def summary_frame(store: Store, run_ids: list[str] | None = None) -> pd.DataFrame:
-    """`summaries` as a table, one row per run × attack set × detection set, TPR at each FPR level a column."""
-    rows = summaries(store, run_ids)
+    """`summaries` as a table, one row per run × attack set × detection set (`flattened`)."""
+    return flattened(summaries(store, run_ids))
+
+
+def flattened(rows: list[dict]) -> pd.DataFrame:
+    """Rows of `summaries` as a table: TPR at each FPR level a column, AUROC's interval written as a range."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
+    blocks = frame.get("tpr_at_fpr", pd.Series([None] * len(frame)))
     for level in roc.FPR_LEVELS:
         key = roc.level_key(level)
-        frame[f"TPR at {level:.0%} FPR"] = [block[key] if block else None for block in frame.tpr_at_fpr]
-    frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None for bounds in frame.auroc_ci]
-    return frame.drop(columns=["tpr_at_fpr"])
+        frame[tpr_column(level)] = [block.get(key) if isinstance(block, dict) else None for block in blocks]
+    frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if isinstance(bounds, (list, tuple)) else None
+                             for bounds in frame.get("auroc_ci", pd.Series([None] * len(frame)))]
+    return frame.drop(columns=["tpr_at_fpr"], errors="ignore")
 
 
-# What the Robustness page's table and curves can show: label -> summary column.
-MEASURES = {"TPR at 1% FPR": "TPR at 1% FPR", "TPR at 5% FPR": "TPR at 5% FPR", "AUROC": "auroc",
-            "Still detected (share)": "still_detected",
-            "Entity survival": "entity_survival",
-            **{label: column for column, label in survival_labels().items()},
-            "Words changed": "words_changed", "Similarity to the clean text": "similarity"}
+def tpr_column(level: float) -> str:
+    return f"TPR at {level:.0%} FPR"
+
+
+# The summary's columns as every table heads them, in the order they are read: the attack, its detection, then what
+# it did to the texts. The Robustness page's table of every set and the report's robustness table read them.
+HEADINGS = {"attack_label": "Attack", "seed": "Seed", "tokenizer": "Tokenizer", "texts": "Texts",
+            "negative_texts": "Negatives", "auroc": "AUROC", "AUROC 95% CI": "AUROC 95% CI",
+            **{tpr_column(level): tpr_column(level) for level in roc.FPR_LEVELS},
+            "still_detected": "Still detected (share)", "mean_score_change": "Mean score change",
+            "words_changed": "Words changed", "rouge_l": "ROUGE-L to the clean text",
+            "similarity": "Similarity to the clean text", "mentions": "Mentions", "mentions_kept": "Mentions kept",
+            "entity_survival": "Entity survival", "mentions_introduced": "Mentions introduced", **survival_labels()}
+# Counts among them: whole numbers, a clean row's none included (not 101.000 mentions).
+COUNTS = ["seed", "texts", "negative_texts", "mentions", "mentions_kept", "mentions_introduced"]
+
+
+def headed(frame: pd.DataFrame, columns=tuple(HEADINGS)) -> pd.DataFrame:
+    """`frame`'s summary columns among `columns`, in their order and under their headings, counts whole."""
+    present = [column for column in columns if column in frame.columns]
+    return frame[present].astype({column: "Int64" for column in COUNTS if column in present}).rename(columns=HEADINGS)
+
+
+# What the Robustness page's table and curves can show: heading -> summary column.
+MEASURES = {HEADINGS[column]: column for column in (
+    tpr_column(0.01), tpr_column(0.05), "auroc", "still_detected", "entity_survival", *survival_labels(),
+    "words_changed", "similarity")}
 
 
 def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
