@@ -11,7 +11,7 @@ from fwsapp import counted
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS, task_label, tasks_named
-from fwsapp.quality.registry import column_label
+from fwsapp.quality.registry import ASPECT_LABELS, column_label
 from fwsapp.results.fws import (POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights,
                                 shown_source, source_label)
 from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
@@ -81,7 +81,7 @@ def auto_mapping() -> dict:
         mapping = {}
         for aspect, options in aspect_choices().items():
             mapping[aspect] = st.selectbox(
-                aspect.replace("_", " ").capitalize(), options, index=0, key=f"map-{aspect}", format_func=source_label,
+                ASPECT_LABELS[aspect], options, index=0, key=f"map-{aspect}", format_func=source_label,
                 help="The first is the default. A metric named in brackets replaces the first for the tasks it names. "
                      "SimCSE to ref.: SimCSE similarity to the reference, measured alike for both texts.",
             )
@@ -284,10 +284,11 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
         st.info("No human ratings yet. Raters use the Rate page.")
         return
     samples = queries.fws_samples(resources.revision(), weighting.mapping_key, weighting.include_smoke, weighting.judge)
-    humans = widgets.human_agreement(rated, samples, weighting.alpha, weighting.beta,
-                                     f"judge ({weighting.judges})")
+    judge_label = f"judge ({weighting.judges})"
+    humans = widgets.human_agreement(rated, samples, weighting.alpha, weighting.beta, judge_label)
     st.subheader("Sensitivity of each weighting (FWS-to-human r)")
-    st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"])), hide_index=True, width="stretch")
+    st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"], judge_label)),
+                 hide_index=True, width="stretch")
     statistic, p_value, nemenyi = friedman_nemenyi(rated)
     st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
     if statistic is None:

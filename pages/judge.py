@@ -11,7 +11,7 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS, task_label, task_labels
 from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
-from fwsapp.judge.parser import ASPECTS
+from fwsapp.quality.registry import ASPECT_LABELS, ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
 from fwsapp.judge.runner import JudgeSettings, budget_counted
 from fwsapp.judge.summary import indiscriminate_judges, smoke_test_judges
@@ -132,21 +132,22 @@ def means_section() -> None:
     means = queries.judge_means(resources.revision())
     if means.empty:  # none while every verdict failed
         return
-    means = means.assign(task=means.task.map(task_label))
+    means = means.assign(task=means.task.map(task_label), aspect=means.aspect.map(ASPECT_LABELS))
+    aspects = [ASPECT_LABELS[aspect] for aspect in ASPECTS]
     st.subheader("Mean scores, unwatermarked vs watermarked")
     figure = px.bar(
         means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
-        category_orders={"aspect": list(ASPECTS), "kind": ["unwatermarked", "watermarked"],
+        category_orders={"aspect": aspects, "kind": ["unwatermarked", "watermarked"],
                          "task": [label for label in task_labels() if label in set(means.task)]},
         color_discrete_map=widgets.BASELINE_COLOURS,
         labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
         height=220 * means.task.nunique() + 160,
     )
-    figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1].replace("_", " ")))
+    figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1]))
     widgets.chart(figure)
     drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
     st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
-    st.dataframe(drops[list(ASPECTS)].round(1).rename(columns=lambda aspect: aspect.replace("_", " ")), width="stretch")
+    st.dataframe(drops[aspects].round(1), width="stretch")
 
 
 def verdicts_section(judgments) -> None:

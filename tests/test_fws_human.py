@@ -137,7 +137,13 @@ def test_correlations_equal_scipy_and_say_when_there_are_too_few_texts():
     assert table.loc[("fws", "judge"), "n"] == 10
     few = correlation_table(humans.head(4), judge, judge.iloc[:0], metrics, 0.4, 0.2)
     assert few.r.isna().all()
-    assert correlation_matrix(few).loc["coherence", "judge"] == "not enough data (n = 4)"
+    assert correlation_matrix(few).loc["Coherence", "judge"] == "not enough data (n = 4)"
+    # Named as every other table names them, in the order read (the FWS and Study pages showed factual_accuracy and
+    # simcse_reference, FWS between the aspects and the metrics before the judge, as sorted by name).
+    matrix = correlation_matrix(table.reset_index())
+    assert list(matrix.index) == ["Coherence", "Relevance", "Factual accuracy", "FWS"]
+    assert list(matrix.columns) == ["judge", "Auto-FWS mapping", "SimCSE"]
+    assert matrix.loc["Factual accuracy", "SimCSE"] == round(table.loc[("factual_accuracy", "simcse"), "r"], 3)
 
 
 def test_a_weightings_p_value_is_written_in_significant_digits_never_0():
@@ -148,12 +154,12 @@ def test_a_weightings_p_value_is_written_in_significant_digits_never_0():
                            **{aspect: rng.uniform(0.2, 1, 40) for aspect in ("coherence", "relevance", "factual_accuracy")}})
     judge = humans.assign(**{aspect: humans[aspect] + rng.normal(0, 0.01, 40)
                              for aspect in ("coherence", "relevance", "factual_accuracy")})
-    table = sensitivity_table(humans, judge, humans.head(4)).set_index("preset")
+    table = sensitivity_table(humans, judge, humans.head(4), "judge (m)").set_index("Weighting")
     alpha, beta = PRESETS["Current"]
     expected = pearsonr(fws(humans.coherence, humans.relevance, humans.factual_accuracy, alpha, beta),
                         fws(judge.coherence, judge.relevance, judge.factual_accuracy, alpha, beta)).pvalue
-    assert 0 < expected < 1e-20 and table.loc["Current", "p GPTJ"] == f"{expected:.3g}"
-    assert table.loc["Current", "p Auto"] == "not enough data (n = 4)"
+    assert 0 < expected < 1e-20 and table.loc["Current", "p judge (m)"] == f"{expected:.3g}"  # the judge by its name
+    assert table.loc["Current", "p Auto-FWS mapping"] == "not enough data (n = 4)"
 
 
 def test_friedman_and_nemenyi_equal_scipy_and_scikit_posthocs():
@@ -162,6 +168,7 @@ def test_friedman_and_nemenyi_equal_scipy_and_scikit_posthocs():
     expected = friedmanchisquare(*data.T)
     assert statistic == pytest.approx(expected.statistic) and p_value == pytest.approx(expected.pvalue)
     assert np.allclose(nemenyi.to_numpy(), scikit_posthocs.posthoc_nemenyi_friedman(data).to_numpy())
+    assert list(nemenyi.columns) == ["Coherence", "Relevance", "Factual accuracy"]
 
 
 def test_krippendorff_alpha_is_one_for_identical_raters_and_none_from_too_few_texts():

@@ -483,7 +483,7 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     means_chart = app.get("plotly_chart")[0].proto.spec
     assert "Question answering" in means_chart and not raw_name.search(means_chart)
     facets = {note["text"] for note in json.loads(means_chart)["layout"]["annotations"]}
-    assert facets == {"coherence", "relevance", "factual accuracy", "Question answering"}  # no empty task row
+    assert facets == {"Coherence", "Relevance", "Factual accuracy", "Question answering"}  # no empty task row
     assert app.selectbox(key="verdict-task").options == ["all", "Question answering"]
     verdicts = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
     assert set(verdicts.task) == {"Question answering"}
@@ -1073,8 +1073,8 @@ def test_the_correlations_p_values_are_written_in_significant_digits(app_db):
             assert store.add_human_rating(rater, run_id, sample_idx, watermarked, unwatermarked, None, None) is None
     store.close()
     app = fws_page_on_metrics_only()
-    table = next(frame.value for frame in app.dataframe if {"source", "r", "p", "n"} <= set(frame.value.columns))
-    judged_rows = table[table.source.str.startswith("judge") & (table.aspect != "fws")]
+    table = next(frame.value for frame in app.dataframe if {"Source", "r", "p", "n"} <= set(frame.value.columns))
+    judged_rows = table[table.Source.str.startswith("judge") & (table.Aspect != "FWS")]
     assert (judged_rows.r == 1).all() and set(judged_rows.p) == {"< 1e-300"}, judged_rows
 
 

@@ -7,10 +7,12 @@ import numpy as np
 import pandas as pd
 
 from fwsapp import p_text
+from fwsapp.quality.registry import ASPECT_LABELS, column_label
 from fwsapp.results.fws import ASPECTS, PRESETS, fws
 from fwsapp.sample_size import enough, not_enough, shown
 
 UNIT = ["run_id", "sample_idx", "kind"]
+AUTO_SOURCE = "Auto-FWS mapping"  # the metrics Auto-FWS maps to the aspects, as one source
 
 
 def human_means(rated: pd.DataFrame) -> pd.DataFrame:
@@ -43,7 +45,7 @@ def correlation_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFr
     raw = metrics.rename(columns={"text_kind": "kind"}).pivot_table(index=UNIT, columns="metric", values="value").reset_index()
     rows = []
     for aspect in (*ASPECTS, "fws"):
-        sources = {judge_label: j[UNIT + [aspect]], "Auto-FWS mapping": a[UNIT + [aspect]]}
+        sources = {judge_label: j[UNIT + [aspect]], AUTO_SOURCE: a[UNIT + [aspect]]}
         for metric in [column for column in raw.columns if column not in UNIT]:
             sources[metric] = raw[UNIT + [metric]].rename(columns={metric: aspect})
         for source, values in sources.items():
@@ -53,19 +55,32 @@ def correlation_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFr
     return pd.DataFrame(rows)
 
 
+def named(correlations: pd.DataFrame) -> pd.DataFrame:
+    """`correlation_table` as tables name its aspects and sources ("Factual accuracy", "ROUGE-L"; the judge and the
+    Auto-FWS mapping as they came), in its order: the judge, the mapping, then each metric."""
+    return correlations.assign(aspect=correlations.aspect.map(ASPECT_LABELS),
+                               source=correlations.source.map(column_label)).rename(
+        columns={"aspect": "Aspect", "source": "Source"})
+
+
 def correlation_matrix(correlations: pd.DataFrame) -> pd.DataFrame:
-    """r per aspect (rows) and source (columns) as shown: "not enough data (n = …)" below the minimum."""
+    """r per aspect (rows, FWS last) and source (columns, `named`'s order) as shown: "not enough data (n = …)" below
+    the minimum."""
     values = [shown(r, "pearson", n) for r, n in zip(correlations.r, correlations.n)]
-    return correlations.assign(r=values).pivot(index="aspect", columns="source", values="r")
+    table = named(correlations.assign(r=values))
+    return table.pivot(index="Aspect", columns="Source", values="r").reindex(
+        index=table.Aspect.unique(), columns=table.Source.unique()).rename_axis(index="Aspect", columns=None)
 
 
-def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame) -> pd.DataFrame:
-    """Each preset weighting's FWS-to-human Pearson r, for GPTJ and for Auto (the paper's Table 5)."""
+def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame,
+                      judge_label: str = "judge") -> pd.DataFrame:
+    """Each preset weighting's FWS-to-human Pearson r, for the judge (named `judge_label`, as `correlation_table`
+    names it: the paper's GPTJ) and for the Auto-FWS mapping (the paper's Table 5)."""
     rows = []
     for name, (alpha, beta) in PRESETS.items():
         h = humans.assign(fws=fws(humans.coherence, humans.relevance, humans.factual_accuracy, alpha, beta))
-        row = {"preset": name, "alpha": alpha, "beta": beta}
-        for label, source in (("GPTJ", judge), ("Auto", auto)):
+        row = {"Weighting": name, "α": alpha, "β": beta}
+        for label, source in ((judge_label, judge), (AUTO_SOURCE, auto)):
             s = source.assign(fws=fws(source.coherence, source.relevance, source.factual_accuracy, alpha, beta))
             joined = h[UNIT + ["fws"]].merge(s[UNIT + ["fws"]], on=UNIT, suffixes=("_human", "_source"))
             r, p, n = _pearson(joined.fws_human, joined.fws_source)
@@ -87,7 +102,7 @@ def friedman_nemenyi(rated: pd.DataFrame) -> tuple[float | None, float | None, p
         return None, None, None
     statistic, p_value = friedmanchisquare(*data.T)
     nemenyi = posthocs.posthoc_nemenyi_friedman(data)
-    nemenyi.index = nemenyi.columns = list(ASPECTS)
+    nemenyi.index = nemenyi.columns = [ASPECT_LABELS[aspect] for aspect in ASPECTS]
     return float(statistic), float(p_value), nemenyi
 
 

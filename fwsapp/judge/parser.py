@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 
 LIKERT_MIN, LIKERT_MAX = 1, 5
-ASPECTS = ("coherence", "relevance", "factual_accuracy")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 # The verdict as a JSON schema, for servers that constrain their output to one (OpenAI's structured outputs, vLLM's

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fwsapp.judge.parser import ASPECTS
+from fwsapp.quality.registry import ASPECTS
 from fwsapp.models import EMBEDDED_MODEL
 
 KINDS = ("watermarked", "unwatermarked")

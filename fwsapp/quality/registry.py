@@ -26,6 +26,8 @@ SCORE_SETTINGS = {"oracle": "a perplexity oracle", "alignscore_checkpoint": "an 
                   "recognizer": "a disease recognizer"}
 # The FWS aspects a metric may stand for (fwsapp.results.fws.ASPECTS; declared here so the registry stays below it).
 ASPECTS = ("coherence", "relevance", "factual_accuracy")
+# Each aspect, and FWS that weighs them, as every table and chart names it.
+ASPECT_LABELS = {"coherence": "Coherence", "relevance": "Relevance", "factual_accuracy": "Factual accuracy", "fws": "FWS"}
 # The kinds of clinical fact whose facts a reference does not state are a failure: the clinical facts metric's columns.
 UNSTATED_FAILURES = tuple(kind for kind in KINDS.values() if kind.unstated_failure)
 

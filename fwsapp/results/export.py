@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fwsapp.judge.parser import ASPECTS
 from fwsapp.judge.summary import KINDS, counted_judges, counted_judgments, per_sample_scores
 from fwsapp.paths import replaceable_output, write_output
 from fwsapp.quality.scoring import read_values
-from fwsapp.quality.registry import in_stored_order
+from fwsapp.quality.registry import ASPECTS, in_stored_order
 from fwsapp.store import Store
 
 

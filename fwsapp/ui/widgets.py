@@ -590,7 +590,9 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
         doubly_rated,
         human_means,
         krippendorff_alpha,
+        named,
     )
+    from fwsapp.quality.registry import ASPECT_LABELS
     from fwsapp.sample_size import MINIMUM, shown
 
     humans = human_means(rated)
@@ -603,10 +605,11 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
     st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
     with st.expander("p-values and sample sizes"):
         # p in significant digits: rounded to four decimals, a strong correlation's p read 0.
-        st.dataframe(render.scores_written(correlations.round({"r": 4}), {"p": "p"}), hide_index=True, width="stretch")
+        st.dataframe(render.scores_written(named(correlations).round({"r": 4}), {"p": "p"}), hide_index=True,
+                     width="stretch")
     st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
     texts = doubly_rated(rated)
-    st.dataframe({aspect: [shown(value, "krippendorff", texts)] for aspect, value in krippendorff_alpha(rated).items()},
-                 width="stretch")
+    st.dataframe({ASPECT_LABELS[aspect]: [shown(value, "krippendorff", texts)]
+                  for aspect, value in krippendorff_alpha(rated).items()}, width="stretch")
     st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
     return humans
