@@ -145,7 +145,8 @@ def test_the_robustness_tables_mention_counts_are_whole_numbers():
     """The clean row has no mentions to count, so the column was float and the report printed "101.000" mentions."""
     from fwsapp.results.tables import robustness_table, to_latex, to_markdown
 
-    clean = {"attack_label": "clean (no attack)", "texts": 200, "auroc": 1.0, "tpr_at_fpr": {"0.01": 1.0},
+    clean = {"attack_label": "clean (no attack)", "texts": 200, "auroc": 1.0, "auroc_ci": [0.99, 1.0],
+             "tpr_at_fpr": {"0": 1.0, "0.01": 1.0, "0.05": 1.0},
              "still_detected": 1.0, "entity_survival": None, "disease_fact_survival": None}
     attacked = {**clean, "attack_label": "dose-change (k=1)", "still_detected": 0.995, "entity_survival": 0.644,
                 "mentions": 101, "dose_fact_survival": 0.644}

@@ -81,7 +81,8 @@ def test_each_kind_of_fact_has_a_survival_measure_named_as_its_captions_name_it(
     survival = {label: column for label, column in MEASURES.items() if label.startswith("Fact survival")}
     assert survival == {f"Fact survival ({kind.plural})": survival_column(name) for name, kind in KINDS.items()}
     assert "Fact survival (drugs)" in survival
-    row = {"attack_label": "typo", "texts": 40, "auroc": 0.7, "still_detected": 0.25, "entity_survival": 0.5,
+    row = {"attack_label": "typo", "texts": 40, "auroc": 0.7, "auroc_ci": None, "tpr_at_fpr": None,
+           "still_detected": 0.25, "entity_survival": 0.5,
            **{column: 0.5 for column in survival.values()}}
     table = robustness_table({"runs": [{"model": "m", "task": "qa", "method": "KGW", "settings": "", "robustness": [row]}]})
     assert set(survival) <= set(table.columns)
@@ -96,10 +97,10 @@ def test_every_attack_set_is_read_under_the_headings_the_report_uses_counts_whol
     from fwsapp.robustness.attack_sets import HEADINGS, flattened
 
     clean = {"attack_label": "clean (no attack)", "seed": None, "texts": 200, "auroc": 1.0, "auroc_ci": [0.99, 1.0],
-             "tpr_at_fpr": {"0.0": 0.9, "0.01": 1.0, "0.05": 1.0}, "still_detected": 1.0, "words_changed": 0.0,
+             "tpr_at_fpr": {"0": 0.9, "0.01": 1.0, "0.05": 1.0}, "still_detected": 1.0, "words_changed": 0.0,
              "similarity": 1.0, "mentions": None, "entity_survival": None, "run_id": "r1", "set_id": "s1"}
     attacked = {**clean, "attack_label": "dose-change (k=1)", "seed": 0, "words_changed": 0.00015, "similarity": 0.97,
-                "mentions": 101, "entity_survival": 0.644, "tpr_at_fpr": {"0.0": 0.5, "0.01": 0.8, "0.05": 0.9}}
+                "mentions": 101, "entity_survival": 0.644, "tpr_at_fpr": {"0": 0.5, "0.01": 0.8, "0.05": 0.9}}
     table = every_set(flattened([clean, attacked]).assign(run="KGW · qa"))
     assert list(table.columns) == ["Run", *[HEADINGS[column] for column in HEADINGS if column in (
         *clean, "TPR at 0% FPR", "TPR at 1% FPR", "TPR at 5% FPR", "AUROC 95% CI")]]

@@ -212,11 +212,11 @@ ROBUSTNESS_COLUMNS = ("attack_label", "texts", "auroc", tpr_column(0.01), "still
 def robustness_table(report: dict) -> pd.DataFrame:
     """Each run's detection after each attack, the clean texts detected the same way first (the Robustness page), and
     what the attack did to the texts."""
-    runs = [run for run in report["runs"] for _ in run.get("robustness") or []]
-    if not runs:
+    pairs = [(run, row) for run in report["runs"] for row in run.get("robustness") or []]
+    if not pairs:
         return pd.DataFrame()
-    rows = flattened([row for run in report["runs"] for row in run.get("robustness") or []])
-    frame = pd.DataFrame([_named(run) for run in runs]).join(headed(rows, ROBUSTNESS_COLUMNS))
+    rows = flattened([row for _, row in pairs])
+    frame = pd.DataFrame([_named(run) for run, _ in pairs]).join(headed(rows, ROBUSTNESS_COLUMNS))
     # Why a run's baseline is not its Detect figures (its log's settings, a server's ids): beside its numbers.
     notes = rows.get("baseline_note")
     return frame.assign(**{"Baseline note": notes}) if notes is not None and notes.notna().any() else frame

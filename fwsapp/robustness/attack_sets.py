@@ -422,13 +422,11 @@ def flattened(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    blocks = frame.get("tpr_at_fpr", pd.Series([None] * len(frame)))
     for level in roc.FPR_LEVELS:
         key = roc.level_key(level)
-        frame[tpr_column(level)] = [block.get(key) if isinstance(block, dict) else None for block in blocks]
-    frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if isinstance(bounds, (list, tuple)) else None
-                             for bounds in frame.get("auroc_ci", pd.Series([None] * len(frame)))]
-    return frame.drop(columns=["tpr_at_fpr"], errors="ignore")
+        frame[tpr_column(level)] = [block[key] if block else None for block in frame.tpr_at_fpr]
+    frame["AUROC 95% CI"] = [f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else None for bounds in frame.auroc_ci]
+    return frame.drop(columns=["tpr_at_fpr"])
 
 
 def tpr_column(level: float) -> str:
