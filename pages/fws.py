@@ -166,7 +166,7 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
     drops = queries.judge_drops(resources.revision(), weighting.include_smoke, weighting.judge)
     if not drops.empty:
         st.subheader(markup.message(f"Judge drop % per aspect ({weighting.judges})"))
-        st.dataframe(drops.round(1), hide_index=True, width="stretch")
+        st.dataframe(drops, hide_index=True, width="stretch", column_config=widgets.worded_columns(drops, decimals=1))
 
 
 def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.DataFrame, pd.DataFrame]:

@@ -147,7 +147,7 @@ def means_section() -> None:
     widgets.chart(figure)
     drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
     st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
-    st.dataframe(drops[aspects].round(1), width="stretch")
+    st.dataframe(drops[aspects], width="stretch", column_config=widgets.worded_columns(drops[aspects], decimals=1))
 
 
 def verdicts_section(judgments) -> None:

@@ -478,12 +478,17 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     assert set(ranking.task) == {"Question answering"}
     assert app.selectbox(key="map-relevance").options[0] == "ROUGE-L (F1 for Question answering)"
     assert any(caption.value == "Metrics stored so far: ROUGE-2, ROUGE-L, F1." for caption in app.caption)
+    drops = next(frame for frame in app.dataframe if "Factual accuracy drop %" in frame.value.columns)
+    assert json.loads(drops.proto.columns)["Factual accuracy drop %"]["type_config"]["format"] == "%.1f"
     app.switch_page("pages/judge.py").run()
     assert not app.exception
     means_chart = app.get("plotly_chart")[0].proto.spec
     assert "Question answering" in means_chart and not raw_name.search(means_chart)
     facets = {note["text"] for note in json.loads(means_chart)["layout"]["annotations"]}
     assert facets == {"Coherence", "Relevance", "Factual accuracy", "Question answering"}  # no empty task row
+    drops = next(frame for frame in app.dataframe if "Factual accuracy" in frame.value.columns)
+    formats = {column: spec["type_config"]["format"] for column, spec in json.loads(drops.proto.columns).items()}
+    assert formats == dict.fromkeys(["Coherence", "Relevance", "Factual accuracy"], "%.1f")  # 11.0 beside 9.5, not 11
     assert app.selectbox(key="verdict-task").options == ["all", "Question answering"]
     verdicts = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
     assert set(verdicts.task) == {"Question answering"}

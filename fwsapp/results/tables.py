@@ -14,7 +14,7 @@ from fwsapp.data.tasks import task_label, task_labels
 from fwsapp.detection.coverage import reasons_label
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
-from fwsapp.quality.registry import Column, column_label, stored_columns
+from fwsapp.quality.registry import ASPECT_LABELS, ASPECTS, Column, column_label, stored_columns
 from fwsapp.robustness.attack_sets import flattened, headed, survival_labels, tpr_column
 from fwsapp.results.entity_table import unsupported_shown
 from fwsapp.sample_size import shown
@@ -152,9 +152,7 @@ def judge_drop_table(report: dict) -> pd.DataFrame:
     rows = [
         {
             **_named(run),
-            "Coherence drop %": _get(run, "judge", "drop_pct", "coherence"),
-            "Relevance drop %": _get(run, "judge", "drop_pct", "relevance"),
-            "Factual accuracy drop %": _get(run, "judge", "drop_pct", "factual_accuracy"),
+            **{f"{ASPECT_LABELS[aspect]} drop %": _get(run, "judge", "drop_pct", aspect) for aspect in ASPECTS},
         }
         for run in report["runs"]
         if _get(run, "judge", "n_judged")  # a run whose judge gave no verdict has no drop: no row of dashes

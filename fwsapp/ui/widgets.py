@@ -381,16 +381,16 @@ def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     return frame.assign(**{column: written(frame[column]) for column in frame.columns if _mixed(frame[column])})
 
 
-def worded_columns(frame: pd.DataFrame, decimals: bool = True) -> dict:
+def worded_columns(frame: pd.DataFrame, decimals: int | None = 3) -> dict:
     """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
     (n = 4)") room for the words (a formatted frame's columns are sized by their numbers and cut the words short), and
-    with `decimals` every column of fractional numbers three decimals, so 1 reads 1.000 beside 0.997 (a column's
-    format here overrides a Styler's)."""
+    every column of fractional numbers as many `decimals`, so 1 reads 1.000 beside 0.997 and a drop of 11 % 11.0 beside
+    9.5 (None: a Styler's format, which a column's format here would override)."""
     worded = {column: st.column_config.Column(width=160) for column in frame.columns
               if _mixed(frame[column])}
-    three = {column: st.column_config.NumberColumn(format="%.3f") for column in frame.columns
-             if decimals and pd.api.types.is_float_dtype(frame[column])}
-    return {**three, **worded}
+    fixed = {column: st.column_config.NumberColumn(format=f"%.{decimals}f") for column in frame.columns
+             if decimals is not None and pd.api.types.is_float_dtype(frame[column])}
+    return {**fixed, **worded}
 
 
 def written_as_exported(frame: pd.DataFrame) -> tuple:
@@ -399,7 +399,7 @@ def written_as_exported(frame: pd.DataFrame) -> tuple:
     FPR, 3.2e-05, read 0.000 on the Report page and 3.2e-05 in its Markdown)."""
     shown = uniform(frame)
     numbers = [column for column in shown.columns if shown[column].dtype.kind == "f"]
-    return shown.style.format(number_text, subset=numbers, na_rep="None"), worded_columns(shown, decimals=False)
+    return shown.style.format(number_text, subset=numbers, na_rep="None"), worded_columns(shown, decimals=None)
 
 
 # A legend of run labels under its chart: at the side, long labels took half the plot's width.
