@@ -195,3 +195,22 @@ def test_a_parameter_given_to_the_audit_is_set_over_the_runs_own_and_keeps_its_k
     assert given.table.key.iloc[0] == own.table.key.iloc[0] and given.table.key.iloc[0].startswith("deployed (")
     assert given.table["fpr_0.01"].tolist() == own.table["fpr_0.01"].tolist()  # gamma 0.5 is the run's own
     store.close()
+
+
+def test_the_worst_key_names_every_key_as_bad_as_it_not_the_first_of_them():
+    """Where no key called a text watermarked, the summary named the deployed key the worst: the first of a tie."""
+    import pandas as pd
+
+    from fwsapp.detection.key_audit import KeyAudit
+
+    rows = [{"key": key, "deduplication": setting, "texts": 200, "false_0.01": false, "fpr_0.01": false / 200,
+             "fpr_0.01_interval": (0.0, 0.02)}
+            for setting, counts in (("each repeat scored", (0, 0, 0)), ("once", (1, 3, 3)), ("windowed", (0, 2, 0)))
+            for key, false in zip(("deployed (scrypt:x)", "drawn #1 (seed 0)", "drawn #2 (seed 0)"), counts)]
+    table = pd.DataFrame(rows)
+    worst = table.loc[table.groupby("deduplication", sort=False)["false_0.01"].idxmax()].reset_index(drop=True)
+    lines = KeyAudit("KGW", 200, table, worst, {0.01: 0.01 / 9}).summary()
+    assert [line.rsplit(", ", 2)[0] for line in lines[:3]] == [  # less the rate and its interval
+        "Worst key (each repeat scored): none worse than another (all 3 keys)",
+        "Worst key (once): drawn #1 (seed 0), drawn #2 (seed 0) alike",
+        "Worst key (windowed): drawn #1 (seed 0)"]

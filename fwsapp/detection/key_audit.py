@@ -103,9 +103,16 @@ class KeyAudit:
         return shown
 
     def summary(self) -> list[str]:
-        """The worst key per setting and the Bonferroni thresholds, one sentence each."""
-        lines = [f"Worst key ({row['deduplication']}): {row['key']}, {written_rate(row, AUDIT_LEVELS[0])} at p < 1 %"
-                 for row in self.worst.to_dict("records")]
+        """The worst key per setting and the Bonferroni thresholds, one sentence each. Keys as bad as the worst are
+        named with it: the first of them alone read "Worst key: deployed" where every key called no text watermarked."""
+        first = f"false_{AUDIT_LEVELS[0]:g}"
+        lines = []
+        for row in self.worst.to_dict("records"):
+            setting = self.table[self.table.deduplication == row["deduplication"]]
+            tied = list(setting.key[setting[first] == row[first]])
+            keys = (tied[0] if len(tied) == 1 else f"none worse than another (all {len(tied)} keys)"
+                    if len(tied) == len(setting) else f"{', '.join(tied)} alike")
+            lines.append(f"Worst key ({row['deduplication']}): {keys}, {written_rate(row, AUDIT_LEVELS[0])} at p < 1 %")
         return lines + [f"Bonferroni over the {len(self.table)} configurations audited: call a text watermarked at "
                         + ", ".join(f"p < {threshold:.3g} for {level:g}" for level, threshold in self.bonferroni.items())]
 
