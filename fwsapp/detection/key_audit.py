@@ -34,6 +34,7 @@ from fwsapp.secret_keys import fingerprint
 from fwsapp.watermark import methods
 
 AUDIT_LEVELS = (0.01, 0.001, 0.0001)
+WORST_BY = f"false_{AUDIT_LEVELS[0]:g}"  # the worst key: the most false positives at the first level
 MAX_AUDIT_KEYS = 1000
 
 
@@ -90,7 +91,6 @@ class KeyAudit:
     method: str
     texts: int
     table: pd.DataFrame  # one row per key and deduplication setting
-    worst: pd.DataFrame  # per deduplication setting, the key with the most false positives at 1 %
     bonferroni: dict[float, float]  # level -> per-configuration threshold over every configuration audited
     tokenizer: str | None = None  # the name of the tokenizer the texts were detected with
 
@@ -102,14 +102,18 @@ class KeyAudit:
         shown["KS p"] = self.table.ks_p.map(lambda value: "–" if value is None else p_text(value))
         return shown
 
+    @property
+    def worst(self) -> pd.DataFrame:
+        """Per deduplication setting, the row of the key with the most false positives at 1 % (the first of a tie)."""
+        return self.table.loc[self.table.groupby("deduplication", sort=False)[WORST_BY].idxmax()].reset_index(drop=True)
+
     def summary(self) -> list[str]:
         """The worst key per setting and the Bonferroni thresholds, one sentence each. Keys as bad as the worst are
         named with it: the first of them alone read "Worst key: deployed" where every key called no text watermarked."""
-        first = f"false_{AUDIT_LEVELS[0]:g}"
         lines = []
         for row in self.worst.to_dict("records"):
             setting = self.table[self.table.deduplication == row["deduplication"]]
-            tied = list(setting.key[setting[first] == row[first]])
+            tied = list(setting.key[setting[WORST_BY] == row[WORST_BY]])
             keys = (tied[0] if len(tied) == 1 else f"none worse than another (all {len(tied)} keys)"
                     if len(tied) == len(setting) else f"{', '.join(tied)} alike")
             lines.append(f"Worst key ({row['deduplication']}): {keys}, {written_rate(row, AUDIT_LEVELS[0])} at p < 1 %")
@@ -170,7 +174,5 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
             row["ks_p"] = float(test.pvalue) if test else None
             rows.append(row)
     table = pd.DataFrame(rows)
-    first = f"false_{AUDIT_LEVELS[0]:g}"
-    worst = table.loc[table.groupby("deduplication", sort=False)[first].idxmax()].reset_index(drop=True)
-    return KeyAudit(info.name, len(texts), table, worst, {level: level / len(table) for level in AUDIT_LEVELS},
+    return KeyAudit(info.name, len(texts), table, {level: level / len(table) for level in AUDIT_LEVELS},
                     getattr(tokenizer, "name", None))
