@@ -109,11 +109,11 @@ def strength(store, loader, n: int) -> str:
                  "|---|---|---|---|---|---|"]
         for _, row in table.iterrows():
             lines.append(f"| {row.method} | {row.value:.2f} | {row.setting} | {row['FWS (Auto)']:.3f} | "
-                         f"{row['unsupported entities %']:.1f} | {row['introduced entities per text']:.2f} |")
+                         f"{row['Unsupported entities %']:.1f} | {row['Introduced entities per text']:.2f} |")
         lines += ["", "| method | δ | TPR | threshold | FWS (Auto) | unsupported entities % |", "|---|---|---|---|---|---|"]
         for _, row in points.iterrows():
             lines.append(f"| {row.method} | {row.value:g} | {row.tpr:.2f} | {row.basis} | {row['FWS (Auto)']:.3f} | "
-                         f"{row['unsupported entities %']:.1f} |")
+                         f"{row['Unsupported entities %']:.1f} |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 

@@ -104,7 +104,7 @@ def predicted_view(chosen: list[str], fpr: float) -> None:
                    "token, the spike entropy (green lists) or the chosen token's probability (Gumbel sampling).")
         return
     shown = widgets.uniform(tasks_named(table))
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
+    widgets.table(shown)
     st.caption("Predicted: the first T from which the statistic the answer's entropy leads one to expect passes the "
                "same threshold as the measured curves (green lists: Kirchenbauer et al.'s spike-entropy bound, so an "
                "upper bound on the length; Gumbel: ψ(1 + 1/p) + γ per token). Spearman ρ ranks answers both ways. "
@@ -195,7 +195,7 @@ def render() -> None:
             shown = widgets.uniform(tasks_named(typical).round(3))
             # Column settings from the table shown: the comparison's float column of typical scores would write the
             # text "2.06e-90" back as a number to three decimals, 0.000, in the browser.
-            st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
+            widgets.table(shown)
             if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
                 st.warning(markup.message(warning))
             redetected, unreproduced = queries.redetection_comparison(resources.revision(), tuple(chosen))

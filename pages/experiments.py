@@ -52,8 +52,7 @@ def render() -> None:
     st.subheader("Dry run")
     st.caption(f"{counted(len(table), 'run', 'runs')}; {missing} of {units} units (batches) still to generate"
                + (f"; then {', '.join(spec.steps.names())}." if spec.steps.names() else "."))
-    st.dataframe(tasks_named(table), hide_index=True, width="stretch",
-                 column_config={"params": st.column_config.TextColumn(width="medium")})
+    st.dataframe(tasks_named(table), hide_index=True, width="stretch")
 
     address = st.text_input("Ray cluster address", "", placeholder="host:6379, or local; empty: in this process",
                             help="The head node's address (`ray start --head` prints it). Each worker keeps one model "

@@ -12,7 +12,7 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS, task_label, tasks_named
 from fwsapp.quality.registry import ASPECT_LABELS, column_label
-from fwsapp.results.fws import (POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights,
+from fwsapp.results.fws import (HEADINGS, POOLED_REFERENCE, PRESETS, aspect_choices, fws_views, pooled_reference, ratio_weights,
                                 shown_source, source_label)
 from fwsapp.human.agreement import friedman_nemenyi, sensitivity_table
 from fwsapp.human.ratings import DEFAULT_FRACTION, sample_items
@@ -23,7 +23,7 @@ from fwsapp.judge.registry import IN_PROCESS_BACKEND
 from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
-from fwsapp.detection.strength import on_tradeoff
+from fwsapp.detection.strength import headings, on_tradeoff
 from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, no_equal_strength, written
 from fwsapp.ui.router import through_router
 
@@ -96,13 +96,13 @@ def show_table(title: str, table, empty: str, source: str, weighting: Weighting)
     if table.empty:
         st.info(empty)
         return
-    shown = table.rename(columns={task: TASKS[task].label for task in TASKS}).round(3)
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=widgets.worded_columns(shown))
+    shown = table.rename(columns={**HEADINGS, **{task: TASKS[task].label for task in TASKS}}).round(3)
+    widgets.table(shown)
     pooled = pooled_reference(queries.fws_means(resources.revision(), weighting.mapping_key,
                                                 weighting.include_smoke, weighting.judge)[source])
     several = pooled[pooled.run_id.str.contains(",")]
     st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
-               "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (settings '"
+               "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (Settings '"
                f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
                    f"{row.model}, {task_label(row.task)}: {row.run_id}"
                    for row in several.itertuples()) + "."))
@@ -133,8 +133,8 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
                                   "without verdicts are not in it.") if views["ranking_source"] == "GPTJ" else
                    "Ranked by Auto, the metrics' FWS: no run is judged yet (by a judge that counts). Once one is, the "
                    "ranking uses the judge's FWS.")
-        ranking = views["ranking"].assign(task=views["ranking"].task.map(task_label)).round(3)
-        st.dataframe(ranking, hide_index=True, width="stretch", column_config=widgets.worded_columns(ranking))
+        ranking = tasks_named(views["ranking"]).rename(columns=HEADINGS).round(3)
+        widgets.table(ranking)
 
     # Both sources, each in its own line style: judge data must not hide the metric-based curve.
     sweep = pd.concat([queries.ratio_sweep_cached(resources.revision(), weighting.mapping_key, source,
@@ -166,7 +166,7 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
     drops = queries.judge_drops(resources.revision(), weighting.include_smoke, weighting.judge)
     if not drops.empty:
         st.subheader(markup.message(f"Judge drop % per aspect ({weighting.judges})"))
-        st.dataframe(drops, hide_index=True, width="stretch", column_config=widgets.worded_columns(drops, decimals=1))
+        widgets.table(drops, decimals=1)
 
 
 def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.DataFrame, pd.DataFrame]:
@@ -187,16 +187,17 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
         st.info("No sweep to compare yet: it needs runs of one method that differ only in its strength parameter, "
                 "with scores by length (Detect page, Length tab).")
         return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
-    swept_shown = widgets.uniform(tasks_named(swept.drop(columns="sweep")).round(3))
+    named = headings(target_fpr, int(target_tokens))
+    swept_shown = widgets.uniform(tasks_named(swept.drop(columns="sweep"))).rename(columns=named)
     if not (matched.runs > 0).any():
         st.warning(f"No swept run has a TPR after {int(target_tokens)} tokens: their texts are shorter than that, or "
                    f"too few reach it (each run's reason below). Choose a smaller T.")
-        st.dataframe(swept_shown, hide_index=True, width="stretch")
+        widgets.table(swept_shown)
     else:
-        st.dataframe(widgets.uniform(tasks_named(matched.drop(columns=["sweep", "low_run", "high_run", "share"]))
-                                     .round(3)), hide_index=True, width="stretch")
+        widgets.table(widgets.uniform(tasks_named(matched.drop(columns=["sweep", "low_run", "high_run", "share"])))
+                      .rename(columns=named))
         with st.expander("The swept runs"):
-            st.dataframe(swept_shown, hide_index=True, width="stretch")
+            widgets.table(swept_shown)
     return StrengthTarget(float(target_tpr), target_fpr, int(target_tokens)), swept, matched
 
 

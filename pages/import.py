@@ -89,8 +89,8 @@ def render() -> None:
     imported = runs[runs.imported]
     if not imported.empty:
         st.subheader("Imported runs")
-        st.dataframe(tasks_named(imported[["run_id", "method", "model", "task", "n", "created"]]), hide_index=True,
-                     width="stretch")
+        st.dataframe(tasks_named(imported[["run_id", "method", "model", "task", "n", "created"]])
+                     .rename(columns={"run_id": "run"}), hide_index=True, width="stretch")
 
 
 render()

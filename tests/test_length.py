@@ -243,6 +243,7 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     printed = capsys.readouterr().out
     assert "Equal strength: TPR 0.75 at 1% FPR after 16 tokens" in printed and row.setting in printed
     assert " Question answering " in printed and " qa " not in printed  # the task as people read it
+    assert "TPR after 16 tokens at 1% FPR Threshold" in printed and "run_id" not in printed
     with pytest.raises(ValueError, match="target TPR must be in"):
         equal_strength(store, build_report(store), 1.5, 0.01, 16)
 
@@ -253,9 +254,14 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     app.number_input(key="strength-tpr").set_value(0.75).run()
     app.number_input(key="strength-tokens").set_value(16).run()
     assert not app.exception
-    shown = next(frame.value for frame in app.dataframe if "setting" in frame.value.columns)
-    assert shown.loc[0, "method"] == "KGW" and shown.loc[0, "setting"] == row.setting
-    assert shown.loc[0, "task"] == "Question answering"  # it read "qa" (seen in Chromium)
+    shown = next(frame.value for frame in app.dataframe if "Setting" in frame.value.columns)
+    assert shown.loc[0, "Method"] == "KGW" and shown.loc[0, "Setting"] == row.setting
+    assert shown.loc[0, "Task"] == "Question answering"  # it read "qa" (seen in Chromium)
+    # Headed as read, the TPR with its length and FPR (it read "tpr", beside "run_id" and "value")
+    swept = next(frame.value for frame in app.dataframe if "Threshold" in frame.value.columns)
+    assert list(swept.columns[:8]) == ["Method", "Model", "Task", "Strength parameter", "Value", "Run",
+                                       "TPR after 16 tokens at 1% FPR", "Threshold"]
+    assert list(swept.Run) == run_ids
 
 
 def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):

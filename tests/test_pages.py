@@ -368,7 +368,7 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     judged_rating_db(app_db, n=2)  # watermarked judge scores [4,2,3] and [2,2,2]; unwatermarked [5,5,5], [3,3,3]
     app = page_app("fws")
     assert not app.exception
-    table = app.dataframe[0].value.set_index("method")
+    table = app.dataframe[0].value.set_index("Method")
     assert table.loc["KGW", "Question answering"] == pytest.approx((0.56 + 0.40) / 2, abs=5e-4)
     columns = json.loads(app.dataframe[0].proto.columns)  # 0.540 beside 0.595, not 0.54
     assert columns["Question answering"]["type_config"]["format"] == "%.3f"
@@ -376,7 +376,7 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     app.radio(key="fws-mode").set_value("Free α and β").run()
     app.slider(key="fws-alpha").set_value(0.3).run()
     app.slider(key="fws-beta").set_value(0.4).run()
-    table = app.dataframe[0].value.set_index("method")
+    table = app.dataframe[0].value.set_index("Method")
     assert table.loc["KGW", "Question answering"] == pytest.approx((0.62 + 0.40) / 2, abs=5e-4)
     # One place for α and β: the Report page opens with the FWS page's weights, and its Table 4 names them.
     app.switch_page("pages/report.py").run()
@@ -390,7 +390,7 @@ def test_fws_sliders_change_the_table_to_hand_computed_values(app_db):
     app.slider(key="fws-ratio").set_value(4.0).run()
     alpha, beta = 4 / 9, 1 / 9
     expected = np.mean([alpha * (2 + 3) / 5 + beta * 4 / 5, alpha * (2 + 2) / 5 + beta * 2 / 5])
-    shown = app.dataframe[0].value.set_index("method").loc["KGW", "Question answering"]
+    shown = app.dataframe[0].value.set_index("Method").loc["KGW", "Question answering"]
     assert shown == pytest.approx(expected, abs=5e-4)  # shown to 3 decimals
 
 
@@ -445,11 +445,11 @@ def test_the_fws_page_counts_one_judge_chosen_where_several_judged(app_db):
     app = page_app("fws")
     chooser = app.selectbox(key="fws-judge")
     assert chooser.options == ["gpt-4o", "strict-judge"] and chooser.value == "gpt-4o"
-    fws = app.dataframe[0].value.set_index("method")["Question answering"]
+    fws = app.dataframe[0].value.set_index("Method")["Question answering"]
     assert fws["KGW"] == pytest.approx(0.547, abs=1e-3) and fws["Unwatermarked"] == pytest.approx(0.8)
     chooser.select("strict-judge").run()
     assert not app.exception
-    fws = app.dataframe[0].value.set_index("method")["Question answering"]
+    fws = app.dataframe[0].value.set_index("Method")["Question answering"]
     assert fws["KGW"] == pytest.approx(0.2) and fws["Unwatermarked"] == pytest.approx(0.4)
     assert "strict" in app.subheader[0].value
     app.switch_page("pages/report.py").run()  # the report's tables the same way
@@ -474,8 +474,9 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     charts = [chart.proto.spec for chart in app.get("plotly_chart")]
     assert len(charts) == 2 and all("Question answering" in spec and not raw_name.search(spec) for spec in charts)
     assert "Pareto front" not in charts[1]  # the trade-off: a front of one run is its point, no line in the legend
-    ranking = next(frame.value for frame in app.dataframe if "rank" in frame.value.columns)
-    assert set(ranking.task) == {"Question answering"}
+    ranking = next(frame.value for frame in app.dataframe if "Rank" in frame.value.columns)
+    assert set(ranking.Task) == {"Question answering"}
+    assert list(ranking.columns) == ["Model", "Task", "Rank", "Method", "Settings", "FWS"]  # it read "fws", "rank"
     assert app.selectbox(key="map-relevance").options[0] == "ROUGE-L (F1 for Question answering)"
     assert any(caption.value == "Metrics stored so far: ROUGE-2, ROUGE-L, F1." for caption in app.caption)
     drops = next(frame for frame in app.dataframe if "Factual accuracy drop %" in frame.value.columns)
@@ -739,6 +740,7 @@ def test_experiments_page_shows_a_specs_dry_run_and_runs_it(app_db, tmp_path, mo
     app.selectbox[0].select(tmp_path / "tiny.toml").run()
     plan = app.dataframe[0].value
     assert len(plan) == 1 and plan.loc[0, "units missing"] == 2 and plan.loc[0, "method"] == "KGW"
+    assert plan.loc[0, "settings"] == "delta=2 (defaults)" and "run_id" not in plan  # it read '{"delta": 2.0, ...}'
     next(button for button in app.button if button.label == "Launch").click().run()
     run_until(app, lambda a: any("1 of 1 runs done" in shown(s.value) for s in a.success))
     assert app.dataframe[0].value.loc[0, "units missing"] == 0

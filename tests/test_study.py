@@ -245,7 +245,7 @@ def test_a_rater_sees_only_their_items_and_an_attention_check_comes_back_later_w
     assert second.sample_idx == first.sample_idx and second.watermarked_first != first.watermarked_first
     assert seen.index(second) - seen.index(first) > study.ATTENTION_GAP or seen[-1] is second
     assert second.handle != first.handle and first.run_id not in first.handle
-    progress = study.rater_progress(store, study.rater_study(store, rater)).set_index("rater_id").loc[rater]
+    progress = study.rater_progress(store, study.rater_study(store, rater)).set_index("rater id").loc[rater]
     # the same scores given to the swapped answers: A's 5, 4, 3 now land on the other text
     assert progress["attention consistency"] == 0.0 and progress["checks done"] == "1 of 1"
     assert progress["median seconds per item"] == 3.0
@@ -309,6 +309,11 @@ def test_the_researcher_reads_progress_disagreements_and_exports_without_tokens(
     both = rated.groupby(["run_id", "sample_idx"]).rater.nunique()
     assert len(disagreements) == 3 * int((both == 2).sum())  # three aspects of the watermarked text apart by 3
     assert ((disagreements.highest == 5) & (disagreements.lowest == 2)).all()
+    # Headed as read: who gave each, the aspect as named everywhere (it read "by", "by " and factual_accuracy)
+    assert list(disagreements.columns) == ["run", "sample", "text", "aspect", "lowest", "lowest by", "highest",
+                                           "highest by", "raters"]
+    assert set(disagreements.aspect) == {"Coherence", "Relevance", "Factual accuracy"}
+    assert list(items.columns) == ["run", "sample", "assigned", "rated"]
     for suffix in ("csv", "parquet"):
         written = study.export(store, created, tmp_path / f"study.{suffix}")
         exported = pd.read_csv(tmp_path / "study.csv") if suffix == "csv" else pd.read_parquet(tmp_path / "study.parquet")

@@ -616,7 +616,7 @@ def test_two_runs_that_differ_only_in_delta_are_two_rows_on_quality_and_fws(app_
 
     fws_page = open_page("fws")
     for frame in fws_page.dataframe[:2]:  # GPTJ and Auto: one row per run, with different values
-        rows = frame.value[frame.value.method == "KGW"].set_index("settings")
+        rows = frame.value[frame.value.Method == "KGW"].set_index("Settings")
         assert set(rows.index) == {"delta=1", "delta=2 (defaults)"}
         assert rows.loc["delta=1", "Question answering"] > rows.loc["delta=2 (defaults)", "Question answering"]
 
@@ -791,7 +791,7 @@ def test_pages_with_missing_data_offer_the_action_in_place(app_db):
     compute = next(button for button in app.button if button.label.startswith("Compute them now (about "))
     assert re.fullmatch(r"Compute them now \(about \d+ s\)", compute.label), compute.label
     compute.click().run()  # the Auto table's metrics, from here
-    until(app, lambda a: any(list(frame.value.columns) == ["model", "method", "settings", "Question answering"]
+    until(app, lambda a: any(list(frame.value.columns) == ["Model", "Method", "Settings", "Question answering"]
                              for frame in a.dataframe))  # the Auto table, the only FWS table of an unjudged run
 
 

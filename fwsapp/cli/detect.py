@@ -293,7 +293,8 @@ def _rate(value, n: int) -> str:
 
 def cmd_compare(args) -> int:
     from fwsapp.results.report import build_report
-    from fwsapp.detection.strength import QUALITY, check_target, equal_strength
+    from fwsapp.data.tasks import tasks_named
+    from fwsapp.detection.strength import QUALITY, check_target, equal_strength, headings
 
     check_target(args.target_tpr, args.fpr, args.tokens)
     store = existing_store(args.db)
@@ -306,15 +307,16 @@ def cmd_compare(args) -> int:
               "have a strength parameter; `grid experiments/strength.toml` makes such a sweep.")
         return 1
     print(f"Equal strength: TPR {args.target_tpr:g} at {args.fpr:.0%} FPR after {args.tokens} tokens")
+    named = headings(args.fpr, args.tokens)
     measured = bool((table.runs > 0).any())
     if not measured:
         print("No run has a TPR at this length: see why beside each run.")
     else:
         shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
-        print(table_text(shown, float_format=lambda value: f"{value:.3g}"))
+        print(table_text(tasks_named(shown).rename(columns=named), float_format=lambda value: f"{value:.3g}"))
     print("\nSwept runs:")
     swept = points[["method", "task", "strength", "value", "tpr", "basis", "run_id"]]
-    print(table_text(swept, float_format=lambda value: f"{value:.3g}"))
+    print(table_text(tasks_named(swept).rename(columns=named), float_format=lambda value: f"{value:.3g}"))
     return 0 if measured else 1
 
 

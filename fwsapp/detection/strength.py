@@ -26,9 +26,17 @@ from fwsapp.sample_size import enough, not_enough
 QUALITY = {
     "FWS (Auto)": ("quality", "fws_auto", "watermarked"),
     "FWS (judge)": ("judge", "fws", "watermarked"),
-    "unsupported entities %": ("entities", "hallucination_rate", "watermarked"),
-    "introduced entities per text": ("entities", "introduced_per_text", "watermarked"),
+    "Unsupported entities %": ("entities", "hallucination_rate", "watermarked"),
+    "Introduced entities per text": ("entities", "introduced_per_text", "watermarked"),
 }
+
+
+def headings(fpr: float, tokens: int) -> dict[str, str]:
+    """The swept runs' and the matched settings' columns as the FWS page and `compare` head them (the frames keep the
+    names code reads): the TPR says at which length and FPR it was read, and `basis` is where its threshold came from."""
+    return {"method": "Method", "model": "Model", "task": "Task", "strength": "Strength parameter", "value": "Value",
+            "run_id": "Run", "tpr": f"TPR after {tokens} tokens at {fpr:.0%} FPR", "basis": "Threshold",
+            "setting": "Setting", "runs": "Runs with a TPR"}
 
 
 def tpr_at_tokens(curves: RunCurves, fpr: float, tokens: int) -> tuple[float | None, str]:

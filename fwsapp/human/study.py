@@ -30,6 +30,7 @@ import pandas as pd
 from fwsapp import counted
 from fwsapp.human import access
 from fwsapp.results.fws import ASPECTS
+from fwsapp.quality.registry import ASPECT_LABELS
 from fwsapp.human.ratings import RATERS_PER_ITEM
 from fwsapp.human.workflow import Queue, Rater, RatingError, Task
 from fwsapp.plugins import checked_seed
@@ -331,7 +332,7 @@ def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
     """Per rater: items assigned, rated and skipped, attention checks given, the median seconds per item, and the
     attention consistency (the share of second ratings within a point of the first, on every aspect of both texts)."""
     rows = _assignments(store, chosen)
-    columns = ["rater_id", "rater", "link", "assigned", "rated", "skipped", "checks done", "median seconds per item",
+    columns = ["rater id", "rater", "link", "assigned", "rated", "skipped", "checks done", "median seconds per item",
                "attention consistency"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
@@ -342,7 +343,7 @@ def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
                                 _gaps(row.scores_unwatermarked, row.repeat_unwatermarked)])
                 for row in repeats.itertuples()]
         seconds = pd.concat([own.seconds, own.repeat_seconds]).dropna()
-        found.append({"rater_id": rater_id, "rater": name, "link": "revoked" if own.revoked.notna().any() else "open",
+        found.append({"rater id": rater_id, "rater": name, "link": "revoked" if own.revoked.notna().any() else "open",
                       "assigned": len(own), "rated": int(own.rated.notna().sum()),
                       "skipped": int(own.skipped.notna().sum()), "checks done": f"{len(repeats)} of {int(own.attention.sum())}",
                       "median seconds per item": float(seconds.median()) if len(seconds) else None,
@@ -352,14 +353,16 @@ def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
 
 
 def item_progress(store: Store, chosen: Study) -> pd.DataFrame:
-    """Per item: raters assigned and ratings given."""
+    """Per item (run and sample): raters assigned and ratings given."""
     items = store.study_items(chosen.study_id)
     rows = _assignments(store, chosen)
     if rows.empty:
-        return items.assign(rated=0)[["run_id", "sample_idx", "assigned", "rated"]]
-    rated = rows[rows.rated.notna()].groupby(["run_id", "sample_idx"]).size().rename("rated")
-    return items.join(rated, on=["run_id", "sample_idx"]).fillna({"rated": 0}).astype({"rated": int})[
-        ["run_id", "sample_idx", "assigned", "rated"]]
+        counted_items = items.assign(rated=0)
+    else:
+        rated = rows[rows.rated.notna()].groupby(["run_id", "sample_idx"]).size().rename("rated")
+        counted_items = items.join(rated, on=["run_id", "sample_idx"]).fillna({"rated": 0}).astype({"rated": int})
+    return counted_items[["run_id", "sample_idx", "assigned", "rated"]].rename(columns={"run_id": "run",
+                                                                                      "sample_idx": "sample"})
 
 
 def ratings(store: Store, chosen: Study) -> pd.DataFrame:
@@ -388,11 +391,11 @@ def disagreements(rated: pd.DataFrame) -> pd.DataFrame:
             values = group[[aspect, "rater"]].dropna()
             if len(values) >= 2 and values[aspect].max() - values[aspect].min() >= DISAGREEMENT:
                 low, high = values.loc[values[aspect].idxmin()], values.loc[values[aspect].idxmax()]
-                found.append({"run_id": run_id, "sample_idx": int(sample_idx), "kind": kind, "aspect": aspect,
-                              "lowest": int(low[aspect]), "by": low.rater, "highest": int(high[aspect]),
-                              "by ": high.rater, "raters": len(values)})
-    return pd.DataFrame(found, columns=["run_id", "sample_idx", "kind", "aspect", "lowest", "by", "highest", "by ",
-                                        "raters"])
+                found.append({"run": run_id, "sample": int(sample_idx), "text": kind, "aspect": ASPECT_LABELS[aspect],
+                              "lowest": int(low[aspect]), "lowest by": low.rater, "highest": int(high[aspect]),
+                              "highest by": high.rater, "raters": len(values)})
+    return pd.DataFrame(found, columns=["run", "sample", "text", "aspect", "lowest", "lowest by", "highest",
+                                        "highest by", "raters"])
 
 
 def entity_verdicts(store: Store, chosen: Study) -> pd.DataFrame:

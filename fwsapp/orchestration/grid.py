@@ -14,7 +14,6 @@ its id is the same as the one `generate` gives for the same settings, and a reru
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -26,6 +25,7 @@ from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.generation.run_config import RunConfig
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.plugins import checked_seed
+from fwsapp.watermark import methods
 from fwsapp.paths import DEMO_DATA_DIR, PROJECT_DIR, UPLOADS_DIR
 
 GRID_KEYS = {"models", "tasks", "seeds", "n", "max_new_tokens", "batch_size", "datasets"}
@@ -118,7 +118,6 @@ class Spec:
         step gives them no perplexity and the analyze step no entropies (neither names a model)."""
         from fwsapp.judge.registry import JUDGE_BACKENDS
         from fwsapp.robustness.attacks import ATTACKS
-        from fwsapp.watermark import methods
 
         if self.server is None:
             return True
@@ -375,7 +374,8 @@ def _integer(name: str, grid: dict, key: str, default: int) -> int:
 
 
 def plan(spec: Spec, store=None) -> pd.DataFrame:
-    """One row per run: its settings, what is stored and the units (batches) still to generate. `store` may be
+    """One row per run: its settings (as every page names a run's: what sets them apart from the method's defaults,
+    its strength always named), what is stored and the units (batches) still to generate. `store` may be
     None (no database yet: everything is missing)."""
     rows = []
     for config in spec.runs:
@@ -383,7 +383,7 @@ def plan(spec: Spec, store=None) -> pd.DataFrame:
         stored = store.finished_samples(run_id) if store is not None and store.has_run(run_id) else set()
         batches = [range(start, min(start + config.batch_size, config.n)) for start in range(0, config.n, config.batch_size)]
         missing = [batch for batch in batches if not all(index in stored for index in batch)]
-        rows.append({"run_id": run_id, "model": config.model, "task": config.task, "method": config.method,
-                     "seed": config.seed, "n": config.n, "samples stored": len(stored), "units missing": len(missing),
-                     "units": len(batches), "params": json.dumps(config.params, sort_keys=True)})
+        rows.append({"run": run_id, "model": config.model, "task": config.task, "method": config.method,
+                     "settings": methods.info(config.method).settings(config.params), "seed": config.seed,
+                     "n": config.n, "samples stored": len(stored), "units missing": len(missing), "units": len(batches)})
     return pd.DataFrame(rows)

@@ -148,6 +148,9 @@ def fws_by_run(means, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) 
 # The settings of the unwatermarked rows, which average the unwatermarked texts of a model's runs of a task.
 POOLED_REFERENCE = "mean of the model's runs"
 
+# The FWS tables' and the ranking's columns as the FWS page heads them, as the report heads its run columns.
+HEADINGS = {"model": "Model", "task": "Task", "rank": "Rank", "method": "Method", "settings": "Settings", "fws": "FWS"}
+
 
 def _with_reference(scored) -> pd.DataFrame:
     """Watermarked rows by run, unwatermarked rows relabelled as the 'Unwatermarked' reference."""

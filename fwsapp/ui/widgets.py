@@ -393,6 +393,11 @@ def worded_columns(frame: pd.DataFrame, decimals: int | None = 3) -> dict:
     return {**fixed, **worded}
 
 
+def table(frame: pd.DataFrame, decimals: int | None = 3) -> None:
+    """`frame` as a page's table: no index, the page's width, numbers to `decimals` and words given room."""
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=worded_columns(frame, decimals))
+
+
 def written_as_exported(frame: pd.DataFrame) -> tuple:
     """`frame` styled for st.dataframe, with its column settings, as the report's downloads write it (`number_text`):
     three decimals, and two significant digits where three would write a value that is not 0 as 0.000 (z > 4's nominal
