@@ -13,7 +13,7 @@ from fwsapp.watermark import methods
 from fwsapp.cli import main
 from fwsapp.watermark.methods import watermark_names
 from fwsapp.detection.redetect import _scored
-from fwsapp.detection.strength import QUALITY, matched
+from fwsapp.detection.strength import QUALITY, matched, on_tradeoff
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.base import Detection
 from tests.test_pages import APP
@@ -139,6 +139,28 @@ def test_the_equal_strength_search_picks_the_known_setting():
     assert table.at["SWEET", "runs"] == 0 and np.isnan(table.at["SWEET", "value"])
     assert table.at["SWEET", "setting"] == "not measured at this length: see the swept runs"
     assert table.at["KGW", "runs"] == 2
+
+
+def test_runs_of_one_strength_on_several_seeds_are_read_together():
+    """Seeds are replicates: a strength's TPR and quality are its runs' means (it interpolated from one seed's run to
+    another's at the same δ, or took a seed that reached the target where their mean did not)."""
+    def seeded(seed: int, tprs: dict[float, float], fws: dict[float, float]) -> list[dict]:
+        return [{**row, "run_id": f"{row['run_id']}-s{seed}", "FWS (Auto)": fws[row["value"]]}
+                for row in sweep("KGW", tprs)]
+
+    points = pd.DataFrame(seeded(0, {1.0: 0.7, 2.0: 0.95}, {1.0: 0.5, 2.0: 0.4})
+                          + seeded(1, {1.0: 0.8, 2.0: 0.85}, {1.0: 0.7, 2.0: 0.2}))
+    row = matched(points, 0.8).iloc[0]
+    # δ 1 reads 0.75 and δ 2 0.9: 0.8 lies a third of the way; FWS 0.6 at δ 1 and 0.3 at δ 2.
+    assert row.value == pytest.approx(1 + 1 / 3) and row["FWS (Auto)"] == pytest.approx(0.6 - 0.3 / 3)
+    assert row.setting == "interpolated between delta=1 and 2" and row.runs == 4
+    assert row.low_run == ("KGW-1.0-s0", "KGW-1.0-s1") and row.high_run == ("KGW-2.0-s0", "KGW-2.0-s1")
+    reached = matched(points, 0.75).iloc[0]
+    assert reached.value == 1.0 and reached.setting == "swept runs KGW-1.0-s0, KGW-1.0-s1"
+    # On the trade-off chart the setting sits at its runs' mean position.
+    chart = pd.DataFrame({"run_id": points.run_id, "auroc": [0.8, 1.0, 0.9, 1.0], "fws": [0.5, 0.4, 0.7, 0.2]})
+    placed = on_tradeoff(matched(points, 0.8), chart, "auroc", "fws").iloc[0]
+    assert placed.auroc == pytest.approx(0.85 + (1.0 - 0.85) / 3) and placed.fws == pytest.approx(0.6 - 0.3 / 3)
 
 
 def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp_path, capsys):

@@ -5,8 +5,9 @@ At default parameters a weaker watermark can look kinder to the facts simply bec
 0.9 at 1 % FPR after 64 tokens, say) is met by each method's sweep of its strength parameter (`MethodInfo.
 strength_param`: δ, DiPmark's α, SynthID's depth). Runs that differ only in that parameter form one sweep. Each run's
 TPR at T tokens (on the statistic fwsapp.detection.length keeps: a z or a p) uses the threshold its negatives give at that length
-where they are enough (1/FPR of them reach T), else the nominal one. Along a sweep, ordered by strength, the first setting that
-reaches the target is taken; where the one before falls short, the setting and every quality figure are interpolated
+where they are enough (1/FPR of them reach T), else the nominal one. Runs at one strength (other seeds) are replicates,
+read together: their mean TPR and quality. Along a sweep, ordered by strength, the first setting that reaches the target
+is taken; where the one before falls short, the setting and every quality figure are interpolated
 linearly in TPR between the two, and the table says so.
 """
 from __future__ import annotations
@@ -106,16 +107,28 @@ def short_of(tpr: float, target: float) -> str:
     return f"{tpr:.6g}"
 
 
+def strengths(runs: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's measured runs read per strength, weakest first: runs at one value are replicates (other seeds), so its
+    TPR and each quality figure are their means (a figure missing from one of them is missing), with the runs' ids."""
+    measured = runs.dropna(subset=["tpr"])
+    quality = measured[list(QUALITY)].map(_number)
+    return pd.concat([measured[["value", "tpr"]], quality], axis=1).groupby("value", sort=True).agg(
+        **{column: (column, lambda values: values.mean(skipna=False)) for column in ["tpr", *QUALITY]}).join(
+        measured.groupby("value").run_id.agg(lambda ids: tuple(sorted(ids))).rename("run_ids")).reset_index()
+
+
 def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
-    """Per sweep, the setting that reaches `target_tpr`: a swept run, or a point interpolated between the last run
-    short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR, and one none
-    of whose runs has a TPR (`runs` 0) says that, so no sweep drops out of the table unseen."""
+    """Per sweep, the setting that reaches `target_tpr`: a swept strength, or a point interpolated between the last
+    strength short of it and the first that reaches it; a sweep that never reaches it says so, with its best TPR, and
+    one none of whose runs has a TPR (`runs` 0) says that, so no sweep drops out of the table unseen. `low_run` and
+    `high_run` hold the run ids at the two strengths (the same where one is swept), `share` the way between them."""
     rows = []
     for sweep, runs in points.groupby("sweep", sort=True):
-        group = runs.dropna(subset=["tpr"]).sort_values("value").reset_index(drop=True)
+        group = strengths(runs)
         first = group.index[group.tpr >= target_tpr]
-        base = {**runs.iloc[0][["method", "model", "task", "strength"]].to_dict(), "sweep": sweep, "runs": len(group),
-                "low_run": None, "high_run": None, "share": math.nan}
+        parameter = runs.strength.iloc[0]
+        base = {**runs.iloc[0][["method", "model", "task", "strength"]].to_dict(), "sweep": sweep,
+                "runs": int(runs.tpr.notna().sum()), "low_run": None, "high_run": None, "share": math.nan}
         if group.empty:
             rows.append({**base, "value": math.nan, "tpr": math.nan, **{label: math.nan for label in QUALITY},
                          "setting": "not measured at this length: see the swept runs"})
@@ -124,35 +137,35 @@ def matched(points: pd.DataFrame, target_tpr: float) -> pd.DataFrame:
             best = group.loc[group.tpr.idxmax()]
             rows.append({**base, "value": math.nan, "tpr": math.nan,
                          "setting": f"not reached: best TPR {short_of(best.tpr, target_tpr)} at "
-                                    f"{best.strength}={best.value:g}",
+                                    f"{parameter}={best.value:g}",
                          **{label: math.nan for label in QUALITY}})
             continue
         high = group.loc[first[0]]
         if first[0] == 0 or high.tpr == target_tpr:
-            note = f"swept run {high.run_id}" + (" (the weakest swept: a weaker one may reach it too)"
-                                                 if first[0] == 0 and high.tpr > target_tpr else "")
-            rows.append({**base, "value": high.value, "tpr": high.tpr, "setting": note, "low_run": high.run_id,
-                         "high_run": high.run_id, "share": 0.0,
-                         **{label: _number(high[label]) for label in QUALITY}})
+            note = f"swept run{'s' if len(high.run_ids) > 1 else ''} {', '.join(high.run_ids)}" + (
+                " (the weakest swept: a weaker one may reach it too)" if first[0] == 0 and high.tpr > target_tpr else "")
+            rows.append({**base, "value": high.value, "tpr": high.tpr, "setting": note, "low_run": high.run_ids,
+                         "high_run": high.run_ids, "share": 0.0, **{label: high[label] for label in QUALITY}})
             continue
         low = group.loc[first[0] - 1]
         share = (target_tpr - low.tpr) / (high.tpr - low.tpr)
         rows.append({**base, "value": low.value + share * (high.value - low.value), "tpr": target_tpr,
-                     "setting": f"interpolated between {low.strength}={low.value:g} and {high.value:g}",
-                     "low_run": low.run_id, "high_run": high.run_id, "share": share,
+                     "setting": f"interpolated between {parameter}={low.value:g} and {high.value:g}",
+                     "low_run": low.run_ids, "high_run": high.run_ids, "share": share,
                      **{label: _between(low[label], high[label], share) for label in QUALITY}})
     return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "tpr", "setting", "runs",
                                        *QUALITY, "low_run", "high_run", "share"])
 
 
 def on_tradeoff(table: pd.DataFrame, points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Where each matched setting sits on a trade-off chart of `points` (one row per run, by run_id): its runs' x and y,
-    interpolated as the setting is. Settings whose runs are not among the points are left out."""
+    """Where each matched setting sits on a trade-off chart of `points` (one row per run, by run_id): the mean x and y
+    of its runs at each strength, interpolated as the setting is. Settings whose runs are not all among the points are
+    left out."""
     placed = points.set_index("run_id")
     rows = []
     for row in table.dropna(subset=["low_run"]).itertuples():
-        if row.low_run in placed.index and row.high_run in placed.index:
-            low, high = placed.loc[row.low_run], placed.loc[row.high_run]
+        if {*row.low_run, *row.high_run} <= set(placed.index):
+            low, high = (placed.loc[list(run_ids), [x, y]].astype(float).mean() for run_ids in (row.low_run, row.high_run))
             rows.append({"method": row.method, "task": row.task, "setting": row.setting,
                          x: _between(low[x], high[x], row.share), y: _between(low[y], high[y], row.share)})
     return pd.DataFrame(rows, columns=["method", "task", "setting", x, y])
