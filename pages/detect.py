@@ -63,7 +63,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
         widgets.job_status("lengths", "texts")
     if frames["summary"].empty:
         return
-    st.dataframe(widgets.uniform(frames["summary"]), hide_index=True, width="stretch")
+    widgets.table(widgets.uniform(frames["summary"]))
     rates = frames["rates"].dropna(subset=["tokens", "TPR"])
     if not rates.empty:
         figure = px.line(rates, x="tokens", y="TPR", color="run", markers=True, log_x=True, hover_data=["texts", "FPR"],
@@ -78,7 +78,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
         boxes = px.box(frames["tokens"], y="run", x="tokens to detect", points="all", orientation="h")
         widgets.chart(boxes.update_layout(height=140 + 60 * frames["tokens"].run.nunique(), yaxis_title=None,
                                            yaxis_autorange="reversed"))  # in the table's order
-    st.dataframe(widgets.uniform(frames["rates"].drop(columns="tokens")), hide_index=True, width="stretch")
+    widgets.table(widgets.uniform(frames["rates"].drop(columns="tokens")))
     st.caption("T counts the text's tokens from its start; after T tokens a text is scored on those alone (the score "
                "its detector gives that prefix). Tokens to detect is the T from which a text stays detected; a text "
                "not detected at its full length is never detected, counted apart, not left out. TPR after T counts "

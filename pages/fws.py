@@ -101,7 +101,7 @@ def show_table(title: str, table, empty: str, source: str, weighting: Weighting)
     pooled = pooled_reference(queries.fws_means(resources.revision(), weighting.mapping_key,
                                                 weighting.include_smoke, weighting.judge)[source])
     several = pooled[pooled.run_id.str.contains(",")]
-    st.caption("One row per run of each task: settings say what sets a run apart from its method's defaults, with its "
+    st.caption("One row per run of each task: Settings say what sets a run apart from its method's defaults, with its "
                "id where two runs share them." + ("" if several.empty else " The Unwatermarked row (Settings '"
                f"{POOLED_REFERENCE}') averages the unwatermarked texts of several runs: " + "; ".join(
                    f"{row.model}, {task_label(row.task)}: {row.run_id}"

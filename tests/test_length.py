@@ -284,6 +284,10 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     assert list(swept.columns[:8]) == ["Method", "Model", "Task", "Strength parameter", "Value", "Run",
                                        "TPR after 16 tokens at 1% FPR", "Threshold"]
     assert list(swept.Run) == run_ids
+    app.switch_page("pages/detect.py").run()  # the Length tab's TPR after T: 0.700 beside 1.000 (it read 0.7 beside 1)
+    rates = next(frame for frame in app.dataframe if {"T", "TPR", "FPR"} <= set(frame.value.columns))
+    assert rates.value.TPR.notna().any()
+    assert json.loads(rates.proto.columns)["TPR"]["type_config"]["format"] == "%.3f"
 
 
 def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):

@@ -79,7 +79,8 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert list(rates["T"]) == ["16", "32", "64", "full"] and (rates.texts == 4).all() and rates.TPR.isna().all()
     lengths_by_answer = app.dataframe[3].value  # measured, and predicted once `detect --predict` has read them
     assert lengths_by_answer.loc[0, "answers"] == 4 and lengths_by_answer.loc[0, "answers under 200 tokens"] == 4
-    assert lengths_by_answer.loc[0, "predicted median"] is None and lengths_by_answer.loc[0, "measured median"] is not None
+    assert lengths_by_answer.loc[0, "predicted median"] == "not predicted yet"  # it read None
+    assert lengths_by_answer.loc[0, "measured median"] is not None
     calibration = app.dataframe[4].value  # 4 negatives: the rates are stated, the empirical thresholds are not
     assert calibration.loc[0, "tokens scored"] == "all" and calibration.loc[0, "theoretical threshold"] == "z > 4"
     assert calibration.loc[0, "false positives"] == "0 of 4" and calibration.loc[0, "achieved FPR"] == 0

@@ -95,10 +95,31 @@ def test_a_few_answers_correlation_and_shares_say_there_are_too_few(monkeypatch)
         return {"run_id": f"r{answers}", "method": "KGW", "task": "qa", "answers": answers, "predicted_median": 22,
                 "measured_median": 16, "spearman": 0.5, "spearman_pairs": answers, "short_answers": answers,
                 "short_predicted_detectable": 0.75, "short_predicted": answers, "short_measured_detectable": 0.75,
-                "short_measured": answers}
+                "short_measured": answers, "predicted_answers": answers}
 
     monkeypatch.setattr(predicted_length, "predicted_against_measured", lambda store, run_id, fpr: found(int(run_id)))
     table = predicted_length.prediction_table(None, ["4", "24"]).set_index("answers")
     assert table.loc[4, ["Spearman ρ", "detectable (predicted)", "detectable (measured)"]].tolist() == [
         "not enough data (n = 4)"] * 3
     assert table.loc[24, ["Spearman ρ", "detectable (predicted)", "detectable (measured)"]].tolist() == [0.5, 0.75, 0.75]
+
+
+def test_a_run_not_yet_predicted_says_so_and_a_predicted_median_is_a_count(monkeypatch):
+    """A run scored by length but not read for predictions showed "None" and "not enough data (n = 0)" beside a
+    predicted run's median written 18.000 (the column's None made the counts floats)."""
+    from fwsapp.detection import predicted_length
+    from fwsapp.ui.widgets import uniform
+
+    def found(run_id: str) -> dict:
+        predicted = run_id == "read"
+        return {"run_id": run_id, "method": "KGW", "task": "qa", "answers": 24, "predicted_median": 18 if predicted
+                else None, "measured_median": 9, "spearman": 0.08 if predicted else None, "spearman_pairs": 24 * predicted,
+                "short_answers": 24, "short_predicted_detectable": 1.0 if predicted else None,
+                "short_predicted": 24 * predicted, "short_measured_detectable": 1.0, "short_measured": 24,
+                "predicted_answers": 24 * predicted}
+
+    monkeypatch.setattr(predicted_length, "predicted_against_measured", lambda store, run_id, fpr: found(run_id))
+    table = uniform(predicted_length.prediction_table(None, ["waiting", "read"])).set_index("run")
+    assert table.loc["waiting", ["predicted median", "Spearman ρ", "detectable (predicted)"]].tolist() == [
+        "not predicted yet"] * 3
+    assert table.loc["read", "predicted median"] == "18" and table.loc["waiting", "detectable (measured)"] == 1.0

@@ -27,6 +27,7 @@ from fwsapp.watermark import methods
 from fwsapp.watermark.expected_evidence import SPIKE_ENTROPY
 
 CODE_OF_PRACTICE_TOKENS = 200  # the Code of Practice's line: free text over this many tokens is to be marked
+NOT_PREDICTED = "not predicted yet"
 CHUNK = 16  # answers per transaction: a killed job keeps what it predicted
 
 
@@ -139,7 +140,7 @@ def predicted_against_measured(store, run_id: str, fpr: float = DEFAULT_FPR) -> 
     measured_detected = np.isfinite(short.measured.dropna())
     return {
         "run_id": run_id, "method": run["method"], "task": run["task"], "model": model or run["model"],
-        "threshold": threshold.label, "answers": len(frame),
+        "threshold": threshold.label, "answers": len(frame), "predicted_answers": int(frame.predicted.notna().sum()),
         "predicted_median": tokens_quantile(frame.predicted, 0.5), "measured_median": tokens_quantile(frame.measured, 0.5),
         "spearman": float(stats.spearmanr(finite.predicted, finite.measured).statistic) if len(finite) >= 3 else None,
         "spearman_pairs": len(finite), "short_answers": len(short),
@@ -161,10 +162,17 @@ def prediction_table(store, run_ids: list[str], fpr: float = DEFAULT_FPR) -> pd.
     table's "not enough data (n = 4)" for the same answers' TPR at their full length)."""
     rows = [found for run_id in run_ids if (found := predicted_against_measured(store, run_id, fpr)) is not None]
     under = f"under {CODE_OF_PRACTICE_TOKENS} tokens"
+
+    def predicted(row: dict, value):
+        """A figure of the predicted side, or that the run is not predicted yet (it read "None" and "not enough data
+        (n = 0)" for a run whose answers wait for `--predict`)."""
+        return value if row["predicted_answers"] else NOT_PREDICTED
+
     return pd.DataFrame([{
         "run": row["run_id"], "method": row["method"], "task": row["task"], "answers": row["answers"],
-        "predicted median": row["predicted_median"], "measured median": row["measured_median"],
-        "Spearman ρ": shown(row["spearman"], "spearman", row["spearman_pairs"]), f"answers {under}": row["short_answers"],
-        "detectable (predicted)": shown(row["short_predicted_detectable"], "rate", row["short_predicted"]),
+        "predicted median": predicted(row, row["predicted_median"]), "measured median": row["measured_median"],
+        "Spearman ρ": predicted(row, shown(row["spearman"], "spearman", row["spearman_pairs"])),
+        f"answers {under}": row["short_answers"],
+        "detectable (predicted)": predicted(row, shown(row["short_predicted_detectable"], "rate", row["short_predicted"])),
         "detectable (measured)": shown(row["short_measured_detectable"], "rate", row["short_measured"])}
         for row in rows])
