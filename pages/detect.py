@@ -116,8 +116,7 @@ def calibration_view(tab, chosen: list[str]) -> None:
     """What each run's threshold costs on its own negatives."""
     tab.subheader("Calibration: what the threshold costs on the run's own negatives")
     calibration = queries.calibration(resources.revision(), tuple(chosen))
-    styled, columns = widgets.written_as_exported(calibration)  # as the Report page: 3.2e-05, not 0.00003
-    tab.dataframe(styled, hide_index=True, width="stretch", column_config=columns)
+    widgets.exported_table(calibration, where=tab)  # as the Report page: 3.2e-05, not 0.00003
     tab.caption("Nominal FPR: what the theoretical threshold promises if every token were green by chance (z) or "
                 "the p-value uniform. Achieved FPR: the share of the run's negatives it calls watermarked, with "
                 "its exact 95 % interval. The thresholds that hold 1 % and 5 % on those negatives (bootstrap 95 % "

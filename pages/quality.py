@@ -69,9 +69,7 @@ def task_tables(runs) -> None:
             continue
         st.subheader(f"{TASKS[task].label} ({TASKS[task].dataset})")
         best = best_cells(table)
-        styled, columns = widgets.written_as_exported(table)  # as its LaTeX and the report: 0.00016 is not 0.000
-        styled = styled.apply(lambda column: ["font-weight: bold" if flag else "" for flag in best[column.name]], axis=0)
-        st.dataframe(styled, hide_index=True, width="stretch", column_config=columns)
+        widgets.exported_table(table, bold=best)  # as its LaTeX and the report: 0.00016 is not 0.000
         st.caption("One row per run: Settings are what sets a run apart from its method's defaults, with its id where "
                    "two runs share them; the Unwatermarked row holds the texts of the run it names. "
                    "Best value per column and model in bold (lowest perplexity, highest otherwise; none where all are "
@@ -79,8 +77,7 @@ def task_tables(runs) -> None:
                    "watermarked text's similarity to "
                    "the unwatermarked one). Difference from unwatermarked, each run's watermarked texts against its "
                    "own unwatermarked ones (the same prompts):")
-        styled, columns = widgets.written_as_exported(difference_from_unwatermarked(report, task))
-        st.dataframe(styled, hide_index=True, width="stretch", column_config=columns)
+        widgets.exported_table(difference_from_unwatermarked(report, task))
         downloads = st.columns(2)
         widgets.download("CSV", csv_bytes(table), f"quality-{task}.csv", "text/csv", downloads[0], key=f"csv-{task}")
         widgets.download("LaTeX", quality_latex(table, f"Quality, {TASKS[task].label}"), f"quality-{task}.tex",

@@ -31,8 +31,7 @@ def render() -> None:
         st.stop()
     for title, frame in report_tables(report):
         st.subheader(markup.message(title))  # Table 4 names the judge, as it was typed or imported
-        styled, columns = widgets.written_as_exported(frame)
-        st.dataframe(styled, hide_index=True, width="stretch", column_config=columns)
+        widgets.exported_table(frame)
     runs = queries.runs(resources.revision())
     named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
     # The files are built only while the expander is open (its state reruns the page), not on every draw. They are

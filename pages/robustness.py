@@ -82,8 +82,7 @@ def overview(frame) -> None:
         figure.update_layout(height=220 + 40 * len(table), margin={"l": 10, "r": 10, "t": 10, "b": 10})
         widgets.chart(figure)
     with st.expander("Every removal attack set, with its detection and what it changed"):
-        styled, columns = widgets.written_as_exported(every_set(frame))  # as the report: 0.00015, not 0.0001
-        st.dataframe(styled, hide_index=True, width="stretch", column_config=columns)
+        widgets.exported_table(every_set(frame))  # as the report: 0.00015, not 0.0001
 
     graded = [name for name in frame.attack.dropna().unique() if ATTACKS[name].strength and
               frame[frame.attack == name].params.map(lambda params: params.get(ATTACKS[name].strength)).nunique() > 1]

@@ -393,18 +393,22 @@ def worded_columns(frame: pd.DataFrame, decimals: int | None = 3) -> dict:
     return {**fixed, **worded}
 
 
-def table(frame: pd.DataFrame, decimals: int | None = 3) -> None:
-    """`frame` as a page's table: no index, the page's width, numbers to `decimals` and words given room."""
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=worded_columns(frame, decimals))
+def table(frame: pd.DataFrame, decimals: int | None = 3, where=st) -> None:
+    """`frame` as a page's table (in `where`: the page, a tab): no index, the page's width, numbers to `decimals` and
+    words given room."""
+    where.dataframe(frame, hide_index=True, width="stretch", column_config=worded_columns(frame, decimals))
 
 
-def written_as_exported(frame: pd.DataFrame) -> tuple:
-    """`frame` styled for st.dataframe, with its column settings, as the report's downloads write it (`number_text`):
-    three decimals, and two significant digits where three would write a value that is not 0 as 0.000 (z > 4's nominal
-    FPR, 3.2e-05, read 0.000 on the Report page and 3.2e-05 in its Markdown)."""
+def exported_table(frame: pd.DataFrame, where=st, bold: pd.DataFrame | None = None) -> None:
+    """`frame` as a page's table written as the report's downloads write it (`number_text`): three decimals, and two
+    significant digits where three would write a value that is not 0 as 0.000 (z > 4's nominal FPR, 3.2e-05, read
+    0.000 on the Report page and 3.2e-05 in its Markdown); the cells True in `bold` in bold."""
     shown = uniform(frame)
     numbers = [column for column in shown.columns if shown[column].dtype.kind == "f"]
-    return shown.style.format(number_text, subset=numbers, na_rep="None"), worded_columns(shown, decimals=None)
+    styled = shown.style.format(number_text, subset=numbers, na_rep="None")
+    if bold is not None:
+        styled = styled.apply(lambda column: ["font-weight: bold" if flag else "" for flag in bold[column.name]], axis=0)
+    where.dataframe(styled, hide_index=True, width="stretch", column_config=worded_columns(shown, decimals=None))
 
 
 # A legend of run labels under its chart: at the side, long labels took half the plot's width.
