@@ -23,6 +23,12 @@ def counted(count: int, singular: str, plural: str) -> str:
     return f"{count:,} {singular if count == 1 else plural}"
 
 
+def in_words(items: list[str], last: str = "and") -> str:
+    """Items as a sentence lists them: "a", "a and b", "a, b and c" (`last`: the word before the last one)."""
+    items = list(items)
+    return f"{', '.join(items[:-1])} {last} {items[-1]}" if len(items) > 1 else "".join(items)
+
+
 def duration(seconds: float) -> str:
     """A duration as people read it: '45 s', '2 min 10 s', '3 h 5 min' (never '0.0 min')."""
     seconds = int(round(seconds))

@@ -122,12 +122,17 @@ def changed_count(found, kind: str) -> int:
     return sum(tab_kind(found, change) == kind for changes in found.changes.values() for change in changes)
 
 
+def changed_in_tab(found, text_kind: str, kind: str) -> dict:
+    """The spans of a text with a change shown in `kind`'s tab: span -> [(against, Change)]."""
+    return {span: shown for span, marks in found.changed_spans(text_kind).items()
+            if (shown := [(against, change) for against, change in marks if tab_kind(found, change) == kind])}
+
+
 def facts_side_by_side(found, kind: str) -> None:
     columns = st.columns(len(found.texts))
     for column, text_kind in zip(columns, found.texts):
         facts = [fact for fact in found.facts[text_kind] if fact.kind == kind]
-        changed = {span: [(against, change) for against, change in marks if tab_kind(found, change) == kind]
-                   for span, marks in found.changed_spans(text_kind).items()}
+        changed = changed_in_tab(found, text_kind, kind)
         column.markdown(f"**{text_kind.capitalize()}**")
         column.markdown(markup.highlight_facts(found.texts[text_kind], facts, changed), unsafe_allow_html=True)
 
@@ -143,7 +148,8 @@ def facts_changes_table(found, kind: str) -> None:
 
 
 def fact_verdicts(found, kind: str, rater: str, run_id: str, sample_idx: int) -> None:
-    """A verdict per fact of the two answers, changed facts first."""
+    """A verdict per fact of the two answers, changed facts first: changed as the tab counts them (a fact of its kind
+    the other text does not state), or corrupted (its name misspelt, counted in the corrupted terms' tab)."""
     from fwsapp.entities.fact_review import (
         FACT_VERDICTS, flagged, rater_fact_verdicts, record_fact_verdict, undo_fact_verdict, verdict_label)
 
@@ -152,16 +158,17 @@ def fact_verdicts(found, kind: str, rater: str, run_id: str, sample_idx: int) ->
     recorded = rater_fact_verdicts(resources.store(), rater, run_id, sample_idx)
     labels = {code: verdict_label(code, kind) for code in FACT_VERDICTS}
     for text_kind in ("watermarked", "unwatermarked"):
-        marked = found.changed_spans(text_kind)
+        changed, corrupted = changed_in_tab(found, text_kind, kind), changed_in_tab(found, text_kind, CORRUPTION_TAB)
         facts = sorted((fact for fact in found.facts.get(text_kind, []) if fact.kind == kind),
-                       key=lambda fact: ((fact.start, fact.end) not in marked, fact.start))
+                       key=lambda fact: ((fact.start, fact.end) not in changed | corrupted, fact.start))
         for fact in facts:
             key = f"fact-verdict-{rater.strip()}-{run_id}-{sample_idx}-{text_kind}-{kind}-{fact.start}"
             stored = recorded.get((text_kind, kind, fact.start))
             line = st.columns([3, 5, 1])
-            changed = " · changed" if (fact.start, fact.end) in marked else ""
+            marks = "".join(f" · {mark}" for mark, spans in (("changed", changed), ("corrupted", corrupted))
+                            if (fact.start, fact.end) in spans)
             line[0].markdown(f"{text_kind}: **{markup.inert(fact.text)}** ({markup.inert(fact.value)}, {fact.assertion})"
-                             f"{changed}", unsafe_allow_html=True)
+                             f"{marks}", unsafe_allow_html=True)
             choice = line[1].radio("Verdict", list(labels), format_func=labels.get, horizontal=True, key=key,
                                    index=list(labels).index(stored) if stored else None, label_visibility="collapsed",
                                    disabled=not rater.strip())

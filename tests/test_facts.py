@@ -869,3 +869,49 @@ def test_the_drug_matcher_read_back_from_the_cache_finds_what_a_built_one_finds_
     nlp, matcher = drugs.lexicon_matcher(unwritable)
     assert [nlp(text)[start:end].text for _, start, end in matcher(nlp(text))] == drugs_found()
     assert unwritable.is_file() and len(list(tmp_path.iterdir())) == 2
+
+
+def test_the_facts_browser_calls_a_fact_changed_only_where_its_tab_counts_a_change(app_db, monkeypatch):
+    """A disease name the answer misspelt ("ataxi") is a corrupted term, counted in that tab: the diseases tab, which
+    counts no disease change, does not call the fact changed (it did, beside "diseases (0 changed)"), but corrupted."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.entities.changes import Change
+    from fwsapp.entities.fact_review import SampleFacts
+    from fwsapp.entities.facts import Fact
+    from fwsapp.ui import queries
+    from tests.conftest import imported_qa_db
+    from tests.test_pages import APP
+
+    imported_qa_db(app_db, 1)
+    texts = {"watermarked": "It is gout.", "unwatermarked": "I have ataxi now.", "reference": "Ref 0."}
+    facts = {"watermarked": [Fact("disease", 6, 10, "gout", "Gout", "present")],
+             "unwatermarked": [Fact("disease", 7, 12, "ataxi", "ataxi", "present")], "reference": []}
+    changes = {("watermarked", "reference"): [Change("disease", 6, 10, "", "Gout")],
+               ("unwatermarked", "reference"): [Change("corruption", 7, 12, "ataxia", "ataxi")]}
+    monkeypatch.setattr(queries, "sample_facts", lambda *key: SampleFacts(texts, facts, changes))
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/entities.py").run()
+    assert not app.exception
+    assert [tab.label for tab in app.tabs][::4] == ["diseases (1 changed)", "corrupted terms (1 changed)"]
+    lines = [m.value for m in app.tabs[0].markdown if m.value.startswith(("watermarked:", "unwatermarked:"))]
+    assert lines == ["watermarked: **gout** (Gout, present) · changed",
+                     "unwatermarked: **ataxi** (ataxi, present) · corrupted"]
+
+
+def test_facts_and_recognize_name_every_registered_kind_of_fact_in_their_help(capsys):
+    """Their help lists the kinds from the registry: it said "A change's kind: drug, disease, dose, negation or
+    corruption" and "disease, drug or dose mentions", while durations are found and changed too."""
+    from fwsapp.cli import main
+    from fwsapp.entities.recognizers import KINDS
+
+    with pytest.raises(SystemExit):
+        main(["facts", "--help"])
+    facts_help = " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    commands_help = " ".join(capsys.readouterr().out.split())
+    changes = [kind.change for kind in KINDS.values()]
+    assert f"A change's kind: {', '.join(changes)}, negation or corruption." in facts_help
+    assert f"recognize {', '.join(changes[:-1])} or {changes[-1]} mentions" in commands_help

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from fwsapp import counted
+from fwsapp import counted, in_words
 from fwsapp.cli.options import command, output_file, recognizer, refuse_unused_loading, target_options
 from fwsapp.cli.terminal import opened_targets, model_loader, progress_bar
 
@@ -22,8 +22,10 @@ def register(commands) -> None:
                          help="hallucination: similarity below this to every reference entity")
     recognizer(analyze)
 
+    # Named as a change of them is (drug, not the registry's chemical), every kind the registry holds.
+    changes = [kind.change for kind in KINDS.values()]
     recognize = command(commands, cmd_recognize, "recognize", database=False,
-        help="disease, drug or dose mentions of each text of a JSONL file",
+        help=f"{in_words(changes, 'or')} mentions of each text of a JSONL file",
         description='Each input line {"text": ...} gives one output line {"entities": [[start, end, text, value], '
                     '...]} (character offsets; value: the concept the mention is normalised to), in input order.')
     recognize.add_argument("--in", dest="source", required=True, help="JSONL file, one {\"text\": ...} object a line")
@@ -38,7 +40,7 @@ def register(commands) -> None:
         description='Each input line {"text": T} or {"text": T, "against": A} gives one output line {"facts": [...], '
                     '"changes": [{"kind", "start", "end", "was", "now"}, ...]}, in input order, spans as character '
                     "offsets into T. A fact: kind, start, end, text, value (its concept) and assertion (affirmed, "
-                    "negated or uncertain). A change's kind: drug, disease, dose, negation or corruption.")
+                    f"negated or uncertain). A change's kind: {', '.join(changes)}, negation or corruption.")
     facts.add_argument("--in", dest="source", required=True,
                        help='JSONL file, one {"text": ...} or {"text": ..., "against": ...} object a line')
     output_file(facts, "JSONL file to write (only once every line is done)", required=True,

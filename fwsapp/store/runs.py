@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from fwsapp import in_words
 from fwsapp.store.core import PER_RUN_TABLES, StoreCore, StoreError, insert_rows, now, require_run, sql_string
 
 
@@ -78,8 +79,8 @@ class RunTables(StoreCore):
                 "SELECT DISTINCT s.name FROM study_items t JOIN studies s USING (study_id) WHERE t.run_id = ? "
                 "ORDER BY s.name", [run_id]).fetchall()]
             if studies:  # its raters' items, assignments and pending work would be left pointing at nothing
-                named = studies[0] if len(studies) == 1 else f"{', '.join(studies[:-1])} and {studies[-1]}"
-                raise StoreError(f"Run {run_id} is in the {'study' if len(studies) == 1 else 'studies'} {named}: its "
+                raise StoreError(f"Run {run_id} is in the {'study' if len(studies) == 1 else 'studies'} "
+                                 f"{in_words(studies)}: its "
                                  "raters' items would be lost. Nothing was deleted; a run a study uses stays while the "
                                  "study does (`python -m fwsapp study delete --study NAME`, or the Study page, deletes "
                                  "a study).")

@@ -22,7 +22,7 @@ import string
 import numpy as np
 import pandas as pd
 
-from fwsapp import p_text
+from fwsapp import in_words, p_text
 from fwsapp.entities.recognizers import KINDS
 
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
@@ -149,8 +149,7 @@ ASSERTION_MARKS = {"negated": "¬ ", "uncertain": "? "}
 
 def fact_kinds_named() -> str:
     """The kinds of fact, as a caption names them: "diseases, drugs, doses and durations"."""
-    names = [kind.plural for kind in KINDS.values()]
-    return ", ".join(names[:-1]) + f" and {names[-1]}"
+    return in_words(kind.plural for kind in KINDS.values())
 
 
 def fact_legend() -> str:

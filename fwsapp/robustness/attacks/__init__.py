@@ -295,3 +295,8 @@ def attacks_help() -> str:
         for key, (default, spec) in entry.params.items():
             lines.append(f"    {key}={default}  {entry.valid_values(key)}; {spec.help}" if spec else f"    {key}={default}")
     return "\n".join(lines)
+
+
+def mention_kinds() -> list[str]:
+    """The kinds of mention the attacks keep or swap, named as a change of them is ("disease", "drug", ...)."""
+    return list(dict.fromkeys(entry.fact for entry in ATTACKS if entry.uses_mentions))
