@@ -86,9 +86,13 @@ def densities(values, runs, task: str) -> None:
     st.caption("Gaussian KDE reflected at 0, where entropies stop: near-certain tokens pile up there, and a plain KDE "
                "(seaborn's default) halves their density at 0 and draws a bump beside it.")
     st.subheader("Share of tokens per entropy bin")
-    st.dataframe(bin_table(values, runs, task).round(2).rename(columns={
+    widgets.table(bin_table(values, runs, task).rename(columns={
         "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
-        hide_index=True, width="stretch")
+        decimals=2)
+    st.caption("Shifts in percentage points. Each method's row is held against the unwatermarked texts and references of "
+               "its own runs (the same prompts, at the same length), so where runs differ in prompts or length its "
+               "shift is not its share less the pooled rows' (the curves above pool them). None: its runs' "
+               "unwatermarked texts or references have no entropies yet (the analysis above computes them).")
 
 
 def entity_entropies(entities, runs) -> None:

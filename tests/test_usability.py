@@ -425,6 +425,29 @@ def test_shared_unwatermarked_and_reference_texts_are_counted_once():
     assert counts.to_dict() == {"unwatermarked": 2, "reference": 2, "KGW · delta=1": 2, "SWEET · delta=2 (defaults)": 2}
 
 
+def test_a_runs_entropy_shift_is_against_its_own_unwatermarked_texts_and_references():
+    """A sweep: a long run (its texts' tokens all high) and a short one (all low), each watermark leaving its own run's
+    shares as they were. Against the pooled unwatermarked texts the short run read a shift of +50 points into the low
+    bin; against its own texts, none. Its references have no entropies: its shift from them is None, not the long run's."""
+    import pandas as pd
+
+    from fwsapp.results.entropy_shift import bin_table
+
+    runs = pd.DataFrame({"run_id": ["long", "short"], "method": "KGW", "task": "qa", "model": "m",
+                         "params": ['{"delta": 1.0}', '{"delta": 4.0}'], "imported": False})
+    values = pd.DataFrame({"run_id": ["long"] * 6 + ["short"] * 4, "sample_idx": [0, 0, 1, 1, 0, 1, 0, 0, 1, 1],
+                           "text_kind": ["unwatermarked", "watermarked"] * 2 + ["reference"] * 2
+                           + ["unwatermarked", "watermarked"] * 2,
+                           "entropy": [5.0, 5.5, 6.0, 6.5, 2.0, 3.0, 0.5, 0.6, 0.7, 0.8]})
+    table = bin_table(values, runs, "qa").set_index("series")
+    assert table.loc["unwatermarked", ["low", "high"]].tolist() == [50, 50]  # the pooled row: both runs' texts
+    for series in ("KGW · delta=1", "KGW · delta=4"):
+        assert table.loc[series, ["low shift vs unwatermarked (pp)", "mid shift vs unwatermarked (pp)",
+                                  "high shift vs unwatermarked (pp)"]].tolist() == [0, 0, 0]
+    assert table.loc["KGW · delta=1", "high shift vs reference (pp)"] == 100
+    assert table.loc["KGW · delta=4", ["low shift vs reference (pp)"]].isna().all()
+
+
 def test_the_entropy_density_holds_its_mass_at_0_where_entropies_pile_up():
     """Entropies of rate 1 (an exponential, density 1 at 0, falling): the plain KDE read about 0.5 at 0 and peaked
     beside it, as the Entropy page's curves did; reflected at 0 it comes close to the density there and keeps all
