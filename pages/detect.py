@@ -154,11 +154,17 @@ def score_views(chosen: list[str], scores) -> None:
     widgets.chart(figure)
     st.subheader("Scores per text")
     per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
+    score_is = per_text.method.map(score_label)
+    # A method whose score is its z (or its p) has it once, under score.
+    per_text = per_text.assign(score_is=score_is, z=per_text.z.where(score_is != "z"), p=per_text.p.where(score_is != "p"))
     per_text = markup.scores_written(
-        per_text[["run_id", "method", "sample_idx", "text_kind", "score", "z", "p", "num_tokens_scored"]],
-        {"score": per_text.method.map(score_label), "z": "z", "p": "p"})  # a p of 1e-30 is not "0"
-    st.dataframe(per_text.dropna(axis=1, how="all")
-                 .rename(columns=lambda column: column.replace("_idx", "").replace("_", " ")), hide_index=True, width="stretch")
+        per_text[["run_id", "method", "sample_idx", "text_kind", "score_is", "score", "z", "p", "num_tokens_scored"]],
+        {"score": score_is, "z": "z", "p": "p"})  # a p of 1e-30 is not "0"
+    st.dataframe(per_text.dropna(axis=1, how="all").rename(columns=PER_TEXT_HEADINGS), hide_index=True, width="stretch")
+
+
+PER_TEXT_HEADINGS = {"run_id": "run", "sample_idx": "sample", "text_kind": "text", "score_is": "score is",
+                     "num_tokens_scored": "tokens scored"}
 
 
 def render() -> None:

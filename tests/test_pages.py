@@ -89,6 +89,9 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert coverage.loc[0, "watermarked share"] == 1.0 and coverage.loc[0, "flags"] == ""
     per_text = app.dataframe[6].value
     assert len(per_text) == 8
+    # KGW's score is its z, shown once (a z column repeated it), and the columns are named as read ("run id" was one)
+    assert list(per_text.columns[:6]) == ["run", "method", "sample", "text", "score is", "score"]
+    assert "z" not in per_text.columns and set(per_text["score is"]) == {"z"}
     assert per_text.score.str.fullmatch(r"-?\d+\.\d{3}").all()  # KGW's z, three decimals, as everywhere
     assert len(app.get("plotly_chart")) == 3  # tokens to detect, the ROC overlay, the score distributions
     assert "span" in next(m.value for m in app.markdown if "background:" in m.value)  # the token view
