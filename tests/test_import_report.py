@@ -304,6 +304,25 @@ def test_a_runs_difference_from_unwatermarked_is_against_its_own_texts_and_the_r
         assert reference.Factuality.iloc[0] == 0.6 and reference["ROUGE-2"].iloc[0] == 0.30
 
 
+def test_table_4s_unwatermarked_row_is_the_mean_of_the_runs_as_the_fws_pages_is():
+    """Two runs of one model and task whose unwatermarked texts score 0.24 and 0.36 (Auto FWS): the FWS page's row
+    averages them (0.30, 'mean of the model's runs'); the report's Table 4 showed one run's 0.24 with no Settings."""
+    from fwsapp.results.fws import POOLED_REFERENCE
+    from fwsapp.results.tables import table4
+
+    def run(run_id, auto, judge):
+        return {"run_id": run_id, "model": "m", "task": "qa", "method": "KGW", "settings": f"delta={run_id}",
+                "quality": {"fws_auto": {"unwatermarked": auto[0], "watermarked": auto[1]}},
+                "judge": {"fws": {"unwatermarked": judge[0], "watermarked": judge[1]}}}
+
+    table = table4({"runs": [run("2", (0.24, 0.33), (None, None)), run("4", (0.36, 0.37), (0.5, 0.4))]})
+    reference = table[table.Method == "Unwatermarked"].iloc[0]
+    assert reference.Settings == POOLED_REFERENCE
+    assert reference["Question answering Auto"] == pytest.approx(0.30)
+    assert reference["Question answering Judge"] == pytest.approx(0.5)  # the one run judged
+    assert list(table[table.Method == "KGW"]["Question answering Auto"]) == [0.33, 0.37]
+
+
 def test_a_small_number_in_a_report_table_is_not_written_as_zero():
     """z > 4's nominal FPR (3.2e-05) read "0.000" in the report's Markdown and LaTeX calibration tables."""
     import pandas as pd

@@ -17,6 +17,7 @@ from fwsapp.judge.summary import judge_name
 from fwsapp.quality.registry import ASPECT_LABELS, ASPECTS, Column, column_label, stored_columns
 from fwsapp.robustness.attack_sets import flattened, headed, survival_labels, tpr_column
 from fwsapp.results.entity_table import unsupported_shown
+from fwsapp.results.fws import POOLED_REFERENCE
 from fwsapp.sample_size import shown
 
 UNWATERMARKED = "Unwatermarked"
@@ -126,8 +127,9 @@ def table2(report: dict) -> pd.DataFrame:
 
 def table4(report: dict) -> pd.DataFrame:
     """FWS per method × task, Auto (metrics) and Judge (the paper's GPTJ: whichever judge the report counts, named in
-    the table's title), with the unwatermarked reference row. One row per
-    model, method and settings: runs are never averaged together (a row's cells are its runs of each task)."""
+    the table's title), with the unwatermarked reference row. One row per model, method and settings: watermarked runs
+    are never averaged together (a row's cells are its runs of each task); the unwatermarked row of a model and task is
+    the mean over its runs, as the FWS page's is (`fws.aspect_layout`)."""
     def row(run, kind, method):
         return {
             **_named(run, method),
@@ -135,9 +137,12 @@ def table4(report: dict) -> pd.DataFrame:
         }
 
     rows = [row(run, "watermarked", run["method"]) for run in report["runs"]]
-    # The unwatermarked row of a model: its first run of each task, named in the table's caption, not per cell.
-    rows += [{**reference, "Settings": ""} for reference in
-             _reference_rows(report, lambda run: row(run, "unwatermarked", UNWATERMARKED))]
+    # One run's unwatermarked FWS, unnamed, stood for the row: the FWS page's row, the mean of the runs, read otherwise.
+    plain = pd.DataFrame([row(run, "unwatermarked", UNWATERMARKED) for run in report["runs"]])
+    if not plain.empty:
+        plain = plain.astype({"Auto": float, "Judge": float}).groupby(["Model", "Task", "Method"], as_index=False).mean(
+            numeric_only=True)
+        rows += plain.assign(Settings=POOLED_REFERENCE).to_dict("records")
     long = pd.DataFrame(rows)
     wide = long.pivot_table(index=["Model", "Method", "Settings"], columns="Task", values=["Auto", "Judge"],
                             aggfunc="first", dropna=False)
