@@ -113,6 +113,8 @@ def test_markdown_and_latex_tables(paper_store):
     assert latex.count("\\begin{table}") == latex.count("\\end{table}") == 6
     assert latex.count("\\begin{tabular}") == latex.count("\\end{tabular}") == 6
     assert "## Calibration of the theoretical threshold" in markdown and "| meditron | Text completion | KGW |" in markdown
+    # headed as the report's other tables (it read "| Settings | tokens scored | negatives | theoretical threshold |")
+    assert "| Settings | Tokens scored | Negatives | Theoretical threshold | Nominal FPR | Achieved FPR |" in markdown
     run = report["runs"][0]
     assert set(run["detection"]["mean_score"]) == {"watermarked", "reference"}  # an import's negatives: references
     assert run["status"] == "done" and "Status" in markdown

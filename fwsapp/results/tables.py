@@ -201,8 +201,9 @@ def length_table(report: dict) -> pd.DataFrame:
 
 
 def calibration_table(report: dict) -> pd.DataFrame:
-    """What each run's theoretical threshold costs on its own negatives (the Detect page's Calibration tab)."""
-    rows = [{**_named(run), **{key: value for key, value in row.items() if key != "run"}}
+    """What each run's theoretical threshold costs on its own negatives (the Detect page's Calibration tab), headed as
+    the report's other tables are ("Achieved FPR", not the tab's "achieved FPR")."""
+    rows = [{**_named(run), **{key[:1].upper() + key[1:]: value for key, value in row.items() if key != "run"}}
             for run in report["runs"] for row in run.get("calibration") or []]
     return _ordered(rows) if rows else pd.DataFrame()
 
