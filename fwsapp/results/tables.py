@@ -137,7 +137,7 @@ def table4(report: dict) -> pd.DataFrame:
         }
 
     rows = [row(run, "watermarked", run["method"]) for run in report["runs"]]
-    # One run's unwatermarked FWS, unnamed, stood for the row: the FWS page's row, the mean of the runs, read otherwise.
+    # The mean of the model's runs of a task, as the FWS page's row is: one run's FWS would contradict the page.
     plain = pd.DataFrame([row(run, "unwatermarked", UNWATERMARKED) for run in report["runs"]])
     if not plain.empty:
         plain = plain.astype({"Auto": float, "Judge": float}).groupby(["Model", "Task", "Method"], as_index=False).mean(
