@@ -23,7 +23,7 @@ from fwsapp.judge.registry import IN_PROCESS_BACKEND
 from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
-from fwsapp.detection.strength import headings, on_tradeoff
+from fwsapp.detection.strength import headings, on_tradeoff, sweep_lines
 from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, no_equal_strength, written
 from fwsapp.ui.router import through_router
 
@@ -243,13 +243,10 @@ def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weig
         figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
                             labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {weighting.source_names[tradeoff_source]}",
                                     "run": "method · settings"})
-        strengths = dict(zip(swept.run_id, swept.value))
-        for (method, model, task), sweep_points in points.groupby(["method", "model", "task"]):
-            if len(sweep_points) > 1:  # one method's settings, joined in order of strength where it has one
-                sweep_points = sweep_points.assign(strength=sweep_points.run_id.map(strengths)).sort_values(
-                    ["strength", detect_column])
-                figure.add_trace(go.Scatter(x=sweep_points[detect_column], y=sweep_points.fws, mode="lines",
-                                            name=f"{method} ({model}, {task})", line={"width": 1, "color": "grey"}))
+        lines = sweep_lines(points, dict(zip(swept.run_id, swept.value)), detect_column, "fws")
+        for (method, model, task), line in lines.groupby(["method", "model", "task"], sort=False):
+            figure.add_trace(go.Scatter(x=line[detect_column], y=line.fws, mode="lines",
+                                        name=f"{method} ({model}, {task})", line={"width": 1, "color": "grey"}))
         placed = on_tradeoff(matched, points, detect_column, "fws")
         if not placed.empty:
             figure.add_trace(go.Scatter(x=placed[detect_column], y=placed.fws, mode="markers", text=placed.setting,

@@ -13,7 +13,7 @@ from fwsapp.watermark import methods
 from fwsapp.cli import main
 from fwsapp.watermark.methods import watermark_names
 from fwsapp.detection.redetect import _scored
-from fwsapp.detection.strength import QUALITY, matched, on_tradeoff
+from fwsapp.detection.strength import QUALITY, matched, on_tradeoff, sweep_lines
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.base import Detection
 from tests.test_pages import APP
@@ -161,6 +161,15 @@ def test_runs_of_one_strength_on_several_seeds_are_read_together():
     chart = pd.DataFrame({"run_id": points.run_id, "auroc": [0.8, 1.0, 0.9, 1.0], "fws": [0.5, 0.4, 0.7, 0.2]})
     placed = on_tradeoff(matched(points, 0.8), chart, "auroc", "fws").iloc[0]
     assert placed.auroc == pytest.approx(0.85 + (1.0 - 0.85) / 3) and placed.fws == pytest.approx(0.6 - 0.3 / 3)
+    # The line through the method's runs joins the strengths' means, so the setting lies on it (it joined the four
+    # runs one by one: 0.5, 0.7, 0.4, 0.2 up and down between the seeds); a run of no sweep is a point of its own.
+    chart = chart.assign(method="KGW", model="m", task="qa")
+    chart = pd.concat([chart, chart.iloc[:1].assign(run_id="unswept", auroc=0.95, fws=0.9)])
+    line = sweep_lines(chart, dict(zip(points.run_id, points.value)), "auroc", "fws")
+    assert line.strength.tolist()[:2] == [1.0, 2.0] and pd.isna(line.strength.iloc[2])
+    assert line.auroc.tolist() == pytest.approx([0.85, 1.0, 0.95]) and line.fws.tolist() == pytest.approx([0.6, 0.3, 0.9])
+    on_line = 0.6 + (placed.auroc - 0.85) / (1.0 - 0.85) * (0.3 - 0.6)
+    assert placed.fws == pytest.approx(on_line)
 
 
 def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp_path, capsys):

@@ -171,6 +171,21 @@ def on_tradeoff(table: pd.DataFrame, points: pd.DataFrame, x: str, y: str) -> pd
     return pd.DataFrame(rows, columns=["method", "task", "setting", x, y])
 
 
+def sweep_lines(points: pd.DataFrame, strengths: dict, x: str, y: str) -> pd.DataFrame:
+    """The vertices of the line through each method's runs on a trade-off chart (`points`: one row per run, with
+    method, model and task), for each method, model and task with two or more, in order of strength (`strengths`: run
+    id -> its swept value). Runs at one strength (seeds, replicates) are one vertex, their mean x and y, as equal
+    strength reads them and `on_tradeoff` places a setting: joined one by one, the line zigzagged between them and
+    missed the setting placed at their mean. A run of no sweep is a vertex of its own."""
+    strength = points.run_id.map(strengths)
+    vertex = strength.map(repr).where(strength.notna(), "run " + points.run_id)
+    keys = ["method", "model", "task"]
+    vertices = points.assign(strength=strength, vertex=vertex).groupby([*keys, "vertex"], as_index=False).agg(
+        strength=("strength", "first"), **{x: (x, "mean"), y: (y, "mean")})
+    vertices = vertices[vertices.groupby(keys).vertex.transform("size") > 1]
+    return vertices.sort_values([*keys, "strength", x]).drop(columns="vertex").reset_index(drop=True)
+
+
 def _number(value) -> float:
     return math.nan if value is None or pd.isna(value) else float(value)
 
