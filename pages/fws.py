@@ -243,8 +243,8 @@ def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weig
         figure = px.scatter(points, x=detect_column, y="fws", color="run", symbol="task", hover_data=["model", "run_id"],
                             labels={detect_column: DETECTABILITY[detect_column], "fws": f"FWS, {weighting.source_names[tradeoff_source]}",
                                     "run": "method · settings"})
-        lines = sweep_lines(points, dict(zip(swept.run_id, swept.value)), detect_column, "fws")
-        for (method, model, task), line in lines.groupby(["method", "model", "task"], sort=False):
+        for _, line in sweep_lines(points, swept, detect_column, "fws").groupby("line", sort=False):
+            method, model, task = line.iloc[0][["method", "model", "task"]]
             figure.add_trace(go.Scatter(x=line[detect_column], y=line.fws, mode="lines",
                                         name=f"{method} ({model}, {task})", line={"width": 1, "color": "grey"}))
         placed = on_tradeoff(matched, points, detect_column, "fws")

@@ -161,13 +161,17 @@ def test_runs_of_one_strength_on_several_seeds_are_read_together():
     chart = pd.DataFrame({"run_id": points.run_id, "auroc": [0.8, 1.0, 0.9, 1.0], "fws": [0.5, 0.4, 0.7, 0.2]})
     placed = on_tradeoff(matched(points, 0.8), chart, "auroc", "fws").iloc[0]
     assert placed.auroc == pytest.approx(0.85 + (1.0 - 0.85) / 3) and placed.fws == pytest.approx(0.6 - 0.3 / 3)
-    # The line through the method's runs joins the strengths' means, so the setting lies on it (it joined the four
-    # runs one by one: 0.5, 0.7, 0.4, 0.2 up and down between the seeds); a run of no sweep is a point of its own.
-    chart = chart.assign(method="KGW", model="m", task="qa")
-    chart = pd.concat([chart, chart.iloc[:1].assign(run_id="unswept", auroc=0.95, fws=0.9)])
-    line = sweep_lines(chart, dict(zip(points.run_id, points.value)), "auroc", "fws")
-    assert line.strength.tolist()[:2] == [1.0, 2.0] and pd.isna(line.strength.iloc[2])
-    assert line.auroc.tolist() == pytest.approx([0.85, 1.0, 0.95]) and line.fws.tolist() == pytest.approx([0.6, 0.3, 0.9])
+    # The sweep's line joins its strengths' means, so the setting lies on it (it joined the four runs one by one: 0.5,
+    # 0.7, 0.4, 0.2 up and down between the seeds). Another sweep of the method (another gamma) is a line of its own,
+    # never averaged in at the same δ; runs in no sweep (no scores by length) are a line through them run by run.
+    other = pd.DataFrame(sweep("KGW", {1.0: 0.6, 2.0: 0.9})).assign(sweep="KGW gamma=0.25", run_id=["g1", "g2"])
+    chart = pd.concat([chart, pd.DataFrame({"run_id": ["g1", "g2", "imported-1", "imported-2"], "auroc": [0.7, 0.9, 0.6, 0.95],
+                                            "fws": [0.1, 0.0, 0.9, 0.8]})]).assign(method="KGW", model="m", task="qa")
+    lines = {name: line for name, line in sweep_lines(chart, pd.concat([points, other]), "auroc", "fws").groupby("line")}
+    assert set(lines) == {"KGW", "KGW gamma=0.25", "KGW · m · qa"}
+    assert lines["KGW"].strength.tolist() == [1.0, 2.0] and lines["KGW"].auroc.tolist() == pytest.approx([0.85, 1.0])
+    assert lines["KGW"].fws.tolist() == pytest.approx([0.6, 0.3]) and lines["KGW gamma=0.25"].fws.tolist() == [0.1, 0.0]
+    assert lines["KGW · m · qa"].auroc.tolist() == [0.6, 0.95]
     on_line = 0.6 + (placed.auroc - 0.85) / (1.0 - 0.85) * (0.3 - 0.6)
     assert placed.fws == pytest.approx(on_line)
 

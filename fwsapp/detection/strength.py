@@ -171,19 +171,22 @@ def on_tradeoff(table: pd.DataFrame, points: pd.DataFrame, x: str, y: str) -> pd
     return pd.DataFrame(rows, columns=["method", "task", "setting", x, y])
 
 
-def sweep_lines(points: pd.DataFrame, strengths: dict, x: str, y: str) -> pd.DataFrame:
-    """The vertices of the line through each method's runs on a trade-off chart (`points`: one row per run, with
-    method, model and task), for each method, model and task with two or more, in order of strength (`strengths`: run
-    id -> its swept value). Runs at one strength (seeds, replicates) are one vertex, their mean x and y, as equal
-    strength reads them and `on_tradeoff` places a setting: joined one by one, the line zigzagged between them and
-    missed the setting placed at their mean. A run of no sweep is a vertex of its own."""
-    strength = points.run_id.map(strengths)
-    vertex = strength.map(repr).where(strength.notna(), "run " + points.run_id)
-    keys = ["method", "model", "task"]
-    vertices = points.assign(strength=strength, vertex=vertex).groupby([*keys, "vertex"], as_index=False).agg(
+def sweep_lines(points: pd.DataFrame, swept: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The vertices of the lines through runs on a trade-off chart (`points`: one row per run, with method, model and
+    task), each `line` of two or more vertices in order of strength. A sweep (`swept`: `sweep_tprs`'s run ids, sweeps
+    and values) is a line, and its runs at one strength (seeds, replicates) are one vertex, their mean x and y, as
+    equal strength reads them and `on_tradeoff` places a setting: joined run by run, the line zigzagged between seeds
+    and missed the setting placed at their mean. The runs of a method, model and task in no sweep (no scores by length)
+    are one line, run by run, in order of x."""
+    placed = points.merge(swept[["run_id", "sweep", "value"]].rename(columns={"value": "strength"}), on="run_id",
+                          how="left")
+    line = placed.sweep.fillna(placed.method + " · " + placed.model + " · " + placed.task)
+    vertex = placed.strength.map(repr).where(placed.strength.notna(), "run " + placed.run_id)
+    vertices = placed.assign(line=line, vertex=vertex).groupby(["line", "vertex"], as_index=False).agg(
+        method=("method", "first"), model=("model", "first"), task=("task", "first"),
         strength=("strength", "first"), **{x: (x, "mean"), y: (y, "mean")})
-    vertices = vertices[vertices.groupby(keys).vertex.transform("size") > 1]
-    return vertices.sort_values([*keys, "strength", x]).drop(columns="vertex").reset_index(drop=True)
+    vertices = vertices[vertices.groupby("line").vertex.transform("size") > 1]
+    return vertices.sort_values(["line", "strength", x]).drop(columns="vertex").reset_index(drop=True)
 
 
 def _number(value) -> float:
