@@ -279,6 +279,8 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     assert "Equal strength: TPR 0.75 at 1% FPR after 16 tokens" in printed and row.setting in printed
     assert " Question answering " in printed and " qa " not in printed  # the task as people read it
     assert "TPR after 16 tokens at 1% FPR Threshold" in printed and "run_id" not in printed
+    assert main(["compare", "--tokens", "16", "--fpr", "0.001", "--db", str(store.path)]) == 0
+    assert "at 0.1% FPR after 16 tokens" in capsys.readouterr().out  # it read "at 0% FPR"
     with pytest.raises(ValueError, match="target TPR must be in"):
         equal_strength(store, build_report(store), 1.5, 0.01, 16)
 
@@ -301,6 +303,27 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     rates = next(frame for frame in app.dataframe if {"T", "TPR", "FPR"} <= set(frame.value.columns))
     assert rates.value.TPR.notna().any()
     assert json.loads(rates.proto.columns)["TPR"]["type_config"]["format"] == "%.3f"
+
+
+def test_runs_that_pair_but_share_no_setting_say_what_each_setting_lacks(kgw_sweep, lm, tmp_path, capsys):
+    """A SynthID run on the sweep's prompts and seed pairs with a KGW run, but SynthID has no δ and 24-token texts no
+    TPR after 64 tokens: the reason said "No runs pair ... differ in nothing but a TPR after the tokens asked"."""
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
+    from fwsapp.store import Store
+    from tests.conftest import copy_store
+
+    copy_store(kgw_sweep[0], tmp_path / "copy.duckdb")
+    store = Store(tmp_path / "copy.duckdb")
+    synthid = run_generation(RunConfig(task="qa", method="SynthID", n=10, max_new_tokens=24, batch_size=10, seed=7),
+                             store, lm)
+    assert main(["paired", "--method", "SynthID", "--against", "KGW", "--db", str(store.path)]) == 1
+    printed = " ".join(capsys.readouterr().out.split())
+    assert any(f"Runs {synthid} (SynthID) and {kgw} (KGW) pair, but neither setting compares them" in printed
+               for kgw in kgw_sweep[1])
+    assert "equal δ needs one strength parameter, and SynthID's is depth, KGW's delta" in printed
+    assert (f"TPR after 64 tokens at 1% FPR ({synthid}: not enough data (n = 0): watermarked texts of 64 tokens or "
+            "more;") in printed
 
 
 def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):

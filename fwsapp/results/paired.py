@@ -377,13 +377,32 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
                    second.strength_param) and one["params"].get(key) != other["params"].get(key)]
         return sorted(differ) + (["seed"] if one["seed"] != other["seed"] else [])
 
-    closest = min(((one, other, differences(one, other)) for one in sides[0] for other in sides[1]),
-                  key=lambda found: len(found[2]))
-    if closest[0]["params"].get(first.strength_param) is None or closest[1]["params"].get(second.strength_param) is None:
+    one, other, differ = min(((one, other, differences(one, other)) for one in sides[0] for other in sides[1]),
+                             key=lambda found: len(found[2]))
+    values = [run["params"].get(info.strength_param) for run, info in ((one, first), (other, second))]
+    if None in values:
         return "The runs record no strength parameter: generate them with it set (δ, say)."
-    return (f"No runs of {first.name} and {second.name} pair: they need the same model, task, dataset, prompts, new "
-            f"tokens, sampling and seed. The closest two, {closest[0]['run_id']} and {closest[1]['run_id']}, differ in "
-            f"{', '.join(closest[2]) or 'nothing but a TPR after the tokens asked'}.")
+    if differ:
+        return (f"No runs of {first.name} and {second.name} pair: they need the same model, task, dataset, prompts, "
+                f"new tokens, sampling and seed. The closest two, {one['run_id']} and {other['run_id']}, differ in "
+                f"{', '.join(differ)}.")
+    # The two runs pair, so neither setting found a value on both sides: say what each lacks.
+    if first.strength_param != second.strength_param:
+        no_delta = (f"equal δ needs one strength parameter, and {first.name}'s is {first.strength_param}, "
+                    f"{second.name}'s {second.strength_param}")
+    else:
+        no_delta = (f"equal δ needs one {first.strength_param} on every seed both ran, and these ran at "
+                    f"{float(values[0]):g} and {float(values[1]):g}")
+    from fwsapp.detection.roc import rate_text
+    from fwsapp.detection.strength import sweep_tprs
+
+    tprs = sweep_tprs(store, fpr, tokens, [one["run_id"], other["run_id"]]).set_index("run_id")
+    lacking = [f"{run['run_id']}: {tprs.basis[run['run_id']]}" if run["run_id"] in tprs.index else
+               f"{run['run_id']} has no scores by length (`python -m fwsapp detect --run {run['run_id']} --by-length`)"
+               for run in (one, other) if run["run_id"] not in tprs.index or pd.isna(tprs.tpr[run["run_id"]])]
+    return (f"Runs {one['run_id']} ({first.name}) and {other['run_id']} ({second.name}) pair, but neither setting "
+            f"compares them: {no_delta}; equal strength needs each one's TPR after {tokens} tokens at "
+            f"{rate_text(fpr)} FPR ({'; '.join(lacking)}). A smaller T, or runs of more prompts, gives one.")
 
 
 def no_equal_strength(tokens: int) -> str:

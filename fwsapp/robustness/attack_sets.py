@@ -430,7 +430,7 @@ def flattened(rows: list[dict]) -> pd.DataFrame:
 
 
 def tpr_column(level: float) -> str:
-    return f"TPR at {level:.0%} FPR"
+    return f"TPR at {roc.rate_text(level)} FPR"
 
 
 # The summary's columns as every table heads them, in the order they are read: the attack, its detection, then what
