@@ -70,7 +70,7 @@ def overview(frame) -> None:
     st.caption(f"Each row is a run: its method and settings, task, model and n, its watermarked texts. The first column, "
                f"{CLEAN}, is those texts detected again from text exactly as the attacked ones are, so it is the baseline "
                "each attack is read against. In brackets: the exact 95 % interval of a share over the texts, AUROC's "
-               f"interval, or the mentions counted (each attack's own: {in_words(mention_kinds(), 'or')}).")
+               f"interval (from 10 texts a side), or the mentions counted (each attack's own: {in_words(mention_kinds(), 'or')}).")
     if measure in ("AUROC", "Still detected (share)"):
         st.caption("AUROC ranks the attacked texts against the negatives; the share still detected counts those past "
                    f"the method's own threshold ({thresholds(frame)}). A text can rank above every negative and still "

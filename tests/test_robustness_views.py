@@ -19,12 +19,18 @@ def frame(texts: int, method: str = "vLLM-Gumbel", params: dict | None = None) -
 
 def test_the_table_and_the_heatmap_follow_one_sample_size_rule():
     small, large = frame(4), frame(40)
-    for measure in ("Still detected (share)", "TPR at 1% FPR", "AUROC"):
+    for measure in ("Still detected (share)", "TPR at 1% FPR"):
         table, heatmap = shown_table(small, measure), method_by_attack(small, measure)
         assert (table == "not enough data (n = 4)").all().all(), table
         assert heatmap.isna().all().all(), heatmap  # no 0.75 under a table that says there is not enough data
         assert method_by_attack(large, measure).notna().all().all()
     assert shown_table(large, "Still detected (share)").loc["a run", CLEAN].startswith("0.75 (")
+    # An AUROC is shown at any size, as the Detect page, the report and `attack` show it, its interval only from 10
+    # texts a side: the table read "not enough data (n = 8)" where `attack` had just printed "AUROC 0.859".
+    table, heatmap = shown_table(small.assign(negative_texts=3), "AUROC"), method_by_attack(small, "AUROC")
+    assert table.loc["a run"].tolist() == ["0.880 (no interval: n = 3)",
+                                           "0.700 (no interval: n = 3)"]
+    assert heatmap.loc["a run"].tolist() == [0.88, 0.7]
 
 
 def test_survival_where_there_was_no_mention_to_keep_says_so():

@@ -477,10 +477,15 @@ def thresholds(frame: pd.DataFrame) -> str:
 
 
 def too_few(row, measure: str) -> bool:
-    """Whether a cell's texts are fewer than the small-sample rule allows for its measure (a rate, or an AUROC), so
-    that every view of it, the table and the heatmap alike, shows no number (`fwsapp.sample_size`)."""
-    statistic = "auroc_ci" if measure == "AUROC" else "rate" if measure.startswith(("TPR", "Still")) else None
-    return statistic is not None and pd.notna(row.get("texts")) and not enough(statistic, int(row["texts"]))
+    """Whether a cell's texts are fewer than the small-sample rule allows for its measure, a rate, so that every view
+    of it, the table and the heatmap alike, shows no number (`fwsapp.sample_size`). An AUROC is shown at any size, as
+    the Detect page, the report and `attack` show it; its interval alone needs the minimum (`roc.interval_label`)."""
+    return measure.startswith(("TPR", "Still")) and pd.notna(row.get("texts")) and not enough("rate", int(row["texts"]))
+
+
+def smaller_side(row) -> int:
+    """The texts on the side with fewer, attacked or negative: what an AUROC's interval needs enough of."""
+    return int(min(row.texts, row.get("negative_texts", row.texts)))
 
 
 def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
@@ -499,7 +504,8 @@ def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
             return not_enough(int(row.texts))
         if measure == "AUROC":
             bounds = row.get("auroc_ci")
-            return f"{value:.3f} ({bounds[0]:.2f}–{bounds[1]:.2f})" if isinstance(bounds, (list, tuple)) else f"{value:.3f}"
+            return (f"{value:.3f} ({bounds[0]:.2f}–{bounds[1]:.2f})" if isinstance(bounds, (list, tuple)) else
+                    f"{value:.3f} (no interval: n = {smaller_side(row)})")
         if measure == "Entity survival":
             return f"{value:.2f} ({int(row.mentions_kept)} of {int(row.mentions)} mentions)"
         if measure.startswith("TPR") or measure.startswith("Still"):
