@@ -78,6 +78,23 @@ def test_one_prompt_gives_no_interval_and_pooled_tasks_keep_their_prompts_apart(
     assert list(tasks_named(paired.written(table)).task)[1:] == ["Question answering", paired.ALL_TASKS]  # as shown
 
 
+def test_runs_pair_whatever_their_thresholds_but_not_across_a_parameter_that_shapes_the_texts():
+    """DiPmark's z threshold is 1.513 and SWEET's 4: a threshold decides verdicts, not texts, yet runs of the two on the
+    same prompts and seed were refused as differing in "z_threshold (shared parameter)"."""
+    from fwsapp.watermark import methods
+
+    dipmark, sweet = methods.info("DiPmark"), methods.info("SWEET")
+    shared = paired.text_params(dipmark, sweet)
+    assert {"gamma", "prefix_length"} <= shared and not shared & {"alpha", "delta", "z_threshold"}
+    config = {"task": "qa", "model": "m", "n": 10, "max_new_tokens": 16, "seed": 7, "method": "x", "params": {}}
+
+    def key(params):
+        return paired._pairing_key({"config": config, "params": params}, paired.text_params(dipmark, sweet))
+
+    assert key({"alpha": 0.45, "gamma": 0.5, "z_threshold": 1.513}) == key({"delta": 2.0, "gamma": 0.5, "z_threshold": 4})
+    assert key({"alpha": 0.45, "gamma": 0.5}) != key({"delta": 2.0, "gamma": 0.25})
+
+
 @pytest.fixture(scope="module")
 def paired_runs(lm, tmp_path_factory):
     """KGW and EntityKGW at δ 2 on the same 10 QA prompts (a TPR needs 10 texts) under seeds 7 and 8, scored,

@@ -71,9 +71,10 @@ def register(commands) -> None:
 
     paired = command(commands, cmd_paired, "paired",
         help="two methods text by text on the same prompts and seeds: paired differences with 95%% intervals",
-        description="Runs of the two methods that differ only in the method and its parameters pair seed by seed, "
-                    "and their texts prompt by prompt. At equal delta and at equal strength (each method at the "
-                    "value, run on every seed, whose TPR after --tokens at --fpr is nearest --target-tpr): disease "
+        description="Runs of the two methods that differ only in the method, its strength and its threshold (the "
+                    "parameters both have, gamma say, set alike) pair seed by seed, and their texts prompt by prompt. "
+                    "At equal delta and at equal strength (each method at the value, run on every seed, whose TPR "
+                    "after --tokens at --fpr is nearest --target-tpr): disease "
                     "mentions unsupported and introduced per text, the unsupported share, FWS (Auto) and entity "
                     "survival under each attack both sides had; the candidate minus the baseline, with a bootstrap "
                     "interval over prompts, a permutation p-value and the minimum detectable difference.")

@@ -98,10 +98,17 @@ def check_methods(candidate: str, baseline: str) -> tuple[methods.MethodInfo, me
     return entries[0], entries[1]
 
 
-def _pairing_key(run: dict, shared_params: set[str], strength: str) -> str:
+def text_params(first: methods.MethodInfo, second: methods.MethodInfo) -> set[str]:
+    """The parameters both methods have that two paired runs must set alike (γ, the context width, the key): not a
+    strength, which the settings vary, nor a detection threshold, which decides verdicts and not the texts."""
+    return (set(first.params) & set(second.params)) - {first.strength_param, second.strength_param,
+                                                         first.threshold_param, second.threshold_param}
+
+
+def _pairing_key(run: dict, shared_params: set[str]) -> str:
     config = {key: value for key, value in run["config"].items() if key not in NOT_PAIRED}
     config.pop("dataset", None)  # the same file in another folder holds the same prompts: its digest decides
-    shared = {key: value for key, value in run["params"].items() if key in shared_params and key != strength}
+    shared = {key: value for key, value in run["params"].items() if key in shared_params}
     return json.dumps({**config, "shared": shared}, sort_keys=True, default=str)
 
 
@@ -113,7 +120,7 @@ def settings(store, candidate: str, baseline: str, target_tpr: float = 0.9, fpr:
 
     check_target(target_tpr, fpr, tokens)
     first, second = check_methods(candidate, baseline)
-    shared_params = set(first.params) & set(second.params)
+    shared_params = text_params(first, second)
     runs = store.runs()
     runs = runs[runs.method.isin([first.name, second.name]) & (runs.status == "done") & ~runs.imported]
     rows = []
@@ -124,7 +131,7 @@ def settings(store, candidate: str, baseline: str, target_tpr: float = 0.9, fpr:
             continue
         rows.append({"run_id": run_id, "side": "candidate" if info is first else "baseline", "task": run["task"],
                      "seed": run["seed"], "value": float(run["params"][info.strength_param]),
-                     "key": _pairing_key(run, shared_params, info.strength_param)})
+                     "key": _pairing_key(run, shared_params)})
     found = pd.DataFrame(rows, columns=["run_id", "side", "task", "seed", "value", "key"])
     if found.empty:
         return []
@@ -367,14 +374,13 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
         return (f"Runs {', '.join(paired)} pair, but their watermarked texts have no measure yet: compute the quality "
                 f"metrics (`python -m fwsapp score {shown}`, or Compute on the Quality page) and the disease mentions "
                 f"(`python -m fwsapp analyze {shown}`, or Analyze on the Entities page).")
-    shared = set(first.params) & set(second.params)
+    shared = text_params(first, second)
 
     def differences(one: dict, other: dict) -> list[str]:
         keys = [(one["config"], other["config"], key) for key in set(one["config"]) | set(other["config"])
                 if key not in NOT_PAIRED and key != "dataset"]
         differ = [key for mine, theirs, key in keys if mine.get(key) != theirs.get(key)]
-        differ += [f"{key} (shared parameter)" for key in shared if key not in (first.strength_param,
-                   second.strength_param) and one["params"].get(key) != other["params"].get(key)]
+        differ += [f"{key} (shared parameter)" for key in shared if one["params"].get(key) != other["params"].get(key)]
         return sorted(differ) + (["seed"] if one["seed"] != other["seed"] else [])
 
     one, other, differ = min(((one, other, differences(one, other)) for one in sides[0] for other in sides[1]),
@@ -384,8 +390,8 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
         return "The runs record no strength parameter: generate them with it set (δ, say)."
     if differ:
         return (f"No runs of {first.name} and {second.name} pair: they need the same model, task, dataset, prompts, "
-                f"new tokens, sampling and seed. The closest two, {one['run_id']} and {other['run_id']}, differ in "
-                f"{', '.join(differ)}.")
+                f"new tokens, sampling and seed, and the parameters both methods have set alike. The closest two, "
+                f"{one['run_id']} and {other['run_id']}, differ in {', '.join(differ)}.")
     # The two runs pair, so neither setting found a value on both sides: say what each lacks.
     if first.strength_param != second.strength_param:
         no_delta = (f"equal δ needs one strength parameter, and {first.name}'s is {first.strength_param}, "
