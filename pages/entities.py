@@ -119,7 +119,9 @@ def tab_kind(found, change) -> str:
 
 
 def changed_count(found, kind: str) -> int:
-    return sum(tab_kind(found, change) == kind for changes in found.changes.values() for change in changes)
+    """The facts outlined in `kind`'s tab: a fact changed against the other answer and against the reference is one."""
+    return len({(text, change.start, change.end) for (text, _), changes in found.changes.items() for change in changes
+                if tab_kind(found, change) == kind})
 
 
 def changed_in_tab(found, text_kind: str, kind: str) -> dict:

@@ -887,13 +887,15 @@ def test_the_facts_browser_calls_a_fact_changed_only_where_its_tab_counts_a_chan
     texts = {"watermarked": "It is gout.", "unwatermarked": "I have ataxi now.", "reference": "Ref 0."}
     facts = {"watermarked": [Fact("disease", 6, 10, "gout", "Gout", "present")],
              "unwatermarked": [Fact("disease", 7, 12, "ataxi", "ataxi", "present")], "reference": []}
-    changes = {("watermarked", "reference"): [Change("disease", 6, 10, "", "Gout")],
+    changes = {("watermarked", "unwatermarked"): [Change("disease", 6, 10, "", "Gout")],
+               ("watermarked", "reference"): [Change("disease", 6, 10, "", "Gout")],
                ("unwatermarked", "reference"): [Change("corruption", 7, 12, "ataxia", "ataxi")]}
     monkeypatch.setattr(queries, "sample_facts", lambda *key: SampleFacts(texts, facts, changes))
     app = AppTest.from_file(APP, default_timeout=60)
     app.run()
     app.switch_page("pages/entities.py").run()
     assert not app.exception
+    # gout, changed against the other answer and the reference, is one fact changed (the tab said 2)
     assert [tab.label for tab in app.tabs][::4] == ["diseases (1 changed)", "corrupted terms (1 changed)"]
     lines = [m.value for m in app.tabs[0].markdown if m.value.startswith(("watermarked:", "unwatermarked:"))]
     assert lines == ["watermarked: **gout** (Gout, present) · changed",
