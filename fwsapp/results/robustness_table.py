@@ -6,7 +6,7 @@ import pandas as pd
 
 from fwsapp.data.tasks import task_label
 from fwsapp.results.run_names import run_settings
-from fwsapp.robustness.attack_sets import CLEAN, headed
+from fwsapp.robustness.attack_sets import CLEAN, headed, rates_ruled
 
 
 def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -28,8 +28,9 @@ def labelled(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def every_set(frame: pd.DataFrame) -> pd.DataFrame:
     """Every attack set and clean baseline of `labelled`'s frame, as read: its run's label, then the summary's columns
-    under their headings (the raw column names and Streamlit's own number format read run_id and 0.00015)."""
-    return frame[["run"]].rename(columns={"run": "Run"}).join(headed(frame))
+    under their headings (the raw column names and Streamlit's own number format read run_id and 0.00015), a rate from
+    too few texts said so, as in the table above it."""
+    return frame[["run"]].rename(columns={"run": "Run"}).join(headed(rates_ruled(frame)))
 
 
 def baseline_notes(frame: pd.DataFrame) -> dict[str, str]:

@@ -15,7 +15,7 @@ from fwsapp.detection.coverage import reasons_label
 from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, rate_text, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.quality.registry import ASPECT_LABELS, ASPECTS, Column, column_label, stored_columns
-from fwsapp.robustness.attack_sets import flattened, headed, survival_labels, tpr_column
+from fwsapp.robustness.attack_sets import flattened, headed, rates_ruled, survival_labels, tpr_column
 from fwsapp.results.entity_table import unsupported_shown
 from fwsapp.results.fws import POOLED_REFERENCE
 from fwsapp.sample_size import shown
@@ -219,7 +219,7 @@ def robustness_table(report: dict) -> pd.DataFrame:
     pairs = [(run, row) for run in report["runs"] for row in run.get("robustness") or []]
     if not pairs:
         return pd.DataFrame()
-    rows = flattened([row for _, row in pairs])
+    rows = rates_ruled(flattened([row for _, row in pairs]))
     frame = pd.DataFrame([_named(run) for run, _ in pairs]).join(headed(rows, ROBUSTNESS_COLUMNS))
     # Why a run's baseline is not its Detect figures (its log's settings, a server's ids): beside its numbers.
     notes = rows.get("baseline_note")

@@ -483,6 +483,16 @@ def too_few(row, measure: str) -> bool:
     return measure.startswith(("TPR", "Still")) and pd.notna(row.get("texts")) and not enough("rate", int(row["texts"]))
 
 
+def rates_ruled(frame: pd.DataFrame) -> pd.DataFrame:
+    """`flattened` rows with each rate from fewer texts than the small-sample rule allows (`too_few`) replaced by why it
+    is missing, as the page's table shows it: the report's table printed "Still detected 0.125" of 8 texts where the
+    Robustness page said "not enough data (n = 8)"."""
+    ruled = {column: [not_enough(int(row["texts"])) if pd.notna(row[column]) and too_few(row, heading) else row[column]
+                      for _, row in frame.iterrows()]
+             for heading, column in MEASURES.items() if heading.startswith(("TPR", "Still")) and column in frame}
+    return frame.assign(**ruled)
+
+
 def smaller_side(row) -> int:
     """The texts on the side with fewer, attacked or negative: what an AUROC's interval needs enough of."""
     return int(min(row.texts, row.get("negative_texts", row.texts)))
