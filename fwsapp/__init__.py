@@ -38,6 +38,12 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
+def percent(share: float) -> str:
+    """A share (a false-positive rate, say) as a percentage with the decimals it has: 0.001 is "0.1%" and 0.025 "2.5%",
+    where a whole-percent format wrote "0%" and "2%"."""
+    return f"{share * 100:.6g}%"
+
+
 def p_text(p: float) -> str:
     """A p-value as written: in significant digits (a strong correlation's p is 3.2e-27, not 0 or 0.000), and one that
     underflowed to 0 as below the smallest double."""

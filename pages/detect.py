@@ -5,7 +5,7 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import counted
+from fwsapp import counted, percent
 from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.detection.key_audit import audit_problem
@@ -43,7 +43,7 @@ def token_view(method: str, tokens: list[str], found, window: tuple[int, int] | 
 def length_view(chosen: list[str], labels: dict[str, str]) -> None:
     """How long a text must be: TPR after T tokens and tokens to detect, per run."""
     st.subheader("Detection by length: how many tokens each watermark needs")
-    fpr = st.radio("False-positive rate of the verdicts", (0.01, 0.05), format_func=roc.rate_text, horizontal=True,
+    fpr = st.radio("False-positive rate of the verdicts", (0.01, 0.05), format_func=percent, horizontal=True,
                    key="length-fpr")
     frames = queries.lengths(resources.revision(), tuple(chosen), fpr)
     runs = queries.runs(resources.revision())
@@ -67,7 +67,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
     rates = frames["rates"].dropna(subset=["tokens", "TPR"])
     if not rates.empty:
         figure = px.line(rates, x="tokens", y="TPR", color="run", markers=True, log_x=True, hover_data=["texts", "FPR"],
-                         labels={"tokens": "T: tokens read", "TPR": f"TPR (verdict at {roc.rate_text(fpr)} FPR)"})
+                         labels={"tokens": "T: tokens read", "TPR": f"TPR (verdict at {percent(fpr)} FPR)"})
         figure.update_yaxes(range=[-0.02, 1.02])
         figure.update_xaxes(tickvals=list(LENGTH_GRID))  # the lengths tabulated, not the log axis' minor ticks
         figure.update_layout(legend=widgets.LEGEND_BELOW)
@@ -437,7 +437,7 @@ def windowed(method: str, params: dict, found, window: int) -> tuple[int, int] |
     span = (best.start, best.start + min(window, len(found.token_flags)))
     st.write(f"WinMax over {window}-token windows: {label} {markup.score_text(best.score, label)} at tokens "
              f"{span[0] + 1}–{span[1]} (underlined below); threshold for this length at "
-             f"{roc.rate_text(best.fpr)} FPR: {markup.score_text(best.threshold, label)} (unwatermarked texts simulated), "
+             f"{percent(best.fpr)} FPR: {markup.score_text(best.threshold, label)} (unwatermarked texts simulated), "
              f"p = {markup.score_text(best.p, 'p')}: "
              f"**{'a watermarked span' if best.detected else 'no watermarked span'}**")
     return span

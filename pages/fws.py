@@ -7,7 +7,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from fwsapp import counted
+from fwsapp import counted, percent
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.ui import render as markup
 from fwsapp.data.tasks import TASKS, task_label, tasks_named
@@ -23,7 +23,6 @@ from fwsapp.judge.registry import IN_PROCESS_BACKEND
 from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
-from fwsapp.detection.roc import rate_text
 from fwsapp.detection.strength import headings, on_tradeoff, sweep_lines
 from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, no_equal_strength, written
 from fwsapp.ui.router import through_router
@@ -180,7 +179,7 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
                "`python -m fwsapp grid experiments/strength.toml` makes such sweeps.")
     columns = st.columns(3)
     target_tpr = columns[0].number_input("Target TPR", 0.05, 1.0, 0.9, 0.05, key="strength-tpr")
-    target_fpr = columns[1].selectbox("at FPR", (0.01, 0.05), format_func=rate_text, key="strength-fpr")
+    target_fpr = columns[1].selectbox("at FPR", (0.01, 0.05), format_func=percent, key="strength-fpr")
     target_tokens = columns[2].number_input("after T tokens", 8, 1024, 64, 8, key="strength-tokens")
     swept, matched = queries.equal_strength(resources.revision(), float(target_tpr), target_fpr, int(target_tokens),
                                             weighting.alpha, weighting.beta, weighting.include_smoke, weighting.judge)

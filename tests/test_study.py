@@ -570,6 +570,9 @@ def test_a_study_of_one_rater_per_item_says_so_in_the_singular():
     assert one.describe() == ("1 run, 1 rater per item, 25% of each rater's items (at least one) shown twice as "
                               "attention checks, with the disease-name verdicts.")  # the page said "1 raters per item"
     assert study.Study("s", "pilot", ("run-a",), 2, 0.0, False).describe().endswith("per item, no attention checks.")
+    # `study create --attention 0.125` read "12% of each rater's items", 0.005 "0%" beside "(at least one)"
+    assert "12.5% of each rater's items" in study.Study("s", "pilot", ("run-a",), 2, 0.125, False).describe()
+    assert "0.5% of each rater's items" in study.Study("s", "pilot", ("run-a",), 2, 0.005, False).describe()
 
 
 def test_every_rater_gets_an_attention_check_where_the_share_is_above_0(tmp_path):

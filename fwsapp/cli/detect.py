@@ -269,13 +269,13 @@ def print_lengths(store, targets: list[str], args) -> int:
 
 def print_predictions(store, targets: list[str], args) -> None:
     from fwsapp.detection.predicted_length import prediction_table
-    from fwsapp.detection.roc import rate_text
+    from fwsapp import percent
     from fwsapp.orchestration import pipeline
 
     with progress_bar("predict from entropy", "answer") as progress:
         pipeline.predict_lengths(store, targets, model_loader(args), progress)
     table = prediction_table(store, targets, args.fpr)
-    print(f"\nTokens to detect predicted from entropy against measured (verdicts at {rate_text(args.fpr)} FPR; medians over "
+    print(f"\nTokens to detect predicted from entropy against measured (verdicts at {percent(args.fpr)} FPR; medians over "
           "each run's watermarked answers; detectable: the share of answers under 200 tokens detected by their end)")
     print(table_text(table, float_format=lambda value: f"{value:.2f}"))
 
@@ -296,7 +296,7 @@ def _rate(value, n: int) -> str:
 def cmd_compare(args) -> int:
     from fwsapp.results.report import build_report
     from fwsapp.data.tasks import tasks_named
-    from fwsapp.detection.roc import rate_text
+    from fwsapp import percent
     from fwsapp.detection.strength import QUALITY, check_target, equal_strength, headings
 
     check_target(args.target_tpr, args.fpr, args.tokens)
@@ -309,7 +309,7 @@ def cmd_compare(args) -> int:
         print("No sweep to compare: compare needs runs with scores by length (`detect --by-length`) whose methods "
               "have a strength parameter; `grid experiments/strength.toml` makes such a sweep.")
         return 1
-    print(f"Equal strength: TPR {args.target_tpr:g} at {rate_text(args.fpr)} FPR after {args.tokens} tokens")
+    print(f"Equal strength: TPR {args.target_tpr:g} at {percent(args.fpr)} FPR after {args.tokens} tokens")
     named = headings(args.fpr, args.tokens)
     measured = bool((table.runs > 0).any())
     if not measured:

@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from fwsapp import percent
 from fwsapp.watermark import methods
-from fwsapp.detection.roc import oriented, rate_text, threshold_at_fpr
+from fwsapp.detection.roc import oriented, threshold_at_fpr
 from fwsapp.sample_size import not_enough
 
 # Token counts that bound the length buckets: (0, 32], (32, 64], (64, 128], (128, 256], (256, ∞).
@@ -155,7 +156,7 @@ def run_calibration(method: str, params: dict, negatives: pd.DataFrame, label: s
             "achieved FPR": achieved.rate if achieved else None,
             "achieved FPR 95% CI": f"{achieved.interval[0]:.3f}–{achieved.interval[1]:.3f}" if achieved else None,
             "false positives": f"{achieved.false} of {achieved.negatives}" if achieved else None,
-            **{f"threshold at {rate_text(level)} FPR": _shown(empirical_threshold(scores, level, direction), int(scores.size))
+            **{f"threshold at {percent(level)} FPR": _shown(empirical_threshold(scores, level, direction), int(scores.size))
                for level in CALIBRATED_LEVELS},
         })
     return rows

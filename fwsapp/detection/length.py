@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from fwsapp import percent
 from fwsapp.watermark import methods
 from fwsapp.watermark.evidence import Evidence
 from fwsapp.detection.calibration import nominal_threshold
-from fwsapp.detection.roc import negative_kind, oriented, rate_text, threshold_at_fpr
+from fwsapp.detection.roc import negative_kind, oriented, threshold_at_fpr
 from fwsapp.store import detection_record
 from fwsapp.sample_size import enough
 
@@ -112,10 +113,10 @@ def length_threshold(method: str, params: dict, fpr: float) -> LengthThreshold:
     sign = "<" if info.score_direction == "lower" else ">"
     if nominal is not None:
         return LengthThreshold(nominal, info.score_direction, True,
-                               f"{info.score_label} {sign} {nominal:.3g} (nominal {rate_text(fpr)} FPR)")
+                               f"{info.score_label} {sign} {nominal:.3g} (nominal {percent(fpr)} FPR)")
     if info.evidence:  # the curves hold the score standardised to a z
         return LengthThreshold(float(norm.isf(fpr)), "higher", True,
-                               f"z > {norm.isf(fpr):.3g} ({info.score_label} standardised; nominal {rate_text(fpr)} FPR)")
+                               f"z > {norm.isf(fpr):.3g} ({info.score_label} standardised; nominal {percent(fpr)} FPR)")
     own = {**info.defaults, **params}[info.threshold_param]
     return LengthThreshold(own, info.score_direction, False,
                            f"{info.score_label} {sign} {own:g} ({method}'s own threshold: its score has no nominal FPR)")
@@ -315,4 +316,4 @@ def windowed_rates(store, set_id: str, method: str, window: int, fpr: float) -> 
     negative = negative_kind(set(scores.text_kind), method)
     shares = {kind: (scores.loc[scores.text_kind == kind, "p"] < fpr) for kind in ("watermarked", negative)}
     said = [f"{kind} {found.mean():.2f} ({int(found.sum())} of {len(found)})" for kind, found in shares.items() if len(found)]
-    return f"best {window}-token window past its {rate_text(fpr)} threshold: " + ", ".join(said)
+    return f"best {window}-token window past its {percent(fpr)} threshold: " + ", ".join(said)

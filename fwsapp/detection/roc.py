@@ -144,12 +144,6 @@ def level_key(level: float) -> str:
     return "0" if level == 0 else f"{level:g}"
 
 
-def rate_text(rate: float) -> str:
-    """A false-positive rate as a percentage with the decimals it has: 0.001 is "0.1%" and 0.025 "2.5%", where a
-    whole-percent format wrote "0%" and "2%"."""
-    return f"{rate * 100:.6g}%"
-
-
 def interval_label(block: dict) -> str:
     """A detection block's AUROC interval as the page and the report show it."""
     smaller = min(block["n"]["positives"], block["n"]["negatives"])

@@ -17,9 +17,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from fwsapp import percent
 from fwsapp.watermark import methods
 from fwsapp.detection.calibration import minimum_negatives
-from fwsapp.detection.roc import oriented, rate_text, threshold_at_fpr
+from fwsapp.detection.roc import oriented, threshold_at_fpr
 from fwsapp.detection.length import RunCurves, detected, length_threshold, run_curves, score_at
 from fwsapp.sample_size import enough, not_enough
 
@@ -36,7 +37,7 @@ def headings(fpr: float, tokens: int) -> dict[str, str]:
     """The swept runs' and the matched settings' columns as the FWS page and `compare` head them (the frames keep the
     names code reads): the TPR says at which length and FPR it was read, and `basis` is where its threshold came from."""
     return {"method": "Method", "model": "Model", "task": "Task", "strength": "Strength parameter", "value": "Value",
-            "run_id": "Run", "tpr": f"TPR after {tokens} tokens at {rate_text(fpr)} FPR", "basis": "Threshold",
+            "run_id": "Run", "tpr": f"TPR after {tokens} tokens at {percent(fpr)} FPR", "basis": "Threshold",
             "setting": "Setting", "runs": "Runs with a TPR"}
 
 

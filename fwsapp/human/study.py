@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fwsapp import counted
+from fwsapp import counted, percent
 from fwsapp.human import access
 from fwsapp.results.fws import ASPECTS
 from fwsapp.quality.registry import ASPECT_LABELS
@@ -58,7 +58,7 @@ class Study:
 
     def describe(self) -> str:
         """The study's design in a sentence, as the Study page and `study status` say it."""
-        checks = (f"{self.attention_share:.0%} of each rater's items (at least one) shown twice as attention checks"
+        checks = (f"{percent(self.attention_share)} of each rater's items (at least one) shown twice as attention checks"
                   if self.attention_share else "no attention checks")
         return (f"{counted(len(self.runs), 'run', 'runs')}, {counted(self.raters_per_item, 'rater', 'raters')} per item, "
                 f"{checks}" + (", with the disease-name verdicts." if self.entity_task else "."))

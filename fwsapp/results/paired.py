@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fwsapp import percent
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA, check_weights, fws, metric_aspects
 from fwsapp.quality.scoring import read_values
 from fwsapp.sample_size import enough, not_enough
@@ -399,7 +400,6 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
     else:
         no_delta = (f"equal δ needs one {first.strength_param} on every seed both ran, and these ran at "
                     f"{float(values[0]):g} and {float(values[1]):g}")
-    from fwsapp.detection.roc import rate_text
     from fwsapp.detection.strength import sweep_tprs
 
     tprs = sweep_tprs(store, fpr, tokens, [one["run_id"], other["run_id"]]).set_index("run_id")
@@ -408,7 +408,7 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
                for run in (one, other) if run["run_id"] not in tprs.index or pd.isna(tprs.tpr[run["run_id"]])]
     return (f"Runs {one['run_id']} ({first.name}) and {other['run_id']} ({second.name}) pair, but neither setting "
             f"compares them: {no_delta}; equal strength needs each one's TPR after {tokens} tokens at "
-            f"{rate_text(fpr)} FPR ({'; '.join(lacking)}). A smaller T, or runs of more prompts, gives one.")
+            f"{percent(fpr)} FPR ({'; '.join(lacking)}). A smaller T, or runs of more prompts, gives one.")
 
 
 def no_equal_strength(tokens: int) -> str:

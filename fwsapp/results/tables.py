@@ -10,9 +10,10 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
+from fwsapp import percent
 from fwsapp.data.tasks import task_label, task_labels
 from fwsapp.detection.coverage import reasons_label
-from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, rate_text, tpr_label
+from fwsapp.detection.roc import FPR_LEVELS, interval_label, level_key, tpr_label
 from fwsapp.judge.summary import judge_name
 from fwsapp.quality.registry import ASPECT_LABELS, ASPECTS, Column, column_label, stored_columns
 from fwsapp.robustness.attack_sets import flattened, headed, rates_ruled, survival_labels, tpr_column
@@ -105,7 +106,7 @@ def table1(report: dict) -> pd.DataFrame:
         {
             **_named(run),
             "AUROC": _get(run, "detection", "auroc"),
-            **{f"TPR@{rate_text(level)}": tpr_label(run["detection"], level_key(level)) if run.get("detection") else None
+            **{f"TPR@{percent(level)}": tpr_label(run["detection"], level_key(level)) if run.get("detection") else None
                for level in FPR_LEVELS},
             **_quality(run, "watermarked", columns),
         }

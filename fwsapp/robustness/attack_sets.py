@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from fwsapp import percent
 from fwsapp.detection import roc
 from fwsapp.watermark import methods
 from fwsapp.robustness.attacks import ATTACKS, AttackPlugIn
@@ -430,7 +431,7 @@ def flattened(rows: list[dict]) -> pd.DataFrame:
 
 
 def tpr_column(level: float) -> str:
-    return f"TPR at {roc.rate_text(level)} FPR"
+    return f"TPR at {percent(level)} FPR"
 
 
 # The summary's columns as every table heads them, in the order they are read: the attack, its detection, then what
