@@ -11,6 +11,7 @@ from fwsapp.detection.normalizers import NORMALIZERS
 from fwsapp.robustness.attack_sets import (
     CLEAN,
     MEASURES,
+    changed_text,
     default_measure,
     forged,
     method_by_attack,
@@ -153,7 +154,7 @@ def per_text(frame) -> None:
     introduced = ", ".join(row.mentions_introduced) if row.mentions_introduced is not None and len(
         row.mentions_introduced) else "none"
     st.caption(markup.message(
-        f"Words changed {row.words_changed:.0%} · ROUGE-L to the clean text {row.rouge_l:.3f} · {entry.fact} mentions kept "
+        f"Words changed {changed_text(row.words_changed)} · ROUGE-L to the clean text {row.rouge_l:.3f} · {entry.fact} mentions kept "
         f"{row.mentions_kept} of {row.mentions_clean} · introduced: {introduced}" + (f" · {row.note}" if row.note else "")))
 
 

@@ -2,9 +2,10 @@
 nothing at zero strength; the word and character attacks change the share of words they declare; copy-paste places
 its spans and entity-swap its names; an attack set is resumable and idempotent, and detection of its texts is
 compared with the clean run's negatives."""
+import html
 import json
-import time
 import re
+import time
 import shutil
 
 import numpy as np
@@ -443,6 +444,8 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     legend = next(block.value for block in app.markdown if "a dose mention" in block.value)
     line = next(caption.value for caption in app.caption if caption.value.startswith("Words changed"))
     assert " · dose mentions kept " in line and "disease" not in legend + line
+    # to a tenth of a percent, as `attack` prints it: one dose of a 150-word answer read "Words changed 1%"
+    assert re.match(r"Words changed (\d+\.\d%|under 0\.1%) · ", html.unescape(line)), line
     assert any("or the mentions counted (each attack's own: disease, drug or dose)" in caption.value
                for caption in app.caption)  # the table's survival column counts a dose change's doses
     app.selectbox(key="attack-name").set_value("swap").run()

@@ -76,6 +76,7 @@ def attack_line(row: dict) -> str:
     forgery, the share of forged answers it attributes to the watermark), TPR at 1 % FPR and AUROC against the clean
     negatives, the words changed and the mentions kept ("attack" printed the sets' ids alone)."""
     from fwsapp.cli.detect import detection_phrase
+    from fwsapp.robustness.attack_sets import changed_text
     from fwsapp.robustness.attacks import ATTACKS
 
     entry = ATTACKS[row["attack"]]
@@ -85,8 +86,7 @@ def attack_line(row: dict) -> str:
                                      f"the {row['negative_texts']} clean {row['negatives']} texts"):
         shares += f"; {detection}"
     if row["words_changed"] is not None and not entry.forges:
-        changed = row["words_changed"]  # a few doses changed among 200 answers' words is not "0.0%"
-        shares += f"; words changed {changed:.1%}" if changed == 0 or changed >= 0.0005 else "; words changed under 0.1%"
+        shares += f"; words changed {changed_text(row['words_changed'])}"
     if row["mentions"]:
         shares += f"; {entry.fact} mentions kept {row['mentions_kept']} of {row['mentions']}"
     elif row["mentions"] == 0 and entry.edits == "mentions":
