@@ -31,6 +31,7 @@ def test_the_table_and_the_heatmap_follow_one_sample_size_rule():
     assert table.loc["a run"].tolist() == ["0.880 (no interval: n = 3)",
                                            "0.700 (no interval: n = 3)"]
     assert heatmap.loc["a run"].tolist() == [0.88, 0.7]
+    assert shown_table(large, "AUROC").loc["a run", CLEAN] == "0.880"  # enough texts, no interval stored
 
 
 def test_the_report_and_the_table_of_every_set_follow_the_pages_sample_size_rule():

@@ -496,7 +496,7 @@ def rates_ruled(frame: pd.DataFrame) -> pd.DataFrame:
     Robustness page said "not enough data (n = 8)"."""
     ruled = {column: [not_enough(int(row["texts"])) if pd.notna(row[column]) and too_few(row, heading) else row[column]
                       for _, row in frame.iterrows()]
-             for heading, column in MEASURES.items() if heading.startswith(("TPR", "Still")) and column in frame}
+             for heading, column in MEASURES.items() if column in frame}
     return frame.assign(**ruled)
 
 
@@ -521,8 +521,10 @@ def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
             return not_enough(int(row.texts))
         if measure == "AUROC":
             bounds = row.get("auroc_ci")
-            return (f"{value:.3f} ({bounds[0]:.2f}–{bounds[1]:.2f})" if isinstance(bounds, (list, tuple)) else
-                    f"{value:.3f} (no interval: n = {smaller_side(row)})")
+            if isinstance(bounds, (list, tuple)):
+                return f"{value:.3f} ({bounds[0]:.2f}–{bounds[1]:.2f})"
+            smaller = smaller_side(row)
+            return f"{value:.3f}" if enough("auroc_ci", smaller) else f"{value:.3f} (no interval: n = {smaller})"
         if measure == "Entity survival":
             return f"{value:.2f} ({int(row.mentions_kept)} of {int(row.mentions)} mentions)"
         if measure.startswith("TPR") or measure.startswith("Still"):
