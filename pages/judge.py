@@ -135,17 +135,22 @@ def means_section() -> None:
     means = means.assign(task=means.task.map(task_label), aspect=means.aspect.map(ASPECT_LABELS))
     aspects = [ASPECT_LABELS[aspect] for aspect in ASPECTS]
     st.subheader("Mean scores, unwatermarked vs watermarked")
+    # Bars along the runs' names, written once at the left of each row of panels: upright under each panel, the long
+    # names (model · method · settings · judge) slanted across their neighbours and squeezed the bars.
+    bars = means.assign(label=means.label.str.replace(" · judge ", "<br>judge ", regex=False))
     figure = px.bar(
-        means, x="label", y="mean", color="kind", barmode="group", facet_col="aspect", facet_row="task",
-        category_orders={"aspect": aspects, "kind": ["unwatermarked", "watermarked"],
-                         "task": [label for label in task_labels() if label in set(means.task)]},
+        bars, y="label", x="mean", color="kind", barmode="group", orientation="h", facet_col="aspect",
+        facet_row="task", category_orders={"aspect": aspects, "kind": ["unwatermarked", "watermarked"],
+                                           "label": sorted(set(bars.label)),  # from the top, as the drops
+                                           "task": [label for label in task_labels() if label in set(means.task)]},
         color_discrete_map=widgets.BASELINE_COLOURS,
-        labels={"mean": "mean (1–5)", "label": "model · method · settings", "kind": "text"}, range_y=[0, 5],
-        height=220 * means.task.nunique() + 160,
+        labels={"mean": "mean (1–5)", "label": "", "kind": "text"}, range_x=[0, 5],
+        height=int((90 * bars.label.nunique() + 60) * bars.task.nunique() + 120),
     )
     figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1]))
     widgets.chart(figure)
     drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
+    drops.index.names = ["Task", "Run"]
     st.caption("Drop % = (unwatermarked − watermarked) / unwatermarked × 100")
     st.dataframe(drops[aspects], width="stretch", column_config=widgets.worded_columns(drops[aspects], decimals=1))
 

@@ -491,9 +491,15 @@ def test_pages_name_tasks_and_metrics_as_people_read_them(app_db):
     assert "Question answering" in means_chart and not raw_name.search(means_chart)
     facets = {note["text"] for note in json.loads(means_chart)["layout"]["annotations"]}
     assert facets == {"Coherence", "Relevance", "Factual accuracy", "Question answering"}  # no empty task row
+    # The runs' long names along the bars, once per row of panels: under each panel they slanted across the next one
+    layout = json.loads(means_chart)["layout"]
+    assert {trace["orientation"] for trace in json.loads(means_chart)["data"]} == {"h"}
+    assert layout["yaxis"]["categoryarray"][::-1] == sorted(layout["yaxis"]["categoryarray"])  # drawn from the bottom
+    assert all(layout[axis]["matches"] == "y" for axis in ("yaxis2", "yaxis3"))  # one order in every panel
     drops = next(frame for frame in app.dataframe if "Factual accuracy" in frame.value.columns)
     formats = {column: spec["type_config"]["format"] for column, spec in json.loads(drops.proto.columns).items()}
     assert formats == dict.fromkeys(["Coherence", "Relevance", "Factual accuracy"], "%.1f")  # 11.0 beside 9.5, not 11
+    assert drops.value.index.names == ["Task", "Run"]  # it read "task", "label"
     assert app.selectbox(key="verdict-task").options == ["all", "Question answering"]
     verdicts = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
     assert set(verdicts.task) == {"Question answering"}
