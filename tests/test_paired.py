@@ -146,7 +146,9 @@ def test_runs_pair_seed_by_seed_and_each_text_counts_its_stored_mentions(paired_
     assert main(["paired", "--method", "EntityKGW", "--against", "KGW", "--tokens", "16", "--db", str(store.path)]) == 0
     assert "equal strength:" in capsys.readouterr().out
     assert main(["paired", "--method", "EntityKGW", "--against", "SynthID", "--db", str(store.path)]) == 1
-    assert "No finished generated run of SynthID" in capsys.readouterr().out  # issue 58, item 12: what fails, named
+    printed = capsys.readouterr().out
+    assert "No finished generated run of SynthID. Generate one" in printed  # issue 58, item 12: what fails, named
+    # (no SynthID run at all: it said "imported runs do not pair", as if there were some)
     assert main(["paired", "--method", "KGW", "--against", "kgw", "--db", str(store.path)]) == 2
     assert "both sides name it" in capsys.readouterr().err
 

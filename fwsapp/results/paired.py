@@ -361,13 +361,15 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
     """Why no text of the two methods pairs, naming what fails and what computes what is missing: runs of a side
     missing, the settings the closest two runs differ in, or the measures the pairing runs lack."""
     first, second = check_methods(candidate, baseline)
-    runs = store.runs()
-    runs = runs[(runs.status == "done") & ~runs.imported]
+    stored = store.runs()
+    runs = stored[(stored.status == "done") & ~stored.imported]
     sides = [[store.run(run_id) for run_id in runs[runs.method == info.name].run_id] for info in (first, second)]
     for info, side in zip((first, second), sides):
         if not side:
-            return (f"No finished generated run of {info.name}: imported runs do not pair (they record no seed). "
-                    f"Generate one on the same prompts as the other method's.")
+            imported = bool((stored.imported & (stored.method == info.name)).any())
+            return (f"No finished generated run of {info.name}"
+                    + (": its imported runs do not pair (they record no seed)" if imported else "")
+                    + ". Generate one on the same prompts as the other method's.")
     found = settings(store, first.name, second.name, target_tpr, fpr, tokens)
     if found:
         paired = sorted({run_id for comparison in found for pair in comparison.pairs for run_id in pair})
