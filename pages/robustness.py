@@ -8,6 +8,7 @@ from fwsapp import in_words
 from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED, mention_kinds
 from fwsapp.watermark.methods import post_hoc_names
 from fwsapp.detection.normalizers import NORMALIZERS
+from fwsapp.sample_size import MINIMUM
 from fwsapp.robustness.attack_sets import (
     CLEAN,
     MEASURES,
@@ -71,7 +72,7 @@ def overview(frame) -> None:
     st.caption(f"Each row is a run: its method and settings, task, model and n, its watermarked texts. The first column, "
                f"{CLEAN}, is those texts detected again from text exactly as the attacked ones are, so it is the baseline "
                "each attack is read against. In brackets: the exact 95 % interval of a share over the texts, AUROC's "
-               f"interval (from 10 texts a side), or the mentions counted (each attack's own: {in_words(mention_kinds(), 'or')}).")
+               f"interval (from {MINIMUM['auroc_ci']} texts a side), or the mentions counted (each attack's own: {in_words(mention_kinds(), 'or')}).")
     if measure in ("AUROC", "Still detected (share)"):
         st.caption("AUROC ranks the attacked texts against the negatives; the share still detected counts those past "
                    f"the method's own threshold ({thresholds(frame)}). A text can rank above every negative and still "

@@ -17,6 +17,7 @@ from fwsapp.robustness.attacks.base import AttackInput, Span, words_of
 from fwsapp.robustness.attack_sets import CLEAN as CLEAN_COLUMN
 from fwsapp.robustness.attack_sets import attack_run, summaries, words_changed
 from fwsapp.results.tables import number_text
+from fwsapp.sample_size import MINIMUM
 
 CLEAN = ("Patients with type 2 diabetes and high blood pressure should not skip their medication. It is the kidney "
          "disease that worries doctors most, and asthma does not help. They are told to walk daily and eat less salt, "
@@ -413,10 +414,12 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
     pasted, dosed = store.attack_sets().set_index("attack").attack_set_id[["copy-paste", "dose-change"]]
     store.close()
     monkeypatch.setenv("FWSAPP_DB", str(store.path))
+    monkeypatch.setitem(MINIMUM, "auroc_ci", 12)  # the caption states the rule the table follows
     app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=60)
     app.run()
     app.switch_page("pages/robustness.py").run()
     assert not app.exception
+    assert any("interval (from 12 texts a side)" in caption.value for caption in app.caption)
     table = app.dataframe[0].value
     assert list(table.columns) == [CLEAN_COLUMN, "copy-paste (span_share=0.25, spans=2)", "dose-change (k=1)",
                                    "word-deletion (ratio=0.1)", "word-deletion (ratio=0.5)"]  # the clean re-detection
