@@ -44,6 +44,17 @@ def percent(share: float) -> str:
     return f"{share * 100:.6g}%"
 
 
+def share_text(share: float) -> str:
+    """A measured share (of words changed, tokens watermarked, texts still detected) to a tenth of a percent, with
+    "under 0.1%" and "over 99.9%" at the ends: one dose among 200 answers' words changed is not "0.0%", one word of a
+    150-word answer not "1%", and 249 verdicts of 250 not "100%"."""
+    if 0 < share < 0.0005:
+        return "under 0.1%"
+    if 0.9995 <= share < 1:
+        return "over 99.9%"
+    return f"{share:.1%}"
+
+
 def p_text(p: float) -> str:
     """A p-value as written: in significant digits (a strong correlation's p is 3.2e-27, not 0 or 0.000), and one that
     underflowed to 0 as below the smallest double."""

@@ -2,6 +2,7 @@
 import pandas as pd
 import streamlit as st
 
+from fwsapp import share_text
 from fwsapp.ui import render as markup
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
@@ -31,7 +32,7 @@ def latest_samples(job) -> None:
     coverage = queries.watermark_coverage(resources.revision(), (job.key.removeprefix("generate:"),))
     if not coverage.empty and coverage["flags"].iloc[0]:
         flags, share = coverage["flags"].iloc[0], coverage["watermarked share"].iloc[0]
-        st.warning(markup.message(f"This run carries no watermark as asked: {flags}. {share:.0%} of "
+        st.warning(markup.message(f"This run carries no watermark as asked: {flags}. {share_text(share)} of "
                                   "its tokens are watermarked; the Detect page's Coverage tab says why."))
     if fitted := queries.run_fit(resources.revision(), job.key.removeprefix("generate:")):
         st.caption(markup.message(f"Part of {table.method.iloc[0]}'s key was fitted on {fitted['references']} references "

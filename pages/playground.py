@@ -3,6 +3,7 @@ import html
 
 import streamlit as st
 
+from fwsapp import share_text
 from fwsapp.ui import render as markup
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
@@ -20,7 +21,7 @@ HISTORY = "playground_history"
 
 def figures_line(figures: dict) -> str:
     """The detector's say on one answer, as the lm-watermarking demo gives it, with a cheap quality figure."""
-    green = (f" · green {figures['green']} of {figures['tokens scored']} ({figures['green share']:.0%})"
+    green = (f" · green {figures['green']} of {figures['tokens scored']} ({share_text(figures['green share'])})"
              if figures["green"] is not None else f" · {figures['tokens scored']} tokens scored")
     # The p-value beside the score, unless the score is that p-value.
     p_value = f" · p = {figures['p']:.2g}" if figures["p"] is not None and figures["score label"] != "p" else ""

@@ -4,7 +4,7 @@ import plotly.express as px
 import streamlit as st
 
 from fwsapp.ui import render as markup
-from fwsapp import in_words
+from fwsapp import in_words, share_text
 from fwsapp.robustness.attacks import ATTACKS, DEFAULT_SEED, mention_kinds
 from fwsapp.watermark.methods import post_hoc_names
 from fwsapp.detection.normalizers import NORMALIZERS
@@ -12,7 +12,6 @@ from fwsapp.sample_size import MINIMUM
 from fwsapp.robustness.attack_sets import (
     CLEAN,
     MEASURES,
-    changed_text,
     default_measure,
     forged,
     method_by_attack,
@@ -72,7 +71,8 @@ def overview(frame) -> None:
     st.caption(f"Each row is a run: its method and settings, task, model and n, its watermarked texts. The first column, "
                f"{CLEAN}, is those texts detected again from text exactly as the attacked ones are, so it is the baseline "
                "each attack is read against. In brackets: the exact 95 % interval of a share over the texts, AUROC's "
-               f"interval (from {MINIMUM['auroc_ci']} texts a side), or the mentions counted (each attack's own: {in_words(mention_kinds(), 'or')}).")
+               f"interval (from {MINIMUM['auroc_ci']} texts a side), or the mentions counted (each attack's own: "
+               f"{in_words(mention_kinds(), 'or')}).")
     if measure in ("AUROC", "Still detected (share)"):
         st.caption("AUROC ranks the attacked texts against the negatives; the share still detected counts those past "
                    f"the method's own threshold ({thresholds(frame)}). A text can rank above every negative and still "
@@ -155,7 +155,7 @@ def per_text(frame) -> None:
     introduced = ", ".join(row.mentions_introduced) if row.mentions_introduced is not None and len(
         row.mentions_introduced) else "none"
     st.caption(markup.message(
-        f"Words changed {changed_text(row.words_changed)} · ROUGE-L to the clean text {row.rouge_l:.3f} · {entry.fact} mentions kept "
+        f"Words changed {share_text(row.words_changed)} · ROUGE-L to the clean text {row.rouge_l:.3f} · {entry.fact} mentions kept "
         f"{row.mentions_kept} of {row.mentions_clean} · introduced: {introduced}" + (f" · {row.note}" if row.note else "")))
 
 

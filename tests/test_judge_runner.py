@@ -403,7 +403,7 @@ def test_a_smoke_test_judge_is_named_and_left_out_of_the_report_unless_asked(sto
     titles = [title for title, _ in report_tables(counted)]
     assert f"Table 4: FWS (Auto and judge: {EMBEDDED_MODEL} (smoke test)), α = 0.4, β = 0.2" in titles
     [warning] = indiscriminate_judges(store.judgments([run_id]))
-    assert warning.startswith(f"{EMBEDDED_MODEL} (smoke test) gave both texts the same scores on 100% of its 4 verdicts")
+    assert warning.startswith(f"{EMBEDDED_MODEL} (smoke test) gave both texts the same scores on 100.0% of its 4 verdicts")
 
 
 def test_a_judge_that_tells_the_texts_apart_draws_no_warning_and_counts(store):
@@ -618,3 +618,16 @@ def test_a_verdict_without_scores_says_why_as_its_status_does():
 
     assert scores_text(None, "unreachable") == "none (unreachable)" and scores_text(None, "failed") == "none (failed)"
     assert scores_text([4, 5, 3], "ok") == "4 / 5 / 3 (coherence / relevance / factual accuracy)"
+
+
+def test_a_judge_that_told_one_pair_in_250_apart_is_not_said_to_have_scored_all_alike():
+    """249 pairs scored alike of 250 read "the same scores on 100% of its 250 verdicts" (a whole-percent format)."""
+    from fwsapp.judge.summary import indiscriminate_judges
+
+    alike = [[3, 4, 4]] * 250
+    judgments = pd.DataFrame({"status": "ok", "judge_model": "gpt-4o", "scores_unwatermarked": alike,
+                              "scores_watermarked": [[2, 4, 4]] + alike[1:]})
+    [warning] = indiscriminate_judges(judgments)
+    assert warning.startswith("gpt-4o gave both texts the same scores on 99.6% of its 250 verdicts"), warning
+    judgments.loc[1:5, "scores_watermarked"] = pd.Series([[2, 4, 4]] * 5, index=range(1, 6))
+    assert "the same scores on 97.6% of" in indiscriminate_judges(judgments)[0]

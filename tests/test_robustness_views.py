@@ -139,3 +139,10 @@ def test_every_attack_set_is_read_under_the_headings_the_report_uses_counts_whol
     assert report.loc[1, ["Attack", "TPR at 1% FPR", "Words changed", "Similarity to the clean text"]].tolist() == [
         "dose-change (k=1)", 0.8, 0.00015, 0.97]
     assert "Baseline note" not in report.columns
+
+
+def test_a_measured_share_is_written_to_a_tenth_of_a_percent_and_never_rounded_to_none_or_all():
+    from fwsapp import share_text
+
+    assert [share_text(share) for share in (0, 0.0002, 0.0005, 0.01, 0.375, 0.996, 0.9996, 1)] == [
+        "0.0%", "under 0.1%", "0.1%", "1.0%", "37.5%", "99.6%", "over 99.9%", "100.0%"]

@@ -850,7 +850,7 @@ def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
     store.close()
     judge = open_page("judge")
     assert any("are a smoke test" in info.value for info in judge.info)
-    assert any("gave both texts the same scores on 100% of its 4 verdicts" in shown(warning.value) for warning in judge.warning)
+    assert any("gave both texts the same scores on 100.0% of its 4 verdicts" in shown(warning.value) for warning in judge.warning)
     fws = open_page("fws")
     assert not any(shown(header.value).startswith(f"FWS, judge ({EMBEDDED_MODEL}") for header in fws.subheader)
     assert "FWS, judge (no verdicts yet)" in [shown(header.value) for header in fws.subheader]

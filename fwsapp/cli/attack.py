@@ -76,17 +76,17 @@ def attack_line(row: dict) -> str:
     forgery, the share of forged answers it attributes to the watermark), TPR at 1 % FPR and AUROC against the clean
     negatives, the words changed and the mentions kept ("attack" printed the sets' ids alone)."""
     from fwsapp.cli.detect import detection_phrase
-    from fwsapp.robustness.attack_sets import changed_text
+    from fwsapp import share_text
     from fwsapp.robustness.attacks import ATTACKS
 
     entry = ATTACKS[row["attack"]]
     shares = (f"{'forged answers called watermarked' if entry.forges else 'still called watermarked'} "
-              f"{row['still_detected']:.1%} of {row['texts']}")
+              f"{share_text(row['still_detected'])} of {row['texts']}")
     if detection := detection_phrase(row["auroc"], row["tpr_at_fpr"],
                                      f"the {row['negative_texts']} clean {row['negatives']} texts"):
         shares += f"; {detection}"
     if row["words_changed"] is not None and not entry.forges:
-        shares += f"; words changed {changed_text(row['words_changed'])}"
+        shares += f"; words changed {share_text(row['words_changed'])}"
     if row["mentions"]:
         shares += f"; {entry.fact} mentions kept {row['mentions_kept']} of {row['mentions']}"
     elif row["mentions"] == 0 and entry.edits == "mentions":

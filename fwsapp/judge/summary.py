@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fwsapp import share_text
 from fwsapp.quality.registry import ASPECTS
 from fwsapp.models import EMBEDDED_MODEL
 
@@ -77,7 +78,7 @@ def same_scores(judgments: pd.DataFrame) -> pd.DataFrame:
 def indiscriminate_judges(judgments: pd.DataFrame) -> list[str]:
     """Sentences for the judges that gave A and B the same scores on (nearly) every pair, for the page to show."""
     table = same_scores(judgments)
-    return [f"{judge_name(row.judge_model)} gave both texts the same scores on {row.same_share:.0%} of its "
+    return [f"{judge_name(row.judge_model)} gave both texts the same scores on {share_text(row.same_share)} of its "
             f"{row.verdicts} verdicts: it does not tell them apart, so its drops and FWS say nothing about the watermark."
             for row in table.itertuples() if row.same_share >= SAME_SCORES_SHARE]
 

@@ -124,12 +124,6 @@ def words_changed(clean: str, attacked: str) -> float:
     return 1 - kept / len(before)
 
 
-def changed_text(share: float) -> str:
-    """A share of words changed as written: to a tenth of a percent, and "under 0.1%" where a few words among many
-    changed (a dose among 200 answers' words is not "0.0%", nor one word of a 150-word answer "1%")."""
-    return f"{share:.1%}" if share == 0 or share >= 0.0005 else "under 0.1%"
-
-
 def mention_survival(clean: list[Entity], attacked: list[Entity], concept=None) -> tuple[int, list[str]]:
     """(how many of the clean text's mentions the attacked text still names, as many times as each occurs, the names of
     the attacked text's mentions that the clean text does not name). Both compare concepts (`concept`, the mentions'
