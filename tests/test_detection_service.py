@@ -169,6 +169,24 @@ def test_every_watermark_that_detects_from_text_answers_with_a_valid_record(llam
     assert answer["evidence"]["min_tokens"]["tokens"] == 25 and "not calibrated" in answer["evidence"]["min_tokens"]["basis"]
 
 
+@pytest.mark.parametrize("method", [name for name in methods.watermark_names()
+                                    if not methods.info(name).needs_model and methods.info(name).unit == "token"])
+def test_a_reader_who_sets_each_records_score_against_its_threshold_reaches_its_verdict(llama3, deployed_key, method):
+    """SynthID's records gave its z as the score beside a threshold of mean g > 0.52: a reference whose mean g was 0.514
+    (not watermarked) read score 0.64. The score is what the threshold reads, or the p-value is where it reads one."""
+    info = methods.info(method)
+    detector = TextDetector(method, {**info.test_params, info.secret_params[0]: deployed_key}, llama3)
+    threshold = detector.watermark.params[info.threshold_param]
+    texts = np.random.default_rng(0).integers(1000, 30000, size=(20, 60))
+    for token_ids in texts.tolist():
+        record = detector.verdict_of_ids(token_ids).evidence
+        assert record["threshold"] == {info.threshold_param: threshold}
+        read = record["p_value"] if info.score_label == "p" else record["score"]
+        assert record["is_watermarked"] == info.is_watermarked(read, detector.watermark.params), record
+        if info.score_label != "p":
+            assert record["score"] == detector.watermark.detect(token_ids).score
+
+
 def test_refusals_are_clear_4xx_never_5xx(llama3, deployed_key):
     detector = TextDetector("vLLM-Gumbel", {"key": deployed_key}, llama3)
     client = TestClient(create_app(detector, token="t" * 8 + "Q7pX2mZk9vR4wL6sN1bJ3hF8dG5cT0yA"))

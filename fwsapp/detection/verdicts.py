@@ -5,8 +5,9 @@ vLLM's reference detection server (vLLM 0.33, `examples/basic/online_serving/wat
 a text without special tokens and answers `score`, `p_value`, `num_scored_tokens` and `is_watermarked`. Here every
 watermark that detects from text answers the same fields with the same meanings, so a client written for vLLM reads
 them unchanged:
-- `score`: the test statistic, larger when watermarked: the sum of the tokens' evidence where the p-value comes from
-  one (vLLM's Gumbel watermarks, EXP), else the z, else the method's own score (SynthID's mean g-value);
+- `score`: the test statistic, larger when watermarked: the sum of the tokens' evidence where the threshold reads a
+  p-value that comes from one (vLLM's Gumbel watermarks, EXP), else the score the threshold reads (KGW's z, SynthID's
+  mean g-value);
 - `p_value`: the method's p-value, or the one its z implies; None for a score with no nominal distribution;
 - `is_watermarked`: the method's own threshold (vLLM-Gumbel's p_threshold, 0.01 as vLLM's server).
 
@@ -205,9 +206,11 @@ def verdict_fields(watermark, detection, minimum: MinimumLength) -> dict:
     """vLLM's four fields and the three-state verdict of a watermark's `Detection` of one text."""
     info = watermark.info
     watermarked = bool(watermark.is_watermarked(detection)) if detection.num_tokens_scored else False
-    statistic = next((value for value in (detection.statistic, detection.z) if value is not None), None)
+    # Where the threshold reads a p-value, the score is the statistic it comes from (vLLM's `score`); elsewhere it is
+    # the score the threshold reads: SynthID's mean g-value, not its z, beside a threshold of mean g > 0.52.
+    by_p_value = info.score_label == "p" and detection.statistic is not None
     return {
-        "score": float(statistic if statistic is not None else detection.score),
+        "score": float(detection.statistic if by_p_value else detection.score),
         "p_value": nominal_p_value(info, detection),
         "num_scored_tokens": int(detection.num_tokens_scored),
         "is_watermarked": watermarked,
