@@ -23,6 +23,7 @@ from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep
 from fwsapp.models.tokenizers import TOKENIZERS, run_tokenizer
 from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
+from fwsapp.results.report import rates_shown
 from fwsapp.results.run_names import ready
 from fwsapp.ui.router import through_router
 
@@ -72,19 +73,21 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
         figure.update_xaxes(tickvals=list(LENGTH_GRID))  # the lengths tabulated, not the log axis' minor ticks
         figure.update_layout(legend=widgets.LEGEND_BELOW)
         widgets.chart(figure)
-    if not frames["tokens"].empty:
-        # Runs down the side: their labels read across, where below the boxes they were tilted and took more room than
-        # the boxes.
-        boxes = px.box(frames["tokens"], y="run", x="tokens to detect", points="all", orientation="h")
-        widgets.chart(boxes.update_layout(height=140 + 60 * frames["tokens"].run.nunique(), yaxis_title=None,
-                                           yaxis_autorange="reversed"))  # in the table's order
-    widgets.table(widgets.uniform(frames["rates"].drop(columns="tokens")))
+    if not frames["detected_by"].empty:
+        steps = px.line(frames["detected_by"], x="T", y="share detected", color="run", line_shape="hv", markers=True,
+                        hover_data=["detected"], labels={"T": "T: tokens read", "share detected":
+                                                         "share of the watermarked texts detected by T"})
+        steps.add_hline(y=0.5, line_dash="dot", annotation_text="median", annotation_position="top left")
+        steps.update_yaxes(range=[-0.02, 1.02])
+        widgets.chart(steps.update_layout(legend=widgets.LEGEND_BELOW))
+    widgets.table(widgets.uniform(rates_shown(frames["rates"])))
     st.caption("T counts the text's tokens from its start; after T tokens a text is scored on those alone (the score "
                "its detector gives that prefix). Tokens to detect is the T from which a text stays detected; a text "
-               "not detected at its full length is never detected, counted apart, not left out. TPR after T counts "
+               "not detected at its full length is never detected, counted apart, not left out: a run's steps cross "
+               "the dotted line at its median and end short of 1 by the share never detected. TPR after T counts "
                "texts at least T tokens long, and FPR the negatives that long under the same threshold: nominal for "
-               "z and p (SynthID's and DiPmark's scores standardised to z). A rate from fewer than "
-               f"{MINIMUM['rate']} texts is left empty.")
+               "z and p (SynthID's and DiPmark's scores standardised to z). A rate needs "
+               f"{MINIMUM['rate']} texts or more.")
     predicted_view(chosen, fpr)
 
 

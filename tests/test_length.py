@@ -80,6 +80,19 @@ def test_a_run_summary_counts_never_detected_texts_and_tabulates_only_texts_that
     assert table["64"] == {"tpr": None, "n": 4, "fpr": 0.0, "negatives": 10}  # 4 texts: too few for a rate
 
 
+def test_the_share_detected_by_each_length_counts_the_never_detected_and_crosses_a_half_at_the_median():
+    """The Length tab drew a box over the detected texts alone: 3 of 8 k-SemStamp answers detected at 27-32 tokens made
+    a box about 30 where the table said "never", and EXP-edit's box put its median near 9 against the table's 17."""
+    values = [27, None, 32, None, None, 32, None, None]
+    assert length.detected_by(values) == [(0, 0.0), (27, 1 / 8), (32, 3 / 8)]  # ends at 3 of 8, never reaching 1/2
+    assert length.tokens_quantile([math.inf if value is None else value for value in values], 0.5) == "never"
+    values = [1, 1, 17, 17, 17, None, None, 9]
+    steps = length.detected_by(values)
+    assert steps == [(0, 0.0), (1, 0.25), (9, 0.375), (17, 0.75)]
+    median = next(tokens for tokens, share in steps if share >= 0.5)
+    assert median == length.tokens_quantile([math.inf if value is None else value for value in values], 0.5) == 17
+
+
 def test_winmax_finds_a_pasted_watermarked_span_and_flags_no_reference_text(qa_run, lm):
     store, config, run_id = qa_run
     watermark = create("KGW", lm.vocab_size, config.params)
@@ -344,3 +357,22 @@ def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_pa
     assert found.source == made.set_id and len(found.positives) == 4 and found.negative_kind == "unwatermarked"
     assert pipeline.lengths(store, [run_id], no_model) == []  # a repeated command changes nothing
     assert len(store.detection_sets([run_id])) == 1
+
+
+def test_a_method_detected_again_at_some_lengths_only_reads_nothing_between_them(lm, tmp_path):
+    """DuckDB gives a curve's unscored lengths back masked, which read as 0: a p-value of 0, so an EXP-edit answer known
+    at 16 tokens and at its end was "detected after 1 token", and one not detected at 16 "after 17"."""
+    from fwsapp.generation.generate import run_generation
+    from fwsapp.generation.run_config import RunConfig
+    from fwsapp.orchestration import pipeline
+    from fwsapp.store import Store
+
+    store = Store(tmp_path / "edit.duckdb")
+    run_id = run_generation(RunConfig(task="qa", method="EXP-edit", n=4, max_new_tokens=20, batch_size=4, seed=7,
+                                      params={"n_runs": 20}), store, lm)
+    pipeline.lengths(store, [run_id], lambda name: lm)
+    curves = length.run_curves(store, run_id)
+    threshold = length.length_threshold("EXP-edit", curves.params, 0.01)
+    for curve in curves.positives + curves.negatives:
+        assert np.isnan(curve[:15]).all() and not np.isnan(curve[15]) and not np.isnan(curve[-1])
+        assert length.tokens_to_detect(curve, threshold) in (16, len(curve), math.inf)

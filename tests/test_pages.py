@@ -1,4 +1,5 @@
 """The pages in streamlit's AppTest: the Generate page runs a job, the Detect page shows its scores."""
+import base64
 import html
 import json
 import re
@@ -76,7 +77,11 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     assert lengths.loc[0, "verdict at"] == "z > 2.33 (nominal 1% FPR)" and lengths.loc[0, "watermarked texts"] == 4
     assert lengths.loc[0, "scores from"] == "generation" and lengths.loc[0, "never detected"] < 4
     rates = app.dataframe[2].value  # 4 texts: too few for a rate (sample_size), so no TPR and no curve of it
-    assert list(rates["T"]) == ["16", "32", "64", "full"] and (rates.texts == 4).all() and rates.TPR.isna().all()
+    assert list(rates["T"]) == ["16", "32", "64", "full"] and (rates.texts == 4).all()
+    assert (rates.TPR == "not enough data (n = 4)").all()  # as `detect --by-length` prints it, where it read "None"
+    steps = json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]  # share detected by T, never detected kept
+    tokens, shares = (np.frombuffer(base64.b64decode(steps[axis]["bdata"]), steps[axis]["dtype"]) for axis in "xy")
+    assert tokens[0] == 0 and shares[-1] == pytest.approx(1 - lengths.loc[0, "never detected"] / 4)
     lengths_by_answer = app.dataframe[3].value  # measured, and predicted once `detect --predict` has read them
     assert lengths_by_answer.loc[0, "answers"] == 4 and lengths_by_answer.loc[0, "answers under 200 tokens"] == 4
     assert lengths_by_answer.loc[0, "predicted median"] == "not predicted yet"  # it read None
@@ -154,7 +159,7 @@ def test_detect_page_runs_a_sweep_and_overlays_its_roc_curves(app_db):
     comparison = app.dataframe[0].value
     assert len(comparison) == 2 and set(comparison.method) == {"KGW"}
     assert set(comparison.settings) == {"delta=1", "delta=2 (defaults)"}  # delta 2 is KGW's default
-    assert len(app.get("plotly_chart")) == 2
+    assert len(app.get("plotly_chart")) == 3  # the share detected by T (none, perhaps, in 8 tokens), ROC, the scores
 
 
 def test_detect_page_without_runs_says_what_to_do_and_loads_the_example_data_in_place(app_db):

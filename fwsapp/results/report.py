@@ -16,13 +16,14 @@ from fwsapp.results.fws import ASPECTS, DEFAULT_ALPHA, DEFAULT_BETA, check_weigh
 from fwsapp.entities.introduced import analysed_entities
 from fwsapp.results.entity_table import entity_summary
 from fwsapp.entities.entropy import bin_shares, token_values
-from fwsapp.detection.length import DEFAULT_FPR as LENGTH_FPR, length_summary, run_curves
+from fwsapp.detection.length import DEFAULT_FPR as LENGTH_FPR, detected_by, length_summary, run_curves
 from fwsapp.judge.summary import counted_judges, counted_judgments, judge_block, judges_label, smoke_test_judges
 from fwsapp.watermark.methods import detection_kinds
 from fwsapp.quality.scoring import GENERATED_KINDS, other_settings, quality_block, read_values
 from fwsapp.detection.redetect import set_summaries
 from fwsapp.robustness.attack_sets import summaries as robustness_summaries
 from fwsapp.results.run_names import run_label, run_settings, settings, text_source
+from fwsapp.sample_size import shown
 from fwsapp.store import Store
 
 
@@ -297,10 +298,18 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rates_shown(rates: pd.DataFrame) -> pd.DataFrame:
+    """`length_frames`' rates as a table: a rate from too few texts says so, as `detect --by-length` prints it (the
+    page's cells read "None")."""
+    return rates.drop(columns="tokens").assign(
+        TPR=[shown(value, "rate", n) for value, n in zip(rates.TPR, rates.texts)],
+        FPR=[shown(value, "rate", n) for value, n in zip(rates.FPR, rates.negatives)])
+
+
 def length_frames(store: Store, runs: pd.DataFrame, fpr: float) -> dict:
     """The Detect page's Length tab for `runs`: a summary row per run (threshold, tokens to detect), TPR and FPR after
-    each T (long), every watermarked text's tokens to detect (long, the never detected left out and counted in the
-    summary), and the labels of runs without scores by length."""
+    each T (long), the share of its watermarked texts detected by T tokens (long: `detected_by`, the never detected
+    keeping it below 1), and the labels of runs without scores by length."""
     summaries, rates, tokens, missing = [], [], [], []
     for run in runs.itertuples():
         label = run_label(run._asdict())
@@ -319,8 +328,9 @@ def length_frames(store: Store, runs: pd.DataFrame, fpr: float) -> dict:
         for size, row in summary["tpr_at_length"].items():
             rates.append({"run": label, "T": size, "tokens": None if size == "full" else int(size), "TPR": row["tpr"],
                           "texts": row["n"], "FPR": row["fpr"], "negatives": row["negatives"]})
-        tokens += [{"run": label, "tokens to detect": value} for value in found["values"] if value is not None]
+        tokens += [{"run": label, "T": length, "share detected": share, "detected": f"{round(share * found['n'])} of "
+                    f"{found['n']}"} for length, share in detected_by(found["values"])]
     return {"summary": pd.DataFrame(summaries), "rates": pd.DataFrame(rates, columns=["run", "T", "tokens", "TPR", "texts",
                                                                                       "FPR", "negatives"]),
-            "tokens": pd.DataFrame(tokens, columns=["run", "tokens to detect"]), "missing": missing}
+            "detected_by": pd.DataFrame(tokens, columns=["run", "T", "share detected", "detected"]), "missing": missing}
 
