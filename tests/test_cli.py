@@ -36,6 +36,8 @@ def test_runs_report_and_export(qa_run, tmp_path, capsys):
         assert main(["export", "--run", run_id, *named, "--out", str(out), "--db", db]) == 0
         table = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
         assert len(table) == 4
+        assert list(table.columns[:6]) == ["run_id", "method", "settings", "seed", "model", "task"]
+        assert set(table.settings) == {"delta=2 (defaults)"} and set(table.seed) == {config.seed}
         assert pd.api.types.is_integer_dtype(table.num_tokens_scored_watermarked)  # a count, not 32.0
         assert {"prompt", "reference", "watermarked_text", "score_watermarked", "score_unwatermarked"} <= set(table.columns)
         # Token ids come back as the lists stored: JSON arrays in a CSV cell, lists in Parquet (issue 47).

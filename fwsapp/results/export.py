@@ -14,6 +14,7 @@ from fwsapp.judge.summary import KINDS, counted_judges, counted_judgments, per_s
 from fwsapp.paths import replaceable_output, write_output
 from fwsapp.quality.scoring import read_values
 from fwsapp.quality.registry import ASPECTS, in_stored_order
+from fwsapp.results.run_names import settings
 from fwsapp.store import Store
 
 
@@ -53,9 +54,11 @@ def run_table(store: Store, run_id: str) -> pd.DataFrame:
     wide[counts] = wide[counts].round().astype("Int64")  # a count, "32" (the pivot's mean wrote "32.0")
     table = samples.merge(wide.reset_index(), on="sample_idx", how="left").merge(
         run_evidence(store, run_id), on="sample_idx", how="left")
-    table.insert(1, "method", run["method"])
-    table.insert(2, "model", run["model"])
-    table.insert(3, "task", run["task"])
+    # Its settings and seed: two runs of a method at two strengths were told apart by their ids alone.
+    for position, (column, value) in enumerate(
+            (("method", run["method"]), ("settings", settings(run["method"], run["params"], bool(run["imported"]))),
+             ("seed", run["seed"]), ("model", run["model"]), ("task", run["task"])), start=1):
+        table.insert(position, column, value)
     return table
 
 
