@@ -870,3 +870,18 @@ def test_a_chart_of_more_series_than_the_palettes_hold_colours_every_one():
     assert all(colours[name].startswith("#") or colours[name].startswith("rgb") for name in series)
     assert colours[series[0]] == series_colours()["KGW"]  # the first run keeps its method's colour
     assert len(set(colours[name] for name in series[:20])) == 20  # distinct while the palettes last
+
+
+def test_every_method_and_baseline_is_drawn_in_a_colour_of_its_own():
+    """The Entropy page drew EWD in #EB663B beside the unwatermarked texts' #e76f51, and vLLM-Gumbel-DualKey in #778AAE
+    beside the reference's #8d99ae: two curves a reader could not tell apart."""
+    from itertools import combinations
+
+    from fwsapp.ui.widgets import BASELINE_COLOURS, DISTINCT_RGB, _rgb_distance, series_colours
+    from fwsapp.watermark.methods import METHODS
+
+    colours = series_colours()
+    named = [*BASELINE_COLOURS, *METHODS.names()]
+    close = [(first, second) for first, second in combinations(named, 2)
+             if _rgb_distance(colours[first], colours[second]) < DISTINCT_RGB]
+    assert close == [], close

@@ -417,6 +417,26 @@ LEGEND_BELOW = {"orientation": "h", "y": -0.25}
 
 # One colour per series on every chart: the two baselines, then each method in the registry's order.
 BASELINE_COLOURS = {"reference": "#8d99ae", "unwatermarked": "#e76f51", "watermarked": "#2a9d8f"}
+# How far apart (Euclidean, in RGB) two series' colours must be to be told apart on a chart: Dark24 drew EWD in
+# #EB663B beside the unwatermarked texts' #e76f51, and vLLM-Gumbel-DualKey in #778AAE beside the reference's #8d99ae.
+DISTINCT_RGB = 60
+
+
+def _rgb_distance(first: str, second: str) -> float:
+    from plotly.colors import hex_to_rgb
+
+    return sum((a - b) ** 2 for a, b in zip(hex_to_rgb(first), hex_to_rgb(second))) ** 0.5
+
+
+def method_palette() -> list[str]:
+    """Dark24, then Alphabet, keeping each colour far enough from the baselines' and from every one kept before it."""
+    import plotly.express as px
+
+    kept: list[str] = []
+    for colour in px.colors.qualitative.Dark24 + px.colors.qualitative.Alphabet:
+        if all(_rgb_distance(colour, other) >= DISTINCT_RGB for other in [*BASELINE_COLOURS.values(), *kept]):
+            kept.append(colour)
+    return kept
 
 
 def series_colours(series=()) -> dict[str, str]:
@@ -429,7 +449,7 @@ def series_colours(series=()) -> dict[str, str]:
 
     from fwsapp.watermark.methods import METHODS
 
-    palette = px.colors.qualitative.Dark24
+    palette = method_palette()
     colours = {**BASELINE_COLOURS, **{method: palette[index % len(palette)] for index, method in enumerate(METHODS.names())}}
     taken = set(BASELINE_COLOURS.values())
     spare = itertools.chain([colour for colour in palette + px.colors.qualitative.Light24 if colour not in colours.values()],
