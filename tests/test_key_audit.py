@@ -212,3 +212,19 @@ def test_the_worst_key_names_every_key_as_bad_as_it_not_the_first_of_them():
         "Worst key (each repeat scored): none worse than another (all 3 keys)",
         "Worst key (once): drawn #1 (seed 0), drawn #2 (seed 0) alike",
         "Worst key (windowed): drawn #1 (seed 0)"]
+
+
+def test_a_level_below_the_smallest_p_value_a_permutation_test_answers_is_said_to_be_unreachable():
+    """EXP-edit's permutation test answers no p below 1 / (1 + n_runs): 0.0099 at its 100 null keys. The audit read
+    "0.00% [0.00%, 36.94%]" at 0.1 % and 0.01 % and advised a Bonferroni threshold of p < 0.0002, which no text, however
+    watermarked, can reach."""
+    found = audit("EXP-edit", {"n_runs": 20}, human_texts(6, length=30), VOCABULARY, keys=2)
+    assert found.smallest_p == pytest.approx(1 / 21)
+    assert (found.written()[[f"FPR@{level:g}" for level in AUDIT_LEVELS]] == "unreachable (p ≥ 0.0476)").all().all()
+    said = found.summary()
+    assert said[-1] == ("EXP-edit's detector answers no p-value below 0.0476, so no text is called watermarked at "
+                        "p < 0.01, p < 0.001, p < 0.0001, p < 0.005, p < 0.0005, p < 5e-05: those rates measure "
+                        "nothing (a permutation test reaches them with more null keys)."), said
+    kgw = audit("KGW", {"rng": "cpu"}, human_texts(6, length=30), VOCABULARY, keys=2)
+    assert kgw.smallest_p == 0 and not any("unreachable" in line for line in kgw.summary())
+    assert not kgw.written().map(lambda cell: "unreachable" in str(cell)).any().any()

@@ -93,12 +93,16 @@ class KeyAudit:
     table: pd.DataFrame  # one row per key and deduplication setting
     bonferroni: dict[float, float]  # level -> per-configuration threshold over every configuration audited
     tokenizer: str | None = None  # the name of the tokenizer the texts were detected with
+    # The smallest p-value the detector answers (EXP-edit's permutation test: 1 / (1 + n_runs)): no text, watermarked
+    # or not, is called at a level at or below it, so a false-positive rate of 0 there says nothing.
+    smallest_p: float = 0.0
 
     def written(self) -> pd.DataFrame:
         """The table as a reader sees it: per key and setting, each FPR with its exact 95 % interval, and the KS p."""
         shown = self.table[["key", "deduplication", "texts"]].copy()
         for level in AUDIT_LEVELS:
-            shown[f"FPR@{level:g}"] = [written_rate(row, level) for row in self.table.to_dict("records")]
+            shown[f"FPR@{level:g}"] = [written_rate(row, level, self.smallest_p)
+                                       for row in self.table.to_dict("records")]
         shown["KS p"] = self.table.ks_p.map(lambda value: "–" if value is None else p_text(value))
         return shown
 
@@ -116,16 +120,25 @@ class KeyAudit:
             tied = list(setting.key[setting[WORST_BY] == row[WORST_BY]])
             keys = (tied[0] if len(tied) == 1 else f"none worse than another (all {len(tied)} keys)"
                     if len(tied) == len(setting) else f"{', '.join(tied)} alike")
-            lines.append(f"Worst key ({row['deduplication']}): {keys}, {written_rate(row, AUDIT_LEVELS[0])} at p < 1 %")
-        return lines + [f"Bonferroni over the {len(self.table)} configurations audited: call a text watermarked at "
-                        + ", ".join(f"p < {threshold:.3g} for {level:g}" for level, threshold in self.bonferroni.items())]
+            lines.append(f"Worst key ({row['deduplication']}): {keys}, "
+                         f"{written_rate(row, AUDIT_LEVELS[0], self.smallest_p)} at p < 1 %")
+        lines.append(f"Bonferroni over the {len(self.table)} configurations audited: call a text watermarked at "
+                     + ", ".join(f"p < {threshold:.3g} for {level:g}" for level, threshold in self.bonferroni.items()))
+        if unreachable := [f"p < {threshold:.3g}" for threshold in [*AUDIT_LEVELS, *self.bonferroni.values()]
+                           if threshold <= self.smallest_p]:
+            lines.append(f"{self.method}'s detector answers no p-value below {p_text(self.smallest_p)}, so no text is "
+                         f"called watermarked at {', '.join(dict.fromkeys(unreachable))}: those rates measure nothing "
+                         "(a permutation test reaches them with more null keys).")
+        return lines
 
 
-def written_rate(row: dict, level: float) -> str:
-    """An audited FPR and its exact interval, or – where no text was scored."""
+def written_rate(row: dict, level: float, smallest_p: float) -> str:
+    """An audited FPR and its exact interval, – where no text was scored, or why a level cannot be reached."""
     rate, interval = row[f"fpr_{level:g}"], row[f"fpr_{level:g}_interval"]
     if rate is None:
         return "–"
+    if level <= smallest_p:
+        return f"unreachable (p ≥ {p_text(smallest_p)})"
     return f"{rate:.2%} [{interval[0]:.2%}, {interval[1]:.2%}]"
 
 
@@ -158,10 +171,12 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
     deployed = info.with_keys(info.checked_params(params))[key_name]
     rows = []
     rng = np.random.default_rng(seed)  # the randomized p-values' draws: the same audit gives the same KS p
+    smallest_p = 0.0
     for setting, setting_params, generic in deduplication_settings(info, params):
         for index, key in enumerate(audit_keys_drawn(info, deployed, keys, seed)):
             watermark = create(info.name, vocab_size, {**setting_params, key_name: key}, lm=lm, tokenizer=tokenizer)
             values, uniform = p_values(watermark, texts, generic, rng)
+            smallest_p = max(smallest_p, watermark.smallest_p_value())
             row = {"key": f"deployed ({fingerprint(key)})" if index == 0 else f"drawn #{index} (seed {seed})",
                    "deduplication": setting, "texts": int(values.size)}
             for level in AUDIT_LEVELS:
@@ -175,4 +190,4 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
             rows.append(row)
     table = pd.DataFrame(rows)
     return KeyAudit(info.name, len(texts), table, {level: level / len(table) for level in AUDIT_LEVELS},
-                    getattr(tokenizer, "name", None))
+                    getattr(tokenizer, "name", None), smallest_p)

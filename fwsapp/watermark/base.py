@@ -116,6 +116,10 @@ class Watermark(ABC):
     def is_watermarked(self, detection: Detection) -> bool:
         return self.info.is_watermarked(detection.score, self.params)
 
+    def smallest_p_value(self) -> float:
+        """The smallest p-value its detector can answer: 0 where the p-value has no floor."""
+        return 0.0
+
 
 class BatchedDetector(Watermark):
     """A detector written for a batch of texts, because it reads the model and a GPU wants texts together;
