@@ -84,12 +84,12 @@ def test_the_share_detected_by_each_length_counts_the_never_detected_and_crosses
     """The Length tab drew a box over the detected texts alone: 3 of 8 k-SemStamp answers detected at 27-32 tokens made
     a box about 30 where the table said "never", and EXP-edit's box put its median near 9 against the table's 17."""
     values = [27, None, 32, None, None, 32, None, None]
-    assert length.detected_by(values) == [(0, 0.0), (27, 1 / 8), (32, 3 / 8)]  # ends at 3 of 8, never reaching 1/2
+    assert length.detected_by(values) == [(0, 0), (27, 1), (32, 3)]  # ends at 3 of 8, never reaching half
     assert length.tokens_quantile([math.inf if value is None else value for value in values], 0.5) == "never"
     values = [1, 1, 17, 17, 17, None, None, 9]
     steps = length.detected_by(values)
-    assert steps == [(0, 0.0), (1, 0.25), (9, 0.375), (17, 0.75)]
-    median = next(tokens for tokens, share in steps if share >= 0.5)
+    assert steps == [(0, 0), (1, 2), (9, 3), (17, 6)]
+    median = next(tokens for tokens, count in steps if count / len(values) >= 0.5)
     assert median == length.tokens_quantile([math.inf if value is None else value for value in values], 0.5) == 17
 
 

@@ -170,13 +170,13 @@ def tokens_summary(curves: list, threshold: LengthThreshold) -> dict:
             "values": [None if math.isinf(value) else int(value) for value in values.tolist()]}
 
 
-def detected_by(values: list[int | None]) -> list[tuple[int, float]]:
-    """The share of a run's watermarked texts detected by T tokens, at each T where it rises (from none at 0): a step
-    curve whose crossings of ½, ¼ and ¾ are the median and quartiles `tokens_summary` gives, and that stays below 1 by
-    the share never detected (a box over the detected texts alone put k-SemStamp's median near 30 tokens where the
-    table said "never")."""
+def detected_by(values: list[int | None]) -> list[tuple[int, int]]:
+    """How many of a run's watermarked texts (`tokens_summary`'s values) are detected by T tokens, at each T where the
+    count rises (from none at 0). Over all of them, a step curve whose crossings of ½, ¼ and ¾ are the median and
+    quartiles `tokens_summary` gives, and that stays below 1 by the share never detected (a box over the detected texts
+    alone put k-SemStamp's median near 30 tokens where the table said "never")."""
     found = sorted(value for value in values if value is not None)
-    return [(0, 0.0)] + [(length, sum(value <= length for value in found) / len(values)) for length in sorted(set(found))]
+    return [(0, 0)] + [(length, sum(value <= length for value in found)) for length in sorted(set(found))]
 
 
 def rate_at(curves: list, threshold: LengthThreshold, length: int | None) -> tuple[float | None, int]:
