@@ -285,8 +285,7 @@ def clinician_agreement(runs, weighting: Weighting) -> None:
     judge_label = f"judge ({weighting.judges})"
     humans = widgets.human_agreement(rated, samples, weighting.alpha, weighting.beta, judge_label)
     st.subheader("Sensitivity of each weighting (FWS-to-human r)")
-    st.dataframe(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"], judge_label)),
-                 hide_index=True, width="stretch")
+    widgets.table(widgets.uniform(sensitivity_table(humans, samples["judge"], samples["auto"], judge_label)))
     statistic, p_value, nemenyi = friedman_nemenyi(rated)
     st.subheader("Do the aspects differ? Friedman test, Nemenyi post-hoc")
     if statistic is None:

@@ -136,7 +136,8 @@ def render() -> None:
         st.dataframe(widgets.uniform(queries.study_rater_progress(revision, chosen.study_id)), hide_index=True,
                      width="stretch")
         st.caption(f"Attention consistency: the share of a rater's second showings (A and B swapped) rated within "
-                   f"{study.CONSISTENT_WITHIN} point of the first on every aspect of both answers. Raters never see it.")
+                   f"{study.CONSISTENT_WITHIN} point of the first on every aspect of both answers, and how many of how "
+                   "many. Raters never see it.")
         st.subheader("Items")
         st.dataframe(queries.study_item_progress(revision, chosen.study_id), hide_index=True, width="stretch")
     rated = queries.study_ratings(revision, chosen.study_id)

@@ -138,6 +138,11 @@ def test_correlations_equal_scipy_and_say_when_there_are_too_few_texts():
     few = correlation_table(humans.head(4), judge, judge.iloc[:0], metrics, 0.4, 0.2)
     assert few.r.isna().all()
     assert correlation_matrix(few).loc["Coherence", "judge"] == "not enough data (n = 4)"
+    # A source whose every r is a number is a column of numbers, which a page writes to three decimals (the pivot left
+    # objects, read 0.48 beside 0.443); one with words among them stays mixed, for `uniform` to write alike.
+    mixed = correlation_matrix(pd.concat([correlation_table(humans, judge, judge.iloc[:0], metrics, 0.4, 0.2)
+                                          .query("source == 'simcse'"), few.query("source == 'judge'")]))
+    assert mixed["SimCSE"].dtype.kind == "f" and mixed["judge"].dtype.kind != "f"
     # Named as every other table names them, in the order read (the FWS and Study pages showed factual_accuracy and
     # simcse_reference, FWS between the aspects and the metrics before the judge, as sorted by name).
     matrix = correlation_matrix(table.reset_index())

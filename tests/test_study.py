@@ -247,8 +247,8 @@ def test_a_rater_sees_only_their_items_and_an_attention_check_comes_back_later_w
     assert second.handle != first.handle and first.run_id not in first.handle
     progress = study.rater_progress(store, study.rater_study(store, rater)).set_index("rater id").loc[rater]
     # the same scores given to the swapped answers: A's 5, 4, 3 now land on the other text
-    assert progress["attention consistency"] == 0.0 and progress["checks done"] == "1 of 1"
-    assert progress["median seconds per item"] == 3.0
+    assert progress["attention consistency"] == "0.0% (0 of 1)" and progress["checks done"] == "1 of 1"
+    assert progress["median seconds per item"] == "3.0"
 
 
 def test_going_back_shows_the_raters_own_rating_and_revising_replaces_it(study_db):
@@ -302,6 +302,9 @@ def test_the_researcher_reads_progress_disagreements_and_exports_without_tokens(
     progress = study.rater_progress(store, created).set_index("rater")
     assert progress.loc["Dr A", "rated"] == len(store.assignments(invites[0].rater_id))
     assert progress.loc["Dr C", "rated"] == 0 and progress.loc["Dr A", "link"] == "open"
+    # Written as read on the page and by `study status` alike (the page's cells read "None" and 12.4386 seconds)
+    assert progress.loc["Dr C", "median seconds per item"] == "none rated yet"
+    assert progress.loc["Dr C", "attention consistency"] == "no check done yet"
     items = study.item_progress(store, created)
     assert items.rated.sum() == progress.rated.sum()
     rated = study.ratings(store, created)
@@ -467,10 +470,10 @@ def test_the_cli_creates_a_study_prints_each_link_once_and_exports(tmp_path, cap
     store.close()
     assert main(["study", "status", "--study", "pilot", "--db", str(db)]) == 0
     status = capsys.readouterr().out
-    assert re.search(r"Dr A .* 9\.19 +1$", status, re.MULTILINE), status  # not 9.193096 seconds, nor 1.000000
+    assert re.search(r"Dr A .* 9\.2 +100\.0% \(1 of 1\)$", status, re.MULTILINE), status  # not 9.193096 seconds, nor 1.000000
     assert status.startswith("pilot: 1 run, 2 raters per item, 10% of each rater's items (at least one) shown twice") and "Dr A" in status
     # Dr B has rated nothing: no median time and no consistency yet, written "–" as every table's gap (it read "None").
-    assert "None" not in status and re.search(r"Dr B .* – +–$", status, re.MULTILINE), status
+    assert "None" not in status and re.search(r"Dr B .* none rated yet +no check done yet$", status, re.MULTILINE), status
     assert main(["study", "export", "--study", "pilot", "--out", str(tmp_path / "r.csv"), "--db", str(db)]) == 0
     assert token not in (tmp_path / "r.csv").read_text() and links[0][0] in (tmp_path / "r.csv").read_text()
     assert main(["study", "revoke", "--rater", links[0][0], "--db", str(db)]) == 0

@@ -75,7 +75,7 @@ def cmd_study(args) -> int:
         chosen = study.study(store, args.study)
         print(f"{chosen.name}: {chosen.describe()}\n")
         progress = study.rater_progress(store, chosen)
-        print(table_text(progress, float_format=lambda value: f"{value:.3g}") if not progress.empty else
+        print(table_text(progress) if not progress.empty else
               f"No rater yet: `python -m fwsapp study invite --study {shlex.quote(chosen.name)} --rater NAME` makes "
               "their links.")
         disagreements = study.disagreements(study.ratings(store, chosen))

@@ -68,8 +68,10 @@ def correlation_matrix(correlations: pd.DataFrame) -> pd.DataFrame:
     the minimum."""
     values = [shown(r, "pearson", n) for r, n in zip(correlations.r, correlations.n)]
     table = named(correlations.assign(r=values))
+    # infer_objects: a source whose every r is a number is a column of numbers (pivoting a column of numbers and words
+    # left them objects, which a table wrote 0.48 beside 0.443)
     return table.pivot(index="Aspect", columns="Source", values="r").reindex(
-        index=table.Aspect.unique(), columns=table.Source.unique()).rename_axis(index="Aspect", columns=None)
+        index=table.Aspect.unique(), columns=table.Source.unique()).rename_axis(index="Aspect", columns=None).infer_objects()
 
 
 def sensitivity_table(humans: pd.DataFrame, judge: pd.DataFrame, auto: pd.DataFrame,

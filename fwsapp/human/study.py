@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fwsapp import counted, percent
+from fwsapp import counted, percent, share_text
 from fwsapp.human import access
 from fwsapp.results.fws import ASPECTS
 from fwsapp.quality.registry import ASPECT_LABELS
@@ -330,7 +330,9 @@ def _gaps(first, second) -> np.ndarray:
 
 def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
     """Per rater: items assigned, rated and skipped, attention checks given, the median seconds per item, and the
-    attention consistency (the share of second ratings within a point of the first, on every aspect of both texts)."""
+    attention consistency (the share of second ratings within a point of the first, on every aspect of both texts, with
+    its count: one check of one is not a rate). Written as read, the same by `study status` and the Study page: a
+    rater with nothing rated yet reads so, not None or a dash."""
     rows = _assignments(store, chosen)
     columns = ["rater id", "rater", "link", "assigned", "rated", "skipped", "checks done", "median seconds per item",
                "attention consistency"]
@@ -346,10 +348,15 @@ def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
         found.append({"rater id": rater_id, "rater": name, "link": "revoked" if own.revoked.notna().any() else "open",
                       "assigned": len(own), "rated": int(own.rated.notna().sum()),
                       "skipped": int(own.skipped.notna().sum()), "checks done": f"{len(repeats)} of {int(own.attention.sum())}",
-                      "median seconds per item": float(seconds.median()) if len(seconds) else None,
-                      "attention consistency": float(np.mean([(gap <= CONSISTENT_WITHIN).all() for gap in gaps]))
-                      if gaps else None})
+                      "median seconds per item": f"{seconds.median():.1f}" if len(seconds) else "none rated yet",
+                      "attention consistency": _consistency([(gap <= CONSISTENT_WITHIN).all() for gap in gaps])})
     return pd.DataFrame(found, columns=columns)
+
+
+def _consistency(consistent: list[bool]) -> str:
+    if not consistent:
+        return "no check done yet"
+    return f"{share_text(np.mean(consistent))} ({sum(consistent)} of {len(consistent)})"
 
 
 def item_progress(store: Store, chosen: Study) -> pd.DataFrame:

@@ -630,7 +630,7 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
     st.subheader("Correlation of human ratings with the judge and the metrics (Pearson r)")
     correlations = correlation_table(humans, samples["judge"], samples["auto"], samples["metrics"], alpha, beta,
                                      judge_label)
-    st.dataframe(uniform(correlation_matrix(correlations)), width="stretch")
+    table(uniform(correlation_matrix(correlations).reset_index()))
     st.caption(f"A correlation needs {MINIMUM['pearson']} rated texts; below that the table says so instead of giving r.")
     with st.expander("p-values and sample sizes"):
         # p in significant digits: rounded to four decimals, a strong correlation's p read 0.
@@ -638,7 +638,7 @@ def human_agreement(rated: pd.DataFrame, samples: dict, alpha: float, beta: floa
                      width="stretch")
     st.subheader("Inter-rater agreement (Krippendorff's α, ordinal)")
     texts = doubly_rated(rated)
-    st.dataframe({ASPECT_LABELS[aspect]: [shown(value, "krippendorff", texts)]
-                  for aspect, value in krippendorff_alpha(rated).items()}, width="stretch")
+    table(uniform(pd.DataFrame({ASPECT_LABELS[aspect]: [shown(value, "krippendorff", texts)]
+                                for aspect, value in krippendorff_alpha(rated).items()})))
     st.caption(f"Over the {texts} texts rated by two raters or more; α needs {MINIMUM['krippendorff']}.")
     return humans
