@@ -334,6 +334,10 @@ def test_a_small_number_in_a_report_table_is_not_written_as_zero():
     frame = pd.DataFrame({"nominal FPR": [3.167e-05, 0.0, 0.0123]})
     assert to_markdown(frame).splitlines()[2:] == ["| 3.2e-05 |", "| 0.000 |", "| 0.012 |"]
     assert "3.2e-05" in to_latex(frame, "Calibration") and "0.012" in to_latex(frame, "Calibration")
+    # Nor with one digit left: Unbiased's p < 0.0005 read a nominal FPR of 0.001, twice its own; k-SemStamp's z > 3
+    # (0.00135) 0.001. Two significant digits at least, as three decimals give from 0.01 on.
+    frame = pd.DataFrame({"nominal FPR": [0.0005, 0.0013499, 0.0099, 0.01, 0.125]})
+    assert to_markdown(frame).splitlines()[2:] == ["| 0.0005 |", "| 0.0013 |", "| 0.0099 |", "| 0.010 |", "| 0.125 |"]
 
 
 def test_a_latex_tables_signs_are_escaped_as_its_caption_is():

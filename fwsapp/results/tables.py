@@ -285,9 +285,9 @@ TABLES = {
 
 
 def number_text(value: float) -> str:
-    """A table's number: three decimals, or two significant digits where three decimals would write a value that is
-    not 0 as 0.000 (z > 4's nominal FPR, 3.2e-05)."""
-    return f"{value:.2g}" if 0 < abs(value) < 0.0005 else f"{value:.3f}"
+    """A table's number: three decimals, or two significant digits where three decimals would keep fewer (z > 4's
+    nominal FPR, 3.2e-05, read 0.000; p < 0.0005's read 0.001, twice itself)."""
+    return f"{value:.2g}" if 0 < abs(value) < 0.01 else f"{value:.3f}"
 
 
 def _cell(value) -> str:

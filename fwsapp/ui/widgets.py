@@ -401,8 +401,8 @@ def table(frame: pd.DataFrame, decimals: int | None = 3, where=st) -> None:
 
 def exported_table(frame: pd.DataFrame, where=st, bold: pd.DataFrame | None = None) -> None:
     """`frame` as a page's table written as the report's downloads write it (`number_text`): three decimals, and two
-    significant digits where three would write a value that is not 0 as 0.000 (z > 4's nominal FPR, 3.2e-05, read
-    0.000 on the Report page and 3.2e-05 in its Markdown); the cells True in `bold` in bold."""
+    significant digits where three would keep fewer (z > 4's nominal FPR, 3.2e-05, read 0.000 on the Report page and
+    3.2e-05 in its Markdown); the cells True in `bold` in bold."""
     shown = uniform(frame)
     numbers = [column for column in shown.columns if shown[column].dtype.kind == "f"]
     styled = shown.style.format(number_text, subset=numbers, na_rep="None")
