@@ -285,12 +285,12 @@ def _tokens(value) -> str:
 
 
 def _rate(value, n: int) -> str:
-    """A rate, or why there is none: too few texts (the small-sample rule, in its words), or none at all."""
-    from fwsapp.sample_size import enough, not_enough
+    """A rate as the Length tab and the report show it (`sample_size.shown`: too few texts say so, in its words), to
+    three decimals."""
+    from fwsapp.sample_size import shown
 
-    if value is None:
-        return not_enough(n) if not enough("rate", n) else "–"
-    return f"{value:.2f}"
+    written = shown(value, "rate", n)
+    return f"{written:.3f}" if isinstance(written, float) else written
 
 
 def cmd_compare(args) -> int:
