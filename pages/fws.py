@@ -115,7 +115,7 @@ def judge_in_place(runs) -> None:
     backend = IN_PROCESS_BACKEND
     plan = queries.judge_plan(resources.revision(), unjudged, backend.name, backend.default_model, False, False)
     manager = resources.jobs()
-    about = local_duration(plan["pairs"])
+    about = local_duration(plan["pairs"], plan["prompt_tokens"])
     if plan["pairs"] and st.button(f"Judge {counted(plan['pairs'], 'pair', 'pairs')} with the embedded model now (about {about})",
                                    disabled=bool(manager.active("judge")), key="fws-judge-local"):
         manager.start_judge(list(unjudged), backend.name, None, None, JudgeSettings(concurrency=1))

@@ -9,7 +9,7 @@ from fwsapp.ui import render as markup
 from fwsapp.judge import verdicts
 from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS, task_label, task_labels
-from fwsapp.judge.backends import LOCAL_SECONDS_PER_PAIR, JudgeError, api_key_from_environment, local_duration
+from fwsapp.judge.backends import JudgeError, api_key_from_environment, local_duration
 from fwsapp.judge.registry import CONCURRENT_REQUESTS, JUDGE_BACKENDS, REQUEST_TIMEOUT_SECONDS
 from fwsapp.quality.registry import ASPECT_LABELS, ASPECTS
 from fwsapp.judge.prompts import PROMPT_VERSION, template_text
@@ -48,7 +48,8 @@ def backend_section() -> BackendChoice:
     if local:  # one forward pass at a time, no network, no bill: these settings would do nothing
         concurrency, timeout, use_budget, budget = 1, REQUEST_TIMEOUT_SECONDS, False, None
         settings_columns[2].caption("The local model judges one pair at a time, decoding the verdict straight into its "
-                                    f"format: about {LOCAL_SECONDS_PER_PAIR} s a pair with the embedded model on 2 CPU cores.")
+                                    "format: a few seconds a pair with the embedded model on 2 CPU cores, longer "
+                                    "for longer answers (the estimate below counts their tokens).")
     else:
         concurrency = settings_columns[2].number_input(
             "Concurrent requests", 1, 64, CONCURRENT_REQUESTS,
@@ -111,7 +112,7 @@ def run_section(runs, choice: BackendChoice) -> None:
     if chosen:
         plan = queries.judge_plan(resources.revision(), tuple(chosen), choice.kind, choice.judge_model,
                                   choice.settings.swap, choice.settings.retry_failed)
-        cost = (f"about {local_duration(plan['pairs'])} here, no cost" if choice.local
+        cost = (f"about {local_duration(plan['pairs'], plan['prompt_tokens'])} here, no cost" if choice.local
                 else f"about ${plan['cost']:.2f}" if plan["cost"] is not None else "cost unknown for this model")
         st.write(
             f"{plan['described']}: about {plan['prompt_tokens']:,} prompt "

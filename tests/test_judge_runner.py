@@ -631,3 +631,15 @@ def test_a_judge_that_told_one_pair_in_250_apart_is_not_said_to_have_scored_all_
     assert warning.startswith("gpt-4o gave both texts the same scores on 99.6% of its 250 verdicts"), warning
     judgments.loc[1:5, "scores_watermarked"] = pd.Series([[2, 4, 4]] * 5, index=range(1, 6))
     assert "the same scores on 97.6% of" in indiscriminate_judges(judgments)[0]
+
+
+@pytest.mark.parametrize("pairs, prompt_tokens, measured_seconds", [(8, 6038, 26.8), (48, 19955, 111.3)])
+def test_the_embedded_judges_time_is_estimated_from_its_prompts(pairs, prompt_tokens, measured_seconds):
+    """The estimate the Judge and FWS pages and `judge` print before the embedded model judges here: a flat 7 s a
+    pair said 56 s for 8 paper QA pairs judged in 26.8 s, and 5 min 36 s for 48 short ones judged in 111.3 s
+    (docs/benchmarks.md, "The embedded judge"; the plans' estimated prompt tokens)."""
+    from fwsapp.judge.backends import local_duration
+
+    minutes, _, seconds = local_duration(pairs, prompt_tokens).removesuffix(" s").rpartition(" min ")
+    estimated = 60 * int(minutes or 0) + int(seconds)
+    assert abs(estimated - measured_seconds) <= 0.15 * measured_seconds

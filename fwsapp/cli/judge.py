@@ -65,7 +65,7 @@ def cmd_judge(args) -> int:
     usage, cost = estimate(plan.pairs, judge_model, args.backend)
     print(f"{plan.described()}, with {judge_model}: about "
           f"{usage.prompt_tokens:,} prompt and {usage.completion_tokens:,} completion tokens"
-          + (f", no cost, about {local_duration(len(plan.pairs))} here" if JUDGE_BACKENDS[args.backend].in_process
+          + (f", no cost, about {local_duration(len(plan.pairs), usage.prompt_tokens)} here" if JUDGE_BACKENDS[args.backend].in_process
              else f", about ${cost:.2f}" if cost is not None else ", cost unknown for this model"), file=sys.stderr)
     stop = threading.Event()
     with progress_bar(f"judge {judge_model}", "pair") as progress, first_interrupt_stops(

@@ -16,15 +16,20 @@ from dataclasses import dataclass
 from fwsapp.models.server import ServerError, TransientServerError, bounded_http_client, faults_sorted, short
 
 from fwsapp.judge.registry import DEFAULT_OPENAI_MODEL, JUDGE_BACKENDS, LOCAL_DEMO_NOTE, REQUEST_TIMEOUT_SECONDS
-# Measured: 4 pairs of the embedded model's QA run in 27 s on this 2-core machine (docs/judge.md).
-LOCAL_SECONDS_PER_PAIR = 7
+# The embedded model judging on this 2-core machine reads each prompt, then decodes a verdict of a few tokens: a
+# pair's time grows with its prompt. Fitted to two runs (docs/benchmarks.md, "The embedded judge"): 8 pairs of a
+# paper QA log, 690 prompt tokens a pair, 3.35 s a pair; 48 pairs of 32-token answers, 401 tokens, 2.32 s. A flat 7 s
+# a pair overestimated them 2 and 3 times.
+LOCAL_SECONDS_PER_PAIR = 0.9
+LOCAL_SECONDS_PER_PROMPT_TOKEN = 0.0036
 
 
-def local_duration(pairs: int) -> str:
-    """How long the embedded model takes to judge `pairs` here, as people read it ('40 s', '3 min 20 s')."""
+def local_duration(pairs: int, prompt_tokens: int) -> str:
+    """How long the embedded model takes here to judge `pairs` whose prompts hold `prompt_tokens` in all (the
+    runner's `estimate`), as people read it ('40 s', '3 min 20 s')."""
     from fwsapp import duration
 
-    return duration(pairs * LOCAL_SECONDS_PER_PAIR)
+    return duration(pairs * LOCAL_SECONDS_PER_PAIR + prompt_tokens * LOCAL_SECONDS_PER_PROMPT_TOKEN)
 
 # US$ per million tokens (input, output); used for estimates and the budget cap.
 PRICES = {
