@@ -36,20 +36,27 @@ def test_the_table_and_the_heatmap_follow_one_sample_size_rule():
 
 def test_the_report_and_the_table_of_every_set_follow_the_pages_sample_size_rule():
     """The report's robustness table printed "Still detected 0.125" for 8 texts where the page's table said "not enough
-    data (n = 8)"; a rate missing stays missing, an AUROC is shown at any size."""
+    data (n = 8)", and "–" (the report's "not computed yet") for a TPR at 1 % FPR that 8, or 50, negatives cannot
+    resolve, where Table 1 says "not enough data"; an AUROC is shown at any size."""
     from fwsapp.results.robustness_table import every_set
     from fwsapp.results.tables import robustness_table
     from fwsapp.robustness.attack_sets import flattened
 
     small = {"attack_label": "typo (p=0.05)", "texts": 8, "negative_texts": 8, "auroc": 0.8, "auroc_ci": None,
              "tpr_at_fpr": {"0": 0.0, "0.01": None, "0.05": 0.25}, "still_detected": 0.125, "words_changed": 0.2}
-    large = {**small, "texts": 40, "negative_texts": 40, "tpr_at_fpr": {"0": 0.1, "0.01": 0.5, "0.05": 0.6}}
+    large = {**small, "texts": 40, "negative_texts": 100, "tpr_at_fpr": {"0": 0.1, "0.01": 0.5, "0.05": 0.6}}
     report = robustness_table({"runs": [{"model": "m", "task": "qa", "method": "KGW", "settings": "",
                                          "robustness": [small, large]}]})
     columns = ["AUROC", "TPR at 1% FPR", "Still detected (share)", "Words changed"]
     shown = report.loc[0, columns].tolist()
-    assert pd.isna(shown[1]) and shown[:1] + shown[2:] == [0.8, "not enough data (n = 8)", 0.2]
+    assert shown == [0.8, "not enough data (n = 8)", "not enough data (n = 8)", 0.2]
     assert report.loc[1, columns].tolist() == [0.8, 0.5, 0.125, 0.2]
+    unresolved = {**large, "negative_texts": 50, "tpr_at_fpr": {"0": 0.1, "0.01": None, "0.05": 0.6}}
+    report = robustness_table({"runs": [{"model": "m", "task": "qa", "method": "KGW", "settings": "",
+                                         "robustness": [unresolved]}]})
+    assert report.loc[0, columns].tolist() == [0.8, "not enough data (n = 50)", 0.125, 0.2]
+    table = shown_table(flattened([unresolved]).assign(run="a run", method="KGW", detector_params=[{}]), "TPR at 1% FPR")
+    assert table.loc["a run", "typo (p=0.05)"] == "not enough data (n = 50)"  # the page's cell read None
     listed = every_set(flattened([small, large]).assign(run="KGW · qa"))
     assert listed.loc[0, ["TPR at 5% FPR", "Still detected (share)"]].tolist() == ["not enough data (n = 8)"] * 2
     assert listed.loc[1, ["TPR at 5% FPR", "Still detected (share)"]].tolist() == [0.6, 0.125]

@@ -484,12 +484,24 @@ def too_few(row, measure: str) -> bool:
     return measure.startswith(("TPR", "Still")) and pd.notna(row.get("texts")) and not enough("rate", int(row["texts"]))
 
 
+def rate_missing(row, measure: str) -> str | None:
+    """Why a rate of `row` is not shown, as `roc.tpr_label` says it on the Detect page and in Table 1: fewer texts than
+    the small-sample rule allows (`too_few`), or, for a TPR at an FPR, too few negatives to resolve that FPR (8
+    negatives flag none at 1 %, so that TPR is the TPR at 0). None when it is shown."""
+    if too_few(row, measure):
+        return not_enough(int(row["texts"]))
+    level = next((level for level in roc.FPR_LEVELS if tpr_column(level) == MEASURES.get(measure)), None)
+    negatives = row.get("negative_texts")
+    if level is not None and pd.notna(negatives) and level in roc.unresolved_fpr_levels(int(negatives)):
+        return not_enough(int(negatives))
+    return None
+
+
 def rates_ruled(frame: pd.DataFrame) -> pd.DataFrame:
-    """`flattened` rows with each rate from fewer texts than the small-sample rule allows (`too_few`) replaced by why it
-    is missing, as the page's table shows it: the report's table printed "Still detected 0.125" of 8 texts where the
-    Robustness page said "not enough data (n = 8)"."""
-    ruled = {column: [not_enough(int(row["texts"])) if pd.notna(row[column]) and too_few(row, heading) else row[column]
-                      for _, row in frame.iterrows()]
+    """`flattened` rows with each rate the page does not show (`rate_missing`) replaced by why, as the page's table
+    shows it: the report's table printed "Still detected 0.125" of 8 texts where the Robustness page said "not enough
+    data (n = 8)", and "–" (not computed) for a TPR at 1 % FPR that 8 negatives cannot resolve."""
+    ruled = {column: [rate_missing(row, heading) or row[column] for _, row in frame.iterrows()]
              for heading, column in MEASURES.items() if column in frame}
     return frame.assign(**ruled)
 
@@ -509,10 +521,10 @@ def shown_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
         value = pd.to_numeric(row[MEASURES[measure]], errors="coerce")
         if measure == "Entity survival" and row.get("mentions") == 0:
             return "no mentions to keep"  # a dose change on answers that state no dose: nothing survived or fell
+        if missing := rate_missing(row, measure):
+            return missing
         if pd.isna(value):
             return None
-        if too_few(row, measure):
-            return not_enough(int(row.texts))
         if measure == "AUROC":
             bounds = row.get("auroc_ci")
             if isinstance(bounds, (list, tuple)):
