@@ -471,3 +471,14 @@ def test_a_detector_that_reads_a_model_loads_the_runs_own_not_its_tokenizers_nam
     pipeline.detect(store, [run_id], loader, tokenizer=lm.name)  # a tokenizer named: the model of that name
     assert asked[-1] == lm.name
     store.close()
+
+
+def test_a_detection_set_of_a_generated_run_says_it_has_no_imported_score_to_compare_with():
+    """The Detect page's detection sets of generated runs read "None" under "max |Δ| vs imported"."""
+    from fwsapp.results.report import redetection_comparison
+
+    entry = {"set_id": "det-1", "method": "KGW", "tokenizer": "t", "params": {"gamma": 0.25}, "deduplicate": False,
+             "auroc": 1.0, "tpr_at_fpr": {}, "texts_scored": 8, "negatives": 8, "agreement": None}
+    imported = {**entry, "set_id": "det-2", "agreement": {"n": 8, "max_abs_diff": 0.0, "differing": 0}}
+    table = redetection_comparison({"generated": [entry], "imported": [imported]})
+    assert table["max |Δ| vs imported"].tolist() == ["no imported score", 0.0]

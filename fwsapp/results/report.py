@@ -289,7 +289,8 @@ def redetection_comparison(summaries: dict[str, list[dict]]) -> pd.DataFrame:
                 # A windowed or normalised set of the same detector reads other scores: said beside them.
                 "texts read": (f"best {entry['window_tokens']}-token window" if entry.get("window_tokens") else "whole")
                 + (f", {entry['normalize']} normalised" if entry.get("normalize") else ""),
-                "max |Δ| vs imported": agreement.get("max_abs_diff"),
+                # A generated run has no imported score to compare with: said, not a blank cell that reads None.
+                "max |Δ| vs imported": agreement["max_abs_diff"] if agreement.get("n") else "no imported score",
                 "AUROC": entry["auroc"],
                 **{f"TPR@FPR={key}": roc.tpr_label(entry, key) for key in entry["tpr_at_fpr"] or {}},
                 "texts scored": entry["texts_scored"], "negatives": entry["negatives"],
