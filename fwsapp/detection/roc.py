@@ -157,9 +157,14 @@ def tpr_label(block: dict, key: str) -> float | str | None:
     """A detection block's TPR at one FPR level as the page and the report show it: a rate, so below the small-sample
     rule's minimum of texts on either side (the positives it counts, the negatives that set its threshold) it says so,
     as the Robustness page's TPRs do; and a level the negatives cannot resolve is never shown."""
-    negatives, smaller = block["n"]["negatives"], min(block["n"]["positives"], block["n"]["negatives"])
-    if float(key) in unresolved_fpr_levels(negatives):
+    return tpr_missing(float(key), block["n"]["positives"], block["n"]["negatives"]) or block["tpr_at_fpr"][key]
+
+
+def tpr_missing(level: float, positives: int, negatives: int) -> str | None:
+    """Why a TPR at FPR `level` is not shown, or None: negatives too few to resolve the level (8 flag none at 1 %, so
+    that TPR is the TPR at 0), or fewer texts on either side than the small-sample rule allows. Table 1, the Detect
+    page and the robustness tables all read it."""
+    if level in unresolved_fpr_levels(negatives):
         return not_enough(negatives)
-    if not enough("rate", smaller):
-        return not_enough(smaller)
-    return block["tpr_at_fpr"][key]
+    smaller = min(positives, negatives)
+    return None if enough("rate", smaller) else not_enough(smaller)

@@ -485,16 +485,13 @@ def too_few(row, measure: str) -> bool:
 
 
 def rate_missing(row, measure: str) -> str | None:
-    """Why a rate of `row` is not shown, as `roc.tpr_label` says it on the Detect page and in Table 1: fewer texts than
-    the small-sample rule allows (`too_few`), or, for a TPR at an FPR, too few negatives to resolve that FPR (8
-    negatives flag none at 1 %, so that TPR is the TPR at 0). None when it is shown."""
-    if too_few(row, measure):
-        return not_enough(int(row["texts"]))
+    """Why a rate of `row` is not shown, or None: a TPR at an FPR by `roc.tpr_missing`, as the Detect page and Table 1
+    say it; a share (or a TPR of a row that names no negatives) from fewer texts than the small-sample rule allows."""
     level = next((level for level in roc.FPR_LEVELS if tpr_column(level) == MEASURES.get(measure)), None)
     negatives = row.get("negative_texts")
-    if level is not None and pd.notna(negatives) and level in roc.unresolved_fpr_levels(int(negatives)):
-        return not_enough(int(negatives))
-    return None
+    if level is not None and pd.notna(negatives) and pd.notna(row.get("texts")):
+        return roc.tpr_missing(level, int(row["texts"]), int(negatives))
+    return not_enough(int(row["texts"])) if too_few(row, measure) else None
 
 
 def rates_ruled(frame: pd.DataFrame) -> pd.DataFrame:
