@@ -10,7 +10,7 @@ from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.detection.key_audit import audit_problem
 from fwsapp.detection.redetect import reproduction
-from fwsapp.detection.verdicts import MIN_TOKENS_FOR_VERDICT
+from fwsapp.detection.verdicts import MinimumLength
 from fwsapp.entities.recognizers.base import parse_records_jsonl
 from fwsapp.orchestration import pipeline
 from fwsapp.ui import render as markup
@@ -19,7 +19,7 @@ from fwsapp.ui import queries, resources, widgets
 from fwsapp.data.tasks import TASKS, tasks_named
 from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import EMBEDDED_MODEL
-from fwsapp.watermark.methods import METHODS, post_hoc_names, score_label, sweep_grids, watermark_names
+from fwsapp.watermark.methods import METHODS, p_resolution, post_hoc_names, score_label, sweep_grids, watermark_names
 from fwsapp.models.tokenizers import TOKENIZERS, run_tokenizer
 from fwsapp.detection.length import LENGTH_GRID, winmax
 from fwsapp.sample_size import MINIMUM
@@ -129,8 +129,9 @@ def calibration_view(tab, chosen: list[str]) -> None:
                 "(`detect --deduplicate`); repetitive text breaks the nominal rate unless it is scored once.")
 
 
-def score_views(chosen: list[str], scores) -> None:
-    """ROC curves, score distributions and every text's scores, for the chosen runs."""
+def score_views(chosen: list[str], scores, steps: dict) -> None:
+    """ROC curves, score distributions and every text's scores, for the chosen runs (`steps`: each run's p-value step,
+    `p_resolution`)."""
     st.subheader("ROC curves")
     curves = queries.roc_curves(resources.revision(), tuple(chosen))
     figure = px.line(curves, x="fpr", y="tpr", color="label", labels={"fpr": "false positive rate",
@@ -162,7 +163,7 @@ def score_views(chosen: list[str], scores) -> None:
     per_text = per_text.assign(score_is=score_is, z=per_text.z.where(score_is != "z"), p=per_text.p.where(score_is != "p"))
     per_text = markup.scores_written(
         per_text[["run_id", "method", "sample_idx", "text_kind", "score_is", "score", "z", "p", "num_tokens_scored"]],
-        {"score": score_is, "z": "z", "p": "p"})  # a p of 1e-30 is not "0"
+        {"score": score_is, "z": "z", "p": "p"}, per_text.run_id.map(steps))  # a p of 1e-30 is not "0"
     st.dataframe(per_text.dropna(axis=1, how="all").rename(columns=PER_TEXT_HEADINGS), hide_index=True, width="stretch")
 
 
@@ -191,21 +192,12 @@ def render() -> None:
         chosen = st.multiselect("Runs", list(labels), default=[run for run in default if run in labels],
                                 format_func=labels.get, key="detect-runs")
         selected = runs[runs.run_id.isin(chosen)]
+        # Where a method's p-value counts null keys, its 0 is one below the step: 0 of 500 reads "< 0.002".
+        steps = {row.run_id: p_resolution(row.method, row.params) for row in selected.itertuples()}
         scores = queries.detections(resources.revision(), tuple(chosen))
         comparison = queries.detection_comparison(resources.revision(), tuple(chosen))
         if not comparison.empty:
-            st.subheader("Method comparison")
-            # A typical p in significant digits: a strong watermark's median p of 1e-20 read 0.000. Only where there
-            # is a p: a column of z-scores alone stays numbers, sorted as numbers.
-            statistics = [score_label(method) for method in comparison.method]
-            typical = (markup.scores_written(comparison, {"positives' typical score": statistics}) if "p" in statistics
-                       else comparison)
-            shown = widgets.uniform(tasks_named(typical).round(3))
-            # Column settings from the table shown: the comparison's float column of typical scores would write the
-            # text "2.06e-90" back as a number to three decimals, 0.000, in the browser.
-            widgets.table(shown)
-            if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
-                st.warning(markup.message(warning))
+            method_comparison(comparison, steps)
             redetected, unreproduced = queries.redetection_comparison(resources.revision(), tuple(chosen))
             for run_id, agreement in unreproduced.items():
                 st.warning(markup.message(
@@ -234,7 +226,7 @@ def render() -> None:
             with audit_tab, widgets.section("The key audit"):
                 key_audit_view(selected, labels)
             calibration_view(calibration_tab, chosen)
-            score_views(chosen, scores)
+            score_views(chosen, scores, steps)
 
             st.subheader("Token-level view")
             with widgets.section("The token-level view"):
@@ -250,6 +242,22 @@ def render() -> None:
     st.subheader("Detect a watermark in any text")
     with widgets.section("The detector for any text"):
         detector_for_any_text()
+
+
+def method_comparison(comparison, steps: dict) -> None:
+    """Each chosen run's detection at a glance: AUROC, TPR at fixed FPRs, its verdicts and typical score."""
+    st.subheader("Method comparison")
+    # A typical p in significant digits: a strong watermark's median p of 1e-20 read 0.000. Only where there is a p:
+    # a column of z-scores alone stays numbers, sorted as numbers.
+    statistics = [score_label(method) for method in comparison.method]
+    typical = (markup.scores_written(comparison, {"positives' typical score": statistics}, comparison.run.map(steps))
+               if "p" in statistics else comparison)
+    shown = widgets.uniform(tasks_named(typical).round(3))
+    # Column settings from the table shown: the comparison's float column of typical scores would write the text
+    # "2.06e-90" back as a number to three decimals, 0.000, in the browser.
+    widgets.table(shown)
+    if warning := roc.unresolved_fpr_warning(dict(zip(comparison.run, comparison["n negatives"]))):
+        st.warning(markup.message(warning))
 
 
 def coverage_view(tab, coverage) -> None:
@@ -330,8 +338,9 @@ def token_level_view(selected, labels: dict[str, str]) -> None:
             st.info(markup.message(str(error)))
         else:
             token_view(run.method, tokens, found)
-            st.caption(f"Score {markup.score_text(found.score, score_label(run.method))} over "
-                       f"{counted(found.num_tokens_scored, 'token', 'tokens')}.")
+            unit = METHODS[run.method].unit
+            st.caption(f"Score {markup.score_text(found.score, score_label(run.method), p_resolution(run.method, run.params))}"
+                       f" over {counted(found.num_tokens_scored, unit, f'{unit}s')}.")
 
 
 def redetect_form() -> None:
@@ -418,14 +427,16 @@ def detector_for_any_text() -> None:
         else:
             info = METHODS[method]
             flagged = info.is_watermarked(found.score, params)
-            scored = counted(found.num_tokens_scored, "token", "tokens")
-            st.metric(info.score_label, markup.score_text(found.score, info.score_label), help=f"{scored} scored")
+            scored = counted(found.num_tokens_scored, info.unit, f"{info.unit}s")
+            st.metric(info.score_label, markup.score_text(found.score, info.score_label, info.p_resolution(params)),
+                      help=f"{scored} scored")
             st.write(f"Verdict at {info.verdict_rule(params)}: "
                      f"**{'watermarked' if flagged else 'not watermarked'}** ({scored} scored)")
-            if found.num_tokens_scored < MIN_TOKENS_FOR_VERDICT:
-                st.warning(f"Only {counted(found.num_tokens_scored, 'token was', 'tokens were')} scored. A verdict needs about "
-                           f"{MIN_TOKENS_FOR_VERDICT} or more: on a text this short, read the score as no evidence "
-                           "either way. Paste a longer text.")
+            needed = MinimumLength.uncalibrated(info, params).tokens
+            if found.num_tokens_scored < needed:
+                st.warning(f"Only {counted(found.num_tokens_scored, f'{info.unit} was', f'{info.unit}s were')} scored. "
+                           f"A verdict needs about {needed} or more: on a text this short, read the score as no "
+                           "evidence either way. Paste a longer text.")
             token_view(method, tokens, found, windowed(method, params, found, int(window)) if window else None)
 
 

@@ -9,7 +9,7 @@ from fwsapp.data.loaders import DEMO, DatasetError, load_dataset, save_upload
 from fwsapp.data.tasks import TASKS
 from fwsapp.generation.run_config import RunConfig
 from fwsapp.models import EMBEDDED_MODEL, PRESETS
-from fwsapp.watermark.methods import METHODS, score_label, served_names
+from fwsapp.watermark.methods import METHODS, p_resolution, score_label, served_names
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -38,18 +38,20 @@ def latest_samples(job) -> None:
         st.caption(markup.message(f"Part of {table.method.iloc[0]}'s key was fitted on {fitted['references']} references "
                                   "of this dataset before the run began, and is kept with the run, so its texts are "
                                   "detected with that fit wherever the dataset goes."))
+    runs = queries.runs(resources.revision())
+    step = p_resolution(table.method.iloc[0], runs[runs.run_id == job.key.removeprefix("generate:")].params.iloc[0])
     for row in shown.iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {markup.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)
         name = score_label(row.method)
-        plain.markdown(f"**Unwatermarked** · {name} = {markup.score_text(row.score_unwatermarked, name)}",
+        plain.markdown(f"**Unwatermarked** · {markup.score_equation(name, row.score_unwatermarked, step)}",
                        unsafe_allow_html=True)
         plain.markdown(markup.inert(row.unwatermarked_text), unsafe_allow_html=True)
         if isinstance(row.watermarked_text, str):
             rejected = getattr(row, "watermarked_rejections", None)
             cost = (f" · {row.watermarked_seconds:.1f} s" if pd.notna(row.watermarked_seconds) else "") + (
                 f" · {int(rejected)} candidate sentences rejected" if pd.notna(rejected) else "")
-            marked.markdown(f"**Watermarked** · {name} = {markup.score_text(row.score_watermarked, name)}{cost}",
+            marked.markdown(f"**Watermarked** · {markup.score_equation(name, row.score_watermarked, step)}{cost}",
                             unsafe_allow_html=True)
             marked.markdown(markup.inert(row.watermarked_text), unsafe_allow_html=True)
         else:

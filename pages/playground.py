@@ -3,7 +3,6 @@ import html
 
 import streamlit as st
 
-from fwsapp import share_text
 from fwsapp.ui import render as markup
 from fwsapp.data.loaders import load_dataset
 from fwsapp.data.tasks import TASKS
@@ -19,24 +18,6 @@ through_router()
 HISTORY = "playground_history"
 
 
-def figures_line(figures: dict) -> str:
-    """The detector's say on one answer, as the lm-watermarking demo gives it, with a cheap quality figure."""
-    green = (f" · green {figures['green']} of {figures['tokens scored']} ({share_text(figures['green share'])})"
-             if figures["green"] is not None else f" · {figures['tokens scored']} tokens scored")
-    # The p-value beside the score, unless the score is that p-value.
-    p_value = f" · p = {figures['p']:.2g}" if figures["p"] is not None and figures["score label"] != "p" else ""
-    quality = "".join(f" · ROUGE-L to the {name} {figures[key]:.2f}" for name, key in
-                      (("unwatermarked answer", "ROUGE-L to unwatermarked"), ("reference", "ROUGE-L to reference"))
-                      if figures[key] is not None)
-    verdict = "watermark detected" if figures["detected"] else "no watermark detected"
-    if figures.get("tokens needed"):  # short answers are often just too short: say how long this one would need
-        quality += (f" · at this strength it would need about {figures['tokens needed']} scored tokens, not "
-                    f"{figures['tokens scored']}: raise the new tokens, or δ")
-    score = markup.score_text(figures["score"], figures["score label"])  # a p of 5e-25 is not "0.00"
-    return (f"{figures['score label']} = {score} · {verdict} (threshold: {figures['threshold']})"
-            f"{green}{p_value}{quality}")
-
-
 def comparison_progress(step) -> str:
     """Where a comparison is, and about how long it has left."""
     left = "" if step.seconds_left is None else f" · about {duration(step.seconds_left)} left"
@@ -46,7 +27,7 @@ def comparison_progress(step) -> str:
 
 def show_answer(container, trial, kind: str, figures: dict, title: str) -> None:
     found = trial.detections[kind]
-    container.markdown(f"**{title}** · {html.escape(figures_line(figures), quote=False)}", unsafe_allow_html=True)
+    container.markdown(f"**{title}** · {html.escape(markup.answer_line(figures), quote=False)}", unsafe_allow_html=True)
     if found.token_flags:
         container.markdown(markup.detection_tokens(trial.tokens[kind], found), unsafe_allow_html=True)
         container.caption(markup.detection_legend(trial.config.method, found))

@@ -306,7 +306,7 @@ def test_playground_result_comes_into_view_with_its_threshold_and_copies_clean(s
     result.wait_for(timeout=180_000)
     assert comes_into_view(page, result)
     page.get_by_text(re.compile(r"^Watermarked · z = -?\d+\.\d{3} · (no )?watermark detected \(threshold: z > 4\) · "
-                                r"green \d+ of \d+ \((\d+\.\d|under 0\.1|over 99\.9)%\) · p = ")).wait_for(timeout=30_000)
+                                r"green \d+ of \d+ tokens \((\d+\.\d|under 0\.1|over 99\.9)%\) · p = ")).wait_for(timeout=30_000)
     assert "\u2060" not in page.locator("main").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "playground.png"))

@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from fwsapp.watermark import methods
@@ -83,6 +84,8 @@ def test_no_module_outside_the_registry_special_cases_a_method_by_name():
     ("LogRank", {"strength_param": "threshold"}, "strength_param is declared, and a post-hoc detector"),
     ("EXP", {"expected_evidence": methods.GREEN_LIST}, "expected_evidence predicts a z"),
     ("MorphMark", {"expected_evidence": methods.GREEN_LIST}, "expected_evidence reads delta"),
+    ("KGW", {"null_keys_param": "z_threshold"}, "null_keys_param='z_threshold' counts a p-value's null keys"),
+    ("EXP-edit", {"null_keys_param": "runs"}, "null_keys_param='runs' is not one of its params"),
 ])
 def test_a_declaration_whose_fields_disagree_is_refused_naming_the_field(method, change, named):
     """Direction, threshold, strength, seeding context, keyed draw and expected evidence are one story: an entry that
@@ -97,3 +100,18 @@ def test_a_declaration_whose_fields_disagree_is_refused_naming_the_field(method,
 def test_every_registered_declaration_is_consistent():
     assert {name: methods.info(name).declaration_problems() for name in methods.METHODS.names()} == {
         name: [] for name in methods.METHODS.names()}
+
+
+def test_a_p_value_that_counts_null_keys_reads_below_its_step_where_it_is_zero():
+    """ITS-Edit's p is MarkLLM's k / n_runs: 5 of 8 watermarked answers of a run read p = 0, and every page wrote them
+    "< 1e-300", an underflow. Its 0 is one below the step 1 / n_runs; other p-values (EXP-edit's (k + 1) / (n + 1), a
+    normal tail) keep theirs."""
+    from fwsapp.ui.render import score_text, scores_written
+
+    assert methods.p_resolution("ITS-Edit", '{"n_runs": 500}') == 0.002 and methods.p_resolution("ITS-Edit", {}) == 0.002
+    assert methods.p_resolution("EXP-edit", {}) is None and methods.p_resolution("an imported detector", {}) is None
+    assert [name for name in methods.METHODS.names() if methods.info(name).null_keys_param] == ["ITS-Edit"]
+    assert score_text(0.0, "p", 0.002) == "< 0.002" and score_text(0.004, "p", 0.002) == "0.004"
+    assert score_text(0.0, "p") == "< 1e-300" and score_text(0.0, "z", 0.002) == "0.000"
+    table = scores_written(pd.DataFrame({"score": [0.0, 0.0]}), {"score": "p"}, [0.002, None])
+    assert table.score.tolist() == ["< 0.002", "< 1e-300"]

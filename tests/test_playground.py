@@ -2,7 +2,7 @@
 import pytest
 
 from fwsapp.watermark.methods import watermark_names
-from fwsapp.generation.playground import keep, try_prompt
+from fwsapp.generation.playground import history_row, keep, try_prompt
 from fwsapp.watermark.factory import explain
 
 
@@ -108,3 +108,43 @@ def test_an_answer_short_of_its_threshold_says_about_how_many_tokens_it_would_ne
     assert tokens_needed(kgw, {}, Detection(4.5, 40, z=4.5)) is None  # detected already
     assert tokens_needed(kgw, {}, Detection(-1.0, 40, z=-1.0)) is None  # no evidence to extrapolate
     assert tokens_needed(methods.info("EXP-edit"), {}, Detection(0.3, 40, p=0.3)) is None  # a p-value, not a z
+
+
+def _figures(**changed) -> dict:
+    """One answer's figures as `answer_figures` gives them: a KGW answer of 32 tokens short of z > 4."""
+    return {"score": 3.54, "score label": "z", "threshold": "z > 4", "detected": False, "scored": 32, "unit": "token",
+            "strength": "delta", "resolution": None, "green": 26, "green share": 0.8125, "p": 2.7e-4,
+            "ROUGE-L to unwatermarked": 0.15, "ROUGE-L to reference": None, "needed": 41, **changed}
+
+
+def test_an_answers_line_counts_the_methods_own_unit_and_names_its_own_strength():
+    """SemStamp's line read "green 1 of 1 (100%) … would need about 3 scored tokens, not 1: raise the new tokens, or
+    δ": it scores sentences, and has no δ; ITS-Edit's p of 0 (no null key as small) read "p = < 1e-300"."""
+    from fwsapp.ui.render import answer_line
+
+    kgw = answer_line(_figures())
+    assert kgw.startswith("z = 3.540 · no watermark detected (threshold: z > 4) · green 26 of 32 tokens (81.2%)")
+    assert kgw.endswith("would need about 41 scored tokens, not 32: raise the new tokens, or a stronger delta")
+    semstamp = answer_line(_figures(score=1.73, threshold="z > 3", scored=1, unit="sentence", strength=None, green=1,
+                                    **{"green share": 1.0, "needed": 3}))
+    assert "green 1 of 1 sentence (100.0%)" in semstamp
+    assert semstamp.endswith("would need about 3 scored sentences, not 1: raise the new tokens")
+    its_edit = answer_line(_figures(score=0.0, **{"score label": "p"}, threshold="p < 0.1", detected=True,
+                                    resolution=0.002, green=None, needed=None))
+    assert its_edit.startswith("p < 0.002 · watermark detected (threshold: p < 0.1) · 32 tokens scored")
+
+
+def test_a_tries_p_of_zero_from_null_keys_reads_below_their_step(lm):
+    """ITS-Edit's p is MarkLLM's share of null keys at least as extreme, k / n_runs: 0 of 20 is p < 0.05 in the
+    figures and the history, not an underflow."""
+    from fwsapp.generation.playground import answer_figures
+    from fwsapp.ui.render import tries_table
+
+    trial = try_prompt(lm, "What lowers blood pressure?", "ITS-Edit", {"n_runs": 20, "pseudo_length": 32}, 24, 7)
+    figures = answer_figures(trial)
+    assert figures["watermarked"]["resolution"] == pytest.approx(0.05) and figures["watermarked"]["unit"] == "token"
+    row = history_row(trial)
+    written = tries_table([{**row, "score watermarked": 0.0, "p watermarked": 0.0}])
+    assert "p resolution" not in written and written.loc[0, "score watermarked"] == "< 0.05"
+    kgw = tries_table([history_row(try_prompt(lm, "What lowers blood pressure?", "KGW", {}, 8, 7))])
+    assert kgw.loc[0, "score watermarked"].count(".") == 1  # a z to three decimals, untouched

@@ -158,3 +158,14 @@ def test_a_column_of_scores_is_written_under_each_rows_label():
     written = scores_written(table, {"score": ["p", "z", "z"], "p": "p"})
     assert written.score.tolist()[:2] == ["1e-30", "4.212"] and pd.isna(written.score[2])  # nothing, not "nan"
     assert written.p.tolist() == ["1e-30", "1.3e-05", "0.5"]
+
+
+def test_a_sentence_watermarks_token_colours_say_each_flag_is_a_sentences():
+    """SemStamp flags each sentence on its last token; its legend said "green = the token counts for the watermark"
+    beside answers whose every other token is outlined as not scored."""
+    from fwsapp.ui.render import detection_legend
+    from fwsapp.watermark.base import Detection
+
+    flags = Detection(1.7, 2, token_flags=[-1, -1, 1, -1, 0])
+    assert "the sentence that ends at the token counts" in detection_legend("SemStamp", flags)
+    assert "green = the token counts for the watermark" in detection_legend("KGW", flags)

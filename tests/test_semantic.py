@@ -16,6 +16,7 @@ import torch
 from fwsapp.generation.sentences import CANDIDATES, Candidates
 from fwsapp.data.loaders import DEMO, load_dataset
 from fwsapp.robustness.attacks.spoofing import StolenWatermark
+from fwsapp.watermark import methods
 from fwsapp.watermark.factory import create
 from fwsapp.watermark.semantic import sentence_spans
 from fwsapp.watermark.semstamp import SemStamp
@@ -342,3 +343,35 @@ def test_a_synthid_text_too_short_for_an_ngram_has_a_curve_by_length():
     watermark = create("SynthID", 256)
     detection = watermark.detect([5, 6, 7, 8])
     assert detection.score == 0.5 and prefix_statistics("SynthID", watermark.params, detection) == [0.0] * 4
+
+
+@pytest.mark.parametrize("method", [entry.name for entry in methods.METHODS if entry.unit == "sentence"])
+def test_a_sentence_watermarks_verdict_is_too_short_only_under_the_sentences_any_marked_text_needs(method):
+    """A detection service gave `too_short` to a SemStamp text of 17 scored sentences, none valid: the rule of thumb
+    of 25 scored tokens was read as 25 sentences, more than an answer holds. Its uncalibrated minimum is the fewest
+    sentences at which a text whose every sentence is marked passes its threshold: 4 at z > 3 and γ 0.25 (3 give
+    z 3.0 exactly)."""
+    from fwsapp.detection.verdicts import MinimumLength, verdict_fields
+    from fwsapp.watermark.base import Detection
+
+    declared = methods.info(method)
+    minimum = MinimumLength.uncalibrated(declared, {})
+    assert minimum.tokens == 4 and "sentences" in minimum.basis
+    assert MinimumLength.uncalibrated(declared, {"z_threshold": 2.0}).tokens == 2  # √(2 · 3) = 2.45 > 2
+    assert MinimumLength.uncalibrated(methods.info("KGW"), {}).tokens == 25  # a watermark of tokens keeps its rule
+    service = SimpleNamespace(info=declared, is_watermarked=lambda detection: False)
+    verdict = lambda sentences: verdict_fields(service, Detection(-0.7, sentences, z=-0.7), minimum)["verdict"]  # noqa: E731
+    assert verdict(17) == "not_watermarked" and verdict(3) == "too_short"
+    from fwsapp.cli.detect import verdict_counts
+
+    counts = verdict_counts([{"text_kind": "watermarked", "evidence": {
+        "verdict": "too_short", "algorithm": method, "min_tokens": {"tokens": minimum.tokens, "basis": minimum.basis}}}])
+    assert counts.startswith("watermarked: 1 too_short (too short: under 4 scored sentences, not calibrated")
+
+
+def test_a_sentence_watermarks_minimum_is_not_read_from_lengths_measured_in_tokens():
+    from fwsapp.detection.verdicts import MinimumLength
+
+    store = SimpleNamespace(run=lambda run_id: {"method": "SemStamp", "params": {}})
+    with pytest.raises(ValueError, match="SemStamp scores sentences, and a run's lengths are measured in tokens"):
+        MinimumLength.from_run(store, "r1", "SemStamp", methods.info("SemStamp").checked_params({}))

@@ -163,6 +163,28 @@ def test_pasted_text_too_short_for_a_verdict_is_flagged_and_exp_edit_says_it_has
     assert any("scores the text as a whole" in info.value for info in app.info)
 
 
+
+def test_an_its_edit_p_of_zero_reads_below_its_step_on_the_detect_page(app_db):
+    """ITS-Edit's p counts null keys (MarkLLM's k / n_runs): five of eight answers of a 500-key run read p = 0, and the
+    per-text table and the comparison's typical score wrote "< 1e-300", an underflow; they read "< 0.002"."""
+    from fwsapp.store import Store, detection_record
+
+    store = Store(app_db)
+    scores = {"watermarked": [0.0] * 5 + [0.004, 0.05, 0.3], "unwatermarked": [0.2, 0.5, 0.7, 0.9, 0.1, 0.6, 0.8, 0.4]}
+    store.add_run("its1", {"config": {}, "model": "m", "task": "qa", "method": "ITS-Edit", "params": {"n_runs": 500},
+                           "seed": 0, "n": 8, "imported": False, "score_direction": "lower"},
+                  {"detections": [detection_record(i, kind, "ITS-Edit", score, p=score, num_tokens_scored=32)
+                                  for kind, values in scores.items() for i, score in enumerate(values)]})
+    store.close()
+    app = open_page("detect")
+    app.multiselect(key="detect-runs").set_value(["its1"]).run()
+    assert not app.exception, app.exception
+    per_text = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
+    assert (per_text.score == "< 0.002").sum() == 5 and "0.004" in set(per_text.score)
+    assert not any("1e-300" in str(frame.value.to_dict()) for frame in app.dataframe)
+    assert "< 0.002" in str(app.dataframe[0].value.to_dict())  # the comparison: the positives' median p
+
+
 # Quality
 
 def test_perplexity_progress_counts_samples_and_writes_each_chunk(qa_run, lm, tmp_path, monkeypatch):

@@ -205,14 +205,19 @@ def verdict_counts(records: list[dict]) -> str:
     """How many texts of each kind got each verdict, and the minimum length they were read against."""
     import pandas as pd
 
+    from fwsapp import counted
+    from fwsapp.watermark import methods
+
     if not records:
         return "no text scored"
     counts = pd.DataFrame([{"kind": record["text_kind"], "verdict": record["evidence"]["verdict"]} for record in records])
     table = counts.value_counts().unstack(fill_value=0)
     minimum = records[0]["evidence"]["min_tokens"]
+    unit = methods.info(records[0]["evidence"]["algorithm"]).unit
     return ("; ".join(f"{kind}: " + ", ".join(f"{count} {verdict}" for verdict, count in row.items() if count)
                       for kind, row in table.iterrows())
-            + f" (too short: under {minimum['tokens']} scored tokens, {minimum['basis']})")
+            + f" (too short: under {counted(minimum['tokens'], f'scored {unit}', f'scored {unit}s')}, "
+              f"{minimum['basis']})")
 
 
 def print_key_audit(store, targets: list[str], args, params: dict) -> int:

@@ -28,8 +28,10 @@ def register(commands) -> None:
     lengths = serve.add_mutually_exclusive_group()
     lengths.add_argument("--lengths-from", metavar="RUN", help="a run of this method with scores by length: a text "
                          "scored on fewer tokens than its answers' median tokens to detect is `too_short` (without it "
-                         "or --min-tokens: fewer than 25, a rule of thumb)")
-    lengths.add_argument("--min-tokens", type=int, help="or that many scored tokens, given")
+                         "or --min-tokens: fewer than 25, a rule of thumb; for a watermark of sentences, fewer than "
+                         "can pass its threshold)")
+    lengths.add_argument("--min-tokens", type=int, help="or that many scored tokens (sentences, for a watermark of "
+                         "sentences), given")
     serve.add_argument("--db", help=f"with --lengths-from: the DuckDB file its run is in (default {DEFAULT_DB})")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="(default %(default)s, as vLLM's server)")
@@ -40,7 +42,7 @@ def register(commands) -> None:
 def cmd_serve_detection(args) -> int:
     """Everything is checked before a model loads or the port opens: the method, the key's variable, the token off
     loopback, the parameters, the run the lengths come from."""
-    from fwsapp.detection.verdicts import UNCALIBRATED, MinimumLength, verdict_method
+    from fwsapp.detection.verdicts import MinimumLength, verdict_method
     from fwsapp.human.access import admin_token, serving_problem
     from fwsapp.service.detection import checked_rate
     from fwsapp.watermark.methods import parse_params
@@ -72,7 +74,7 @@ def cmd_serve_detection(args) -> int:
         raise ValueError(f"{declared.name}'s detector reads no model, so none is loaded: {' and '.join(unused)} "
                          f"{'is' if one else 'are'} unused (the tokenizer is "
                          f"{'--tokenizer' if args.tokenizer else '--model'}'s): drop {'it' if one else 'them'}.")
-    minimum = UNCALIBRATED
+    minimum = None  # the method's uncalibrated one (TextDetector)
     if args.min_tokens is not None:
         minimum = MinimumLength(args.min_tokens, "given (--min-tokens)")
     elif args.lengths_from:

@@ -25,7 +25,6 @@ import pandas as pd
 from fwsapp.detection import roc, length
 from fwsapp.detection.deduplication import DEDUPLICATED, deduplicated, deduplication_problem
 from fwsapp.detection.verdicts import (
-    UNCALIBRATED,
     MinimumLength,
     configuration_evidence,
     evidence_record,
@@ -141,7 +140,7 @@ class Evidence:
     is read against."""
 
     tokenizer: str
-    minimum: MinimumLength = UNCALIBRATED
+    minimum: MinimumLength | None = None  # None: the method's uncalibrated one
 
 
 def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | None,
@@ -160,10 +159,11 @@ def _scored(watermark, texts: list[list[int]], by_length: bool, window: int | No
                                  p=wm.p, num_tokens_scored=result.num_tokens_scored) for wm, result in zip(best, found)]
     records = [length.detected_record(0, "", method, result, params) for result in found]
     if evidence is not None:
+        minimum = evidence.minimum or MinimumLength.uncalibrated(watermark.info, params)
         configuration = configuration_evidence(watermark.info, watermark.recorded_params, evidence.tokenizer,
-                                               evidence.minimum, DEDUPLICATED if deduplicate else None)
+                                               minimum, DEDUPLICATED if deduplicate else None)
         for record, result, token_ids in zip(records, found, texts):
-            verdict = verdict_fields(watermark, result, evidence.minimum)
+            verdict = verdict_fields(watermark, result, minimum)
             record["evidence"] = json.dumps(evidence_record(configuration, token_ids, verdict))
     if by_length and not watermark.info.evidence:
         prefixes = [(token_ids, size) for token_ids in texts for size in length.grid_lengths(len(token_ids))]

@@ -53,6 +53,9 @@ class MinimumLength:
             raise ValueError(f"Run {run_id} is a {run['method']} run: its lengths say nothing of {method}; give a "
                              f"{method} run, or --min-tokens.")
         declared = methods.info(method)
+        if declared.unit != "token":
+            raise ValueError(f"{method} scores {declared.unit}s, and a run's lengths are measured in tokens: give "
+                             f"--min-tokens as a count of scored {declared.unit}s.")
         measured = {**declared.defaults, **run["params"]}
         unlike = {declared.threshold_param, *declared.secret_params}
         differing = [name for name in declared.defaults if name not in unlike and measured[name] != params[name]]
@@ -74,20 +77,39 @@ class MinimumLength:
     @classmethod
     def of_run(cls, store, run_id: str, method: str, recorded_params: dict) -> MinimumLength:
         """The run's own minimum for texts re-detected under exactly its method and parameters, where its lengths give
-        one; else UNCALIBRATED, which claims nothing (other parameters need other lengths)."""
+        one; else the uncalibrated one, which claims nothing (other parameters need other lengths)."""
         run = store.run(run_id)
         if run["method"] != method or run["params"] != recorded_params:
-            return UNCALIBRATED
+            return cls.uncalibrated(methods.info(method), recorded_params)
         try:
             return cls.from_run(store, run_id, method, recorded_params)
         except ValueError:  # no scores by length, or most answers never detected: no calibration to claim
+            return cls.uncalibrated(methods.info(method), recorded_params)
+
+    @classmethod
+    def uncalibrated(cls, info: methods.MethodInfo, params: dict) -> MinimumLength:
+        """Where no run measured the length: for a watermark of tokens, the rule of thumb (UNCALIBRATED); for one of
+        sentences, the fewest scored sentences at which a text whose every sentence is marked passes its threshold
+        (4 for SemStamp's z > 3 at γ 0.25): an answer holds a few sentences, and a rule of 25 tokens read as 25
+        sentences called every one of them too short."""
+        if info.unit == "token":
             return UNCALIBRATED
+        from fwsapp.watermark.base import Detection
+
+        params = {**info.defaults, **params}
+        marked = Detection(score=0.0, num_tokens_scored=MOST_SENTENCES, token_flags=[1] * MOST_SENTENCES)
+        prefix_scores = info.evidence.scores(info.evidence.arrays(marked, params), params)
+        fewest = next((count for count, score in enumerate(prefix_scores, start=1)
+                       if info.is_watermarked(float(score), params)), MOST_SENTENCES)
+        return cls(fewest, f"not calibrated: under {fewest} scored sentences no text passes "
+                           f"{info.verdict_rule(params)}, however marked")
 
 
 # Where no run measured the length: a z's normal approximation, and any verdict on it, needs a few dozen scored tokens;
 # even an answer whose every token is green has z = √T at γ = ½, under KGW's threshold of 4 until T = 17. The Detect
 # page's text box warns at the same length. (The service said "not_watermarked" of a 10-token text.)
 MIN_TOKENS_FOR_VERDICT = 25
+MOST_SENTENCES = 1000  # past the fewest sentences any threshold a sentence watermark is given asks of a marked text
 UNCALIBRATED = MinimumLength(MIN_TOKENS_FOR_VERDICT, f"not calibrated: under {MIN_TOKENS_FOR_VERDICT} scored tokens, the "
                              "rule of thumb (a run's lengths measure it: --lengths-from)")
 
@@ -166,14 +188,15 @@ class TextDetector:
     """A method's detector for texts or token ids under one key and tokenizer. Detection runs under a lock, so one
     detector answers correctly from many threads (a watermark's caches are not written for concurrent use)."""
 
-    def __init__(self, method: str, params: dict, tokenizer, lm=None, minimum: MinimumLength = UNCALIBRATED):
+    def __init__(self, method: str, params: dict, tokenizer, lm=None, minimum: MinimumLength | None = None):
         from fwsapp.watermark.factory import create
 
         self.info = verdict_method(method)
         self.tokenizer = tokenizer
         self.watermark = create(self.info.name, tokenizer.vocab_size, params, lm=lm, tokenizer=tokenizer)
-        self.minimum = minimum
-        self.configuration = configuration_evidence(self.info, self.watermark.recorded_params, tokenizer.name, minimum)
+        self.minimum = minimum or MinimumLength.uncalibrated(self.info, self.watermark.params)
+        self.configuration = configuration_evidence(self.info, self.watermark.recorded_params, tokenizer.name,
+                                                    self.minimum)
         self._lock = threading.Lock()
 
     def check_ids(self, token_ids: Sequence[int]) -> list[int]:

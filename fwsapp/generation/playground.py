@@ -94,7 +94,8 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
     """Per text kind, what the lm-watermarking demo shows and a cheap quality figure: the method's own score under its
     own label, the threshold it is held to and the verdict, the tokens scored, the green ones and their share, a
     one-sided p-value (`nominal_p_value`), and ROUGE-L to the unwatermarked answer (the watermarked one's) and to the
-    reference (when one is given)."""
+    reference (when one is given). Counts are of the method's unit (a semantic watermark scores sentences), and
+    "strength" names the parameter that sets its strength, where one does."""
     from fwsapp.detection.verdicts import nominal_p_value
     from fwsapp.quality.rouge import rouge
 
@@ -109,22 +110,23 @@ def answer_figures(trial: Trial) -> dict[str, dict]:
         text = trial.text(kind)
         figures[kind] = {
             "score": found.score, "score label": method.score_label, "threshold": method.verdict_rule(trial.config.params),
-            "detected": trial.verdict(kind), "tokens scored": found.num_tokens_scored,
+            "detected": trial.verdict(kind), "scored": found.num_tokens_scored, "unit": method.unit,
+            "strength": method.strength_param, "resolution": method.p_resolution(trial.config.params),
             # A green count only where the method draws green lists (a Gumbel or SynthID flag is no green token).
             "green": green if flags and counts_green else None,
             "green share": green / len(flags) if flags and counts_green else None, "p": nominal_p_value(method, found),
             # The unwatermarked answer against itself would read 1.00 beside every try: it has none.
             "ROUGE-L to unwatermarked": rouge([text], [plain])["rougeL"][0] if kind == "watermarked" else None,
             "ROUGE-L to reference": rouge([text], [trial.reference])["rougeL"][0] if trial.reference else None,
-            "tokens needed": tokens_needed(method, trial.config.params, found) if kind == "watermarked" else None,
+            "needed": tokens_needed(method, trial.config.params, found) if kind == "watermarked" else None,
         }
     return figures
 
 
 def tokens_needed(method, params: dict, found: Detection) -> int | None:
-    """About how many scored tokens this answer's evidence needs to pass its z threshold, when it has not: a z-score
-    of a count grows with the square root of the tokens scored at a steady share, so T·(threshold / z)². None when it
-    passed, when the score is no z, or when the evidence points the other way."""
+    """About how many scored tokens (sentences, for a semantic watermark) this answer's evidence needs to pass its z
+    threshold, when it has not: a z-score of a count grows with the square root of the units scored at a steady share,
+    so T·(threshold / z)². None when it passed, when the score is no z, or when the evidence points the other way."""
     if method.score_label != "z" or found.z is None or found.z <= 0 or method.is_watermarked(found.score, params):
         return None
     threshold = {**method.defaults, **params}[method.threshold_param]
@@ -142,7 +144,7 @@ def history_row(trial: Trial) -> dict:
         "score watermarked": marked["score"], "score unwatermarked": plain["score"],
         "watermark detected": marked["detected"], "false alarm": plain["detected"],
         "green share watermarked": marked["green share"], "p watermarked": marked["p"],
-        "ROUGE-L to unwatermarked": marked["ROUGE-L to unwatermarked"],
+        "ROUGE-L to unwatermarked": marked["ROUGE-L to unwatermarked"], "p resolution": marked["resolution"],
         "new tokens": trial.config.max_new_tokens, "seed": trial.config.seed, "seconds": round(trial.seconds, 1),
         "params": ", ".join(f"{key}={value}" for key, value in trial.config.params.items()),
     }

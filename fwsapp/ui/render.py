@@ -22,8 +22,9 @@ import string
 import numpy as np
 import pandas as pd
 
-from fwsapp import in_words, p_text
+from fwsapp import counted, in_words, p_text, share_text
 from fwsapp.entities.recognizers import KINDS
+from fwsapp.watermark import methods
 
 _INERT = {ord(char): f"&#{ord(char)};" for char in string.punctuation}
 WORD_JOINER = "\u2060"
@@ -87,22 +88,33 @@ def inert_figure(figure) -> dict:
     return inert(figure.to_plotly_json())
 
 
-def score_text(score: float, label: str) -> str:
+def score_text(score: float, label: str, resolution: float | None = None) -> str:
     """A detection score as shown: a p-value in significant digits (a strong watermark's p is 1e-12, not "0.000"),
-    and one that underflowed to 0 as below the smallest double; any other score to three decimals."""
+    and one that underflowed to 0 as below the smallest double; any other score to three decimals. `resolution`: the
+    step of a p-value that counts null keys (`MethodInfo.p_resolution`), whose 0 is below that step, not 1e-300."""
+    if label == "p" and score == 0 and resolution:
+        return f"< {resolution:.3g}"
     return p_text(score) if label == "p" else f"{score:.3f}"
 
 
-def scores_written(table: pd.DataFrame, labels: dict) -> pd.DataFrame:
+def score_equation(label: str, score: float, resolution: float | None = None) -> str:
+    """'p = 0.013', 'z = 4.213', or 'p < 0.002' where the score is written as a bound."""
+    written = score_text(score, label, resolution)
+    return f"{label} {written}" if written.startswith("<") else f"{label} = {written}"
+
+
+def scores_written(table: pd.DataFrame, labels: dict, resolutions=None) -> pd.DataFrame:
     """`table` with each column of `labels` written as `score_text` writes a score under its label (one label for the
-    column, or one per row), so a p of 5e-25 reads 5e-25 beside a z of 4.213, not 0 or a long decimal."""
+    column, or one per row), so a p of 5e-25 reads 5e-25 beside a z of 4.213, not 0 or a long decimal.
+    `resolutions`: per row, the step of its method's p-values where they count null keys, else None."""
     if table.empty:
         return table
+    steps = [None] * len(table) if resolutions is None else list(resolutions)
     written = {}
     for column, label in labels.items():
         row_labels = [label] * len(table) if isinstance(label, str) else list(label)
-        written[column] = [score_text(score, kind) if pd.notna(score) else None
-                           for score, kind in zip(table[column], row_labels)]
+        written[column] = [score_text(score, kind, step) if pd.notna(score) else None
+                           for score, kind, step in zip(table[column], row_labels, steps)]
     return table.assign(**written)
 
 
@@ -111,8 +123,31 @@ def tries_table(rows: list[dict]) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
+    steps = table.pop("p resolution") if "p resolution" in table else None
     return scores_written(table, {"score watermarked": table["score is"], "score unwatermarked": table["score is"],
-                                  "p watermarked": "p"})
+                                  "p watermarked": "p"}, steps)
+
+
+def answer_line(figures: dict) -> str:
+    """The detector's say on one Playground answer (`playground.answer_figures`), as the lm-watermarking demo gives
+    it, with a cheap quality figure; counts in the method's unit (a semantic watermark scores sentences)."""
+    unit = figures["unit"]
+    scored = counted(figures["scored"], unit, f"{unit}s")
+    green = (f" · green {figures['green']} of {scored} ({share_text(figures['green share'])})"
+             if figures["green"] is not None else f" · {scored} scored")
+    # The p-value beside the score, unless the score is that p-value.
+    p_value = (f" · {score_equation('p', figures['p'])}" if figures["p"] is not None and figures["score label"] != "p"
+               else "")
+    quality = "".join(f" · ROUGE-L to the {name} {figures[key]:.2f}" for name, key in
+                      (("unwatermarked answer", "ROUGE-L to unwatermarked"), ("reference", "ROUGE-L to reference"))
+                      if figures[key] is not None)
+    verdict = "watermark detected" if figures["detected"] else "no watermark detected"
+    if figures.get("needed"):  # short answers are often just too short: say how long this one would need
+        stronger = f", or a stronger {figures['strength'].replace('_', ' ')}" if figures["strength"] else ""
+        quality += (f" · at this strength it would need about {counted(figures['needed'], f'scored {unit}', f'scored {unit}s')}, "
+                    f"not {figures['scored']}: raise the new tokens{stronger}")
+    score = score_equation(figures["score label"], figures["score"], figures["resolution"])  # a p of 5e-25 is not "0.00"
+    return f"{score} · {verdict} (threshold: {figures['threshold']}){green}{p_value}{quality}"
 
 
 def entity_legend() -> str:
@@ -239,6 +274,8 @@ WINDOW_STYLE = "box-shadow:inset 0 -3px 0 #6a3d9a"  # one purple bar under the w
 def detection_legend(method: str, detection, window: tuple[int, int] | None = None) -> str:
     """What the colours of `detection_tokens` mean for this detection."""
     colours = ("red → grey → green = evidence against, neutral, for the watermark" if detection.token_values
+               else "green = the sentence that ends at the token counts for the watermark, red = against (a watermark "
+               "of sentences scores each on its last token)" if methods.info(method).unit == "sentence"
                else "green = the token counts for the watermark, red = against")
     weights = "; a fainter colour = less weight in the score (hover for it)" if detection.token_weights else ""
     underlined = (f"; underlined in purple = the best window (WinMax), tokens {window[0] + 1}–{window[1]}" if window else "")

@@ -9,6 +9,7 @@ a method is written twice, and no page or command names a method to special-case
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -100,6 +101,10 @@ class MethodInfo(PlugIn, DeclaredParams):
     # and parameters over `test_params` where those, set for speed, leave too little of the watermark to see.
     science_tokens: int = 16
     science_params: dict = field(default_factory=dict)
+    # The parameter counting the null keys of a permutation test whose p-value is the share of them at least as
+    # extreme, k / n (MarkLLM's ITS-Edit, without the test's + 1): its p moves in steps of 1 / n, and a p of 0 says
+    # that none was, a p below 1 / n, not one too small for a double.
+    null_keys_param: str | None = None
 
     def __post_init__(self):
         problems = self.declaration_problems()
@@ -125,7 +130,10 @@ class MethodInfo(PlugIn, DeclaredParams):
         threshold = self.defaults.get(self.threshold_param)
         if self.score_label == "p" and isinstance(threshold, (int, float)) and not 0 < threshold < 1:
             problems.append(f"threshold_param {self.threshold_param}'s default {threshold} is no p-value in (0, 1)")
-        for field_name in ("strength_param", "model_param", "deduplication_param"):
+        if self.null_keys_param is not None and self.score_label != "p":
+            problems.append(f"null_keys_param={self.null_keys_param!r} counts a p-value's null keys, and score_label "
+                            f"is {self.score_label!r}")
+        for field_name in ("strength_param", "model_param", "deduplication_param", "null_keys_param"):
             value = getattr(self, field_name)
             if value is not None and value not in names:
                 problems.append(f"{field_name}={value!r} is not one of its params")
@@ -246,6 +254,11 @@ class MethodInfo(PlugIn, DeclaredParams):
         value = {**self.defaults, **params}[strength]
         named = f"{strength}={value:g}" if isinstance(value, float) else f"{strength}={value}"
         return f"{named} (defaults)" if changed == "defaults" else f"{named}, {changed}"
+
+    def p_resolution(self, params: dict) -> float | None:
+        """The step of its p-values where they count null keys (1 / n_runs), so that a p of 0 reads as below it;
+        None where its p-value has no steps."""
+        return 1 / {**self.defaults, **params}[self.null_keys_param] if self.null_keys_param else None
 
     def verdict_rule(self, params: dict) -> str:
         """'score > 4.0' or 'p < 0.2': what a text's score must pass to be called watermarked."""
@@ -420,8 +433,9 @@ ITS_EDIT = MethodInfo(
             "sequence_length": (200, Param("length of MarkLLM's seed draw, which fixes the key (keep 200 to match it)", low=1)),
             "n_runs": (500, Param("null keys in the permutation test", low=1)),
             "key": (42, KEY),
-            "p_threshold": (0.1, Param("p-value at or below which a text is called watermarked", low=0, high=1))},
+            "p_threshold": (0.1, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("ITSEdit", "ITS"), score_direction="lower", score_label="p",
+    null_keys_param="n_runs",
     implementation="fwsapp.watermark.its_edit:ITSEdit", test_params={"n_runs": 10, "pseudo_length": 32},
     science_params={"n_runs": 20},
     keyed_draw=KeyedDraw("a keyed permutation and sequence of uniforms from torch's CPU generator", "MarkLLM 0.1.5 ITS-edit"),
@@ -597,6 +611,16 @@ def score_label(name: str) -> str:
         return info(name).score_label
     except ValueError:
         return "score"
+
+
+def p_resolution(name: str, params: dict | str) -> float | None:
+    """The step of a run's p-values where its method's count null keys (`MethodInfo.p_resolution`), from the run's
+    parameters (a dict, or the JSON a run stores); None for a method fwsapp does not know (an imported detector)."""
+    try:
+        declared = info(name)
+    except ValueError:
+        return None
+    return declared.p_resolution(json.loads(params) if isinstance(params, str) else params)
 
 
 def detection_kinds(method: str) -> tuple[str, str]:
