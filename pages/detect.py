@@ -212,7 +212,8 @@ def render() -> None:
                 sets = widgets.uniform(tasks_named(redetected).round(6))  # "not enough data" beside 0.917
                 rates = {column: st.column_config.NumberColumn(format="%.3f") for column in sets.columns
                          if column.startswith(("AUROC", "TPR")) and sets[column].dtype.kind == "f"}
-                st.dataframe(sets, hide_index=True, width="stretch", column_config=rates)  # max |Δ| keeps its digits
+                st.dataframe(widgets.rounded_as_written(sets, 3, rates), hide_index=True, width="stretch",
+                             column_config=rates)  # max |Δ| keeps its digits
             coverage = queries.watermark_coverage(resources.revision(), tuple(chosen))
             for flagged in coverage[coverage["flags"] != ""].itertuples() if not coverage.empty else ():
                 st.warning(markup.message(f"{flagged.method} run {flagged.run} carries no watermark as asked: "

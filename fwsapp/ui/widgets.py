@@ -393,10 +393,21 @@ def worded_columns(frame: pd.DataFrame, decimals: int | None = 3) -> dict:
     return {**fixed, **worded}
 
 
+def rounded_as_written(frame: pd.DataFrame, decimals: int, columns=None) -> pd.DataFrame:
+    """`frame` with its fractional columns (or `columns`) rounded as Python writes them (the report, the commands,
+    the pages' sentences): the browser's format rounds an exact half away from zero, so an AUROC of 0.8125 (52 of 64
+    pairs) read 0.813 in a table and 0.812 in the text beside it."""
+    chosen = [column for column in (frame.columns if columns is None else columns)
+              if pd.api.types.is_float_dtype(frame[column])]
+    return frame.assign(**{column: frame[column].map(lambda value: value if pd.isna(value) else
+                                                     float(f"{value:.{decimals}f}")) for column in chosen})
+
+
 def table(frame: pd.DataFrame, decimals: int | None = 3, where=st) -> None:
     """`frame` as a page's table (in `where`: the page, a tab): no index, the page's width, numbers to `decimals` and
     words given room."""
-    where.dataframe(frame, hide_index=True, width="stretch", column_config=worded_columns(frame, decimals))
+    shown = frame if decimals is None else rounded_as_written(frame, decimals)
+    where.dataframe(shown, hide_index=True, width="stretch", column_config=worded_columns(frame, decimals))
 
 
 def exported_table(frame: pd.DataFrame, where=st, bold: pd.DataFrame | None = None) -> None:
