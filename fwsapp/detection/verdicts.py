@@ -13,8 +13,9 @@ them unchanged:
 
 The verdict adds a third state, `too_short`: a text not called watermarked whose scored tokens are fewer than the
 method needs to detect a watermarked answer at that threshold, as the length curves of a run measured it (the median
-tokens to detect of its watermarked answers), or, where no run measured it, fewer than MIN_TOKENS_FOR_VERDICT. Such a
-"not watermarked" means nothing, and says so.
+tokens to detect of its watermarked answers), or, where no run measured it, fewer than MIN_TOKENS_FOR_VERDICT (for a
+watermark of sentences, fewer sentences than any marked text needs to pass its threshold). Such a "not watermarked"
+means nothing, and says so.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ class MinimumLength:
 # even an answer whose every token is green has z = √T at γ = ½, under KGW's threshold of 4 until T = 17. The Detect
 # page's text box warns at the same length. (The service said "not_watermarked" of a 10-token text.)
 MIN_TOKENS_FOR_VERDICT = 25
-MOST_SENTENCES = 1000  # past the fewest sentences any threshold a sentence watermark is given asks of a marked text
+MOST_SENTENCES = 1000  # the longest fully marked text tried: more sentences than any threshold asks for
 UNCALIBRATED = MinimumLength(MIN_TOKENS_FOR_VERDICT, f"not calibrated: under {MIN_TOKENS_FOR_VERDICT} scored tokens, the "
                              "rule of thumb (a run's lengths measure it: --lengths-from)")
 

@@ -614,7 +614,7 @@ def score_label(name: str) -> str:
 
 
 def p_resolution(name: str, params: dict | str) -> float | None:
-    """The step of a run's p-values where its method's count null keys (`MethodInfo.p_resolution`), from the run's
+    """The step of a run's p-values where its method's p-values count null keys (`MethodInfo.p_resolution`), from the run's
     parameters (a dict, or the JSON a run stores); None for a method fwsapp does not know (an imported detector)."""
     try:
         declared = info(name)
