@@ -23,6 +23,13 @@ def counted(count: int, singular: str, plural: str) -> str:
     return f"{count:,} {singular if count == 1 else plural}"
 
 
+def units(count: int, unit: str, qualifier: str = "") -> str:
+    """A count of a method's units (`MethodInfo.unit`: token or sentence), in agreement: units(1, "sentence",
+    "scored") is "1 scored sentence", units(17, "token") "17 tokens"."""
+    named = f"{qualifier} {unit}" if qualifier else unit
+    return counted(count, named, f"{named}s")
+
+
 def in_words(items: list[str], last: str = "and") -> str:
     """Items as a sentence lists them: "a", "a and b", "a, b and c" (`last`: the word before the last one)."""
     items = list(items)

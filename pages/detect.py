@@ -5,7 +5,7 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from fwsapp import counted, percent
+from fwsapp import counted, percent, units
 from fwsapp.detection import roc
 from fwsapp.detection.deduplication import deduplication_problem
 from fwsapp.detection.key_audit import audit_problem
@@ -341,7 +341,7 @@ def token_level_view(selected, labels: dict[str, str]) -> None:
             token_view(run.method, tokens, found)
             unit = METHODS[run.method].unit
             st.caption(f"Score {markup.score_text(found.score, score_label(run.method), p_resolution(run.method, run.params))}"
-                       f" over {counted(found.num_tokens_scored, unit, f'{unit}s')}.")
+                       f" over {units(found.num_tokens_scored, unit)}.")
 
 
 def redetect_form() -> None:
@@ -428,7 +428,7 @@ def detector_for_any_text() -> None:
         else:
             info = METHODS[method]
             flagged = info.is_watermarked(found.score, params)
-            scored = counted(found.num_tokens_scored, info.unit, f"{info.unit}s")
+            scored = units(found.num_tokens_scored, info.unit)
             st.metric(info.score_label, markup.score_text(found.score, info.score_label, info.p_resolution(params)),
                       help=f"{scored} scored")
             st.write(f"Verdict at {info.verdict_rule(params)}: "

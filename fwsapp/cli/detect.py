@@ -205,7 +205,7 @@ def verdict_counts(records: list[dict]) -> str:
     """How many texts of each kind got each verdict, and the minimum length they were read against."""
     import pandas as pd
 
-    from fwsapp import counted
+    from fwsapp import units
     from fwsapp.watermark import methods
 
     if not records:
@@ -216,7 +216,7 @@ def verdict_counts(records: list[dict]) -> str:
     unit = methods.info(records[0]["evidence"]["algorithm"]).unit
     return ("; ".join(f"{kind}: " + ", ".join(f"{count} {verdict}" for verdict, count in row.items() if count)
                       for kind, row in table.iterrows())
-            + f" (too short: under {counted(minimum['tokens'], f'scored {unit}', f'scored {unit}s')}, "
+            + f" (too short: under {units(minimum['tokens'], unit, 'scored')}, "
               f"{minimum['basis']})")
 
 

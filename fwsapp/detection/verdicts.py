@@ -102,7 +102,7 @@ class MinimumLength:
         prefix_scores = info.evidence.scores(info.evidence.arrays(marked, params), params)
         fewest = next((count for count, score in enumerate(prefix_scores, start=1)
                        if info.is_watermarked(float(score), params)), MOST_SENTENCES)
-        return cls(fewest, f"not calibrated: under {fewest} scored sentences no text passes "
+        return cls(fewest, f"not calibrated: under {fwsapp.units(fewest, info.unit, 'scored')} no text passes "
                            f"{info.verdict_rule(params)}, however marked")
 
 

@@ -22,7 +22,7 @@ import string
 import numpy as np
 import pandas as pd
 
-from fwsapp import counted, in_words, p_text, share_text
+from fwsapp import in_words, p_text, share_text, units
 from fwsapp.entities.recognizers import KINDS
 from fwsapp.watermark import methods
 
@@ -132,7 +132,7 @@ def answer_line(figures: dict) -> str:
     """The detector's say on one Playground answer (`playground.answer_figures`), as the lm-watermarking demo gives
     it, with a cheap quality figure; counts in the method's unit (a semantic watermark scores sentences)."""
     unit = figures["unit"]
-    scored = counted(figures["scored"], unit, f"{unit}s")
+    scored = units(figures["scored"], unit)
     green = (f" · green {figures['green']} of {scored} ({share_text(figures['green share'])})"
              if figures["green"] is not None else f" · {scored} scored")
     # The p-value beside the score, unless the score is that p-value.
@@ -144,7 +144,7 @@ def answer_line(figures: dict) -> str:
     verdict = "watermark detected" if figures["detected"] else "no watermark detected"
     if figures.get("needed"):  # short answers are often just too short: say how long this one would need
         stronger = f", or a stronger {figures['strength'].replace('_', ' ')}" if figures["strength"] else ""
-        quality += (f" · at this strength it would need about {counted(figures['needed'], f'scored {unit}', f'scored {unit}s')}, "
+        quality += (f" · at this strength it would need about {units(figures['needed'], unit, 'scored')}, "
                     f"not {figures['scored']}: raise the new tokens{stronger}")
     score = score_equation(figures["score label"], figures["score"], figures["resolution"])  # a p of 5e-25 is not "0.00"
     return f"{score} · {verdict} (threshold: {figures['threshold']}){green}{p_value}{quality}"
