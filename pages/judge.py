@@ -149,6 +149,9 @@ def means_section() -> None:
         height=int((90 * bars.label.nunique() + 60) * bars.task.nunique() + 120),
     )
     figure.for_each_annotation(lambda note: note.update(text=note.text.split("=")[-1]))
+    # The runs' axis spans every run: with the mean's axis fixed (0-5) in matched facets, plotly.js left this one at its
+    # default range, -1 to 4, which hid every run past the fifth.
+    figure.update_yaxes(range=[-0.5, bars.label.nunique() - 0.5])
     widgets.chart(figure)
     drops = means[means.kind == "watermarked"].pivot_table(index=["task", "label"], columns="aspect", values="drop_pct")
     drops.index.names = ["Task", "Run"]

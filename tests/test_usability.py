@@ -1,4 +1,5 @@
 """Issue 15: what a newcomer or a clinician tripped over, page by page, each pinned by an AppTest."""
+import json
 import re
 import time
 
@@ -860,6 +861,24 @@ def test_judge_page_offers_an_unjudged_run_and_hides_what_a_local_judge_ignores(
     app.switch_page("pages/detect.py").run()
     app.switch_page("pages/judge.py").run()
     assert app.multiselect[0].value == [fresh]  # the selection is remembered
+
+
+def test_the_judge_chart_spans_every_run_and_judge(app_db):
+    """With the mean's axis fixed at 0-5 across the aspects' panels, plotly.js drew the runs' axis at its default range
+    (-1 to 4): a sixth row of bars (a run, or another judge of one) was off the chart, and a fifth half on it."""
+    from fwsapp.store import Store
+    from tests.test_judge_runner import judged_by
+
+    store = Store(app_db)
+    for judge in range(6):
+        judged_by(store, f"judge-{judge}", same=False)
+    store.close()
+    spec = json.loads(open_page("judge").get("plotly_chart")[0].proto.spec)
+    rows = {label for trace in spec["data"] for label in trace["y"]}
+    assert len(rows) == 6
+    for axis in (value for name, value in spec["layout"].items() if name.startswith("yaxis")):
+        low, high = axis["range"]
+        assert low <= -0.5 and high >= len(rows) - 0.5, axis
 
 
 def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
