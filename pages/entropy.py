@@ -5,7 +5,8 @@ import streamlit as st
 from fwsapp.data.tasks import TASKS
 from fwsapp.entities.introduced import HALLUCINATION_THRESHOLD
 from fwsapp.entities.entropy import HIGH, LOW
-from fwsapp.results.entropy_shift import bin_table, density_frame, entropy_models, stand_in_models
+from fwsapp.results.entropy_shift import (bin_table, density_frame, entropy_models, series_names, series_order,
+                                         stand_in_models)
 from fwsapp.models import EMBEDDED_MODEL
 from fwsapp.entities.recognizers import RECOGNIZERS, recognizers_of
 from fwsapp.results.run_names import elsewhere_sources, with_settings
@@ -105,8 +106,10 @@ def entity_entropies(entities, runs) -> None:
     top = st.slider("Most frequent entities", 3, 20, 8, key="entropy-top")
     frequent = entities.normalized.value_counts().head(top).index
     shown = with_settings(entities[entities.normalized.isin(frequent)], runs)
-    shown = shown.assign(series=shown.text_kind.where(shown.text_kind != "watermarked", shown.method + " · " + shown.settings))
+    shown = shown.assign(series=series_names(shown))
     figure = px.box(shown, x="normalized", y="entropy", color="series", points="all",
+                    category_orders={"series": series_order(shown.series),  # as the densities' legend
+                                     "normalized": list(frequent)},  # the most frequent first
                     color_discrete_map=widgets.series_colours(shown.series.unique()),
                     labels={"normalized": "disease entity", "entropy": "mean token entropy (nats)", "series": "text"})
     widgets.chart(figure)

@@ -471,6 +471,25 @@ def test_a_runs_entropy_shift_is_against_its_own_unwatermarked_texts_and_referen
     assert table.loc["KGW · delta=4", ["low shift vs reference (pp)"]].isna().all()
 
 
+def test_the_entropy_pages_series_keep_one_order_the_baselines_first():
+    """Sorted as text, the baselines fell among the runs (SynthID, reference, unwatermarked, vLLM-Gumbel) in the
+    densities' legend and the bins' table, and the entities' chart listed its series as its rows came."""
+    import pandas as pd
+
+    from fwsapp.results.entropy_shift import bin_table, density_frame, series_order
+
+    runs = pd.DataFrame({"run_id": ["s", "v", "e"], "method": ["SynthID", "vLLM-Gumbel", "EXP-edit"], "task": "qa",
+                         "model": "m", "params": "{}", "imported": False})
+    values = pd.DataFrame({"run_id": [run for run in "sve" for _ in range(6)], "sample_idx": 0,
+                           "text_kind": ["unwatermarked", "unwatermarked", "reference", "reference", "watermarked",
+                                         "watermarked"] * 3, "entropy": [1.0, 2.0, 0.5, 0.7, 3.0, 3.5] * 3})
+    expected = ["unwatermarked", "reference", "EXP-edit · defaults", "SynthID · depth=9 (defaults)", "vLLM-Gumbel · defaults"]
+    assert bin_table(values, runs, "qa").series.tolist() == expected
+    assert density_frame(values, runs, "qa").series.unique().tolist() == expected
+    assert series_order(["vLLM-Gumbel · defaults", "reference", "EXP-edit · defaults", "unwatermarked"]) == [
+        "unwatermarked", "reference", "EXP-edit · defaults", "vLLM-Gumbel · defaults"]
+
+
 def test_the_entropy_density_holds_its_mass_at_0_where_entropies_pile_up():
     """Entropies of rate 1 (an exponential, density 1 at 0, falling): the plain KDE read about 0.5 at 0 and peaked
     beside it, as the Entropy page's curves did; reflected at 0 it comes close to the density there and keeps all

@@ -49,19 +49,37 @@ def series_values(values, runs, task: str):
     distinct = texts.drop_duplicates(["model", "sample_idx", "text_kind", "entropy"])[["run_id", "sample_idx", "text_kind"]]
     own = pd.concat([own[own.text_kind == "watermarked"], shared.merge(distinct, on=["run_id", "sample_idx", "text_kind"])],
                     ignore_index=True)
-    return own.assign(series=own.text_kind.where(own.text_kind != "watermarked", own.method + " · " + own.settings))
+    return own.assign(series=series_names(own))
+
+
+BASELINES = ("unwatermarked", "reference")
+
+
+def series_names(frame) -> pd.Series:
+    """The series each row of `frame` (text_kind, method and settings columns) belongs to: its text kind, or for a
+    watermarked text its run's method and settings."""
+    return frame.text_kind.where(frame.text_kind != "watermarked", frame.method + " · " + frame.settings)
+
+
+def series_order(series) -> list[str]:
+    """`series` in the order every chart and table of them keeps: the baselines, then the runs by name. Sorted as
+    text, the baselines fell among the runs ('SynthID', 'reference', 'unwatermarked', 'vLLM-Gumbel'), and a chart
+    that kept its rows' order listed them otherwise."""
+    present = set(series)
+    return [name for name in BASELINES if name in present] + sorted(present - set(BASELINES))
+
+
+def _grouped(labelled):
+    """(series, its rows) in `series_order`."""
+    return [(series, labelled[labelled.series == series]) for series in series_order(labelled.series)]
 
 
 def density_frame(values, runs, task: str, grid=None):
     """KDE curves per series for a task: columns series, entropy, density."""
     grid = np.linspace(0, 10, 201) if grid is None else grid
-    labelled = series_values(values, runs, task)
     frames = [pd.DataFrame({"series": series, "entropy": grid, "density": density(group.entropy, grid)})
-              for series, group in labelled.groupby("series")]
+              for series, group in _grouped(series_values(values, runs, task))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["series", "entropy", "density"])
-
-
-BASELINES = ("unwatermarked", "reference")
 
 
 def bin_table(values, runs, task: str):
@@ -73,7 +91,7 @@ def bin_table(values, runs, task: str):
     pool every run's. None: the series' runs have no entropies of that baseline."""
     labelled = series_values(values, runs, task)
     rows = []
-    for series, group in labelled.groupby("series"):
+    for series, group in _grouped(labelled):
         own = labelled if series in BASELINES else series_values(values, runs[runs.run_id.isin(set(group.run_id))], task)
         row = {"series": series, "tokens": len(group), **bin_shares(group.entropy)}
         for baseline in BASELINES:
