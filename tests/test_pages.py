@@ -282,6 +282,27 @@ def test_the_quality_distributions_draw_the_tasks_in_their_order(app_db):
     assert [note["text"] for note in panels] == ["Text completion", "Summarization"]
 
 
+def test_the_quality_distributions_draw_the_runs_in_the_tables_order(app_db):
+    """The boxes stood in the order the runs' values were stored (SWEET before KGW), the table above in its own."""
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    for method in ("SWEET", "KGW"):
+        rows = [{"prompt": f"Prompt {i}.", "watermarked_text": f"Rest and fluids for case {i} ({method}).",
+                 "unwatermarked_text": f"Rest for case {i}.", "natural_text": f"Fluids for case {i}."} for i in range(3)]
+        import_logs(store, method=method, model="meditron", task_name="qa",
+                    generations=LogFile("g.json", json.dumps(rows).encode()))
+    store.close()
+    app = page_app("quality")
+    app.selectbox(key="dist-metric").select("rougeL").run()
+    boxes = json.loads(app.get("plotly_chart")[-1].proto.spec)
+    tables = [frame.value.data if hasattr(frame.value, "data") else frame.value for frame in app.dataframe]  # Stylers
+    table = next(t for t in tables if "Method" in t.columns)
+    assert boxes["layout"]["xaxis"]["categoryarray"] == [
+        f"meditron · {row.Method} · {row.Settings}" for row in table[table.Method != "Unwatermarked"].itertuples()]
+
+
 def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     """A run that is generating its first batch has 0 stored samples: the pages open, and its missing work is none."""
     from fwsapp.quality.scoring import missing_work
