@@ -91,6 +91,9 @@ def test_the_share_detected_by_each_length_counts_the_never_detected_and_crosses
     assert steps == [(0, 0), (1, 2), (9, 3), (17, 6)]
     median = next(tokens for tokens, count in steps if count / len(values) >= 0.5)
     assert median == length.tokens_quantile([math.inf if value is None else value for value in values], 0.5) == 17
+    # Held to the texts' end: a run none of whose 32-token texts was detected drew a lone point at T = 0.
+    assert length.detected_by([None] * 8, longest=32) == [(0, 0), (32, 0)]
+    assert length.detected_by(values, longest=17) == steps and length.detected_by(values, 64)[-1] == (64, 6)
 
 
 def test_winmax_finds_a_pasted_watermarked_span_and_flags_no_reference_text(qa_run, lm):

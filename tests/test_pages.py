@@ -82,6 +82,7 @@ def test_detect_page_shows_metrics_and_detects_pasted_text(app_db, qa_run):
     steps = json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]  # share detected by T, never detected kept
     tokens, shares = (np.frombuffer(base64.b64decode(steps[axis]["bdata"]), steps[axis]["dtype"]) for axis in "xy")
     assert tokens[0] == 0 and shares[-1] == pytest.approx(1 - lengths.loc[0, "never detected"] / 4)
+    assert tokens[-1] == 64  # held to the texts' end
     lengths_by_answer = app.dataframe[3].value  # measured, and predicted once `detect --predict` has read them
     assert lengths_by_answer.loc[0, "answers"] == 4 and lengths_by_answer.loc[0, "answers under 200 tokens"] == 4
     assert lengths_by_answer.loc[0, "predicted median"] == "not predicted yet"  # it read None

@@ -170,13 +170,16 @@ def tokens_summary(curves: list, threshold: LengthThreshold) -> dict:
             "values": [None if math.isinf(value) else int(value) for value in values.tolist()]}
 
 
-def detected_by(values: list[int | None]) -> list[tuple[int, int]]:
+def detected_by(values: list[int | None], longest: int = 0) -> list[tuple[int, int]]:
     """How many of a run's watermarked texts (`tokens_summary`'s values) are detected by T tokens, at each T where the
-    count rises (from none at 0). Over all of them, a step curve whose crossings of ½, ¼ and ¾ are the median and
-    quartiles `tokens_summary` gives, and that stays below 1 by the share never detected (a box over the detected texts
-    alone put k-SemStamp's median near 30 tokens where the table said "never")."""
+    count rises (from none at 0), held to `longest` (the most tokens read of any of them). Over all of them, a step
+    curve whose crossings of ½, ¼ and ¾ are the median and quartiles `tokens_summary` gives, and that stays below 1 by
+    the share never detected (a box over the detected texts alone put k-SemStamp's median near 30 tokens where the table
+    said "never"). Held to the texts' end, it shows how far they were read: a run none of whose texts was detected drew
+    one point at T = 0."""
     found = sorted(value for value in values if value is not None)
-    return [(0, 0)] + [(length, sum(value <= length for value in found)) for length in sorted(set(found))]
+    steps = [(0, 0)] + [(length, sum(value <= length for value in found)) for length in sorted(set(found))]
+    return steps + [(longest, steps[-1][1])] if longest > steps[-1][0] else steps
 
 
 def rate_at(curves: list, threshold: LengthThreshold, length: int | None) -> tuple[float | None, int]:

@@ -330,7 +330,7 @@ def length_frames(store: Store, runs: pd.DataFrame, fpr: float) -> dict:
             rates.append({"run": label, "T": size, "tokens": None if size == "full" else int(size), "TPR": row["tpr"],
                           "texts": row["n"], "FPR": row["fpr"], "negatives": row["negatives"]})
         tokens += [{"run": label, "T": length, "share detected": count / found["n"], "detected": f"{count} of {found['n']}"}
-                   for length, count in detected_by(found["values"])]
+                   for length, count in detected_by(found["values"], max(map(len, curves.positives), default=0))]
     return {"summary": pd.DataFrame(summaries), "rates": pd.DataFrame(rates, columns=["run", "T", "tokens", "TPR", "texts",
                                                                                       "FPR", "negatives"]),
             "detected_by": pd.DataFrame(tokens, columns=["run", "T", "share detected", "detected"]), "missing": missing}
