@@ -88,6 +88,10 @@ def test_a_revoked_raters_unrated_items_go_to_the_rater_invited_next(study_db):
     assert taken == unrated  # the rated item keeps its rating and is not given twice
     assert (store.study_items(created.study_id).assigned == 2).all()
     assert study.short_of_raters(store, created) is None
+    # The revoked rater holds the item they rated, no more: the progress table read every item first given them.
+    progress = study.rater_progress(store, created).set_index("rater id")
+    assert progress.loc[invites[1].rater_id, ["link", "assigned", "rated"]].tolist() == ["revoked", 1, 1]
+    assert progress.assigned.sum() == (store.study_items(created.study_id).assigned).sum()
 
 
 def test_a_study_with_fewer_raters_than_each_item_asks_for_says_so_where_it_is_made_and_followed(tmp_path, capsys):

@@ -329,10 +329,10 @@ def _gaps(first, second) -> np.ndarray:
 
 
 def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
-    """Per rater: items assigned, rated and skipped, attention checks given, the median seconds per item, and the
-    attention consistency (the share of second ratings within a point of the first, on every aspect of both texts, with
-    its count: one check of one is not a rate). Written as read, the same by `study status` and the Study page: a
-    rater with nothing rated yet reads so, not None or a dash."""
+    """Per rater: items assigned (a revoked rater's: those they rated), rated and skipped, attention checks given, the
+    median seconds per item, and the attention consistency (the share of second ratings within a point of the first,
+    on every aspect of both texts, with its count: one check of one is not a rate). Written as read, the same by
+    `study status` and the Study page: a rater with nothing rated yet reads so, not None or a dash."""
     rows = _assignments(store, chosen)
     columns = ["rater id", "rater", "link", "assigned", "rated", "skipped", "checks done", "median seconds per item",
                "attention consistency"]
@@ -340,12 +340,15 @@ def rater_progress(store: Store, chosen: Study) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     found = []
     for (rater_id, name), own in rows.groupby(["rater_id", "rater"], sort=False):
+        revoked = own.revoked.notna().any()
+        if revoked:  # they keep what they rated; the rest go to the raters invited next (`Store.study_items`)
+            own = own[own.rated.notna()]
         repeats = own[own.repeat_watermarked.notna() & own.scores_watermarked.notna()]  # a skipped showing has none
         gaps = [np.concatenate([_gaps(row.scores_watermarked, row.repeat_watermarked),
                                 _gaps(row.scores_unwatermarked, row.repeat_unwatermarked)])
                 for row in repeats.itertuples()]
         seconds = pd.concat([own.seconds, own.repeat_seconds]).dropna()
-        found.append({"rater id": rater_id, "rater": name, "link": "revoked" if own.revoked.notna().any() else "open",
+        found.append({"rater id": rater_id, "rater": name, "link": "revoked" if revoked else "open",
                       "assigned": len(own), "rated": int(own.rated.notna().sum()),
                       "skipped": int(own.skipped.notna().sum()), "checks done": f"{len(repeats)} of {int(own.attention.sum())}",
                       "median seconds per item": f"{seconds.median():.1f}" if len(seconds) else "none rated yet",
