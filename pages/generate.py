@@ -23,23 +23,24 @@ GENERATORS = {"This app (transformers)": "the model loaded in this app's process
 
 def latest_samples(job) -> None:
     """The running or finished job's latest samples side by side, with its coverage warning and fitted key."""
-    table = queries.samples(resources.revision(), job.key.removeprefix("generate:"))
+    run_id = job.key.removeprefix("generate:")
+    table = queries.samples(resources.revision(), run_id)
     if table.empty:
         return
     shown = table.tail(LATEST)
     st.caption(markup.message(f"{'Latest ' + str(len(shown)) + ' of ' + str(len(table)) if len(table) > LATEST else 'All'} "
                               f"samples of {job.label}: the same prompt, without and with the watermark"))
-    coverage = queries.watermark_coverage(resources.revision(), (job.key.removeprefix("generate:"),))
+    coverage = queries.watermark_coverage(resources.revision(), (run_id,))
     if not coverage.empty and coverage["flags"].iloc[0]:
         flags, share = coverage["flags"].iloc[0], coverage["watermarked share"].iloc[0]
         st.warning(markup.message(f"This run carries no watermark as asked: {flags}. {share_text(share)} of "
                                   "its tokens are watermarked; the Detect page's Coverage tab says why."))
-    if fitted := queries.run_fit(resources.revision(), job.key.removeprefix("generate:")):
+    if fitted := queries.run_fit(resources.revision(), run_id):
         st.caption(markup.message(f"Part of {table.method.iloc[0]}'s key was fitted on {fitted['references']} references "
                                   "of this dataset before the run began, and is kept with the run, so its texts are "
                                   "detected with that fit wherever the dataset goes."))
     runs = queries.runs(resources.revision())
-    step = p_resolution(table.method.iloc[0], runs[runs.run_id == job.key.removeprefix("generate:")].params.iloc[0])
+    step = p_resolution(table.method.iloc[0], runs[runs.run_id == run_id].params.iloc[0])
     for row in shown.iloc[::-1].itertuples():
         st.markdown(f"**Prompt {row.sample_idx}:** {markup.inert(row.prompt)}", unsafe_allow_html=True)
         plain, marked = st.columns(2)

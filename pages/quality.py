@@ -94,8 +94,9 @@ def distributions(runs) -> None:
         shown = with_settings(values[values.metric == metric], runs)
         shown = shown.assign(run=shown.model + " · " + shown.method + " · " + shown.settings)
         figure = px.box(shown, x="run", y="value", color="text_kind", facet_col="task", points="outliers",
-                        category_orders={"task": [task for task in TASKS if task in set(shown.task)],  # as the tables
-                                         "run": sorted(set(shown.run))},  # as the tables, by model, method, settings
+                        # As the tables: the tasks in their order, the runs by model, method and settings.
+                        category_orders={"task": [task for task in TASKS if task in set(shown.task)],
+                                         "run": sorted(set(shown.run))},
                         labels={"value": column_label(metric), "text_kind": "text", "run": "model · method · settings"},
                         color_discrete_map=widgets.BASELINE_COLOURS)
         figure.for_each_annotation(lambda note: note.update(text=task_label(note.text.removeprefix("task="))))
