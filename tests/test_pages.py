@@ -331,6 +331,28 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     assert any("Left out until their texts are stored: gen-running" in caption.value for caption in app.caption)
 
 
+def test_the_attack_form_opens_on_a_run_it_can_attack(app_db):
+    """After the example data (meditron, whose tokenizer is not shipped) was loaded over a BioMistral run, the form chose
+    the newest run and opened on a red error: it chooses the newest run whose tokenizer is had here."""
+    import json
+
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.store import Store
+
+    rows = [{"prompt": "What is gout?", "watermarked_text": "Gout is arthritis.", "unwatermarked_text": "Gout hurts.",
+             "natural_text": "Gout is a form of arthritis."}]
+    store = Store(app_db)
+    attackable = import_logs(store, method="KGW", model="biomistral", task_name="qa",
+                             generations=LogFile("g.json", json.dumps(rows).encode()))
+    store.close()
+    meditron = imported_qa_db(app_db, n=2)
+    app = page_app("robustness")
+    assert list(app.multiselect(key="attack-runs").options)[0].endswith(meditron)  # newest first, as every form
+    assert app.multiselect(key="attack-runs").value == [attackable] and not app.error
+    app.multiselect(key="attack-runs").set_value([meditron]).run()
+    assert any("is not on this machine" in error.value for error in app.error)  # still said when chosen
+
+
 def test_values_computed_again_under_a_new_version_say_so_before_and_while_they_are(app_db):
     """After a recognizer's upgrade the Quality page computed, with a progress bar and no word of why, values the user
     had seen: the work says how many of its values replace ones of an earlier version, and the page says it."""

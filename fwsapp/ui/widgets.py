@@ -73,17 +73,23 @@ def job_inputs(frame: pd.DataFrame) -> dict[str, str]:
 def tokenizer_choice(runs: pd.DataFrame, key: str) -> tuple[str | None, dict[str, str]]:
     """A Tokenizer field for a form that detects runs again from text (empty: each run's own), and the runs whose
     tokenizer cannot be had here, each with why, said at once before any job starts (Meditron's is not shipped)."""
-    from fwsapp.models.tokenizers import run_tokenizer
-    from fwsapp.ui.queries import tokenizer_problem
-
     named = st.text_input("Tokenizer (empty: each run's own)", key=key,
                           help="mistral-v1 or llama-3 (shipped), a Hugging Face id in the local cache, or the folder "
                                "of a local copy").strip() or None
-    problems = {row.run_id: problem for row in runs.itertuples()
-                if (problem := tokenizer_problem(named or run_tokenizer(row.model, row.tokenizer)))}
+    problems = tokenizer_problems(runs, named)
     for run_id, problem in problems.items():
         st.error(render.message(f"{run_id}: {problem}."))
     return named, problems
+
+
+def tokenizer_problems(runs: pd.DataFrame, named: str | None = None) -> dict[str, str]:
+    """Run id -> why its tokenizer (the one named, else the run's own) cannot be had here; a run that can be detected
+    again from text is absent. A form chooses such a run first, so it never opens on an error it could have avoided."""
+    from fwsapp.models.tokenizers import run_tokenizer
+    from fwsapp.ui.queries import tokenizer_problem
+
+    return {row.run_id: problem for row in runs.itertuples()
+            if (problem := tokenizer_problem(named or run_tokenizer(row.model, row.tokenizer)))}
 
 
 def no_runs_yet() -> None:
