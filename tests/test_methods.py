@@ -58,6 +58,27 @@ def test_declarations_carry_what_pages_need():
     assert methods.EXP_EDIT.verdict_rule({"p_threshold": 0.05}) == "p < 0.05"
 
 
+@pytest.mark.parametrize("method", methods.METHODS.names())
+def test_a_score_at_the_threshold_is_called_as_the_verdict_rule_says(method):
+    """vLLM's detector calls p ≤ threshold watermarked, as MarkLLM's ITS-Edit (whose p moves in steps of 1 / n_runs,
+    so a text lands on 0.1 = 50 / 500): fwsapp called such texts unwatermarked. Each method's rule says its sign,
+    and a score at the threshold, a hair inside and a hair outside are called as the rule says."""
+    entry = methods.info(method)
+    threshold = float(entry.defaults[entry.threshold_param])
+    rule = entry.verdict_rule({})
+    inside = -1 if entry.score_direction == "lower" else 1
+    assert entry.is_watermarked(threshold, {}) == any(sign in rule for sign in "≤≥"), rule
+    assert entry.is_watermarked(threshold + inside * 1e-9, {}) and not entry.is_watermarked(threshold - inside * 1e-9, {})
+
+
+def test_the_reference_detectors_decide_ties_as_fwsapp_does():
+    """MarkLLM's ITS-Edit `pval <= p_threshold`, its EXP-edit `p_val < p_threshold`, vLLM's `p_value <= threshold`."""
+    assert methods.ITS_EDIT.is_watermarked(50 / 500, {}) and methods.ITS_EDIT.verdict_rule({}) == "p ≤ 0.1"
+    assert not methods.EXP_EDIT.is_watermarked(0.2, {})
+    assert methods.VLLM_GUMBEL.is_watermarked(0.01, {}) and methods.VLLM_GUMBEL.verdict_rule({}) == "p ≤ 0.01"
+    assert not methods.KGW.is_watermarked(4.0, {})  # MarkLLM's z_score > z_threshold
+
+
 def test_no_module_outside_the_registry_special_cases_a_method_by_name():
     names = methods.METHODS.names()
     offenders = []

@@ -79,9 +79,9 @@ def test_survival_where_there_was_no_mention_to_keep_says_so():
 
 
 def test_the_threshold_text_comes_from_the_runs_shown():
-    assert thresholds(frame(40)) == "p < 0.01 for vLLM-Gumbel"
+    assert thresholds(frame(40)) == "p ≤ 0.01 for vLLM-Gumbel"
     both = pd.concat([frame(40), frame(40, "KGW", {"z_threshold": 4.0})])
-    assert thresholds(both) == "p < 0.01 for vLLM-Gumbel; z > 4 for KGW"
+    assert thresholds(both) == "p ≤ 0.01 for vLLM-Gumbel; z > 4 for KGW"
     assert thresholds(frame(40).assign(detector_params=[np.nan, np.nan])) == "each method's own"
 
 

@@ -61,13 +61,14 @@ class Achieved:
     interval: tuple[float, float]
 
 
-def achieved_fpr(negatives, threshold: float, direction: str = "higher") -> Achieved | None:
-    """How many of the negatives the theoretical threshold calls watermarked; None without negatives."""
+def achieved_fpr(negatives, threshold: float, direction: str = "higher", inclusive: bool = False) -> Achieved | None:
+    """How many of the negatives the theoretical threshold calls watermarked (`methods.beyond_threshold`); None
+    without negatives."""
     values = np.asarray(negatives, dtype=float)
     values = values[~np.isnan(values)]
     if values.size == 0:
         return None
-    flagged = int((values < threshold).sum() if direction == "lower" else (values > threshold).sum())
+    flagged = int(methods.beyond_threshold(values, threshold, direction, inclusive).sum())
     interval = stats.binomtest(flagged, values.size).proportion_ci(confidence_level=0.95, method="exact")
     return Achieved(flagged / values.size, flagged, int(values.size), (float(interval.low), float(interval.high)))
 
@@ -148,10 +149,10 @@ def run_calibration(method: str, params: dict, negatives: pd.DataFrame, label: s
     rows = []
     for bucket, group in groups:
         scores = group.score.dropna().to_numpy(dtype=float)
-        achieved = achieved_fpr(scores, threshold, direction)
+        achieved = achieved_fpr(scores, threshold, direction, info.threshold_inclusive)
         rows.append({
             "run": label, "tokens scored": bucket, "negatives": int(scores.size),
-            "theoretical threshold": f"{info.score_label} {'<' if direction == 'lower' else '>'} {threshold:g}",
+            "theoretical threshold": info.verdict_rule(params),
             "nominal FPR": nominal,
             "achieved FPR": achieved.rate if achieved else None,
             "achieved FPR 95% CI": f"{achieved.interval[0]:.3f}–{achieved.interval[1]:.3f}" if achieved else None,

@@ -180,7 +180,7 @@ def audit(method: str, params: dict, texts: Sequence[tuple[Sequence[int], Sequen
             row = {"key": f"deployed ({fingerprint(key)})" if index == 0 else f"drawn #{index} (seed {seed})",
                    "deduplication": setting, "texts": int(values.size)}
             for level in AUDIT_LEVELS:
-                achieved = achieved_fpr(values, level, "lower")
+                achieved = achieved_fpr(values, level, "lower", info.threshold_inclusive)
                 row[f"fpr_{level:g}"] = achieved.rate if achieved else None
                 row[f"fpr_{level:g}_interval"] = achieved.interval if achieved else None
                 row[f"false_{level:g}"] = achieved.false if achieved else 0

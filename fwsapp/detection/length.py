@@ -105,28 +105,31 @@ class LengthThreshold:
     direction: str
     nominal: bool  # True: the nominal threshold for the FPR; False: the method's own (no nominal one exists)
     label: str
+    inclusive: bool = False  # a score at the threshold passes, as the method decides (`MethodInfo.threshold_inclusive`)
 
 
 def length_threshold(method: str, params: dict, fpr: float) -> LengthThreshold:
     info = methods.info(method)
     nominal = nominal_threshold(info, fpr)
-    sign = "<" if info.score_direction == "lower" else ">"
     if nominal is not None:
+        sign = methods.comparison(info.score_direction, info.threshold_inclusive)
         return LengthThreshold(nominal, info.score_direction, True,
-                               f"{info.score_label} {sign} {nominal:.3g} (nominal {percent(fpr)} FPR)")
+                               f"{info.score_label} {sign} {nominal:.3g} (nominal {percent(fpr)} FPR)",
+                               info.threshold_inclusive)
     if info.evidence:  # the curves hold the score standardised to a z
         return LengthThreshold(float(norm.isf(fpr)), "higher", True,
                                f"z > {norm.isf(fpr):.3g} ({info.score_label} standardised; nominal {percent(fpr)} FPR)")
     own = {**info.defaults, **params}[info.threshold_param]
     return LengthThreshold(own, info.score_direction, False,
-                           f"{info.score_label} {sign} {own:g} ({method}'s own threshold: its score has no nominal FPR)")
+                           f"{info.verdict_rule(params)} ({method}'s own threshold: its score has no nominal FPR)",
+                           info.threshold_inclusive)
 
 
 def detected(curve, threshold: LengthThreshold) -> np.ndarray:
     """Per length, whether the score there passes the threshold; NaN (a length not scored) stays False."""
     values = np.asarray(curve, dtype=float)
     with np.errstate(invalid="ignore"):
-        return oriented(values, threshold.direction) > oriented([threshold.value], threshold.direction)[0]
+        return methods.beyond_threshold(values, threshold.value, threshold.direction, threshold.inclusive)
 
 
 def tokens_to_detect(curve, threshold: LengthThreshold) -> float:

@@ -470,7 +470,7 @@ def method_by_attack(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
 
 
 def thresholds(frame: pd.DataFrame) -> str:
-    """The verdict rules of the runs shown, as 'z > 4 for KGW; p < 0.01 for vLLM-Gumbel'."""
+    """The verdict rules of the runs shown, as 'z > 4 for KGW; p ≤ 0.01 for vLLM-Gumbel'."""
     rules = dict.fromkeys(f"{methods.info(method).verdict_rule(params)} for {method}"
                           for method, params in zip(frame.method, frame.detector_params)
                           if isinstance(params, dict) and method in methods.METHODS)

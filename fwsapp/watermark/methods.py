@@ -57,6 +57,9 @@ class MethodInfo(PlugIn, DeclaredParams):
     threshold_param: str
     # "higher": larger scores mean watermarked (z-scores); "lower": p-values.
     score_direction: str = "higher"
+    # A score equal to the threshold is called watermarked (p ≤ threshold), as the reference detector decides: vLLM's,
+    # and MarkLLM's ITS-Edit, whose p moves in steps of 1 / n_runs so that equality happens. Otherwise strict.
+    threshold_inclusive: bool = False
     score_label: str = "z"
     # Post-hoc detectors watermark nothing; they separate model text from human reference text.
     post_hoc: bool = False
@@ -234,7 +237,7 @@ class MethodInfo(PlugIn, DeclaredParams):
 
     def is_watermarked(self, score: float, params: dict) -> bool:
         threshold = {**self.defaults, **params}[self.threshold_param]
-        return score < threshold if self.score_direction == "lower" else score > threshold
+        return bool(beyond_threshold(score, threshold, self.score_direction, self.threshold_inclusive))
 
     def changed_params(self, params: dict) -> str:
         """What sets these parameters apart from the defaults, e.g. 'delta=1, gamma=0.25': a readable label."""
@@ -263,7 +266,20 @@ class MethodInfo(PlugIn, DeclaredParams):
     def verdict_rule(self, params: dict) -> str:
         """'score > 4.0' or 'p < 0.2': what a text's score must pass to be called watermarked."""
         threshold = {**self.defaults, **params}[self.threshold_param]
-        return f"{self.score_label} {'<' if self.score_direction == 'lower' else '>'} {threshold:g}"
+        return f"{self.score_label} {comparison(self.score_direction, self.threshold_inclusive)} {threshold:g}"
+
+
+def beyond_threshold(scores, threshold: float, direction: str, inclusive: bool = False):
+    """Whether scores (a number or an array) are called watermarked at a threshold: below it for p-values, above it
+    for z-scores, and at it only where the method's reference decides so (`MethodInfo.threshold_inclusive`)."""
+    if direction == "lower":
+        return scores <= threshold if inclusive else scores < threshold
+    return scores >= threshold if inclusive else scores > threshold
+
+
+def comparison(direction: str, inclusive: bool = False) -> str:
+    """The sign `beyond_threshold` tests, as a verdict rule writes it: '<', '≤', '>' or '≥'."""
+    return ("≤" if inclusive else "<") if direction == "lower" else ("≥" if inclusive else ">")
 
 
 def tokens_before(param: str, less: int = 0) -> Callable[[dict], int]:
@@ -435,6 +451,7 @@ ITS_EDIT = MethodInfo(
             "key": (42, KEY),
             "p_threshold": (0.1, P_THRESHOLD)},
     threshold_param="p_threshold", aliases=("ITSEdit", "ITS"), score_direction="lower", score_label="p",
+    threshold_inclusive=True,
     null_keys_param="n_runs",
     implementation="fwsapp.watermark.its_edit:ITSEdit", test_params={"n_runs": 10, "pseudo_length": 32},
     science_params={"n_runs": 20},
@@ -481,6 +498,7 @@ VLLM_GUMBEL = MethodInfo(
     "vLLM-Gumbel", "The watermark vLLM 0.33 serves natively (--watermark-config algorithm gumbel): Gumbel-max sampling "
                    "with Philox noise keyed by the last tokens; gamma-distribution p-value, as vLLM's detector.",
     params=VLLM_PARAMS, threshold_param="p_threshold", aliases=("gumbel",), score_direction="lower", score_label="p",
+    threshold_inclusive=True,
     served_by=("vLLM",), deduplication_param="deduplicate_contexts", implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbel",
     keyed_draw=VLLM_PHILOX,
     coverage="fwsapp.watermark.vllm_contexts:coverage", expected_evidence=GUMBEL,
@@ -490,6 +508,7 @@ VLLM_GUMBEL_DUALKEY = MethodInfo(
                            "decoding supports): each token keyed by key B with probability alpha, else key A.",
     params={**VLLM_PARAMS, "alpha": (0.1, Param("probability that a token is keyed by key B", low=0, high=1))},
     threshold_param="p_threshold", aliases=("dual_key_gumbel",), score_direction="lower", score_label="p",
+    threshold_inclusive=True,
     served_by=("vLLM",), deduplication_param="deduplicate_contexts",
     implementation="fwsapp.watermark.vllm_gumbel:VLLMGumbelDualKey",
     keyed_draw=KeyedDraw("two Philox4x32-10 keys derived from key, each keyed by the last context_width tokens",
