@@ -282,19 +282,23 @@ def key_audit_view(selected, labels: dict[str, str]) -> None:
                 f"{', '.join(name for name in watermark_names() if audit_problem(name) is None)}.")
         return
     columns = st.columns([3, 1, 1])
-    run_id = columns[0].selectbox("Run", auditable, format_func=labels.get, key="audit-run")
+    blocked = widgets.tokenizer_problems(selected[selected.run_id.isin(auditable)])
+    run_id = columns[0].selectbox("Run", auditable, format_func=labels.get, key="audit-run",
+                                  index=next((index for index, run in enumerate(auditable) if run not in blocked), 0))
     keys = columns[1].number_input("Keys", min_value=2, max_value=50, value=10, key="audit-keys",
                                    help="the run's key and this many − 1 drawn ones")
     seed = columns[2].number_input("Seed", min_value=0, value=0, key="audit-seed", help="seeds the drawn keys")
     upload = st.file_uploader('Human texts (JSONL of {"text": ...}, e.g. your own notes); default: the run\'s '
                               "references", type=["jsonl"], key="audit-corpus")
-    if st.button("Audit", key="audit-start"):
+    tokenizer, problems = widgets.tokenizer_choice(selected[selected.run_id == run_id], "audit-tokenizer")
+    if st.button("Audit", key="audit-start", disabled=bool(problems)):
         with st.spinner("Detecting the human texts under every key"):
             try:
                 corpus = None if upload is None else [
                     record["text"] for record in parse_records_jsonl(upload.getvalue(), upload.name)]
                 st.session_state["audit-result"] = (run_id, None if upload is None else upload.name, pipeline.audit_keys(
-                    resources.store(), run_id, resources.model, int(keys), int(seed), corpus=corpus))
+                    resources.store(), run_id, resources.model, int(keys), int(seed), corpus=corpus,
+                    tokenizer=tokenizer))
             except ValueError as error:
                 st.error(markup.message(str(error)))
     shown = st.session_state.get("audit-result")

@@ -1,6 +1,7 @@
 """Issue 60, item 4: false positives under the deployer's key, audited on human text under many keys."""
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
@@ -144,28 +145,41 @@ def test_detect_audit_keys_on_a_runs_references_and_on_a_hospitals_own_notes(tmp
         assert problem in capsys.readouterr().err and not (tmp_path / named).exists()
 
 
-def test_the_detect_pages_key_audit_tab_audits_a_runs_key_on_its_references(app_db):
-    """A KGW run whose references are human text: the tab's audit is the CLI's table, each FPR with its interval."""
-    from streamlit.testing.v1 import AppTest
-
-    from fwsapp.store import Store
-    from tests.conftest import PROJECT
-
+def audited_run(store, n: int, scored: bool = True) -> str:
+    """A KGW run (hash key 99) of the embedded model whose n references are human text ("the patient was given
+    aspirin ..."), with its texts' scores where `scored`; returns its id."""
     rng = np.random.default_rng(3)
     words = "the patient was given aspirin for pain and fever after surgery with no further".split()
-    references = [" ".join(rng.choice(words, 60)) for _ in range(30)]
-    store = Store(app_db)
     store.ensure_run("kgw-audit", {}, model="smollm2-135m-instruct", task="qa", method="KGW",
-                     params={"rng": "cpu", "hash_key": 99}, seed=1, n=30)
+                     params={"rng": "cpu", "hash_key": 99}, seed=1, n=n)
     store.write_batch("kgw-audit", [
-        {"sample_idx": index, "prompt": f"q{index}", "reference": text, "watermarked_text": "w", "unwatermarked_text": "u"}
-        for index, text in enumerate(references)], [
+        {"sample_idx": index, "prompt": f"q{index}", "reference": " ".join(rng.choice(words, 60)),
+         "watermarked_text": "w", "unwatermarked_text": "u"} for index in range(n)], [
         {"sample_idx": index, "text_kind": kind, "detector": "KGW", "score": score, "num_tokens_scored": 40}
-        for index in range(30) for kind, score in (("watermarked", 5.0 + index / 10), ("unwatermarked", index / 30))])
-    store.close()
+        for index in range(n) for kind, score in (("watermarked", 5.0 + index / 10), ("unwatermarked", index / 30))
+        if scored])
+    return "kgw-audit"
+
+
+def detect_page():
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import PROJECT
+
     app = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120)
     app.run()
     app.switch_page("pages/detect.py").run()
+    return app
+
+
+def test_the_detect_pages_key_audit_tab_audits_a_runs_key_on_its_references(app_db):
+    """A KGW run whose references are human text: the tab's audit is the CLI's table, each FPR with its interval."""
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    audited_run(store, 30)
+    store.close()
+    app = detect_page()
     app.number_input(key="audit-keys").set_value(3)
     app.button(key="audit-start").click().run()
     assert not app.exception and not app.error
@@ -176,20 +190,41 @@ def test_the_detect_pages_key_audit_tab_audits_a_runs_key_on_its_references(app_
     assert any("Bonferroni over the 6 configurations" in text.value for text in app.markdown)
 
 
+def test_the_key_audit_tab_opens_on_a_run_whose_tokenizer_is_here_and_takes_one_named(app_db):
+    """The tab chose the newest keyed run, an imported meditron one whose tokenizer is not shipped, and its Audit button
+    failed after the click with no way to name one: it opens on a run it can audit, says at once why the other cannot,
+    and audits that one too under a tokenizer named."""
+    from fwsapp.store import Store
+    from tests.conftest import imported_qa_db
+
+    store = Store(app_db)
+    audited = audited_run(store, 12)
+    store.close()
+    meditron = imported_qa_db(app_db, n=12)
+    app = detect_page()
+    assert app.selectbox(key="audit-run").options[0].endswith(meditron)  # newest first
+    length_tab = len(app.error)  # the Length tab's word on the runs it cannot score by length
+    assert app.selectbox(key="audit-run").value == audited and not app.button(key="audit-start").disabled
+    app.selectbox(key="audit-run").set_value(meditron).run()
+    assert len(app.error) == length_tab + 1 and "is not on this machine" in app.error[-1].value
+    assert app.button(key="audit-start").disabled
+    app.text_input(key="audit-tokenizer").set_value("llama-3").run()
+    app.number_input(key="audit-keys").set_value(2)
+    app.button(key="audit-start").click().run()
+    assert not app.exception and len(app.error) == length_tab
+    table = next(frame.value for frame in app.dataframe if "FPR@0.01" in frame.value.columns)
+    assert (table.texts == 12).all()
+    assert any("references, llama-3)" in html.unescape(caption.value) for caption in app.caption)  # what it read
+
+
 def test_a_parameter_given_to_the_audit_is_set_over_the_runs_own_and_keeps_its_key(tmp_path):
     """`detect --audit-keys K --param gamma=…` audited under the method's defaults with the parameter given: the run's
     key (hash_key 99) was dropped for the default one, so the "deployed" key was not the deployer's."""
     from fwsapp.orchestration import pipeline
     from fwsapp.store import Store
 
-    rng = np.random.default_rng(3)
-    words = "the patient was given aspirin for pain and fever after surgery with no further".split()
     store = Store(tmp_path / "audit.duckdb")
-    store.ensure_run("kgw-audit", {}, model="smollm2-135m-instruct", task="qa", method="KGW",
-                     params={"rng": "cpu", "hash_key": 99}, seed=1, n=20)
-    store.write_batch("kgw-audit", [
-        {"sample_idx": index, "prompt": f"q{index}", "reference": " ".join(rng.choice(words, 60)),
-         "watermarked_text": "w", "unwatermarked_text": "u"} for index in range(20)], [])
+    audited_run(store, 20, scored=False)
     own = pipeline.audit_keys(store, "kgw-audit", None, 2)
     given = pipeline.audit_keys(store, "kgw-audit", None, 2, params={"gamma": 0.5})
     assert given.table.key.iloc[0] == own.table.key.iloc[0] and given.table.key.iloc[0].startswith("deployed (")
