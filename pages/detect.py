@@ -359,7 +359,9 @@ def redetect_form() -> None:
     else:
         run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
         columns = st.columns(3)
-        target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run")
+        blocked = widgets.tokenizer_problems(all_runs)
+        target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run",
+                                      index=next((index for index, run in enumerate(run_labels) if run not in blocked), 0))
         target_run = all_runs[all_runs.run_id == target].iloc[0]
         watermarks = watermark_names()
         own_method = target_run.method if target_run.method in watermarks else watermarks[0]
@@ -369,6 +371,8 @@ def redetect_form() -> None:
         tokenizer_name = columns[2].text_input(
             "Tokenizer", value=suggested, key=f"redetect-tokenizer-{target}",
             help=f"{', '.join(f'{name}: {text}' for name, text in TOKENIZERS.items())}; or a Hugging Face id or folder.")
+        if problem := queries.tokenizer_problem(tokenizer_name.strip() or None):  # said before the click, as every form
+            st.error(markup.message(f"{target}: {problem}."))
         own_params = json.loads(target_run.params) if redetect_method == target_run.method else {}
         redetect_params = widgets.param_inputs(METHODS[redetect_method], f"redetect-{target}-{redetect_method}", own_params)
         unavailable = deduplication_problem(redetect_method)
@@ -377,7 +381,7 @@ def redetect_form() -> None:
                                   help=unavailable or "lm-watermarking's ignore_repeated_ngrams: a text that repeats "
                                        "itself (a template, a list) keeps to the nominal false-positive rate.")
         manager = resources.jobs()
-        if st.button("Re-detect", disabled=bool(manager.active("redetect"))):
+        if st.button("Re-detect", disabled=bool(problem) or bool(manager.active("redetect"))):
             try:
                 METHODS[redetect_method].checked_params(redetect_params)
             except ValueError as error:

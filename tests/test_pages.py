@@ -331,9 +331,8 @@ def test_quality_and_fws_open_while_a_run_has_no_sample_yet(app_db):
     assert any("Left out until their texts are stored: gen-running" in caption.value for caption in app.caption)
 
 
-def test_the_attack_form_opens_on_a_run_it_can_attack(app_db):
-    """After the example data (meditron, whose tokenizer is not shipped) was loaded over a BioMistral run, the form chose
-    the newest run and opened on a red error: it chooses the newest run whose tokenizer is had here."""
+def biomistral_then_meditron(path) -> tuple[str, str]:
+    """A BioMistral run (its tokenizer shipped), then a meditron one (its tokenizer not), both imported; their ids."""
     import json
 
     from fwsapp.orchestration.importer import LogFile, import_logs
@@ -341,16 +340,37 @@ def test_the_attack_form_opens_on_a_run_it_can_attack(app_db):
 
     rows = [{"prompt": "What is gout?", "watermarked_text": "Gout is arthritis.", "unwatermarked_text": "Gout hurts.",
              "natural_text": "Gout is a form of arthritis."}]
-    store = Store(app_db)
-    attackable = import_logs(store, method="KGW", model="biomistral", task_name="qa",
+    store = Store(path)
+    biomistral = import_logs(store, method="KGW", model="biomistral", task_name="qa",
                              generations=LogFile("g.json", json.dumps(rows).encode()))
     store.close()
-    meditron = imported_qa_db(app_db, n=2)
+    return biomistral, imported_qa_db(path, n=2)
+
+
+def test_the_attack_form_opens_on_a_run_it_can_attack(app_db):
+    """After a meditron run (whose tokenizer is not shipped) was imported over a BioMistral run, the form chose the
+    newest run and opened on a red error: it chooses the newest run whose tokenizer is had here."""
+    attackable, meditron = biomistral_then_meditron(app_db)
     app = page_app("robustness")
     assert list(app.multiselect(key="attack-runs").options)[0].endswith(meditron)  # newest first, as every form
     assert app.multiselect(key="attack-runs").value == [attackable] and not app.error
     app.multiselect(key="attack-runs").set_value([meditron]).run()
     assert any("is not on this machine" in error.value for error in app.error)  # still said when chosen
+
+
+def test_the_redetect_form_opens_on_a_run_it_can_detect_and_says_a_missing_tokenizer_before_the_click(app_db):
+    """The Re-detect form chose the newest run, meditron, with its tokenizer (not on this machine) filled in, and the
+    job failed after the click: the form opens on a run whose tokenizer is here, and says at once why another cannot."""
+    biomistral, meditron = biomistral_then_meditron(app_db)
+    app = page_app("detect")
+    redetect = next(button for button in app.button if button.label == "Re-detect")
+    assert app.selectbox(key="redetect-run").value == biomistral and not redetect.disabled
+    errors = len(app.error)  # the Length tab's, on the runs it cannot score by length
+    app.selectbox(key="redetect-run").set_value(meditron).run()
+    assert len(app.error) == errors + 1 and "is not on this machine" in app.error[-1].value
+    assert next(button for button in app.button if button.label == "Re-detect").disabled
+    app.text_input(key=f"redetect-tokenizer-{meditron}").set_value("llama-3").run()
+    assert len(app.error) == errors and not next(button for button in app.button if button.label == "Re-detect").disabled
 
 
 def test_values_computed_again_under_a_new_version_say_so_before_and_while_they_are(app_db):
