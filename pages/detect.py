@@ -282,9 +282,8 @@ def key_audit_view(selected, labels: dict[str, str]) -> None:
                 f"{', '.join(name for name in watermark_names() if audit_problem(name) is None)}.")
         return
     columns = st.columns([3, 1, 1])
-    blocked = widgets.tokenizer_problems(selected[selected.run_id.isin(auditable)])
     run_id = columns[0].selectbox("Run", auditable, format_func=labels.get, key="audit-run",
-                                  index=next((index for index, run in enumerate(auditable) if run not in blocked), 0))
+                                  index=widgets.first_detectable(selected, auditable))
     keys = columns[1].number_input("Keys", min_value=2, max_value=50, value=10, key="audit-keys",
                                    help="the run's key and this many − 1 drawn ones")
     seed = columns[2].number_input("Seed", min_value=0, value=0, key="audit-seed", help="seeds the drawn keys")
@@ -359,9 +358,8 @@ def redetect_form() -> None:
     else:
         run_labels = {row.run_id: run_label(row._asdict()) for row in all_runs.itertuples()}
         columns = st.columns(3)
-        blocked = widgets.tokenizer_problems(all_runs)
         target = columns[0].selectbox("Run", list(run_labels), format_func=run_labels.get, key="redetect-run",
-                                      index=next((index for index, run in enumerate(run_labels) if run not in blocked), 0))
+                                      index=widgets.first_detectable(all_runs, list(run_labels)))
         target_run = all_runs[all_runs.run_id == target].iloc[0]
         watermarks = watermark_names()
         own_method = target_run.method if target_run.method in watermarks else watermarks[0]

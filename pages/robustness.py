@@ -32,9 +32,9 @@ def launch(runs) -> None:
     watermarked = runs[~runs.method.isin(post_hoc_names())]
     with st.expander("Attack runs", expanded=queries.robustness(resources.revision()).empty):
         labels = widgets.job_inputs(watermarked)
-        blocked = widgets.tokenizer_problems(watermarked[watermarked.run_id.isin(labels)])
-        default = [run_id for run_id in labels if run_id not in blocked] or list(labels)
-        chosen = st.multiselect("Runs", list(labels), default=default[:1], format_func=labels.get, key="attack-runs")
+        first = widgets.first_detectable(watermarked, list(labels))
+        chosen = st.multiselect("Runs", list(labels), default=list(labels)[first:first + 1], format_func=labels.get,
+                                key="attack-runs")
         name = st.selectbox("Attack", ATTACKS.available(), key="attack-name",
                             format_func=lambda entry: f"{entry}: {ATTACKS[entry].help}")
         params = widgets.param_inputs(ATTACKS[name], f"attack-{name}")

@@ -84,12 +84,19 @@ def tokenizer_choice(runs: pd.DataFrame, key: str) -> tuple[str | None, dict[str
 
 def tokenizer_problems(runs: pd.DataFrame, named: str | None = None) -> dict[str, str]:
     """Run id -> why its tokenizer (the one named, else the run's own) cannot be had here; a run that can be detected
-    again from text is absent. A form chooses such a run first, so it never opens on an error it could have avoided."""
+    again from text is absent."""
     from fwsapp.models.tokenizers import run_tokenizer
     from fwsapp.ui.queries import tokenizer_problem
 
     return {row.run_id: problem for row in runs.itertuples()
             if (problem := tokenizer_problem(named or run_tokenizer(row.model, row.tokenizer)))}
+
+
+def first_detectable(runs: pd.DataFrame, run_ids: list[str]) -> int:
+    """Where in `run_ids` the first run whose own tokenizer is had here stands (0 where none is): a form that detects
+    texts again opens on it, not on an error it could have avoided (an imported meditron run, newest)."""
+    blocked = tokenizer_problems(runs[runs.run_id.isin(run_ids)])
+    return next((index for index, run_id in enumerate(run_ids) if run_id not in blocked), 0)
 
 
 def no_runs_yet() -> None:
