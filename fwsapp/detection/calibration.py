@@ -138,7 +138,7 @@ def run_calibration(method: str, params: dict, negatives: pd.DataFrame, label: s
     some. `negatives` holds the negative texts' `score` and `num_tokens_scored` (NaN for imported scores, which then
     have no buckets)."""
     info = methods.info(method)
-    threshold = {**info.defaults, **params}[info.threshold_param]
+    threshold = info.threshold(params)
     nominal = nominal_fpr(info, threshold)
     direction = info.score_direction
     groups = [("all", negatives)]

@@ -119,8 +119,7 @@ def length_threshold(method: str, params: dict, fpr: float) -> LengthThreshold:
     if info.evidence:  # the curves hold the score standardised to a z
         return LengthThreshold(float(norm.isf(fpr)), "higher", True,
                                f"z > {norm.isf(fpr):.3g} ({info.score_label} standardised; nominal {percent(fpr)} FPR)")
-    own = {**info.defaults, **params}[info.threshold_param]
-    return LengthThreshold(own, info.score_direction, False,
+    return LengthThreshold(info.threshold(params), info.score_direction, False,
                            f"{info.verdict_rule(params)} ({method}'s own threshold: its score has no nominal FPR)",
                            info.threshold_inclusive)
 

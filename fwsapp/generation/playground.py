@@ -129,8 +129,7 @@ def tokens_needed(method, params: dict, found: Detection) -> int | None:
     so T·(threshold / z)². None when it passed, when the score is no z, or when the evidence points the other way."""
     if method.score_label != "z" or found.z is None or found.z <= 0 or method.is_watermarked(found.score, params):
         return None
-    threshold = {**method.defaults, **params}[method.threshold_param]
-    return int(round(found.num_tokens_scored * (threshold / found.z) ** 2))
+    return int(round(found.num_tokens_scored * (method.threshold(params) / found.z) ** 2))
 
 
 def history_row(trial: Trial) -> dict:

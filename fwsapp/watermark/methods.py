@@ -235,9 +235,12 @@ class MethodInfo(PlugIn, DeclaredParams):
                 self.key_from(key, merged[key])
         return merged
 
+    def threshold(self, params: dict) -> float:
+        """The threshold a text's score is held to under these parameters (its own, else the default)."""
+        return {**self.defaults, **params}[self.threshold_param]
+
     def is_watermarked(self, score: float, params: dict) -> bool:
-        threshold = {**self.defaults, **params}[self.threshold_param]
-        return bool(beyond_threshold(score, threshold, self.score_direction, self.threshold_inclusive))
+        return bool(beyond_threshold(score, self.threshold(params), self.score_direction, self.threshold_inclusive))
 
     def changed_params(self, params: dict) -> str:
         """What sets these parameters apart from the defaults, e.g. 'delta=1, gamma=0.25': a readable label."""
@@ -265,8 +268,7 @@ class MethodInfo(PlugIn, DeclaredParams):
 
     def verdict_rule(self, params: dict) -> str:
         """'score > 4.0' or 'p < 0.2': what a text's score must pass to be called watermarked."""
-        threshold = {**self.defaults, **params}[self.threshold_param]
-        return f"{self.score_label} {comparison(self.score_direction, self.threshold_inclusive)} {threshold:g}"
+        return f"{self.score_label} {comparison(self.score_direction, self.threshold_inclusive)} {self.threshold(params):g}"
 
 
 def beyond_threshold(scores, threshold: float, direction: str, inclusive: bool = False):
