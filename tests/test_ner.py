@@ -358,6 +358,47 @@ def test_a_disease_word_before_a_non_disease_head_is_a_modifier():
     assert says("gout") and not names_a_disease("Death was rare.", 0, 5)
 
 
+def test_a_word_for_a_class_of_disease_names_none_alone():
+    """'The syndrome is lethal' in a meditron answer on cri du chat syndrome was a changed disease fact; 'sick' was a
+    disease 20 times in the paper's answers. Named diseases headed by those words still count, as do 'pain' and
+    'infection', which the gold corpora tag alone."""
+    from fwsapp.entities.recognizers.base import names_a_disease
+
+    text = "The syndrome is lethal. Cri du chat syndrome, sick children, a Disorder; pain and infection."
+
+    def says(word: str) -> bool:
+        start = text.index(word)
+        return names_a_disease(text, start, start + len(word))
+
+    assert not any(says(word) for word in ("syndrome", "sick", "Disorder"))
+    assert says("Cri du chat syndrome") and says("pain") and says("infection")
+
+
+def test_the_gold_corpora_never_tag_a_word_for_a_class_of_disease_alone():
+    """The class words are those the gold mentions never are alone, though the texts use them (2,248 times)."""
+    import re
+
+    from fwsapp.entities.recognizers.base import CLASS_WORDS
+
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(CLASS_WORDS)) + r")\b", re.IGNORECASE)
+    uses = tagged = 0
+    for name in ("bc5cdr", "ncbi"):
+        for split in ("train", "dev"):
+            for document in corpus(name, split):
+                found = {(match.start(), match.end()) for match in pattern.finditer(document.text)}
+                uses += len(found)
+                tagged += len(found & set(document.mentions))
+    assert uses > 2000 and tagged == 0
+
+
+@pytest.mark.model  # loads the trained disease tagger
+def test_the_trained_recognizer_finds_no_class_word_alone():
+    found = load_recognizer("trained").find(
+        "What is the treatment for cri du chat syndrome? We know of no case treated surgically because the syndrome is "
+        "lethal. Sick children with the disorder need feeding support.")
+    assert [entity.text.lower() for entity in found] == ["cri du chat syndrome"]
+
+
 def test_recognize_replaces_only_a_regular_file_when_told_and_keeps_its_mode(tmp_path, capsys):
     """Issue 38: `--out /dev/full` exited 0 and turned the device into a regular file; an existing output was replaced
     silently with mode 0600; an output folder failed only after all the work, naming a temporary file."""

@@ -110,7 +110,8 @@ def _scispacy_unavailable() -> str | None:
 # abbreviations and lexicon features read in the clinical tokenizer's words. (Chemical v3 and v6 to v8 were new drug
 # lexicons, whose label the tagger's label now carries: `trained_label`.) Disease v5, chemical v9: fp32 inference on
 # every device, so a text's mentions no longer depend on the texts tagged with it (`MentionTagger.window_logits`).
-TAGGER_VERSIONS = {"disease": 5, "chemical": 9}
+# Disease v6: no word for a class of disease alone ("the syndrome", `CLASS_WORDS`).
+TAGGER_VERSIONS = {"disease": 6, "chemical": 9}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -137,7 +138,8 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
-        label=lambda: f"scispaCy {SCISPACY_MODEL}", needs=("model",)),
+        # v2: the rule every disease mention passes, as the trained tagger's v3 and v6 read it (`names_a_disease`)
+        label=lambda: f"scispaCy {SCISPACY_MODEL} v2", needs=("model",)),
     RecognizerPlugIn(
         "chemical-tagger", "the project's trained drug and chemical tagger (MiniLM on BC5CDR's chemicals) with an "
         "abbreviation pass", "fwsapp.entities.recognizers.trained:ChemicalTaggerRecognizer",
