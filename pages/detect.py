@@ -159,12 +159,15 @@ def score_views(chosen: list[str], scores, steps: dict) -> None:
     st.subheader("Scores per text")
     per_text = scores.sort_values(["run_id", "sample_idx", "text_kind"], ascending=[True, True, False])
     score_is = per_text.method.map(score_label)
-    # A method whose score is its z (or its p) has it once, under score.
+    # A method whose score is its z (or its p) has it once, under score; beside a method with both, its z (or p) cell
+    # says so, where it read "None" as if the p were missing.
     per_text = per_text.assign(score_is=score_is, z=per_text.z.where(score_is != "z"), p=per_text.p.where(score_is != "p"))
     per_text = markup.scores_written(
         per_text[["run_id", "method", "sample_idx", "text_kind", "score_is", "score", "z", "p", "num_tokens_scored"]],
-        {"score": score_is, "z": "z", "p": "p"}, per_text.run_id.map(steps))  # a p of 1e-30 is not "0"
-    st.dataframe(per_text.dropna(axis=1, how="all").rename(columns=PER_TEXT_HEADINGS), hide_index=True, width="stretch")
+        {"score": score_is, "z": "z", "p": "p"}, per_text.run_id.map(steps)).dropna(axis=1, how="all")  # 1e-30 not "0"
+    per_text = per_text.assign(**{column: per_text[column].mask(score_is == column, "= score")
+                                  for column in ("z", "p") if column in per_text})
+    st.dataframe(per_text.rename(columns=PER_TEXT_HEADINGS), hide_index=True, width="stretch")
 
 
 PER_TEXT_HEADINGS = {"run_id": "run", "sample_idx": "sample", "text_kind": "text", "score_is": "score is",

@@ -182,8 +182,31 @@ def test_an_its_edit_p_of_zero_reads_below_its_step_on_the_detect_page(app_db):
     assert not app.exception, app.exception
     per_text = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns)
     assert (per_text.score == "< 0.002").sum() == 5 and "0.004" in set(per_text.score)
+    assert "p" not in per_text.columns  # its score is its p, once
     assert not any("1e-300" in str(frame.value.to_dict()) for frame in app.dataframe)
     assert "< 0.002" in str(app.dataframe[0].value.to_dict())  # the comparison: the positives' median p
+
+
+def test_a_p_that_is_the_score_reads_so_beside_a_method_that_has_both(app_db):
+    """With a KGW run (z, and its p) beside an EXP-edit run (the score is the p), the per-text table's p column read
+    "None" on every EXP-edit row, as if its p were missing; it reads "= score"."""
+    from fwsapp.store import Store, detection_record
+
+    store = Store(app_db)
+    for run_id, method, direction, records in (
+            ("kgw1", "KGW", "higher", [dict(score=5.0, z=5.0, p=2.9e-7), dict(score=0.1, z=0.1, p=0.46)]),
+            ("exp1", "EXP-edit", "lower", [dict(score=0.01, p=0.01), dict(score=0.6, p=0.6)])):
+        store.add_run(run_id, {"config": {}, "model": "m", "task": "qa", "method": method, "params": {}, "seed": 0,
+                               "n": 1, "imported": False, "score_direction": direction},
+                      {"detections": [detection_record(0, kind, method, num_tokens_scored=32, **record)
+                                      for kind, record in zip(("watermarked", "unwatermarked"), records)]})
+    store.close()
+    app = open_page("detect")
+    app.multiselect(key="detect-runs").set_value(["kgw1", "exp1"]).run()
+    assert not app.exception, app.exception
+    per_text = next(frame.value for frame in app.dataframe if "sample" in frame.value.columns).set_index("method")
+    assert list(per_text.loc["EXP-edit", "p"]) == ["= score"] * 2 and list(per_text.loc["EXP-edit", "score"]) == ["0.01", "0.6"]
+    assert list(per_text.loc["KGW", "p"]) == ["2.9e-07", "0.46"] and "z" not in per_text.columns
 
 
 # Quality
