@@ -946,6 +946,27 @@ def test_a_smoke_test_judge_is_marked_and_counted_only_when_asked(app_db):
     assert {metric.label: metric.value for metric in home.metric}["Judged"] == "0"
 
 
+def test_a_run_analysed_by_an_earlier_recognizer_is_not_counted_analysed_on_the_home_page(app_db):
+    """After an upgrade of the disease tagger the Home page counted the runs it had analysed as analysed, and said
+    "Every run is … analysed", while Table 7 still read the analysis of the version before; that analysis is kept."""
+    from fwsapp.entities.recognizers import recognizer_label
+    from fwsapp.orchestration.examples import load_examples
+    from fwsapp.store import Store
+
+    store = Store(app_db)
+    load_examples(store)  # meditron's three runs come analysed by the recognizer as it is now
+    store.close()
+    assert {metric.label: metric.value for metric in open_page("home").metric}["Analysed"] == "3"
+    store = Store(app_db)
+    with store.transaction() as cursor:
+        cursor.execute("UPDATE entity_analyses SET config = replace(config, ?, ?)",
+                       [recognizer_label(), "trained disease tagger v1 0123456789 on MeSH PhraseMatcher v1"])
+    kept = len(store.entity_analyses())
+    store.close()
+    assert {metric.label: metric.value for metric in open_page("home").metric}["Analysed"] == "0"
+    assert kept == 600
+
+
 def test_a_chart_of_more_series_than_the_palettes_hold_colours_every_one():
     """A sweep of many settings (the EntityKGW study's runs) drew the FWS page's flip chart into StopIteration."""
     from fwsapp.ui.widgets import series_colours

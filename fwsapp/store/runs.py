@@ -88,13 +88,15 @@ class RunTables(StoreCore):
                 deleted[table] = cursor.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         return deleted
 
-    def coverage(self, left_out_judges: tuple[str, ...] = ()) -> dict[str, int]:
+    def coverage(self, left_out_judges: tuple[str, ...], recognizers: tuple[str, ...]) -> dict[str, int]:
         """How many runs there are, and how many have parsed verdicts (of a judge not in `left_out_judges`), entity
-        analyses, entropies."""
+        analyses by a recognizer labelled as one of `recognizers` (the current versions: an analysis by an earlier one
+        is kept, but its run is not analysed by what runs now), entropies."""
         count = "SELECT count(DISTINCT run_id) FROM "
         judged = "judgments WHERE status = 'ok'" + " AND judge_model <> ?" * len(left_out_judges)
+        analysed = "entity_analyses WHERE split_part(config, ';', 1) IN (SELECT unnest(?))"  # `recognizer_of`
         return {name: self.row(count + query, list(parameters))[0] for name, query, parameters in (
-            ("runs", "runs", ()), ("judged", judged, left_out_judges), ("analysed", "entity_analyses", ()),
+            ("runs", "runs", ()), ("judged", judged, left_out_judges), ("analysed", analysed, (list(recognizers),)),
             ("entropies", "entropies", ()))}
 
     def metric_names(self) -> dict[str, set[str]]:

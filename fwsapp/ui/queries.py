@@ -376,9 +376,12 @@ def grid_plan(revision_key: str, source: str, text: str, uploaded: bool) -> pd.D
 @st.cache_data(show_spinner=False)
 def coverage(revision_key: str) -> dict:
     """The Home page's counts; a run counts as judged by a judge's verdicts, not the embedded model's smoke test (which
-    FWS and the report leave out): "Every run is … judged" stood beside "FWS (judge: no verdicts yet)". A run counts as
-    scored with every metric the Quality page computes when it opens; `lacking` names those some run has no value of
-    (an import brings ROUGE and F1: "6 runs have no quality metrics yet" stood beside its ROUGE)."""
+    FWS and the report leave out): "Every run is … judged" stood beside "FWS (judge: no verdicts yet)". It counts as
+    analysed by a disease recognizer as it is now, not an earlier version's analysis (after an upgrade, "Every run is
+    … analysed" stood beside Table 7 by the recognizer before). A run counts as scored with every metric the Quality
+    page computes when it opens; `lacking` names those some run has no value of (an import brings ROUGE and F1: "6 runs
+    have no quality metrics yet" stood beside its ROUGE)."""
+    from fwsapp.entities.recognizers import current_labels
     from fwsapp.judge.summary import SMOKE_TEST_JUDGES
     from fwsapp.quality.registry import METRICS, lacking_model_free
 
@@ -386,7 +389,8 @@ def coverage(revision_key: str) -> dict:
     names = db.metric_names()
     lacking = [lacking_model_free(run.task, names.get(run.run_id, set())) for run in db.runs().itertuples()]
     missing = {label for labels in lacking for label in labels}
-    return {**db.coverage(tuple(sorted(SMOKE_TEST_JUDGES))), "scored": sum(not labels for labels in lacking),
+    return {**db.coverage(tuple(sorted(SMOKE_TEST_JUDGES)), current_labels("disease")),
+            "scored": sum(not labels for labels in lacking),
             "lacking": [entry.label for entry in METRICS if entry.label in missing]}
 
 

@@ -198,6 +198,11 @@ def recognizers_of(kind: str) -> list[str]:
     return [entry.name for entry in RECOGNIZERS if entry.kind == kind]
 
 
+def current_labels(kind: str) -> tuple[str, ...]:
+    """The labels an analysis by each available recognizer of `kind` records now (not its earlier versions')."""
+    return tuple(RECOGNIZERS[name].label() for name in recognizers_of(kind) if not RECOGNIZERS[name].unavailable())
+
+
 def default_recognizer(kind: str, model_free: bool = False) -> str:
     """The recognizer a kind's facts are found with unless one is named: its first available one (for diseases the
     registry's default, where it can run); with `model_free`, its first that loads no model."""
