@@ -51,7 +51,9 @@ def test_each_method_shows_its_own_score_threshold_and_token_view(lm, method):
 
 
 def test_the_demos_figures_and_one_unwatermarked_answer_for_every_method(lm):
+    from fwsapp.detection.length import statistic
     from fwsapp.generation.playground import answer_figures, compare_methods
+    from scipy.stats import norm
 
     trials = compare_methods(lm, "What lowers blood pressure?", ["KGW", "SynthID"], 16, 7,
                              reference="Less salt and more exercise.")
@@ -62,7 +64,12 @@ def test_the_demos_figures_and_one_unwatermarked_answer_for_every_method(lm):
     assert 0 <= kgw["p"] <= 1 and 0 <= kgw["ROUGE-L to unwatermarked"] <= 1 and kgw["ROUGE-L to reference"] is not None
     assert answer_figures(trials[0])["unwatermarked"]["ROUGE-L to unwatermarked"] is None  # not 1.00 against itself
     # Issue 58, item 6: SynthID draws no green list, so its answer counts no green tokens.
-    assert answer_figures(trials[1])["watermarked"]["green"] is None
+    synthid = answer_figures(trials[1])["watermarked"]
+    assert synthid["green"] is None
+    # Its score is a mean g; the line gives the p its g-values imply beside it (it gave none), as the service does.
+    detection = trials[1].detections["watermarked"]
+    implied = norm.sf(statistic("SynthID", trials[1].config.params, detection))
+    assert synthid["p"] == pytest.approx(implied)
     # One model and seed: the unwatermarked answer is the same under every method.
     assert len({trial.text("unwatermarked") for trial in trials}) == 1
     with pytest.raises(ValueError, match="Pick at least one watermark"):

@@ -11,10 +11,10 @@ drawn from a seeded generator, with and without deduplication, and reports per k
   are uniform only so (`Evidence.randomized_p_value`);
 - the worst key, and the Bonferroni threshold that holds each level over every configuration audited.
 
-The p-value is the one the method's detector answers with (the detection service's `p_value`: a green count's exact
-binomial tail under 200 tokens, not the normal tail of its z), or where it has none the one its statistic implies (the
-score standardised from its per-token evidence, as the length curves hold it). A method with neither has no
-false-positive rate to audit.
+The p-value is the one the detection service answers with (`verdicts.nominal_p_value`): the detector's own (a green
+count's exact binomial tail under 200 tokens, not the normal tail of its z; SynthID's the normal tail of its z), or the
+normal tail of a z that is standard normal without the watermark. A method with neither has no false-positive rate to
+audit.
 """
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from scipy import stats
 from fwsapp import p_text
 from fwsapp.detection.calibration import achieved_fpr
 from fwsapp.detection.deduplication import deduplicated, deduplication_problem
-from fwsapp.detection.length import statistic
 from fwsapp.detection.verdicts import nominal_p_value
 from fwsapp.secret_keys import fingerprint
 from fwsapp.watermark import methods
@@ -78,8 +77,7 @@ def p_values(watermark, texts: Sequence[tuple[Sequence[int], Sequence[int]]], de
             detection = deduplicated(watermark, detection, token_ids, context_ids)
         if detection.num_tokens_scored == 0:
             continue
-        nominal = nominal_p_value(info, detection)
-        found.append(nominal if nominal is not None else float(stats.norm.sf(statistic(info.name, params, detection))))
+        found.append(nominal_p_value(info, detection))
         randomized = (info.evidence.randomized_p_value(info.evidence.arrays(detection, full), full, rng)
                       if info.evidence is not None and detection.token_flags else None)
         uniform.append(found[-1] if randomized is None else randomized)

@@ -8,7 +8,8 @@ them unchanged:
 - `score`: the test statistic, larger when watermarked: the sum of the tokens' evidence where the threshold reads a
   p-value that comes from one (vLLM's Gumbel watermarks, EXP), else the score the threshold reads (KGW's z, SynthID's
   mean g-value);
-- `p_value`: the method's p-value, or the one its z implies; None for a score with no nominal distribution;
+- `p_value`: the method's p-value (SynthID's: the normal tail of its z), or the one its z implies; None for a score
+  with no nominal distribution (the post-hoc detectors');
 - `is_watermarked`: the method's own threshold (vLLM-Gumbel's p_threshold, 0.01 as vLLM's server).
 
 The verdict adds a third state, `too_short`: a text not called watermarked whose scored tokens are fewer than the
@@ -220,7 +221,7 @@ class TextDetector:
 
 def nominal_p_value(info: methods.MethodInfo, detection) -> float | None:
     """The detector's p-value, or the normal tail of its z where the method's z is standard normal without the
-    watermark; None for a score with no nominal distribution (DiPmark's, the post-hoc detectors')."""
+    watermark; None for a score with no nominal distribution (the post-hoc detectors')."""
     if detection.p is not None:
         return float(detection.p)
     return float(norm.sf(detection.z)) if detection.z is not None and info.standard_score else None

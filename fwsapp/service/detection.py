@@ -74,7 +74,8 @@ class DetectionResponse(BaseModel):
     """vLLM's reference server's four fields, then fwsapp's."""
 
     score: float = Field(description="the test statistic, larger when watermarked (vLLM-Gumbel: the sum of evidence)")
-    p_value: float | None = Field(description="the p-value; null for a score with no nominal distribution")
+    p_value: float | None = Field(description="the p-value (SynthID's: the normal tail of its z); null for a score with no "
+                                              "nominal distribution")
     num_scored_tokens: int
     is_watermarked: bool = Field(description="at the method's own threshold")
     verdict: Literal[VERDICTS] = Field(description="watermarked, not_watermarked, or too_short to tell")

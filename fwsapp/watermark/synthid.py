@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
+from scipy.stats import norm
 from transformers import LogitsProcessor
 from transformers.generation.logits_process import SynthIDTextWatermarkLogitsProcessor
 
@@ -109,9 +110,10 @@ class SynthID(TokenDetector, info=methods.SYNTHID):
         """The g-values taken as independent fair coins."""
         return (statistic - 0.5) / (0.5 / sqrt(scored * self.params["depth"])) if scored else 0.0
 
-    def p_value(self, statistic: float, scored: int) -> None:
-        """None: the mean g-value is no test's statistic (its g-values are not independent)."""
-        return None
+    def p_value(self, statistic: float, scored: int) -> float:
+        """The normal tail of the z (the g-values as independent fair coins): the p the detection service answers, the
+        Playground shows and the key audit counts false positives at."""
+        return float(norm.sf(self.z(statistic, scored))) if scored else 1.0
 
     def score(self, statistic: float, scored: int, z: float | None, p: float | None) -> float:
         return statistic
