@@ -321,6 +321,33 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
     assert json.loads(rates.proto.columns)["TPR"]["type_config"]["format"] == "%.3f"
 
 
+def test_equal_strength_opens_at_a_length_every_swept_runs_answers_reach(kgw_sweep, capsys, app_db):
+    """T opened at 64 tokens, longer than these 24-token answers: the FWS page opened on "No swept run has a TPR after
+    64 tokens ... Choose a smaller T", and `compare` without --tokens found nothing. T is now the longest multiple of 8
+    that ten answers of every swept run reach (64 at most)."""
+    from streamlit.testing.v1 import AppTest
+
+    from fwsapp.detection.length import run_curves
+    from fwsapp.detection.strength import default_tokens
+    from tests.conftest import copy_store
+
+    store, run_ids = kgw_sweep
+    tenth_longest = [sorted(map(len, run_curves(store, run_id).positives))[-10] for run_id in run_ids]
+    tokens = default_tokens(store)
+    assert tokens == min(tenth_longest) // 8 * 8 and 8 <= tokens < 64
+    assert default_tokens(store, run_ids=[]) == 64  # no sweep: the default stands
+    assert main(["compare", "--target-tpr", "0.75", "--db", str(store.path)]) == 0
+    assert f"after {tokens} tokens" in capsys.readouterr().out
+
+    copy_store(store, app_db)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    app.switch_page("pages/fws.py").run()
+    assert app.number_input(key="strength-tokens").value == tokens
+    assert not any("Choose a smaller T" in warning.value for warning in app.warning)
+    assert any("Setting" in frame.value.columns for frame in app.dataframe)
+
+
 def test_runs_that_pair_but_share_no_setting_say_what_each_setting_lacks(kgw_sweep, lm, tmp_path, capsys):
     """A SynthID run on the sweep's prompts and seed pairs with a KGW run, but SynthID has no δ and 24-token texts no
     TPR after 64 tokens: the reason said "No runs pair ... differ in nothing but a TPR after the tokens asked"."""
@@ -333,7 +360,7 @@ def test_runs_that_pair_but_share_no_setting_say_what_each_setting_lacks(kgw_swe
     store = Store(tmp_path / "copy.duckdb")
     synthid = run_generation(RunConfig(task="qa", method="SynthID", n=10, max_new_tokens=24, batch_size=10, seed=7),
                              store, lm)
-    assert main(["paired", "--method", "SynthID", "--against", "KGW", "--db", str(store.path)]) == 1
+    assert main(["paired", "--method", "SynthID", "--against", "KGW", "--tokens", "64", "--db", str(store.path)]) == 1
     printed = " ".join(capsys.readouterr().out.split())
     assert any(f"Runs {synthid} (SynthID) and {kgw} (KGW) pair, but neither setting compares them" in printed
                for kgw in kgw_sweep[1])

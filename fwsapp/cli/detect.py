@@ -91,7 +91,8 @@ def strength_options(parser) -> None:
     """What "equal strength" means for `compare` and `paired`: a target TPR at an FPR after a number of tokens."""
     parser.add_argument("--target-tpr", type=float, default=0.9, help="the TPR each method must reach (default %(default)s)")
     parser.add_argument("--fpr", type=float, default=0.01, help="at this false-positive rate (default %(default)s)")
-    parser.add_argument("--tokens", type=int, default=64, help="T: the TPR after this many tokens (default %(default)s)")
+    parser.add_argument("--tokens", type=int, help="T: the TPR after this many tokens (default 64, or shorter where "
+                        "the swept runs' answers are)")
 
 
 def cmd_detect(args) -> int:
@@ -302,13 +303,14 @@ def cmd_compare(args) -> int:
     from fwsapp.results.report import build_report
     from fwsapp.data.tasks import tasks_named
     from fwsapp import percent
-    from fwsapp.detection.strength import QUALITY, check_target, equal_strength, headings
+    from fwsapp.detection.strength import QUALITY, check_target, default_tokens, equal_strength, headings
 
     check_target(args.target_tpr, args.fpr, args.tokens)
     store = existing_store(args.db)
     if args.runs:
         for run_id in args.runs:
             store.run(run_id)
+    args.tokens = default_tokens(store, args.runs) if args.tokens is None else args.tokens
     points, table = equal_strength(store, build_report(store), args.target_tpr, args.fpr, args.tokens, args.runs)
     if points.empty:
         print("No sweep to compare: compare needs runs with scores by length (`detect --by-length`) whose methods "
@@ -330,10 +332,14 @@ def cmd_compare(args) -> int:
 
 def cmd_paired(args) -> int:
     from fwsapp.results.fws import check_weights
+    from fwsapp import percent
+    from fwsapp.detection.strength import check_target, default_tokens
     from fwsapp.results.paired import EQUAL_STRENGTH, comparison_table, no_equal_strength, unpaired_reason, written
 
     check_weights(args.alpha, args.beta)  # before the database is looked for
+    check_target(args.target_tpr, args.fpr, args.tokens)
     store = existing_store(args.db)
+    args.tokens = default_tokens(store) if args.tokens is None else args.tokens
     table = comparison_table(store, args.method, args.against, args.target_tpr, args.fpr, args.tokens,
                              args.recognizer, args.alpha, args.beta)
     if table.empty:
@@ -344,7 +350,7 @@ def cmd_paired(args) -> int:
     print(f"{args.method} (candidate) against {args.against} (baseline), texts paired by prompt and seed; difference = "
           "candidate − baseline, 95% interval from a bootstrap over prompts (n: the prompts that carry the measure; for a "
           "share, those with a mention on the side with fewer), detectable = the difference a two-sided test finds "
-          "with 80% power")
+          f"with 80% power; equal strength: TPR {args.target_tpr:g} at {percent(args.fpr)} FPR after {args.tokens} tokens")
     for setting, rows in written(table).groupby("setting", sort=False):
         print(f"\n{setting}:")
         print(table_text(rows.drop(columns="setting")))

@@ -22,7 +22,7 @@ from fwsapp.watermark import methods
 from fwsapp.detection.calibration import minimum_negatives
 from fwsapp.detection.roc import oriented, threshold_at_fpr
 from fwsapp.detection.length import RunCurves, detected, length_threshold, run_curves, score_at
-from fwsapp.sample_size import enough, not_enough
+from fwsapp.sample_size import MINIMUM, enough, not_enough
 
 # Quality at each setting, read from a run's report entry (fwsapp.results.report): label -> path through the entry.
 QUALITY = {
@@ -65,21 +65,29 @@ def _reported(entry: dict, path: tuple[str, ...]):
     return value
 
 
-def sweep_tprs(store, fpr: float, tokens: int, run_ids: list[str] | None = None) -> pd.DataFrame:
-    """One row per watermark run whose method has a strength parameter and whose scores by length are stored: its
-    sweep (method, model, task and every other parameter), its strength, and its TPR after `tokens` with where the
-    threshold came from. Free of the FWS weights, so the app caches it."""
-    runs = store.runs()
-    rows = []
-    for run in runs.itertuples():
+DEFAULT_TOKENS = 64  # T where every swept run's texts reach it; shorter texts set a shorter one (`default_tokens`)
+TOKENS_STEP = 8  # T is a multiple of this, as the FWS page's field steps
+
+
+def swept_curves(store, run_ids: list[str] | None = None):
+    """(run, method entry, scores by length) of each watermark run whose method has a strength parameter and whose
+    scores by length are stored: the runs a sweep is made of."""
+    for run in store.runs().itertuples():
         if run_ids is not None and run.run_id not in run_ids:
             continue
         info = methods.info(run.method)
         if info.post_hoc or info.strength_param is None:
             continue
         curves = run_curves(store, run.run_id)
-        if curves is None:
-            continue
+        if curves is not None:
+            yield run, info, curves
+
+
+def sweep_tprs(store, fpr: float, tokens: int, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """One row per swept run (`swept_curves`): its sweep (method, model, task and every other parameter), its strength,
+    and its TPR after `tokens` with where the threshold came from. Free of the FWS weights, so the app caches it."""
+    rows = []
+    for run, info, curves in swept_curves(store, run_ids):
         tpr, basis = tpr_at_tokens(curves, fpr, tokens)
         fixed = {key: value for key, value in curves.params.items() if key not in (info.strength_param,
                                                                                     info.threshold_param)}
@@ -89,6 +97,20 @@ def sweep_tprs(store, fpr: float, tokens: int, run_ids: list[str] | None = None)
                      "run_id": run.run_id, "tpr": tpr, "basis": basis})
     return pd.DataFrame(rows, columns=["method", "model", "task", "sweep", "strength", "value", "run_id", "tpr",
                                        "basis"]).sort_values(["sweep", "value"], ignore_index=True)
+
+
+def default_tokens(store, run_ids: list[str] | None = None) -> int:
+    """T where none is chosen: DEFAULT_TOKENS, or less where the swept runs' answers are shorter, so that each run with
+    enough answers for a rate (`MINIMUM['rate']`) has that many of T tokens or more, and a TPR after T. At 64 the
+    paper's 200-token answers all have one; answers generated with 32 new tokens had none, and the FWS page opened
+    on "choose a smaller T". A run with too few answers at any length, and one whose answers are all under
+    TOKENS_STEP tokens, set nothing."""
+    reached = []
+    for _, _, curves in swept_curves(store, run_ids):
+        lengths = sorted((len(curve) for curve in curves.positives), reverse=True)
+        if enough("rate", len(lengths)) and lengths[MINIMUM["rate"] - 1] >= TOKENS_STEP:
+            reached.append(lengths[MINIMUM["rate"] - 1])
+    return min(DEFAULT_TOKENS, min(reached, default=DEFAULT_TOKENS) // TOKENS_STEP * TOKENS_STEP)
 
 
 def with_quality(tprs: pd.DataFrame, report: dict) -> pd.DataFrame:
@@ -207,10 +229,11 @@ def equal_strength(store, report: dict, target_tpr: float, fpr: float, tokens: i
     return points, matched(points, target_tpr)
 
 
-def check_target(target_tpr: float, fpr: float, tokens: int) -> None:
+def check_target(target_tpr: float, fpr: float, tokens: int | None) -> None:
+    """`tokens` None: T is read from the runs later (`default_tokens`)."""
     if not 0 < target_tpr <= 1:
         raise ValueError(f"The target TPR must be in (0, 1], not {target_tpr}.")
     if not 0 < fpr < 1:
         raise ValueError(f"The FPR must be in (0, 1), not {fpr}.")
-    if tokens < 1:
+    if tokens is not None and tokens < 1:
         raise ValueError(f"The number of tokens must be at least 1, not {tokens}.")

@@ -23,7 +23,7 @@ from fwsapp.results.report import (
     roc_frame,
     weigh,
 )
-from fwsapp.detection.strength import check_target, matched, sweep_tprs, with_quality
+from fwsapp.detection.strength import check_target, default_tokens, matched, sweep_tprs, with_quality
 from fwsapp.results.paired import comparison_table
 from fwsapp.quality.scoring import read_values
 from fwsapp.results.tables import judge_drop_table
@@ -263,6 +263,12 @@ def unpredicted_runs(revision_key: str, run_ids: tuple[str, ...]) -> list[str]:
 @st.cache_data(show_spinner=False)
 def strength_tprs(revision_key: str, fpr: float, tokens: int) -> pd.DataFrame:
     return sweep_tprs(store(), fpr, tokens)
+
+
+@st.cache_data(show_spinner=False)
+def strength_tokens(revision_key: str) -> int:
+    """The T the FWS page opens at: one every swept run's answers reach (`default_tokens`)."""
+    return default_tokens(store())
 
 
 def equal_strength(revision_key: str, target_tpr: float, fpr: float, tokens: int, alpha: float, beta: float,
