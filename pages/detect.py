@@ -55,7 +55,7 @@ def length_view(chosen: list[str], labels: dict[str, str]) -> None:
                                "(imported, stored before they were kept, or a method that must detect each prefix "
                                "again): " + ", ".join(labels[run] for run in frames["missing"])))
         missing = runs[runs.run_id.isin(frames["missing"])]
-        tokenizer, problems = widgets.tokenizer_choice(missing, "length-tokenizer")
+        tokenizer, problems = widgets.tokenizer_choice(missing, "length-tokenizer", leaves_out=True)
         scorable = [run for run in frames["missing"] if run not in problems]
         if st.button(f"Score {len(scorable)} of them by length" if problems else "Score them by length",
                      disabled=not scorable or bool(manager.active("lengths"))):

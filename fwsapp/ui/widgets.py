@@ -70,15 +70,18 @@ def job_inputs(frame: pd.DataFrame) -> dict[str, str]:
     return {row.run_id: run_label(row._asdict()) for row in shown.itertuples()}
 
 
-def tokenizer_choice(runs: pd.DataFrame, key: str) -> tuple[str | None, dict[str, str]]:
+def tokenizer_choice(runs: pd.DataFrame, key: str, leaves_out: bool = False) -> tuple[str | None, dict[str, str]]:
     """A Tokenizer field for a form that detects runs again from text (empty: each run's own), and the runs whose
-    tokenizer cannot be had here, each with why, said at once before any job starts (Meditron's is not shipped)."""
+    tokenizer cannot be had here, each with why, said at once before any job starts (Meditron's is not shipped): an
+    error where the form refuses them, a warning where it goes on without them (`leaves_out`) and others remain."""
     named = st.text_input("Tokenizer (empty: each run's own)", key=key,
                           help="mistral-v1 or llama-3 (shipped), a Hugging Face id in the local cache, or the folder "
                                "of a local copy").strip() or None
     problems = tokenizer_problems(runs, named)
+    left_out = leaves_out and len(problems) < len(runs)
     for run_id, problem in problems.items():
-        st.error(render.message(f"{run_id}: {problem}."))
+        (st.warning if left_out else st.error)(render.message(f"{run_id}: {problem}." + (" It is left out."
+                                                                                          if left_out else "")))
     return named, problems
 
 
