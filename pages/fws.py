@@ -23,7 +23,8 @@ from fwsapp.judge.registry import IN_PROCESS_BACKEND
 from fwsapp.results.export import csv_bytes
 from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
-from fwsapp.detection.strength import DEFAULT_TOKENS, TOKENS_STEP, headings, on_tradeoff, sweep_lines
+from fwsapp.detection.strength import (DEFAULT_TOKENS, TOKENS_STEP, default_tokens, headings, no_tpr_reason,
+                                       on_tradeoff, sweep_lines)
 from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, no_equal_strength, written
 from fwsapp.ui.router import through_router
 
@@ -180,8 +181,9 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
     columns = st.columns(3)
     target_tpr = columns[0].number_input("Target TPR", 0.05, 1.0, 0.9, 0.05, key="strength-tpr")
     target_fpr = columns[1].selectbox("at FPR", (0.01, 0.05), format_func=percent, key="strength-fpr")
-    target_tokens = columns[2].number_input("after T tokens", TOKENS_STEP, 1024, queries.strength_tokens(resources.revision()),
-                                            TOKENS_STEP, key="strength-tokens",
+    reached = queries.strength_reach(resources.revision())
+    target_tokens = columns[2].number_input("after T tokens", TOKENS_STEP, 1024, default_tokens(reached), TOKENS_STEP,
+                                            key="strength-tokens",
                                             help=f"opens at {DEFAULT_TOKENS}, or shorter where the swept runs' answers are")
     swept, matched = queries.equal_strength(resources.revision(), float(target_tpr), target_fpr, int(target_tokens),
                                             weighting.alpha, weighting.beta, weighting.include_smoke, weighting.judge)
@@ -192,8 +194,7 @@ def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.Dat
     named = headings(target_fpr, int(target_tokens))
     swept_shown = widgets.uniform(tasks_named(swept.drop(columns="sweep"))).rename(columns=named)
     if not (matched.runs > 0).any():
-        st.warning(f"No swept run has a TPR after {int(target_tokens)} tokens: their texts are shorter than that, or "
-                   f"too few reach it (each run's reason below). Choose a smaller T.")
+        st.warning(no_tpr_reason(reached, int(target_tokens)))
         widgets.table(swept_shown)
     else:
         widgets.table(widgets.uniform(tasks_named(matched.drop(columns=["sweep", "low_run", "high_run", "share"])))

@@ -219,8 +219,9 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     row = length_table(report).iloc[0]
     assert {row[f"TPR after {size}"] for size in ("16", "32", "64", "full")} == {"not enough data (n = 4)"}
     assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 1
-    printed = capsys.readouterr().out  # one run of 4 texts: no TPR, and the reason beside it
-    assert "No run has a TPR at this length" in printed and "not enough data (n = 4): watermarked texts of 32 tokens or more" in printed
+    printed = " ".join(capsys.readouterr().out.split())  # one run of 4 texts: no TPR at any T, and the reason beside it
+    assert "No swept run has the 10 watermarked answers a TPR needs" in printed and "runs of more prompts" in printed
+    assert "not enough data (n = 4): watermarked texts of 32 tokens or more" in printed
 
 
 def test_detect_scores_each_texts_best_window_and_refuses_a_method_without_evidence(qa_run, tmp_path, capsys):
@@ -324,18 +325,19 @@ def test_compare_matches_a_generated_sweep_and_the_fws_page_shows_it(kgw_sweep, 
 def test_equal_strength_opens_at_a_length_every_swept_runs_answers_reach(kgw_sweep, capsys, app_db):
     """T opened at 64 tokens, longer than these 24-token answers: the FWS page opened on "No swept run has a TPR after
     64 tokens ... Choose a smaller T", and `compare` without --tokens found nothing. T is now the longest multiple of 8
-    that ten answers of every swept run reach (64 at most)."""
+    that ten answers of every swept run reach (64 at most), and past that the advice names the T that gives one."""
     from streamlit.testing.v1 import AppTest
 
     from fwsapp.detection.length import run_curves
-    from fwsapp.detection.strength import default_tokens
+    from fwsapp.detection.strength import default_tokens, reached_tokens
     from tests.conftest import copy_store
 
     store, run_ids = kgw_sweep
     tenth_longest = [sorted(map(len, run_curves(store, run_id).positives))[-10] for run_id in run_ids]
-    tokens = default_tokens(store)
-    assert tokens == min(tenth_longest) // 8 * 8 and 8 <= tokens < 64
-    assert default_tokens(store, run_ids=[]) == 64  # no sweep: the default stands
+    reached = reached_tokens(store)
+    tokens = default_tokens(reached)
+    assert reached == min(tenth_longest) and tokens == reached // 8 * 8 and 8 <= tokens < 64
+    assert reached_tokens(store, run_ids=[]) is None and default_tokens(None) == 64  # no sweep: the default stands
     assert main(["compare", "--target-tpr", "0.75", "--db", str(store.path)]) == 0
     assert f"after {tokens} tokens" in capsys.readouterr().out
 
@@ -344,8 +346,9 @@ def test_equal_strength_opens_at_a_length_every_swept_runs_answers_reach(kgw_swe
     app.run()
     app.switch_page("pages/fws.py").run()
     assert app.number_input(key="strength-tokens").value == tokens
-    assert not any("Choose a smaller T" in warning.value for warning in app.warning)
-    assert any("Setting" in frame.value.columns for frame in app.dataframe)
+    assert not app.warning and any("Setting" in frame.value.columns for frame in app.dataframe)
+    app.number_input(key="strength-tokens").set_value(64).run()  # past what the answers reach: the advice names a T
+    assert f"Choose a T of {reached} or fewer" in " ".join(warning.value for warning in app.warning)
 
 
 def test_runs_that_pair_but_share_no_setting_say_what_each_setting_lacks(kgw_sweep, lm, tmp_path, capsys):

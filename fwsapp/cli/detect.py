@@ -303,14 +303,16 @@ def cmd_compare(args) -> int:
     from fwsapp.results.report import build_report
     from fwsapp.data.tasks import tasks_named
     from fwsapp import percent
-    from fwsapp.detection.strength import QUALITY, check_target, default_tokens, equal_strength, headings
+    from fwsapp.detection.strength import (QUALITY, check_target, default_tokens, equal_strength, headings,
+                                           no_tpr_reason, reached_tokens)
 
     check_target(args.target_tpr, args.fpr, args.tokens)
     store = existing_store(args.db)
     if args.runs:
         for run_id in args.runs:
             store.run(run_id)
-    args.tokens = default_tokens(store, args.runs) if args.tokens is None else args.tokens
+    reached = reached_tokens(store, args.runs)
+    args.tokens = default_tokens(reached) if args.tokens is None else args.tokens
     points, table = equal_strength(store, build_report(store), args.target_tpr, args.fpr, args.tokens, args.runs)
     if points.empty:
         print("No sweep to compare: compare needs runs with scores by length (`detect --by-length`) whose methods "
@@ -320,7 +322,7 @@ def cmd_compare(args) -> int:
     named = headings(args.fpr, args.tokens)
     measured = bool((table.runs > 0).any())
     if not measured:
-        print("No run has a TPR at this length: see why beside each run.")
+        print(no_tpr_reason(reached, args.tokens))
     else:
         shown = table[["method", "model", "task", "strength", "value", "setting", *QUALITY]]
         print(table_text(tasks_named(shown).rename(columns=named), float_format=lambda value: f"{value:.3g}"))
@@ -333,13 +335,13 @@ def cmd_compare(args) -> int:
 def cmd_paired(args) -> int:
     from fwsapp.results.fws import check_weights
     from fwsapp import percent
-    from fwsapp.detection.strength import check_target, default_tokens
+    from fwsapp.detection.strength import check_target, default_tokens, reached_tokens
     from fwsapp.results.paired import EQUAL_STRENGTH, comparison_table, no_equal_strength, unpaired_reason, written
 
     check_weights(args.alpha, args.beta)  # before the database is looked for
     check_target(args.target_tpr, args.fpr, args.tokens)
     store = existing_store(args.db)
-    args.tokens = default_tokens(store) if args.tokens is None else args.tokens
+    args.tokens = default_tokens(reached_tokens(store)) if args.tokens is None else args.tokens
     table = comparison_table(store, args.method, args.against, args.target_tpr, args.fpr, args.tokens,
                              args.recognizer, args.alpha, args.beta)
     if table.empty:

@@ -99,18 +99,34 @@ def sweep_tprs(store, fpr: float, tokens: int, run_ids: list[str] | None = None)
                                        "basis"]).sort_values(["sweep", "value"], ignore_index=True)
 
 
-def default_tokens(store, run_ids: list[str] | None = None) -> int:
-    """T where none is chosen: DEFAULT_TOKENS, or less where the swept runs' answers are shorter, so that each run with
-    enough answers for a rate (`MINIMUM['rate']`) has that many of T tokens or more, and a TPR after T. At 64 the
-    paper's 200-token answers all have one; answers generated with 32 new tokens had none, and the FWS page opened
-    on "choose a smaller T". A run with too few answers at any length, and one whose answers are all under
-    TOKENS_STEP tokens, set nothing."""
+def reached_tokens(store, run_ids: list[str] | None = None) -> int | None:
+    """The most tokens that `MINIMUM['rate']` watermarked answers (what a TPR needs) of every swept run with that many
+    reach, so that each has a TPR up to there; None where no swept run has that many answers, and no T gives one."""
     reached = []
     for _, _, curves in swept_curves(store, run_ids):
         lengths = sorted((len(curve) for curve in curves.positives), reverse=True)
-        if enough("rate", len(lengths)) and lengths[MINIMUM["rate"] - 1] >= TOKENS_STEP:
+        if enough("rate", len(lengths)):
             reached.append(lengths[MINIMUM["rate"] - 1])
-    return min(DEFAULT_TOKENS, min(reached, default=DEFAULT_TOKENS) // TOKENS_STEP * TOKENS_STEP)
+    return min(reached, default=None)
+
+
+def default_tokens(reached: int | None) -> int:
+    """T where none is chosen: DEFAULT_TOKENS, or the longest multiple of TOKENS_STEP within `reached_tokens` where
+    the answers are shorter. At 64 the paper's 200-token answers all have a TPR; answers of 32 new tokens had none."""
+    if reached is None:
+        return DEFAULT_TOKENS
+    return max(TOKENS_STEP, min(DEFAULT_TOKENS, reached // TOKENS_STEP * TOKENS_STEP))
+
+
+def no_tpr_reason(reached: int | None, tokens: int) -> str:
+    """Why no swept run has a TPR after `tokens`, and what gives one."""
+    if reached is None:
+        return (f"No swept run has the {MINIMUM['rate']} watermarked answers a TPR needs (each run's reason below): "
+                "runs of more prompts give one.")
+    if tokens > reached:
+        return (f"No swept run has a TPR after {tokens} tokens: {MINIMUM['rate']} answers of each reach {reached} "
+                f"tokens at most (each run's reason below). Choose a T of {reached} or fewer.")
+    return f"No swept run has a TPR after {tokens} tokens: each run's reason is below."
 
 
 def with_quality(tprs: pd.DataFrame, report: dict) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from fwsapp.results.report import (
     roc_frame,
     weigh,
 )
-from fwsapp.detection.strength import check_target, default_tokens, matched, sweep_tprs, with_quality
+from fwsapp.detection.strength import check_target, matched, reached_tokens, sweep_tprs, with_quality
 from fwsapp.results.paired import comparison_table
 from fwsapp.quality.scoring import read_values
 from fwsapp.results.tables import judge_drop_table
@@ -266,9 +266,9 @@ def strength_tprs(revision_key: str, fpr: float, tokens: int) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False)
-def strength_tokens(revision_key: str) -> int:
-    """The T the FWS page opens at: one every swept run's answers reach (`default_tokens`)."""
-    return default_tokens(store())
+def strength_reach(revision_key: str) -> int | None:
+    """The most tokens every swept run has a TPR at (`reached_tokens`): the FWS page's T opens within it."""
+    return reached_tokens(store())
 
 
 def equal_strength(revision_key: str, target_tpr: float, fpr: float, tokens: int, alpha: float, beta: float,
