@@ -25,7 +25,7 @@ from fwsapp.results.report import DETECTABILITY
 from fwsapp.sample_size import MINIMUM, not_enough
 from fwsapp.detection.strength import (DEFAULT_TOKENS, TOKENS_STEP, default_tokens, headings, no_tpr_reason,
                                        on_tradeoff, sweep_lines)
-from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, no_equal_strength, written
+from fwsapp.results.paired import EQUAL_STRENGTH, comparable_methods, written
 from fwsapp.ui.router import through_router
 
 through_router()
@@ -231,7 +231,7 @@ def paired_section(runs, target: StrengthTarget, weighting: Weighting) -> None:
         else:
             st.dataframe(tasks_named(written(differences)), hide_index=True, width="stretch")
             if EQUAL_STRENGTH not in set(differences.setting):
-                st.caption(no_equal_strength(target.tokens))
+                st.caption(queries.no_equal_strength(resources.revision(), candidate, baseline, target.tokens))
 
 
 def tradeoff_section(views: dict, detect_column: str, tradeoff_source: str, weighting: Weighting, target: StrengthTarget,

@@ -220,7 +220,8 @@ def test_runs_keep_their_scores_by_length_and_the_commands_read_them(qa_run, tmp
     assert {row[f"TPR after {size}"] for size in ("16", "32", "64", "full")} == {"not enough data (n = 4)"}
     assert main(["compare", "--runs", run_id, "--tokens", "32", "--db", str(store.path)]) == 1
     printed = " ".join(capsys.readouterr().out.split())  # one run of 4 texts: no TPR at any T, and the reason beside it
-    assert "No swept run has the 10 watermarked answers a TPR needs" in printed and "runs of more prompts" in printed
+    assert "No swept run has a TPR after 32 tokens" in printed
+    assert "Runs of more prompts give one: a TPR needs 10 watermarked answers" in printed
     assert "not enough data (n = 4): watermarked texts of 32 tokens or more" in printed
 
 
@@ -370,6 +371,7 @@ def test_runs_that_pair_but_share_no_setting_say_what_each_setting_lacks(kgw_swe
     assert "equal δ needs one strength parameter, and SynthID's is depth, KGW's delta" in printed
     assert (f"TPR after 64 tokens at 1% FPR ({synthid}: not enough data (n = 0): watermarked texts of 64 tokens or "
             "more;") in printed
+    assert "Choose a T of 24 or fewer" in printed  # what gives one, where it said "A smaller T, or ..."
 
 
 def test_a_run_without_stored_curves_gets_them_from_its_text_once(qa_run, tmp_path):

@@ -144,7 +144,12 @@ def test_runs_pair_seed_by_seed_and_each_text_counts_its_stored_mentions(paired_
     assert "equal δ:" in printed and "unsupported mentions per text" in printed
     assert "\nequal strength:\n" in printed  # T read from the runs: their answers reach it
     assert main(["paired", "--method", "EntityKGW", "--against", "KGW", "--tokens", "64", "--db", str(store.path)]) == 0
-    assert "No equal-strength comparison: no run has a TPR after 64 tokens" in capsys.readouterr().out
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "No equal-strength comparison: no run has a TPR after 64 tokens" in printed
+    from fwsapp.detection.strength import reached_tokens
+    runs = store.runs()  # the two methods' runs: the advice names the T they reach, not "a smaller T"
+    reached = reached_tokens(store, runs.run_id[runs.method.isin(["EntityKGW", "KGW"])].tolist())
+    assert reached < 64 and f"Choose a T of {reached} or fewer" in printed
     assert main(["paired", "--method", "EntityKGW", "--against", "SynthID", "--db", str(store.path)]) == 1
     printed = capsys.readouterr().out
     assert "No finished generated run of SynthID. Generate one" in printed  # issue 58, item 12: what fails, named

@@ -357,5 +357,5 @@ def cmd_paired(args) -> int:
         print(f"\n{setting}:")
         print(table_text(rows.drop(columns="setting")))
     if EQUAL_STRENGTH not in set(table.setting):
-        print(f"\n{no_equal_strength(args.tokens)}")
+        print(f"\n{no_equal_strength(store, args.method, args.against, args.tokens)}")
     return 0

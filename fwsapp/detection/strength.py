@@ -118,15 +118,20 @@ def default_tokens(reached: int | None) -> int:
     return max(TOKENS_STEP, min(DEFAULT_TOKENS, reached // TOKENS_STEP * TOKENS_STEP))
 
 
+def tpr_advice(reached: int | None, tokens: int) -> str:
+    """What gives runs a TPR after `tokens` where they have none (`reached`: their `reached_tokens`); empty where the
+    length is not what they lack (negatives, a threshold)."""
+    if reached is None:
+        return f"Runs of more prompts give one: a TPR needs {MINIMUM['rate']} watermarked answers, and no run has them."
+    if tokens > reached:
+        return (f"Choose a T of {reached} or fewer: {MINIMUM['rate']} answers of each run reach {reached} tokens at "
+                "most.")
+    return ""
+
+
 def no_tpr_reason(reached: int | None, tokens: int) -> str:
     """Why no swept run has a TPR after `tokens`, and what gives one."""
-    if reached is None:
-        return (f"No swept run has the {MINIMUM['rate']} watermarked answers a TPR needs (each run's reason below): "
-                "runs of more prompts give one.")
-    if tokens > reached:
-        return (f"No swept run has a TPR after {tokens} tokens: {MINIMUM['rate']} answers of each reach {reached} "
-                f"tokens at most (each run's reason below). Choose a T of {reached} or fewer.")
-    return f"No swept run has a TPR after {tokens} tokens: each run's reason is below."
+    return f"No swept run has a TPR after {tokens} tokens (each run's reason below). {tpr_advice(reached, tokens)}".strip()
 
 
 def with_quality(tprs: pd.DataFrame, report: dict) -> pd.DataFrame:

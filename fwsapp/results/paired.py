@@ -402,7 +402,7 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
     else:
         no_delta = (f"equal δ needs one {first.strength_param} on every seed both ran, and these ran at "
                     f"{float(values[0]):g} and {float(values[1]):g}")
-    from fwsapp.detection.strength import sweep_tprs
+    from fwsapp.detection.strength import reached_tokens, sweep_tprs, tpr_advice
 
     tprs = sweep_tprs(store, fpr, tokens, [one["run_id"], other["run_id"]]).set_index("run_id")
     lacking = [f"{run['run_id']}: {tprs.basis[run['run_id']]}" if run["run_id"] in tprs.index else
@@ -410,13 +410,19 @@ def unpaired_reason(store, candidate: str, baseline: str, target_tpr: float = 0.
                for run in (one, other) if run["run_id"] not in tprs.index or pd.isna(tprs.tpr[run["run_id"]])]
     return (f"Runs {one['run_id']} ({first.name}) and {other['run_id']} ({second.name}) pair, but neither setting "
             f"compares them: {no_delta}; equal strength needs each one's TPR after {tokens} tokens at "
-            f"{percent(fpr)} FPR ({'; '.join(lacking)}). A smaller T, or runs of more prompts, gives one.")
+            f"{percent(fpr)} FPR ({'; '.join(lacking)}). "
+            f"{tpr_advice(reached_tokens(store, [one['run_id'], other['run_id']]), tokens)}").strip()
 
 
-def no_equal_strength(tokens: int) -> str:
-    """Why a table has equal δ rows only."""
-    return (f"No equal-strength comparison: no run has a TPR after {tokens} tokens on every seed of both methods (their "
-            "texts are shorter, or fewer than the small-sample rule allows). Choose a smaller T.")
+def no_equal_strength(store, candidate: str, baseline: str, tokens: int) -> str:
+    """Why a table has equal δ rows only, and what gives it the other setting (read from the two methods' runs)."""
+    from fwsapp.detection.strength import reached_tokens, tpr_advice
+
+    names = {methods.info(name).name for name in (candidate, baseline)}
+    runs = store.runs()
+    reached = reached_tokens(store, runs.run_id[runs.method.isin(names)].tolist())
+    return (f"No equal-strength comparison: no run has a TPR after {tokens} tokens on every seed of both methods. "
+            f"{tpr_advice(reached, tokens)}").strip()
 
 
 def is_share(measure: str) -> bool:

@@ -327,6 +327,13 @@ def unpaired_reason(revision_key: str, candidate: str, baseline: str, target_tpr
 
 
 @st.cache_data(show_spinner=False)
+def no_equal_strength(revision_key: str, candidate: str, baseline: str, tokens: int) -> str:
+    from fwsapp.results.paired import no_equal_strength as reason
+
+    return reason(store(), candidate, baseline, tokens)
+
+
+@st.cache_data(show_spinner=False)
 def entropy_values(revision_key: str) -> pd.DataFrame:
     return token_values(store())
 
