@@ -139,6 +139,10 @@ def start_streamlit(tmp_path, db, **environment):
             time.sleep(0.5)
     try:
         yield url
+    except BaseException:  # the app's side of a failure, shown with the test's
+        log.flush()
+        print(f"The app's log ({log.name}), its end:\n" + Path(log.name).read_text(errors="replace")[-4000:])
+        raise
     finally:
         process.terminate()
         process.wait(timeout=20)

@@ -35,6 +35,14 @@ def section(what: str):
                                 "of the page works; the server's log has the details."))
 
 
+def job_form(label: str, key: str, expanded: bool = False):
+    """An expander holding a form that starts a background job, its open state kept in the session (`key`). Untracked,
+    it was drawn anew, closed, when the page above it changed in the job's reruns (Re-detect's detection sets land
+    above its form; Attack runs' `expanded` flips once a run is attacked), hiding the job's progress and the line that
+    says it finished. Opening or closing it reruns the page, what keeping its state costs."""
+    return st.expander(label, expanded=expanded, key=key, on_change="rerun")
+
+
 def attack_refusals(run_ids: list[str], attack: str, params: dict) -> dict[str, str]:
     """Why the attack cannot run on each of these runs with these parameters (a method spoofing cannot steal, a
     parameter out of range), checked as the job would check it: none where it can."""
