@@ -399,6 +399,50 @@ def test_the_trained_recognizer_finds_no_class_word_alone():
     assert [entity.text.lower() for entity in found] == ["cri du chat syndrome"]
 
 
+def test_a_disease_mention_begins_and_ends_on_no_function_word():
+    from fwsapp.entities.recognizers.base import disease_bounds
+
+    def bounded(mention: str, text: str = "") -> str:
+        text = text or mention
+        start = text.index(mention)
+        return text[slice(*disease_bounds(text, start, start + len(mention)))]
+
+    assert bounded("tingling in", "numbness or tingling in the hands") == "tingling"
+    assert [bounded(mention) for mention in ("hypoplasia of the", "the glaucoma", "or back pain", "HIV and")] == [
+        "hypoplasia", "glaucoma", "back pain", "HIV"]
+    assert bounded("weakness of an arm and") == "weakness of an arm"  # inside a name, function words stay
+    assert [bounded(mention) for mention in ("hemophilia A", "hepatitis a", "AS", "back pain", "with")] == [
+        "hemophilia A", "hepatitis a", "AS", "back pain", "with"]  # a type; a word of content; words alone: the rule's
+    assert bounded("in complete remission") == "in complete remission"  # a name in MeSH
+
+
+def test_the_gold_corpora_begin_and_end_a_mention_on_no_function_word():
+    """The bounds leave every gold mention as it is, and every name MeSH lists ("in complete remission")."""
+    from fwsapp.entities.recognizers.base import disease_bounds, mesh_disease_names
+
+    mentions = trimmed = 0
+    for name in ("bc5cdr", "ncbi"):
+        for split in ("train", "dev"):
+            for document in corpus(name, split):
+                for start, end in document.mentions:
+                    mentions += 1
+                    trimmed += disease_bounds(document.text, start, end) != (start, end)
+    assert mentions > 14_000 and trimmed == 0
+    names = mesh_disease_names()
+    assert [name for name in names if disease_bounds(name, 0, len(name)) != (0, len(name))] == []
+
+
+@pytest.mark.model  # loads the trained disease tagger
+def test_the_trained_recognizer_ends_a_mention_on_no_function_word():
+    """In this HealthQA reference the tagger had "tingling in", a concept of its own beside "tingling"."""
+    found = load_recognizer("trained").find(
+        "Type 2 diabetes mellitus often develops slowly. Common symptoms include increased thirst, frequent urination, "
+        "increased hunger, tiredness, blurred vision, slow-healing sores and frequent infections. Some people notice "
+        "numbness or tingling in the hands or feet. Many people have no symptoms for years, so the condition is often "
+        "found on a routine blood test.")
+    assert [entity.text for entity in found][-2:] == ["numbness", "tingling"]
+
+
 def test_recognize_replaces_only_a_regular_file_when_told_and_keeps_its_mode(tmp_path, capsys):
     """Issue 38: `--out /dev/full` exited 0 and turned the device into a regular file; an existing output was replaced
     silently with mode 0600; an output folder failed only after all the work, naming a temporary file."""

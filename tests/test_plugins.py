@@ -133,8 +133,8 @@ def test_a_toy_method_is_one_entry_away_from_the_cli_doctor_the_grid_the_page_an
 def check_recognizer(entry) -> None:
     """What every recognizer does: it finds its kind's example mention (`FactKind.example`), its mentions are spans of
     the text, it records its declared label, and it normalises a mention as its kind declares, every one passing its
-    kind's declared rule (`FactKind.mention_rule`). No outcome ("Death") or drug-name modifier ("Tumor necrosis"
-    factor) counts as a disease."""
+    kind's declared rule (`FactKind.mention_rule`) within its bounds (`mention_bounds`). No outcome ("Death") or
+    drug-name modifier ("Tumor necrosis" factor) counts as a disease."""
     recognizer = load_recognizer(entry.name)
     assert recognizer.backend == entry.label()
     assert recognizer.kind == entry.kind
@@ -147,6 +147,8 @@ def check_recognizer(entry) -> None:
         assert all(text[entity.start:entity.end] == entity.text for entity in entities)
         assert all(recognizer.concept(entity.text) == KINDS[entry.kind].concept(entity.text) for entity in entities)
         assert all(KINDS[entry.kind].rule()(text, entity.start, entity.end) for entity in entities)
+        assert all(KINDS[entry.kind].bounds()(text, entity.start, entity.end) == (entity.start, entity.end)
+                   for entity in entities)
     if entry.kind == "disease":
         assert not any(entity.text.lower() in {"death", "tumor necrosis", "tumor"} for entity in found[1])
 

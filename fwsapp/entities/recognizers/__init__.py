@@ -31,7 +31,8 @@ class FactKind:
     """A kind of clinical fact. A recognizer declares the kind it finds; `change` names a changed fact of the kind,
     `normaliser` ("module:function", loaded on use) gives a mention's concept, so that two names of one concept
     ("Tylenol", "paracetamol"; "1 g", "1000 mg") compare equal, and `mention_rule` ("module:function" of text, start
-    and end), where given, is what every mention of the kind must pass, so that all its recognizers fail alike.
+    and end), where given, is what every mention of the kind must pass, so that all its recognizers fail alike;
+    `mention_bounds` (of text, start and end, giving a start and an end), where given, trims each mention first.
     `unstated_failure`, where given, is the failure mode a fact of the kind is when the reference does not state it, which
     the clinical facts metric counts per text in a column of its own; none for a kind whose unstated facts are no error
     (an answer names diseases its reference does not, as context)."""
@@ -43,6 +44,7 @@ class FactKind:
     colour: str  # its mentions' highlight where texts are shown side by side
     mention_rule: str | None = None
     unstated_failure: str | None = None
+    mention_bounds: str | None = None
 
     @property
     def plural(self) -> str:
@@ -61,11 +63,16 @@ class FactKind:
         """Whether text[start:end] can be a mention of this kind."""
         return load_implementation(self.mention_rule) if self.mention_rule else (lambda text, start, end: True)
 
+    def bounds(self) -> Callable[[str, int, int], tuple[int, int]]:
+        """The span a recognizer's mention text[start:end] of this kind names."""
+        return load_implementation(self.mention_bounds) if self.mention_bounds else (lambda text, start, end: (start, end))
+
 
 KINDS = {kind.name: kind for kind in (
     FactKind("disease", "diseases, disorders and symptoms, as BC5CDR and NCBI Disease annotate them; a MeSH heading "
              "and its entry terms are one concept", "disease", "fwsapp.entities.recognizers.base:disease_concept",
-             ("Gout and Asthma are common.", "Asthma"), "#cfe3ff", "fwsapp.entities.recognizers.base:names_a_disease"),
+             ("Gout and Asthma are common.", "Asthma"), "#cfe3ff", "fwsapp.entities.recognizers.base:names_a_disease",
+             mention_bounds="fwsapp.entities.recognizers.base:disease_bounds"),
     FactKind("chemical", "drugs and other chemicals, as BC5CDR annotates them; brand and generic names are one concept",
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
              "#d8f5d0", "fwsapp.entities.recognizers.base:names_a_chemical",
@@ -110,8 +117,9 @@ def _scispacy_unavailable() -> str | None:
 # abbreviations and lexicon features read in the clinical tokenizer's words. (Chemical v3 and v6 to v8 were new drug
 # lexicons, whose label the tagger's label now carries: `trained_label`.) Disease v5, chemical v9: fp32 inference on
 # every device, so a text's mentions no longer depend on the texts tagged with it (`MentionTagger.window_logits`).
-# Disease v6: no word for a class of disease alone ("the syndrome", `CLASS_WORDS`).
-TAGGER_VERSIONS = {"disease": 6, "chemical": 9}
+# Disease v6: no word for a class of disease alone ("the syndrome", `CLASS_WORDS`). Disease v7: no function word at a
+# mention's edges ("tingling in", `disease_bounds`).
+TAGGER_VERSIONS = {"disease": 7, "chemical": 9}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -138,8 +146,9 @@ RECOGNIZERS = Registry("recognizer", [
     RecognizerPlugIn(
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
-        # v2: the rule every disease mention passes, as the trained tagger's v3 and v6 read it (`names_a_disease`)
-        label=lambda: f"scispaCy {SCISPACY_MODEL} v2", needs=("model",)),
+        # v2: the rule every disease mention passes, as the trained tagger's v3 and v6 read it (`names_a_disease`);
+        # v3: its bounds, as the tagger's v7 (`disease_bounds`)
+        label=lambda: f"scispaCy {SCISPACY_MODEL} v3", needs=("model",)),
     RecognizerPlugIn(
         "chemical-tagger", "the project's trained drug and chemical tagger (MiniLM on BC5CDR's chemicals) with an "
         "abbreviation pass", "fwsapp.entities.recognizers.trained:ChemicalTaggerRecognizer",
