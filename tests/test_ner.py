@@ -414,6 +414,7 @@ def test_a_disease_mention_begins_and_ends_on_no_function_word():
     assert [bounded(mention) for mention in ("hemophilia A", "hepatitis a", "AS", "back pain", "with")] == [
         "hemophilia A", "hepatitis a", "AS", "back pain", "with"]  # a type; a word of content; words alone: the rule's
     assert bounded("in complete remission") == "in complete remission"  # a name in MeSH
+    assert bounded("in the") == "the"  # the leading words taken, the rest left for the rule to refuse
 
 
 def test_the_gold_corpora_begin_and_end_a_mention_on_no_function_word():

@@ -104,13 +104,11 @@ def disease_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     the" is "hypoplasia". A name MeSH lists whole ("in complete remission", "hemophilia as") is left whole, as is a
     mention of function words alone, for the mention rule to refuse."""
     mention = text[start:end]
-    if not (_LEADING_EDGES.match(mention) or _TRAILING_EDGES.search(mention)) or normalize(mention) in _mesh_headings():
+    leading = _LEADING_EDGES.match(mention)
+    trailing = _TRAILING_EDGES.search(mention, leading.end() if leading else 0)  # "in the": the leading words only
+    if not (leading or trailing) or normalize(mention) in _mesh_headings():
         return start, end
-    if leading := _LEADING_EDGES.match(mention):
-        start += leading.end()
-    if trailing := _TRAILING_EDGES.search(text, start, end):
-        end = trailing.start()
-    return start, end
+    return start + (leading.end() if leading else 0), start + (trailing.start() if trailing else len(mention))
 
 
 def names_a_chemical(text: str, start: int, end: int) -> bool:
@@ -257,7 +255,8 @@ def leftmost_longest(text: str, patterns) -> list[tuple[int, int]]:
 class Recognizer:
     """A recognizer of one kind of mention: `candidates(texts)` are the spans its backend proposes; `find_many(texts)`
     trims them to their kind's declared `mention_bounds` and keeps those that can be of its kind (its `mention_rule`),
-    so every recognizer of a kind fails alike, and lets the backend `settle` them. `backend` is its label (`RecognizerPlugIn.label`)."""
+    so every recognizer of a kind fails alike, and lets the backend `settle` them. `backend` is its label
+    (`RecognizerPlugIn.label`)."""
 
     backend: str
     kind: str = "disease"
