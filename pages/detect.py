@@ -236,12 +236,12 @@ def render() -> None:
             with widgets.section("The token-level view"):
                 token_level_view(selected, labels)
 
-    with widgets.job_form("Re-detect a run: its texts scored under any method, parameters and tokenizer",
-                          "redetect-open"):
+    with widgets.kept_open("Re-detect a run: its texts scored under any method, parameters and tokenizer",
+                           "redetect-open"):
         with widgets.section("Re-detect"):
             redetect_form()
 
-    with widgets.job_form("Run a hyperparameter sweep (the paper's Figure 5)", "sweep-open"):
+    with widgets.kept_open("Run a hyperparameter sweep (the paper's Figure 5)", "sweep-open"):
         sweep_form()
 
     st.subheader("Detect a watermark in any text")

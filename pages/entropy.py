@@ -19,7 +19,7 @@ through_router()
 
 def launch(runs) -> None:
     """The expander that starts an analysis job: entropies (a stand-in model for imports) and disease entities."""
-    with widgets.job_form("Compute missing analyses (entropies and disease entities)", "analyze-open"):
+    with widgets.kept_open("Compute missing analyses (entropies and disease entities)", "analyze-open"):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="analyze-runs")
         elsewhere = elsewhere_sources(runs[runs.run_id.isin(chosen)])

@@ -19,7 +19,7 @@ through_router()
 
 def model_metrics_form(runs) -> None:
     """Metrics that need a model, computed as a job, with perplexity's plan shown before it starts."""
-    with widgets.job_form("Perplexity, BERTScore, AlignScore: metrics that need a model", "score-open"):
+    with widgets.kept_open("Perplexity, BERTScore, AlignScore: metrics that need a model", "score-open"):
         labels = widgets.job_inputs(runs)
         chosen = st.multiselect("Runs", list(labels), default=list(labels), format_func=labels.get, key="score-runs")
         offered = METRICS.available()

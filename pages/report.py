@@ -34,10 +34,10 @@ def render() -> None:
         widgets.exported_table(frame)
     runs = queries.runs(resources.revision())
     named = {row.run_id: run_label(row._asdict()) for row in runs.itertuples()}
-    # The files are built only while the expander is open (its state reruns the page), not on every draw. They are
-    # handed over as bytes, not as a callable run on the click: Streamlit drops a file built on the click after two
-    # runs of the page's fragments (the sidebar's watcher runs every 2 s), so a browser slow to fetch it got nothing.
-    with st.expander("Export a run", key="export-open", on_change="rerun") as export:
+    # The files are built only while the expander is open, not on every draw. They are handed over as bytes, not as a
+    # callable run on the click: Streamlit drops a file built on the click after two runs of the page's fragments (the
+    # sidebar's watcher runs every 2 s), so a browser slow to fetch it got nothing.
+    with widgets.kept_open("Export a run", "export-open") as export:
         st.caption("A row per sample: the prompt, the reference, both texts and their token ids, the detection scores, "
                    "each text's evidence record, each stored quality metric per text (`quality_<metric>_<kind>`) "
                    "and one judge's 1-5 scores (`judge_<aspect>_<kind>`, the judge in `judge_model`). "

@@ -30,7 +30,7 @@ through_router()
 def launch(runs) -> None:
     """The form that attacks chosen runs in the background."""
     watermarked = runs[~runs.method.isin(post_hoc_names())]
-    with widgets.job_form("Attack runs", "attack-open", expanded=queries.robustness(resources.revision()).empty):
+    with widgets.kept_open("Attack runs", "attack-open", expanded=queries.robustness(resources.revision()).empty):
         labels = widgets.job_inputs(watermarked)
         first = widgets.first_detectable(watermarked, list(labels))
         chosen = st.multiselect("Runs", list(labels), default=list(labels)[first:first + 1], format_func=labels.get,

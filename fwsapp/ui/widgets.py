@@ -35,11 +35,11 @@ def section(what: str):
                                 "of the page works; the server's log has the details."))
 
 
-def job_form(label: str, key: str, expanded: bool = False):
-    """An expander holding a form that starts a background job, its open state kept in the session (`key`). Untracked,
-    it was drawn anew, closed, when the page above it changed in the job's reruns (Re-detect's detection sets land
-    above its form; Attack runs' `expanded` flips once a run is attacked), hiding the job's progress and the line that
-    says it finished. Opening or closing it reruns the page, what keeping its state costs."""
+def kept_open(label: str, key: str, expanded: bool = False):
+    """An expander whose open state is kept in the session (`key`); opening or closing it reruns the page, what keeping
+    it costs, and `.open` says which it is. A form that starts a background job needs it: untracked, it was drawn anew,
+    closed, when the page above it changed in the job's reruns (Re-detect's detection sets land above its form; Attack
+    runs' `expanded` flips once a run is attacked), hiding the job's progress and the line that says it finished."""
     return st.expander(label, expanded=expanded, key=key, on_change="rerun")
 
 
