@@ -186,7 +186,7 @@ def test_recognizers_by_name_and_their_labels():
         check_recognizer("spacy")
     with pytest.raises(RecognizerError, match="en_ner_bc5cdr_md, which is not installed"):
         check_recognizer("scispacy")
-    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v5"
+    assert recognizer_label("trained").startswith("trained disease tagger ") and recognizer_label("mesh") == "MeSH PhraseMatcher v6"
     mesh = load_recognizer("mesh")
     assert [e.text for e in mesh.find("Dementia, delirium and diabetes; combined therapy.")] == ["Dementia", "delirium", "diabetes"]
 
@@ -417,18 +417,57 @@ def test_a_disease_mention_begins_and_ends_on_no_function_word():
     assert bounded("in the") == "the"  # the leading words taken, the rest left for the rule to refuse
 
 
+def test_a_part_of_a_longer_mesh_name_is_the_name():
+    from fwsapp.entities.recognizers.base import disease_bounds
+
+    def bounded(mention: str, text: str) -> str:
+        start = text.index(mention)
+        return text[slice(*disease_bounds(text, start, start + len(mention)))]
+
+    assert bounded("ectopic", "She had an ectopic pregnancy last year.") == "ectopic pregnancy"
+    assert bounded("ischaemic", "after a transient ischaemic attack (TIA)") == "transient ischaemic attack"
+    assert bounded("Middle", "What is Middle East respiratory syndrome ( MERS ) ?") == "Middle East respiratory syndrome"
+    assert bounded("shortness of", "Difficulty breathing or shortness of breath.") == "shortness of breath"
+    assert bounded("tick", "tick - borne encephalitis and golfer's elbow") == "tick - borne encephalitis"
+    assert bounded("s elbow", "tick - borne encephalitis and golfer's elbow") == "golfer's elbow"
+    assert bounded("otitis", "Is this acute otitis media?") == "otitis media"  # a name goes on to the name it begins
+    # ... but takes no modifier before it, as the gold corpora write it; nor is a name read across a comma or a line
+    assert [bounded(mention, text) for mention, text in [
+        ("hypertension", "essential hypertension"), ("measles", "German measles"), ("ectopic", "ectopic, pregnancy"),
+        ("ectopic", "ectopic\npregnancy")]] == ["hypertension", "measles", "ectopic", "ectopic"]
+    assert bounded("pregnancy", "an ectopic pregnancy") == "ectopic pregnancy"  # no name of its own: the modifier too
+
+
+def test_mentions_whose_bounds_meet_are_one_mention():
+    """"subacute" goes on to "subacute bacterial endocarditis", around the tagger's "bacterial endocarditis"."""
+    from fwsapp.entities.recognizers.base import Entity, Recognizer
+
+    class Tagged(Recognizer):
+        def candidates(self, texts):
+            return [[Entity(text[start:end], start, end) for start, end in ((0, 8), (9, 31), (36, 48), (36, 48))]
+                    for text in texts]
+
+    text = "subacute bacterial endocarditis and otitis media"
+    assert [entity.text for entity in Tagged().find(text)] == ["subacute bacterial endocarditis", "otitis media"]
+
+
 def test_the_gold_corpora_begin_and_end_a_mention_on_no_function_word():
-    """The bounds leave every gold mention as it is, and every name MeSH lists ("in complete remission")."""
+    """The bounds leave every gold mention's edges as they are, and every name MeSH lists ("in complete remission").
+    A few go on to a longer MeSH name: where the corpora tagged a part ("migraine" of "migraine headache",
+    "glioblastoma" of "glioblastoma multiforme"), 27 of 14,358."""
     from fwsapp.entities.recognizers.base import disease_bounds, mesh_disease_names
 
-    mentions = trimmed = 0
+    mentions, widened = 0, []
     for name in ("bc5cdr", "ncbi"):
         for split in ("train", "dev"):
             for document in corpus(name, split):
                 for start, end in document.mentions:
                     mentions += 1
-                    trimmed += disease_bounds(document.text, start, end) != (start, end)
-    assert mentions > 14_000 and trimmed == 0
+                    bounds = disease_bounds(document.text, start, end)
+                    if bounds != (start, end):
+                        widened.append(bounds)
+                        assert bounds[0] <= start and bounds[1] >= end, document.text[start:end]
+    assert mentions > 14_000 and 0 < len(widened) < mentions / 500
     names = mesh_disease_names()
     assert [name for name in names if disease_bounds(name, 0, len(name)) != (0, len(name))] == []
 
@@ -442,6 +481,17 @@ def test_the_trained_recognizer_ends_a_mention_on_no_function_word():
         "numbness or tingling in the hands or feet. Many people have no symptoms for years, so the condition is often "
         "found on a routine blood test.")
     assert [entity.text for entity in found][-2:] == ["numbness", "tingling"]
+
+
+@pytest.mark.model  # loads the trained disease tagger
+def test_the_trained_recognizer_takes_a_longer_name_whole():
+    """In this MeQSum summary the tagger had "foot" of "foot-drop"."""
+    text = ("Write a short question that summarize this question: SUBJECT: Radiation Therapy\nMESSAGE: I have foot drop "
+            "symptoms. I think radiation cause them last year. My left foot is numb tingling and inflaming. please help "
+            "and call my cell phone for more comments :[CONTACT]. Summarized Question:  Is this foot-drop because of "
+            "radiation.")
+    found = [entity.text for entity in load_recognizer("trained").find(text)]
+    assert "foot-drop" in found and "foot" not in found
 
 
 def test_recognize_replaces_only_a_regular_file_when_told_and_keeps_its_mode(tmp_path, capsys):

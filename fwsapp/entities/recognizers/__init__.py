@@ -32,7 +32,7 @@ class FactKind:
     `normaliser` ("module:function", loaded on use) gives a mention's concept, so that two names of one concept
     ("Tylenol", "paracetamol"; "1 g", "1000 mg") compare equal, and `mention_rule` ("module:function" of text, start
     and end), where given, is what every mention of the kind must pass, so that all its recognizers fail alike;
-    `mention_bounds` (of text, start and end, giving a start and an end), where given, trims each mention first.
+    `mention_bounds` (of text, start and end, giving a start and an end), where given, sets each mention's span first.
     `unstated_failure`, where given, is the failure mode a fact of the kind is when the reference does not state it, which
     the clinical facts metric counts per text in a column of its own; none for a kind whose unstated facts are no error
     (an answer names diseases its reference does not, as context)."""
@@ -118,8 +118,9 @@ def _scispacy_unavailable() -> str | None:
 # lexicons, whose label the tagger's label now carries: `trained_label`.) Disease v5, chemical v9: fp32 inference on
 # every device, so a text's mentions no longer depend on the texts tagged with it (`MentionTagger.window_logits`).
 # Disease v6: no word for a class of disease alone ("the syndrome", `CLASS_WORDS`). Disease v7: no function word at a
-# mention's edges ("tingling in", `disease_bounds`).
-TAGGER_VERSIONS = {"disease": 7, "chemical": 9}
+# mention's edges ("tingling in", `disease_bounds`). Disease v8: a part of a longer MeSH name is the name ("otitis" of
+# "otitis media", `disease_bounds`).
+TAGGER_VERSIONS = {"disease": 8, "chemical": 9}
 
 
 def trained_label(folder: Path | None = None, kind: str = "disease") -> str:
@@ -141,14 +142,15 @@ RECOGNIZERS = Registry("recognizer", [
         "mesh", "MeSH disease names, longest match (no model)", "fwsapp.entities.recognizers.mesh:MeshRecognizer",
         unavailable=missing_package(MESH_PACKAGE),
         # v2: headings as entry terms, "diabetes", a longer stoplist; v3: modifiers of non-disease heads dropped;
-        # v4: acronyms that are words ("aids") only in capitals; v5: the clinical tokenizer's words ("hepatitis B.")
-        label=lambda: "MeSH PhraseMatcher v5"),
+        # v4: acronyms that are words ("aids") only in capitals; v5: the clinical tokenizer's words ("hepatitis B.");
+        # v6: a match goes on to the longer name it begins, as the tagger's v8 ("otitis  media", `disease_bounds`)
+        label=lambda: "MeSH PhraseMatcher v6"),
     RecognizerPlugIn(
         "scispacy", f"scispaCy's {SCISPACY_MODEL}, the paper's recognizer (where installed)",
         "fwsapp.entities.recognizers.scispacy:ScispacyRecognizer", unavailable=_scispacy_unavailable,
         # v2: the rule every disease mention passes, as the trained tagger's v3 and v6 read it (`names_a_disease`);
-        # v3: its bounds, as the tagger's v7 (`disease_bounds`)
-        label=lambda: f"scispaCy {SCISPACY_MODEL} v3", needs=("model",)),
+        # v3: its bounds, as the tagger's v7 (`disease_bounds`); v4: a part of a longer MeSH name is the name, as v8's
+        label=lambda: f"scispaCy {SCISPACY_MODEL} v4", needs=("model",)),
     RecognizerPlugIn(
         "chemical-tagger", "the project's trained drug and chemical tagger (MiniLM on BC5CDR's chemicals) with an "
         "abbreviation pass", "fwsapp.entities.recognizers.trained:ChemicalTaggerRecognizer",
