@@ -399,14 +399,16 @@ def test_the_trained_recognizer_finds_no_class_word_alone():
     assert [entity.text.lower() for entity in found] == ["cri du chat syndrome"]
 
 
-def test_a_disease_mention_begins_and_ends_on_no_function_word():
+def bounded(mention: str, text: str = "") -> str:
+    """The span the disease kind's bounds give `mention`, the first in `text` (by default the mention alone)."""
     from fwsapp.entities.recognizers.base import disease_bounds
 
-    def bounded(mention: str, text: str = "") -> str:
-        text = text or mention
-        start = text.index(mention)
-        return text[slice(*disease_bounds(text, start, start + len(mention)))]
+    text = text or mention
+    start = text.index(mention)
+    return text[slice(*disease_bounds(text, start, start + len(mention)))]
 
+
+def test_a_disease_mention_begins_and_ends_on_no_function_word():
     assert bounded("tingling in", "numbness or tingling in the hands") == "tingling"
     assert [bounded(mention) for mention in ("hypoplasia of the", "the glaucoma", "or back pain", "HIV and")] == [
         "hypoplasia", "glaucoma", "back pain", "HIV"]
@@ -418,12 +420,6 @@ def test_a_disease_mention_begins_and_ends_on_no_function_word():
 
 
 def test_a_part_of_a_longer_mesh_name_is_the_name():
-    from fwsapp.entities.recognizers.base import disease_bounds
-
-    def bounded(mention: str, text: str) -> str:
-        start = text.index(mention)
-        return text[slice(*disease_bounds(text, start, start + len(mention)))]
-
     assert bounded("ectopic", "She had an ectopic pregnancy last year.") == "ectopic pregnancy"
     assert bounded("ischaemic", "after a transient ischaemic attack (TIA)") == "transient ischaemic attack"
     assert bounded("Middle", "What is Middle East respiratory syndrome ( MERS ) ?") == "Middle East respiratory syndrome"
