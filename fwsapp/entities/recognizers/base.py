@@ -111,7 +111,7 @@ def _without_edge_words(text: str, start: int, end: int) -> tuple[int, int]:
     mention = text[start:end]
     leading = _LEADING_EDGES.match(mention)
     trailing = _TRAILING_EDGES.search(mention, leading.end() if leading else 0)  # "in the": the leading words only
-    if not (leading or trailing) or normalize(mention) in _mesh_headings():
+    if not (leading or trailing) or _is_mesh_name(normalize(mention)):
         return start, end
     return start + (leading.end() if leading else 0), start + (trailing.start() if trailing else len(mention))
 
@@ -134,6 +134,11 @@ def _mesh_names_by_words() -> tuple[frozenset[str], int]:
     return names, max(len(name.split()) for name in names)
 
 
+def _is_mesh_name(normalized: str) -> bool:
+    """Whether a normalised mention is a name MeSH lists: a disease name, or any entry term of one heading."""
+    return normalized in _mesh_names_by_words()[0] or normalized in _mesh_headings()
+
+
 def _mesh_name_around(text: str, start: int, end: int) -> tuple[int, int]:
     """The span of the longest MeSH disease name in `text` that covers text[start:end] and more, or (start, end). A
     mention that is a name of its own only goes on to the name it begins ("otitis" of "otitis media") and takes no word
@@ -149,17 +154,17 @@ def _mesh_name_around(text: str, start: int, end: int) -> tuple[int, int]:
     names, most_words = _mesh_names_by_words()
     first, last = inside[0], inside[-1]
     lowest = first
-    if not ((mention := normalize(text[start:end])) in names or mention in _mesh_headings()):
+    if not _is_mesh_name(normalize(text[start:end])):
         while lowest > 0 and joined[lowest - 1] and first - lowest + 1 < most_words:
             lowest -= 1
+    lowered = [text[word_start:word_end].lower() for word_start, word_end in words]
     best = (start, end)
     for left in range(first, lowest - 1, -1):
         for right in range(last, min(len(words), left + most_words)):
             if right > last and not joined[right - 1]:
                 break
             span = words[left][0], words[right][1]  # the name as written: no stray bracket of the mention
-            if span[1] - span[0] > best[1] - best[0] and (
-                    " ".join(text[word_start:word_end].lower() for word_start, word_end in words[left:right + 1]) in names):
+            if span[1] - span[0] > best[1] - best[0] and " ".join(lowered[left:right + 1]) in names:
                 best = span
     return best
 
