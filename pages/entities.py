@@ -217,10 +217,9 @@ def table7(entities, analyses, runs):
     st.subheader("Per method (the paper's Table 7)")
     summary = entity_summary(entities, analyses, runs)
     # "unsupported by the reference" is said once, in the caption: in every header it pushed the increase off a 1,400 px page.
-    short = {column: st.column_config.Column(column.replace("unsupported by the reference", "unsupported"), help=column)
+    short = {column: column.replace("unsupported by the reference", "unsupported")
              for column in summary.columns if "unsupported by the reference" in column}
-    st.dataframe(widgets.uniform(tasks_named(shown_summary(summary))).style.format(precision=3), hide_index=True, width="stretch",
-                 column_config=short)
+    widgets.exported_table(tasks_named(shown_summary(summary)), headings=short)
     st.caption("Unsupported: unsupported by the reference. None: not measured (no mentions of that kind). Rates count the "
                "entities selected above.")
     return entities

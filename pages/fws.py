@@ -167,7 +167,7 @@ def ranking_and_flips(views: dict, weighting: Weighting) -> None:
     drops = queries.judge_drops(resources.revision(), weighting.include_smoke, weighting.judge)
     if not drops.empty:
         st.subheader(markup.message(f"Judge drop % per aspect ({weighting.judges})"))
-        widgets.table(drops, decimals=1)
+        widgets.table(drops)
 
 
 def equal_strength_section(weighting: Weighting) -> tuple[StrengthTarget, pd.DataFrame, pd.DataFrame]:

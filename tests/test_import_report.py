@@ -340,6 +340,25 @@ def test_a_small_number_in_a_report_table_is_not_written_as_zero():
     assert to_markdown(frame).splitlines()[2:] == ["| 0.0005 |", "| 0.0013 |", "| 0.0099 |", "| 0.010 |", "| 0.125 |"]
 
 
+def test_a_reports_percentages_are_written_to_a_tenth_and_its_shares_to_three_decimals():
+    """A judge's drop read 6.867 % in the report beside 6.9 on the FWS page, 36.364 % of 11 mentions unsupported: a
+    precision no such table has. A percentage (" %" in its heading) is written to a tenth, as a share's text is; a
+    rate whose heading names its FPR ("TPR at FPR 1%") is a share, to three decimals; a small percentage keeps two
+    significant digits."""
+    import pandas as pd
+
+    from fwsapp.results.tables import to_latex, to_markdown
+
+    frame = pd.DataFrame({"Coherence drop %": [6.8666, 0.04, None],
+                          "Unsupported % (watermarked)": [36.3636, "not enough data (n = 4)", None],
+                          "TPR at FPR 1%": [0.8125, 0.5, 1.0]})
+    assert to_markdown(frame).splitlines()[2:] == ["| 6.9 | 36.4 | 0.812 |", "| 0.04 | not enough data (n = 4) | 0.500 |",
+                                                   "| – | – | 1.000 |"]
+    latex = to_latex(frame, "Drops")
+    assert "6.9 & 36.4 & 0.812" in latex and "0.04 & not enough data (n = 4) & 0.500" in latex
+    assert "\\begin{tabular}{rlr}" in latex  # numbers right-aligned, as pandas set them
+
+
 def test_a_latex_tables_signs_are_escaped_as_its_caption_is():
     """pandas' escaping left '>' in "z > 4", which LaTeX's default font encoding prints as '¿'."""
     import pandas as pd

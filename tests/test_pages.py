@@ -700,6 +700,20 @@ def test_the_calibration_tables_write_a_small_rate_as_the_reports_downloads_do(a
     assert nominal not in json.loads(calibration.proto.columns)  # no number format over the written one
 
 
+def test_the_report_writes_a_judges_drop_to_a_tenth_as_the_fws_page_does(app_db):
+    """A relevance drop of 41.667 % on the Report page (and in its downloads) beside 41.7 on the FWS page."""
+    import pyarrow as pa
+
+    from tests.conftest import judged_rating_db
+
+    judged_rating_db(app_db, n=3)  # relevance 2.333 against 4: a drop of 41.667 %
+    app = page_app("report")
+    assert not app.exception
+    drops = next(frame for frame in app.dataframe if "Relevance drop %" in frame.value.columns)
+    written = pa.ipc.open_stream(drops.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    assert (written.loc[0, "Relevance drop %"], written.loc[0, "Coherence drop %"]) == ("41.7", "25.0")
+
+
 def test_generate_page_refuses_out_of_range_parameters_before_any_work(app_db):
     app = page_app("generate")
     app.number_input(key="generate-KGW-gamma").set_value(0.0).run()

@@ -377,6 +377,37 @@ def disease_view(app: AppTest) -> AppTest:
     return app.radio(key="entities-view").set_value("Disease entities (Table 7)").run()
 
 
+def test_table_7_writes_a_percentage_to_a_tenth_as_the_fws_and_judge_pages_do(app_db):
+    """7 of 11 mentions unsupported read 63.636 % on the Entities page (and 36.364 % of 11 on the paper's logs),
+    where the FWS and Judge pages write their drops to a tenth; its shorter headings stay, the full one as help."""
+    import json
+
+    import pyarrow as pa
+
+    from fwsapp.models.encoder import load_encoder
+    from fwsapp.entities.introduced import analyze_run
+    from fwsapp.orchestration.importer import LogFile, import_logs
+    from fwsapp.entities.recognizers import load_recognizer
+    from fwsapp.store import Store
+
+    rows = [{"prompt": "Which diseases?", "natural_text": "Asthma, gout, tuberculosis and measles are common.",
+             "unwatermarked_text": "Asthma is common.",
+             "watermarked_text": "Asthma, gout, tuberculosis, measles, malaria, cholera, leprosy, rabies, tetanus, "
+                                 "typhoid fever and influenza."}]
+    store = Store(app_db)
+    run_id = import_logs(store, method="KGW", model="m", task_name="qa",
+                         generations=LogFile("g.json", json.dumps(rows).encode()))
+    analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())  # a fixed lexicon: 7 of the 11 not in the reference
+    store.close()
+    table = disease_view(open_page("entities")).dataframe[0]
+    written = pa.ipc.open_stream(table.proto.arrow_data.styler.display_values).read_all().to_pandas().iloc[0]
+    assert written["unsupported by the reference % (watermarked)"] == "63.6"
+    assert written["introduced per text (watermarked)"] == "7.000"  # a mean, not a percentage: three decimals
+    headings = json.loads(table.proto.columns)["unsupported by the reference % (watermarked)"]
+    assert (headings["label"], headings["help"]) == ("unsupported % (watermarked)",
+                                                     "unsupported by the reference % (watermarked)")
+
+
 def test_entity_page_counts_by_branch_and_lists_introduced_entities_in_reading_order(entity_app):
     app = disease_view(open_page("entities"))
     table = app.dataframe[0].value

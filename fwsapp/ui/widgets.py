@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from functools import partial
 from numbers import Integral
 
 import pandas as pd
@@ -13,7 +14,7 @@ from fwsapp import counted, duration
 from fwsapp.ui import render
 from fwsapp.judge.summary import judge_name
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.results.tables import number_text
+from fwsapp.results.tables import decimals_of, number_text
 from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
 from fwsapp.ui.resources import jobs, loaded_models, revision, store
@@ -390,60 +391,72 @@ def _mixed(column: pd.Series) -> bool:
     return bool(numbers.notna().any() and (numbers.isna() & column.map(lambda value: isinstance(value, str))).any())
 
 
-def uniform(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """`frame` with every number of a mixed column written alike (0.710, 1.000, not 1, 1.0 and 0.71), so the column
-    is text throughout: one format for the reader, one type for Arrow (a mixed column made it log a traceback). A
-    column whose numbers are all integers is a count and keeps them whole (tokens to detect: 16 or "never", not
-    16.000)."""
+def uniform(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every number of a mixed column written alike (0.710, 1.000, not 1, 1.0 and 0.71; a percentage to
+    a tenth, `decimals_of`), so the column is text throughout: one format for the reader, one type for Arrow (a mixed
+    column made it log a traceback). A column whose numbers are all integers is a count and keeps them whole (tokens
+    to detect: 16 or "never", not 16.000)."""
     def written(column: pd.Series) -> pd.Series:
         def word(value) -> bool:
             return value is None or isinstance(value, (str, bool)) or pd.isna(value)
 
         counts = all(isinstance(value, Integral) for value in column if not word(value))
-        return column.map(lambda value: value if word(value) else f"{value:d}" if counts else f"{value:.{digits}f}")
+        places = decimals_of(column.name)
+        return column.map(lambda value: value if word(value) else f"{value:d}" if counts else f"{value:.{places}f}")
 
     return frame.assign(**{column: written(frame[column]) for column in frame.columns if _mixed(frame[column])})
 
 
-def worded_columns(frame: pd.DataFrame, decimals: int | None = 3) -> dict:
+def worded_columns(frame: pd.DataFrame, decimals: int | None = 3, headings: dict[str, str] | None = None) -> dict:
     """Column settings for st.dataframe that give a column of numbers with words among them ("not enough data
     (n = 4)") room for the words (a formatted frame's columns are sized by their numbers and cut the words short), and
-    every column of fractional numbers as many `decimals`, so 1 reads 1.000 beside 0.997 and a drop of 11 % 11.0 beside
-    9.5 (None: a Styler's format, which a column's format here would override)."""
+    every column of fractional numbers as many `decimals` (a percentage a tenth, `decimals_of`), so 1 reads 1.000
+    beside 0.997 and a drop of 11 % 11.0 beside 9.5 (None: a Styler's format, which a column's format here would
+    override). `headings`: a shorter heading for a column, its own name then its help."""
     worded = {column: st.column_config.Column(width=160) for column in frame.columns
               if _mixed(frame[column])}
-    fixed = {column: st.column_config.NumberColumn(format=f"%.{decimals}f") for column in frame.columns
-             if decimals is not None and pd.api.types.is_float_dtype(frame[column])}
-    return {**fixed, **worded}
+    fixed = {column: st.column_config.NumberColumn(format=f"%.{decimals_of(column, decimals)}f")
+             for column in frame.columns if decimals is not None and pd.api.types.is_float_dtype(frame[column])}
+    settings = {**fixed, **worded}
+    return {**settings, **{column: {**settings.get(column, {}), "label": heading, "help": column}
+                           for column, heading in (headings or {}).items()}}
 
 
 def rounded_as_written(frame: pd.DataFrame, decimals: int, columns=None) -> pd.DataFrame:
     """`frame` with its fractional columns (or `columns`) rounded as Python writes them (the report, the commands,
-    the pages' sentences): the browser's format rounds an exact half away from zero, so an AUROC of 0.8125 (52 of 64
-    pairs) read 0.813 in a table and 0.812 in the text beside it."""
+    the pages' sentences), each to `decimals` (a percentage a tenth, `decimals_of`): the browser's format rounds an
+    exact half away from zero, so an AUROC of 0.8125 (52 of 64 pairs) read 0.813 in a table and 0.812 in the text
+    beside it."""
     chosen = [column for column in (frame.columns if columns is None else columns)
               if pd.api.types.is_float_dtype(frame[column])]
-    return frame.assign(**{column: frame[column].map(lambda value: value if pd.isna(value) else
-                                                     float(f"{value:.{decimals}f}")) for column in chosen})
+    def rounded(column: pd.Series) -> pd.Series:
+        places = decimals_of(column.name, decimals)
+        return column.map(lambda value: value if pd.isna(value) else float(f"{value:.{places}f}"))
+
+    return frame.assign(**{column: rounded(frame[column]) for column in chosen})
 
 
 def table(frame: pd.DataFrame, decimals: int | None = 3, where=st) -> None:
-    """`frame` as a page's table (in `where`: the page, a tab): no index, the page's width, numbers to `decimals` and
-    words given room."""
+    """`frame` as a page's table (in `where`: the page, a tab): no index, the page's width, numbers to `decimals` (a
+    percentage a tenth) and words given room."""
     shown = frame if decimals is None else rounded_as_written(frame, decimals)
     where.dataframe(shown, hide_index=True, width="stretch", column_config=worded_columns(frame, decimals))
 
 
-def exported_table(frame: pd.DataFrame, where=st, bold: pd.DataFrame | None = None) -> None:
-    """`frame` as a page's table written as the report's downloads write it (`number_text`): three decimals, and two
-    significant digits where three would keep fewer (z > 4's nominal FPR, 3.2e-05, read 0.000 on the Report page and
-    3.2e-05 in its Markdown); the cells True in `bold` in bold."""
+def exported_table(frame: pd.DataFrame, where=st, bold: pd.DataFrame | None = None,
+                   headings: dict[str, str] | None = None) -> None:
+    """`frame` as a page's table written as the report's downloads write it (`number_text`): three decimals (a
+    percentage a tenth), and two significant digits where they would keep fewer (z > 4's nominal FPR, 3.2e-05, read
+    0.000 on the Report page and 3.2e-05 in its Markdown); the cells True in `bold` in bold; `headings` as
+    `worded_columns` takes them."""
     shown = uniform(frame)
-    numbers = [column for column in shown.columns if shown[column].dtype.kind == "f"]
-    styled = shown.style.format(number_text, subset=numbers, na_rep="None")
+    numbers = {column: partial(number_text, decimals=decimals_of(column)) for column in shown.columns
+               if shown[column].dtype.kind == "f"}
+    styled = shown.style.format(numbers, na_rep="None")
     if bold is not None:
         styled = styled.apply(lambda column: ["font-weight: bold" if flag else "" for flag in bold[column.name]], axis=0)
-    where.dataframe(styled, hide_index=True, width="stretch", column_config=worded_columns(shown, decimals=None))
+    where.dataframe(styled, hide_index=True, width="stretch",
+                    column_config=worded_columns(shown, decimals=None, headings=headings))
 
 
 # A legend of run labels under its chart: at the side, long labels took half the plot's width.
