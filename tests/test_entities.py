@@ -106,6 +106,7 @@ def test_a_share_of_unsupported_mentions_needs_enough_mentions_in_table_7_and_th
     assert block["mentions"] == {"watermarked": 12, "unwatermarked": 1}
     named = {"model": "m", "task": "qa", "method": "KGW", "settings": "defaults", "entities": block}
     table = entities_table({"runs": [named]}).iloc[0]
+    assert table.index[-1] == "Recognizer"  # its long label after the numbers, which it pushed off the Report page
     assert table["Unsupported % (watermarked)"] == 25.0
     assert table["Unsupported % (unwatermarked)"] == "not enough data (n = 1)"
 
