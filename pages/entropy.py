@@ -88,8 +88,7 @@ def densities(values, runs, task: str) -> None:
                "(seaborn's default) halves their density at 0 and draws a bump beside it.")
     st.subheader("Share of tokens per entropy bin")
     widgets.table(bin_table(values, runs, task).rename(columns={
-        "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}),
-        decimals=2)
+        "low": f"low (< {LOW} nats) %", "mid": f"mid ({LOW}–{HIGH} nats) %", "high": f"high (> {HIGH} nats) %"}))
     st.caption("Shifts in percentage points. Each method's row is held against the unwatermarked texts and references of "
                "its own runs (the same prompts, at the same length), so where runs differ in prompts or length its "
                "shift is not its share less the pooled rows' (the curves above pool them). None: its runs' "

@@ -602,8 +602,12 @@ def test_entities_and_entropy_pages_show_the_analysis(app_db, lm):
     bins = app.dataframe[0].value.set_index("series")
     assert set(bins.index) == {"reference", "unwatermarked", "KGW · delta=2 (defaults)"}
     shares = ["low (< 1.5 nats) %", "mid (1.5–4.0 nats) %", "high (> 4.0 nats) %"]
-    assert bins.loc["KGW · delta=2 (defaults)", shares].sum() == pytest.approx(100)
+    assert bins.loc["KGW · delta=2 (defaults)", shares].sum() == pytest.approx(100, abs=0.15)  # each to a tenth
     assert bins.loc["unwatermarked", "low shift vs unwatermarked (pp)"] == 0
+    # Shares and their shifts in points to a tenth, as every percentage: the shifts read 17.75 beside shares of 31.0.
+    formats = {column: setting["type_config"]["format"] for column, setting in json.loads(app.dataframe[0].proto.columns).items()
+               if column in shares or column.endswith("(pp)")}
+    assert len(formats) == 9 and set(formats.values()) == {"%.1f"}
     assert len(app.get("plotly_chart")) >= 1
 
 

@@ -287,11 +287,13 @@ TABLES = {
 
 
 def decimals_of(column, plain: int = 3) -> int:
-    """How many decimals a column's numbers are written to: a percentage (its heading says " %") to a tenth of a
-    percent, as `share_text` writes a share, other numbers to `plain`. Three decimals of a percentage claimed a
-    precision no table here has: 36.364 % of 11 mentions, a judge's drop of 6.867 % on the Report beside 6.9 on the
-    FWS page. A rate's "TPR at FPR 1%" names its FPR, and its numbers are shares: no space before its "%"."""
-    return 1 if " %" in str(column) else plain
+    """How many decimals a column's numbers are written to: a percentage (its heading says " %") or a shift in
+    percentage points ("(pp)") to a tenth, as `share_text` writes a share, other numbers to `plain`. Three decimals of a
+    percentage claimed a precision no table here has: 36.364 % of 11 mentions, a judge's drop of 6.867 % on the Report
+    beside 6.9 on the FWS page. A rate's "TPR at FPR 1%" names its FPR, and its numbers are shares: no space before
+    its "%"."""
+    heading = str(column)
+    return 1 if " %" in heading or "(pp)" in heading else plain
 
 
 def number_text(value: float, decimals: int = 3) -> str:
