@@ -254,6 +254,14 @@ def database_at_schema(path, version):
     return connection
 
 
+def written_cells(table):
+    """A page table's cells as the browser shows them: the text its Styler wrote (`widgets.exported_table`), not the
+    numbers behind them."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(table.proto.arrow_data.styler.display_values).read_all().to_pandas()
+
+
 def judged_rating_db(path, n=3):
     """An imported qa run with judge verdicts and every sample up for human rating; returns the run id."""
     import json

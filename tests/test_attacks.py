@@ -425,12 +425,12 @@ def test_the_robustness_page_shows_the_table_the_curve_and_each_text_and_launche
                                    "word-deletion (ratio=0.1)", "word-deletion (ratio=0.5)"]  # the clean re-detection
     # first; each attack's strength
     assert " · delta=2 (defaults) · Question answering · " in table.index[0] and " · n=4" in table.index[0]
-    import pyarrow as pa
+    from tests.conftest import written_cells
 
     every = next(frame for frame in app.dataframe if "Run" in frame.value.columns)
     assert not [column for column in every.value.columns if "_" in column]  # headed, not run_id or words_changed
     assert {"Attack", "Words changed", "Similarity to the clean text", "Mentions introduced"} <= set(every.value.columns)
-    written = pa.ipc.open_stream(every.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    written = written_cells(every)
     assert written["Words changed"].tolist() == [number_text(value) for value in every.value["Words changed"]]
     app.radio(key="robustness-measure").set_value("Words changed").run()
     changed = app.dataframe[0].value.iloc[0]

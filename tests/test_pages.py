@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import PROJECT, copy_store, imported_qa_db, shown
+from tests.conftest import PROJECT, copy_store, imported_qa_db, shown, written_cells
 
 APP = str(PROJECT / "app.py")
 
@@ -692,29 +692,25 @@ def test_a_detection_set_with_too_few_negatives_shows_its_words_as_words(app_db)
 def test_the_calibration_tables_write_a_small_rate_as_the_reports_downloads_do(app_db, page):
     """z > 4's nominal FPR, 3.2e-05, read 0.000 on the Report page (three decimals) and 3.2e-05 in its Markdown; the
     Detect page's Calibration tab wrote it 0.00003 (Streamlit's own format)."""
-    import pyarrow as pa
-
     import_detected_qa_run(app_db)
     app = page_app(page)
     assert not app.exception
     nominal, achieved = ("Nominal FPR", "Achieved FPR") if page == "report" else ("nominal FPR", "achieved FPR")
     calibration = next(frame for frame in app.dataframe if nominal in frame.value.columns)
-    written = pa.ipc.open_stream(calibration.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    written = written_cells(calibration)
     assert (written.loc[0, nominal], written.loc[0, achieved]) == ("3.2e-05", "0.000")
     assert nominal not in json.loads(calibration.proto.columns)  # no number format over the written one
 
 
 def test_the_report_writes_a_judges_drop_to_a_tenth_as_the_fws_page_does(app_db):
     """A relevance drop of 41.667 % on the Report page (and in its downloads) beside 41.7 on the FWS page."""
-    import pyarrow as pa
-
     from tests.conftest import judged_rating_db
 
     judged_rating_db(app_db, n=3)  # relevance 2.333 against 4: a drop of 41.667 %
     app = page_app("report")
     assert not app.exception
     drops = next(frame for frame in app.dataframe if "Relevance drop %" in frame.value.columns)
-    written = pa.ipc.open_stream(drops.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    written = written_cells(drops)
     assert (written.loc[0, "Relevance drop %"], written.loc[0, "Coherence drop %"]) == ("41.7", "25.0")
 
 
@@ -795,8 +791,6 @@ def test_names_typed_or_read_from_files_are_literal_in_notices_radios_and_charts
 def test_the_quality_pages_numbers_are_written_as_its_downloads_write_them(app_db):
     """-0.25 beside 0.069 and a bare 0: the difference table alone was written as its numbers fell; then three decimals
     wrote a difference of -0.00025 as -0.000 (a watermark that cost one bigram in 2,000)."""
-    import pyarrow as pa
-
     from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.store import Store
     from tests.conftest import import_example_summaries
@@ -813,7 +807,7 @@ def test_the_quality_pages_numbers_are_written_as_its_downloads_write_them(app_d
 
     def written(frame) -> pd.DataFrame:
         assert "ROUGE-2" not in json.loads(frame.proto.columns)  # no number format over the written one
-        return pa.ipc.open_stream(frame.proto.arrow_data.styler.display_values).read_all().to_pandas()
+        return written_cells(frame)
 
     differences = [written(frame) for frame in app.dataframe if "Method" in frame.value.columns
                    and "Unwatermarked" not in set(frame.value.Method)]

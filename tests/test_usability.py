@@ -382,13 +382,12 @@ def test_table_7_writes_a_percentage_to_a_tenth_as_the_fws_and_judge_pages_do(ap
     where the FWS and Judge pages write their drops to a tenth; its shorter headings stay, the full one as help."""
     import json
 
-    import pyarrow as pa
-
     from fwsapp.models.encoder import load_encoder
     from fwsapp.entities.introduced import analyze_run
     from fwsapp.orchestration.importer import LogFile, import_logs
     from fwsapp.entities.recognizers import load_recognizer
     from fwsapp.store import Store
+    from tests.conftest import written_cells
 
     rows = [{"prompt": "Which diseases?", "natural_text": "Asthma, gout, tuberculosis and measles are common.",
              "unwatermarked_text": "Asthma is common.",
@@ -400,7 +399,7 @@ def test_table_7_writes_a_percentage_to_a_tenth_as_the_fws_and_judge_pages_do(ap
     analyze_run(store, run_id, load_recognizer("mesh"), load_encoder())  # a fixed lexicon: 7 of the 11 not in the reference
     store.close()
     table = disease_view(open_page("entities")).dataframe[0]
-    written = pa.ipc.open_stream(table.proto.arrow_data.styler.display_values).read_all().to_pandas().iloc[0]
+    written = written_cells(table).iloc[0]
     assert written["unsupported by the reference % (watermarked)"] == "63.6"
     assert written["introduced per text (watermarked)"] == "7.000"  # a mean, not a percentage: three decimals
     headings = json.loads(table.proto.columns)["unsupported by the reference % (watermarked)"]
