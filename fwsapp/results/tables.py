@@ -6,7 +6,9 @@ The judge drop-% table (the paper's appendix). Rendered as Markdown or as LaTeX 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import partial
 
 import pandas as pd
 
@@ -302,13 +304,17 @@ def number_text(value: float, decimals: int = 3) -> str:
     return f"{value:.2g}" if 0 < abs(value) < 10 ** (1 - decimals) else f"{value:.{decimals}f}"
 
 
+def column_number_text(column) -> Callable[[float], str]:
+    """How a column's numbers are written, in every table and download: `number_text` to its `decimals_of`."""
+    return partial(number_text, decimals=decimals_of(column))
+
+
 def written_numbers(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with each fractional number written as its column's are (`decimals_of`, `number_text`); the rest as
-    it was, a missing value missing."""
+    """`frame` with each fractional number written as its column's are (`column_number_text`); the rest as it was, a
+    missing value missing."""
     def written(column: pd.Series) -> pd.Series:
-        places = decimals_of(column.name)
-        return column.map(lambda value: number_text(value, places) if isinstance(value, float) and not pd.isna(value)
-                          else value)
+        write = column_number_text(column.name)
+        return column.map(lambda value: write(value) if isinstance(value, float) and not pd.isna(value) else value)
 
     return frame.apply(written) if len(frame.columns) else frame
 
@@ -485,7 +491,7 @@ def quality_latex(frame: pd.DataFrame, caption: str) -> str:
         for index in frame.index:
             value = frame.at[index, column]
             if isinstance(value, float) and not pd.isna(value):
-                text = number_text(value, decimals_of(column))
+                text = column_number_text(column)(value)
                 shown.at[index, column] = f"\\textbf{{{text}}}" if best.at[index, column] else text
             elif value is None or (isinstance(value, float) and pd.isna(value)):
                 shown.at[index, column] = "--"

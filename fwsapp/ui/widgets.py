@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from functools import partial
 from numbers import Integral
 
 import pandas as pd
@@ -14,7 +13,7 @@ from fwsapp import counted, duration
 from fwsapp.ui import render
 from fwsapp.judge.summary import judge_name
 from fwsapp.results.fws import DEFAULT_ALPHA, DEFAULT_BETA
-from fwsapp.results.tables import decimals_of, number_text
+from fwsapp.results.tables import column_number_text, decimals_of
 from fwsapp.watermark.methods import MethodInfo
 from fwsapp.ui.queries import missing_model_free_work, runs
 from fwsapp.ui.resources import jobs, loaded_models, revision, store
@@ -445,13 +444,12 @@ def table(frame: pd.DataFrame, decimals: int | None = 3, where=st) -> None:
 
 def exported_table(frame: pd.DataFrame, where=st, bold: pd.DataFrame | None = None,
                    headings: dict[str, str] | None = None) -> None:
-    """`frame` as a page's table written as the report's downloads write it (`number_text`): three decimals (a
+    """`frame` as a page's table written as the report's downloads write it (`column_number_text`): three decimals (a
     percentage a tenth), and two significant digits where they would keep fewer (z > 4's nominal FPR, 3.2e-05, read
     0.000 on the Report page and 3.2e-05 in its Markdown); the cells True in `bold` in bold; `headings` as
     `worded_columns` takes them."""
     shown = uniform(frame)
-    numbers = {column: partial(number_text, decimals=decimals_of(column)) for column in shown.columns
-               if shown[column].dtype.kind == "f"}
+    numbers = {column: column_number_text(column) for column in shown.columns if shown[column].dtype.kind == "f"}
     styled = shown.style.format(numbers, na_rep="None")
     if bold is not None:
         styled = styled.apply(lambda column: ["font-weight: bold" if flag else "" for flag in bold[column.name]], axis=0)
