@@ -77,6 +77,35 @@ def test_a_number_a_lone_small_letter_or_function_words_name_no_chemical():
     assert [entity.text for entity in Proposing().find(text)] == kept
 
 
+def test_no_amount_is_part_of_a_drugs_name():
+    """The chemical tagger's "lisinopril 10mg" was a concept of its own, so "lisinopril 10 mg" against it was a drug
+    changed, and "10 IU" a drug: every chemical recognizer's mentions end where an amount begins and start after one,
+    and a mention inside an amount is none. A number without a unit, or one that is no dose, stays in the name."""
+    from fwsapp.entities.recognizers.base import Entity, Recognizer
+
+    text = ("Start lisinopril 10mg qd. Insulin 10 IU at night. Vitamin D 1000 IU daily. Apply 1% hydrocortisone. "
+            "Vitamin B 12, rhodamine 6G, and do not take ibuprofen more than 400 mg.")
+    proposed = ["lisinopril 10mg", "10 IU", "Vitamin D 1000", "1000 IU", "1% hydrocortisone", "Vitamin B 12",
+                "rhodamine 6G", "ibuprofen"]
+
+    class Proposing(Recognizer):  # a backend that reads amounts into names
+        kind = "chemical"
+
+        def candidates(self, texts):
+            return [[Entity(name, texts[0].index(name), texts[0].index(name) + len(name)) for name in proposed]]
+
+    assert [entity.text for entity in Proposing().find(text)] == [
+        "lisinopril", "Vitamin D", "hydrocortisone", "Vitamin B 12", "rhodamine 6G", "ibuprofen"]
+
+
+@pytest.mark.model  # the chemical tagger
+def test_a_dose_written_another_way_changes_no_drug():
+    """The tagger's "lisinopril 10mg" against "lisinopril 10 mg" was a drug added, and its "10 IU" a drug removed."""
+    tagged = FactFinder({**MODEL_FREE, "chemical": "chemical-tagger"})
+    assert compared(tagged, "Start lisinopril 10 mg once daily.", "Start lisinopril 10mg qd.") == []
+    assert compared(tagged, "Insulin 10 units at bedtime.", "Insulin 10 IU at bedtime.") == []
+
+
 def test_a_fact_added_or_removed_is_a_change_with_an_empty_side(finder):
     added = compared(finder, "Rest, drink fluids and take ibuprofen if the fever is high.",
                      "Rest, drink fluids and see a doctor if the fever is high.")

@@ -468,6 +468,21 @@ def test_the_gold_corpora_begin_and_end_a_mention_on_no_function_word():
     assert [name for name in names if disease_bounds(name, 0, len(name)) != (0, len(name))] == []
 
 
+def test_the_bounds_leave_every_gold_chemical_but_a_combination_with_its_amounts():
+    """The chemical bounds leave BC5CDR's gold chemical mentions as they are, but the one that is a combination with
+    its amounts ("simvastatin 10 mg-ezetimibe 40 mg"), which they cut to its first drug."""
+    from fwsapp.entities.recognizers.drugs import chemical_bounds
+
+    mentions, cut = 0, []
+    for split in ("train", "dev"):
+        for document in corpus("bc5cdr", split, "chemical"):
+            for start, end in document.mentions:
+                mentions += 1
+                if chemical_bounds(document.text, start, end) != (start, end):
+                    cut.append(document.text[slice(*chemical_bounds(document.text, start, end))])
+    assert mentions > 10_000 and cut == ["simvastatin"]
+
+
 @pytest.mark.model  # loads the trained disease tagger
 def test_the_trained_recognizer_ends_a_mention_on_no_function_word():
     """In this HealthQA reference the tagger had "tingling in", a concept of its own beside "tingling"."""

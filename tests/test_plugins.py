@@ -134,7 +134,7 @@ def check_recognizer(entry) -> None:
     """What every recognizer does: it finds its kind's example mention (`FactKind.example`), its mentions are spans of
     the text, it records its declared label, and it normalises a mention as its kind declares, every one passing its
     kind's declared rule (`FactKind.mention_rule`) within its bounds (`mention_bounds`). No outcome ("Death") or
-    drug-name modifier ("Tumor necrosis" factor) counts as a disease."""
+    drug-name modifier ("Tumor necrosis" factor) counts as a disease, and no amount is part of a drug's name."""
     recognizer = load_recognizer(entry.name)
     assert recognizer.backend == entry.label()
     assert recognizer.kind == entry.kind
@@ -151,6 +151,9 @@ def check_recognizer(entry) -> None:
                    for entity in entities)
     if entry.kind == "disease":
         assert not any(entity.text.lower() in {"death", "tumor necrosis", "tumor"} for entity in found[1])
+    if entry.kind == "chemical":  # no amount in a drug's name: the tagger read "lisinopril 10mg" and "IU" as drugs
+        dosed = recognizer.find("Start lisinopril 10mg qd, and vitamin D 1000 IU daily.")
+        assert [entity.text for entity in dosed if re.search(r"\d|\bIU\b", entity.text)] == []
 
 
 @pytest.mark.parametrize("name", RECOGNIZERS.available())
