@@ -326,6 +326,11 @@ def test_ranges_and_units_normalise_so_equal_doses_are_equal(finder):
     assert dose_value("1-2 times a day") == dose_value("once or twice daily") == "1-2/day" != dose_value("twice a day")
     assert dose_value("two or three times a day") == dose_value("2-3 times per day") == "2-3/day"
     assert dose_value("twice-daily") == dose_value("twice daily") == "2/day"
+    # ... and so may an amount, in words or with "or": "one or two tablets" was "two tablets", a dose changed against
+    # "1-2 tablets"; amounts each with its unit stay two.
+    assert compared(finder, "Take 1-2 tablets every 4 hours.", "Take one or two tablets every 4 hours.") == []
+    assert dose_value("two to three puffs") == dose_value("2 or 3 puffs") == "2-3 puff" != dose_value("3 puffs")
+    assert [f.text for f in finder.find_many(["Give 5 mg or 10 mg."])[0]] == ["5 mg", "10 mg"]
     # "daily", "nightly", "weekly" and "monthly" in two words are the same rates: "take it every day" was no frequency,
     # so "take it daily" for it read as a frequency added.
     assert dose_value("every day") == dose_value("Each day") == dose_value("each night") == dose_value("daily") == "1/day"

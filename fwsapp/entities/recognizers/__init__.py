@@ -189,8 +189,9 @@ RECOGNIZERS = Registry("recognizer", [
         # verb may be what it is for ("is not intended to be used for more than"), an amount per hours is a rate ("2
         # ml/hours") and one per a number of hours its amount and frequency ("10 mg / 6 hours"); v11: a liquid's
         # strength is one concentration per unit of volume ("250 mg/5 mL" is 50 mg/mL; it was 250 mg and 5 mL); v12:
-        # "every day", "each night", "every week", "each month" alone are frequencies, as "daily" ... "monthly" are
-        label=lambda: "dose grammar v12", kind="dose"),
+        # "every day", "each night", "every week", "each month" alone are frequencies, as "daily" ... "monthly" are;
+        # v13: an amount's range may be in words or joined by "or" ("one or two tablets" is 1-2 tablets; it was 2)
+        label=lambda: "dose grammar v13", kind="dose"),
     RecognizerPlugIn(
         "durations", "lengths of a course or a symptom (for 7 days, a 10-day course), in days or months (no model)",
         "fwsapp.entities.recognizers.durations:DurationRecognizer",

@@ -58,7 +58,9 @@ _UNIT = "|".join(sorted((re.escape(unit) for unit in UNITS), key=len, reverse=Tr
 COUNT = rf"{NUMBER}|(?:{'|'.join(NUMBER_WORDS)})\b"
 # "One and a half units" was "half units", 0.5 IU.
 AND_A_HALF = rf"(?:{COUNT})\s+and\s+a\s+half"
-_AMOUNT = rf"(?P<low>{FRACTION}|{AND_A_HALF}|half\s+an?|{COUNT})(?:\s*(?:-|–|to)\s*(?P<high>{FRACTION}|{NUMBER}))?"
+# A range's ends may be joined by "or" and written as words ("one or two tablets", "two to three tablets"), as a count
+# of times may be: the higher end alone was read, so "1-2 tablets" and "one or two tablets" were two doses.
+_AMOUNT = rf"(?P<low>{FRACTION}|{AND_A_HALF}|half\s+an?|{COUNT})(?:\s*(?:-|–|to|or)\s*(?P<high>{FRACTION}|{COUNT}))?"
 # A dose per body weight or area may be per time or dose as well ("2.5 mg/kg/day" is not "2.5 mg/kg/dose"); an amount
 # per volume is a concentration ("100 mg/dL", "5 mmol/L": read as "100 mg", a lab value was one with a dose), and one
 # per amount a ratio (an HbA1c of "48 mmol/mol" was "48 mmol").
