@@ -471,15 +471,15 @@ def test_the_gold_corpora_begin_and_end_a_mention_on_no_function_word():
 def test_the_bounds_leave_every_gold_chemical_but_a_combination_with_its_amounts():
     """The chemical bounds leave BC5CDR's gold chemical mentions as they are, but the one that is a combination with
     its amounts ("simvastatin 10 mg-ezetimibe 40 mg"), which they cut to its first drug."""
-    from fwsapp.entities.recognizers.drugs import chemical_bounds
+    from fwsapp.entities.recognizers.doses import without_amounts
 
     mentions, cut = 0, []
     for split in ("train", "dev"):
         for document in corpus("bc5cdr", split, "chemical"):
             for start, end in document.mentions:
                 mentions += 1
-                if chemical_bounds(document.text, start, end) != (start, end):
-                    cut.append(document.text[slice(*chemical_bounds(document.text, start, end))])
+                if (bounds := without_amounts(document.text, start, end)) != (start, end):
+                    cut.append(document.text[slice(*bounds)])
     assert mentions > 10_000 and cut == ["simvastatin"]
 
 

@@ -77,7 +77,7 @@ KINDS = {kind.name: kind for kind in (
              "drug", "fwsapp.entities.recognizers.drugs:drug_concept", ("Take ibuprofen for the pain.", "ibuprofen"),
              "#d8f5d0", "fwsapp.entities.recognizers.base:names_a_chemical",
              unstated_failure="hallucinated terminology (a drug)",
-             mention_bounds="fwsapp.entities.recognizers.drugs:chemical_bounds"),
+             mention_bounds="fwsapp.entities.recognizers.doses:without_amounts"),
     FactKind("dose", "an amount with a unit, a range or a frequency, with its bound (500 mg, 5–10 mL, twice daily, up to "
              "4 g; a percentage only as a concentration, of a cream or a solution); equal amounts in other units are one "
              "value", "dose",
@@ -121,7 +121,7 @@ def _scispacy_unavailable() -> str | None:
 # Disease v6: no word for a class of disease alone ("the syndrome", `CLASS_WORDS`). Disease v7: no function word at a
 # mention's edges ("tingling in", `disease_bounds`). Disease v8: a part of a longer MeSH name is the name ("otitis" of
 # "otitis media", `disease_bounds`). Chemical v10: no amount in a drug's name ("lisinopril 10mg" is lisinopril, "10 IU"
-# no drug, `chemical_bounds`).
+# no drug, `without_amounts`).
 TAGGER_VERSIONS = {"disease": 8, "chemical": 10}
 
 
@@ -165,7 +165,7 @@ RECOGNIZERS = Registry("recognizer", [
         # mention without a letter (`names_a_chemical`); v4: the clinical tokenizer's words ("vitamin D."); v5: no organ
         # ("thyroid gland", filed under desiccated thyroid); v6: "alcohol" is ethanol (it was benzyl alcohol, from the
         # package's "alcohol,"); v7: clinical readings of acronyms (CPPD no drug), no code of function words and
-        # numbers ("at 10"); v8: no amount in a name, as the tagger's v10 ("thimet 10g" is thimet, `chemical_bounds`),
+        # numbers ("at 10"); v8: no amount in a name, as the tagger's v10 ("thimet 10g" is thimet, `without_amounts`),
         # a British name is its US one's and an INN's spelling any other's ("aciclovir" is acyclovir), and adrenaline,
         # estradiol and GTN are read
         label=lambda: "drug lexicon v8", kind="chemical"),

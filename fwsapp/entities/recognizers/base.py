@@ -50,6 +50,12 @@ NON_DISEASE_HEADS = frozenset({
 _FOLLOWING_WORD = re.compile(r"[ \t-]+([A-Za-z]+(?:/[A-Za-z]+)?)")
 
 
+def after_spaces(text: str, start: int, end: int) -> int:
+    """The first position from `start` that is no space, or `end`: where a span's next part begins ("40 mg daily"'s
+    period after its amount, "1% hydrocortisone"'s name after its amount)."""
+    return min(end, start + len(text[start:end]) - len(text[start:end].lstrip()))
+
+
 def words_after(text: str, end: int, count: int = 2) -> list[str]:
     """The first `count` words after text[:end], lower-cased, on the same line: what the mention rules read to tell a
     disease from a drug's modifier ("tumour necrosis factor"), a dose from an adjective ("daily activities") or a

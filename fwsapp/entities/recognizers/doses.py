@@ -15,7 +15,7 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
-from fwsapp.entities.recognizers.base import Entity, Recognizer, leftmost_longest, words_after
+from fwsapp.entities.recognizers.base import Entity, Recognizer, after_spaces, leftmost_longest, words_after
 from fwsapp.entities.recognizers.bounds import BOUND, bounded
 
 # A naked decimal is a number too (".5 mg", ".25 mg ointment"), as error-prone as prescribers are told it is; it was
@@ -276,6 +276,29 @@ def names_a_dose(text: str, start: int, end: int) -> bool:
     return not following or following[0] in STOP_WORDS or following[0] in DOSING_NOUNS
 
 
+def without_amounts(text: str, start: int, end: int) -> tuple[int, int]:
+    """A drug's mention text[start:end] without the amounts at its edges, and a mention inside an amount none (an empty
+    span, which the mention rule refuses): the chemical kind's bounds. The chemical tagger read a dose glued to its drug
+    as part of the name ("lisinopril 10mg", a concept of its own, so "lisinopril 10 mg" against it was a drug changed)
+    and an amount's unit as a drug ("10 IU"; "Vitamin D 1000" and "IU" of "Vitamin D 1000 IU"). An amount is a DOSE
+    that `names_a_dose` takes, from its number to its unit, without the bound before it ("do not take ibuprofen more
+    than 400 mg" keeps "ibuprofen"); a number without a unit stays ("vitamin B 12", "omega 3"), and so does one that is
+    no dose ("rhodamine 6G", a gauge's capital G)."""
+    for amount_start, amount_end in _amounts(text):
+        if amount_start <= start < amount_end:  # "1% hydrocortisone": the name after the amount
+            start = after_spaces(text, amount_end, end)
+        elif start < amount_start < end:  # "lisinopril 10mg": the name before it
+            return start, start + len(text[start:amount_start].rstrip())
+    return start, end
+
+
+@lru_cache(maxsize=64)
+def _amounts(text: str) -> tuple[tuple[int, int], ...]:
+    """Each amount's span in `text`, from its number to its unit; one text's mentions ask it in turn."""
+    return tuple((match.start("low"), match.end("unit")) for match in DOSE.finditer(text)
+                 if names_a_dose(text, match.start(), match.end()))
+
+
 def _is_drug(word: str) -> bool:
     """Whether the drug lexicon names `word` (the dose recognizer's registry entry needs the lexicon's package)."""
     from fwsapp.entities.recognizers.drugs import drug_variants
@@ -303,5 +326,5 @@ def _amount_and_period(text: str, start: int, end: int) -> list[Entity]:
     if not periodic:
         return [Entity(text[start:end], start, end)]
     amount_end = dose.end("unit")
-    period_start = amount_end + len(text[amount_end:end]) - len(text[amount_end:end].lstrip())
+    period_start = after_spaces(text, amount_end, end)
     return [Entity(text[start:amount_end], start, amount_end), Entity(text[period_start:end], period_start, end)]

@@ -125,31 +125,6 @@ def drug_concept(name: str) -> str:
     return drug_variants().get(normalized, normalized)
 
 
-def chemical_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    """A drug mention's span without the amounts at its edges, and a mention inside an amount none (an empty span,
-    which the mention rule refuses): the chemical tagger read a dose glued to its drug as part of the name
-    ("lisinopril 10mg", a concept of its own, so "lisinopril 10 mg" against it was a drug changed) and an amount's unit
-    as a drug ("10 IU"; "Vitamin D 1000" and "IU" of "Vitamin D 1000 IU"). An amount is a number and its unit, as the
-    dose grammar reads it (`doses.DOSE`, where `names_a_dose` takes it), without the bound before it ("do not take
-    ibuprofen more than 400 mg" keeps "ibuprofen"); a number without a unit stays ("vitamin B 12", "omega 3"), and so
-    does one that is no dose ("rhodamine 6G", a gauge's capital G)."""
-    for amount_start, amount_end in _amounts(text):
-        if amount_start <= start < amount_end:  # "1% hydrocortisone": the name after the amount
-            start = min(end, amount_end + len(text[amount_end:end]) - len(text[amount_end:end].lstrip()))
-        elif start < amount_start < end:  # "lisinopril 10mg": the name before it
-            return start, start + len(text[start:amount_start].rstrip())
-    return start, end
-
-
-@lru_cache(maxsize=64)
-def _amounts(text: str) -> tuple[tuple[int, int], ...]:
-    """Each amount's span in `text`, from its number to its unit; one text's mentions ask it in turn."""
-    from fwsapp.entities.recognizers.doses import DOSE, names_a_dose
-
-    return tuple((match.start("low"), match.end("unit")) for match in DOSE.finditer(text)
-                 if names_a_dose(text, match.start(), match.end()))
-
-
 def lexicon_matcher(cache_dir: Path = CACHE_DIR):
     """(a blank English spaCy pipeline, its PhraseMatcher over every drug name, case-insensitive), kept in cache/."""
     return cached_phrase_matcher("drug", "CHEMICAL", sorted(drug_variants()), cache_dir)
