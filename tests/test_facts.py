@@ -57,44 +57,39 @@ def test_no_drug_is_a_name_of_two_letters_a_function_word_or_an_organ(finder):
         ("chemical", "DMPA", "medroxyprogesterone acetate")]
 
 
+def kept_of_proposed(text: str, proposed: list[str]) -> list[str]:
+    """The chemical mentions kept of those a backend proposes (each name at its first use as a word of its own), by the
+    chemical kind's declared bounds and rule, which every chemical recognizer passes its backend's mentions through."""
+    from fwsapp.entities.recognizers.base import Entity, Recognizer
+
+    class Proposing(Recognizer):
+        kind = "chemical"
+
+        def candidates(self, texts):
+            found = [re.search(rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", texts[0]) for name in proposed]
+            return [[Entity(match.group(), match.start(), match.end()) for match in found]]
+
+    return [entity.text for entity in Proposing().find(text)]
+
+
 def test_a_number_a_lone_small_letter_or_function_words_name_no_chemical():
     """The chemical tagger's strays in the paper's answers, dropped for every chemical recognizer by the kind's
     declared rule: an NDC code, the "e" of "e- cigarettes", "ca" of "ca n't"; elements' symbols, "Ca" (calcium) among
     them, and a formula still name chemicals."""
-    from fwsapp.entities.recognizers.base import Entity, Recognizer
-
-    text = "NDC 0555-0952-02. The e- cigarettes. I ca n't take Ca, K or free T4."
-    strays = ["0555-0952-02", "e", "ca"]
     kept = ["Ca", "K", "T4"]
-
-    class Proposing(Recognizer):  # a backend that proposes the strays and the chemicals
-        kind = "chemical"
-
-        def candidates(self, texts):
-            found = [re.search(rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", texts[0]) for name in strays + kept]
-            return [[Entity(match.group(), match.start(), match.end()) for match in found]]
-
-    assert [entity.text for entity in Proposing().find(text)] == kept
+    assert kept_of_proposed("NDC 0555-0952-02. The e- cigarettes. I ca n't take Ca, K or free T4.",
+                            ["0555-0952-02", "e", "ca", *kept]) == kept
 
 
 def test_no_amount_is_part_of_a_drugs_name():
     """The chemical tagger's "lisinopril 10mg" was a concept of its own, so "lisinopril 10 mg" against it was a drug
     changed, and "10 IU" a drug: every chemical recognizer's mentions end where an amount begins and start after one,
     and a mention inside an amount is none. A number without a unit, or one that is no dose, stays in the name."""
-    from fwsapp.entities.recognizers.base import Entity, Recognizer
-
     text = ("Start lisinopril 10mg qd. Insulin 10 IU at night. Vitamin D 1000 IU daily. Apply 1% hydrocortisone. "
             "Vitamin B 12, rhodamine 6G, and do not take ibuprofen more than 400 mg.")
     proposed = ["lisinopril 10mg", "10 IU", "Vitamin D 1000", "1000 IU", "1% hydrocortisone", "Vitamin B 12",
                 "rhodamine 6G", "ibuprofen"]
-
-    class Proposing(Recognizer):  # a backend that reads amounts into names
-        kind = "chemical"
-
-        def candidates(self, texts):
-            return [[Entity(name, texts[0].index(name), texts[0].index(name) + len(name)) for name in proposed]]
-
-    assert [entity.text for entity in Proposing().find(text)] == [
+    assert kept_of_proposed(text, proposed) == [
         "lisinopril", "Vitamin D", "hydrocortisone", "Vitamin B 12", "rhodamine 6G", "ibuprofen"]
 
 

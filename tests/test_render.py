@@ -97,6 +97,12 @@ def test_a_column_of_numbers_with_words_among_them_writes_every_number_alike():
     shown = uniform(frame)
     assert shown.r.tolist()[:4] == ["1.000", "1.000", "0.710", "not enough data (n = 4)"] and pd.isna(shown.r[4])
     assert shown.n.tolist() == [10, 10, 10, 4, 0]  # numbers alone stay numbers
+    # ... as the downloads write them: a TPR of 1 in 400 read 0.003 on the Report page and 0.0025 in its Markdown.
+    from fwsapp.results.tables import written_numbers
+
+    rare = pd.DataFrame({"TPR at FPR 1%": [0.0025, "not enough data (n = 4)"], "Unsupported % (watermarked)": [36.36, "–"]})
+    assert uniform(rare).values.tolist() == written_numbers(rare).values.tolist() == [
+        ["0.0025", "36.4"], ["not enough data (n = 4)", "–"]]
 
 
 def test_attack_changes_marks_changed_and_pasted_words_and_underlines_mentions_in_inert_text():

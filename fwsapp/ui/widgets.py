@@ -391,17 +391,17 @@ def _mixed(column: pd.Series) -> bool:
 
 
 def uniform(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with every number of a mixed column written alike (0.710, 1.000, not 1, 1.0 and 0.71; a percentage to
-    a tenth, `decimals_of`), so the column is text throughout: one format for the reader, one type for Arrow (a mixed
-    column made it log a traceback). A column whose numbers are all integers is a count and keeps them whole (tokens
-    to detect: 16 or "never", not 16.000)."""
+    """`frame` with every number of a mixed column written alike, as the downloads write it (`column_number_text`:
+    0.710, 1.000, not 1, 1.0 and 0.71; a percentage to a tenth), so the column is text throughout: one format for the
+    reader, one type for Arrow (a mixed column made it log a traceback). A column whose numbers are all integers is a
+    count and keeps them whole (tokens to detect: 16 or "never", not 16.000)."""
     def written(column: pd.Series) -> pd.Series:
         def word(value) -> bool:
             return value is None or isinstance(value, (str, bool)) or pd.isna(value)
 
         counts = all(isinstance(value, Integral) for value in column if not word(value))
-        places = decimals_of(column.name)
-        return column.map(lambda value: value if word(value) else f"{value:d}" if counts else f"{value:.{places}f}")
+        write = column_number_text(column.name)
+        return column.map(lambda value: value if word(value) else f"{value:d}" if counts else write(value))
 
     return frame.assign(**{column: written(frame[column]) for column in frame.columns if _mixed(frame[column])})
 

@@ -43,15 +43,15 @@ def package_records() -> dict[str, dict]:
 # antioxidant of rubber (71 of the paper's answers); "beta-2" the receptor, not isoetharine. Laboratory reagents'
 # acronyms that running text uses as words ("sits", "caps", "indicators") and an organ the package files under the
 # medicine made of it ("thyroid gland", desiccated thyroid, in 22 of the paper's answers) name none.
-# The package lacks adrenaline and estradiol, in either spelling, and GTN (glyceryl trinitrate).
+# The package lacks adrenaline and estradiol, in either spelling, and GTN (glyceryl trinitrate). And it files a
+# British name from the NHS's pages as a drug apart from the US one from MedlinePlus or MeSH, so an NHS reference's
+# "mesalazine" left an answer's "mesalamine" unsupported, a drug changed: a reading of a name the package files
+# others under holds for those names too ("Piriton", a brand of chlorphenamine, is chlorpheniramine).
 CLINICAL_READINGS = {"alcohol": "ethanol", "dmpa": "medroxyprogesterone acetate", "cppd": None, "beta 2": None,
                      "sits": None, "caps": None, "indicators": None, "thyroid gland": None,
                      "adrenaline": "epinephrine", "adrenalin": "epinephrine", "estradiol": "estradiol",
-                     "oestradiol": "estradiol", "gtn": "nitroglycerin"}
-# One drug the package files as two: a British name from the NHS's pages beside the US one from MedlinePlus or MeSH,
-# so an NHS reference's "mesalazine" left an answer's "mesalamine" unsupported, a drug changed.
-BRITISH_NAMES = {"chlorphenamine": "chlorpheniramine", "glyceryl trinitrate": "nitroglycerin",
-                 "mesalazine": "mesalamine"}
+                     "oestradiol": "estradiol", "gtn": "nitroglycerin", "glyceryl trinitrate": "nitroglycerin",
+                     "chlorphenamine": "chlorpheniramine", "mesalazine": "mesalamine"}
 # The letters an International Nonproprietary Name is spelt without (WHO's general principles for devising INNs: "ae"
 # and "oe" as "e", "ph" as "f", "th" as "t", "y" as "i", and no "h" after "c"). British and older US names keep them,
 # and the package files each spelling as a drug of its own: "aciclovir" and "acyclovir", "cefalexin" and "cephalexin",
@@ -78,16 +78,17 @@ def drug_variants() -> dict[str, str]:
         if (len(targets) == 1 and len(name.replace(" ", "")) > 2 and not {variant, name} & left_out
                 and not all(word in STOP_WORDS or word.isdigit() or len(word) == 1 for word in name.split())):
             variants[name] = normalize(targets[0])
-    return _one_concept_per_drug(variants | {name: reading for name, reading in CLINICAL_READINGS.items() if reading})
+    readings = {name: reading for name, reading in CLINICAL_READINGS.items() if reading}
+    return _one_concept_per_drug({name: readings.get(canonical, canonical) for name, canonical in variants.items()}
+                                 | readings)
 
 
 def _one_concept_per_drug(variants: dict[str, str]) -> dict[str, str]:
-    """`variants` with each drug's canonical names one: a British name its US one's (BRITISH_NAMES), and names of one
-    INN spelling (INN_SPELLING) the one MeSH files, else the one DrugBank does, else the first in order. In the
-    package's 20,071 canonical names 9 pairs share a spelling, and each pair is one drug (no two DrugBank or MeSH
-    identifiers)."""
+    """`variants` with the canonical names of one INN spelling (INN_SPELLING) one: the one MeSH files, else the one
+    DrugBank does, else the first in order. In the package's 20,071 canonical names 9 pairs share a spelling, and each
+    pair is one drug (no two DrugBank or MeSH identifiers)."""
     records = package_records()
-    canonicals = {BRITISH_NAMES.get(canonical, canonical) for canonical in variants.values()}
+    canonicals = set(variants.values())
     by_spelling: dict[str, list[str]] = {}
     for canonical in sorted(canonicals):
         by_spelling.setdefault(inn_spelling(canonical), []).append(canonical)
@@ -97,7 +98,7 @@ def _one_concept_per_drug(variants: dict[str, str]) -> dict[str, str]:
         return not record.get("mesh_id"), not record.get("drugbank_id")
 
     chosen = {canonical: min(names, key=rank) for names in by_spelling.values() for canonical in names}
-    return {name: chosen[BRITISH_NAMES.get(canonical, canonical)] for name, canonical in variants.items()}
+    return {name: chosen[canonical] for name, canonical in variants.items()}
 
 
 def inn_spelling(name: str) -> str:
